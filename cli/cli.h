@@ -1,0 +1,43 @@
+/* cli.h: shared pieces of the hbm command-line tool, a thin layer over the
+ * library. Exit codes (DESIGN.md §6): 0 success, 1 a failed check, 2 bad input
+ * or usage. Each command lives in cli/cmd_<name>.c (or bench/ for benchmarks). */
+#ifndef HBM_CLI_H
+#define HBM_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "hbm.h"
+
+enum { CLI_OK = 0, CLI_FAILED = 1, CLI_BAD_INPUT = 2 };
+
+typedef struct cli_command {
+  const char *name;
+  const char *summary;
+  int (*run)(int argc, char **argv); /* argv[0] is the command name */
+} cli_command;
+
+/* Commands (one per file). */
+int cmd_replay(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* Prints "hbm: <message>" to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints a diag as "file:line: message" (or file: byte N:) to stderr. */
+void cli_diag(const hbm_diag *diag);
+/* Maps a library error to an exit code (EPARSE/EINVAL/EIO -> 2, others 1). */
+int cli_exit_code(int err);
+/* Parses a size argument; on error prints "hbm: <what>: ..." and returns 0. */
+int cli_parse_size(const char *what, const char *text, uint64_t *out);
+/* 1 if stderr is a terminal (progress bars only then). */
+int cli_is_tty(void);
+/* Progress bar on stderr (only when a terminal): label, done/total. */
+void cli_progress(const char *label, uint64_t done, uint64_t total);
+void cli_progress_end(void);
+/* Writes text to path atomically (temp + rename); refuses paths in `inputs`. */
+int cli_write_output(const char *path, const char *text, size_t len, const char *const *inputs,
+                     int ninputs);
+/* Human size. */
+const char *cli_size(uint64_t bytes, char buf[32]);
+
+#endif

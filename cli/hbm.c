@@ -1,0 +1,43 @@
+/* hbm: command-line front end. Each command is a thin layer over libhbm. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const cli_command commands[] = {
+    {"replay", "replay a trace or PyTorch snapshot through allocator policies", cmd_replay},
+    {"bench", "benchmarks, side by side in one run (alloc, ...)", cmd_bench},
+};
+static const int ncommands = (int)(sizeof commands / sizeof commands[0]);
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "hbm %s: keeps accelerator memory usable through long training runs\n\n"
+          "usage: hbm COMMAND [options]   (hbm COMMAND --help for its options)\n\n"
+          "commands:\n",
+          hbm_version());
+  for (int i = 0; i < ncommands; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf(out,
+          "\nexit codes: 0 success, 1 a failed check or run, 2 bad input or usage\n"
+          "policies: %s\n",
+          hbm_policy_names());
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return CLI_BAD_INPUT;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return CLI_OK;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("hbm %s\n", hbm_version());
+    return CLI_OK;
+  }
+  for (int i = 0; i < ncommands; i++)
+    if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+  cli_error("unknown command '%s' (try: hbm --help)", argv[1]);
+  return CLI_BAD_INPUT;
+}

@@ -1,0 +1,263 @@
+/* hbm.h: the one public header of libhbm.
+ *
+ * hbm keeps accelerator memory (HBM on NPUs and GPUs) usable through long
+ * training runs: it measures fragmentation, replays allocation traces through
+ * allocators, and provides allocators that do not fragment.
+ *
+ * Conventions
+ *   - Every function that can fail returns an int: HBM_OK (0) or a negative
+ *     hbm error code. On error, outputs are left untouched unless stated.
+ *   - The library never prints and never exits. Errors are also reported, with
+ *     a message, through the callback set by hbm_set_error_handler().
+ *   - Device addresses are uint64_t. On the host device they are real pointers.
+ *   - All allocator metadata lives in host memory, never inside the managed range.
+ */
+#ifndef HBM_H
+#define HBM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HBM_VERSION_MAJOR 0
+#define HBM_VERSION_MINOR 1
+#define HBM_VERSION_PATCH 0
+const char *hbm_version(void);
+
+/* ---- errors ------------------------------------------------------------------ */
+enum {
+  HBM_OK = 0,
+  HBM_ENOMEM = -1,       /* the device cannot satisfy the request (an OOM) */
+  HBM_EINVAL = -2,       /* bad argument: zero or absurd size, unknown address, double free */
+  HBM_EPARSE = -3,       /* malformed input (see hbm_diag for where) */
+  HBM_EIO = -4,          /* a file could not be read or written */
+  HBM_EUNSUPPORTED = -5, /* the device lacks a capability, or a runtime is absent */
+  HBM_ECORRUPT = -6,     /* an invariant check failed */
+  HBM_EHOSTMEM = -7,     /* host memory for metadata could not be allocated */
+  HBM_EBUSY = -8,        /* the object is pinned or in use */
+};
+const char *hbm_strerror(int err);
+
+/* Where bad input was found: file, 1-based line (0 if not line-oriented),
+ * byte offset, and what was expected. Filled by every reader on HBM_EPARSE. */
+typedef struct hbm_diag {
+  char file[256];
+  uint64_t line;
+  uint64_t offset;
+  char message[512];
+} hbm_diag;
+
+/* ---- callbacks ------------------------------------------------------------------ */
+/* Errors the library detects (double free, unknown address, failed check) are
+ * described here before the error code is returned. Default: silent. */
+typedef void hbm_error_fn(int err, const char *message, void *arg);
+void hbm_set_error_handler(hbm_error_fn *fn, void *arg);
+/* Informational output (e.g. hbm_check() findings). Default: silent. */
+typedef void hbm_output_fn(const char *message, void *arg);
+void hbm_set_output_handler(hbm_output_fn *fn, void *arg);
+
+/* ---- tags: what an allocation is for ------------------------------------------- */
+typedef enum hbm_tag {
+  HBM_TAG_OTHER = 0,
+  HBM_TAG_PARAM,
+  HBM_TAG_GRAD,
+  HBM_TAG_OPTIM,
+  HBM_TAG_ACT,
+  HBM_TAG_COMM,
+  HBM_TAG_TEMP,
+  HBM_TAG_COUNT
+} hbm_tag;
+const char *hbm_tag_name(hbm_tag tag);
+/* Returns HBM_OK and sets *tag, or HBM_EINVAL for an unknown name. */
+int hbm_tag_parse(const char *name, hbm_tag *tag);
+
+/* ---- sizes ----------------------------------------------------------------------- */
+/* Parses "96GiB", "512MiB", "4.2GB", "1024" (bytes). B/KiB/MiB/GiB/TiB are powers
+ * of 2; KB/MB/GB/TB powers of 10. Fractions allowed with a unit; the result is
+ * rounded to the nearest byte. HBM_EINVAL on anything else or on overflow. */
+int hbm_size_parse(const char *text, uint64_t *bytes);
+/* Writes a human size ("4.20 GiB") into buf; returns buf. */
+char *hbm_size_format(uint64_t bytes, char *buf, size_t len);
+
+/* ---- devices ------------------------------------------------------------------- */
+typedef struct hbm_device hbm_device;
+
+typedef struct hbm_device_caps {
+  char kind[16];        /* "sim", "host", ... */
+  uint64_t capacity;    /* bytes the device can give this process */
+  uint64_t granule;     /* page size for virtual-memory mapping */
+  int vmm;              /* 1 if physical granules can be mapped anywhere in reserved ranges */
+  int d2d_copy;         /* 1 if device-to-device copies are possible (data moves for real) */
+  int host_visible;     /* 1 if device addresses are host pointers (host device) */
+} hbm_device_caps;
+
+/* spec: "sim:96GiB" (address arithmetic only, touches no memory) or "host:4GiB"
+ * (real memory, real granule mapping through memfd + mmap). An optional
+ * ",granule=2MiB" sets the granule. */
+int hbm_device_open(const char *spec, hbm_device **out);
+void hbm_device_close(hbm_device *dev);
+int hbm_device_get_caps(const hbm_device *dev, hbm_device_caps *caps);
+/* Backend calls made so far (segment alloc/free, map/unmap, create/release). */
+uint64_t hbm_device_backend_calls(const hbm_device *dev);
+
+/* ---- telemetry ----------------------------------------------------------------- */
+/* Every field is declared once here, and expanded for the struct, the text
+ * printer and the JSON writer. X(type, name, description). */
+#define HBM_STATS_FIELDS(X)                                                              \
+  X(uint64_t, capacity, "bytes the device can give this heap")                          \
+  X(uint64_t, live, "sum of requests not yet freed")                                    \
+  X(uint64_t, peak_live, "highest live")                                                \
+  X(uint64_t, allocated, "sum of block sizes handed out")                               \
+  X(uint64_t, peak_allocated, "highest allocated")                                      \
+  X(uint64_t, reserved, "bytes held from the device")                                   \
+  X(uint64_t, peak_reserved, "highest reserved")                                        \
+  X(uint64_t, free_total, "capacity - live")                                            \
+  X(uint64_t, largest_free, "largest request that would succeed now without moving data") \
+  X(double, fragmentation, "free_total / largest_free - 1")                             \
+  X(uint64_t, allocs, "successful allocations")                                         \
+  X(uint64_t, frees, "frees")                                                           \
+  X(uint64_t, failures, "requests that failed")                                         \
+  X(uint64_t, live_blocks, "allocations alive now")                                     \
+  X(uint64_t, backend_calls, "device runtime calls")
+
+#define HBM_STATS_VERSION 1
+
+typedef struct hbm_stats {
+  int version; /* HBM_STATS_VERSION */
+#define HBM_STATS_DECLARE_(type, name, doc) type name;
+  HBM_STATS_FIELDS(HBM_STATS_DECLARE_)
+#undef HBM_STATS_DECLARE_
+  uint64_t live_by_tag[HBM_TAG_COUNT]; /* live bytes per purpose */
+  uint64_t peak_live_by_tag[HBM_TAG_COUNT];
+} hbm_stats;
+
+/* Fragmentation ratio as DESIGN defines it: free_total / largest_free - 1.
+ * 0 when nothing is free; "infinite" is reported as 1e9 when largest_free is 0. */
+double hbm_fragmentation_ratio(uint64_t free_total, uint64_t largest_free);
+
+/* Formats stats as text lines ("live 1.00 GiB (1073741824)") or as one JSON
+ * object. Returns the length that was needed (like snprintf). */
+int hbm_stats_format(const hbm_stats *stats, int json, char *buf, size_t len);
+
+/* ---- heaps: an allocator policy over a device ------------------------------------ */
+typedef struct hbm_heap hbm_heap;
+
+/* policy: "bestfit", "caching", "expandable", "zoned", ... (hbm_policy_names()).
+ * conf: policy settings, or NULL. For caching/expandable this is PyTorch's own
+ * PYTORCH_CUDA_ALLOC_CONF syntax. The heap does not own the device; the device
+ * must outlive it. Heaps are thread-safe: every call takes the heap's lock. */
+int hbm_heap_create(hbm_device *dev, const char *policy, const char *conf, hbm_heap **out);
+void hbm_heap_destroy(hbm_heap *heap);
+/* Comma-separated list of policy names this build knows. */
+const char *hbm_policy_names(void);
+
+/* Allocates `size` bytes for purpose `tag` on `stream` (0 if unsure).
+ * On success *addr is the block's device address. On HBM_ENOMEM the heap is
+ * unchanged apart from what the policy released trying (e.g. its cache). */
+int hbm_alloc(hbm_heap *heap, uint64_t size, hbm_tag tag, int stream, uint64_t *addr);
+/* Frees the block at addr. Unknown addresses and double frees are HBM_EINVAL,
+ * reported through the error handler; the heap is unchanged. */
+int hbm_free(hbm_heap *heap, uint64_t addr);
+int hbm_heap_stats(hbm_heap *heap, hbm_stats *out);
+
+/* Layout scan: visits live blocks and holes in address order within each
+ * range the policy manages. `live` is 1 for a live block (tag meaningful), 0 for
+ * a hole. Stop early by returning non-zero from the visitor. */
+typedef int hbm_scan_fn(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag);
+int hbm_heap_scan(hbm_heap *heap, hbm_scan_fn *visit, void *arg);
+
+/* Verifies every invariant of the heap (no overlap, every byte live or free, no
+ * two free neighbours, bitmaps agree with lists, stats equal a recount).
+ * HBM_OK, or HBM_ECORRUPT after reporting each failure through the error handler. */
+int hbm_check(hbm_heap *heap);
+
+/* ---- traces --------------------------------------------------------------------- */
+typedef struct hbm_trace hbm_trace;
+
+/* Reads a trace file: hbm text trace v1, or a PyTorch memory snapshot pickle
+ * (detected by content). On HBM_EPARSE/HBM_EIO, diag says where and what. */
+int hbm_trace_load(const char *path, hbm_trace **out, hbm_diag *diag);
+/* Parses a text trace from memory; `name` is used in diagnostics. */
+int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_trace **out,
+                         hbm_diag *diag);
+/* Writes the trace as text v1, atomically (temp file + rename). Refuses
+ * (HBM_EINVAL) to write over the file the trace was read from. */
+int hbm_trace_save(const hbm_trace *trace, const char *path, hbm_diag *diag);
+void hbm_trace_free(hbm_trace *trace);
+uint64_t hbm_trace_event_count(const hbm_trace *trace);
+uint64_t hbm_trace_capacity(const hbm_trace *trace); /* 0 when the trace names none */
+uint64_t hbm_trace_peak_live(const hbm_trace *trace);
+const char *hbm_trace_name(const hbm_trace *trace);
+
+/* ---- replay -------------------------------------------------------------------- */
+typedef enum hbm_oom_cause {
+  HBM_CAUSE_NONE = 0,
+  HBM_CAUSE_CAPACITY,      /* live + request > capacity */
+  HBM_CAUSE_FRAGMENTATION, /* free total >= request > largest free */
+} hbm_oom_cause;
+const char *hbm_oom_cause_name(hbm_oom_cause cause);
+
+/* A sample taken at each step boundary (or every N events). */
+typedef struct hbm_sample {
+  uint64_t event, step;
+  uint64_t live, allocated, reserved, free_total, largest_free;
+  double fragmentation;
+} hbm_sample;
+typedef void hbm_sample_fn(const hbm_sample *sample, void *arg);
+/* Progress: done of total events. */
+typedef void hbm_progress_fn(uint64_t done, uint64_t total, void *arg);
+
+typedef struct hbm_replay_options {
+  const char *policy;      /* one policy name */
+  const char *conf;        /* policy settings (alloc-conf), or NULL */
+  const char *device;      /* device spec; NULL: "sim:<trace capacity>" */
+  uint64_t every;          /* 0: sample at step boundaries; N: every N events */
+  int verify_data;         /* host device: fill each block, verify on free */
+  hbm_sample_fn *on_sample;
+  void *sample_arg;
+  hbm_progress_fn *on_progress;
+  void *progress_arg;
+} hbm_replay_options;
+
+typedef struct hbm_oom_report {
+  uint64_t event;          /* 0-based index of the failing event */
+  uint64_t step;
+  uint64_t request;
+  uint64_t free_total;
+  uint64_t largest_free;
+  hbm_oom_cause cause;
+} hbm_oom_report;
+
+typedef struct hbm_replay_result {
+  char policy[32];
+  uint64_t events, capacity;
+  uint64_t peak_live, peak_allocated, peak_reserved;
+  double efficiency;       /* peak_live / peak_reserved */
+  double max_frag;         /* highest fragmentation ratio over samples */
+  uint64_t backend_calls;
+  uint64_t backend_calls_after_first_step;
+  uint64_t alloc_events;
+  double ns_per_event;
+  uint64_t failures;       /* requests that failed (skipped) */
+  int oom;                 /* 1 if any request failed; first_oom then holds the first */
+  hbm_oom_report first_oom;
+  uint64_t verified_blocks; /* with verify_data: blocks whose pattern was checked */
+} hbm_replay_result;
+
+/* Replays every event of `trace` through one policy. A failed request is
+ * skipped (later frees of it ignored) and the first failure is reported.
+ * Returns HBM_OK even when requests failed (see result->oom); an error code
+ * only when the replay itself could not run. */
+int hbm_replay(const hbm_trace *trace, const hbm_replay_options *options,
+               hbm_replay_result *result);
+
+/* ---- kernels: fused mixed-precision AdamW (src/kernels/) ----------------------- */
+/* (declarations of the optimizer kernels go here) */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HBM_H */

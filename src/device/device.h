@@ -1,0 +1,103 @@
+/* device.h: the contract every backend implements (DESIGN.md §3).
+ *
+ * A backend hands out two things: address ranges (virtual space, costless) and
+ * physical memory (what capacity counts). Backends with virtual-memory mapping
+ * (vmm) let physical granules be mapped anywhere in a reserved range; those
+ * without offer only seg_alloc: physical memory at an address of their choosing.
+ *
+ * Preconditions stated once, for every function below:
+ *   - sizes and offsets passed to reserve/create/map are multiples of granule;
+ *   - map targets lie inside a range returned by reserve and are unmapped;
+ *   - every call that reaches the device runtime counts one backend call.
+ * Errors: HBM_ENOMEM when physical capacity would be exceeded, HBM_EUNSUPPORTED
+ * when the backend lacks the capability; on error nothing changed.
+ */
+#ifndef HBM_DEVICE_H
+#define HBM_DEVICE_H
+
+#include "hbm.h"
+
+typedef struct hbm_device_ops {
+  const char *kind;
+  /* Physical memory at an address the backend picks (cudaMalloc-like).
+   * `hint`, when non-zero, asks for that address (replay of recorded segments);
+   * the backend honours it when the range is unused, else picks another. */
+  int (*seg_alloc)(hbm_device *dev, uint64_t size, uint64_t hint, uint64_t *addr);
+  int (*seg_free)(hbm_device *dev, uint64_t addr, uint64_t size);
+  /* Virtual-memory mapping (vmm devices only). */
+  int (*reserve)(hbm_device *dev, uint64_t size, uint64_t *base);
+  int (*unreserve)(hbm_device *dev, uint64_t base, uint64_t size);
+  int (*phys_create)(hbm_device *dev, uint64_t size, uint64_t *handle);
+  int (*phys_release)(hbm_device *dev, uint64_t handle, uint64_t size);
+  int (*map)(hbm_device *dev, uint64_t va, uint64_t size, uint64_t handle, uint64_t offset);
+  int (*unmap)(hbm_device *dev, uint64_t va, uint64_t size);
+  /* Copies n bytes, overlapping ranges allowed (memmove semantics). */
+  int (*copy)(hbm_device *dev, uint64_t dst, uint64_t src, uint64_t n);
+  void (*destroy)(hbm_device *dev);
+} hbm_device_ops;
+
+/* Invariant: 0 <= phys_used <= caps.capacity; phys_used is the sum of live
+ * seg_alloc sizes and live phys_create sizes. */
+struct hbm_device {
+  const hbm_device_ops *ops;
+  hbm_device_caps caps;
+  uint64_t phys_used;     /* physical bytes held by all clients */
+  uint64_t peak_phys_used;
+  uint64_t backend_calls;
+  void *impl;             /* backend private state */
+};
+
+int hbm_sim_open(uint64_t capacity, uint64_t granule, hbm_device **out);
+int hbm_host_open(uint64_t capacity, uint64_t granule, hbm_device **out);
+
+/* Accounting helpers used by backends: claim fails with HBM_ENOMEM when the
+ * capacity would be exceeded. */
+int hbm_device_claim(hbm_device *dev, uint64_t size);
+void hbm_device_unclaim(hbm_device *dev, uint64_t size);
+
+/* Convenience wrappers that check the capability and count the call. */
+static inline int hbm_dev_seg_alloc(hbm_device *d, uint64_t size, uint64_t hint, uint64_t *addr) {
+  d->backend_calls++;
+  return d->ops->seg_alloc(d, size, hint, addr);
+}
+static inline int hbm_dev_seg_free(hbm_device *d, uint64_t addr, uint64_t size) {
+  d->backend_calls++;
+  return d->ops->seg_free(d, addr, size);
+}
+static inline int hbm_dev_reserve(hbm_device *d, uint64_t size, uint64_t *base) {
+  if (!d->ops->reserve) return HBM_EUNSUPPORTED;
+  d->backend_calls++;
+  return d->ops->reserve(d, size, base);
+}
+static inline int hbm_dev_unreserve(hbm_device *d, uint64_t base, uint64_t size) {
+  if (!d->ops->unreserve) return HBM_EUNSUPPORTED;
+  d->backend_calls++;
+  return d->ops->unreserve(d, base, size);
+}
+static inline int hbm_dev_phys_create(hbm_device *d, uint64_t size, uint64_t *handle) {
+  if (!d->ops->phys_create) return HBM_EUNSUPPORTED;
+  d->backend_calls++;
+  return d->ops->phys_create(d, size, handle);
+}
+static inline int hbm_dev_phys_release(hbm_device *d, uint64_t handle, uint64_t size) {
+  if (!d->ops->phys_release) return HBM_EUNSUPPORTED;
+  d->backend_calls++;
+  return d->ops->phys_release(d, handle, size);
+}
+static inline int hbm_dev_map(hbm_device *d, uint64_t va, uint64_t size, uint64_t handle,
+                              uint64_t offset) {
+  if (!d->ops->map) return HBM_EUNSUPPORTED;
+  d->backend_calls++;
+  return d->ops->map(d, va, size, handle, offset);
+}
+static inline int hbm_dev_unmap(hbm_device *d, uint64_t va, uint64_t size) {
+  if (!d->ops->unmap) return HBM_EUNSUPPORTED;
+  d->backend_calls++;
+  return d->ops->unmap(d, va, size);
+}
+static inline int hbm_dev_copy(hbm_device *d, uint64_t dst, uint64_t src, uint64_t n) {
+  if (!d->ops->copy) return HBM_EUNSUPPORTED;
+  return d->ops->copy(d, dst, src, n);
+}
+
+#endif

@@ -1,0 +1,84 @@
+/* policy.h: what an allocator policy is (DESIGN.md §3).
+ *
+ * A policy places requests over a device. It knows nothing of traces or of
+ * live/peak accounting: the heap (public API) and replay keep those, so every
+ * policy is measured the same way. One policy per file; each exports one
+ * `const hbm_policy_class hbm_policy_<name>` listed in registry.c.
+ *
+ * Every policy struct starts with `hbm_policy base;`.
+ */
+#ifndef HBM_POLICY_H
+#define HBM_POLICY_H
+
+#include "hbm.h"
+#include "device/device.h"
+#include "trace/trace.h"
+
+typedef struct hbm_policy_class hbm_policy_class;
+
+typedef struct hbm_policy {
+  const hbm_policy_class *cls;
+  hbm_device *dev;
+} hbm_policy;
+
+/* What only the policy knows. `largest_free` follows DESIGN.md §2: the largest
+ * single request that would succeed now without moving data, counting what the
+ * policy would release on pressure (cached segments, unmapped capacity). */
+typedef struct hbm_policy_usage {
+  uint64_t reserved;
+  uint64_t largest_free;
+} hbm_policy_usage;
+
+/* A named counter a policy adds to replay's JSON (e.g. moved_bytes). */
+typedef struct hbm_counter {
+  const char *name;
+  double value;
+} hbm_counter;
+
+/* Sink for invariant failures found by check(); the heap routes them to the
+ * error handler. */
+typedef void hbm_check_report_fn(void *arg, const char *message);
+
+struct hbm_policy_class {
+  const char *name;
+  const char *summary;   /* one line for --help */
+  /* conf: policy settings (NULL = defaults). Bad conf: HBM_EINVAL and a message in diag. */
+  int (*create)(hbm_device *dev, const char *conf, hbm_policy **out, hbm_diag *diag);
+  void (*destroy)(hbm_policy *p);
+  /* On success *addr and *block_size (bytes the block really occupies: the
+   * request after rounding and unsplit slack). HBM_ENOMEM when it cannot. */
+  int (*alloc)(hbm_policy *p, uint64_t size, hbm_tag tag, int stream, uint64_t *addr,
+               uint64_t *block_size);
+  /* HBM_EINVAL for an address that is not a live block (nothing changes). */
+  int (*free)(hbm_policy *p, uint64_t addr, uint64_t *block_size);
+  void (*usage)(hbm_policy *p, hbm_policy_usage *out);
+  /* Visits live blocks and holes in address order (see hbm_heap_scan). */
+  int (*scan)(hbm_policy *p, hbm_scan_fn *visit, void *arg);
+  /* Verifies invariants; returns the number of failures, each reported. */
+  int (*check)(hbm_policy *p, hbm_check_report_fn *report, void *arg);
+
+  /* ---- optional (NULL when not supported) ---- */
+  /* Start from a recorded state (trace init-seg/init-blk). Writes the address
+   * of each live init block into id_addr[id]. */
+  int (*seed)(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr);
+  /* A step boundary passed (policies that act per step: compaction, zones). */
+  void (*step)(hbm_policy *p, uint64_t step);
+  /* Recorded segment release (empty_cache, release before retry): release the
+   * segment at addr if the model holds it free. */
+  int (*seg_released)(hbm_policy *p, uint64_t addr, uint64_t size);
+  /* Extra counters for reports; returns how many were written (<= max). */
+  int (*counters)(hbm_policy *p, hbm_counter *out, int max);
+  /* Block relocation (compacting policies): the policy moved a live block. The
+   * replay/heap layer registers this callback so it can follow the block. */
+  void (*set_relocation_callback)(hbm_policy *p,
+                                  void (*fn)(void *arg, uint64_t old_addr, uint64_t new_addr,
+                                             uint64_t size),
+                                  void *arg);
+};
+
+/* Registry (registry.c). */
+const hbm_policy_class *hbm_policy_find(const char *name);
+extern const hbm_policy_class *const hbm_policy_classes[];
+extern const int hbm_policy_class_count;
+
+#endif

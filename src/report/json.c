@@ -1,0 +1,107 @@
+/* json.c: see json.h. */
+#include "report/json.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void hbm_json_init(hbm_json *j) { memset(j, 0, sizeof *j); }
+void hbm_json_release(hbm_json *j) { free(j->buf); memset(j, 0, sizeof *j); }
+
+static void put(hbm_json *j, const char *s, size_t n) {
+  if (j->failed) return;
+  if (j->len + n + 1 > j->cap) {
+    size_t cap = j->cap ? j->cap : 256;
+    while (j->len + n + 1 > cap) cap *= 2;
+    char *b = realloc(j->buf, cap);
+    if (!b) { j->failed = 1; return; }
+    j->buf = b;
+    j->cap = cap;
+  }
+  memcpy(j->buf + j->len, s, n);
+  j->len += n;
+  j->buf[j->len] = 0;
+}
+static void puts_(hbm_json *j, const char *s) { put(j, s, strlen(s)); }
+
+/* Before a value: a comma unless it is the first in its container or follows
+ * a key. need_comma: 0 first, 1 comma needed, 2 just after a key. */
+static void value_prefix(hbm_json *j) {
+  if (j->depth == 0) return;
+  if (j->need_comma[j->depth] == 1) puts_(j, ",");
+  j->need_comma[j->depth] = 1;
+}
+
+static void open_(hbm_json *j, const char *c) {
+  value_prefix(j);
+  puts_(j, c);
+  if (j->depth < 63) j->depth++;
+  j->need_comma[j->depth] = 0;
+}
+static void close_(hbm_json *j, const char *c) {
+  if (j->depth > 0) j->depth--;
+  puts_(j, c);
+}
+void hbm_json_object_begin(hbm_json *j) { open_(j, "{"); }
+void hbm_json_object_end(hbm_json *j) { close_(j, "}"); }
+void hbm_json_array_begin(hbm_json *j) { open_(j, "["); }
+void hbm_json_array_end(hbm_json *j) { close_(j, "]"); }
+
+static void quoted(hbm_json *j, const char *s) {
+  puts_(j, "\"");
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    char esc[8];
+    switch (*p) {
+      case '"': puts_(j, "\\\""); break;
+      case '\\': puts_(j, "\\\\"); break;
+      case '\n': puts_(j, "\\n"); break;
+      case '\r': puts_(j, "\\r"); break;
+      case '\t': puts_(j, "\\t"); break;
+      default:
+        if (*p < 0x20) {
+          snprintf(esc, sizeof esc, "\\u%04x", *p);
+          puts_(j, esc);
+        } else {
+          put(j, (const char *)p, 1);
+        }
+    }
+  }
+  puts_(j, "\"");
+}
+
+void hbm_json_key(hbm_json *j, const char *key) {
+  value_prefix(j);
+  quoted(j, key);
+  puts_(j, ":");
+  j->need_comma[j->depth] = 2; /* the value that follows takes no comma */
+}
+void hbm_json_string(hbm_json *j, const char *s) {
+  value_prefix(j);
+  if (s) quoted(j, s); else puts_(j, "null");
+}
+void hbm_json_u64(hbm_json *j, uint64_t v) {
+  char b[32];
+  value_prefix(j);
+  snprintf(b, sizeof b, "%llu", (unsigned long long)v);
+  puts_(j, b);
+}
+void hbm_json_i64(hbm_json *j, int64_t v) {
+  char b[32];
+  value_prefix(j);
+  snprintf(b, sizeof b, "%lld", (long long)v);
+  puts_(j, b);
+}
+void hbm_json_double(hbm_json *j, double v) {
+  char b[40];
+  value_prefix(j);
+  if (!isfinite(v)) { puts_(j, "null"); return; }
+  snprintf(b, sizeof b, "%.6g", v);
+  puts_(j, b);
+}
+void hbm_json_bool(hbm_json *j, int v) { value_prefix(j); puts_(j, v ? "true" : "false"); }
+void hbm_json_null(hbm_json *j) { value_prefix(j); puts_(j, "null"); }
+void hbm_json_raw(hbm_json *j, const char *text) { value_prefix(j); puts_(j, text); }
+void hbm_json_kv_string(hbm_json *j, const char *k, const char *s) { hbm_json_key(j, k); hbm_json_string(j, s); }
+void hbm_json_kv_u64(hbm_json *j, const char *k, uint64_t v) { hbm_json_key(j, k); hbm_json_u64(j, v); }
+void hbm_json_kv_double(hbm_json *j, const char *k, double v) { hbm_json_key(j, k); hbm_json_double(j, v); }

@@ -1,0 +1,37 @@
+/* json.h: a small JSON writer into a growing buffer (no printing). Used by
+ * every report so keys and number formats are written one way. */
+#ifndef HBM_JSON_H
+#define HBM_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hbm_json {
+  char *buf;
+  size_t len, cap;
+  int need_comma[64]; /* per nesting level */
+  int depth;
+  int failed;         /* a host allocation failed; buf holds what fit */
+} hbm_json;
+
+void hbm_json_init(hbm_json *j);
+void hbm_json_release(hbm_json *j);
+void hbm_json_object_begin(hbm_json *j);
+void hbm_json_object_end(hbm_json *j);
+void hbm_json_array_begin(hbm_json *j);
+void hbm_json_array_end(hbm_json *j);
+void hbm_json_key(hbm_json *j, const char *key);    /* then one value */
+void hbm_json_string(hbm_json *j, const char *s);
+void hbm_json_u64(hbm_json *j, uint64_t v);
+void hbm_json_i64(hbm_json *j, int64_t v);
+void hbm_json_double(hbm_json *j, double v);        /* non-finite values become null */
+void hbm_json_bool(hbm_json *j, int v);
+void hbm_json_null(hbm_json *j);
+/* key + value shorthands */
+void hbm_json_kv_string(hbm_json *j, const char *key, const char *s);
+void hbm_json_kv_u64(hbm_json *j, const char *key, uint64_t v);
+void hbm_json_kv_double(hbm_json *j, const char *key, double v);
+/* Appends raw text (already valid JSON). */
+void hbm_json_raw(hbm_json *j, const char *text);
+
+#endif

@@ -1,0 +1,67 @@
+/* pickle.h: a reader for the subset of Python's pickle format that PyTorch
+ * memory snapshots use (protocols 2 to 5): plain dicts, lists, tuples,
+ * strings, ints, floats, bools and None, with the memo. Anything that would
+ * construct an object (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ,
+ * PERSID, EXT*) is refused. Memory is bounded: nesting depth, memo size and
+ * total nodes have limits; lengths are checked against the input.
+ *
+ * Values form a DAG (memo back-references share nodes) owned by one document;
+ * hbm_pickle_free releases all of it.
+ */
+#ifndef HBM_PICKLE_H
+#define HBM_PICKLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hbm.h"
+
+typedef enum hbm_pk_type {
+  HBM_PK_NONE = 0,
+  HBM_PK_BOOL,
+  HBM_PK_INT,    /* fits int64 (LONG1 beyond that is refused) */
+  HBM_PK_FLOAT,
+  HBM_PK_STR,    /* UTF-8, not NUL-terminated in the input; `str` is NUL-terminated */
+  HBM_PK_BYTES,
+  HBM_PK_LIST,
+  HBM_PK_TUPLE,
+  HBM_PK_DICT,
+} hbm_pk_type;
+
+typedef struct hbm_pk_value hbm_pk_value;
+struct hbm_pk_value {
+  hbm_pk_type type;
+  union {
+    int64_t i;        /* INT and BOOL */
+    double f;
+    struct { const char *str; size_t len; } s;           /* STR, BYTES */
+    struct { hbm_pk_value **items; size_t n; } seq;       /* LIST, TUPLE */
+    struct { hbm_pk_value **keys, **vals; size_t n; } dict;
+  } u;
+};
+
+typedef struct hbm_pickle hbm_pickle; /* owns every value */
+
+typedef struct hbm_pickle_limits {
+  uint32_t max_depth;   /* default 64 */
+  uint64_t max_nodes;   /* default 64 Mi */
+  uint64_t max_memo;    /* default 16 Mi entries */
+} hbm_pickle_limits;
+
+/* Parses data[0..len). name is used in diag. limits may be NULL (defaults).
+ * HBM_EPARSE with diag->offset at the offending opcode. */
+int hbm_pickle_parse(const uint8_t *data, size_t len, const char *name,
+                     const hbm_pickle_limits *limits, hbm_pickle **out, hbm_diag *diag);
+const hbm_pk_value *hbm_pickle_root(const hbm_pickle *doc);
+void hbm_pickle_free(hbm_pickle *doc);
+
+/* Helpers: dict lookup by string key (NULL if absent or not a dict). */
+const hbm_pk_value *hbm_pk_get(const hbm_pk_value *dict, const char *key);
+/* 1 if v is INT (or BOOL) and sets *out. */
+int hbm_pk_int(const hbm_pk_value *v, int64_t *out);
+/* NUL-terminated string or NULL if not STR. */
+const char *hbm_pk_str(const hbm_pk_value *v);
+/* 1 if data looks like a pickle (PROTO opcode 0x80 with protocol 2..5). */
+int hbm_pickle_sniff(const uint8_t *data, size_t len);
+
+#endif

@@ -1,0 +1,111 @@
+/* trace.h: the in-memory trace every tool reads, writes and replays.
+ *
+ * Text form v1 (docs/trace-format.md is the contract):
+ *   hbm-trace 1
+ *   capacity 96GiB                 optional
+ *   conf expandable_segments:True  optional: allocator settings the trace was recorded with
+ *   s [N]                          step boundary (N optional, else previous + 1)
+ *   a ID SIZE [TAG] [STREAM] [@ADDR]   allocate; @ADDR = where the recorded allocator put it
+ *   f ID [@STEP?]                  free
+ *   seg ADDR SIZE [STREAM] [small|large]   recorded segment allocation (cudaMalloc / map)
+ *   segfree ADDR SIZE              recorded segment release (empty_cache / release on retry)
+ *   init-seg ADDR SIZE STREAM small|large [expandable]   starting state: a segment
+ *   init-blk ADDR SIZE ID|- [REQUEST] [TAG]               starting state: block in the last init-seg
+ *                                                         ('-' = a free block)
+ * Policies never see @ADDR or segment addresses; only replay modes that compare
+ * with the recording (fidelity) use them, and only to seed the starting state
+ * and to give new segments the recorded address.
+ */
+#ifndef HBM_TRACE_H
+#define HBM_TRACE_H
+
+#include "hbm.h"
+
+typedef enum hbm_event_kind {
+  HBM_EV_ALLOC = 0,
+  HBM_EV_FREE,
+  HBM_EV_STEP,
+  HBM_EV_SEG_ALLOC,  /* recorded: size, addr, stream, pool in tag field (0 large, 1 small) */
+  HBM_EV_SEG_FREE,   /* recorded: size, addr */
+} hbm_event_kind;
+
+#define HBM_NO_ID UINT32_MAX
+#define HBM_NO_ADDR UINT64_MAX
+
+/* One event, 32 bytes. For alloc/free, `id` is a dense index (0..nids-1) that
+ * names one allocation at a time; ids may be reused after a free. */
+typedef struct hbm_event {
+  uint8_t kind;     /* hbm_event_kind */
+  uint8_t tag;      /* hbm_tag for alloc */
+  uint16_t flags;
+  int32_t stream;
+  uint32_t id;
+  uint32_t line;    /* source line (text traces), for messages */
+  uint64_t size;    /* request bytes (alloc), segment bytes (seg events), step number (step) */
+  uint64_t addr;    /* recorded address or HBM_NO_ADDR */
+} hbm_event;
+
+/* Starting state reconstructed from a snapshot. Blocks tile their segment
+ * exactly, in address order. */
+typedef struct hbm_init_segment {
+  uint64_t addr, size;
+  int32_t stream;
+  uint8_t small;      /* 1: small pool, 0: large pool */
+  uint8_t expandable;
+  uint32_t first_block, nblocks; /* into hbm_trace.init_blocks */
+} hbm_init_segment;
+
+typedef struct hbm_init_block {
+  uint64_t addr, size;   /* size: block size (allocated bytes) */
+  uint64_t request;      /* requested bytes for live blocks */
+  uint32_t id;           /* live allocation id, or HBM_NO_ID for a free block */
+  uint8_t tag;
+} hbm_init_block;
+
+struct hbm_trace {
+  char *name;             /* file name or generator description */
+  char *source_path;      /* file it was read from (NULL if generated) */
+  char *conf;             /* recorded allocator settings, or NULL */
+  uint64_t capacity;      /* 0 if unknown */
+  hbm_event *events;
+  uint64_t nevents, events_cap;
+  uint32_t nids;          /* dense ids in use: 0..nids-1 */
+  char **id_names;        /* optional: names from a text trace (index = id); NULL = "#id" */
+  hbm_init_segment *init_segments;
+  uint32_t ninit_segments, init_segments_cap;
+  hbm_init_block *init_blocks;
+  uint32_t ninit_blocks, init_blocks_cap;
+  uint64_t peak_live_cache; /* 0 = not computed */
+};
+
+/* ---- building a trace (generators, importers) ----
+ * All return HBM_OK or HBM_EHOSTMEM. */
+int hbm_trace_new(const char *name, hbm_trace **out);
+int hbm_trace_push(hbm_trace *t, const hbm_event *ev);
+int hbm_trace_alloc(hbm_trace *t, uint32_t id, uint64_t size, hbm_tag tag, int stream);
+int hbm_trace_free_id(hbm_trace *t, uint32_t id);
+int hbm_trace_step(hbm_trace *t, uint64_t step);
+int hbm_trace_set_conf(hbm_trace *t, const char *conf);
+int hbm_trace_add_init_segment(hbm_trace *t, const hbm_init_segment *seg);
+int hbm_trace_add_init_block(hbm_trace *t, const hbm_init_block *blk);
+/* Makes sure ids 0..n-1 are valid. */
+void hbm_trace_reserve_ids(hbm_trace *t, uint32_t n);
+
+/* Checks alloc/free pairing (no free of a dead id, no alloc of a live id) and
+ * init-state tiling. HBM_EPARSE with diag naming the event. */
+int hbm_trace_validate(const hbm_trace *t, hbm_diag *diag);
+
+/* Loads a PyTorch snapshot pickle from memory as a trace (snapshot.c). */
+int hbm_snapshot_to_trace(const uint8_t *data, size_t len, const char *name, hbm_trace **out,
+                          hbm_diag *diag);
+
+/* Sets diag (file, line, offset, printf-style message); returns HBM_EPARSE. */
+int hbm_diag_set(hbm_diag *diag, const char *file, uint64_t line, uint64_t offset,
+                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Reads a whole file into a malloc'd buffer (NUL-terminated). */
+int hbm_read_file(const char *path, char **data, size_t *len, hbm_diag *diag);
+/* Writes data to path atomically: path.tmp.PID then rename. */
+int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_diag *diag);
+
+#endif

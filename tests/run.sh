@@ -1,0 +1,52 @@
+#!/bin/sh
+# Runs every test: the C test programs in BUILD/tests, the fuzz targets over
+# their regression corpus, and the CLI scripts in tests/cli/*.sh.
+# A program passes with exit 0, is skipped with exit 77, fails otherwise.
+# Ends with the plain line "N passed, N failed, N skipped".
+# Usage: tests/run.sh BUILD_DIR [NAME_FILTER]
+build=${1:-build}
+filter=${2:-}
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "$build" && pwd)
+logdir="$build/test-logs"
+mkdir -p "$logdir"
+passed=0; failed=0; skipped=0; failures=""
+export HBM="$build/hbm" HBM_ROOT="$root" HBM_BUILD="$build"
+
+run_one() { # name, command...
+  name=$1; shift
+  case "$name" in *"$filter"*) ;; *) return ;; esac
+  start=$(date +%s)
+  "$@" >"$logdir/$name.log" 2>&1
+  rc=$?
+  secs=$(( $(date +%s) - start ))
+  if [ $rc -eq 0 ]; then
+    passed=$((passed + 1)); echo "PASS $name (${secs}s)"
+  elif [ $rc -eq 77 ]; then
+    skipped=$((skipped + 1)); echo "SKIP $name: $(tail -n 1 "$logdir/$name.log")"
+  else
+    failed=$((failed + 1)); failures="$failures $name"
+    echo "FAIL $name (exit $rc, ${secs}s); last lines of $logdir/$name.log:"
+    tail -n 15 "$logdir/$name.log" | sed 's/^/    /'
+  fi
+}
+
+for t in "$build"/tests/test_*; do
+  [ -x "$t" ] || continue
+  run_one "$(basename "$t")" "$t"
+done
+for f in "$build"/fuzz/fuzz_*; do
+  [ -x "$f" ] || continue
+  name=$(basename "$f")
+  corpus="$root/fuzz/corpus/${name#fuzz_}"
+  [ -d "$corpus" ] || continue
+  run_one "$name-corpus" "$f" "$corpus"
+done
+for s in "$root"/tests/cli/*.sh; do
+  [ -f "$s" ] || continue
+  run_one "cli_$(basename "$s" .sh)" sh "$s"
+done
+
+[ -n "$failures" ] && echo "failed:$failures"
+echo "$passed passed, $failed failed, $skipped skipped"
+[ $failed -eq 0 ]

@@ -1,0 +1,87 @@
+/* testutil.h: tiny helpers shared by the test programs.
+ * A test program exits 0 on success, 77 to skip (with a last line saying why),
+ * anything else on failure. CHECK() prints file:line and the expression. */
+#ifndef HBM_TESTUTIL_H
+#define HBM_TESTUTIL_H
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TEST_SKIP 77
+
+static int test_failures_;
+
+#define CHECK(cond)                                                                  \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);       \
+      test_failures_++;                                                              \
+      if (test_failures_ > 20) exit(1);                                              \
+    }                                                                                \
+  } while (0)
+
+#define CHECK_EQ_U64(a, b)                                                           \
+  do {                                                                               \
+    uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                                 \
+    if (a_ != b_) {                                                                  \
+      fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%" PRIu64 " vs %" PRIu64 ")\n", \
+              __FILE__, __LINE__, #a, #b, a_, b_);                                   \
+      test_failures_++;                                                              \
+      if (test_failures_ > 20) exit(1);                                              \
+    }                                                                                \
+  } while (0)
+
+/* Ends a test program: prints a summary line and returns the exit code. */
+static inline int test_done(const char *name) {
+  if (test_failures_) {
+    fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures_);
+    return 1;
+  }
+  printf("%s: ok\n", name);
+  return 0;
+}
+
+/* Seed from HBM_SEED, else from the clock; always printed so a failure
+ * reproduces with HBM_SEED=<seed>. */
+static inline uint64_t test_seed(const char *name) {
+  const char *env = getenv("HBM_SEED");
+  uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
+  printf("%s: seed %" PRIu64 " (rerun with HBM_SEED=%" PRIu64 ")\n", name, seed, seed);
+  fflush(stdout);
+  return seed;
+}
+
+/* Scale factor for long randomized tests: HBM_TEST_SCALE (default 1.0).
+ * Sanitizer builds pass their own smaller scale through the runner. */
+static inline double test_scale(void) {
+  const char *env = getenv("HBM_TEST_SCALE");
+  return env ? atof(env) : 1.0;
+}
+
+/* splitmix64: small, seedable, good enough for tests. */
+static inline uint64_t test_rand(uint64_t *state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static inline uint64_t test_rand_below(uint64_t *state, uint64_t n) {
+  return n ? test_rand(state) % n : 0;
+}
+
+/* Path of ../shared/data relative to the repository, or NULL (then skip). */
+static inline const char *test_shared_data(void) {
+  static char path[4096];
+  const char *root = getenv("HBM_ROOT");
+  if (!root) root = ".";
+  snprintf(path, sizeof path, "%s/../shared/data", root);
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  fclose(f);
+  return path;
+}
+
+#endif
