@@ -1,0 +1,198 @@
+/* util.c: errors, callbacks, tags, sizes and the stats printer. */
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+
+const char *hbm_version(void) { return "0.1.0"; }
+
+const char *hbm_strerror(int err) {
+  switch (err) {
+    case HBM_OK: return "success";
+    case HBM_ENOMEM: return "out of device memory";
+    case HBM_EINVAL: return "invalid argument";
+    case HBM_EPARSE: return "malformed input";
+    case HBM_EIO: return "input/output error";
+    case HBM_EUNSUPPORTED: return "not supported by this device";
+    case HBM_ECORRUPT: return "invariant check failed";
+    case HBM_EHOSTMEM: return "out of host memory";
+    case HBM_EBUSY: return "in use";
+    default: return "unknown error";
+  }
+}
+
+/* ---- callbacks: set once at start-up by the program; read on error paths ---- */
+static hbm_error_fn *error_fn;
+static void *error_arg;
+static hbm_output_fn *output_fn;
+static void *output_arg;
+
+void hbm_set_error_handler(hbm_error_fn *fn, void *arg) { error_fn = fn; error_arg = arg; }
+void hbm_set_output_handler(hbm_output_fn *fn, void *arg) { output_fn = fn; output_arg = arg; }
+
+int hbm_report_error(int err, const char *fmt, ...) {
+  if (!error_fn) return err;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  error_fn(err, msg, error_arg);
+  return err;
+}
+
+void hbm_report_output(const char *fmt, ...) {
+  if (!output_fn) return;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  output_fn(msg, output_arg);
+}
+
+/* ---- tags ---- */
+static const char *const tag_names[HBM_TAG_COUNT] = {"other", "param", "grad", "optim",
+                                                      "act",   "comm",  "temp"};
+const char *hbm_tag_name(hbm_tag tag) {
+  return (unsigned)tag < HBM_TAG_COUNT ? tag_names[tag] : "other";
+}
+int hbm_tag_parse(const char *name, hbm_tag *tag) {
+  for (int i = 0; i < HBM_TAG_COUNT; i++)
+    if (!strcmp(name, tag_names[i])) {
+      *tag = (hbm_tag)i;
+      return HBM_OK;
+    }
+  return HBM_EINVAL;
+}
+
+/* ---- sizes ---- */
+int hbm_size_parse(const char *text, uint64_t *bytes) {
+  if (!text || !isdigit((unsigned char)text[0])) return HBM_EINVAL;
+  const char *p = text;
+  uint64_t whole = 0;
+  while (isdigit((unsigned char)*p)) {
+    unsigned d = (unsigned)(*p - '0');
+    if (whole > (UINT64_MAX - d) / 10) return HBM_EINVAL;
+    whole = whole * 10 + d;
+    p++;
+  }
+  double frac = 0, scale = 0.1;
+  int has_frac = 0;
+  if (*p == '.') {
+    p++;
+    if (!isdigit((unsigned char)*p)) return HBM_EINVAL;
+    has_frac = 1;
+    while (isdigit((unsigned char)*p)) {
+      frac += (*p - '0') * scale;
+      scale /= 10;
+      p++;
+    }
+  }
+  static const struct { const char *suffix; uint64_t mult; } units[] = {
+      {"", 1},
+      {"B", 1},
+      {"KiB", 1ull << 10},
+      {"MiB", 1ull << 20},
+      {"GiB", 1ull << 30},
+      {"TiB", 1ull << 40},
+      {"KB", 1000ull},
+      {"MB", 1000000ull},
+      {"GB", 1000000000ull},
+      {"TB", 1000000000000ull},
+  };
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+    if (strcmp(p, units[i].suffix) != 0) continue;
+    uint64_t mult = units[i].mult;
+    if (has_frac && mult == 1) return HBM_EINVAL; /* fractional bytes */
+    if (whole > UINT64_MAX / mult) return HBM_EINVAL;
+    uint64_t v = whole * mult;
+    uint64_t f = (uint64_t)llround(frac * (double)mult);
+    if (v > UINT64_MAX - f) return HBM_EINVAL;
+    *bytes = v + f;
+    return HBM_OK;
+  }
+  return HBM_EINVAL;
+}
+
+char *hbm_size_format(uint64_t bytes, char *buf, size_t len) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)bytes;
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    u++;
+  }
+  if (u == 0)
+    snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+  else
+    snprintf(buf, len, "%.2f %s", v, units[u]);
+  return buf;
+}
+
+double hbm_fragmentation_ratio(uint64_t free_total, uint64_t largest_free) {
+  if (free_total == 0) return 0.0;
+  if (largest_free == 0) return 1e9;
+  double r = (double)free_total / (double)largest_free - 1.0;
+  return r < 0 ? 0.0 : r;
+}
+
+/* ---- stats printer: one expansion of HBM_STATS_FIELDS per format ---- */
+typedef struct out_buf { char *buf; size_t len, used; } out_buf;
+static void outf(out_buf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void outf(out_buf *o, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  size_t room = o->used < o->len ? o->len - o->used : 0;
+  int n = vsnprintf(room ? o->buf + o->used : NULL, room, fmt, ap);
+  va_end(ap);
+  if (n > 0) o->used += (size_t)n;
+}
+static void out_value_u64(out_buf *o, int json, const char *name, uint64_t v, int first) {
+  char h[32];
+  if (json)
+    outf(o, "%s\"%s\":%llu", first ? "" : ",", name, (unsigned long long)v);
+  else
+    outf(o, "%-15s %s (%llu)\n", name, hbm_size_format(v, h, sizeof h), (unsigned long long)v);
+}
+static void out_value_double(out_buf *o, int json, const char *name, double v, int first) {
+  if (json)
+    outf(o, "%s\"%s\":%.6g", first ? "" : ",", name, v);
+  else
+    outf(o, "%-15s %.4f\n", name, v);
+}
+#define OUT_VALUE(o, json, name, v, first)          \
+  _Generic((v), double: out_value_double, default: out_value_u64)(o, json, name, v, first)
+
+int hbm_stats_format(const hbm_stats *s, int json, char *buf, size_t len) {
+  out_buf o = {buf, len, 0};
+  if (len) buf[0] = 0;
+  int first = 1;
+  if (json) outf(&o, "{\"version\":%d,", s->version);
+#define HBM_STATS_PRINT_(type, name, doc)       \
+  OUT_VALUE(&o, json, #name, s->name, first); \
+  first = 0;
+  HBM_STATS_FIELDS(HBM_STATS_PRINT_)
+#undef HBM_STATS_PRINT_
+  if (json) {
+    outf(&o, ",\"live_by_tag\":{");
+    for (int t = 0; t < HBM_TAG_COUNT; t++)
+      outf(&o, "%s\"%s\":%llu", t ? "," : "", tag_names[t], (unsigned long long)s->live_by_tag[t]);
+    outf(&o, "},\"peak_live_by_tag\":{");
+    for (int t = 0; t < HBM_TAG_COUNT; t++)
+      outf(&o, "%s\"%s\":%llu", t ? "," : "", tag_names[t],
+           (unsigned long long)s->peak_live_by_tag[t]);
+    outf(&o, "}}");
+  } else {
+    for (int t = 0; t < HBM_TAG_COUNT; t++) {
+      char name[32], h[32];
+      snprintf(name, sizeof name, "live[%s]", tag_names[t]);
+      outf(&o, "%-15s %s\n", name, hbm_size_format(s->live_by_tag[t], h, sizeof h));
+    }
+  }
+  return (int)o.used;
+}

@@ -1,0 +1,18 @@
+/* util.h: internal helpers shared by every layer. */
+#ifndef HBM_UTIL_H
+#define HBM_UTIL_H
+
+#include "hbm.h"
+
+/* Reports through the error handler; returns err so callers can
+ * `return hbm_report_error(HBM_EINVAL, "...")`. */
+int hbm_report_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hbm_report_output(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static inline uint64_t hbm_align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
+static inline int hbm_is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
+
+/* Sizes above this are absurd for any device we model (1 PiB). */
+#define HBM_MAX_SIZE (1ull << 50)
+
+#endif
