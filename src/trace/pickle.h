@@ -19,7 +19,7 @@
 typedef enum hbm_pk_type {
   HBM_PK_NONE = 0,
   HBM_PK_BOOL,
-  HBM_PK_INT,    /* fits int64 (LONG1 beyond that is refused) */
+  HBM_PK_INT,    /* fits int64 (LONG1/LONG4 beyond that is refused) */
   HBM_PK_FLOAT,
   HBM_PK_STR,    /* UTF-8, not NUL-terminated in the input; `str` is NUL-terminated */
   HBM_PK_BYTES,
@@ -63,5 +63,31 @@ int hbm_pk_int(const hbm_pk_value *v, int64_t *out);
 const char *hbm_pk_str(const hbm_pk_value *v);
 /* 1 if data looks like a pickle (PROTO opcode 0x80 with protocol 2..5). */
 int hbm_pickle_sniff(const uint8_t *data, size_t len);
+
+/* ---- additions (compatible with the API above) ---------------------------------
+ * What a parsed document guarantees (checked while parsing, so consumers may
+ * recurse without their own guards):
+ *   - no cycles: a container takes items only until it is stored in another
+ *     container (the order every pickler writes); recursive data is refused;
+ *   - nesting depth of containers <= limits.max_depth (a scalar is depth 0,
+ *     a container 1 + its deepest child);
+ *   - dict keys are never lists or dicts (Python could not hash them).
+ *   Dicts keep their items in the order the pickle set them. A key set twice
+ *   appears twice; the later one is Python's value, and hbm_pk_get finds it
+ *   (it searches from the end).
+ * Mapping of opcodes to types: SHORT_BINSTRING/BINSTRING (Python 2 str) give
+ * STR when the bytes are valid UTF-8, else BYTES; BYTEARRAY8 gives BYTES;
+ * INT "01"/"00" (protocol 0 booleans) give BOOL. */
+
+/* 1 if v is FLOAT, INT or BOOL and sets *out. */
+int hbm_pk_float(const hbm_pk_value *v, double *out);
+/* Number of items of a LIST or TUPLE, pairs of a DICT; 0 otherwise. */
+size_t hbm_pk_len(const hbm_pk_value *v);
+/* Item i of a LIST or TUPLE, or NULL (wrong type or out of range). */
+const hbm_pk_value *hbm_pk_item(const hbm_pk_value *v, size_t i);
+/* "none", "bool", "int", "float", "str", "bytes", "list", "tuple", "dict". */
+const char *hbm_pk_type_name(hbm_pk_type type);
+/* Values created while parsing (shared values count once). */
+uint64_t hbm_pickle_node_count(const hbm_pickle *doc);
 
 #endif
