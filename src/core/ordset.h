@@ -1,0 +1,82 @@
+/* ordset.h: an ordered set of (hi, lo) 64-bit key pairs, each carrying a
+ * 32-bit value. Keys order lexicographically: hi first, then lo.
+ *
+ * The caching policies keep their free blocks here keyed (size, address), so
+ * lower_bound(size, 0) is PyTorch's best fit: the smallest block that holds
+ * the request, the lowest address among equals (std::set::lower_bound with
+ * BlockComparatorSize, per stream).
+ *
+ * hbm_ordset is a treap (randomized binary search tree, Seidel and Aragon
+ * 1996) whose nodes live in one host array addressed by 32-bit index:
+ * O(log n) expected per operation, no allocation once the array has grown.
+ * Priorities come from a fixed-seed generator, so runs are reproducible.
+ *
+ * Invariants (hbm_ordset_check verifies each):
+ *   O1 in-order traversal visits keys strictly increasing (BST order, no duplicates);
+ *   O2 every node's priority is >= its children's (heap order);
+ *   O3 count == number of reachable nodes; reachable + free-list == nodes in use;
+ *   O4 no node is reachable twice (no cycles, no sharing).
+ *
+ * hbm_ordref is the slow, obviously correct reference: a sorted array with
+ * binary search and memmove. Same contract; tests run both side by side.
+ */
+#ifndef HBM_ORDSET_H
+#define HBM_ORDSET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hbm_okey {
+  uint64_t hi, lo;
+} hbm_okey;
+
+static inline int hbm_okey_cmp(hbm_okey a, hbm_okey b) {
+  if (a.hi != b.hi) return a.hi < b.hi ? -1 : 1;
+  if (a.lo != b.lo) return a.lo < b.lo ? -1 : 1;
+  return 0;
+}
+
+typedef void hbm_ordset_report_fn(void *arg, const char *message);
+
+/* ---- the fast set ---- */
+typedef struct hbm_ordset hbm_ordset;
+
+/* HBM_OK or HBM_EHOSTMEM. */
+int hbm_ordset_create(hbm_ordset **out);
+void hbm_ordset_destroy(hbm_ordset *s);
+size_t hbm_ordset_count(const hbm_ordset *s);
+/* HBM_OK; HBM_EINVAL if the key is present (set unchanged); HBM_EHOSTMEM. */
+int hbm_ordset_insert(hbm_ordset *s, hbm_okey key, uint32_t value);
+/* HBM_OK, or HBM_EINVAL if the key is absent (set unchanged). */
+int hbm_ordset_erase(hbm_ordset *s, hbm_okey key);
+/* Each returns 1 and fills *found and *value (either may be NULL) when such
+ * a key exists, else 0:
+ *   find:        the key itself;
+ *   lower_bound: the smallest key >= key;
+ *   upper_bound: the smallest key >  key (in-order successor);
+ *   below:       the largest key  <  key (in-order predecessor);
+ *   first/last:  the smallest / largest key. */
+int hbm_ordset_find(const hbm_ordset *s, hbm_okey key, uint32_t *value);
+int hbm_ordset_lower_bound(const hbm_ordset *s, hbm_okey key, hbm_okey *found, uint32_t *value);
+int hbm_ordset_upper_bound(const hbm_ordset *s, hbm_okey key, hbm_okey *found, uint32_t *value);
+int hbm_ordset_below(const hbm_ordset *s, hbm_okey key, hbm_okey *found, uint32_t *value);
+int hbm_ordset_first(const hbm_ordset *s, hbm_okey *found, uint32_t *value);
+int hbm_ordset_last(const hbm_ordset *s, hbm_okey *found, uint32_t *value);
+/* Verifies O1..O4; returns the number of failures, each passed to report (may be NULL). */
+int hbm_ordset_check(const hbm_ordset *s, hbm_ordset_report_fn *report, void *arg);
+
+/* ---- the reference: sorted array (ordset_ref.c) ---- */
+typedef struct hbm_ordref hbm_ordref;
+int hbm_ordref_create(hbm_ordref **out);
+void hbm_ordref_destroy(hbm_ordref *s);
+size_t hbm_ordref_count(const hbm_ordref *s);
+int hbm_ordref_insert(hbm_ordref *s, hbm_okey key, uint32_t value);
+int hbm_ordref_erase(hbm_ordref *s, hbm_okey key);
+int hbm_ordref_find(const hbm_ordref *s, hbm_okey key, uint32_t *value);
+int hbm_ordref_lower_bound(const hbm_ordref *s, hbm_okey key, hbm_okey *found, uint32_t *value);
+int hbm_ordref_upper_bound(const hbm_ordref *s, hbm_okey key, hbm_okey *found, uint32_t *value);
+int hbm_ordref_below(const hbm_ordref *s, hbm_okey key, hbm_okey *found, uint32_t *value);
+int hbm_ordref_first(const hbm_ordref *s, hbm_okey *found, uint32_t *value);
+int hbm_ordref_last(const hbm_ordref *s, hbm_okey *found, uint32_t *value);
+
+#endif

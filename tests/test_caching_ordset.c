@@ -1,0 +1,134 @@
+/* test_caching_ordset.c: the treap behind the caching policies' free-block
+ * sets, compared operation by operation with the sorted-array reference,
+ * with the invariant check after every change. Seedable (HBM_SEED). */
+#include "core/ordset.h"
+#include "hbm.h"
+#include "testutil.h"
+
+static void report(void *arg, const char *message) {
+  (void)arg;
+  fprintf(stderr, "%s\n", message);
+}
+
+static hbm_okey random_key(uint64_t *rng, int narrow) {
+  /* Narrow keys collide often (duplicates, equal hi with different lo), as
+   * free blocks of equal size do; wide keys exercise the full 64 bits. */
+  hbm_okey k;
+  if (narrow) {
+    k.hi = test_rand_below(rng, 16);
+    k.lo = test_rand_below(rng, 64);
+  } else {
+    k.hi = test_rand(rng);
+    k.lo = test_rand(rng);
+  }
+  return k;
+}
+
+static int same_answer(int a, hbm_okey ka, uint32_t va, int b, hbm_okey kb, uint32_t vb) {
+  if (a != b) return 0;
+  if (!a) return 1;
+  return hbm_okey_cmp(ka, kb) == 0 && va == vb;
+}
+
+static void run(uint64_t seed, int narrow, int ops) {
+  uint64_t rng = seed;
+  hbm_ordset *s;
+  hbm_ordref *r;
+  CHECK(hbm_ordset_create(&s) == HBM_OK);
+  CHECK(hbm_ordref_create(&r) == HBM_OK);
+  for (int i = 0; i < ops; i++) {
+    hbm_okey k = random_key(&rng, narrow);
+    uint32_t v = (uint32_t)test_rand(&rng);
+    int op = (int)test_rand_below(&rng, 10);
+    /* Bias towards growth for the first half, shrinkage for the second. */
+    if (i > ops / 2 && op < 4) op = 4 + op;
+    if (op < 4) {
+      int a = hbm_ordset_insert(s, k, v), b = hbm_ordref_insert(r, k, v);
+      CHECK(a == b);
+    } else if (op < 7) {
+      /* Erase a present key most of the time. */
+      if (hbm_ordref_count(r) && test_rand_below(&rng, 4)) hbm_ordref_lower_bound(r, k, &k, NULL);
+      int a = hbm_ordset_erase(s, k), b = hbm_ordref_erase(r, k);
+      CHECK(a == b);
+    }
+    hbm_okey ka = {0, 0}, kb = {0, 0};
+    uint32_t va = 0, vb = 0;
+    int a, b;
+    a = hbm_ordset_find(s, k, &va);
+    b = hbm_ordref_find(r, k, &vb);
+    CHECK(a == b && (!a || va == vb));
+    a = hbm_ordset_lower_bound(s, k, &ka, &va);
+    b = hbm_ordref_lower_bound(r, k, &kb, &vb);
+    CHECK(same_answer(a, ka, va, b, kb, vb));
+    a = hbm_ordset_upper_bound(s, k, &ka, &va);
+    b = hbm_ordref_upper_bound(r, k, &kb, &vb);
+    CHECK(same_answer(a, ka, va, b, kb, vb));
+    a = hbm_ordset_below(s, k, &ka, &va);
+    b = hbm_ordref_below(r, k, &kb, &vb);
+    CHECK(same_answer(a, ka, va, b, kb, vb));
+    a = hbm_ordset_first(s, &ka, &va);
+    b = hbm_ordref_first(r, &kb, &vb);
+    CHECK(same_answer(a, ka, va, b, kb, vb));
+    a = hbm_ordset_last(s, &ka, &va);
+    b = hbm_ordref_last(r, &kb, &vb);
+    CHECK(same_answer(a, ka, va, b, kb, vb));
+    CHECK_EQ_U64(hbm_ordset_count(s), hbm_ordref_count(r));
+    if (i % 64 == 0 || narrow) CHECK(hbm_ordset_check(s, report, NULL) == 0);
+  }
+  /* Full in-order walk agrees. */
+  hbm_okey ka, kb;
+  uint32_t va, vb;
+  int a = hbm_ordset_first(s, &ka, &va), b = hbm_ordref_first(r, &kb, &vb);
+  size_t walked = 0;
+  while (a && b) {
+    CHECK(same_answer(a, ka, va, b, kb, vb));
+    walked++;
+    a = hbm_ordset_upper_bound(s, ka, &ka, &va);
+    b = hbm_ordref_upper_bound(r, kb, &kb, &vb);
+  }
+  CHECK(a == b);
+  CHECK_EQ_U64(walked, hbm_ordref_count(r));
+  hbm_ordset_destroy(s);
+  hbm_ordref_destroy(r);
+}
+
+static void edge_cases(void) {
+  hbm_ordset *s;
+  CHECK(hbm_ordset_create(&s) == HBM_OK);
+  hbm_okey k = {5, 5}, got;
+  uint32_t v;
+  CHECK(!hbm_ordset_first(s, &got, &v));
+  CHECK(!hbm_ordset_lower_bound(s, k, &got, &v));
+  CHECK(hbm_ordset_erase(s, k) == HBM_EINVAL);
+  CHECK(hbm_ordset_insert(s, k, 1) == HBM_OK);
+  CHECK(hbm_ordset_insert(s, k, 2) == HBM_EINVAL); /* duplicate: unchanged */
+  CHECK(hbm_ordset_find(s, k, &v) && v == 1);
+  hbm_okey max = {UINT64_MAX, UINT64_MAX}, zero = {0, 0};
+  CHECK(hbm_ordset_insert(s, max, 3) == HBM_OK);
+  CHECK(hbm_ordset_insert(s, zero, 4) == HBM_OK);
+  CHECK(hbm_ordset_lower_bound(s, (hbm_okey){5, 6}, &got, &v) && v == 3);
+  CHECK(!hbm_ordset_upper_bound(s, max, &got, &v));
+  CHECK(!hbm_ordset_below(s, zero, &got, &v));
+  CHECK(hbm_ordset_below(s, k, &got, &v) && v == 4);
+  CHECK(hbm_ordset_check(s, report, NULL) == 0);
+  CHECK_EQ_U64(hbm_ordset_count(s), 3);
+  hbm_ordset_destroy(s);
+}
+
+int main(void) {
+  uint64_t seed = test_seed("test_caching_ordset");
+  double scale = test_scale();
+  edge_cases();
+  run(seed, 1, (int)(4000 * scale) + 100);
+  run(seed + 1, 0, (int)(40000 * scale) + 100);
+  /* Sequential keys: the shape a sorted insertion order gives. */
+  hbm_ordset *s;
+  CHECK(hbm_ordset_create(&s) == HBM_OK);
+  for (uint64_t i = 0; i < 100000; i++) CHECK(hbm_ordset_insert(s, (hbm_okey){i, 0}, (uint32_t)i) == HBM_OK);
+  CHECK(hbm_ordset_check(s, report, NULL) == 0);
+  for (uint64_t i = 0; i < 100000; i += 2) CHECK(hbm_ordset_erase(s, (hbm_okey){i, 0}) == HBM_OK);
+  CHECK(hbm_ordset_check(s, report, NULL) == 0);
+  CHECK_EQ_U64(hbm_ordset_count(s), 50000);
+  hbm_ordset_destroy(s);
+  return test_done("test_caching_ordset");
+}
