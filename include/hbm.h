@@ -255,7 +255,79 @@ int hbm_replay(const hbm_trace *trace, const hbm_replay_options *options,
                hbm_replay_result *result);
 
 /* ---- kernels: fused mixed-precision AdamW (src/kernels/) ----------------------- */
-/* (declarations of the optimizer kernels go here) */
+/* One AdamW step (decoupled weight decay, PyTorch's torch.optim.AdamW) over
+ * many tensors in one call, reading and writing each element once:
+ * 28 bytes per parameter. BF16 values are passed as their raw uint16_t bits.
+ * The arithmetic is PyTorch's `_single_tensor_adamw` order in FP32, one
+ * rounding per operation (docs/adamw.md); every implementation, CPU or CUDA,
+ * gives bit-identical results for the same inputs. */
+typedef struct hbm_adamw_tensor {
+  uint16_t *weight;       /* BF16 model weight: written from the new master */
+  const uint16_t *grad;   /* BF16 gradient: read */
+  float *master;          /* FP32 master weight: read and written */
+  float *exp_avg;         /* FP32 first moment (m) */
+  float *exp_avg_sq;      /* FP32 second moment (v) */
+  uint64_t count;         /* elements, at least 1 */
+  int weight_decay;       /* nonzero: apply the group's weight decay (off for biases, norms) */
+} hbm_adamw_tensor;
+
+typedef enum hbm_adamw_rounding {
+  HBM_ADAMW_ROUND_NEAREST_EVEN = 0, /* BF16 write-back rounds to nearest even; NaN stays NaN */
+  HBM_ADAMW_ROUND_STOCHASTIC = 1,   /* rounds up with probability of the dropped fraction */
+} hbm_adamw_rounding;
+
+typedef enum hbm_adamw_impl {
+  HBM_ADAMW_AUTO = 0,   /* the fastest this CPU supports, threaded */
+  HBM_ADAMW_REFERENCE,  /* portable scalar code, one thread: the oracle the others match */
+  HBM_ADAMW_SCALAR,     /* the reference's element code, threaded (non-x86 fallback) */
+  HBM_ADAMW_AVX2,
+  HBM_ADAMW_AVX512,
+  HBM_ADAMW_IMPL_COUNT
+} hbm_adamw_impl;
+
+typedef struct hbm_adamw_options {
+  double lr, beta1, beta2, eps, weight_decay;
+  uint64_t step;          /* 1 on the first update: PyTorch's state["step"] after its increment */
+  double grad_scale;      /* gradients are divided by this (loss scaling); 1 for none */
+  hbm_adamw_rounding rounding;
+  uint64_t seed;          /* stochastic rounding: bits depend on (seed, step, tensor position,
+                           * element index) only, never on threads or implementation */
+  int threads;            /* 0: one per CPU this process may run on */
+  hbm_adamw_impl impl;
+} hbm_adamw_options;
+
+/* PyTorch's defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay
+ * 1e-2, step 1, grad_scale 1, nearest-even rounding, seed 0, auto threads/impl. */
+void hbm_adamw_options_init(hbm_adamw_options *options);
+
+/* Applies one step to every tensor. HBM_EINVAL (reported through the error
+ * handler, nothing written) for: no tensors, a NULL pointer, a zero count,
+ * a pointer not aligned to its element type, arrays that overlap, lr,
+ * weight decay or eps negative or not finite, a beta outside [0, 1), step 0,
+ * grad_scale not positive and finite, an unknown rounding or impl.
+ * HBM_EUNSUPPORTED when the chosen impl is not available on this CPU.
+ * NaN or Inf gradients propagate as in PyTorch (the step is not skipped):
+ * callers that use loss scaling check for them first. Thread-safe. */
+int hbm_adamw_step(const hbm_adamw_tensor *tensors, size_t ntensors,
+                   const hbm_adamw_options *options);
+
+/* 1 if `impl` can run here (HBM_ADAMW_AUTO always can). */
+int hbm_adamw_impl_available(hbm_adamw_impl impl);
+/* What HBM_ADAMW_AUTO runs on this CPU. */
+hbm_adamw_impl hbm_adamw_impl_best(void);
+/* "auto", "reference", "scalar", "avx2", "avx512"; NULL for an unknown value. */
+const char *hbm_adamw_impl_name(hbm_adamw_impl impl);
+/* Parses a name above; HBM_EINVAL for anything else. */
+int hbm_adamw_impl_parse(const char *name, hbm_adamw_impl *impl);
+
+/* The same step on a CUDA device, one kernel launch for the whole list.
+ * Tensor pointers are device pointers; the `tensors` array itself is host
+ * memory. `cuda_stream` is a cudaStream_t (NULL: the default stream); the
+ * call is asynchronous on it. options->threads and impl are ignored.
+ * Defined in libhbm_cuda (built where nvcc is present). HBM_EUNSUPPORTED with
+ * the CUDA error reported when no device or runtime is usable. */
+int hbm_adamw_step_cuda(const hbm_adamw_tensor *tensors, size_t ntensors,
+                        const hbm_adamw_options *options, void *cuda_stream);
 
 #ifdef __cplusplus
 }
