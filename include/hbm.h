@@ -220,6 +220,10 @@ typedef struct hbm_replay_options {
   void *sample_arg;
   hbm_progress_fn *on_progress;
   void *progress_arg;
+  /* Called once, at the first failed request, with the layout at that moment
+   * (live blocks with their tags, and holes, in address order). */
+  hbm_scan_fn *on_oom_layout;
+  void *oom_layout_arg;
 } hbm_replay_options;
 
 typedef struct hbm_oom_report {
@@ -245,6 +249,8 @@ typedef struct hbm_replay_result {
   int oom;                 /* 1 if any request failed; first_oom then holds the first */
   hbm_oom_report first_oom;
   uint64_t verified_blocks; /* with verify_data: blocks whose pattern was checked */
+  int ncounters;           /* policy-specific figures (e.g. moved_bytes) */
+  struct { char name[32]; double value; } counters[8];
 } hbm_replay_result;
 
 /* Replays every event of `trace` through one policy. A failed request is

@@ -1,0 +1,171 @@
+/* hbm bench alloc: alloc+free pairs with request sizes drawn from real
+ * training traces (bench/alloc_sizes.h), through hbm's range allocator, the
+ * public heap (lock + accounting + bestfit), glibc malloc and mimalloc, in the
+ * same run over the same sequence. Each figure is the best of 3 rounds. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc_sizes.h"
+#include "bench.h"
+#include "cli.h"
+#include "core/range.h"
+#include "report/json.h"
+#ifdef HBM_HAVE_MIMALLOC
+#include <mimalloc.h>
+#endif
+
+typedef struct op { uint32_t slot; uint32_t size_index; } op;
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: hbm bench alloc [--json] [--pairs N] [--live N] [--seed S]\n\n"
+          "Alloc+free pairs, request sizes sampled from real PyTorch snapshots; N live\n"
+          "blocks at a time, each pair frees a random one and allocates a new size.\n"
+          "  --pairs N   pairs per round (default 2000000)\n"
+          "  --live N    live blocks (default 1024)\n"
+          "  --seed S    sequence seed (default 437)\n"
+          "JSON keys: hbm_ns, heap_ns, glibc_ns, mimalloc_ns (ns per pair; mimalloc_ns\n"
+          "null where libmimalloc is absent), ratio_hbm_mimalloc, pairs, live.\n");
+}
+
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static const size_t nsizes = sizeof alloc_sizes / sizeof alloc_sizes[0];
+
+static double run_range(const op *ops, size_t nops, uint32_t live) {
+  hbm_range *r;
+  if (hbm_range_create(1ull << 40, 1ull << 40, 512, &r) != HBM_OK) return -1;
+  uint64_t *addr = calloc(live, sizeof *addr), bs;
+  int failed = 0;
+  double t0 = bench_now_ns();
+  for (size_t i = 0; i < nops; i++) {
+    uint32_t s = ops[i].slot;
+    if (addr[s]) hbm_range_free(r, addr[s], &bs);
+    if (hbm_range_alloc(r, alloc_sizes[ops[i].size_index], 0, &addr[s], &bs) != HBM_OK) { addr[s] = 0; failed = 1; }
+  }
+  double t = bench_now_ns() - t0;
+  hbm_range_destroy(r);
+  free(addr);
+  return failed ? -1 : t / (double)nops;
+}
+
+static double run_heap(const op *ops, size_t nops, uint32_t live) {
+  hbm_device *d;
+  hbm_heap *h;
+  if (hbm_device_open("sim:1TiB", &d) != HBM_OK) return -1;
+  if (hbm_heap_create(d, "bestfit", NULL, &h) != HBM_OK) { hbm_device_close(d); return -1; }
+  uint64_t *addr = calloc(live, sizeof *addr);
+  int failed = 0;
+  double t0 = bench_now_ns();
+  for (size_t i = 0; i < nops; i++) {
+    uint32_t s = ops[i].slot;
+    if (addr[s]) hbm_free(h, addr[s]);
+    if (hbm_alloc(h, alloc_sizes[ops[i].size_index], HBM_TAG_OTHER, 0, &addr[s]) != HBM_OK) { addr[s] = 0; failed = 1; }
+  }
+  double t = bench_now_ns() - t0;
+  hbm_heap_destroy(h);
+  hbm_device_close(d);
+  free(addr);
+  return failed ? -1 : t / (double)nops;
+}
+
+#define RUN_MALLOC(name, alloc_fn, free_fn)                                      \
+  static double name(const op *ops, size_t nops, uint32_t live) {                \
+    void **p = calloc(live, sizeof *p);                                          \
+    double t0 = bench_now_ns();                                                  \
+    for (size_t i = 0; i < nops; i++) {                                          \
+      uint32_t s = ops[i].slot;                                                  \
+      free_fn(p[s]);                                                             \
+      p[s] = alloc_fn(alloc_sizes[ops[i].size_index]);                           \
+    }                                                                            \
+    double t = bench_now_ns() - t0;                                              \
+    for (uint32_t s = 0; s < live; s++) free_fn(p[s]);                           \
+    free(p);                                                                     \
+    return t / (double)nops;                                                     \
+  }
+RUN_MALLOC(run_glibc, malloc, free)
+#ifdef HBM_HAVE_MIMALLOC
+RUN_MALLOC(run_mimalloc, mi_malloc, mi_free)
+#endif
+
+static double best_of(double (*fn)(const op *, size_t, uint32_t), const op *ops, size_t n, uint32_t live) {
+  double best = -1;
+  for (int round = 0; round < 3; round++) {
+    double t = fn(ops, n, live);
+    if (t >= 0 && (best < 0 || t < best)) best = t;
+  }
+  return best;
+}
+
+int bench_alloc(int argc, char **argv) {
+  static const struct option opts[] = {{"json", no_argument, 0, 'j'}, {"pairs", required_argument, 0, 'p'},
+                                       {"live", required_argument, 0, 'l'}, {"seed", required_argument, 0, 's'},
+                                       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  int json = 0, c;
+  uint64_t pairs = 2000000, live = 1024, seed = 437;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    char *end = NULL;
+    switch (c) {
+      case 'j': json = 1; break;
+      case 'p': pairs = strtoull(optarg, &end, 10); break;
+      case 'l': live = strtoull(optarg, &end, 10); break;
+      case 's': seed = strtoull(optarg, &end, 10); break;
+      case 'h': usage(stdout); return CLI_OK;
+      default: usage(stderr); return CLI_BAD_INPUT;
+    }
+    if (end && (*end || (c != 's' && strtoull(optarg, NULL, 10) == 0))) {
+      cli_error("bench alloc: --%s expects a positive number, got '%s'", c == 'p' ? "pairs" : c == 'l' ? "live" : "seed", optarg);
+      return CLI_BAD_INPUT;
+    }
+  }
+  if (live > (1u << 20) || pairs > (1ull << 32)) { cli_error("bench alloc: --live at most 1048576, --pairs at most 2^32"); return CLI_BAD_INPUT; }
+  op *ops = malloc(pairs * sizeof *ops);
+  if (!ops) { cli_error("bench alloc: out of memory"); return CLI_FAILED; }
+  uint64_t st = seed;
+  for (uint64_t i = 0; i < pairs; i++)
+    ops[i] = (op){(uint32_t)(rng_next(&st) % live), (uint32_t)(rng_next(&st) % nsizes)};
+
+  double hbm_ns = best_of(run_range, ops, pairs, (uint32_t)live);
+  double heap_ns = best_of(run_heap, ops, pairs, (uint32_t)live);
+  double glibc_ns = best_of(run_glibc, ops, pairs, (uint32_t)live);
+  double mimalloc_ns = -1;
+#ifdef HBM_HAVE_MIMALLOC
+  mimalloc_ns = best_of(run_mimalloc, ops, pairs, (uint32_t)live);
+#endif
+  free(ops);
+  if (json) {
+    hbm_json j;
+    hbm_json_init(&j);
+    hbm_json_object_begin(&j);
+    hbm_json_kv_string(&j, "bench", "alloc");
+    hbm_json_kv_u64(&j, "pairs", pairs);
+    hbm_json_kv_u64(&j, "live", live);
+    hbm_json_kv_double(&j, "hbm_ns", hbm_ns);
+    hbm_json_kv_double(&j, "heap_ns", heap_ns);
+    hbm_json_kv_double(&j, "glibc_ns", glibc_ns);
+    hbm_json_key(&j, "mimalloc_ns");
+    if (mimalloc_ns < 0) hbm_json_null(&j); else hbm_json_double(&j, mimalloc_ns);
+    hbm_json_key(&j, "ratio_hbm_mimalloc");
+    if (mimalloc_ns <= 0) hbm_json_null(&j); else hbm_json_double(&j, hbm_ns / mimalloc_ns);
+    hbm_json_object_end(&j);
+    printf("%s\n", j.buf);
+    hbm_json_release(&j);
+  } else {
+    printf("alloc+free pairs: %llu, live blocks %llu, sizes from %zu real requests (best of 3)\n",
+           (unsigned long long)pairs, (unsigned long long)live, nsizes);
+    printf("  hbm range allocator  %8.1f ns/pair\n", hbm_ns);
+    printf("  hbm heap (bestfit)   %8.1f ns/pair  (lock + accounting)\n", heap_ns);
+    printf("  glibc malloc         %8.1f ns/pair\n", glibc_ns);
+    if (mimalloc_ns >= 0) printf("  mimalloc             %8.1f ns/pair\n  ratio hbm/mimalloc   %8.2f\n", mimalloc_ns, hbm_ns / mimalloc_ns);
+    else printf("  mimalloc             not built (install libmimalloc-dev and rebuild)\n");
+  }
+  return hbm_ns < 0 || heap_ns < 0 ? CLI_FAILED : CLI_OK;
+}

@@ -1,0 +1,85 @@
+/* cli.c: helpers shared by the commands. */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "trace/trace.h"
+
+void cli_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("hbm: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+void cli_diag(const hbm_diag *d) {
+  if (d->line)
+    fprintf(stderr, "%s:%llu: %s\n", d->file, (unsigned long long)d->line, d->message);
+  else if (d->offset)
+    fprintf(stderr, "%s: byte %llu: %s\n", d->file, (unsigned long long)d->offset, d->message);
+  else
+    fprintf(stderr, "%s: %s\n", d->file, d->message);
+}
+
+int cli_exit_code(int err) {
+  switch (err) {
+    case HBM_OK: return CLI_OK;
+    case HBM_EPARSE:
+    case HBM_EINVAL:
+    case HBM_EIO:
+    case HBM_EUNSUPPORTED: return CLI_BAD_INPUT;
+    default: return CLI_FAILED;
+  }
+}
+
+int cli_parse_size(const char *what, const char *text, uint64_t *out) {
+  if (hbm_size_parse(text, out) != HBM_OK || *out == 0) {
+    cli_error("%s: expected a size like 96GiB, 512MiB or 4.2GB, got '%s'", what, text);
+    return 0;
+  }
+  return 1;
+}
+
+int cli_is_tty(void) { return isatty(STDERR_FILENO); }
+
+static int progress_shown;
+void cli_progress(const char *label, uint64_t done, uint64_t total) {
+  if (!cli_is_tty() || !total) return;
+  int width = 30, filled = (int)((double)done / (double)total * width);
+  char bar[64];
+  for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+  bar[width] = 0;
+  fprintf(stderr, "\r%-12s [%s] %3d%%", label, bar, (int)(100.0 * (double)done / (double)total));
+  progress_shown = 1;
+}
+void cli_progress_end(void) {
+  if (progress_shown) fprintf(stderr, "\r%60s\r", "");
+  progress_shown = 0;
+}
+
+int cli_write_output(const char *path, const char *text, size_t len, const char *const *inputs,
+                     int ninputs) {
+  struct stat so, si;
+  for (int i = 0; i < ninputs; i++) {
+    if (inputs[i] && stat(path, &so) == 0 && stat(inputs[i], &si) == 0 && so.st_dev == si.st_dev &&
+        so.st_ino == si.st_ino) {
+      cli_error("%s: refusing to overwrite an input file; choose another output path", path);
+      return CLI_BAD_INPUT;
+    }
+  }
+  hbm_diag d = {0};
+  int rc = hbm_write_file_atomic(path, text, len, &d);
+  if (rc != HBM_OK) {
+    cli_diag(&d);
+    return cli_exit_code(rc);
+  }
+  return CLI_OK;
+}
+
+const char *cli_size(uint64_t bytes, char buf[32]) { return hbm_size_format(bytes, buf, 32); }

@@ -1,0 +1,245 @@
+/* hbm replay: replays a trace (or a PyTorch snapshot) through policies. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "report/json.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: hbm replay TRACE|SNAPSHOT [options]\n"
+          "\n"
+          "Replays every allocation of a trace (hbm text trace v1, or a PyTorch memory\n"
+          "snapshot pickle) through allocator policies and reports peak reserved,\n"
+          "efficiency, fragmentation and the first failed request with its cause.\n"
+          "\n"
+          "options:\n"
+          "  --policy P[,Q...]|all   policies to compare (default: bestfit); known: %s\n"
+          "  --device SPEC           sim:96GiB (default: sim at the trace's capacity) or host:4GiB\n"
+          "  --capacity SIZE         shorthand for --device sim:SIZE\n"
+          "  --alloc-conf CONF       policy settings, PyTorch syntax for caching/expandable\n"
+          "  --every N               sample every N events (default: at each step boundary)\n"
+          "  --samples               print the samples (fragmentation, largest free) too\n"
+          "  --verify                fill every block and verify it on free (host device)\n"
+          "  --json                  machine-readable output\n"
+          "  -h, --help              this text\n"
+          "\n"
+          "exit: 0 replayed (even if requests failed: see oom), 1 replay error, 2 bad input\n",
+          hbm_policy_names());
+}
+
+static void print_error(int err, const char *message, void *arg) { cli_error("%s", message); }
+
+typedef struct sample_log {
+  hbm_sample *v;
+  size_t n, cap;
+} sample_log;
+
+static void keep_sample(const hbm_sample *s, void *arg) {
+  sample_log *log = arg;
+  if (log->n == log->cap) {
+    size_t cap = log->cap ? log->cap * 2 : 256;
+    hbm_sample *v = realloc(log->v, cap * sizeof *v);
+    if (!v) return;
+    log->v = v;
+    log->cap = cap;
+  }
+  log->v[log->n++] = *s;
+}
+
+static void show_progress(uint64_t done, uint64_t total, void *arg) {
+  cli_progress((const char *)arg, done, total);
+}
+
+/* Splits "a,b,c" (or "all") into policy names. Returns the count, 0 on error. */
+static int split_policies(const char *list, char names[][32], int max) {
+  if (!strcmp(list, "all")) list = hbm_policy_names();
+  int n = 0;
+  const char *p = list;
+  while (*p && n < max) {
+    const char *c = strchr(p, ',');
+    size_t len = c ? (size_t)(c - p) : strlen(p);
+    if (len == 0 || len >= 32) return 0;
+    memcpy(names[n], p, len);
+    names[n][len] = 0;
+    n++;
+    p = c ? c + 1 : p + len;
+  }
+  return n;
+}
+
+int cmd_replay(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"policy", required_argument, 0, 'p'}, {"device", required_argument, 0, 'd'},
+      {"capacity", required_argument, 0, 'c'}, {"alloc-conf", required_argument, 0, 'a'},
+      {"every", required_argument, 0, 'e'}, {"samples", no_argument, 0, 's'},
+      {"verify", no_argument, 0, 'v'}, {"json", no_argument, 0, 'j'},
+      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  const char *policy_list = "bestfit", *device = NULL, *conf = NULL;
+  char device_buf[64];
+  int json = 0, show_samples = 0, verify_data = 0, c;
+  uint64_t every = 0;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+      case 'p': policy_list = optarg; break;
+      case 'd': device = optarg; break;
+      case 'c': {
+        uint64_t cap;
+        if (!cli_parse_size("--capacity", optarg, &cap)) return CLI_BAD_INPUT;
+        snprintf(device_buf, sizeof device_buf, "sim:%llu", (unsigned long long)cap);
+        device = device_buf;
+        break;
+      }
+      case 'a': conf = optarg; break;
+      case 'e': {
+        char *end;
+        every = strtoull(optarg, &end, 10);
+        if (*end || every == 0) { cli_error("--every: expected a positive number of events, got '%s'", optarg); return CLI_BAD_INPUT; }
+        break;
+      }
+      case 's': show_samples = 1; break;
+      case 'v': verify_data = 1; break;
+      case 'j': json = 1; break;
+      case 'h': usage(stdout); return CLI_OK;
+      default: usage(stderr); return CLI_BAD_INPUT;
+    }
+  }
+  if (optind != argc - 1) {
+    cli_error(optind >= argc ? "replay: expected one TRACE or SNAPSHOT file" : "replay: expected one input file, got more");
+    usage(stderr);
+    return CLI_BAD_INPUT;
+  }
+  const char *path = argv[optind];
+  char policies[16][32];
+  int npolicies = split_policies(policy_list, policies, 16);
+  if (!npolicies) { cli_error("--policy: expected a comma-separated list of %s, or all", hbm_policy_names()); return CLI_BAD_INPUT; }
+  hbm_set_error_handler(print_error, NULL);
+
+  hbm_diag diag = {0};
+  hbm_trace *trace;
+  int rc = hbm_trace_load(path, &trace, &diag);
+  if (rc != HBM_OK) {
+    cli_diag(&diag);
+    return cli_exit_code(rc);
+  }
+
+  hbm_replay_result results[16];
+  sample_log logs[16];
+  memset(logs, 0, sizeof logs);
+  int exit_code = CLI_OK;
+  for (int i = 0; i < npolicies; i++) {
+    hbm_replay_options o = {.policy = policies[i], .conf = conf, .device = device, .every = every,
+                            .verify_data = verify_data, .on_sample = keep_sample,
+                            .sample_arg = &logs[i], .on_progress = json ? NULL : show_progress,
+                            .progress_arg = policies[i]};
+    rc = hbm_replay(trace, &o, &results[i]);
+    cli_progress_end();
+    if (rc != HBM_OK) {
+      cli_error("replay of %s through %s failed: %s", path, policies[i], hbm_strerror(rc));
+      exit_code = cli_exit_code(rc) == CLI_BAD_INPUT ? CLI_BAD_INPUT : CLI_FAILED;
+      npolicies = i;
+      break;
+    }
+  }
+
+  uint64_t peak_live = hbm_trace_peak_live(trace);
+  uint64_t capacity = npolicies ? results[0].capacity : hbm_trace_capacity(trace);
+  if (json) {
+    hbm_json j;
+    hbm_json_init(&j);
+    hbm_json_object_begin(&j);
+    hbm_json_kv_string(&j, "trace", path);
+    hbm_json_kv_u64(&j, "events", hbm_trace_event_count(trace));
+    hbm_json_kv_u64(&j, "capacity", capacity);
+    hbm_json_kv_u64(&j, "peak_live", peak_live);
+    hbm_json_key(&j, "policies");
+    hbm_json_array_begin(&j);
+    for (int i = 0; i < npolicies; i++) {
+      const hbm_replay_result *r = &results[i];
+      hbm_json_object_begin(&j);
+      hbm_json_kv_string(&j, "policy", r->policy);
+      hbm_json_kv_u64(&j, "peak_reserved", r->peak_reserved);
+      hbm_json_kv_u64(&j, "peak_allocated", r->peak_allocated);
+      hbm_json_kv_double(&j, "efficiency", r->efficiency);
+      hbm_json_kv_double(&j, "max_frag", r->max_frag);
+      hbm_json_kv_u64(&j, "backend_calls", r->backend_calls);
+      hbm_json_kv_u64(&j, "backend_calls_after_first_step", r->backend_calls_after_first_step);
+      hbm_json_kv_u64(&j, "alloc_events", r->alloc_events);
+      hbm_json_kv_double(&j, "ns_per_event", r->ns_per_event);
+      hbm_json_kv_u64(&j, "failures", r->failures);
+      for (int k = 0; k < r->ncounters; k++) hbm_json_kv_double(&j, r->counters[k].name, r->counters[k].value);
+      if (verify_data) hbm_json_kv_u64(&j, "verified_blocks", r->verified_blocks);
+      hbm_json_key(&j, "oom");
+      if (!r->oom) {
+        hbm_json_null(&j);
+      } else {
+        hbm_json_object_begin(&j);
+        hbm_json_kv_u64(&j, "event", r->first_oom.event);
+        hbm_json_kv_u64(&j, "step", r->first_oom.step);
+        hbm_json_kv_u64(&j, "request", r->first_oom.request);
+        hbm_json_kv_u64(&j, "free_total", r->first_oom.free_total);
+        hbm_json_kv_u64(&j, "largest_free", r->first_oom.largest_free);
+        hbm_json_kv_double(&j, "fragmentation", hbm_fragmentation_ratio(r->first_oom.free_total, r->first_oom.largest_free));
+        hbm_json_kv_string(&j, "cause", hbm_oom_cause_name(r->first_oom.cause));
+        hbm_json_object_end(&j);
+      }
+      if (show_samples) {
+        hbm_json_key(&j, "samples");
+        hbm_json_array_begin(&j);
+        for (size_t k = 0; k < logs[i].n; k++) {
+          const hbm_sample *s = &logs[i].v[k];
+          hbm_json_object_begin(&j);
+          hbm_json_kv_u64(&j, "event", s->event);
+          hbm_json_kv_u64(&j, "step", s->step);
+          hbm_json_kv_u64(&j, "live", s->live);
+          hbm_json_kv_u64(&j, "reserved", s->reserved);
+          hbm_json_kv_u64(&j, "free_total", s->free_total);
+          hbm_json_kv_u64(&j, "largest_free", s->largest_free);
+          hbm_json_kv_double(&j, "fragmentation", s->fragmentation);
+          hbm_json_object_end(&j);
+        }
+        hbm_json_array_end(&j);
+      }
+      hbm_json_object_end(&j);
+    }
+    hbm_json_array_end(&j);
+    hbm_json_object_end(&j);
+    if (j.failed) { cli_error("out of memory formatting the report"); exit_code = CLI_FAILED; }
+    else printf("%s\n", j.buf);
+    hbm_json_release(&j);
+  } else {
+    char a[32], b[32], d[32], e[32];
+    printf("trace %s: %llu events, capacity %s, peak live %s\n\n", path,
+           (unsigned long long)hbm_trace_event_count(trace), cli_size(capacity, a), cli_size(peak_live, b));
+    printf("%-11s %12s %10s %9s %8s  %s\n", "policy", "peak reserv.", "efficiency", "max frag", "backend", "first failure");
+    for (int i = 0; i < npolicies; i++) {
+      const hbm_replay_result *r = &results[i];
+      printf("%-11s %12s %10.3f %9.3f %8llu  ", r->policy, cli_size(r->peak_reserved, a), r->efficiency,
+             r->max_frag, (unsigned long long)r->backend_calls);
+      if (!r->oom) {
+        printf("none\n");
+      } else {
+        printf("step %llu (event %llu): request %s, free total %s, largest free %s, ratio %.2f: %s\n",
+               (unsigned long long)r->first_oom.step, (unsigned long long)r->first_oom.event,
+               cli_size(r->first_oom.request, a), cli_size(r->first_oom.free_total, b),
+               cli_size(r->first_oom.largest_free, d),
+               hbm_fragmentation_ratio(r->first_oom.free_total, r->first_oom.largest_free),
+               hbm_oom_cause_name(r->first_oom.cause));
+      }
+      for (int k = 0; k < r->ncounters; k++) printf("%-11s   %s = %.6g\n", "", r->counters[k].name, r->counters[k].value);
+      if (show_samples)
+        for (size_t k = 0; k < logs[i].n; k++) {
+          const hbm_sample *s = &logs[i].v[k];
+          printf("%-11s   step %llu event %llu: live %s, largest free %s, ratio %.3f\n", "",
+                 (unsigned long long)s->step, (unsigned long long)s->event, cli_size(s->live, a),
+                 cli_size(s->largest_free, e), s->fragmentation);
+        }
+    }
+  }
+  for (int i = 0; i < 16; i++) free(logs[i].v);
+  hbm_trace_free(trace);
+  return exit_code;
+}

@@ -1,0 +1,25 @@
+/* addrmap.h: a map from device address to a 64-bit value (open addressing,
+ * linear probing, backward-shift deletion). Invariant: used * 2 <= cap; a key
+ * sits in the probe run starting at its hash; UINT64_MAX is never a key. */
+#ifndef HBM_ADDRMAP_H
+#define HBM_ADDRMAP_H
+
+#include <stdint.h>
+
+typedef struct hbm_addrmap {
+  uint64_t *keys, *vals;
+  uint64_t cap, used;
+} hbm_addrmap;
+
+void hbm_addrmap_init(hbm_addrmap *m);
+void hbm_addrmap_release(hbm_addrmap *m);
+/* HBM_OK, or HBM_EHOSTMEM. Replaces the value of an existing key. */
+int hbm_addrmap_put(hbm_addrmap *m, uint64_t key, uint64_t val);
+/* 1 and *val if found. */
+int hbm_addrmap_get(const hbm_addrmap *m, uint64_t key, uint64_t *val);
+/* 1 and *val if it was there (then removed). */
+int hbm_addrmap_take(hbm_addrmap *m, uint64_t key, uint64_t *val);
+/* Visits every entry (unordered). */
+void hbm_addrmap_each(const hbm_addrmap *m, void (*fn)(void *arg, uint64_t key, uint64_t val), void *arg);
+
+#endif

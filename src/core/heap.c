@@ -1,0 +1,268 @@
+/* heap.c: the public heap: one policy over one device, with the accounting
+ * every policy is measured by (live, allocated, reserved, peaks, per tag),
+ * a lock, and hbm_check().
+ *
+ * Invariant: live == sum of requests in `blocks`; allocated == sum of their
+ * block sizes; live_by_tag[t] == sum over blocks tagged t; live_blocks ==
+ * blocks.used. hbm_check() recounts each. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/addrmap.h"
+#include "core/util.h"
+#include "policy/policy.h"
+
+/* A live block's record: request (up to 2^50), tag, and block size. */
+typedef struct live_rec { uint64_t request, block_size; hbm_tag tag; } live_rec;
+
+struct hbm_heap {
+  pthread_mutex_t lock;
+  hbm_device *dev;
+  hbm_policy *policy;
+  hbm_addrmap blocks;      /* addr -> index into recs */
+  live_rec *recs;          /* record pool; free slots chained through request */
+  uint64_t nrecs, recs_cap, free_rec;
+  hbm_stats st;
+};
+
+#define NO_REC UINT64_MAX
+
+int hbm_heap_create(hbm_device *dev, const char *policy, const char *conf, hbm_heap **out) {
+  if (!dev || !policy || !out) return HBM_EINVAL;
+  const hbm_policy_class *cls = hbm_policy_find(policy);
+  if (!cls) return hbm_report_error(HBM_EINVAL, "unknown policy '%s' (known: %s)", policy, hbm_policy_names());
+  hbm_heap *h = calloc(1, sizeof *h);
+  if (!h) return HBM_EHOSTMEM;
+  hbm_diag diag = {0};
+  int rc = cls->create(dev, conf, &h->policy, &diag);
+  if (rc != HBM_OK) {
+    if (diag.message[0]) hbm_report_error(rc, "policy %s: %s", policy, diag.message);
+    free(h);
+    return rc;
+  }
+  h->policy->cls = cls;
+  h->policy->dev = dev;
+  h->dev = dev;
+  pthread_mutex_init(&h->lock, NULL);
+  hbm_addrmap_init(&h->blocks);
+  h->free_rec = NO_REC;
+  h->st.version = HBM_STATS_VERSION;
+  h->st.capacity = dev->caps.capacity;
+  *out = h;
+  return HBM_OK;
+}
+
+void hbm_heap_destroy(hbm_heap *h) {
+  if (!h) return;
+  h->policy->cls->destroy(h->policy);
+  hbm_addrmap_release(&h->blocks);
+  free(h->recs);
+  pthread_mutex_destroy(&h->lock);
+  free(h);
+}
+
+static uint64_t rec_new(hbm_heap *h) {
+  if (h->free_rec != NO_REC) {
+    uint64_t i = h->free_rec;
+    h->free_rec = h->recs[i].request;
+    return i;
+  }
+  if (h->nrecs == h->recs_cap) {
+    uint64_t cap = h->recs_cap ? h->recs_cap * 2 : 256;
+    live_rec *r = realloc(h->recs, cap * sizeof *r);
+    if (!r) return NO_REC;
+    h->recs = r;
+    h->recs_cap = cap;
+  }
+  return h->nrecs++;
+}
+
+static void track_peaks(hbm_heap *h) {
+  hbm_policy_usage u;
+  h->policy->cls->usage(h->policy, &u);
+  h->st.reserved = u.reserved;
+  if (u.reserved > h->st.peak_reserved) h->st.peak_reserved = u.reserved;
+  if (h->st.live > h->st.peak_live) h->st.peak_live = h->st.live;
+  if (h->st.allocated > h->st.peak_allocated) h->st.peak_allocated = h->st.allocated;
+}
+
+int hbm_alloc(hbm_heap *h, uint64_t size, hbm_tag tag, int stream, uint64_t *addr) {
+  if (!h || !addr) return HBM_EINVAL;
+  if (size == 0 || size > HBM_MAX_SIZE)
+    return hbm_report_error(HBM_EINVAL, "alloc of %llu bytes: expected 1 B to 1 PiB", (unsigned long long)size);
+  if ((unsigned)tag >= HBM_TAG_COUNT) return hbm_report_error(HBM_EINVAL, "alloc: unknown tag %d", (int)tag);
+  pthread_mutex_lock(&h->lock);
+  uint64_t a, block;
+  int rc = h->policy->cls->alloc(h->policy, size, tag, stream, &a, &block);
+  if (rc == HBM_OK) {
+    uint64_t r = rec_new(h);
+    if (r == NO_REC || hbm_addrmap_put(&h->blocks, a, r) != HBM_OK) {
+      h->policy->cls->free(h->policy, a, &block);
+      rc = HBM_EHOSTMEM;
+    } else {
+      h->recs[r] = (live_rec){size, block, tag};
+      h->st.live += size;
+      h->st.allocated += block;
+      h->st.live_by_tag[tag] += size;
+      if (h->st.live_by_tag[tag] > h->st.peak_live_by_tag[tag]) h->st.peak_live_by_tag[tag] = h->st.live_by_tag[tag];
+      h->st.allocs++;
+      h->st.live_blocks++;
+      track_peaks(h);
+      *addr = a;
+    }
+  } else {
+    h->st.failures++;
+  }
+  pthread_mutex_unlock(&h->lock);
+  return rc;
+}
+
+int hbm_free(hbm_heap *h, uint64_t addr) {
+  if (!h) return HBM_EINVAL;
+  pthread_mutex_lock(&h->lock);
+  uint64_t r, block;
+  int rc = HBM_OK;
+  if (!hbm_addrmap_get(&h->blocks, addr, &r)) {
+    rc = hbm_report_error(HBM_EINVAL, "free of %#llx: not a live block (double free or unknown address)", (unsigned long long)addr);
+  } else if ((rc = h->policy->cls->free(h->policy, addr, &block)) != HBM_OK) {
+    hbm_report_error(rc, "free of %#llx: the policy refused it", (unsigned long long)addr);
+  } else {
+    hbm_addrmap_take(&h->blocks, addr, NULL);
+    live_rec *rec = &h->recs[r];
+    h->st.live -= rec->request;
+    h->st.allocated -= rec->block_size;
+    h->st.live_by_tag[rec->tag] -= rec->request;
+    h->st.frees++;
+    h->st.live_blocks--;
+    rec->request = h->free_rec;
+    h->free_rec = r;
+  }
+  pthread_mutex_unlock(&h->lock);
+  return rc;
+}
+
+static void fill_stats(hbm_heap *h, hbm_stats *out) {
+  hbm_policy_usage u;
+  h->policy->cls->usage(h->policy, &u);
+  *out = h->st;
+  out->reserved = u.reserved;
+  out->free_total = h->st.capacity - h->st.live;
+  out->largest_free = u.largest_free;
+  out->fragmentation = hbm_fragmentation_ratio(out->free_total, u.largest_free);
+  out->backend_calls = h->dev->backend_calls;
+}
+
+int hbm_heap_stats(hbm_heap *h, hbm_stats *out) {
+  if (!h || !out) return HBM_EINVAL;
+  pthread_mutex_lock(&h->lock);
+  fill_stats(h, out);
+  pthread_mutex_unlock(&h->lock);
+  return HBM_OK;
+}
+
+/* The policy's scan knows addresses; the heap knows what each block is for. */
+typedef struct scan_ctx { hbm_heap *h; hbm_scan_fn *visit; void *arg; } scan_ctx;
+static int scan_tagged(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
+  scan_ctx *c = arg;
+  uint64_t r;
+  if (live && hbm_addrmap_get(&c->h->blocks, addr, &r)) tag = c->h->recs[r].tag;
+  return c->visit(c->arg, addr, size, live, tag);
+}
+
+int hbm_heap_scan(hbm_heap *h, hbm_scan_fn *visit, void *arg) {
+  if (!h || !visit) return HBM_EINVAL;
+  pthread_mutex_lock(&h->lock);
+  scan_ctx c = {h, visit, arg};
+  int rc = h->policy->cls->scan(h->policy, scan_tagged, &c);
+  pthread_mutex_unlock(&h->lock);
+  return rc < 0 ? rc : HBM_OK;
+}
+
+/* ---- hbm_check: the policy's own invariants, then the heap's recount ---- */
+typedef struct check_ctx {
+  hbm_heap *h;
+  int failures;
+  uint64_t live, allocated, blocks, by_tag[HBM_TAG_COUNT];
+  uint64_t scan_prev_end, scan_live_blocks;
+  int scan_started;
+} check_ctx;
+
+static void report_fail(void *arg, const char *message) {
+  check_ctx *c = arg;
+  c->failures++;
+  hbm_report_error(HBM_ECORRUPT, "check: %s", message);
+}
+
+static void recount(void *arg, uint64_t key, uint64_t val) {
+  check_ctx *c = arg;
+  live_rec *r = &c->h->recs[val];
+  c->live += r->request;
+  c->allocated += r->block_size;
+  c->by_tag[r->tag] += r->request;
+  c->blocks++;
+  if (r->request > r->block_size) {
+    char m[128];
+    snprintf(m, sizeof m, "block at %#llx holds a request larger than itself", (unsigned long long)key);
+    report_fail(c, m);
+  }
+}
+
+static int scan_check(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
+  check_ctx *c = arg;
+  char m[160];
+  if (c->scan_started && addr < c->scan_prev_end) {
+    snprintf(m, sizeof m, "layout scan: block at %#llx overlaps the previous one (ends %#llx)", (unsigned long long)addr, (unsigned long long)c->scan_prev_end);
+    report_fail(c, m);
+  }
+  c->scan_started = 1;
+  c->scan_prev_end = addr + size;
+  if (live) {
+    c->scan_live_blocks++;
+    uint64_t r;
+    if (!hbm_addrmap_get(&c->h->blocks, addr, &r)) {
+      snprintf(m, sizeof m, "layout scan: live block at %#llx unknown to the heap", (unsigned long long)addr);
+      report_fail(c, m);
+    } else if (c->h->recs[r].block_size > size) {
+      snprintf(m, sizeof m, "layout scan: block at %#llx shorter than its allocation", (unsigned long long)addr);
+      report_fail(c, m);
+    }
+  }
+  return 0;
+}
+
+int hbm_check(hbm_heap *h) {
+  if (!h) return HBM_EINVAL;
+  pthread_mutex_lock(&h->lock);
+  check_ctx c = {.h = h};
+  h->policy->cls->check(h->policy, report_fail, &c);
+  hbm_addrmap_each(&h->blocks, recount, &c);
+  char m[200];
+  if (c.live != h->st.live || c.allocated != h->st.allocated || c.blocks != h->st.live_blocks) {
+    snprintf(m, sizeof m, "stats: live %llu allocated %llu blocks %llu, recount %llu %llu %llu",
+             (unsigned long long)h->st.live, (unsigned long long)h->st.allocated, (unsigned long long)h->st.live_blocks,
+             (unsigned long long)c.live, (unsigned long long)c.allocated, (unsigned long long)c.blocks);
+    report_fail(&c, m);
+  }
+  for (int t = 0; t < HBM_TAG_COUNT; t++)
+    if (c.by_tag[t] != h->st.live_by_tag[t]) {
+      snprintf(m, sizeof m, "stats: live[%s] %llu, recount %llu", hbm_tag_name((hbm_tag)t),
+               (unsigned long long)h->st.live_by_tag[t], (unsigned long long)c.by_tag[t]);
+      report_fail(&c, m);
+    }
+  h->policy->cls->scan(h->policy, scan_check, &c);
+  if (c.scan_live_blocks != h->st.live_blocks) {
+    snprintf(m, sizeof m, "layout scan shows %llu live blocks, the heap holds %llu",
+             (unsigned long long)c.scan_live_blocks, (unsigned long long)h->st.live_blocks);
+    report_fail(&c, m);
+  }
+  hbm_policy_usage u;
+  h->policy->cls->usage(h->policy, &u);
+  if (u.reserved > h->st.capacity) {
+    snprintf(m, sizeof m, "reserved %llu exceeds capacity %llu", (unsigned long long)u.reserved, (unsigned long long)h->st.capacity);
+    report_fail(&c, m);
+  }
+  pthread_mutex_unlock(&h->lock);
+  return c.failures ? HBM_ECORRUPT : HBM_OK;
+}

@@ -1,0 +1,60 @@
+/* device.c: opening a device from its spec string, and shared accounting. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "device/device.h"
+
+#define DEFAULT_GRANULE (2ull << 20) /* CUDA's and CANN's mapping granule */
+
+int hbm_device_claim(hbm_device *dev, uint64_t size) {
+  if (size > dev->caps.capacity || dev->phys_used > dev->caps.capacity - size) return HBM_ENOMEM;
+  dev->phys_used += size;
+  if (dev->phys_used > dev->peak_phys_used) dev->peak_phys_used = dev->phys_used;
+  return HBM_OK;
+}
+
+void hbm_device_unclaim(hbm_device *dev, uint64_t size) {
+  dev->phys_used = size <= dev->phys_used ? dev->phys_used - size : 0;
+}
+
+/* spec: KIND:CAPACITY[,granule=SIZE] */
+int hbm_device_open(const char *spec, hbm_device **out) {
+  if (!spec || !out) return HBM_EINVAL;
+  char kind[16], rest[128];
+  const char *colon = strchr(spec, ':');
+  if (!colon || (size_t)(colon - spec) >= sizeof kind || strlen(colon + 1) >= sizeof rest)
+    return hbm_report_error(HBM_EINVAL, "device '%s': expected KIND:CAPACITY, e.g. sim:96GiB or host:4GiB", spec);
+  memcpy(kind, spec, (size_t)(colon - spec));
+  kind[colon - spec] = 0;
+  strcpy(rest, colon + 1);
+  uint64_t granule = DEFAULT_GRANULE, capacity;
+  char *opt = strchr(rest, ',');
+  if (opt) {
+    *opt++ = 0;
+    if (strncmp(opt, "granule=", 8) != 0 || hbm_size_parse(opt + 8, &granule) != HBM_OK ||
+        !hbm_is_pow2(granule) || granule < 4096)
+      return hbm_report_error(HBM_EINVAL, "device '%s': expected ,granule=SIZE (a power of two >= 4KiB)", spec);
+  }
+  if (hbm_size_parse(rest, &capacity) != HBM_OK || capacity == 0 || capacity > HBM_MAX_SIZE)
+    return hbm_report_error(HBM_EINVAL, "device '%s': capacity '%s' is not a size between 1 B and 1 PiB", spec, rest);
+  capacity = capacity / granule * granule;
+  if (capacity == 0)
+    return hbm_report_error(HBM_EINVAL, "device '%s': capacity is smaller than one granule", spec);
+  if (!strcmp(kind, "sim")) return hbm_sim_open(capacity, granule, out);
+  if (!strcmp(kind, "host")) return hbm_host_open(capacity, granule, out);
+  return hbm_report_error(HBM_EUNSUPPORTED, "device '%s': unknown kind '%s' (known: sim, host)", spec, kind);
+}
+
+void hbm_device_close(hbm_device *dev) {
+  if (dev) dev->ops->destroy(dev);
+}
+
+int hbm_device_get_caps(const hbm_device *dev, hbm_device_caps *caps) {
+  if (!dev || !caps) return HBM_EINVAL;
+  *caps = dev->caps;
+  return HBM_OK;
+}
+
+uint64_t hbm_device_backend_calls(const hbm_device *dev) { return dev ? dev->backend_calls : 0; }

@@ -1,0 +1,329 @@
+/* replay.c: drives one policy with every event of a trace and measures it the
+ * same way for every policy: live from the trace's requests, allocated from
+ * the block sizes the policy reports, reserved from the policy's usage.
+ *
+ * A failed request is skipped (its later free ignored); the first failure is
+ * classified: capacity when live + request > capacity, else fragmentation
+ * (free total >= request > largest free). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/addrmap.h"
+#include "core/util.h"
+#include "policy/policy.h"
+#include "replay/replay.h"
+
+typedef struct replay_state {
+  const hbm_trace *t;
+  const hbm_replay_options *o;
+  hbm_replay_result *res;
+  hbm_device *dev;
+  hbm_policy *p;
+  uint64_t *addr;      /* per id: current address, or HBM_NO_ADDR when not live */
+  uint64_t *request;   /* per id */
+  uint64_t *block;     /* per id: block size */
+  uint8_t *tag;        /* per id */
+  hbm_addrmap *by_addr; /* addr -> id, only for policies that move blocks */
+  uint64_t live, allocated, step;
+  uint64_t live_by_tag[HBM_TAG_COUNT];
+  int verify;          /* fill and check data (host device) */
+  int failed;          /* a fatal error inside a callback */
+} replay_state;
+
+static double now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* ---- data verification: every block holds words derived from its id ---- */
+static uint64_t pattern(uint32_t id, uint64_t word) {
+  return ((uint64_t)id * 0x9E3779B97F4A7C15ull) ^ (word * 0xD1B54A32D192ED03ull) ^ 0x5555555555555555ull;
+}
+static void fill(uint64_t addr, uint64_t bytes, uint32_t id) {
+  uint64_t *w = (uint64_t *)(uintptr_t)addr;
+  for (uint64_t i = 0; i < bytes / 8; i++) w[i] = pattern(id, i);
+}
+static int verify(uint64_t addr, uint64_t bytes, uint32_t id) {
+  const uint64_t *w = (const uint64_t *)(uintptr_t)addr;
+  for (uint64_t i = 0; i < bytes / 8; i++)
+    if (w[i] != pattern(id, i)) return 0;
+  return 1;
+}
+
+static void on_relocate(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_t size) {
+  replay_state *s = arg;
+  uint64_t id;
+  if (!hbm_addrmap_take(s->by_addr, old_addr, &id) ||
+      hbm_addrmap_put(s->by_addr, new_addr, id) != HBM_OK) {
+    s->failed = hbm_report_error(HBM_ECORRUPT, "replay: the policy moved %#llx, which is not a live block", (unsigned long long)old_addr);
+    return;
+  }
+  s->addr[id] = new_addr;
+}
+
+static void track_peaks(replay_state *s) {
+  hbm_policy_usage u;
+  s->p->cls->usage(s->p, &u);
+  hbm_replay_result *r = s->res;
+  if (u.reserved > r->peak_reserved) r->peak_reserved = u.reserved;
+  if (s->live > r->peak_live) r->peak_live = s->live;
+  if (s->allocated > r->peak_allocated) r->peak_allocated = s->allocated;
+}
+
+static void take_sample(replay_state *s, uint64_t event) {
+  hbm_policy_usage u;
+  s->p->cls->usage(s->p, &u);
+  hbm_sample smp = {.event = event,
+                    .step = s->step,
+                    .live = s->live,
+                    .allocated = s->allocated,
+                    .reserved = u.reserved,
+                    .free_total = s->res->capacity - s->live,
+                    .largest_free = u.largest_free};
+  smp.fragmentation = hbm_fragmentation_ratio(smp.free_total, smp.largest_free);
+  if (smp.fragmentation > s->res->max_frag) s->res->max_frag = smp.fragmentation;
+  if (s->o->on_sample) s->o->on_sample(&smp, s->o->sample_arg);
+}
+
+/* Layout at the first failure: the policy's scan with each block's tag. */
+typedef struct oom_scan { replay_state *s; hbm_addrmap tags; } oom_scan;
+static int oom_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
+  oom_scan *c = arg;
+  uint64_t id;
+  if (live && hbm_addrmap_get(&c->tags, addr, &id)) tag = (hbm_tag)c->s->tag[id];
+  return c->s->o->on_oom_layout(c->s->o->oom_layout_arg, addr, size, live, tag);
+}
+static void report_oom_layout(replay_state *s) {
+  oom_scan c = {s, {0}};
+  hbm_addrmap_init(&c.tags);
+  for (uint32_t id = 0; id < s->t->nids; id++)
+    if (s->addr[id] != HBM_NO_ADDR) hbm_addrmap_put(&c.tags, s->addr[id], id);
+  s->p->cls->scan(s->p, oom_visit, &c);
+  hbm_addrmap_release(&c.tags);
+}
+
+static int do_alloc(replay_state *s, uint32_t id, uint64_t size, hbm_tag tag, int stream,
+                    uint64_t event) {
+  uint64_t a, block;
+  int rc = s->p->cls->alloc(s->p, size, tag, stream, &a, &block);
+  if (rc == HBM_ENOMEM) {
+    hbm_replay_result *r = s->res;
+    r->failures++;
+    if (!r->oom) {
+      hbm_policy_usage u;
+      s->p->cls->usage(s->p, &u);
+      r->oom = 1;
+      r->first_oom.event = event;
+      r->first_oom.step = s->step;
+      r->first_oom.request = size;
+      r->first_oom.free_total = r->capacity - s->live;
+      r->first_oom.largest_free = u.largest_free;
+      r->first_oom.cause = s->live + size > r->capacity ? HBM_CAUSE_CAPACITY : HBM_CAUSE_FRAGMENTATION;
+      double f = hbm_fragmentation_ratio(r->first_oom.free_total, u.largest_free);
+      if (f > r->max_frag) r->max_frag = f;
+      if (s->o->on_oom_layout) report_oom_layout(s);
+    }
+    return HBM_OK; /* skipped */
+  }
+  if (rc != HBM_OK) return rc;
+  s->addr[id] = a;
+  s->request[id] = size;
+  s->block[id] = block;
+  s->tag[id] = (uint8_t)tag;
+  s->live += size;
+  s->allocated += block;
+  if (s->by_addr && hbm_addrmap_put(s->by_addr, a, id) != HBM_OK) return HBM_EHOSTMEM;
+  if (s->verify) fill(a, size, id);
+  track_peaks(s);
+  return HBM_OK;
+}
+
+static int do_free(replay_state *s, uint32_t id) {
+  uint64_t a = s->addr[id], block;
+  if (a == HBM_NO_ADDR) return HBM_OK; /* its allocation failed */
+  if (s->verify) {
+    if (!verify(a, s->request[id], id))
+      return hbm_report_error(HBM_ECORRUPT, "replay: block %u at %#llx lost its contents", id, (unsigned long long)a);
+    s->res->verified_blocks++;
+  }
+  int rc = s->p->cls->free(s->p, a, &block);
+  if (rc != HBM_OK) return rc;
+  if (s->by_addr) hbm_addrmap_take(s->by_addr, a, NULL);
+  s->live -= s->request[id];
+  s->allocated -= s->block[id];
+  s->addr[id] = HBM_NO_ADDR;
+  return HBM_OK;
+}
+
+int hbm_replay_open_policy(const hbm_trace *t, const char *policy, const char *conf,
+                           const char *device_spec, hbm_device **dev, hbm_policy **p) {
+  char spec[64];
+  if (!device_spec) {
+    if (!t->capacity)
+      return hbm_report_error(HBM_EINVAL, "trace '%s' names no capacity: pass a device (e.g. sim:96GiB)", t->name);
+    snprintf(spec, sizeof spec, "sim:%llu", (unsigned long long)t->capacity);
+    device_spec = spec;
+  }
+  const hbm_policy_class *cls = hbm_policy_find(policy);
+  if (!cls) return hbm_report_error(HBM_EINVAL, "unknown policy '%s' (known: %s)", policy, hbm_policy_names());
+  int rc = hbm_device_open(device_spec, dev);
+  if (rc != HBM_OK) return rc;
+  hbm_diag diag = {0};
+  rc = cls->create(*dev, conf, p, &diag);
+  if (rc != HBM_OK) {
+    if (diag.message[0]) hbm_report_error(rc, "policy %s: %s", policy, diag.message);
+    hbm_device_close(*dev);
+    return rc;
+  }
+  (*p)->cls = cls;
+  (*p)->dev = *dev;
+  return HBM_OK;
+}
+
+int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_result *res) {
+  if (!t || !o || !o->policy || !res) return HBM_EINVAL;
+  memset(res, 0, sizeof *res);
+  replay_state s = {.t = t, .o = o, .res = res};
+  int rc = hbm_replay_open_policy(t, o->policy, o->conf, o->device, &s.dev, &s.p);
+  if (rc != HBM_OK) return rc;
+  snprintf(res->policy, sizeof res->policy, "%s", o->policy);
+  res->events = t->nevents;
+  res->capacity = s.dev->caps.capacity;
+  if (o->verify_data && !s.dev->caps.host_visible) {
+    rc = hbm_report_error(HBM_EUNSUPPORTED, "data verification needs the host device (e.g. --device host:4GiB)");
+    goto out;
+  }
+  s.verify = o->verify_data;
+  uint32_t n = t->nids ? t->nids : 1;
+  s.addr = malloc(n * sizeof *s.addr);
+  s.request = calloc(n, sizeof *s.request);
+  s.block = calloc(n, sizeof *s.block);
+  s.tag = calloc(n, 1);
+  if (!s.addr || !s.request || !s.block || !s.tag) { rc = HBM_EHOSTMEM; goto out; }
+  for (uint32_t i = 0; i < n; i++) s.addr[i] = HBM_NO_ADDR;
+  hbm_addrmap by_addr;
+  if (s.p->cls->set_relocation_callback) {
+    hbm_addrmap_init(&by_addr);
+    s.by_addr = &by_addr;
+    s.p->cls->set_relocation_callback(s.p, on_relocate, &s);
+  }
+
+  /* The starting state: seeded where the policy can take a recorded layout,
+   * otherwise placed like any request. */
+  uint64_t calls0 = s.dev->backend_calls;
+  if (t->ninit_blocks) {
+    int seeded = 0;
+    if (s.p->cls->seed) {
+      uint64_t *ids = malloc(n * sizeof *ids);
+      if (!ids) { rc = HBM_EHOSTMEM; goto out; }
+      for (uint32_t i = 0; i < n; i++) ids[i] = HBM_NO_ADDR;
+      rc = s.p->cls->seed(s.p, t, ids);
+      if (rc == HBM_OK) {
+        seeded = 1;
+        for (uint32_t i = 0; i < t->ninit_blocks; i++) {
+          const hbm_init_block *b = &t->init_blocks[i];
+          if (b->id == HBM_NO_ID || ids[b->id] == HBM_NO_ADDR) continue;
+          s.addr[b->id] = ids[b->id];
+          s.request[b->id] = b->request;
+          s.block[b->id] = b->size;
+          s.tag[b->id] = b->tag;
+          s.live += b->request;
+          s.allocated += b->size;
+          if (s.by_addr) hbm_addrmap_put(s.by_addr, ids[b->id], b->id);
+          if (s.verify) fill(ids[b->id], b->request, b->id);
+        }
+        track_peaks(&s);
+      } else if (rc != HBM_EUNSUPPORTED) {
+        free(ids);
+        goto out;
+      }
+      free(ids);
+    }
+    for (uint32_t i = 0; !seeded && i < t->ninit_blocks; i++) {
+      const hbm_init_block *b = &t->init_blocks[i];
+      if (b->id == HBM_NO_ID) continue;
+      const hbm_init_segment *seg = NULL;
+      for (uint32_t k = 0; k < t->ninit_segments && !seg; k++)
+        if (i >= t->init_segments[k].first_block && i < t->init_segments[k].first_block + t->init_segments[k].nblocks) seg = &t->init_segments[k];
+      if ((rc = do_alloc(&s, b->id, b->request, (hbm_tag)b->tag, seg ? seg->stream : 0, 0)) != HBM_OK) goto out;
+    }
+    rc = HBM_OK;
+  }
+
+  int has_steps = 0;
+  for (uint64_t i = 0; i < t->nevents && !has_steps; i++) has_steps = t->events[i].kind == HBM_EV_STEP;
+  uint64_t every = o->every;
+  if (!every && !has_steps) every = t->nevents / 1000 > 0 ? t->nevents / 1000 : 1;
+  uint64_t steps_seen = 0, progress_every = 1u << 20;
+  int counted_first_step = 0;
+  uint64_t calls_after_first_step = 0;
+  double t0 = now_ns();
+  for (uint64_t i = 0; i < t->nevents; i++) {
+    const hbm_event *e = &t->events[i];
+    switch (e->kind) {
+      case HBM_EV_ALLOC:
+        res->alloc_events++;
+        rc = do_alloc(&s, e->id, e->size, (hbm_tag)e->tag, e->stream, i);
+        break;
+      case HBM_EV_FREE: rc = do_free(&s, e->id); break;
+      case HBM_EV_STEP:
+        if (!o->every) take_sample(&s, i);
+        s.step = e->size;
+        if (++steps_seen == 2) { counted_first_step = 1; calls_after_first_step = s.dev->backend_calls; }
+        if (s.p->cls->step) s.p->cls->step(s.p, s.step);
+        break;
+      default: break; /* recorded segment events: only fidelity uses them */
+    }
+    if (rc != HBM_OK || s.failed) {
+      if (rc == HBM_OK) rc = s.failed;
+      goto out;
+    }
+    if (every && (i + 1) % every == 0) take_sample(&s, i + 1);
+    if (o->on_progress && (i + 1) % progress_every == 0) o->on_progress(i + 1, t->nevents, o->progress_arg);
+  }
+  double elapsed = now_ns() - t0;
+  take_sample(&s, t->nevents);
+  if (o->on_progress) o->on_progress(t->nevents, t->nevents, o->progress_arg);
+  res->ns_per_event = t->nevents ? elapsed / (double)t->nevents : 0;
+  res->backend_calls = s.dev->backend_calls - calls0;
+  res->backend_calls_after_first_step = counted_first_step ? s.dev->backend_calls - calls_after_first_step : 0;
+  res->efficiency = res->peak_reserved ? (double)res->peak_live / (double)res->peak_reserved : 0;
+  if (s.p->cls->counters) {
+    hbm_counter c[8];
+    int k = s.p->cls->counters(s.p, c, 8);
+    for (int i = 0; i < k && i < 8; i++) {
+      snprintf(res->counters[i].name, sizeof res->counters[i].name, "%s", c[i].name);
+      res->counters[i].value = c[i].value;
+    }
+    res->ncounters = k < 8 ? k : 8;
+  }
+  /* Blocks still live at the end are verified too. */
+  for (uint32_t id = 0; s.verify && id < n; id++) {
+    if (s.addr[id] == HBM_NO_ADDR) continue;
+    if (!verify(s.addr[id], s.request[id], id)) {
+      rc = hbm_report_error(HBM_ECORRUPT, "replay: block %u at %#llx lost its contents", id, (unsigned long long)s.addr[id]);
+      break;
+    }
+    res->verified_blocks++;
+  }
+out:
+  if (s.by_addr) hbm_addrmap_release(s.by_addr);
+  free(s.addr);
+  free(s.request);
+  free(s.block);
+  free(s.tag);
+  if (s.p) s.p->cls->destroy(s.p);
+  if (s.dev) hbm_device_close(s.dev);
+  return rc;
+}
+
+const char *hbm_oom_cause_name(hbm_oom_cause cause) {
+  switch (cause) {
+    case HBM_CAUSE_CAPACITY: return "capacity";
+    case HBM_CAUSE_FRAGMENTATION: return "fragmentation";
+    default: return "none";
+  }
+}

@@ -1,0 +1,12 @@
+/* replay.h: internal pieces of replay shared with fidelity and mincap. */
+#ifndef HBM_REPLAY_H
+#define HBM_REPLAY_H
+
+#include "policy/policy.h"
+
+/* Opens the device (device_spec, or "sim:<trace capacity>") and creates the
+ * policy over it. On error nothing is left open and the reason was reported. */
+int hbm_replay_open_policy(const hbm_trace *t, const char *policy, const char *conf,
+                           const char *device_spec, hbm_device **dev, hbm_policy **p);
+
+#endif

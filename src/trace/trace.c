@@ -1,0 +1,612 @@
+/* trace.c: the hbm text trace v1 (reader, writer) and the trace builder.
+ * The format is documented in docs/trace-format.md and at the top of trace.h. */
+#include "trace/trace.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/util.h"
+
+/* ---- builder ------------------------------------------------------------------ */
+int hbm_trace_new(const char *name, hbm_trace **out) {
+  hbm_trace *t = calloc(1, sizeof *t);
+  if (!t || !(t->name = strdup(name ? name : "trace"))) {
+    free(t);
+    return HBM_EHOSTMEM;
+  }
+  *out = t;
+  return HBM_OK;
+}
+
+void hbm_trace_free(hbm_trace *t) {
+  if (!t) return;
+  if (t->id_names) {
+    for (uint32_t i = 0; i < t->nids; i++) free(t->id_names[i]);
+    free(t->id_names);
+  }
+  free(t->name);
+  free(t->source_path);
+  free(t->conf);
+  free(t->events);
+  free(t->init_segments);
+  free(t->init_blocks);
+  free(t);
+}
+
+int hbm_trace_push(hbm_trace *t, const hbm_event *ev) {
+  if (t->nevents == t->events_cap) {
+    uint64_t cap = t->events_cap ? t->events_cap * 2 : 4096;
+    hbm_event *e = realloc(t->events, cap * sizeof *e);
+    if (!e) return HBM_EHOSTMEM;
+    t->events = e;
+    t->events_cap = cap;
+  }
+  t->events[t->nevents++] = *ev;
+  if ((ev->kind == HBM_EV_ALLOC || ev->kind == HBM_EV_FREE) && ev->id >= t->nids) t->nids = ev->id + 1;
+  t->peak_live_cache = 0;
+  return HBM_OK;
+}
+
+int hbm_trace_alloc(hbm_trace *t, uint32_t id, uint64_t size, hbm_tag tag, int stream) {
+  hbm_event e = {.kind = HBM_EV_ALLOC, .tag = (uint8_t)tag, .stream = stream, .id = id,
+                 .size = size, .addr = HBM_NO_ADDR};
+  return hbm_trace_push(t, &e);
+}
+int hbm_trace_free_id(hbm_trace *t, uint32_t id) {
+  hbm_event e = {.kind = HBM_EV_FREE, .id = id, .addr = HBM_NO_ADDR};
+  return hbm_trace_push(t, &e);
+}
+int hbm_trace_step(hbm_trace *t, uint64_t step) {
+  hbm_event e = {.kind = HBM_EV_STEP, .id = HBM_NO_ID, .size = step, .addr = HBM_NO_ADDR};
+  return hbm_trace_push(t, &e);
+}
+int hbm_trace_set_conf(hbm_trace *t, const char *conf) {
+  char *c = strdup(conf);
+  if (!c) return HBM_EHOSTMEM;
+  free(t->conf);
+  t->conf = c;
+  return HBM_OK;
+}
+void hbm_trace_reserve_ids(hbm_trace *t, uint32_t n) {
+  if (n > t->nids) t->nids = n;
+}
+
+int hbm_trace_add_init_segment(hbm_trace *t, const hbm_init_segment *seg) {
+  if (t->ninit_segments == t->init_segments_cap) {
+    uint32_t cap = t->init_segments_cap ? t->init_segments_cap * 2 : 16;
+    hbm_init_segment *s = realloc(t->init_segments, cap * sizeof *s);
+    if (!s) return HBM_EHOSTMEM;
+    t->init_segments = s;
+    t->init_segments_cap = cap;
+  }
+  hbm_init_segment s = *seg;
+  s.first_block = t->ninit_blocks;
+  s.nblocks = 0;
+  t->init_segments[t->ninit_segments++] = s;
+  return HBM_OK;
+}
+
+int hbm_trace_add_init_block(hbm_trace *t, const hbm_init_block *blk) {
+  if (!t->ninit_segments) return HBM_EINVAL;
+  if (t->ninit_blocks == t->init_blocks_cap) {
+    uint32_t cap = t->init_blocks_cap ? t->init_blocks_cap * 2 : 64;
+    hbm_init_block *b = realloc(t->init_blocks, cap * sizeof *b);
+    if (!b) return HBM_EHOSTMEM;
+    t->init_blocks = b;
+    t->init_blocks_cap = cap;
+  }
+  t->init_blocks[t->ninit_blocks++] = *blk;
+  t->init_segments[t->ninit_segments - 1].nblocks++;
+  if (blk->id != HBM_NO_ID && blk->id >= t->nids) t->nids = blk->id + 1;
+  t->peak_live_cache = 0;
+  return HBM_OK;
+}
+
+/* ---- queries -------------------------------------------------------------------- */
+uint64_t hbm_trace_event_count(const hbm_trace *t) { return t ? t->nevents : 0; }
+uint64_t hbm_trace_capacity(const hbm_trace *t) { return t ? t->capacity : 0; }
+const char *hbm_trace_name(const hbm_trace *t) { return t ? t->name : NULL; }
+
+uint64_t hbm_trace_peak_live(const hbm_trace *t) {
+  if (!t) return 0;
+  if (t->peak_live_cache) return t->peak_live_cache;
+  uint64_t *size = calloc(t->nids ? t->nids : 1, sizeof *size);
+  if (!size) return 0;
+  uint64_t live = 0, peak = 0;
+  for (uint32_t i = 0; i < t->ninit_blocks; i++)
+    if (t->init_blocks[i].id != HBM_NO_ID) {
+      size[t->init_blocks[i].id] = t->init_blocks[i].request;
+      live += t->init_blocks[i].request;
+    }
+  peak = live;
+  for (uint64_t i = 0; i < t->nevents; i++) {
+    const hbm_event *e = &t->events[i];
+    if (e->kind == HBM_EV_ALLOC) {
+      size[e->id] = e->size;
+      live += e->size;
+      if (live > peak) peak = live;
+    } else if (e->kind == HBM_EV_FREE) {
+      live -= size[e->id];
+      size[e->id] = 0;
+    }
+  }
+  free(size);
+  ((hbm_trace *)t)->peak_live_cache = peak;
+  return peak;
+}
+
+/* ---- validation: pairing of allocs and frees --------------------------------------- */
+int hbm_trace_validate(const hbm_trace *t, hbm_diag *diag) {
+  uint8_t *live = calloc(t->nids ? t->nids : 1, 1);
+  if (!live) return HBM_EHOSTMEM;
+  int rc = HBM_OK;
+  for (uint32_t i = 0; i < t->ninit_blocks && rc == HBM_OK; i++) {
+    uint32_t id = t->init_blocks[i].id;
+    if (id == HBM_NO_ID) continue;
+    if (live[id]) rc = hbm_diag_set(diag, t->name, 0, 0, "starting state: id %u is live twice", id);
+    live[id] = 1;
+  }
+  for (uint64_t i = 0; i < t->nevents && rc == HBM_OK; i++) {
+    const hbm_event *e = &t->events[i];
+    if (e->kind == HBM_EV_ALLOC) {
+      if (e->id >= t->nids || live[e->id])
+        rc = hbm_diag_set(diag, t->name, e->line, 0, "event %llu: allocation of id %u, which is already live", (unsigned long long)i, e->id);
+      else if (e->size == 0 || e->size > HBM_MAX_SIZE)
+        rc = hbm_diag_set(diag, t->name, e->line, 0, "event %llu: size %llu is not between 1 B and 1 PiB", (unsigned long long)i, (unsigned long long)e->size);
+      else
+        live[e->id] = 1;
+    } else if (e->kind == HBM_EV_FREE) {
+      if (e->id >= t->nids || !live[e->id])
+        rc = hbm_diag_set(diag, t->name, e->line, 0, "event %llu: free of id %u, which is not live", (unsigned long long)i, e->id);
+      else
+        live[e->id] = 0;
+    }
+  }
+  free(live);
+  return rc;
+}
+
+/* ---- text reader ---------------------------------------------------------------------- */
+/* Names to dense ids: open addressing over FNV-1a. */
+typedef struct id_table {
+  char **names;      /* index = id */
+  uint32_t n, cap;
+  uint32_t *slots;   /* id + 1, 0 = empty */
+  uint64_t nslots;
+  uint8_t *live;
+  uint32_t *last_line; /* line where the id was last allocated or freed */
+} id_table;
+
+static uint64_t fnv(const char *s, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+  return h;
+}
+
+static int ids_grow_slots(id_table *t) {
+  uint64_t n = t->nslots ? t->nslots * 2 : 1024;
+  uint32_t *s = calloc(n, sizeof *s);
+  if (!s) return HBM_EHOSTMEM;
+  for (uint32_t id = 0; id < t->n; id++) {
+    uint64_t h = fnv(t->names[id], strlen(t->names[id])) & (n - 1);
+    while (s[h]) h = (h + 1) & (n - 1);
+    s[h] = id + 1;
+  }
+  free(t->slots);
+  t->slots = s;
+  t->nslots = n;
+  return HBM_OK;
+}
+
+/* Finds or adds name[0..len); returns the id or HBM_NO_ID on host OOM. */
+static uint32_t ids_lookup(id_table *t, const char *name, size_t len, int add) {
+  if ((uint64_t)(t->n + 1) * 2 > t->nslots && ids_grow_slots(t) != HBM_OK) return HBM_NO_ID;
+  uint64_t h = fnv(name, len) & (t->nslots - 1);
+  while (t->slots[h]) {
+    const char *s = t->names[t->slots[h] - 1];
+    if (strlen(s) == len && !memcmp(s, name, len)) return t->slots[h] - 1;
+    h = (h + 1) & (t->nslots - 1);
+  }
+  if (!add) return HBM_NO_ID - 1;
+  if (t->n == t->cap) {
+    uint32_t cap = t->cap ? t->cap * 2 : 1024;
+    char **nn = realloc(t->names, cap * sizeof *nn);
+    if (!nn) return HBM_NO_ID;
+    t->names = nn;
+    uint8_t *nl = realloc(t->live, cap);
+    if (!nl) return HBM_NO_ID;
+    t->live = nl;
+    uint32_t *ll = realloc(t->last_line, cap * sizeof *ll);
+    if (!ll) return HBM_NO_ID;
+    t->last_line = ll;
+    t->cap = cap;
+  }
+  char *copy = strndup(name, len);
+  if (!copy) return HBM_NO_ID;
+  t->names[t->n] = copy;
+  t->live[t->n] = 0;
+  t->last_line[t->n] = 0;
+  t->slots[h] = t->n + 1;
+  return t->n++;
+}
+
+static void ids_release(id_table *t, int keep_names) {
+  if (!keep_names) {
+    for (uint32_t i = 0; i < t->n; i++) free(t->names[i]);
+    free(t->names);
+  }
+  free(t->slots);
+  free(t->live);
+  free(t->last_line);
+}
+
+typedef struct tok { const char *s; size_t n; } tok;
+
+static int tok_eq(tok t, const char *s) { return strlen(s) == t.n && !memcmp(t.s, s, t.n); }
+
+/* Parses an unsigned number (decimal or 0x hex) spanning the whole token. */
+static int tok_u64(tok t, uint64_t *v) {
+  char buf[40];
+  if (t.n == 0 || t.n >= sizeof buf) return 0;
+  memcpy(buf, t.s, t.n);
+  buf[t.n] = 0;
+  if (!isdigit((unsigned char)buf[0])) return 0;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(buf, &end, 0);
+  if (errno || *end) return 0;
+  *v = x;
+  return 1;
+}
+
+static int tok_size(tok t, uint64_t *v) {
+  char buf[40];
+  if (t.n == 0 || t.n >= sizeof buf) return 0;
+  memcpy(buf, t.s, t.n);
+  buf[t.n] = 0;
+  return hbm_size_parse(buf, v) == HBM_OK;
+}
+
+static int tok_tag(tok t, hbm_tag *tag) {
+  char buf[16];
+  if (t.n == 0 || t.n >= sizeof buf) return 0;
+  memcpy(buf, t.s, t.n);
+  buf[t.n] = 0;
+  return hbm_tag_parse(buf, tag) == HBM_OK;
+}
+
+static int tok_stream(tok t, int32_t *stream) {
+  uint64_t v;
+  if (!tok_u64(t, &v) || v > INT32_MAX) return 0;
+  *stream = (int32_t)v;
+  return 1;
+}
+
+#define MAX_TOKENS 8
+
+typedef struct parser {
+  const char *file;
+  uint64_t line, offset;
+  hbm_diag *diag;
+} parser;
+
+#define BAD(p, ...) hbm_diag_set((p)->diag, (p)->file, (p)->line, (p)->offset, __VA_ARGS__)
+
+static int parse_size_tok(parser *p, tok t, const char *what, uint64_t *v) {
+  if (!tok_size(t, v))
+    return BAD(p, "%s: expected a size like 512MiB, 4.2GB or 1024 (B/KiB/MiB/GiB/TiB or KB/MB/GB/TB), got '%.*s'", what, (int)t.n, t.s);
+  if (*v == 0) return BAD(p, "%s: size must be at least 1 byte", what);
+  if (*v > HBM_MAX_SIZE) return BAD(p, "%s: size %.*s is absurd (more than 1 PiB)", what, (int)t.n, t.s);
+  return HBM_OK;
+}
+
+static int parse_addr_tok(parser *p, tok t, const char *what, uint64_t *v) {
+  if (!tok_u64(t, v)) return BAD(p, "%s: expected an address (0x... or decimal), got '%.*s'", what, (int)t.n, t.s);
+  return HBM_OK;
+}
+
+int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_trace **out,
+                         hbm_diag *diag) {
+  if (!text || !out) return HBM_EINVAL;
+  hbm_trace *t;
+  if (hbm_trace_new(name, &t) != HBM_OK) return HBM_EHOSTMEM;
+  id_table ids = {0};
+  parser p = {name ? name : "<input>", 0, 0, diag};
+  int rc = HBM_OK, saw_header = 0;
+  uint64_t step = 0;
+  const char *pos = text, *end = text + len;
+  while (pos < end && rc == HBM_OK) {
+    const char *eol = memchr(pos, '\n', (size_t)(end - pos));
+    if (!eol) eol = end;
+    p.line++;
+    p.offset = (uint64_t)(pos - text);
+    if (memchr(pos, 0, (size_t)(eol - pos))) { rc = BAD(&p, "NUL byte in a text trace (binary file?)"); break; }
+    /* tokenize, dropping a # comment */
+    tok tk[MAX_TOKENS + 1];
+    int n = 0;
+    const char *c = pos;
+    while (c < eol && *c != '#') {
+      while (c < eol && (*c == ' ' || *c == '\t' || *c == '\r')) c++;
+      if (c >= eol || *c == '#') break;
+      const char *s = c;
+      while (c < eol && *c != ' ' && *c != '\t' && *c != '\r' && *c != '#') c++;
+      if (n <= MAX_TOKENS) tk[n] = (tok){s, (size_t)(c - s)};
+      n++;
+    }
+    pos = eol + 1;
+    if (n == 0) continue;
+    if (n > MAX_TOKENS) { rc = BAD(&p, "too many fields (%d); see docs/trace-format.md", n); break; }
+    if (!saw_header) {
+      if (n == 2 && tok_eq(tk[0], "hbm-trace")) {
+        if (!tok_eq(tk[1], "1")) { rc = BAD(&p, "unsupported trace version '%.*s' (this reader knows version 1)", (int)tk[1].n, tk[1].s); break; }
+        saw_header = 1;
+        continue;
+      }
+      rc = BAD(&p, "expected the header 'hbm-trace 1' as the first line");
+      break;
+    }
+    hbm_event e = {.id = HBM_NO_ID, .addr = HBM_NO_ADDR, .line = (uint32_t)(p.line > UINT32_MAX ? UINT32_MAX : p.line)};
+    if (tok_eq(tk[0], "a")) {
+      if (n < 3) { rc = BAD(&p, "expected 'a ID SIZE [TAG] [STREAM] [@ADDR]'"); break; }
+      uint32_t id = ids_lookup(&ids, tk[1].s, tk[1].n, 1);
+      if (id == HBM_NO_ID) { rc = HBM_EHOSTMEM; break; }
+      if (ids.live[id]) { rc = BAD(&p, "id '%.*s' is already live (allocated at line %u and not freed)", (int)tk[1].n, tk[1].s, ids.last_line[id]); break; }
+      if ((rc = parse_size_tok(&p, tk[2], "allocation size", &e.size)) != HBM_OK) break;
+      int have_tag = 0, have_stream = 0;
+      for (int i = 3; i < n && rc == HBM_OK; i++) {
+        hbm_tag tag;
+        if (tk[i].n > 1 && tk[i].s[0] == '@') {
+          rc = parse_addr_tok(&p, (tok){tk[i].s + 1, tk[i].n - 1}, "recorded address", &e.addr);
+        } else if (!have_tag && !have_stream && tok_tag(tk[i], &tag)) {
+          e.tag = (uint8_t)tag;
+          have_tag = 1;
+        } else if (!have_stream && tok_stream(tk[i], &e.stream)) {
+          have_stream = 1;
+        } else {
+          rc = BAD(&p, "unexpected field '%.*s': expected a tag (param grad optim act comm temp other), a stream number or @ADDR", (int)tk[i].n, tk[i].s);
+        }
+      }
+      if (rc != HBM_OK) break;
+      e.kind = HBM_EV_ALLOC;
+      e.id = id;
+      ids.live[id] = 1;
+      ids.last_line[id] = e.line;
+    } else if (tok_eq(tk[0], "f")) {
+      if (n != 2) { rc = BAD(&p, "expected 'f ID'"); break; }
+      uint32_t id = ids_lookup(&ids, tk[1].s, tk[1].n, 0);
+      if (id == HBM_NO_ID) { rc = HBM_EHOSTMEM; break; }
+      if (id == HBM_NO_ID - 1) { rc = BAD(&p, "free of unknown id '%.*s' (never allocated)", (int)tk[1].n, tk[1].s); break; }
+      if (!ids.live[id]) { rc = BAD(&p, "double free of id '%.*s' (already freed at line %u)", (int)tk[1].n, tk[1].s, ids.last_line[id]); break; }
+      e.kind = HBM_EV_FREE;
+      e.id = id;
+      ids.live[id] = 0;
+      ids.last_line[id] = e.line;
+    } else if (tok_eq(tk[0], "s")) {
+      if (n > 2) { rc = BAD(&p, "expected 's [STEP]'"); break; }
+      uint64_t s = step + 1;
+      if (n == 2 && !tok_u64(tk[1], &s)) { rc = BAD(&p, "expected a step number, got '%.*s'", (int)tk[1].n, tk[1].s); break; }
+      step = s;
+      e.kind = HBM_EV_STEP;
+      e.size = s;
+    } else if (tok_eq(tk[0], "capacity")) {
+      if (n != 2) { rc = BAD(&p, "expected 'capacity SIZE'"); break; }
+      if ((rc = parse_size_tok(&p, tk[1], "capacity", &t->capacity)) != HBM_OK) break;
+      continue;
+    } else if (tok_eq(tk[0], "conf")) {
+      if (n != 2) { rc = BAD(&p, "expected 'conf KEY:VALUE[,KEY:VALUE...]' (no spaces)"); break; }
+      char *conf = strndup(tk[1].s, tk[1].n);
+      if (!conf) { rc = HBM_EHOSTMEM; break; }
+      free(t->conf);
+      t->conf = conf;
+      continue;
+    } else if (tok_eq(tk[0], "seg") || tok_eq(tk[0], "segfree")) {
+      int is_free = tok_eq(tk[0], "segfree");
+      if (n < 3 || (is_free && n != 3) || n > 5) { rc = BAD(&p, is_free ? "expected 'segfree ADDR SIZE'" : "expected 'seg ADDR SIZE [STREAM] [small|large]'"); break; }
+      if ((rc = parse_addr_tok(&p, tk[1], "segment address", &e.addr)) != HBM_OK) break;
+      if ((rc = parse_size_tok(&p, tk[2], "segment size", &e.size)) != HBM_OK) break;
+      if (n >= 4 && !tok_stream(tk[3], &e.stream)) { rc = BAD(&p, "expected a stream number, got '%.*s'", (int)tk[3].n, tk[3].s); break; }
+      if (n == 5) {
+        if (tok_eq(tk[4], "small")) e.tag = 1;
+        else if (!tok_eq(tk[4], "large")) { rc = BAD(&p, "expected 'small' or 'large', got '%.*s'", (int)tk[4].n, tk[4].s); break; }
+      }
+      e.kind = is_free ? HBM_EV_SEG_FREE : HBM_EV_SEG_ALLOC;
+    } else if (tok_eq(tk[0], "init-seg")) {
+      hbm_init_segment s = {0};
+      if (n < 5 || n > 6) { rc = BAD(&p, "expected 'init-seg ADDR SIZE STREAM small|large [expandable]'"); break; }
+      if ((rc = parse_addr_tok(&p, tk[1], "segment address", &s.addr)) != HBM_OK) break;
+      if ((rc = parse_size_tok(&p, tk[2], "segment size", &s.size)) != HBM_OK) break;
+      if (!tok_stream(tk[3], &s.stream)) { rc = BAD(&p, "expected a stream number, got '%.*s'", (int)tk[3].n, tk[3].s); break; }
+      if (tok_eq(tk[4], "small")) s.small = 1;
+      else if (!tok_eq(tk[4], "large")) { rc = BAD(&p, "expected 'small' or 'large', got '%.*s'", (int)tk[4].n, tk[4].s); break; }
+      if (n == 6) {
+        if (!tok_eq(tk[5], "expandable")) { rc = BAD(&p, "expected 'expandable' or nothing, got '%.*s'", (int)tk[5].n, tk[5].s); break; }
+        s.expandable = 1;
+      }
+      if (t->nevents) { rc = BAD(&p, "starting state (init-seg) must come before the first event"); break; }
+      if (t->ninit_segments) {
+        const hbm_init_segment *prev = &t->init_segments[t->ninit_segments - 1];
+        uint64_t covered = 0;
+        for (uint32_t i = 0; i < prev->nblocks; i++) covered += t->init_blocks[prev->first_block + i].size;
+        if (covered != prev->size) { rc = BAD(&p, "the previous init-seg's blocks cover %llu of its %llu bytes", (unsigned long long)covered, (unsigned long long)prev->size); break; }
+      }
+      if ((rc = hbm_trace_add_init_segment(t, &s)) != HBM_OK) break;
+      continue;
+    } else if (tok_eq(tk[0], "init-blk")) {
+      hbm_init_block b = {.id = HBM_NO_ID};
+      if (n < 4 || n > 6) { rc = BAD(&p, "expected 'init-blk ADDR SIZE ID|- [REQUEST] [TAG]'"); break; }
+      if (!t->ninit_segments) { rc = BAD(&p, "init-blk before any init-seg"); break; }
+      if ((rc = parse_addr_tok(&p, tk[1], "block address", &b.addr)) != HBM_OK) break;
+      if ((rc = parse_size_tok(&p, tk[2], "block size", &b.size)) != HBM_OK) break;
+      const hbm_init_segment *seg = &t->init_segments[t->ninit_segments - 1];
+      uint64_t expect = seg->addr;
+      if (seg->nblocks) {
+        const hbm_init_block *last = &t->init_blocks[t->ninit_blocks - 1];
+        expect = last->addr + last->size;
+      }
+      if (b.addr != expect || b.size > seg->addr + seg->size - b.addr) { rc = BAD(&p, "init-blk must tile its segment: expected a block at %#llx within %#llx..%#llx", (unsigned long long)expect, (unsigned long long)seg->addr, (unsigned long long)(seg->addr + seg->size)); break; }
+      if (!tok_eq(tk[3], "-")) {
+        uint32_t id = ids_lookup(&ids, tk[3].s, tk[3].n, 1);
+        if (id == HBM_NO_ID) { rc = HBM_EHOSTMEM; break; }
+        if (ids.live[id]) { rc = BAD(&p, "id '%.*s' is already live", (int)tk[3].n, tk[3].s); break; }
+        b.id = id;
+        b.request = b.size;
+        ids.live[id] = 1;
+        ids.last_line[id] = (uint32_t)p.line;
+        if (n >= 5 && (rc = parse_size_tok(&p, tk[4], "request", &b.request)) != HBM_OK) break;
+        if (b.request > b.size) { rc = BAD(&p, "request is larger than its block"); break; }
+        hbm_tag tag;
+        if (n == 6) {
+          if (!tok_tag(tk[5], &tag)) { rc = BAD(&p, "expected a tag, got '%.*s'", (int)tk[5].n, tk[5].s); break; }
+          b.tag = (uint8_t)tag;
+        }
+      } else if (n > 4) {
+        rc = BAD(&p, "a free block ('-') takes no request or tag");
+        break;
+      }
+      if ((rc = hbm_trace_add_init_block(t, &b)) != HBM_OK) break;
+      continue;
+    } else {
+      rc = BAD(&p, "unknown directive '%.*s' (expected a, f, s, seg, segfree, init-seg, init-blk, capacity or conf)", (int)tk[0].n, tk[0].s);
+      break;
+    }
+    if ((rc = hbm_trace_push(t, &e)) != HBM_OK) break;
+  }
+  if (rc == HBM_OK && !saw_header) {
+    p.line = 1;
+    p.offset = 0;
+    rc = BAD(&p, "empty input: expected the header 'hbm-trace 1'");
+  }
+  if (rc != HBM_OK) {
+    ids_release(&ids, 0);
+    hbm_trace_free(t);
+    return rc;
+  }
+  if (t->nids < ids.n) t->nids = ids.n;
+  t->id_names = ids.names;
+  ids_release(&ids, 1);
+  *out = t;
+  return HBM_OK;
+}
+
+/* Snapshot support is linked in when the snapshot importer is part of the build. */
+int hbm_snapshot_to_trace(const uint8_t *data, size_t len, const char *name, hbm_trace **out,
+                          hbm_diag *diag) __attribute__((weak));
+
+int hbm_trace_load(const char *path, hbm_trace **out, hbm_diag *diag) {
+  if (!path || !out) return HBM_EINVAL;
+  char *data;
+  size_t len;
+  int rc = hbm_read_file(path, &data, &len, diag);
+  if (rc != HBM_OK) return rc;
+  /* A pickle starts with PROTO (0x80) and a protocol number; text never does. */
+  if (len >= 2 && (unsigned char)data[0] == 0x80 && data[1] >= 2 && data[1] <= 5) {
+    if (!hbm_snapshot_to_trace)
+      rc = hbm_diag_set(diag, path, 0, 0, "PyTorch snapshots are not supported by this build");
+    else
+      rc = hbm_snapshot_to_trace((const uint8_t *)data, len, path, out, diag);
+  } else {
+    rc = hbm_trace_parse_text(data, len, path, out, diag);
+  }
+  free(data);
+  if (rc == HBM_OK) {
+    (*out)->source_path = strdup(path);
+    if (!(*out)->source_path) {
+      hbm_trace_free(*out);
+      *out = NULL;
+      return HBM_EHOSTMEM;
+    }
+  }
+  return rc;
+}
+
+/* ---- text writer --------------------------------------------------------------------- */
+typedef struct sbuf { char *b; size_t n, cap; int failed; } sbuf;
+static void sb_printf(sbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *s, const char *fmt, ...) {
+  if (s->failed) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(s->b + s->n, s->cap - s->n, fmt, ap);
+    va_end(ap);
+    if (k < 0) { s->failed = 1; return; }
+    if ((size_t)k < s->cap - s->n) { s->n += (size_t)k; return; }
+    size_t cap = s->cap * 2 + (size_t)k;
+    char *b = realloc(s->b, cap);
+    if (!b) { s->failed = 1; return; }
+    s->b = b;
+    s->cap = cap;
+  }
+}
+
+static void write_id(sbuf *s, const hbm_trace *t, uint32_t id) {
+  if (t->id_names && id < t->nids && t->id_names[id]) sb_printf(s, "%s", t->id_names[id]);
+  else sb_printf(s, "b%u", id);
+}
+
+static int same_file(const char *a, const char *b) {
+  struct stat sa, sb;
+  if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+int hbm_trace_save(const hbm_trace *t, const char *path, hbm_diag *diag) {
+  if (!t || !path) return HBM_EINVAL;
+  if (t->source_path && same_file(t->source_path, path)) {
+    hbm_diag_set(diag, path, 0, 0, "refusing to overwrite the input file; choose another output path");
+    return HBM_EINVAL;
+  }
+  sbuf s = {malloc(1 << 16), 0, 1 << 16, 0};
+  if (!s.b) return HBM_EHOSTMEM;
+  sb_printf(&s, "hbm-trace 1\n# %s\n", t->name);
+  if (t->capacity) sb_printf(&s, "capacity %llu\n", (unsigned long long)t->capacity);
+  if (t->conf && *t->conf) sb_printf(&s, "conf %s\n", t->conf);
+  for (uint32_t i = 0; i < t->ninit_segments; i++) {
+    const hbm_init_segment *g = &t->init_segments[i];
+    sb_printf(&s, "init-seg %#llx %llu %d %s%s\n", (unsigned long long)g->addr, (unsigned long long)g->size,
+              g->stream, g->small ? "small" : "large", g->expandable ? " expandable" : "");
+    for (uint32_t k = 0; k < g->nblocks; k++) {
+      const hbm_init_block *b = &t->init_blocks[g->first_block + k];
+      sb_printf(&s, "init-blk %#llx %llu ", (unsigned long long)b->addr, (unsigned long long)b->size);
+      if (b->id == HBM_NO_ID) {
+        sb_printf(&s, "-\n");
+      } else {
+        write_id(&s, t, b->id);
+        sb_printf(&s, " %llu %s\n", (unsigned long long)b->request, hbm_tag_name((hbm_tag)b->tag));
+      }
+    }
+  }
+  for (uint64_t i = 0; i < t->nevents && !s.failed; i++) {
+    const hbm_event *e = &t->events[i];
+    switch (e->kind) {
+      case HBM_EV_ALLOC:
+        sb_printf(&s, "a ");
+        write_id(&s, t, e->id);
+        sb_printf(&s, " %llu %s %d", (unsigned long long)e->size, hbm_tag_name((hbm_tag)e->tag), e->stream);
+        if (e->addr != HBM_NO_ADDR) sb_printf(&s, " @%#llx", (unsigned long long)e->addr);
+        sb_printf(&s, "\n");
+        break;
+      case HBM_EV_FREE:
+        sb_printf(&s, "f ");
+        write_id(&s, t, e->id);
+        sb_printf(&s, "\n");
+        break;
+      case HBM_EV_STEP: sb_printf(&s, "s %llu\n", (unsigned long long)e->size); break;
+      case HBM_EV_SEG_ALLOC:
+        sb_printf(&s, "seg %#llx %llu %d %s\n", (unsigned long long)e->addr, (unsigned long long)e->size, e->stream, e->tag ? "small" : "large");
+        break;
+      case HBM_EV_SEG_FREE:
+        sb_printf(&s, "segfree %#llx %llu\n", (unsigned long long)e->addr, (unsigned long long)e->size);
+        break;
+      default: break;
+    }
+  }
+  int rc = s.failed ? HBM_EHOSTMEM : hbm_write_file_atomic(path, s.b, s.n, diag);
+  free(s.b);
+  return rc;
+}

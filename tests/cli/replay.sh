@@ -1,0 +1,17 @@
+#!/bin/sh
+# hbm replay on the step-437 trace: the text table and the JSON keys.
+set -u
+fail=0
+trace="$HBM_ROOT/tests/fixtures/step437.trace"
+out=$("$HBM" replay "$trace" --policy bestfit --device sim:96GiB --json) || { echo "FAIL replay exited $?"; exit 1; }
+echo "$out"
+for key in '"trace"' '"events"' '"capacity"' '"peak_live"' '"policies"' '"policy":"bestfit"' '"peak_reserved"' \
+           '"peak_allocated"' '"efficiency"' '"max_frag"' '"backend_calls"' '"ns_per_event"' '"oom":{' \
+           '"step":437' '"free_total":15032385536' '"largest_free":3221225472' '"cause":"fragmentation"'; do
+  echo "$out" | grep -q "$key" || { echo "FAIL: JSON lacks $key"; fail=1; }
+done
+echo "$out" | python3 -c 'import json,sys; json.load(sys.stdin)' 2>/dev/null || { command -v python3 >/dev/null && { echo "FAIL: not valid JSON"; fail=1; }; }
+text=$("$HBM" replay "$trace" --policy bestfit --device sim:96GiB)
+echo "$text"
+echo "$text" | grep -q "step 437.*ratio 3.67: fragmentation" || { echo "FAIL: text table lacks the failure"; fail=1; }
+exit $fail

@@ -1,0 +1,42 @@
+/* test_step437: the field report's layout, replayed. The 4.2 GiB AllReduce
+ * buffer must fail for fragmentation with 14 GiB free in holes of at most
+ * 3 GiB: fragmentation ratio 14/3 - 1 = 3.67. */
+#include "hbm.h"
+#include "testutil.h"
+
+int main(void) {
+  char path[4096];
+  const char *root = getenv("HBM_ROOT");
+  snprintf(path, sizeof path, "%s/tests/fixtures/step437.trace", root ? root : ".");
+  hbm_trace *t;
+  hbm_diag d = {0};
+  if (hbm_trace_load(path, &t, &d) != HBM_OK) {
+    fprintf(stderr, "%s:%llu: %s\n", d.file, (unsigned long long)d.line, d.message);
+    return 1;
+  }
+  hbm_replay_options o = {.policy = "bestfit", .device = "sim:96GiB"};
+  hbm_replay_result r;
+  CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+  CHECK(r.oom == 1);
+  CHECK(r.first_oom.cause == HBM_CAUSE_FRAGMENTATION);
+  CHECK_EQ_U64(r.first_oom.step, 437);
+  CHECK_EQ_U64(r.first_oom.request, 4509715661ull); /* 4.2 GiB */
+  CHECK_EQ_U64(r.first_oom.free_total, 14ull << 30);
+  CHECK_EQ_U64(r.first_oom.largest_free, 3ull << 30);
+  double ratio = hbm_fragmentation_ratio(r.first_oom.free_total, r.first_oom.largest_free);
+  printf("step437: cause %s, free total %llu, largest free %llu, ratio %.2f\n", hbm_oom_cause_name(r.first_oom.cause),
+         (unsigned long long)r.first_oom.free_total, (unsigned long long)r.first_oom.largest_free, ratio);
+  CHECK(ratio > 3.665 && ratio < 3.675);
+  CHECK(r.max_frag >= ratio - 1e-9);
+  CHECK_EQ_U64(r.peak_live, 96ull << 30); /* full before the AllReduce buffers were freed */
+  /* With 10 GiB more capacity the same request is a capacity question no more. */
+  hbm_replay_options big = {.policy = "bestfit", .device = "sim:106GiB"};
+  CHECK(hbm_replay(t, &big, &r) == HBM_OK);
+  CHECK(r.oom == 0);
+  /* With less capacity than live + request: capacity. */
+  hbm_replay_options small = {.policy = "bestfit", .device = "sim:84GiB"};
+  CHECK(hbm_replay(t, &small, &r) == HBM_OK);
+  CHECK(r.oom == 1 && r.first_oom.cause == HBM_CAUSE_CAPACITY);
+  hbm_trace_free(t);
+  return test_done("test_step437");
+}

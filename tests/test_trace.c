@@ -1,0 +1,119 @@
+/* test_trace: the text trace v1 reader and writer. Every kind of bad input is
+ * refused with the line and what was expected; a written trace reads back
+ * identical; the writer never overwrites its input. */
+#include <unistd.h>
+
+#include "testutil.h"
+#include "trace/trace.h"
+
+static int parse_n(const char *text, size_t len, hbm_trace **t, hbm_diag *d) {
+  memset(d, 0, sizeof *d);
+  return hbm_trace_parse_text(text, len, "t.trace", t, d);
+}
+static int parse(const char *text, hbm_trace **t, hbm_diag *d) { return parse_n(text, strlen(text), t, d); }
+
+static void expect_bad_n(const char *text, size_t len, uint64_t line, const char *words) {
+  hbm_trace *t = NULL;
+  hbm_diag d;
+  int rc = parse_n(text, len, &t, &d);
+  CHECK(rc == HBM_EPARSE);
+  if (rc != HBM_EPARSE) { hbm_trace_free(t); return; }
+  if (d.line != line || !strstr(d.message, words))
+    fprintf(stderr, "for input %s\n  got %s:%llu: %s\n  expected line %llu mentioning '%s'\n", text, d.file,
+            (unsigned long long)d.line, d.message, (unsigned long long)line, words);
+  CHECK(d.line == line);
+  CHECK(strstr(d.message, words) != NULL);
+  CHECK(!strcmp(d.file, "t.trace"));
+}
+static void expect_bad(const char *text, uint64_t line, const char *words) {
+  expect_bad_n(text, strlen(text), line, words);
+}
+
+int main(void) {
+  hbm_trace *t;
+  hbm_diag d;
+  const char *good =
+      "hbm-trace 1\n"
+      "# comment\n"
+      "capacity 96GiB\n"
+      "conf max_split_size_mb:128\n"
+      "s 1\n"
+      "a x 2GiB param   # trailing comment\n"
+      "a y 1000 act 3 @0x7f0000001000\n"
+      "a z 4.2GiB comm\n"
+      "f y\n"
+      "a y 512MiB temp 0\n"
+      "s\n"
+      "seg 0x7f0000000000 20MiB 0 large\n"
+      "segfree 0x7f0000000000 20MiB\n"
+      "f x\n";
+  CHECK(parse(good, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->capacity, 96ull << 30);
+  CHECK(t->conf && !strcmp(t->conf, "max_split_size_mb:128"));
+  CHECK_EQ_U64(t->nevents, 10);
+  CHECK_EQ_U64(t->nids, 3);
+  CHECK(t->events[2].stream == 3 && t->events[2].addr == 0x7f0000001000ull && t->events[2].tag == HBM_TAG_ACT);
+  CHECK_EQ_U64(t->events[3].size, 4509715661ull);
+  CHECK_EQ_U64(t->events[6].size, 2); /* bare 's' continues the count */
+  CHECK(t->events[7].kind == HBM_EV_SEG_ALLOC && t->events[8].kind == HBM_EV_SEG_FREE);
+  CHECK_EQ_U64(hbm_trace_peak_live(t), (2ull << 30) + 4509715661ull + (512ull << 20)); /* after y is reallocated */
+  CHECK(hbm_trace_validate(t, &d) == HBM_OK);
+
+  /* round trip through a file; the writer refuses to overwrite the input */
+  char path[] = "/tmp/hbm-test-trace-XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  close(fd);
+  CHECK(hbm_trace_save(t, path, &d) == HBM_OK);
+  hbm_trace *back;
+  CHECK(hbm_trace_load(path, &back, &d) == HBM_OK);
+  CHECK_EQ_U64(back->nevents, t->nevents);
+  for (uint64_t i = 0; i < t->nevents && i < back->nevents; i++) {
+    CHECK(back->events[i].kind == t->events[i].kind);
+    CHECK_EQ_U64(back->events[i].size, t->events[i].size);
+    CHECK_EQ_U64(back->events[i].addr, t->events[i].addr);
+    CHECK(back->events[i].stream == t->events[i].stream && back->events[i].tag == t->events[i].tag);
+  }
+  CHECK(hbm_trace_save(back, path, &d) == HBM_EINVAL && strstr(d.message, "overwrite"));
+  hbm_trace_free(back);
+  unlink(path);
+  hbm_trace_free(t);
+
+  /* starting state */
+  const char *init =
+      "hbm-trace 1\n"
+      "init-seg 0x1000000 2MiB 0 small\n"
+      "init-blk 0x1000000 512 w 500 param\n"
+      "init-blk 0x1000200 2096640 -\n"
+      "a q 100\n"
+      "f w\n";
+  CHECK(parse(init, &t, &d) == HBM_OK);
+  CHECK(t->ninit_segments == 1 && t->ninit_blocks == 2 && t->init_blocks[0].request == 500);
+  CHECK_EQ_U64(hbm_trace_peak_live(t), 600);
+  hbm_trace_free(t);
+
+  /* bad input: one case each, with the line */
+  expect_bad("", 1, "empty input");
+  expect_bad("a x 1\n", 1, "header");
+  expect_bad("hbm-trace 2\n", 1, "version");
+  expect_bad("hbm-trace 1\nbogus 1 2\n", 2, "unknown directive");
+  expect_bad("hbm-trace 1\na x\n", 2, "expected 'a ID SIZE");
+  expect_bad("hbm-trace 1\nf nobody\n", 2, "unknown id");
+  expect_bad("hbm-trace 1\na x 1\nf x\nf x\n", 4, "double free");
+  expect_bad("hbm-trace 1\na x 1\na x 2\n", 3, "already live");
+  expect_bad("hbm-trace 1\na x 0\n", 2, "at least 1 byte");
+  expect_bad("hbm-trace 1\na x 5PiB\n", 2, "expected a size");
+  expect_bad("hbm-trace 1\na x 2000000TiB\n", 2, "absurd");
+  expect_bad("hbm-trace 1\na x 12QB\n", 2, "expected a size");
+  expect_bad("hbm-trace 1\na x 1 act act\n", 2, "unexpected field");
+  expect_bad("hbm-trace 1\na x 1 @zz\n", 2, "address");
+  expect_bad("hbm-trace 1\ncapacity\n", 2, "capacity SIZE");
+  expect_bad("hbm-trace 1\ns x\n", 2, "step number");
+  expect_bad("hbm-trace 1\nseg 0x10 1MiB 0 medium\n", 2, "small");
+  expect_bad("hbm-trace 1\ninit-blk 0x0 512 -\n", 2, "before any init-seg");
+  expect_bad("hbm-trace 1\ninit-seg 0x1000 1MiB 0 large\ninit-blk 0x2000 512 -\n", 3, "tile");
+  static const char nul[] = "hbm-trace 1\na x 1\nf x\0\n";
+  expect_bad_n(nul, sizeof nul - 1, 3, "NUL");
+  expect_bad("hbm-trace 1\na 1 2 3 4 5 6 7 8 9\n", 2, "too many fields");
+  return test_done("test_trace");
+}
