@@ -36,7 +36,8 @@ check: build
 	sh tests/run.sh $(BUILD)
 
 demo: build
-	$(BUILD)/hbm demo
+	@if $(BUILD)/hbm demo --help >/dev/null 2>&1; then $(BUILD)/hbm demo; \
+	else $(BUILD)/hbm replay tests/fixtures/step437.trace --policy all; fi
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

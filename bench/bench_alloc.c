@@ -18,6 +18,12 @@
 
 typedef struct op { uint32_t slot; uint32_t size_index; } op;
 
+/* The sizes a round draws from: all of them, or only those <= 1 MiB (where
+ * malloc serves from its own heap without system calls, a fair contest). */
+static const unsigned long long *sizes;
+static size_t nsizes;
+static unsigned long long small_sizes[sizeof alloc_sizes / sizeof alloc_sizes[0]];
+
 static void usage(FILE *out) {
   fprintf(out,
           "usage: hbm bench alloc [--json] [--pairs N] [--live N] [--seed S]\n\n"
@@ -26,8 +32,9 @@ static void usage(FILE *out) {
           "  --pairs N   pairs per round (default 2000000)\n"
           "  --live N    live blocks (default 1024)\n"
           "  --seed S    sequence seed (default 437)\n"
-          "JSON keys: hbm_ns, heap_ns, glibc_ns, mimalloc_ns (ns per pair; mimalloc_ns\n"
-          "null where libmimalloc is absent), ratio_hbm_mimalloc, pairs, live.\n");
+          "JSON keys: hbm_ns, heap_ns, glibc_ns, mimalloc_ns, ratio_hbm_mimalloc (ns per\n"
+          "pair over every size), the same with a small_ prefix for sizes <= 1 MiB, where\n"
+          "malloc needs no system call; mimalloc_ns is null where libmimalloc is absent.\n");
 }
 
 static uint64_t rng_next(uint64_t *s) {
@@ -37,7 +44,6 @@ static uint64_t rng_next(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-static const size_t nsizes = sizeof alloc_sizes / sizeof alloc_sizes[0];
 
 static double run_range(const op *ops, size_t nops, uint32_t live) {
   hbm_range *r;
@@ -48,7 +54,7 @@ static double run_range(const op *ops, size_t nops, uint32_t live) {
   for (size_t i = 0; i < nops; i++) {
     uint32_t s = ops[i].slot;
     if (addr[s]) hbm_range_free(r, addr[s], &bs);
-    if (hbm_range_alloc(r, alloc_sizes[ops[i].size_index], 0, &addr[s], &bs) != HBM_OK) { addr[s] = 0; failed = 1; }
+    if (hbm_range_alloc(r, sizes[ops[i].size_index], 0, &addr[s], &bs) != HBM_OK) { addr[s] = 0; failed = 1; }
   }
   double t = bench_now_ns() - t0;
   hbm_range_destroy(r);
@@ -67,7 +73,7 @@ static double run_heap(const op *ops, size_t nops, uint32_t live) {
   for (size_t i = 0; i < nops; i++) {
     uint32_t s = ops[i].slot;
     if (addr[s]) hbm_free(h, addr[s]);
-    if (hbm_alloc(h, alloc_sizes[ops[i].size_index], HBM_TAG_OTHER, 0, &addr[s]) != HBM_OK) { addr[s] = 0; failed = 1; }
+    if (hbm_alloc(h, sizes[ops[i].size_index], HBM_TAG_OTHER, 0, &addr[s]) != HBM_OK) { addr[s] = 0; failed = 1; }
   }
   double t = bench_now_ns() - t0;
   hbm_heap_destroy(h);
@@ -83,7 +89,7 @@ static double run_heap(const op *ops, size_t nops, uint32_t live) {
     for (size_t i = 0; i < nops; i++) {                                          \
       uint32_t s = ops[i].slot;                                                  \
       free_fn(p[s]);                                                             \
-      p[s] = alloc_fn(alloc_sizes[ops[i].size_index]);                           \
+      p[s] = alloc_fn(sizes[ops[i].size_index]);                           \
     }                                                                            \
     double t = bench_now_ns() - t0;                                              \
     for (uint32_t s = 0; s < live; s++) free_fn(p[s]);                           \
@@ -129,17 +135,24 @@ int bench_alloc(int argc, char **argv) {
   if (live > (1u << 20) || pairs > (1ull << 32)) { cli_error("bench alloc: --live at most 1048576, --pairs at most 2^32"); return CLI_BAD_INPUT; }
   op *ops = malloc(pairs * sizeof *ops);
   if (!ops) { cli_error("bench alloc: out of memory"); return CLI_FAILED; }
-  uint64_t st = seed;
-  for (uint64_t i = 0; i < pairs; i++)
-    ops[i] = (op){(uint32_t)(rng_next(&st) % live), (uint32_t)(rng_next(&st) % nsizes)};
-
-  double hbm_ns = best_of(run_range, ops, pairs, (uint32_t)live);
-  double heap_ns = best_of(run_heap, ops, pairs, (uint32_t)live);
-  double glibc_ns = best_of(run_glibc, ops, pairs, (uint32_t)live);
-  double mimalloc_ns = -1;
+  size_t nsmall = 0;
+  for (size_t i = 0; i < sizeof alloc_sizes / sizeof alloc_sizes[0]; i++)
+    if (alloc_sizes[i] <= (1u << 20)) small_sizes[nsmall++] = alloc_sizes[i];
+  /* [0]: every size, [1]: small sizes only */
+  double hbm_ns[2], heap_ns[2], glibc_ns[2], mimalloc_ns[2] = {-1, -1};
+  for (int set = 0; set < 2; set++) {
+    sizes = set ? small_sizes : alloc_sizes;
+    nsizes = set ? nsmall : sizeof alloc_sizes / sizeof alloc_sizes[0];
+    uint64_t st = seed;
+    for (uint64_t i = 0; i < pairs; i++)
+      ops[i] = (op){(uint32_t)(rng_next(&st) % live), (uint32_t)(rng_next(&st) % nsizes)};
+    hbm_ns[set] = best_of(run_range, ops, pairs, (uint32_t)live);
+    heap_ns[set] = best_of(run_heap, ops, pairs, (uint32_t)live);
+    glibc_ns[set] = best_of(run_glibc, ops, pairs, (uint32_t)live);
 #ifdef HBM_HAVE_MIMALLOC
-  mimalloc_ns = best_of(run_mimalloc, ops, pairs, (uint32_t)live);
+    mimalloc_ns[set] = best_of(run_mimalloc, ops, pairs, (uint32_t)live);
 #endif
+  }
   free(ops);
   if (json) {
     hbm_json j;
@@ -148,24 +161,37 @@ int bench_alloc(int argc, char **argv) {
     hbm_json_kv_string(&j, "bench", "alloc");
     hbm_json_kv_u64(&j, "pairs", pairs);
     hbm_json_kv_u64(&j, "live", live);
-    hbm_json_kv_double(&j, "hbm_ns", hbm_ns);
-    hbm_json_kv_double(&j, "heap_ns", heap_ns);
-    hbm_json_kv_double(&j, "glibc_ns", glibc_ns);
-    hbm_json_key(&j, "mimalloc_ns");
-    if (mimalloc_ns < 0) hbm_json_null(&j); else hbm_json_double(&j, mimalloc_ns);
-    hbm_json_key(&j, "ratio_hbm_mimalloc");
-    if (mimalloc_ns <= 0) hbm_json_null(&j); else hbm_json_double(&j, hbm_ns / mimalloc_ns);
+    static const char *const prefix[2] = {"", "small_"};
+    for (int set = 0; set < 2; set++) {
+      char k[48];
+#define KEY(name) (snprintf(k, sizeof k, "%s%s", prefix[set], name), k)
+      hbm_json_kv_double(&j, KEY("hbm_ns"), hbm_ns[set]);
+      hbm_json_kv_double(&j, KEY("heap_ns"), heap_ns[set]);
+      hbm_json_kv_double(&j, KEY("glibc_ns"), glibc_ns[set]);
+      hbm_json_key(&j, KEY("mimalloc_ns"));
+      if (mimalloc_ns[set] < 0) hbm_json_null(&j); else hbm_json_double(&j, mimalloc_ns[set]);
+      hbm_json_key(&j, KEY("ratio_hbm_mimalloc"));
+      if (mimalloc_ns[set] <= 0) hbm_json_null(&j); else hbm_json_double(&j, hbm_ns[set] / mimalloc_ns[set]);
+#undef KEY
+    }
+    hbm_json_kv_u64(&j, "small_sizes", nsmall);
     hbm_json_object_end(&j);
     printf("%s\n", j.buf);
     hbm_json_release(&j);
   } else {
-    printf("alloc+free pairs: %llu, live blocks %llu, sizes from %zu real requests (best of 3)\n",
-           (unsigned long long)pairs, (unsigned long long)live, nsizes);
-    printf("  hbm range allocator  %8.1f ns/pair\n", hbm_ns);
-    printf("  hbm heap (bestfit)   %8.1f ns/pair  (lock + accounting)\n", heap_ns);
-    printf("  glibc malloc         %8.1f ns/pair\n", glibc_ns);
-    if (mimalloc_ns >= 0) printf("  mimalloc             %8.1f ns/pair\n  ratio hbm/mimalloc   %8.2f\n", mimalloc_ns, hbm_ns / mimalloc_ns);
-    else printf("  mimalloc             not built (install libmimalloc-dev and rebuild)\n");
+    printf("alloc+free pairs: %llu, live blocks %llu, best of 3 rounds, ns per pair\n",
+           (unsigned long long)pairs, (unsigned long long)live);
+    printf("%-22s %14s %16s\n", "", "all sizes", "sizes <= 1 MiB");
+    printf("%-22s %14zu %16zu\n", "real request sizes", sizeof alloc_sizes / sizeof alloc_sizes[0], nsmall);
+    printf("%-22s %14.1f %16.1f\n", "hbm range allocator", hbm_ns[0], hbm_ns[1]);
+    printf("%-22s %14.1f %16.1f\n", "hbm heap (bestfit)", heap_ns[0], heap_ns[1]);
+    printf("%-22s %14.1f %16.1f\n", "glibc malloc", glibc_ns[0], glibc_ns[1]);
+    if (mimalloc_ns[0] >= 0) {
+      printf("%-22s %14.1f %16.1f\n", "mimalloc", mimalloc_ns[0], mimalloc_ns[1]);
+      printf("%-22s %14.2f %16.2f\n", "ratio hbm / mimalloc", hbm_ns[0] / mimalloc_ns[0], hbm_ns[1] / mimalloc_ns[1]);
+    } else {
+      printf("mimalloc: not built (install libmimalloc-dev and rebuild)\n");
+    }
   }
-  return hbm_ns < 0 || heap_ns < 0 ? CLI_FAILED : CLI_OK;
+  return hbm_ns[0] < 0 || heap_ns[0] < 0 || hbm_ns[1] < 0 ? CLI_FAILED : CLI_OK;
 }

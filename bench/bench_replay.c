@@ -1,0 +1,127 @@
+/* hbm bench replay: events per second of each policy on the same trace, in
+ * one run, on the sim device. Default input: the 910c-dense workload
+ * (hbm gen llm --preset 910c-dense) shortened to --steps steps. Each policy
+ * is replayed --rounds times and the fastest round is kept. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "report/json.h"
+#include "trace/gen_llm.h"
+#include "trace/trace.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: hbm bench replay [--trace FILE | --preset NAME] [--steps N] [--policy P,Q|all]\n"
+          "                        [--device SPEC] [--rounds N] [--json]\n\n"
+          "Replay speed per policy on one trace, same run, sim device (no memory touched).\n"
+          "  --trace FILE    an hbm trace or PyTorch snapshot (default: a generated workload)\n"
+          "  --preset NAME   workload preset for the generated trace (default 910c-dense)\n"
+          "  --steps N       steps of the generated trace (default 20)\n"
+          "  --policy LIST   policies (default all)\n"
+          "  --device SPEC   device (default: sim at the trace's capacity)\n"
+          "  --rounds N      replays per policy; the fastest counts (default 3)\n"
+          "JSON keys: trace, events, policies: [{policy, events_per_s, ns_per_event,\n"
+          "ratio_to_first, failures}]\n");
+}
+
+int bench_replay(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"trace", required_argument, 0, 't'}, {"preset", required_argument, 0, 'p'},
+      {"steps", required_argument, 0, 's'}, {"policy", required_argument, 0, 'P'},
+      {"device", required_argument, 0, 'd'}, {"rounds", required_argument, 0, 'r'},
+      {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  const char *trace_path = NULL, *preset = "910c-dense", *policy_list = "all", *device = NULL;
+  unsigned long steps = 20, rounds = 3;
+  int json = 0, c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    char *end = NULL;
+    switch (c) {
+      case 't': trace_path = optarg; break;
+      case 'p': preset = optarg; break;
+      case 's': steps = strtoul(optarg, &end, 10); break;
+      case 'P': policy_list = optarg; break;
+      case 'd': device = optarg; break;
+      case 'r': rounds = strtoul(optarg, &end, 10); break;
+      case 'j': json = 1; break;
+      case 'h': usage(stdout); return CLI_OK;
+      default: usage(stderr); return CLI_BAD_INPUT;
+    }
+    if (end && (*end || strtoul(optarg, NULL, 10) == 0)) {
+      cli_error("bench replay: expected a positive number, got '%s'", optarg);
+      return CLI_BAD_INPUT;
+    }
+  }
+  hbm_trace *t = NULL;
+  hbm_diag d = {0};
+  char name[128];
+  int rc;
+  if (trace_path) {
+    rc = hbm_trace_load(trace_path, &t, &d);
+    snprintf(name, sizeof name, "%s", trace_path);
+  } else {
+    hbm_gen_llm_config cfg;
+    hbm_gen_llm_defaults(&cfg);
+    rc = hbm_gen_llm_preset(preset, &cfg);
+    if (rc != HBM_OK) {
+      cli_error("bench replay: unknown preset '%s' (hbm gen llm --list-presets)", preset);
+      return CLI_BAD_INPUT;
+    }
+    cfg.steps = (uint32_t)steps;
+    rc = hbm_gen_llm(&cfg, &t, &d);
+    snprintf(name, sizeof name, "generated %s, %lu steps", preset, steps);
+  }
+  if (rc != HBM_OK) {
+    cli_diag(&d);
+    return cli_exit_code(rc);
+  }
+  if (!strcmp(policy_list, "all")) policy_list = hbm_policy_names();
+  char list[256];
+  snprintf(list, sizeof list, "%s", policy_list);
+  hbm_json j;
+  hbm_json_init(&j);
+  hbm_json_object_begin(&j);
+  hbm_json_kv_string(&j, "bench", "replay");
+  hbm_json_kv_string(&j, "trace", name);
+  hbm_json_kv_u64(&j, "events", hbm_trace_event_count(t));
+  hbm_json_key(&j, "policies");
+  hbm_json_array_begin(&j);
+  if (!json) printf("replay speed on %s (%llu events), fastest of %lu rounds\n", name, (unsigned long long)hbm_trace_event_count(t), rounds);
+  double first = 0;
+  int exit_code = CLI_OK;
+  for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+    double best = 0;
+    hbm_replay_result r;
+    for (unsigned long k = 0; k < rounds; k++) {
+      hbm_replay_options o = {.policy = p, .device = device};
+      rc = hbm_replay(t, &o, &r);
+      if (rc != HBM_OK) break;
+      if (best == 0 || r.ns_per_event < best) best = r.ns_per_event;
+    }
+    if (rc != HBM_OK) {
+      cli_error("bench replay: %s: %s", p, hbm_strerror(rc));
+      exit_code = CLI_FAILED;
+      continue;
+    }
+    if (first == 0) first = best;
+    double eps = best > 0 ? 1e9 / best : 0;
+    hbm_json_object_begin(&j);
+    hbm_json_kv_string(&j, "policy", p);
+    hbm_json_kv_double(&j, "events_per_s", eps);
+    hbm_json_kv_double(&j, "ns_per_event", best);
+    hbm_json_kv_double(&j, "ratio_to_first", best / first);
+    hbm_json_kv_u64(&j, "failures", r.failures);
+    hbm_json_object_end(&j);
+    if (!json) printf("  %-11s %10.2f M events/s  %7.1f ns/event  %5.2fx the first  (%llu failed requests)\n", p, eps / 1e6, best, best / first, (unsigned long long)r.failures);
+  }
+  hbm_json_array_end(&j);
+  hbm_json_object_end(&j);
+  if (json) printf("%s\n", j.buf);
+  hbm_json_release(&j);
+  hbm_trace_free(t);
+  return exit_code;
+}

@@ -1,0 +1,23 @@
+#!/bin/sh
+# make install's layout works: the README's example (examples/quickstart.c)
+# compiles against the installed header and libraries through pkg-config,
+# statically and dynamically, and prints what the README says.
+set -eu
+command -v pkg-config >/dev/null || { echo "skip: pkg-config is not installed"; exit 77; }
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cmake --install "$HBM_BUILD" --prefix "$dir/prefix" > /dev/null
+libdir=$(ls -d "$dir"/prefix/lib*/pkgconfig | head -n 1)
+test -f "$dir/prefix/include/hbm.h"
+test -x "$dir/prefix/bin/hbm"
+export PKG_CONFIG_PATH="$libdir"
+cc -std=c11 -Wall -Werror "$HBM_ROOT/examples/quickstart.c" $(pkg-config --cflags hbm) \
+   $(pkg-config --libs hbm) -Wl,-rpath,"$(dirname "$libdir")" -o "$dir/quick_shared"
+cc -std=c11 -Wall -Werror "$HBM_ROOT/examples/quickstart.c" $(pkg-config --cflags hbm) \
+   "$(dirname "$libdir")/libhbm.a" -lpthread -lm -ldl -o "$dir/quick_static"
+for bin in quick_shared quick_static; do
+  out=$("$dir/$bin")
+  echo "$out"
+  echo "$out" | grep -q "free total 16.0 GiB, largest free 4.0 GiB, fragmentation ratio 3.00"
+  echo "$out" | grep -q "4.2 GiB AllReduce buffer: out of device memory"
+done
