@@ -314,6 +314,13 @@ static void test_containers(void) {
   a = CANON("\x80\x02(K\x01K\x02t.");
   b = CANON("\x80\x02K\x01K\x02\x86.");
   CHECK(a.hash == b.hash);
+  /* LIST, DICT, TUPLE of nothing, with nothing else on the stack */
+  hbm_pickle *empty = PARSE_OK("\x80\x02(d.");
+  CHECK(empty && hbm_pickle_root(empty)->type == HBM_PK_DICT && hbm_pk_len(hbm_pickle_root(empty)) == 0);
+  hbm_pickle_free(empty);
+  empty = PARSE_OK("\x80\x02(l.");
+  CHECK(empty && hbm_pickle_root(empty)->type == HBM_PK_LIST && hbm_pk_len(hbm_pickle_root(empty)) == 0);
+  hbm_pickle_free(empty);
   a = CANON("\x80\x02(t.");
   b = CANON("\x80\x02).");
   CHECK(a.hash == b.hash);

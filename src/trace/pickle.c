@@ -820,6 +820,11 @@ int hbm_pickle_parse(const uint8_t *data, size_t len, const char *name,
   p->doc = calloc(1, sizeof *p->doc);
   if (!p->doc) return fail_nomem(p);
   int rc = HBM_OK;
+  /* the value stack is never NULL: stack + base is then always defined */
+  if (grow((void **)&p->stack, &p->stack_cap, 256, sizeof *p->stack)) {
+    rc = fail_nomem(p);
+    goto done;
+  }
   /* None, True and False are shared by every use, as in Python. */
   pk_node *singletons = arena_alloc(&p->doc->arena, 3 * sizeof *singletons);
   if (!singletons) { rc = fail_nomem(p); goto done; }
