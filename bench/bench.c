@@ -11,6 +11,7 @@ static const bench_entry benches[] = {
     {"alloc", "range allocator vs glibc malloc vs mimalloc, alloc+free pairs", bench_alloc},
     {"replay", "replay speed (events/s) of every policy on one trace", bench_replay},
     {"adamw", "fused AdamW step vs unfused passes vs memcpy bandwidth", bench_adamw},
+    {"gen", "workload model (gen llm) events per second vs the trace builder alone", bench_gen},
 };
 static const int nbenches = (int)(sizeof benches / sizeof benches[0]);
 

@@ -7,6 +7,7 @@
 static const cli_command commands[] = {
     {"replay", "replay a trace or PyTorch snapshot through allocator policies", cmd_replay},
     {"bench", "benchmarks, side by side in one run (alloc, ...)", cmd_bench},
+    {"gen", "generate a workload trace from a model's shapes (gen llm)", cmd_gen},
 };
 static const int ncommands = (int)(sizeof commands / sizeof commands[0]);
 

@@ -1,0 +1,433 @@
+/* hbm gen llm: writes the allocation trace of one device through
+ * mixed-precision transformer training, derived from the model's shapes
+ * (src/trace/gen_llm.c, docs/workload.md). */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "report/json.h"
+#include "trace/gen_llm.h"
+#include "trace/trace.h"
+
+static void usage(FILE *out) {
+  hbm_gen_llm_config d;
+  hbm_gen_llm_defaults(&d);
+  char bucket[32], cap[32];
+  fprintf(out,
+          "usage: hbm gen llm [options] -o TRACE\n"
+          "       hbm gen llm --preset NAME [options] --estimate\n"
+          "\n"
+          "Writes the allocation trace (hbm text trace v1) of one device through\n"
+          "mixed-precision transformer training: BF16 weights and activations, FP32\n"
+          "master weights and gradient accumulation, Adam m and v. Every tensor's size\n"
+          "follows from the shapes (docs/workload.md); sequence lengths are drawn per\n"
+          "micro-batch from --seed. The device is one tensor-parallel rank of pipeline\n"
+          "stage --stage.\n"
+          "\n"
+          "model (give --params, or the shape):\n"
+          "  --preset NAME           start from a preset, then apply the other options\n"
+          "  --list-presets          list the presets and exit\n"
+          "  --params N              total parameters: 1.3B, 70e9 (derives layers/hidden/heads)\n"
+          "  --arch gpt|llama        gpt: LayerNorm, biases, GELU, tied embeddings; llama: RMSNorm,\n"
+          "                          SwiGLU, grouped-query attention, untied head (default: gpt)\n"
+          "  --layers N              transformer layers (default: %u)\n"
+          "  --hidden N              hidden size (default: %u)\n"
+          "  --heads N               attention heads (default: hidden/128)\n"
+          "  --kv-heads N            key/value heads (default: heads)\n"
+          "  --ffn N                 MLP size (default: 4 x hidden; llama: 8/3 x hidden, to 256)\n"
+          "  --vocab N               vocabulary, padded to 128 x tp (default: 50304; llama 32000)\n"
+          "  --attention flash|eager flash keeps Q,K,V,O and the log-sum-exp; eager keeps the\n"
+          "                          softmax (and dropout) of heads x seq^2 (default: flash)\n"
+          "  --dropout on|off        keep dropout masks (default: on for gpt, off for llama)\n"
+          "data:\n"
+          "  --seq N|MIN:MAX|A,B,..  tokens per sequence: fixed, uniform range, or a list to\n"
+          "                          choose from, per micro-batch (default: %u)\n"
+          "  --seq-align N           uniform lengths are multiples of N (default: %u)\n"
+          "  --micro-batch N         sequences per micro-batch (default: %u)\n"
+          "  --grad-accum N          micro-batches per optimizer step (default: %u)\n"
+          "parallelism:\n"
+          "  --dp N                  data-parallel size (default: %u)\n"
+          "  --tp N                  tensor-parallel size (default: %u)\n"
+          "  --pp N                  pipeline stages, 1F1B schedule (default: %u)\n"
+          "  --stage N               which pipeline stage this device is (default: 0)\n"
+          "  --sequence-parallel on|off   (default: on when tp > 1)\n"
+          "  --zero 0|1|2|3          0: all-reduce gradients; 1: shard optimizer state;\n"
+          "                          2: + gradients; 3: + weights (default: %d)\n"
+          "  --offload               optimizer state and FP32 gradients on the host (ZeRO-Offload)\n"
+          "memory:\n"
+          "  --checkpoint-every K    keep only every K-th layer's input, recompute in backward\n"
+          "                          (default: %u = keep everything)\n"
+          "  --bucket SIZE           gradient bucket for AllReduce/ReduceScatter/AllGather\n"
+          "                          (default: %s)\n"
+          "  --optimizer fused|unfused   unfused Adam makes two FP32 temporaries per tensor\n"
+          "                          (default: unfused)\n"
+          "timing (lifetimes of communication buffers):\n"
+          "  --tflops X              effective compute, TFLOP/s (default: %g)\n"
+          "  --comm-bw X             bus bandwidth of gradient collectives, GB/s (default: %g)\n"
+          "run:\n"
+          "  --steps N               optimizer steps (default: %u)\n"
+          "  --seed N                sequence-length draws (default: %llu)\n"
+          "  --capacity SIZE         device capacity written into the trace (default: %s)\n"
+          "output:\n"
+          "  -o, --output TRACE      where to write the trace (atomically)\n"
+          "  --estimate              print the closed-form memory estimate; no trace needed\n"
+          "  --json                  the summary as JSON\n"
+          "  -h, --help              this text\n"
+          "\n"
+          "exit: 0 written, 1 could not generate, 2 bad options\n",
+          d.layers, d.hidden, d.seq_max, d.seq_align, d.micro_batch, d.grad_accum, d.dp, d.tp,
+          d.pp, d.zero, d.checkpoint_every, hbm_size_format(d.bucket_bytes, bucket, sizeof bucket),
+          d.tflops, d.comm_gbps, d.steps, (unsigned long long)d.seed,
+          hbm_size_format(d.capacity, cap, sizeof cap));
+}
+
+static void list_presets(FILE *out) {
+  int n;
+  const hbm_gen_llm_preset_info *p = hbm_gen_llm_presets(&n);
+  for (int i = 0; i < n; i++) fprintf(out, "%-14s %s\n", p[i].name, p[i].summary);
+}
+
+/* A whole number: plain, with a suffix K/M/B/T (powers of 10) or in e-notation. */
+static int parse_count(const char *opt, const char *text, uint64_t max, uint64_t *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  double mult = 1;
+  if (end != text && *end) {
+    switch (*end) {
+      case 'k': case 'K': mult = 1e3; break;
+      case 'm': case 'M': mult = 1e6; break;
+      case 'b': case 'B': case 'g': case 'G': mult = 1e9; break;
+      case 't': case 'T': mult = 1e12; break;
+      default: mult = 0;
+    }
+    if (mult) end++;
+  }
+  v *= mult;
+  if (end == text || *end || errno || !(v >= 0) || v > (double)max || v != floor(v) || mult == 0) {
+    cli_error("%s: expected a whole number 0..%llu, got '%s'", opt, (unsigned long long)max, text);
+    return 0;
+  }
+  *out = (uint64_t)v;
+  return 1;
+}
+
+static int parse_u32(const char *opt, const char *text, uint32_t min, uint32_t max, uint32_t *out) {
+  uint64_t v;
+  if (!parse_count(opt, text, max, &v)) return 0;
+  if (v < min) {
+    cli_error("%s: expected at least %u, got '%s'", opt, min, text);
+    return 0;
+  }
+  *out = (uint32_t)v;
+  return 1;
+}
+
+static int parse_onoff(const char *opt, const char *text, int *out) {
+  if (!strcmp(text, "on") || !strcmp(text, "1") || !strcmp(text, "yes")) *out = 1;
+  else if (!strcmp(text, "off") || !strcmp(text, "0") || !strcmp(text, "no")) *out = 0;
+  else {
+    cli_error("%s: expected on or off, got '%s'", opt, text);
+    return 0;
+  }
+  return 1;
+}
+
+static int parse_positive(const char *opt, const char *text, double *out) {
+  char *end;
+  double v = strtod(text, &end);
+  if (end == text || (*end && strcmp(end, "GB/s")) || !(v > 0) || v > 1e6) {
+    cli_error("%s: expected a positive number, got '%s'", opt, text);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+static int parse_seq(const char *text, hbm_gen_llm_config *c) {
+  const char *colon = strchr(text, ':'), *comma = strchr(text, ',');
+  char buf[32];
+  if (colon && !comma) {
+    size_t len = (size_t)(colon - text);
+    if (len >= sizeof buf) goto fail;
+    memcpy(buf, text, len);
+    buf[len] = 0;
+    uint32_t lo, hi;
+    if (!parse_u32("--seq", buf, 1, 1u << 20, &lo) || !parse_u32("--seq", colon + 1, 1, 1u << 20, &hi))
+      return 0;
+    if (lo > hi) {
+      cli_error("--seq %s: MIN is larger than MAX", text);
+      return 0;
+    }
+    c->seq_kind = HBM_SEQ_UNIFORM;
+    c->seq_min = lo;
+    c->seq_max = hi;
+    return 1;
+  }
+  if (comma && !colon) {
+    c->seq_kind = HBM_SEQ_LIST;
+    c->nseq_list = 0;
+    const char *p = text;
+    while (*p) {
+      const char *e = strchr(p, ',');
+      size_t len = e ? (size_t)(e - p) : strlen(p);
+      if (len == 0 || len >= sizeof buf || c->nseq_list == HBM_GEN_SEQ_LIST_MAX) goto fail;
+      memcpy(buf, p, len);
+      buf[len] = 0;
+      if (!parse_u32("--seq", buf, 1, 1u << 20, &c->seq_list[c->nseq_list])) return 0;
+      c->nseq_list++;
+      p = e ? e + 1 : p + len;
+    }
+    return 1;
+  }
+  if (!colon && !comma) {
+    c->seq_kind = HBM_SEQ_FIXED;
+    return parse_u32("--seq", text, 1, 1u << 20, &c->seq_max);
+  }
+fail:
+  cli_error("--seq: expected N, MIN:MAX or a list A,B,C (at most %d), got '%s'",
+            HBM_GEN_SEQ_LIST_MAX, text);
+  return 0;
+}
+
+enum {
+  O_PRESET = 1000, O_LIST, O_PARAMS, O_ARCH, O_LAYERS, O_HIDDEN, O_HEADS, O_KV, O_FFN, O_VOCAB,
+  O_ATTN, O_DROPOUT, O_SEQ, O_ALIGN, O_MB, O_GA, O_DP, O_TP, O_PP, O_STAGE, O_SP, O_ZERO,
+  O_OFFLOAD, O_CKPT, O_BUCKET, O_OPTIM, O_TFLOPS, O_COMMBW, O_STEPS, O_SEED, O_CAP, O_EST,
+  O_JSON
+};
+
+static void print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estimate *e, int json) {
+  char a[32], b[32], d[32], f[32], g[32], h[32], k[32], l[32], m[32], n[32], p[32];
+  if (json) {
+    hbm_json j;
+    hbm_json_init(&j);
+    hbm_json_object_begin(&j);
+    char desc[512];
+    hbm_gen_llm_describe(c, desc, sizeof desc);
+    hbm_json_kv_string(&j, "workload", desc);
+    hbm_json_kv_u64(&j, "capacity", c->capacity);
+    hbm_json_kv_u64(&j, "params_total", e->params_total);
+    hbm_json_kv_u64(&j, "params_device", e->params_device);
+    hbm_json_kv_u64(&j, "param_bytes", e->param_bytes);
+    hbm_json_kv_u64(&j, "master_bytes", e->master_bytes);
+    hbm_json_kv_u64(&j, "grad_bytes", e->grad_bytes);
+    hbm_json_kv_u64(&j, "optim_bytes", e->optim_bytes);
+    hbm_json_kv_u64(&j, "static_bytes", e->static_bytes);
+    hbm_json_kv_u64(&j, "act_layer_bytes", e->act_layer_bytes);
+    hbm_json_kv_u64(&j, "act_peak_bytes", e->act_peak_bytes);
+    hbm_json_kv_u64(&j, "comm_bytes", e->comm_bytes);
+    hbm_json_kv_u64(&j, "nbuckets", e->nbuckets);
+    hbm_json_kv_u64(&j, "bucket_max_bytes", e->bucket_max_bytes);
+    hbm_json_kv_u64(&j, "peak_estimate", e->peak);
+    hbm_json_kv_u64(&j, "peak_bound", e->bound);
+    hbm_json_kv_string(&j, "peak_phase", e->peak_phase);
+    hbm_json_object_end(&j);
+    printf("%s\n", j.buf ? j.buf : "{}");
+    hbm_json_release(&j);
+    return;
+  }
+  printf("parameters     %.2fB in the model, %.2fB on this device\n", (double)e->params_total / 1e9,
+         (double)e->params_device / 1e9);
+  printf("static         %s = BF16 weights %s + FP32 master %s + FP32 grads %s + Adam m,v %s\n",
+         hbm_size_format(e->static_bytes, a, 32), hbm_size_format(e->param_bytes, b, 32),
+         hbm_size_format(e->master_bytes, d, 32), hbm_size_format(e->grad_bytes, f, 32),
+         hbm_size_format(e->optim_bytes, g, 32));
+  printf("activations    %s per layer at seq %u; %s at the peak\n",
+         hbm_size_format(e->act_layer_bytes, h, 32), c->seq_max, hbm_size_format(e->act_peak_bytes, k, 32));
+  printf("buckets        %llu per reduction, largest %s; %s in flight at the peak\n",
+         (unsigned long long)e->nbuckets, hbm_size_format(e->bucket_max_bytes, l, 32),
+         hbm_size_format(e->comm_bytes, m, 32));
+  printf("peak live      %s estimated (%s), %s with every sequence at %u; capacity %s\n",
+         hbm_size_format(e->peak, n, 32), e->peak_phase, hbm_size_format(e->bound, p, 32), c->seq_max,
+         hbm_size_format(c->capacity, a, 32));
+}
+
+int cmd_gen(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    FILE *out = argc < 2 ? stderr : stdout;
+    fprintf(out, "usage: hbm gen llm [options] -o TRACE   (hbm gen llm --help)\n\n"
+                 "generators:\n  llm        mixed-precision transformer training, from its shapes\n");
+    return argc < 2 ? CLI_BAD_INPUT : CLI_OK;
+  }
+  if (strcmp(argv[1], "llm")) {
+    cli_error("gen: unknown generator '%s' (try: hbm gen llm --help)", argv[1]);
+    return CLI_BAD_INPUT;
+  }
+  argc--;
+  argv++;
+  static const struct option opts[] = {
+      {"preset", required_argument, 0, O_PRESET}, {"list-presets", no_argument, 0, O_LIST},
+      {"params", required_argument, 0, O_PARAMS}, {"arch", required_argument, 0, O_ARCH},
+      {"layers", required_argument, 0, O_LAYERS}, {"hidden", required_argument, 0, O_HIDDEN},
+      {"heads", required_argument, 0, O_HEADS}, {"kv-heads", required_argument, 0, O_KV},
+      {"ffn", required_argument, 0, O_FFN}, {"vocab", required_argument, 0, O_VOCAB},
+      {"attention", required_argument, 0, O_ATTN}, {"dropout", required_argument, 0, O_DROPOUT},
+      {"seq", required_argument, 0, O_SEQ}, {"seq-align", required_argument, 0, O_ALIGN},
+      {"micro-batch", required_argument, 0, O_MB}, {"grad-accum", required_argument, 0, O_GA},
+      {"dp", required_argument, 0, O_DP}, {"tp", required_argument, 0, O_TP},
+      {"pp", required_argument, 0, O_PP}, {"stage", required_argument, 0, O_STAGE},
+      {"sequence-parallel", required_argument, 0, O_SP}, {"zero", required_argument, 0, O_ZERO},
+      {"offload", no_argument, 0, O_OFFLOAD}, {"checkpoint-every", required_argument, 0, O_CKPT},
+      {"bucket", required_argument, 0, O_BUCKET}, {"optimizer", required_argument, 0, O_OPTIM},
+      {"tflops", required_argument, 0, O_TFLOPS}, {"comm-bw", required_argument, 0, O_COMMBW},
+      {"steps", required_argument, 0, O_STEPS}, {"seed", required_argument, 0, O_SEED},
+      {"capacity", required_argument, 0, O_CAP}, {"estimate", no_argument, 0, O_EST},
+      {"json", no_argument, 0, O_JSON}, {"output", required_argument, 0, 'o'},
+      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  hbm_gen_llm_config c;
+  hbm_gen_llm_defaults(&c);
+  /* the preset first, wherever it is on the line, so other options refine it */
+  for (int i = 1; i < argc; i++) {
+    const char *name = NULL;
+    if (!strcmp(argv[i], "--preset") && i + 1 < argc) name = argv[i + 1];
+    else if (!strncmp(argv[i], "--preset=", 9)) name = argv[i] + 9;
+    if (name && hbm_gen_llm_preset(name, &c) != HBM_OK) {
+      cli_error("--preset: unknown preset '%s'; known:", name);
+      list_presets(stderr);
+      return CLI_BAD_INPUT;
+    }
+  }
+  const char *output = NULL;
+  int estimate = 0, json = 0, ok = 1;
+  uint64_t v;
+  uint32_t u;
+  int shape_given = 0;
+  optind = 1;
+  opterr = 0;
+  int opt;
+  while (ok && (opt = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
+    const char *name = optind > 1 && optind - 1 < argc ? argv[optind - 1] : "";
+    switch (opt) {
+      case O_PRESET: break;
+      case O_LIST: list_presets(stdout); return CLI_OK;
+      case O_PARAMS:
+        ok = parse_count("--params", optarg, 100000000000000ull, &c.params);
+        if (ok && !shape_given) c.layers = c.hidden = c.heads = c.ffn = 0;
+        break;
+      case O_ARCH:
+        if (!strcmp(optarg, "gpt")) c.arch = HBM_ARCH_GPT;
+        else if (!strcmp(optarg, "llama")) c.arch = HBM_ARCH_LLAMA;
+        else { cli_error("--arch: expected gpt or llama, got '%s'", optarg); ok = 0; }
+        break;
+      case O_LAYERS: ok = parse_u32("--layers", optarg, 1, 10000, &c.layers); shape_given = 1; break;
+      case O_HIDDEN: ok = parse_u32("--hidden", optarg, 1, 1u << 20, &c.hidden); shape_given = 1; break;
+      case O_HEADS: ok = parse_u32("--heads", optarg, 1, 1u << 20, &c.heads); break;
+      case O_KV: ok = parse_u32("--kv-heads", optarg, 1, 1u << 20, &c.kv_heads); break;
+      case O_FFN: ok = parse_u32("--ffn", optarg, 1, 1u << 24, &c.ffn); break;
+      case O_VOCAB: ok = parse_u32("--vocab", optarg, 1, 1u << 24, &c.vocab); break;
+      case O_ATTN:
+        if (!strcmp(optarg, "flash")) c.attention = HBM_ATTN_FLASH;
+        else if (!strcmp(optarg, "eager")) c.attention = HBM_ATTN_EAGER;
+        else { cli_error("--attention: expected flash or eager, got '%s'", optarg); ok = 0; }
+        break;
+      case O_DROPOUT: ok = parse_onoff("--dropout", optarg, &c.dropout); break;
+      case O_SEQ: ok = parse_seq(optarg, &c); break;
+      case O_ALIGN: ok = parse_u32("--seq-align", optarg, 1, 1u << 20, &c.seq_align); break;
+      case O_MB: ok = parse_u32("--micro-batch", optarg, 1, 65536, &c.micro_batch); break;
+      case O_GA: ok = parse_u32("--grad-accum", optarg, 1, 65536, &c.grad_accum); break;
+      case O_DP: ok = parse_u32("--dp", optarg, 1, 1000000, &c.dp); break;
+      case O_TP: ok = parse_u32("--tp", optarg, 1, 1024, &c.tp); break;
+      case O_PP: ok = parse_u32("--pp", optarg, 1, 1024, &c.pp); break;
+      case O_STAGE: ok = parse_u32("--stage", optarg, 0, 1023, &c.pp_stage); break;
+      case O_SP: ok = parse_onoff("--sequence-parallel", optarg, &c.sequence_parallel); break;
+      case O_ZERO:
+        ok = parse_u32("--zero", optarg, 0, 3, &u);
+        if (ok) c.zero = (int)u;
+        break;
+      case O_OFFLOAD: c.offload = 1; break;
+      case O_CKPT: ok = parse_u32("--checkpoint-every", optarg, 0, 10000, &c.checkpoint_every); break;
+      case O_BUCKET: ok = cli_parse_size("--bucket", optarg, &c.bucket_bytes); break;
+      case O_OPTIM:
+        if (!strcmp(optarg, "fused")) c.fused_optimizer = 1;
+        else if (!strcmp(optarg, "unfused")) c.fused_optimizer = 0;
+        else { cli_error("--optimizer: expected fused or unfused, got '%s'", optarg); ok = 0; }
+        break;
+      case O_TFLOPS: ok = parse_positive("--tflops", optarg, &c.tflops); break;
+      case O_COMMBW: ok = parse_positive("--comm-bw", optarg, &c.comm_gbps); break;
+      case O_STEPS: ok = parse_u32("--steps", optarg, 1, 1000000, &c.steps); break;
+      case O_SEED:
+        ok = parse_count("--seed", optarg, UINT64_MAX >> 12, &v);
+        if (ok) c.seed = v;
+        break;
+      case O_CAP: ok = cli_parse_size("--capacity", optarg, &c.capacity); break;
+      case O_EST: estimate = 1; break;
+      case O_JSON: json = 1; break;
+      case 'o': output = optarg; break;
+      case 'h': usage(stdout); return CLI_OK;
+      case ':': cli_error("%s: needs a value (try: hbm gen llm --help)", name); return CLI_BAD_INPUT;
+      default: cli_error("unknown option '%s' (try: hbm gen llm --help)", name); return CLI_BAD_INPUT;
+    }
+  }
+  if (!ok) return CLI_BAD_INPUT;
+  if (optind < argc) {
+    cli_error("unexpected argument '%s' (try: hbm gen llm --help)", argv[optind]);
+    return CLI_BAD_INPUT;
+  }
+  if (c.params && shape_given && c.layers && c.hidden) {
+    cli_error("--params conflicts with --layers and --hidden: give the count or the shape");
+    return CLI_BAD_INPUT;
+  }
+  hbm_diag diag;
+  memset(&diag, 0, sizeof diag);
+  if (hbm_gen_llm_resolve(&c, &diag) != HBM_OK) {
+    cli_error("%s", diag.message);
+    return CLI_BAD_INPUT;
+  }
+  hbm_gen_llm_estimate est;
+  if (hbm_gen_llm_estimate_peak(&c, &est, &diag) != HBM_OK) {
+    cli_error("%s", diag.message);
+    return CLI_BAD_INPUT;
+  }
+  if (estimate) {
+    print_estimate(&c, &est, json);
+    return CLI_OK;
+  }
+  if (!output) {
+    cli_error("-o TRACE is required (or --estimate)");
+    return CLI_BAD_INPUT;
+  }
+  hbm_trace *t = NULL;
+  int rc = hbm_gen_llm(&c, &t, &diag);
+  if (rc != HBM_OK) {
+    if (rc == HBM_EINVAL) cli_error("%s", diag.message);
+    else cli_error("cannot generate: %s", hbm_strerror(rc));
+    return cli_exit_code(rc);
+  }
+  uint64_t events = hbm_trace_event_count(t), peak = hbm_trace_peak_live(t);
+  rc = hbm_trace_save(t, output, &diag);
+  if (rc != HBM_OK) {
+    cli_diag(&diag);
+    hbm_trace_free(t);
+    return cli_exit_code(rc);
+  }
+  char a[32], b[32], d[32];
+  if (json) {
+    hbm_json j;
+    hbm_json_init(&j);
+    hbm_json_object_begin(&j);
+    hbm_json_kv_string(&j, "output", output);
+    hbm_json_kv_string(&j, "workload", hbm_trace_name(t));
+    hbm_json_kv_u64(&j, "events", events);
+    hbm_json_kv_u64(&j, "capacity", c.capacity);
+    hbm_json_kv_u64(&j, "peak_live", peak);
+    hbm_json_kv_u64(&j, "peak_estimate", est.peak);
+    hbm_json_kv_string(&j, "peak_phase", est.peak_phase);
+    hbm_json_kv_u64(&j, "static_bytes", est.static_bytes);
+    hbm_json_object_end(&j);
+    printf("%s\n", j.buf ? j.buf : "{}");
+    hbm_json_release(&j);
+  } else {
+    printf("%s\n", hbm_trace_name(t));
+    printf("wrote %s: %llu events, peak live %s (closed form %s, %s), capacity %s\n", output,
+           (unsigned long long)events, hbm_size_format(peak, a, sizeof a),
+           hbm_size_format(est.peak, b, sizeof b), est.peak_phase,
+           hbm_size_format(c.capacity, d, sizeof d));
+  }
+  hbm_trace_free(t);
+  return CLI_OK;
+}

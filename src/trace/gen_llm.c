@@ -1,0 +1,1501 @@
+/* gen_llm.c: the workload model (docs/workload.md is its description).
+ *
+ * The trace of one device through mixed-precision transformer training:
+ *   setup     BF16 weights, FP32 gradient accumulation, FP32 master weights
+ *   each step 1F1B micro-batches: forward (activations kept per layer, or only
+ *             every k-th layer input with checkpointing), backward (recompute,
+ *             activation gradients, weight gradients, gradient buckets handed to
+ *             the communication stream), then the optimizer step (Adam m and v
+ *             created lazily at the first step, as torch.optim does).
+ * Sizes come from the shapes; lifetimes from the order frameworks run in, and
+ * for communication buffers from a simple time model (compute at `tflops`,
+ * collectives serialised on stream 1 at `comm_gbps`).
+ */
+#include "trace/gen_llm.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace/trace.h"
+
+/* ==== configuration ========================================================== */
+
+void hbm_gen_llm_defaults(hbm_gen_llm_config *c) {
+  memset(c, 0, sizeof *c);
+  c->params = 0;
+  c->layers = 24;
+  c->hidden = 2048;
+  c->heads = 16;
+  c->arch = HBM_ARCH_GPT;
+  c->attention = HBM_ATTN_FLASH;
+  c->dropout = -1;
+  c->seq_kind = HBM_SEQ_FIXED;
+  c->seq_min = 2048;
+  c->seq_max = 2048;
+  c->seq_align = 64;
+  c->micro_batch = 4;
+  c->grad_accum = 4;
+  c->dp = 8;
+  c->tp = 1;
+  c->pp = 1;
+  c->sequence_parallel = -1;
+  c->zero = 0;
+  c->checkpoint_every = 0;
+  c->bucket_bytes = 25ull << 20; /* PyTorch DDP bucket_cap_mb=25 */
+  c->fused_optimizer = 0;
+  c->tflops = 300;
+  c->comm_gbps = 25;
+  c->steps = 50;
+  c->seed = 1;
+  c->capacity = 80ull << 30;
+}
+
+static const hbm_gen_llm_preset_info presets[] = {
+    {"910c-dense",
+     "DESIGN.md 1: 98B dense GPT (96 layers, hidden 9216) on 1024 x 96 GiB NPUs: tp 8, pp 4, "
+     "dp 32, eager attention, sequences 1024-8192, checkpoint every 6 layers, 4.2 GB AllReduce "
+     "buckets, 500 steps"},
+    {"7b-1gpu-80g",
+     "LLaMA-2-7B fine-tuning on one 80 GiB GPU: ZeRO-Offload (FP32 state and Adam on the host), "
+     "sequences 512-4096, micro-batch 16, checkpoint every layer, 200 steps"},
+    {"70b-zero3-64",
+     "LLaMA-2-70B (GQA, 80 layers) under ZeRO-3 across 64 x 80 GiB GPUs: sequences of 4096, "
+     "micro-batch 4 x 4, checkpoint every layer, 1 GB buckets, 100 steps"},
+};
+
+const hbm_gen_llm_preset_info *hbm_gen_llm_presets(int *count) {
+  *count = (int)(sizeof presets / sizeof presets[0]);
+  return presets;
+}
+
+int hbm_gen_llm_preset(const char *name, hbm_gen_llm_config *c) {
+  if (!name) return HBM_EINVAL;
+  if (!strcmp(name, "910c-dense")) {
+    /* The field report's run (notes/field-reports.md A, DESIGN.md 1). ~200 GB of BF16 weights
+     * and ~800 GB of Adam m+v in total => ~98B parameters. 1024 devices in nodes of 8:
+     * tensor parallel inside a node (8), 4 pipeline stages, 32 data-parallel replicas
+     * that all-reduce FP32 gradients in 4.2 GB buckets. The optimizer state is sharded
+     * by the 32-way model parallelism (tp x pp), not by ZeRO. Checkpoint every 6 layers
+     * as the report says. Attention is the one Korthikanti et al. 2022 measure (softmax
+     * and dropout of heads x seq^2 kept, dropout 0.1): the report lists FlashAttention
+     * among the remedies, not among what ran. One sequence per micro-batch, 16
+     * micro-batches per step (512 sequences, ~2.4M tokens per batch); with these
+     * shapes the closed-form peak is 81.3 GiB: the report's "configured peak 82 GB". */
+    hbm_gen_llm_defaults(c);
+    c->arch = HBM_ARCH_GPT;
+    c->layers = 96;
+    c->hidden = 9216;
+    c->heads = 72;
+    c->ffn = 4 * 9216;
+    c->vocab = 64000;
+    c->attention = HBM_ATTN_EAGER;
+    c->dropout = 1;
+    c->seq_kind = HBM_SEQ_UNIFORM;
+    c->seq_min = 1024;
+    c->seq_max = 8192;
+    c->seq_align = 128;
+    c->micro_batch = 1;
+    c->grad_accum = 16;
+    c->dp = 32;
+    c->tp = 8;
+    c->pp = 4;
+    c->zero = 0;
+    c->checkpoint_every = 6;
+    c->bucket_bytes = 4200000000ull; /* "a 4.2 GB AllReduce buffer" */
+    c->fused_optimizer = 0;
+    c->tflops = 336; /* the report's effective 336 TFLOPS after the fixes */
+    c->comm_gbps = 20;
+    c->steps = 500;
+    c->capacity = 96ull << 30;
+  } else if (!strcmp(name, "7b-1gpu-80g")) {
+    /* LLaMA-2-7B: 6.7B parameters need 16 B each for BF16 weights + FP32 master, grads,
+     * m, v = 108 GB: more than one 80 GiB GPU. What fits is ZeRO-Offload: BF16 weights
+     * and activations on the GPU, FP32 state and the Adam step on the host. */
+    hbm_gen_llm_defaults(c);
+    c->arch = HBM_ARCH_LLAMA;
+    c->layers = 32;
+    c->hidden = 4096;
+    c->heads = 32;
+    c->kv_heads = 32;
+    c->ffn = 11008;
+    c->vocab = 32000;
+    c->attention = HBM_ATTN_FLASH;
+    c->seq_kind = HBM_SEQ_UNIFORM;
+    c->seq_min = 512;
+    c->seq_max = 4096;
+    c->seq_align = 64;
+    c->micro_batch = 16; /* 41 GiB at 4096 tokens: room for the longest batches */
+    c->grad_accum = 2;
+    c->dp = 1;
+    c->tp = 1;
+    c->pp = 1;
+    c->zero = 2;
+    c->offload = 1;
+    c->checkpoint_every = 1;
+    c->bucket_bytes = 500000000ull; /* DeepSpeed reduce_bucket_size 5e8 */
+    c->tflops = 400;
+    c->comm_gbps = 25; /* PCIe 4.0 x16 to the host */
+    c->steps = 200;
+    c->capacity = 80ull << 30;
+  } else if (!strcmp(name, "70b-zero3-64")) {
+    /* LLaMA-2-70B pretraining shape: 4096-token context, ~4M tokens per batch
+     * (64 x 4 x 4 x 4096), FSDP/ZeRO-3 over 64 GPUs with per-layer checkpointing. */
+    hbm_gen_llm_defaults(c);
+    c->arch = HBM_ARCH_LLAMA;
+    c->layers = 80;
+    c->hidden = 8192;
+    c->heads = 64;
+    c->kv_heads = 8;
+    c->ffn = 28672;
+    c->vocab = 32000;
+    c->attention = HBM_ATTN_FLASH;
+    c->seq_kind = HBM_SEQ_FIXED;
+    c->seq_min = c->seq_max = 4096;
+    c->micro_batch = 4;
+    c->grad_accum = 4;
+    c->dp = 64;
+    c->tp = 1;
+    c->pp = 1;
+    c->zero = 3;
+    c->checkpoint_every = 1;
+    c->bucket_bytes = 1000000000ull; /* 5e8 BF16 elements */
+    c->tflops = 400;
+    c->comm_gbps = 40;
+    c->steps = 100;
+    c->capacity = 80ull << 30;
+  } else {
+    return HBM_EINVAL;
+  }
+  snprintf(c->preset, sizeof c->preset, "%s", name);
+  return HBM_OK;
+}
+
+static int bad(hbm_diag *diag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(hbm_diag *diag, const char *fmt, ...) {
+  if (diag) {
+    memset(diag, 0, sizeof *diag);
+    snprintf(diag->file, sizeof diag->file, "gen llm");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(diag->message, sizeof diag->message, fmt, ap);
+    va_end(ap);
+  }
+  return HBM_EINVAL;
+}
+
+static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+/* Parameters of the whole model for a shape (docs/workload.md 2). */
+static uint64_t model_params(int arch, uint64_t L, uint64_t h, uint64_t hkv, uint64_t f,
+                             uint64_t V) {
+  uint64_t per_layer;
+  if (arch == HBM_ARCH_LLAMA)
+    per_layer = h * (h + 2 * hkv) + h * h + 3 * h * f + 2 * h;
+  else
+    per_layer = h * (h + 2 * hkv) + (h + 2 * hkv) + h * h + h + 2 * h * f + f + h + 4 * h;
+  uint64_t emb = V * h * (arch == HBM_ARCH_LLAMA ? 2 : 1);
+  uint64_t final_norm = arch == HBM_ARCH_LLAMA ? h : 2 * h;
+  return L * per_layer + emb + final_norm;
+}
+
+static uint32_t default_ffn(int arch, uint32_t h) {
+  if (arch == HBM_ARCH_LLAMA) { /* LLaMA: 2/3 * 4h rounded up to a multiple of 256 */
+    uint64_t f = (8ull * h + 2) / 3;
+    return (uint32_t)cdiv(f, 256) * 256;
+  }
+  return 4 * h;
+}
+
+#define LIMIT_DIM (1u << 20)
+#define LIMIT_SEQ (1u << 20)
+
+int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
+  hbm_gen_llm_config c = *cfg;
+  if (c.arch != HBM_ARCH_GPT && c.arch != HBM_ARCH_LLAMA) return bad(diag, "--arch: expected gpt or llama");
+  if (c.attention != HBM_ATTN_FLASH && c.attention != HBM_ATTN_EAGER)
+    return bad(diag, "--attention: expected flash or eager");
+  if (c.params && c.layers && c.hidden)
+    return bad(diag, "--params conflicts with --layers and --hidden: give the count or the shape");
+  if (c.vocab == 0) c.vocab = c.arch == HBM_ARCH_LLAMA ? 32000 : 50304;
+  if (c.params) {
+    /* Shape from the count: hidden = 128 x layers (GPT-3's family: 1.3B 24x2048,
+     * 6.7B 32x4096, 175B 96x12288), head size 128. With one of the two given, solve
+     * for the other. */
+    if (c.params < 1000000ull || c.params > 100000000000000ull)
+      return bad(diag, "--params %llu: expected between 1M and 100T", (unsigned long long)c.params);
+    double best_err = 1e300;
+    uint32_t best_L = 0, best_h = 0;
+    for (uint32_t L = 1; L <= 512; L++) {
+      if (c.layers && L != c.layers) continue;
+      for (uint32_t h = 128; h <= 65536; h += 128) {
+        if (c.hidden && h != c.hidden) continue;
+        if (!c.layers && !c.hidden && h != 128 * L) continue;
+        uint32_t f = c.ffn ? c.ffn : default_ffn(c.arch, h);
+        uint64_t hkv = h; /* kv heads default to heads */
+        if (c.kv_heads && c.heads) hkv = (uint64_t)h / c.heads * c.kv_heads;
+        double err = fabs((double)model_params(c.arch, L, h, hkv, f, c.vocab) - (double)c.params);
+        if (err < best_err) { best_err = err; best_L = L; best_h = h; }
+      }
+    }
+    if (!best_L) return bad(diag, "--params: no shape found");
+    c.layers = best_L;
+    c.hidden = best_h;
+    if (!c.heads) c.heads = best_h / 128;
+    c.params = 0; /* the shape says it now */
+  }
+  if (c.layers == 0 || c.layers > 10000) return bad(diag, "--layers %u: expected 1..10000", c.layers);
+  if (c.hidden == 0 || c.hidden > LIMIT_DIM) return bad(diag, "--hidden %u: expected 1..%u", c.hidden, LIMIT_DIM);
+  if (c.heads == 0) c.heads = c.hidden >= 128 ? c.hidden / 128 : 1;
+  if (c.hidden % c.heads) return bad(diag, "--heads %u does not divide --hidden %u", c.heads, c.hidden);
+  if (c.kv_heads == 0) c.kv_heads = c.heads;
+  if (c.kv_heads > c.heads || c.heads % c.kv_heads)
+    return bad(diag, "--kv-heads %u does not divide --heads %u", c.kv_heads, c.heads);
+  if (c.ffn == 0) c.ffn = default_ffn(c.arch, c.hidden);
+  if (c.ffn > 16 * LIMIT_DIM) return bad(diag, "--ffn %u: too large", c.ffn);
+  if (c.vocab > 16 * LIMIT_DIM) return bad(diag, "--vocab %u: too large", c.vocab);
+  if (c.dropout < 0) c.dropout = c.arch == HBM_ARCH_GPT ? 1 : 0;
+  if (c.tp == 0 || c.tp > 1024) return bad(diag, "--tp %u: expected 1..1024", c.tp);
+  if (c.pp == 0 || c.pp > 1024) return bad(diag, "--pp %u: expected 1..1024", c.pp);
+  if (c.dp == 0 || c.dp > 1000000) return bad(diag, "--dp %u: expected 1..1000000", c.dp);
+  if (c.heads % c.tp) return bad(diag, "--tp %u does not divide --heads %u", c.tp, c.heads);
+  if (c.kv_heads % c.tp) return bad(diag, "--tp %u does not divide --kv-heads %u", c.tp, c.kv_heads);
+  if (c.ffn % c.tp) return bad(diag, "--tp %u does not divide --ffn %u", c.tp, c.ffn);
+  if (c.layers % c.pp) return bad(diag, "--pp %u does not divide --layers %u", c.pp, c.layers);
+  if (c.pp_stage >= c.pp) return bad(diag, "--stage %u: expected 0..%u (--pp %u)", c.pp_stage, c.pp - 1, c.pp);
+  /* Megatron pads the vocabulary to a multiple of 128 x tp. */
+  c.vocab = (uint32_t)(cdiv(c.vocab, 128ull * c.tp) * 128 * c.tp);
+  if (c.sequence_parallel < 0) c.sequence_parallel = c.tp > 1;
+  if (c.sequence_parallel && c.tp == 1) c.sequence_parallel = 0;
+  if (c.zero < 0 || c.zero > 3) return bad(diag, "--zero %d: expected 0, 1, 2 or 3", c.zero);
+  if (c.micro_batch == 0 || c.micro_batch > 65536)
+    return bad(diag, "--micro-batch %u: expected 1..65536", c.micro_batch);
+  if (c.grad_accum == 0 || c.grad_accum > 65536)
+    return bad(diag, "--grad-accum %u: expected 1..65536", c.grad_accum);
+  if (c.seq_align == 0 || c.seq_align > LIMIT_SEQ) return bad(diag, "--seq-align %u: expected 1..%u", c.seq_align, LIMIT_SEQ);
+  if (c.seq_kind == HBM_SEQ_LIST) {
+    if (c.nseq_list <= 0 || c.nseq_list > HBM_GEN_SEQ_LIST_MAX)
+      return bad(diag, "--seq: expected 1..%d lengths in the list", HBM_GEN_SEQ_LIST_MAX);
+    c.seq_min = UINT32_MAX;
+    c.seq_max = 0;
+    for (int i = 0; i < c.nseq_list; i++) {
+      if (c.seq_list[i] == 0 || c.seq_list[i] > LIMIT_SEQ)
+        return bad(diag, "--seq: length %u: expected 1..%u", c.seq_list[i], LIMIT_SEQ);
+      if (c.seq_list[i] < c.seq_min) c.seq_min = c.seq_list[i];
+      if (c.seq_list[i] > c.seq_max) c.seq_max = c.seq_list[i];
+    }
+  } else if (c.seq_kind == HBM_SEQ_FIXED) {
+    if (c.seq_max == 0 || c.seq_max > LIMIT_SEQ) return bad(diag, "--seq %u: expected 1..%u", c.seq_max, LIMIT_SEQ);
+    c.seq_min = c.seq_max;
+  } else if (c.seq_kind == HBM_SEQ_UNIFORM) {
+    if (c.seq_min == 0 || c.seq_max > LIMIT_SEQ || c.seq_min > c.seq_max)
+      return bad(diag, "--seq %u:%u: expected MIN:MAX with 1 <= MIN <= MAX <= %u", c.seq_min, c.seq_max, LIMIT_SEQ);
+  } else {
+    return bad(diag, "--seq: unknown distribution");
+  }
+  if ((uint64_t)c.seq_max * c.micro_batch > (1ull << 24))
+    return bad(diag, "--seq %u x --micro-batch %u: more than 16M tokens per micro-batch", c.seq_max, c.micro_batch);
+  if (c.checkpoint_every > c.layers) c.checkpoint_every = c.layers / c.pp;
+  if (c.bucket_bytes < 4096 || c.bucket_bytes > (1ull << 44))
+    return bad(diag, "--bucket: expected 4KiB..16TiB");
+  if (!(c.tflops > 0 && c.tflops < 1e6)) return bad(diag, "--tflops: expected a positive number");
+  if (!(c.comm_gbps > 0 && c.comm_gbps < 1e6)) return bad(diag, "--comm-bw: expected a positive number");
+  if (c.steps == 0 || c.steps > 1000000) return bad(diag, "--steps %u: expected 1..1000000", c.steps);
+  if (c.capacity == 0) return bad(diag, "--capacity: expected a positive size");
+  if (c.offload && c.zero == 0) c.zero = 2; /* ZeRO-Offload runs on top of stage 2 */
+  *cfg = c;
+  return HBM_OK;
+}
+
+/* Sequence length of one micro-batch: a hash of (seed, step, micro-batch), so any
+ * micro-batch's length can be computed on its own (the estimate uses this too). */
+static uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint32_t hbm_gen_llm_seq(const hbm_gen_llm_config *c, uint64_t step, uint32_t micro) {
+  if (c->seq_kind == HBM_SEQ_FIXED) return c->seq_max;
+  uint64_t r = mix64(c->seed * 0x100000001B3ull ^ mix64(step * 65537 + micro));
+  if (c->seq_kind == HBM_SEQ_LIST) return c->seq_list[r % (uint64_t)c->nseq_list];
+  uint64_t lo = cdiv(c->seq_min, c->seq_align), hi = c->seq_max / c->seq_align;
+  if (hi < lo) return c->seq_max;
+  return (uint32_t)((lo + r % (hi - lo + 1)) * c->seq_align);
+}
+
+/* ==== the device's share of the model ========================================== */
+
+/* Parameter tensors of one transformer layer, in forward order. */
+enum {
+  T_LN1W, T_LN1B, T_QKVW, T_QKVB, T_PROJW, T_PROJB,
+  T_LN2W, T_LN2B, T_FC1W, T_FC1B, T_FC2W, T_FC2B, NT_LAYER
+};
+/* Unit tensors outside the layers. */
+enum { X_EMB, X_FNORMW, X_FNORMB, X_HEAD, NX };
+
+typedef struct shape {
+  uint64_t h, hkv, f, a, V, tp, tsp, b, L, Ls;
+  uint64_t k;          /* checkpoint chunk (0: none) */
+  uint64_t nchunks;
+  int first, last;     /* this stage holds the embedding / the head */
+  int tied;
+  int dropout, eager, llama;
+  uint64_t layer_numel[NT_LAYER]; /* on this device (after TP) */
+  uint64_t x_numel[NX];           /* 0 when not on this device */
+  uint64_t layer_params;          /* sum of layer_numel */
+  uint64_t device_params;         /* all tensors on this device */
+  uint64_t total_params;
+} shape;
+
+static void shape_init(const hbm_gen_llm_config *c, shape *s) {
+  memset(s, 0, sizeof *s);
+  s->h = c->hidden;
+  s->a = c->heads;
+  s->hkv = (uint64_t)c->hidden / c->heads * c->kv_heads;
+  s->f = c->ffn;
+  s->V = c->vocab;
+  s->tp = c->tp;
+  s->tsp = c->sequence_parallel ? c->tp : 1;
+  s->b = c->micro_batch;
+  s->L = c->layers;
+  s->Ls = c->layers / c->pp;
+  s->k = c->checkpoint_every ? (c->checkpoint_every < s->Ls ? c->checkpoint_every : s->Ls) : 0;
+  s->nchunks = s->k ? cdiv(s->Ls, s->k) : 0;
+  s->first = c->pp_stage == 0;
+  s->last = c->pp_stage == c->pp - 1;
+  s->llama = c->arch == HBM_ARCH_LLAMA;
+  s->tied = !s->llama;
+  s->dropout = c->dropout > 0;
+  s->eager = c->attention == HBM_ATTN_EAGER;
+  uint64_t h = s->h, t = s->tp, f = s->f, qkv = h + 2 * s->hkv;
+  uint64_t *n = s->layer_numel;
+  n[T_LN1W] = h;
+  n[T_QKVW] = h * qkv / t;
+  n[T_PROJW] = h * h / t;
+  n[T_LN2W] = h;
+  if (s->llama) {
+    n[T_FC1W] = 2 * h * f / t; /* gate and up */
+    n[T_FC2W] = f * h / t;
+  } else {
+    n[T_LN1B] = h;
+    n[T_QKVB] = qkv / t;
+    n[T_PROJB] = h;
+    n[T_LN2B] = h;
+    n[T_FC1W] = h * f / t;
+    n[T_FC1B] = f / t;
+    n[T_FC2W] = f * h / t;
+    n[T_FC2B] = h;
+  }
+  for (int i = 0; i < NT_LAYER; i++) s->layer_params += n[i];
+  if (s->first) s->x_numel[X_EMB] = s->V * h / t;
+  if (s->last) {
+    s->x_numel[X_FNORMW] = h;
+    if (!s->llama) s->x_numel[X_FNORMB] = h;
+    /* Untied head; a tied head on a later stage keeps its own copy of the embedding. */
+    if (!s->tied || !s->first) s->x_numel[X_HEAD] = s->V * h / t;
+  }
+  s->device_params = s->Ls * s->layer_params;
+  for (int i = 0; i < NX; i++) s->device_params += s->x_numel[i];
+  s->total_params = model_params(c->arch, s->L, h, s->hkv, f, s->V);
+}
+
+/* Persistent bytes per parameter tensor of `numel` elements on this device. */
+typedef struct static_bytes { uint64_t param, grad, master, optim; } static_bytes;
+
+static static_bytes tensor_static(const hbm_gen_llm_config *c, uint64_t numel) {
+  static_bytes r = {0, 0, 0, 0};
+  uint64_t shard = cdiv(numel, c->dp);
+  r.param = 2 * (c->zero >= 3 ? shard : numel);
+  if (c->offload) return r;
+  r.grad = 4 * (c->zero >= 2 ? shard : numel);
+  r.master = 4 * (c->zero >= 1 ? shard : numel);
+  r.optim = 8 * (c->zero >= 1 ? shard : numel);
+  return r;
+}
+
+/* ==== activation sizes for a micro-batch of n = s*b tokens (docs/workload.md 3) ==== */
+
+typedef struct act_sizes {
+  uint64_t hs;      /* a hidden-size tensor in the sequence-parallel region: 2nh/tsp */
+  uint64_t hfull;   /* the same, gathered: 2nh */
+  uint64_t mask_h;  /* dropout mask on a hidden tensor: nh/tsp */
+  uint64_t qkv;     /* 2n(h + 2 hkv)/t */
+  uint64_t ctx;     /* attention output: 2nh/t */
+  uint64_t lse;     /* flash: log-sum-exp, FP32: 4 n a/t */
+  uint64_t score;   /* eager: one a*s*s tensor in BF16 per micro-batch: 2 (a/t) s^2 b */
+  uint64_t mask_s;  /* eager: its dropout mask: (a/t) s^2 b */
+  uint64_t ffn;     /* 2nf/t */
+  uint64_t logits;  /* 2nV/t */
+  uint64_t layer;   /* everything one layer keeps (with its input) */
+  uint64_t head;    /* everything the head keeps */
+} act_sizes;
+
+static void act_init(const shape *S, uint64_t seq, act_sizes *z) {
+  uint64_t n = seq * S->b, h = S->h, t = S->tp;
+  z->hs = cdiv(2 * n * h, S->tsp);
+  z->hfull = 2 * n * h;
+  z->mask_h = S->dropout ? cdiv(n * h, S->tsp) : 0;
+  z->qkv = 2 * n * (h + 2 * S->hkv) / t;
+  z->ctx = 2 * n * h / t;
+  z->lse = S->eager ? 0 : 4 * n * (S->a / t);
+  z->score = S->eager ? 2 * (S->a / t) * seq * seq * S->b : 0;
+  z->mask_s = S->eager && S->dropout ? (S->a / t) * seq * seq * S->b : 0;
+  z->ffn = 2 * n * S->f / t;
+  z->logits = 2 * n * S->V / t;
+  /* x_in, ln1, qkv, [probs, mask, dropped], ctx, lse, mask1, x_mid, ln2, fc1 (gate+up), act, mask2 */
+  z->layer = z->hs * 4 + z->qkv + z->ctx + z->lse + z->mask_h * 2 +
+             (S->eager ? z->score + (S->dropout ? z->mask_s + z->score : 0) : 0) +
+             z->ffn * (S->llama ? 3 : 2);
+  /* x_last, final norm output, FP32 softmax kept for the cross-entropy backward */
+  z->head = S->last ? z->hs * 2 + 2 * z->logits : 0;
+}
+
+/* ==== the generator ============================================================ */
+
+typedef struct layer_stash {
+  uint32_t x_in, ln1, qkv, probs, amask, adrop, ctx, lse, mask1, x_mid, ln2, fc1, up, act, mask2;
+} layer_stash;
+
+typedef struct pending {
+  double end;
+  uint32_t buf;
+  int free_on_complete;
+} pending;
+
+typedef struct gen {
+  const hbm_gen_llm_config *c;
+  shape S;
+  hbm_trace *t;
+  int err;
+  /* ids */
+  uint32_t *free_ids;
+  uint32_t nfree, free_cap, next_id;
+  /* time model */
+  double clock, comm_free;
+  double flops_rate, bytes_rate;
+  pending *q;
+  uint32_t qhead, qlen, qcap;
+  /* gradients */
+  uint32_t *pending_grad; /* per tensor: a BF16 .grad waiting for more contributions or its bucket */
+  uint32_t *held;         /* BF16 grads waiting in the current bucket (ZeRO-2/3) */
+  uint32_t nheld, held_cap;
+  uint64_t bucket_fill;
+  int reducing;
+  /* ZeRO-3 gathered units: 0..Ls-1 layers, Ls embedding, Ls+1 head and final norm */
+  uint32_t *gathered;
+  double *gathered_end;
+  /* activations */
+  layer_stash *stash;     /* [slots][Ls] without checkpointing, [k] with */
+  uint32_t *ckpt;         /* [slots][nchunks] */
+  uint32_t *head_stash;   /* [slots][3] */
+  uint32_t slots;
+  uint64_t step;
+} gen;
+
+#define NO HBM_NO_ID
+
+static uint32_t new_id(gen *g) {
+  if (g->nfree) return g->free_ids[--g->nfree];
+  return g->next_id++;
+}
+
+static uint32_t A(gen *g, uint64_t size, hbm_tag tag) {
+  if (size == 0) return NO;
+  uint32_t id = new_id(g);
+  int rc = hbm_trace_alloc(g->t, id, size, tag, 0);
+  if (rc && !g->err) g->err = rc;
+  return id;
+}
+
+static uint32_t A1(gen *g, uint64_t size, hbm_tag tag) { /* on the communication stream */
+  if (size == 0) return NO;
+  uint32_t id = new_id(g);
+  int rc = hbm_trace_alloc(g->t, id, size, tag, 1);
+  if (rc && !g->err) g->err = rc;
+  return id;
+}
+
+static void F(gen *g, uint32_t id) {
+  if (id == NO) return;
+  int rc = hbm_trace_free_id(g->t, id);
+  if (rc && !g->err) g->err = rc;
+  if (g->nfree == g->free_cap) {
+    uint32_t cap = g->free_cap ? g->free_cap * 2 : 1024;
+    uint32_t *p = realloc(g->free_ids, cap * sizeof *p);
+    if (!p) { g->err = HBM_EHOSTMEM; return; }
+    g->free_ids = p;
+    g->free_cap = cap;
+  }
+  g->free_ids[g->nfree++] = id;
+}
+
+/* ---- time model --------------------------------------------------------------- */
+
+static void drain(gen *g) {
+  while (g->qlen && g->q[g->qhead].end <= g->clock) {
+    pending *p = &g->q[g->qhead];
+    if (p->free_on_complete) F(g, p->buf);
+    g->qhead = (g->qhead + 1) % g->qcap;
+    g->qlen--;
+  }
+}
+
+static void compute(gen *g, double flops) {
+  g->clock += flops / g->flops_rate;
+  drain(g);
+}
+
+/* A collective (or host copy) of `bytes` on the communication stream; `factor`
+ * is bytes on the wire per byte of buffer (ring AllReduce 2(n-1)/n, ReduceScatter
+ * and AllGather (n-1)/n, a host copy 1). Returns its completion time. */
+static double collective(gen *g, uint64_t bytes, double factor, uint32_t buf, int free_on_complete) {
+  double start = g->clock > g->comm_free ? g->clock : g->comm_free;
+  double end = start + 20e-6 + factor * (double)bytes / g->bytes_rate;
+  g->comm_free = end;
+  if (g->qlen == g->qcap) {
+    uint32_t cap = g->qcap ? g->qcap * 2 : 64;
+    pending *q = malloc(cap * sizeof *q);
+    if (!q) { g->err = HBM_EHOSTMEM; return end; }
+    for (uint32_t i = 0; i < g->qlen; i++) q[i] = g->q[(g->qhead + i) % g->qcap];
+    free(g->q);
+    g->q = q;
+    g->qcap = cap;
+    g->qhead = 0;
+  }
+  g->q[(g->qhead + g->qlen) % g->qcap] = (pending){end, buf, free_on_complete};
+  g->qlen++;
+  return end;
+}
+
+static void wait_all(gen *g) {
+  if (g->comm_free > g->clock) g->clock = g->comm_free;
+  drain(g);
+}
+
+static double ring_factor(const hbm_gen_llm_config *c, int allreduce) {
+  double n = (double)c->dp;
+  return (allreduce ? 2.0 : 1.0) * (n - 1) / n;
+}
+
+/* ---- gradients and buckets ------------------------------------------------------ */
+
+static void bucket_launch(gen *g) {
+  const hbm_gen_llm_config *c = g->c;
+  if (g->bucket_fill == 0) return;
+  uint32_t buf = A1(g, g->bucket_fill, HBM_TAG_COMM);
+  for (uint32_t i = 0; i < g->nheld; i++) F(g, g->held[i]); /* copied into the bucket */
+  g->nheld = 0;
+  double factor = c->offload ? 1.0 : ring_factor(c, c->zero == 0);
+  collective(g, g->bucket_fill, factor, buf, 1);
+  g->bucket_fill = 0;
+}
+
+static void bucket_add(gen *g, uint64_t bytes, uint32_t hold) {
+  if (hold != NO) {
+    if (g->nheld == g->held_cap) {
+      uint32_t cap = g->held_cap ? g->held_cap * 2 : 64;
+      uint32_t *p = realloc(g->held, cap * sizeof *p);
+      if (!p) { g->err = HBM_EHOSTMEM; return; }
+      g->held = p;
+      g->held_cap = cap;
+    }
+    g->held[g->nheld++] = hold;
+  }
+  g->bucket_fill += bytes;
+  if (g->bucket_fill >= g->c->bucket_bytes) bucket_launch(g);
+}
+
+/* A weight gradient of tensor `tid` is produced (BF16, as autograd does). With
+ * `last` it has all its contributions: ZeRO-0/1 add it into the FP32 accumulation
+ * buffer (and, in the reducing micro-batch, count it into the bucket being filled);
+ * ZeRO-2/3 and offload keep it until its bucket is reduced. */
+static void wgrad(gen *g, uint32_t tid, uint64_t numel, int last) {
+  if (numel == 0) return;
+  const hbm_gen_llm_config *c = g->c;
+  if (g->pending_grad[tid] == NO) g->pending_grad[tid] = A(g, 2 * numel, HBM_TAG_GRAD);
+  if (!last) return;
+  uint32_t id = g->pending_grad[tid];
+  g->pending_grad[tid] = NO;
+  int sharded = c->zero >= 2 || c->offload;
+  int comm = c->offload || c->dp > 1;
+  if (sharded && comm) {
+    bucket_add(g, 2 * numel, id);
+  } else {
+    F(g, id);
+    if (g->reducing && comm) bucket_add(g, 4 * numel, NO);
+  }
+}
+
+static uint32_t layer_tid(const gen *g, uint64_t l, int t) { return (uint32_t)(NX + l * NT_LAYER + t); }
+
+static void layer_wgrad(gen *g, uint64_t l, int t) {
+  wgrad(g, layer_tid(g, l, t), g->S.layer_numel[t], 1);
+}
+
+/* ---- ZeRO-3: gather a unit's parameters before use, prefetching the next ---- */
+
+static uint64_t unit_param_bytes(const gen *g, uint64_t u) {
+  const shape *S = &g->S;
+  if (u < S->Ls) return 2 * S->layer_params;
+  if (u == S->Ls) return 2 * S->x_numel[X_EMB];
+  return 2 * (S->x_numel[X_HEAD] + S->x_numel[X_FNORMW] + S->x_numel[X_FNORMB] +
+              (S->tied && !S->x_numel[X_HEAD] ? S->x_numel[X_EMB] : 0));
+}
+
+static void z3_launch(gen *g, int64_t u) {
+  if (u < 0 || g->gathered[u] != NO) return;
+  uint64_t bytes = unit_param_bytes(g, (uint64_t)u);
+  if (!bytes) return;
+  g->gathered[u] = A1(g, bytes, HBM_TAG_COMM);
+  g->gathered_end[u] = collective(g, bytes, ring_factor(g->c, 0), g->gathered[u], 0);
+}
+
+static void z3_gather(gen *g, int64_t u, int64_t next) {
+  if (g->c->zero < 3 || g->c->dp == 1) return;
+  z3_launch(g, u);
+  z3_launch(g, next);
+  if (g->gathered[u] != NO && g->gathered_end[u] > g->clock) {
+    g->clock = g->gathered_end[u];
+    drain(g);
+  }
+}
+
+static void z3_release(gen *g, int64_t u) {
+  if (g->c->zero < 3 || g->c->dp == 1) return;
+  F(g, g->gathered[u]);
+  g->gathered[u] = NO;
+}
+
+/* ---- one transformer layer ---------------------------------------------------- */
+
+/* Keeps `id` for backward (store) or frees it now that forward is done with it. */
+static inline void keep(gen *g, int store, uint32_t *slot, uint32_t id) {
+  if (store) *slot = id;
+  else F(g, id);
+}
+
+/* Forward of layer l. `x_in` is the layer input; with store the layer's stash
+ * keeps every tensor backward needs (Korthikanti et al. 2022, Sec. 4.1); without,
+ * tensors are freed as soon as forward is done with them and x_in is freed too
+ * unless `keep_input` (a checkpoint). Returns the layer output. */
+static uint32_t fwd_layer(gen *g, uint64_t l, const act_sizes *z, uint64_t seq, uint32_t x_in,
+                          int store, int keep_input, layer_stash *st) {
+  const shape *S = &g->S;
+  uint64_t n = seq * S->b, h = S->h, t = S->tp;
+  double r = 2.0 * (double)n / (double)t;
+  layer_stash dummy;
+  if (!st) st = &dummy;
+  memset(st, 0xff, sizeof *st);
+  st->x_in = x_in;
+
+  /* attention block */
+  uint32_t ln1 = A(g, z->hs, HBM_TAG_ACT);
+  uint32_t ag = t > 1 && S->tsp > 1 ? A(g, z->hfull, HBM_TAG_COMM) : NO;
+  uint32_t qkv = A(g, z->qkv, HBM_TAG_ACT);
+  compute(g, r * (double)h * (double)(h + 2 * S->hkv));
+  F(g, ag);
+  keep(g, store, &st->ln1, ln1);
+  uint32_t ctx;
+  if (S->eager) {
+    uint32_t scores = A(g, z->score, HBM_TAG_TEMP);
+    uint32_t probs = A(g, z->score, HBM_TAG_ACT);
+    F(g, scores);
+    uint32_t amask = S->dropout ? A(g, z->mask_s, HBM_TAG_ACT) : NO;
+    uint32_t adrop = S->dropout ? A(g, z->score, HBM_TAG_ACT) : NO;
+    ctx = A(g, z->ctx, HBM_TAG_ACT);
+    compute(g, r * (double)seq * (double)h);
+    keep(g, store, &st->probs, probs);
+    keep(g, store, &st->amask, amask);
+    keep(g, store, &st->adrop, adrop);
+  } else {
+    ctx = A(g, z->ctx, HBM_TAG_ACT);
+    uint32_t lse = A(g, z->lse, HBM_TAG_ACT);
+    compute(g, r * (double)seq * (double)h);
+    keep(g, store, &st->lse, lse);
+  }
+  keep(g, store, &st->qkv, qkv);
+  uint32_t out;
+  if (t > 1) { /* row-parallel projection: partial sums, then reduce(-scatter) */
+    uint32_t partial = A(g, z->hfull, HBM_TAG_TEMP);
+    compute(g, r * (double)h * (double)h);
+    if (S->tsp > 1) {
+      out = A(g, z->hs, HBM_TAG_ACT);
+      F(g, partial);
+    } else {
+      out = partial;
+    }
+  } else {
+    out = A(g, z->hs, HBM_TAG_ACT);
+    compute(g, r * (double)h * (double)h);
+  }
+  keep(g, store, &st->ctx, ctx);
+  uint32_t mask1 = S->dropout ? A(g, z->mask_h, HBM_TAG_ACT) : NO;
+  uint32_t x_mid = A(g, z->hs, HBM_TAG_ACT); /* residual: x_in + dropout(out) */
+  F(g, out);
+  keep(g, store, &st->mask1, mask1);
+  if (!store && !keep_input) F(g, x_in);
+
+  /* MLP block */
+  uint32_t ln2 = A(g, z->hs, HBM_TAG_ACT);
+  ag = t > 1 && S->tsp > 1 ? A(g, z->hfull, HBM_TAG_COMM) : NO;
+  uint32_t fc1 = A(g, z->ffn, HBM_TAG_ACT), up = NO, act;
+  if (S->llama) up = A(g, z->ffn, HBM_TAG_ACT);
+  compute(g, r * (double)h * (double)S->f * (S->llama ? 2 : 1));
+  F(g, ag);
+  keep(g, store, &st->ln2, ln2);
+  if (S->llama) { /* act = silu(gate) * up */
+    uint32_t silu = A(g, z->ffn, HBM_TAG_TEMP);
+    act = A(g, z->ffn, HBM_TAG_ACT);
+    F(g, silu);
+    keep(g, store, &st->up, up);
+  } else {
+    act = A(g, z->ffn, HBM_TAG_ACT);
+  }
+  keep(g, store, &st->fc1, fc1);
+  if (t > 1) {
+    uint32_t partial = A(g, z->hfull, HBM_TAG_TEMP);
+    compute(g, r * (double)h * (double)S->f);
+    if (S->tsp > 1) {
+      out = A(g, z->hs, HBM_TAG_ACT);
+      F(g, partial);
+    } else {
+      out = partial;
+    }
+  } else {
+    out = A(g, z->hs, HBM_TAG_ACT);
+    compute(g, r * (double)h * (double)S->f);
+  }
+  keep(g, store, &st->act, act);
+  uint32_t mask2 = S->dropout ? A(g, z->mask_h, HBM_TAG_ACT) : NO;
+  uint32_t x_out = A(g, z->hs, HBM_TAG_ACT);
+  F(g, out);
+  keep(g, store, &st->mask2, mask2);
+  keep(g, store, &st->x_mid, x_mid);
+  (void)l;
+  return x_out;
+}
+
+/* A hidden-size gradient out of a column-parallel layer's input: partial sums
+ * over the full sequence, then reduce-scatter (or all-reduce in place). */
+static uint32_t dgrad_to_hidden(gen *g, const act_sizes *z) {
+  const shape *S = &g->S;
+  if (S->tp > 1 && S->tsp > 1) {
+    uint32_t partial = A(g, z->hfull, HBM_TAG_TEMP);
+    uint32_t d = A(g, z->hs, HBM_TAG_TEMP);
+    F(g, partial);
+    return d;
+  }
+  return A(g, z->hs, HBM_TAG_TEMP);
+}
+
+/* Backward of layer l with its stash; consumes dy (gradient of the output) and
+ * returns the gradient of the input. */
+static uint32_t bwd_layer(gen *g, uint64_t l, const act_sizes *z, uint64_t seq, layer_stash *st,
+                          uint32_t dy) {
+  const shape *S = &g->S;
+  uint64_t n = seq * S->b, h = S->h, t = S->tp;
+  double r = 4.0 * (double)n / (double)t; /* backward: twice the forward FLOPs */
+  int gather = t > 1 && S->tsp > 1;
+
+  /* MLP */
+  uint32_t dd = S->dropout ? A(g, z->hs, HBM_TAG_TEMP) : NO;
+  uint32_t ag = gather ? A(g, z->hfull, HBM_TAG_COMM) : NO;
+  uint32_t d_act = A(g, z->ffn, HBM_TAG_TEMP);
+  compute(g, r * (double)h * (double)S->f);
+  layer_wgrad(g, l, T_FC2W);
+  layer_wgrad(g, l, T_FC2B);
+  F(g, ag);
+  F(g, dd);
+  F(g, st->act);
+  uint32_t d_fc1 = A(g, z->ffn * (S->llama ? 2 : 1), HBM_TAG_TEMP);
+  F(g, d_act);
+  F(g, st->fc1);
+  F(g, st->up);
+  ag = gather ? A(g, z->hfull, HBM_TAG_COMM) : NO;
+  compute(g, r * (double)h * (double)S->f * (S->llama ? 2 : 1));
+  layer_wgrad(g, l, T_FC1W);
+  layer_wgrad(g, l, T_FC1B);
+  F(g, ag);
+  uint32_t d_ln2 = dgrad_to_hidden(g, z);
+  F(g, d_fc1);
+  F(g, st->ln2);
+  uint32_t d_mid = A(g, z->hs, HBM_TAG_TEMP); /* LayerNorm backward + residual */
+  layer_wgrad(g, l, T_LN2W);
+  layer_wgrad(g, l, T_LN2B);
+  F(g, d_ln2);
+  F(g, st->x_mid);
+  F(g, st->mask2);
+  F(g, dy);
+
+  /* attention */
+  dd = S->dropout ? A(g, z->hs, HBM_TAG_TEMP) : NO;
+  ag = gather ? A(g, z->hfull, HBM_TAG_COMM) : NO;
+  uint32_t d_ctx = A(g, z->ctx, HBM_TAG_TEMP);
+  compute(g, r * (double)h * (double)h);
+  layer_wgrad(g, l, T_PROJW);
+  layer_wgrad(g, l, T_PROJB);
+  F(g, ag);
+  F(g, dd);
+  uint32_t dqkv = A(g, z->qkv, HBM_TAG_TEMP);
+  if (S->eager) {
+    uint32_t d_probs = A(g, z->score, HBM_TAG_TEMP);
+    if (S->dropout) {
+      uint32_t d_sm = A(g, z->score, HBM_TAG_TEMP);
+      F(g, d_probs);
+      d_probs = d_sm;
+      F(g, st->adrop);
+      F(g, st->amask);
+    }
+    uint32_t d_scores = A(g, z->score, HBM_TAG_TEMP);
+    F(g, d_probs);
+    F(g, st->probs);
+    compute(g, r * (double)seq * (double)h);
+    F(g, d_scores);
+  } else {
+    /* FlashAttention-2 backward: an FP32 accumulator for dQ */
+    uint32_t dq_acc = A(g, 2 * z->ctx, HBM_TAG_TEMP);
+    compute(g, 2.5 * r * (double)seq * (double)h);
+    F(g, dq_acc);
+    F(g, st->lse);
+  }
+  F(g, st->ctx);
+  F(g, d_ctx);
+  F(g, st->qkv);
+  ag = gather ? A(g, z->hfull, HBM_TAG_COMM) : NO;
+  compute(g, r * (double)h * (double)(h + 2 * S->hkv));
+  layer_wgrad(g, l, T_QKVW);
+  layer_wgrad(g, l, T_QKVB);
+  F(g, ag);
+  uint32_t d_ln1 = dgrad_to_hidden(g, z);
+  F(g, dqkv);
+  F(g, st->ln1);
+  uint32_t d_in = A(g, z->hs, HBM_TAG_TEMP);
+  layer_wgrad(g, l, T_LN1W);
+  layer_wgrad(g, l, T_LN1B);
+  F(g, d_ln1);
+  F(g, d_mid);
+  F(g, st->mask1);
+  F(g, st->x_in);
+  return d_in;
+}
+
+/* ---- embedding and head ------------------------------------------------------ */
+
+static uint32_t embed_fwd(gen *g, const act_sizes *z) {
+  const shape *S = &g->S;
+  z3_gather(g, (int64_t)S->Ls, 0);
+  uint32_t x;
+  if (S->tp > 1) { /* vocab-parallel lookup: partial rows, then reduce(-scatter) */
+    uint32_t partial = A(g, z->hfull, HBM_TAG_TEMP);
+    if (S->tsp > 1) {
+      x = A(g, z->hs, HBM_TAG_ACT);
+      F(g, partial);
+    } else {
+      x = partial;
+    }
+  } else {
+    x = A(g, z->hs, HBM_TAG_ACT);
+  }
+  z3_release(g, (int64_t)S->Ls);
+  return x;
+}
+
+static void embed_bwd(gen *g, const act_sizes *z, uint32_t dx) {
+  const shape *S = &g->S;
+  uint32_t ag = S->tp > 1 && S->tsp > 1 ? A(g, z->hfull, HBM_TAG_COMM) : NO;
+  wgrad(g, X_EMB, S->x_numel[X_EMB], 1);
+  F(g, ag);
+  F(g, dx);
+}
+
+static void head_fwd(gen *g, const act_sizes *z, uint64_t seq, uint32_t x_last, uint32_t *hs) {
+  const shape *S = &g->S;
+  z3_gather(g, (int64_t)S->Ls + 1, -1);
+  uint32_t norm = A(g, z->hs, HBM_TAG_ACT);
+  uint32_t ag = S->tp > 1 && S->tsp > 1 ? A(g, z->hfull, HBM_TAG_COMM) : NO;
+  uint32_t logits = A(g, z->logits, HBM_TAG_TEMP);
+  compute(g, 2.0 * (double)(seq * S->b) * (double)S->h * (double)S->V / (double)S->tp);
+  F(g, ag);
+  uint32_t softmax = A(g, 2 * z->logits, HBM_TAG_ACT); /* FP32, kept for the backward */
+  F(g, logits);
+  uint32_t loss = A(g, 4 * seq * S->b, HBM_TAG_TEMP);
+  F(g, loss);
+  z3_release(g, (int64_t)S->Ls + 1);
+  hs[0] = x_last;
+  hs[1] = norm;
+  hs[2] = softmax;
+}
+
+static uint32_t head_bwd(gen *g, const act_sizes *z, uint64_t seq, uint32_t *hs) {
+  const shape *S = &g->S;
+  z3_gather(g, (int64_t)S->Ls + 1, S->Ls > 0 ? (int64_t)S->Ls - 1 : -1);
+  uint32_t d_logits = A(g, z->logits, HBM_TAG_TEMP);
+  F(g, hs[2]);
+  uint32_t ag = S->tp > 1 && S->tsp > 1 ? A(g, z->hfull, HBM_TAG_COMM) : NO;
+  compute(g, 4.0 * (double)(seq * S->b) * (double)S->h * (double)S->V / (double)S->tp);
+  if (S->x_numel[X_HEAD]) wgrad(g, X_HEAD, S->x_numel[X_HEAD], 1);
+  else wgrad(g, X_EMB, S->x_numel[X_EMB], 0); /* tied, same device: first contribution */
+  F(g, ag);
+  uint32_t d_norm = dgrad_to_hidden(g, z);
+  F(g, d_logits);
+  F(g, hs[1]);
+  uint32_t dy = A(g, z->hs, HBM_TAG_TEMP);
+  wgrad(g, X_FNORMW, S->x_numel[X_FNORMW], 1);
+  wgrad(g, X_FNORMB, S->x_numel[X_FNORMB], 1);
+  F(g, d_norm);
+  F(g, hs[0]);
+  z3_release(g, (int64_t)S->Ls + 1);
+  return dy;
+}
+
+/* ---- micro-batches ------------------------------------------------------------ */
+
+static void forward_mb(gen *g, uint32_t slot, uint64_t seq) {
+  const shape *S = &g->S;
+  act_sizes z;
+  act_init(S, seq, &z);
+  uint32_t x = S->first ? embed_fwd(g, &z) : A(g, z.hs, HBM_TAG_ACT); /* received from stage-1 */
+  for (uint64_t l = 0; l < S->Ls; l++) {
+    int64_t next = l + 1 < S->Ls ? (int64_t)l + 1 : (S->last ? (int64_t)S->Ls + 1 : -1);
+    z3_gather(g, (int64_t)l, next);
+    if (S->k) {
+      int chunk_start = l % S->k == 0;
+      if (chunk_start) g->ckpt[slot * S->nchunks + l / S->k] = x;
+      x = fwd_layer(g, l, &z, seq, x, 0, chunk_start, NULL);
+    } else {
+      x = fwd_layer(g, l, &z, seq, x, 1, 1, &g->stash[slot * S->Ls + l]);
+    }
+    z3_release(g, (int64_t)l);
+  }
+  if (S->last) head_fwd(g, &z, seq, x, &g->head_stash[slot * 3]);
+  else F(g, x); /* sent to the next stage */
+}
+
+static void backward_mb(gen *g, uint32_t slot, uint64_t seq) {
+  const shape *S = &g->S;
+  act_sizes z;
+  act_init(S, seq, &z);
+  uint32_t dy = S->last ? head_bwd(g, &z, seq, &g->head_stash[slot * 3])
+                        : A(g, z.hs, HBM_TAG_COMM); /* received from the next stage */
+  if (!S->k) {
+    for (uint64_t l = S->Ls; l-- > 0;) {
+      z3_gather(g, (int64_t)l, l > 0 ? (int64_t)l - 1 : -1);
+      dy = bwd_layer(g, l, &z, seq, &g->stash[slot * S->Ls + l], dy);
+      z3_release(g, (int64_t)l);
+    }
+  } else {
+    for (uint64_t c = S->nchunks; c-- > 0;) {
+      uint64_t c0 = c * S->k, c1 = c0 + S->k < S->Ls ? c0 + S->k : S->Ls;
+      uint32_t x = g->ckpt[slot * S->nchunks + c];
+      for (uint64_t l = c0; l < c1; l++) { /* recompute the chunk, keeping everything */
+        z3_gather(g, (int64_t)l, l + 1 < c1 ? (int64_t)l + 1 : (int64_t)c1 - 1);
+        x = fwd_layer(g, l, &z, seq, x, 1, 1, &g->stash[l - c0]);
+        if (l + 1 < c1) z3_release(g, (int64_t)l);
+      }
+      uint32_t recomputed_out = x; /* alive until the chunk's backward returns */
+      for (uint64_t l = c1; l-- > c0;) {
+        int64_t next = l > c0 ? (int64_t)l - 1 : -1;
+        z3_gather(g, (int64_t)l, next);
+        dy = bwd_layer(g, l, &z, seq, &g->stash[l - c0], dy);
+        z3_release(g, (int64_t)l);
+      }
+      F(g, recomputed_out);
+    }
+  }
+  if (S->first) embed_bwd(g, &z, dy);
+  else F(g, dy); /* sent to the previous stage */
+}
+
+/* ---- optimizer ---------------------------------------------------------------- */
+
+static void optimizer_tensor(gen *g, uint64_t numel) {
+  const hbm_gen_llm_config *c = g->c;
+  if (!numel || c->offload) return;
+  uint64_t n = c->zero >= 1 ? cdiv(numel, c->dp) : numel;
+  if (g->step == 1) { /* torch.optim.Adam creates its state at the first step */
+    A(g, 4 * n, HBM_TAG_OPTIM);
+    A(g, 4 * n, HBM_TAG_OPTIM);
+  }
+  if (!c->fused_optimizer) { /* unfused: FP32 copy of the gradient, then the denominator */
+    uint32_t t1 = A(g, 4 * n, HBM_TAG_TEMP);
+    uint32_t t2 = A(g, 4 * n, HBM_TAG_TEMP);
+    F(g, t2);
+    F(g, t1);
+  }
+}
+
+static void optimizer_step(gen *g) {
+  const hbm_gen_llm_config *c = g->c;
+  const shape *S = &g->S;
+  /* gradient clipping: one FP32 norm per tensor, per group */
+  uint32_t norms = A(g, 4 * (NT_LAYER * S->Ls + NX), HBM_TAG_TEMP);
+  F(g, norms);
+  for (int x = 0; x < NX; x++)
+    if (x != X_HEAD) optimizer_tensor(g, S->x_numel[x]);
+  for (uint64_t l = 0; l < S->Ls; l++)
+    for (int t = 0; t < NT_LAYER; t++) optimizer_tensor(g, S->layer_numel[t]);
+  optimizer_tensor(g, S->x_numel[X_HEAD]);
+  if ((c->zero == 1 || c->zero == 2) && c->dp > 1 && !c->offload) {
+    /* updated BF16 shards are all-gathered back, one bucket at a time */
+    uint64_t left = 2 * S->device_params;
+    while (left) {
+      uint64_t b = left < c->bucket_bytes ? left : c->bucket_bytes;
+      uint32_t buf = A1(g, b, HBM_TAG_COMM);
+      collective(g, b, ring_factor(c, 0), buf, 1);
+      wait_all(g);
+      left -= b;
+    }
+  }
+}
+
+/* ---- setup and the run ------------------------------------------------------- */
+
+static void setup_tensor(gen *g, uint64_t numel, int what) {
+  if (!numel) return;
+  static_bytes s = tensor_static(g->c, numel);
+  uint64_t bytes = what == 0 ? s.param : what == 1 ? s.grad : s.master;
+  A(g, bytes, what == 1 ? HBM_TAG_GRAD : HBM_TAG_PARAM);
+}
+
+static void setup(gen *g) {
+  const shape *S = &g->S;
+  /* model construction (BF16 weights), then the FP32 gradient buffers (Megatron's
+   * DDP wrapper / DeepSpeed's partitions), then the optimizer's FP32 master copy */
+  for (int what = 0; what < 3; what++) {
+    setup_tensor(g, S->x_numel[X_EMB], what);
+    for (uint64_t l = 0; l < S->Ls; l++)
+      for (int t = 0; t < NT_LAYER; t++) setup_tensor(g, S->layer_numel[t], what);
+    setup_tensor(g, S->x_numel[X_FNORMW], what);
+    setup_tensor(g, S->x_numel[X_FNORMB], what);
+    setup_tensor(g, S->x_numel[X_HEAD], what);
+  }
+}
+
+static void run_step(gen *g, uint64_t step) {
+  const hbm_gen_llm_config *c = g->c;
+  g->step = step;
+  int rc = hbm_trace_step(g->t, step);
+  if (rc && !g->err) g->err = rc;
+  uint32_t m = c->grad_accum;
+  uint32_t warm = c->pp - c->pp_stage - 1;
+  if (warm > m) warm = m;
+  uint32_t nf = 0, nb = 0;
+  int sharded = c->zero >= 2 || c->offload;
+#define FWD() do { uint32_t j = nf++; forward_mb(g, j % g->slots, hbm_gen_llm_seq(c, step, j)); } while (0)
+#define BWD() do { uint32_t j = nb++; g->reducing = sharded || j == m - 1;                   \
+                   backward_mb(g, j % g->slots, hbm_gen_llm_seq(c, step, j)); } while (0)
+  for (uint32_t i = 0; i < warm; i++) FWD();
+  for (uint32_t i = 0; i < m - warm; i++) { FWD(); BWD(); }
+  for (uint32_t i = 0; i < warm; i++) BWD();
+#undef FWD
+#undef BWD
+  bucket_launch(g); /* the last, partly filled bucket */
+  wait_all(g);
+  optimizer_step(g);
+}
+
+int hbm_gen_llm_describe(const hbm_gen_llm_config *c, char *buf, size_t len) {
+  char seq[64], bucket[48], gib[32];
+  if (c->seq_kind == HBM_SEQ_FIXED) snprintf(seq, sizeof seq, "%u", c->seq_max);
+  else if (c->seq_kind == HBM_SEQ_UNIFORM) snprintf(seq, sizeof seq, "%u..%u", c->seq_min, c->seq_max);
+  else snprintf(seq, sizeof seq, "%d lengths in %u..%u", c->nseq_list, c->seq_min, c->seq_max);
+  snprintf(bucket, sizeof bucket, "%.3g GB (%s)", (double)c->bucket_bytes / 1e9,
+           hbm_size_format(c->bucket_bytes, gib, sizeof gib));
+  shape S;
+  shape_init(c, &S);
+  return snprintf(buf, len,
+                  "%s%s%s %.1fB (%u layers, hidden %u, %u heads/%u kv, ffn %u, vocab %u), %s "
+                  "attention, seq %s x micro-batch %u x %u, tp %u pp %u (stage %u) dp %u, "
+                  "zero %d%s, checkpoint every %u, buckets %s, %u steps, seed %llu",
+                  c->preset[0] ? c->preset : "", c->preset[0] ? ": " : "",
+                  c->arch == HBM_ARCH_LLAMA ? "llama" : "gpt", (double)S.total_params / 1e9,
+                  c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->vocab,
+                  c->attention == HBM_ATTN_EAGER ? "eager" : "flash", seq, c->micro_batch,
+                  c->grad_accum, c->tp, c->pp, c->pp_stage, c->dp, c->zero,
+                  c->offload ? " + offload" : "", c->checkpoint_every, bucket, c->steps,
+                  (unsigned long long)c->seed);
+}
+
+static void gen_release(gen *g) {
+  free(g->free_ids);
+  free(g->q);
+  free(g->pending_grad);
+  free(g->held);
+  free(g->gathered);
+  free(g->gathered_end);
+  free(g->stash);
+  free(g->ckpt);
+  free(g->head_stash);
+}
+
+int hbm_gen_llm(const hbm_gen_llm_config *cfg, hbm_trace **out, hbm_diag *diag) {
+  hbm_gen_llm_config c = *cfg;
+  int rc = hbm_gen_llm_resolve(&c, diag);
+  if (rc) return rc;
+  hbm_gen_llm_estimate est;
+  if ((rc = hbm_gen_llm_estimate_peak(&c, &est, diag))) return rc;
+  if (est.static_bytes > c.capacity) {
+    char need[32], cap[32];
+    return bad(diag,
+               "weights, gradients and optimizer state need %s per device, more than --capacity %s: "
+               "split the model further (--tp, --pp, --zero with --dp), use --offload, or a larger device",
+               hbm_size_format(est.static_bytes, need, sizeof need),
+               hbm_size_format(c.capacity, cap, sizeof cap));
+  }
+  gen g;
+  memset(&g, 0, sizeof g);
+  g.c = &c;
+  shape_init(&c, &g.S);
+  const shape *S = &g.S;
+  g.flops_rate = c.tflops * 1e12;
+  g.bytes_rate = c.comm_gbps * 1e9;
+  uint32_t warm = c.pp - c.pp_stage - 1;
+  if (warm > c.grad_accum) warm = c.grad_accum;
+  g.slots = warm + 1;
+  uint64_t ntensors = NX + S->Ls * NT_LAYER;
+  g.pending_grad = malloc(ntensors * sizeof *g.pending_grad);
+  g.gathered = malloc((S->Ls + 2) * sizeof *g.gathered);
+  g.gathered_end = calloc(S->Ls + 2, sizeof *g.gathered_end);
+  g.stash = calloc(S->k ? S->k : g.slots * S->Ls, sizeof *g.stash);
+  g.ckpt = calloc(S->k ? g.slots * S->nchunks : 1, sizeof *g.ckpt);
+  g.head_stash = calloc(g.slots * 3, sizeof *g.head_stash);
+  char name[512];
+  hbm_gen_llm_describe(&c, name, sizeof name);
+  if (!g.pending_grad || !g.gathered || !g.gathered_end || !g.stash || !g.ckpt || !g.head_stash ||
+      hbm_trace_new(name, &g.t) != HBM_OK) {
+    gen_release(&g);
+    return HBM_EHOSTMEM;
+  }
+  for (uint64_t i = 0; i < ntensors; i++) g.pending_grad[i] = NO;
+  for (uint64_t i = 0; i < S->Ls + 2; i++) g.gathered[i] = NO;
+  g.t->capacity = c.capacity;
+  /* one allocation for the whole event array when the size is known */
+  uint64_t want = est.events_per_step * c.steps + 64 * ntensors + 1024;
+  if (want < (1ull << 31)) {
+    hbm_event *ev = malloc(want * sizeof *ev);
+    if (ev) {
+      g.t->events = ev;
+      g.t->events_cap = want;
+    }
+  }
+
+  setup(&g);
+  for (uint64_t step = 1; step <= c.steps && !g.err; step++) run_step(&g, step);
+  hbm_trace_reserve_ids(g.t, g.next_id);
+  rc = g.err;
+  gen_release(&g);
+  if (rc) {
+    hbm_trace_free(g.t);
+    return rc;
+  }
+  *out = g.t;
+  return HBM_OK;
+}
+
+/* ==== the closed-form estimate (docs/workload.md 5) ================================
+ * Peak = static state + what the in-flight micro-batches keep + the working set of
+ * the layer being computed + gradient buffers and collectives in flight. Each term
+ * is a formula in the tensor sizes of act_init(); the schedule (1F1B) and the time
+ * model decide only which terms meet. No events are generated here. */
+
+static uint64_t max2(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* Live bytes of one layer's forward at its worst point, keeping everything
+ * (store) or freeing as it goes (checkpointed), counting its input. */
+static uint64_t layer_fwd_peak(const shape *S, const act_sizes *z, int store) {
+  int tpar = S->tp > 1, g = tpar && S->tsp > 1;
+  uint64_t hs = z->hs, hf = z->hfull, ffn1 = z->ffn * (S->llama ? 2 : 1);
+  uint64_t proj = tpar ? hf + (g ? hs : 0) : hs;       /* partial sums + scattered output */
+  uint64_t out = tpar ? (g ? hs : hf) : hs;            /* what survives of it */
+  uint64_t eager_kept = S->eager ? z->score + (S->dropout ? z->mask_s + z->score : 0) : 0;
+  if (store) {
+    uint64_t p = z->layer + max2(max2(proj - z->mask_h, out + hs), S->llama ? z->ffn : 0);
+    if (S->eager) p = max2(p, 2 * hs + z->qkv + 2 * z->score);
+    return p;
+  }
+  uint64_t p = hs + hs + hf * g + z->qkv;
+  p = max2(p, hs + z->qkv + z->ctx + z->lse + eager_kept);
+  if (S->eager) p = max2(p, hs + z->qkv + 2 * z->score);
+  p = max2(p, hs + z->ctx + proj);
+  p = max2(p, hs + out + z->mask_h + hs);
+  p = max2(p, hs + hs + hf * g + ffn1);
+  p = max2(p, hs + ffn1 + z->ffn * (S->llama ? 2 : 1));
+  p = max2(p, hs + z->ffn + proj);
+  p = max2(p, hs + out + z->mask_h + hs);
+  return p;
+}
+
+/* Live bytes of one layer's backward at its worst point: its stash, the incoming
+ * gradient and the temporaries; `wg` counts the BF16 weight gradient of the matrix
+ * being processed (freed at once under ZeRO-0/1). */
+static uint64_t layer_bwd_peak(const shape *S, const act_sizes *z, int wg) {
+  int tpar = S->tp > 1, g = tpar && S->tsp > 1;
+  uint64_t hs = z->hs, hf = z->hfull, A = z->layer, dd = S->dropout ? hs : 0;
+  uint64_t ffn1 = z->ffn * (S->llama ? 2 : 1);
+  uint64_t mlp_kept = z->ffn + ffn1 /* act + fc1 (gate, up) */;
+  const uint64_t *n = S->layer_numel;
+  uint64_t g2 = wg ? 2 * n[T_FC2W] : 0, g1 = wg ? 2 * n[T_FC1W] : 0;
+  uint64_t gp = wg ? 2 * n[T_PROJW] : 0;
+  uint64_t p = A + hs + dd + hf * g + z->ffn + g2;                  /* d(act), fc2 wgrad */
+  p = max2(p, A - z->ffn + hs + z->ffn + ffn1);                   /* d(fc1) */
+  p = max2(p, A - mlp_kept + hs + ffn1 + hf * g + g1);            /* fc1 wgrad */
+  p = max2(p, A - mlp_kept + hs + ffn1 + (tpar ? hf : 0) + hs);   /* d(ln2) */
+  uint64_t att = A - mlp_kept - 2 * hs - z->mask_h;               /* x_in ln1 qkv ctx lse (probs) mask1 */
+  p = max2(p, att + hs + dd + hf * g + z->ctx + gp);
+  uint64_t core = S->eager ? 2 * z->score : 2 * z->ctx; /* d(probs) and d(scores), or dQ in FP32 */
+  p = max2(p, att + hs + z->ctx + z->qkv + core);
+  return p;
+}
+
+/* FLOPs of one layer (time model only). */
+static double layer_flops(const shape *S, uint64_t seq, int backward) {
+  double n = (double)(seq * S->b), t = (double)S->tp, h = (double)S->h;
+  double mat = 2.0 * n / t * h * ((double)(S->h + 2 * S->hkv) + h + (double)S->f * (S->llama ? 3 : 2));
+  double attn = 2.0 * n / t * (double)seq * h;
+  if (!backward) return mat + attn;
+  return 2 * mat + (S->eager ? 2 * attn : 5 * attn);
+}
+
+/* Gradient buckets of one reducing backward, as the time model runs them. */
+typedef struct bucket_sim {
+  const hbm_gen_llm_config *c;
+  uint64_t fill, elem;
+  uint64_t sizes[4096];
+  double ends[4096];
+  uint32_t n, first_live;
+  double comm_free, factor, rate;
+  int active;
+} bucket_sim;
+
+static void bsim_launch(bucket_sim *b, double now) {
+  if (!b->fill) return;
+  double start = now > b->comm_free ? now : b->comm_free;
+  double end = start + 20e-6 + b->factor * (double)b->fill / b->rate;
+  b->comm_free = end;
+  if (b->n < 4096) {
+    b->sizes[b->n] = b->fill;
+    b->ends[b->n] = end;
+    b->n++;
+  }
+  b->fill = 0;
+}
+
+static void bsim_add(bucket_sim *b, uint64_t numel, double now) {
+  if (!b->active || !numel) return;
+  b->fill += b->elem * numel;
+  if (b->fill >= b->c->bucket_bytes) bsim_launch(b, now);
+}
+
+/* Bytes of buckets launched and not yet complete at `now`, plus (ZeRO-2/3)
+ * the BF16 gradients waiting to fill the next bucket. */
+static uint64_t bsim_live(bucket_sim *b, double now, int sharded) {
+  uint64_t live = sharded ? b->fill : 0;
+  while (b->first_live < b->n && b->ends[b->first_live] <= now) b->first_live++;
+  for (uint32_t i = b->first_live; i < b->n; i++) live += b->sizes[i];
+  return live;
+}
+
+/* Peak of one micro-batch's backward beyond the static state and the other
+ * micro-batches: at every layer, what it keeps, its working set, and the
+ * gradient buffers in flight. */
+static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, uint64_t seq,
+                              int reducing, uint64_t *comm_at_peak) {
+  act_sizes z;
+  act_init(S, seq, &z);
+  int sharded = c->zero >= 2 || c->offload;
+  int comm = c->offload || c->dp > 1;
+  static bucket_sim b; /* large; the estimate is not reentrant-critical */
+  memset(&b, 0, sizeof b);
+  b.c = c;
+  b.elem = sharded ? 2 : 4;
+  b.active = comm && reducing;
+  b.factor = c->offload ? 1.0 : (c->zero == 0 ? 2.0 : 1.0) * ((double)c->dp - 1) / (double)c->dp;
+  b.rate = c->comm_gbps * 1e9;
+  double rate = c->tflops * 1e12, now = 0;
+  uint64_t peak = 0, peak_comm = 0;
+  uint64_t tied = S->tied && S->first && S->last ? 2 * S->x_numel[X_EMB] : 0; /* .grad held */
+  int wg = !(sharded && comm);
+#define POINT(act)                                                     \
+  do {                                                                 \
+    uint64_t cm_ = bsim_live(&b, now, sharded);                        \
+    uint64_t v_ = (act) + cm_;                                         \
+    if (v_ > peak) { peak = v_; peak_comm = cm_; }                     \
+  } while (0)
+  uint64_t ck = S->k ? S->nchunks * z.hs : S->Ls * z.layer;
+  if (S->last) {
+    now += 4.0 * (double)(seq * S->b) * (double)S->h * (double)S->V / (double)S->tp / rate;
+    POINT(ck + z.head + z.logits);
+    bsim_add(&b, S->x_numel[X_HEAD], now);
+    bsim_add(&b, S->x_numel[X_FNORMW], now);
+    bsim_add(&b, S->x_numel[X_FNORMB], now);
+  }
+  static const int order[NT_LAYER] = {T_FC2W, T_FC2B, T_FC1W, T_FC1B, T_LN2W, T_LN2B,
+                                      T_PROJW, T_PROJB, T_QKVW, T_QKVB, T_LN1W, T_LN1B};
+  uint64_t wpeak = layer_bwd_peak(S, &z, wg);
+  uint64_t fpeak = layer_fwd_peak(S, &z, 1);
+  for (uint64_t l = S->Ls; l-- > 0;) {
+    uint64_t act;
+    if (S->k) {
+      uint64_t ch = l / S->k, c0 = ch * S->k, c1 = c0 + S->k < S->Ls ? c0 + S->k : S->Ls;
+      if (l == c1 - 1) { /* recompute the chunk first */
+        now += (double)(c1 - c0) * layer_flops(S, seq, 0) / rate;
+        POINT(ch * z.hs + (c1 - c0 - 1) * z.layer + fpeak + tied);
+      }
+      act = ch * z.hs + (l - c0) * z.layer + z.hs /* recomputed output */ + z.hs /* dy */ + wpeak;
+    } else {
+      act = l * z.layer + z.hs + wpeak;
+    }
+    now += layer_flops(S, seq, 1) / rate;
+    POINT(act + tied);
+    for (int i = 0; i < NT_LAYER; i++) bsim_add(&b, S->layer_numel[order[i]], now);
+  }
+  bsim_add(&b, S->x_numel[X_EMB], now);
+  bsim_launch(&b, now);
+  POINT(z.hs + (S->tp > 1 && S->tsp > 1 ? z.hfull : 0));
+#undef POINT
+  if (comm_at_peak) *comm_at_peak = peak_comm;
+  return peak;
+}
+
+/* What a micro-batch keeps between its forward and backward, and its forward peak. */
+static void forward_terms(const shape *S, uint64_t seq, uint64_t *kept, uint64_t *fwd) {
+  act_sizes z;
+  act_init(S, seq, &z);
+  uint64_t head_fwd = S->last ? z.head + z.logits : 0;
+  uint64_t emb = S->first && S->tp > 1 && S->tsp > 1 ? z.hfull + z.hs : z.hs;
+  if (S->k) {
+    uint64_t ck = S->nchunks * z.hs;
+    *kept = ck + z.head;
+    *fwd = max2(ck - z.hs + layer_fwd_peak(S, &z, 0), ck + head_fwd);
+  } else {
+    uint64_t all = S->Ls * z.layer;
+    *kept = all + z.head;
+    *fwd = max2(all - z.layer + layer_fwd_peak(S, &z, 1), all + head_fwd);
+  }
+  *fwd = max2(*fwd, emb);
+}
+
+int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimate *est,
+                              hbm_diag *diag) {
+  hbm_gen_llm_config c = *cfg;
+  int rc = hbm_gen_llm_resolve(&c, diag);
+  if (rc) return rc;
+  shape S;
+  shape_init(&c, &S);
+  memset(est, 0, sizeof *est);
+  est->params_total = S.total_params;
+  est->params_device = S.device_params;
+  uint64_t max_numel = 0;
+  for (int x = 0; x < NX; x++) {
+    static_bytes b = tensor_static(&c, S.x_numel[x]);
+    est->param_bytes += b.param;
+    est->grad_bytes += b.grad;
+    est->master_bytes += b.master;
+    est->optim_bytes += b.optim;
+    max_numel = max2(max_numel, S.x_numel[x]);
+  }
+  for (int t = 0; t < NT_LAYER; t++) {
+    static_bytes b = tensor_static(&c, S.layer_numel[t]);
+    est->param_bytes += S.Ls * b.param;
+    est->grad_bytes += S.Ls * b.grad;
+    est->master_bytes += S.Ls * b.master;
+    est->optim_bytes += S.Ls * b.optim;
+    max_numel = max2(max_numel, S.layer_numel[t]);
+  }
+  est->static_bytes = est->param_bytes + est->grad_bytes + est->master_bytes + est->optim_bytes;
+  act_sizes zmax;
+  act_init(&S, c.seq_max, &zmax);
+  est->act_layer_bytes = zmax.layer;
+
+  int sharded = c.zero >= 2 || c.offload;
+  int comm = c.offload || c.dp > 1;
+  if (comm) { /* the buckets of one reduction, at seq_max */
+    static bucket_sim b;
+    memset(&b, 0, sizeof b);
+    b.c = &c;
+    b.elem = sharded ? 2 : 4;
+    b.active = 1;
+    b.factor = 1;
+    b.rate = 1e9;
+    bsim_add(&b, S.x_numel[X_HEAD] + S.x_numel[X_FNORMW] + S.x_numel[X_FNORMB], 0);
+    for (uint64_t l = 0; l < S.Ls; l++)
+      for (int t = 0; t < NT_LAYER; t++) bsim_add(&b, S.layer_numel[t], 0);
+    bsim_add(&b, S.x_numel[X_EMB], 0);
+    bsim_launch(&b, 0);
+    est->nbuckets = b.n;
+    for (uint32_t i = 0; i < b.n; i++) est->bucket_max_bytes = max2(est->bucket_max_bytes, b.sizes[i]);
+  }
+  /* ZeRO-3: a layer's gathered weights and the next one's, prefetched */
+  uint64_t zero3 = c.zero >= 3 && c.dp > 1 ? 2 * (2 * S.layer_params) : 0;
+
+  /* Optimizer: two FP32 temporaries of the largest tensor (unfused), and the
+   * BF16 parameter all-gather of ZeRO-1/2, a bucket at a time. */
+  uint64_t upd = c.zero >= 1 ? cdiv(max_numel, c.dp) : max_numel;
+  uint64_t opt = c.offload ? 0 : (c.fused_optimizer ? 0 : 8 * upd);
+  if ((c.zero == 1 || c.zero == 2) && c.dp > 1 && !c.offload)
+    opt = max2(opt, c.bucket_bytes < 2 * S.device_params ? c.bucket_bytes : 2 * S.device_params);
+  uint64_t static_all = est->static_bytes;
+  uint64_t static_first = static_all - est->optim_bytes; /* m, v appear in step 1's optimizer */
+
+  /* Walk the 1F1B schedule of each step with this seed's sequence lengths. */
+  uint32_t m = c.grad_accum, warm = c.pp - c.pp_stage - 1;
+  if (warm > m) warm = m;
+  uint64_t best = static_all + opt, bound = best;
+  const char *phase = "optimizer";
+  uint64_t best_act = 0, best_tr = opt, best_comm = 0;
+  uint64_t *kept = malloc((size_t)m * sizeof *kept);
+  if (!kept) return HBM_EHOSTMEM;
+  for (int pass = 0; pass < 2; pass++) { /* pass 0: this seed; pass 1: every micro-batch at seq_max */
+    uint64_t steps = pass ? 1 : c.steps;
+    uint64_t top = 0;
+    for (uint64_t step = 1; step <= steps; step++) {
+      uint64_t st = step == 1 && c.steps == 1 ? static_first : static_all;
+      uint64_t sum = 0; /* kept by the micro-batches in flight */
+      uint32_t nf = 0, nb = 0;
+      for (uint32_t op = 0; op < 2 * m; op++) {
+        int is_fwd;
+        if (op < warm) is_fwd = 1;
+        else if (op < warm + 2 * (m - warm)) is_fwd = ((op - warm) % 2) == 0;
+        else is_fwd = 0;
+        uint32_t j = is_fwd ? nf++ : nb++;
+        uint64_t seq = pass ? c.seq_max : hbm_gen_llm_seq(&c, step, j);
+        uint64_t v, act, cm = 0;
+        if (is_fwd) {
+          uint64_t f;
+          forward_terms(&S, seq, &kept[j], &f);
+          act = sum + f;
+          sum += kept[j];
+        } else {
+          sum -= kept[j];
+          int reducing = sharded || j == m - 1;
+          act = sum + backward_peak(&c, &S, seq, reducing, &cm);
+          act -= cm;
+        }
+        v = st + act + cm + zero3;
+        if (v > top) top = v;
+        if (!pass && v > best) {
+          best = v;
+          phase = is_fwd ? "forward" : (cm ? "backward with gradient reduction" : "backward");
+          best_act = act;
+          best_tr = zero3;
+          best_comm = cm;
+        }
+      }
+    }
+    if (pass) bound = max2(bound, top);
+  }
+  free(kept);
+  est->peak = best;
+  est->bound = max2(bound, best);
+  est->peak_phase = phase;
+  est->act_peak_bytes = best_act;
+  est->transient_bytes = best_tr;
+  est->comm_bytes = best_comm;
+  uint64_t per_layer = S.k ? 150 : 100;
+  est->events_per_step = (uint64_t)m * S.Ls * per_layer + 8 * NT_LAYER * S.Ls + 64 + 4 * est->nbuckets;
+  return HBM_OK;
+}

@@ -1,0 +1,75 @@
+#!/bin/sh
+# hbm gen llm: writes a trace that replays and reloads, lists every option with
+# its default, and rejects bad options with exit 2 and a message naming the option
+# (leaving no output file behind).
+set -u
+fail=0
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+# a small run writes a loadable trace with a capacity line and step boundaries
+"$HBM" gen llm --layers 4 --hidden 512 --seq 256:1024 --micro-batch 2 --grad-accum 2 --dp 4 \
+  --checkpoint-every 2 --bucket 8MiB --steps 3 --capacity 8GiB -o "$dir/small.trace" > "$dir/out" 2> "$dir/err"
+rc=$?
+if [ $rc -ne 0 ]; then echo "FAIL small: exit $rc"; cat "$dir/err"; fail=1; fi
+grep -q "^hbm-trace 1" "$dir/small.trace" || { echo "FAIL small: no header"; fail=1; }
+grep -q "^capacity " "$dir/small.trace" || { echo "FAIL small: no capacity line"; fail=1; }
+[ "$(grep -c '^s ' "$dir/small.trace")" -eq 3 ] || { echo "FAIL small: expected 3 step lines"; fail=1; }
+for tag in param grad optim act comm temp; do
+  grep -q "^a [^ ]* [0-9]* $tag" "$dir/small.trace" || { echo "FAIL small: no '$tag' allocation"; fail=1; }
+done
+grep -q "^a [^ ]* [0-9]* comm 1" "$dir/small.trace" || { echo "FAIL small: no comm on stream 1"; fail=1; }
+grep -q "wrote .*small.trace" "$dir/out" || { echo "FAIL small: no summary"; cat "$dir/out"; fail=1; }
+"$HBM" replay "$dir/small.trace" --policy bestfit > "$dir/replay" 2>&1 || { echo "FAIL small: does not replay"; cat "$dir/replay"; fail=1; }
+
+# the same seed gives the same trace, another seed another
+"$HBM" gen llm --layers 4 --hidden 512 --seq 256:1024 --micro-batch 2 --grad-accum 2 --dp 4 \
+  --checkpoint-every 2 --bucket 8MiB --steps 3 --capacity 8GiB -o "$dir/again.trace" > /dev/null 2>&1
+cmp -s "$dir/small.trace" "$dir/again.trace" || { echo "FAIL determinism: same seed differs"; fail=1; }
+"$HBM" gen llm --layers 4 --hidden 512 --seq 256:1024 --micro-batch 2 --grad-accum 2 --dp 4 \
+  --checkpoint-every 2 --bucket 8MiB --steps 3 --capacity 8GiB --seed 7 -o "$dir/other.trace" > /dev/null 2>&1
+cmp -s "$dir/small.trace" "$dir/other.trace" && { echo "FAIL determinism: seed 7 gives the same trace"; fail=1; }
+
+# --help lists every option with its default; --list-presets the three presets
+"$HBM" gen llm --help > "$dir/help"
+for o in --preset --list-presets --params --arch --layers --hidden --heads --kv-heads --ffn --vocab \
+         --attention --dropout --seq --seq-align --micro-batch --grad-accum --dp --tp --pp --stage \
+         --sequence-parallel --zero --offload --checkpoint-every --bucket --optimizer --tflops \
+         --comm-bw --steps --seed --capacity --output --estimate --json; do
+  grep -q -- "$o" "$dir/help" || { echo "FAIL --help does not list $o"; fail=1; }
+done
+[ "$(grep -c 'default' "$dir/help")" -ge 25 ] || { echo "FAIL --help: defaults missing"; fail=1; }
+"$HBM" gen llm --list-presets > "$dir/presets"
+for p in 910c-dense 7b-1gpu-80g 70b-zero3-64; do
+  grep -q "^$p " "$dir/presets" || { echo "FAIL --list-presets lacks $p"; fail=1; }
+done
+"$HBM" gen llm --preset 910c-dense --estimate > "$dir/est" || { echo "FAIL --estimate"; fail=1; }
+grep -q "peak live" "$dir/est" || { echo "FAIL --estimate prints no peak"; cat "$dir/est"; fail=1; }
+"$HBM" gen llm --preset 910c-dense --estimate --json | grep -q '"peak_estimate"' || { echo "FAIL --estimate --json"; fail=1; }
+
+# bad options: exit 2, a message naming the option, no output file
+bad() { # name, expected substring, options...
+  name=$1; want=$2; shift 2
+  "$HBM" gen llm "$@" -o "$dir/$name.trace" > /dev/null 2> "$dir/err"
+  rc=$?
+  if [ $rc -ne 2 ]; then echo "FAIL $name: exit $rc, expected 2"; cat "$dir/err"; fail=1; return; fi
+  if ! grep -q -- "$want" "$dir/err"; then echo "FAIL $name: message lacks '$want':"; cat "$dir/err"; fail=1; return; fi
+  if [ -e "$dir/$name.trace" ]; then echo "FAIL $name: left an output file"; fail=1; return; fi
+  echo "ok   $name: $(cat "$dir/err")"
+}
+bad negative_seq   "--seq"        --seq -5
+bad negative_size  "--bucket"     --bucket -4MiB
+bad tp_heads       "--tp 3"       --heads 16 --tp 3
+bad pp_layers      "--pp 5"       --layers 24 --pp 5
+bad zero           "--zero"       --zero 4
+bad seq_range      "--seq"        --seq 4096:1024
+bad arch           "--arch"       --arch rnn
+bad preset         "--preset"     --preset nosuch
+bad unknown        "--frobnicate" --frobnicate 3
+bad no_value       "--layers"     --layers
+bad too_big        "--capacity"   --params 70B --dp 1 --capacity 80GiB
+bad params_shape   "--params"     --params 7B --layers 32 --hidden 4096
+"$HBM" gen llm --layers 2 > /dev/null 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && grep -q -- "-o" "$dir/err" || { echo "FAIL missing -o: exit $rc"; fail=1; }
+"$HBM" gen nosuch > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL unknown generator: expected exit 2"; fail=1; }
+exit $fail

@@ -1,0 +1,240 @@
+/* test_gen_llm.c: the workload model agrees with its closed form, is
+ * deterministic per seed, tags every event, and leaves alive only what is alive
+ * by design (weights, gradients, optimizer state). */
+#include <math.h>
+
+#include "testutil.h"
+#include "trace/gen_llm.h"
+#include "trace/trace.h"
+
+/* Walks the trace: peak live, live at the end by tag, and checks pairing. */
+typedef struct walk {
+  uint64_t peak, live, end_by_tag[HBM_TAG_COUNT], allocs_by_tag[HBM_TAG_COUNT];
+  uint64_t steps, allocs, frees, bad, stream1;
+  uint64_t peak_step;
+} walk;
+
+static void walk_trace(const hbm_trace *t, walk *w) {
+  memset(w, 0, sizeof *w);
+  uint64_t *size = calloc(t->nids ? t->nids : 1, sizeof *size);
+  uint8_t *tag = calloc(t->nids ? t->nids : 1, 1);
+  uint64_t step = 0;
+  for (uint64_t i = 0; i < t->nevents; i++) {
+    const hbm_event *e = &t->events[i];
+    if (e->kind == HBM_EV_STEP) {
+      w->steps++;
+      step = e->size;
+    } else if (e->kind == HBM_EV_ALLOC) {
+      if (e->id >= t->nids || size[e->id] || e->size == 0 || e->tag == HBM_TAG_OTHER ||
+          e->tag >= HBM_TAG_COUNT) {
+        w->bad++;
+        continue;
+      }
+      size[e->id] = e->size;
+      tag[e->id] = e->tag;
+      w->live += e->size;
+      w->allocs++;
+      w->allocs_by_tag[e->tag]++;
+      if (e->stream == 1) w->stream1++;
+      if (w->live > w->peak) {
+        w->peak = w->live;
+        w->peak_step = step;
+      }
+    } else if (e->kind == HBM_EV_FREE) {
+      if (e->id >= t->nids || !size[e->id]) {
+        w->bad++;
+        continue;
+      }
+      w->live -= size[e->id];
+      size[e->id] = 0;
+      w->frees++;
+    }
+  }
+  for (uint32_t id = 0; id < t->nids; id++)
+    if (size[id]) w->end_by_tag[tag[id]] += size[id];
+  free(size);
+  free(tag);
+}
+
+static void check_config(const char *label, hbm_gen_llm_config *c) {
+  hbm_diag diag;
+  hbm_gen_llm_estimate est;
+  hbm_trace *t = NULL;
+  int rc = hbm_gen_llm_estimate_peak(c, &est, &diag);
+  CHECK(rc == HBM_OK);
+  if (rc) {
+    fprintf(stderr, "%s: %s\n", label, diag.message);
+    return;
+  }
+  rc = hbm_gen_llm(c, &t, &diag);
+  CHECK(rc == HBM_OK);
+  if (rc) {
+    fprintf(stderr, "%s: %s\n", label, diag.message);
+    return;
+  }
+  walk w;
+  walk_trace(t, &w);
+  double err = ((double)w.peak - (double)est.peak) / (double)est.peak;
+  char a[32], b[32], s[32];
+  printf("%-28s events %9llu  peak live %s (step %llu)  estimate %s  (%+.2f%%, %s)  static %s\n",
+         label, (unsigned long long)t->nevents, hbm_size_format(w.peak, a, sizeof a),
+         (unsigned long long)w.peak_step, hbm_size_format(est.peak, b, sizeof b), 100 * err,
+         est.peak_phase, hbm_size_format(est.static_bytes, s, sizeof s));
+  CHECK(fabs(err) <= 0.05);
+  CHECK(w.peak <= est.bound + est.bound / 20);
+  CHECK_EQ_U64(w.bad, 0);
+  CHECK_EQ_U64(w.steps, c->steps);
+  CHECK(t->capacity == c->capacity);
+  /* alive at the end: exactly the static state, nothing transient */
+  CHECK_EQ_U64(w.end_by_tag[HBM_TAG_ACT], 0);
+  CHECK_EQ_U64(w.end_by_tag[HBM_TAG_TEMP], 0);
+  CHECK_EQ_U64(w.end_by_tag[HBM_TAG_COMM], 0);
+  CHECK_EQ_U64(w.end_by_tag[HBM_TAG_PARAM], est.param_bytes + est.master_bytes);
+  CHECK_EQ_U64(w.end_by_tag[HBM_TAG_GRAD], est.grad_bytes);
+  CHECK_EQ_U64(w.end_by_tag[HBM_TAG_OPTIM], est.optim_bytes);
+  /* every purpose appears where the configuration has it */
+  CHECK(w.allocs_by_tag[HBM_TAG_PARAM] > 0);
+  CHECK(w.allocs_by_tag[HBM_TAG_ACT] > 0);
+  CHECK(w.allocs_by_tag[HBM_TAG_TEMP] > 0);
+  CHECK(w.allocs_by_tag[HBM_TAG_GRAD] > 0);
+  if (!c->offload) CHECK(w.allocs_by_tag[HBM_TAG_OPTIM] > 0);
+  if (c->dp > 1 || c->offload) {
+    CHECK(w.allocs_by_tag[HBM_TAG_COMM] > 0);
+    CHECK(w.stream1 > 0);
+  }
+  CHECK(hbm_trace_validate(t, &diag) == HBM_OK);
+  hbm_trace_free(t);
+}
+
+static void check_preset(const char *name, uint32_t steps) {
+  hbm_gen_llm_config c;
+  CHECK(hbm_gen_llm_preset(name, &c) == HBM_OK);
+  c.steps = steps;
+  check_config(name, &c);
+}
+
+static void check_determinism(void) {
+  hbm_gen_llm_config c;
+  hbm_gen_llm_preset("910c-dense", &c);
+  c.steps = 2;
+  hbm_trace *t1 = NULL, *t2 = NULL, *t3 = NULL;
+  hbm_diag diag;
+  CHECK(hbm_gen_llm(&c, &t1, &diag) == HBM_OK);
+  CHECK(hbm_gen_llm(&c, &t2, &diag) == HBM_OK);
+  c.seed = 2;
+  CHECK(hbm_gen_llm(&c, &t3, &diag) == HBM_OK);
+  if (!t1 || !t2 || !t3) return;
+  CHECK_EQ_U64(t1->nevents, t2->nevents);
+  CHECK(t1->nevents == t2->nevents &&
+        memcmp(t1->events, t2->events, t1->nevents * sizeof *t1->events) == 0);
+  int differ = t1->nevents != t3->nevents ||
+               memcmp(t1->events, t3->events, t1->nevents * sizeof *t1->events) != 0;
+  CHECK(differ);
+  /* variable sequence lengths: activation sizes differ from step to step */
+  uint64_t first_act[2] = {0, 0};
+  uint64_t step = 0;
+  for (uint64_t i = 0; i < t1->nevents; i++) {
+    const hbm_event *e = &t1->events[i];
+    if (e->kind == HBM_EV_STEP) step = e->size;
+    else if (e->kind == HBM_EV_ALLOC && e->tag == HBM_TAG_ACT && step >= 1 && step <= 2 &&
+             !first_act[step - 1])
+      first_act[step - 1] = e->size;
+  }
+  CHECK(first_act[0] && first_act[1] && first_act[0] != first_act[1]);
+  hbm_trace_free(t1);
+  hbm_trace_free(t2);
+  hbm_trace_free(t3);
+}
+
+static void expect_bad(const char *what, hbm_gen_llm_config *c, const char *needle) {
+  hbm_diag diag;
+  hbm_trace *t = NULL;
+  memset(&diag, 0, sizeof diag);
+  int rc = hbm_gen_llm(c, &t, &diag);
+  CHECK(rc == HBM_EINVAL);
+  CHECK(t == NULL);
+  if (!strstr(diag.message, needle)) {
+    fprintf(stderr, "%s: message '%s' does not name '%s'\n", what, diag.message, needle);
+    CHECK(0);
+  }
+}
+
+static void check_bad_options(void) {
+  hbm_gen_llm_config c;
+  hbm_gen_llm_defaults(&c);
+  c.tp = 3;
+  expect_bad("tp", &c, "--tp 3");
+  hbm_gen_llm_defaults(&c);
+  c.pp = 5;
+  expect_bad("pp", &c, "--pp 5");
+  hbm_gen_llm_defaults(&c);
+  c.zero = 4;
+  expect_bad("zero", &c, "--zero");
+  hbm_gen_llm_defaults(&c);
+  c.seq_kind = HBM_SEQ_UNIFORM;
+  c.seq_min = 4096;
+  c.seq_max = 1024;
+  expect_bad("seq", &c, "--seq");
+  hbm_gen_llm_defaults(&c);
+  c.layers = 0;
+  expect_bad("layers", &c, "--layers");
+  /* a 70B model whose weights and optimizer state alone exceed one 80 GiB device */
+  hbm_gen_llm_defaults(&c);
+  c.layers = 0;
+  c.hidden = 0;
+  c.heads = 0;
+  c.params = 70000000000ull;
+  c.dp = 1;
+  expect_bad("capacity", &c, "--capacity");
+}
+
+int main(void) {
+  hbm_gen_llm_config c;
+  /* a plain config: 1.3B GPT, DDP over 8, no checkpointing */
+  hbm_gen_llm_defaults(&c);
+  c.steps = 3;
+  check_config("default", &c);
+  /* variable lengths, checkpointing, eager attention, ZeRO-1, tensor parallel */
+  hbm_gen_llm_defaults(&c);
+  c.seq_kind = HBM_SEQ_UNIFORM;
+  c.seq_min = 512;
+  c.seq_max = 4096;
+  c.attention = HBM_ATTN_EAGER;
+  c.checkpoint_every = 4;
+  c.zero = 1;
+  c.tp = 2;
+  c.steps = 4;
+  check_config("eager-ckpt4-zero1-tp2", &c);
+  /* a list of lengths, pipeline stage 0 of 4, ZeRO-2 */
+  hbm_gen_llm_defaults(&c);
+  c.seq_kind = HBM_SEQ_LIST;
+  c.nseq_list = 3;
+  c.seq_list[0] = 1024;
+  c.seq_list[1] = 2048;
+  c.seq_list[2] = 4096;
+  c.pp = 4;
+  c.grad_accum = 8;
+  c.zero = 2;
+  c.checkpoint_every = 2;
+  c.steps = 3;
+  check_config("list-pp4-zero2", &c);
+  /* last pipeline stage holds the head */
+  c.pp_stage = 3;
+  check_config("list-pp4-stage3", &c);
+  /* from a parameter count, llama, ZeRO-3 */
+  hbm_gen_llm_defaults(&c);
+  c.arch = HBM_ARCH_LLAMA;
+  c.layers = c.hidden = c.heads = 0;
+  c.params = 3000000000ull;
+  c.zero = 3;
+  c.checkpoint_every = 1;
+  c.steps = 3;
+  check_config("llama-3b-zero3", &c);
+
+  check_preset("910c-dense", 3);
+  check_preset("7b-1gpu-80g", 3);
+  check_preset("70b-zero3-64", 3);
+  check_determinism();
+  check_bad_options();
+  return test_done("test_gen_llm");
+}
