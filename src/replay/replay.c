@@ -213,7 +213,6 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
 
   /* The starting state: seeded where the policy can take a recorded layout,
    * otherwise placed like any request. */
-  uint64_t calls0 = s.dev->backend_calls;
   if (t->ninit_blocks) {
     int seeded = 0;
     if (s.p->cls->seed) {
@@ -288,7 +287,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
   take_sample(&s, t->nevents);
   if (o->on_progress) o->on_progress(t->nevents, t->nevents, o->progress_arg);
   res->ns_per_event = t->nevents ? elapsed / (double)t->nevents : 0;
-  res->backend_calls = s.dev->backend_calls - calls0;
+  res->backend_calls = s.dev->backend_calls; /* including the policy's setup */
   res->backend_calls_after_first_step = counted_first_step ? s.dev->backend_calls - calls_after_first_step : 0;
   res->efficiency = res->peak_reserved ? (double)res->peak_live / (double)res->peak_reserved : 0;
   if (s.p->cls->counters) {
