@@ -1,0 +1,1348 @@
+/* pytorch_alloc.c: PyTorch's DeviceCachingAllocator, modelled faithfully for
+ * one device (c10/cuda/CUDACachingAllocator.cpp, PyTorch 2.9; the placement
+ * paths below are unchanged since 2.1 apart from max_non_split_rounding_mb,
+ * added in 2.5 with the old constant as its default).
+ *
+ * Each function here is named after the PyTorch function it models and does
+ * what that function does, in the same order, so the two can be read side by
+ * side: malloc -> get_free_block -> garbage_collect_cached_blocks ->
+ * alloc_block -> release_available_cached_blocks -> release_cached_blocks ->
+ * alloc_found_block; free -> free_block -> try_merge_blocks; the expandable
+ * path find_expandable_block -> try_allocate_expandable_block -> map_block,
+ * and unmap_block / release_expandable_segment when releasing.
+ *
+ * Not modelled (docs/caching-model.md): CUDA graph private pools, cross-stream
+ * frees that wait on events (a trace gives the completed free instead), the
+ * free-memory callbacks, IPC.
+ *
+ * Data: blocks live in one array addressed by index. PyTorch's two BlockPools
+ * (large, small) keep free blocks ordered (stream, size, address); here each
+ * stream has its own set per pool ordered (size, address), which gives the
+ * same lower_bound, since every lookup stays within one stream.
+ *
+ * Invariants (hbm_pt_check verifies each):
+ *   P1 blocks of a segment tile it: next's address = address + size, links agree;
+ *      a segment's blocks share stream, pool and expandable segment;
+ *   P2 no two neighbours are both free with the same mapped state (merged at free);
+ *   P3 every free mapped block is in its stream's set for its pool, keyed (size,
+ *      address); every unmapped block in its unmapped set; nothing else is;
+ *   P4 every allocated block is in the active map under its address; nothing else;
+ *   P5 total_allocated_memory == segment bytes + mapped expandable bytes;
+ *      allocated == sum of allocated blocks; releasable == recount;
+ *   P6 an expandable segment's pages are mapped exactly where its mapped blocks lie;
+ *   P7 sizes and addresses are multiples of 512; each ordered set passes its check.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/addrmap.h"
+#include "core/ordset.h"
+#include "core/util.h"
+#include "policy/pytorch_alloc.h"
+
+#define NONE UINT32_MAX
+enum { LARGE = 0, SMALL = 1 };
+
+typedef struct pt_block {
+  uint64_t addr, size;
+  uint64_t requested;     /* request of an allocated block */
+  int64_t gc_count_base;  /* pool's get_free_block count when last cached */
+  uint32_t prev, next;    /* neighbours in the segment (NONE at the ends); free list when unused */
+  uint32_t slot;          /* stream slot */
+  uint32_t es;            /* expandable segment, or NONE */
+  uint8_t small, allocated, mapped, tag, in_use;
+} pt_block;
+
+typedef struct pt_stream {
+  int stream;
+  hbm_ordset *free[2];     /* cached mapped blocks: (size, address) -> block */
+  hbm_ordset *unmapped[2]; /* expandable: unmapped ranges (address, 0) -> block */
+} pt_stream;
+
+/* ExpandableSegment: one address reservation, pages mapped on demand. */
+typedef struct pt_es {
+  uint64_t base, va_size, page;
+  uint64_t *handles;       /* physical handle per page (0: unmapped); grows like handles_ */
+  uint64_t nhandles, cap;
+  uint32_t slot;
+  uint8_t small, live;
+} pt_es;
+
+typedef struct pt {
+  hbm_policy base;
+  hbm_pt_conf conf;
+  uint64_t allowed_memory_maximum;
+  pt_block *blocks;
+  uint32_t nblocks, cap_blocks, free_list;
+  pt_stream *streams;
+  uint32_t nstreams, cap_streams, last_slot;
+  pt_es *es;
+  uint32_t nes, cap_es;
+  hbm_addrmap active;          /* address -> allocated block */
+  int64_t pool_calls[2];       /* get_free_blocks_call_count per pool */
+  uint64_t total_allocated_memory;
+  uint64_t allocated_bytes, allocated_blocks;
+  uint64_t releasable;         /* cached blocks that are whole (unsplit) segments */
+  uint64_t largest[2];         /* largest cached block per pool, when valid */
+  int largest_valid[2];
+  hbm_pt_stats st;
+  hbm_pt_hooks hooks;
+  uint32_t *scratch;
+  size_t cap_scratch;
+  int host_failed;             /* a host allocation failed mid-operation */
+} pt;
+
+static inline pt_block *B(pt *m, uint32_t i) { return &m->blocks[i]; }
+
+/* ==== blocks ============================================================== */
+
+static uint32_t blk_new(pt *m) {
+  uint32_t i;
+  if (m->free_list != NONE) {
+    i = m->free_list;
+    m->free_list = m->blocks[i].next;
+  } else {
+    if (m->nblocks == m->cap_blocks) {
+      uint32_t cap = m->cap_blocks ? m->cap_blocks * 2 : 256;
+      if (cap <= m->cap_blocks || cap == NONE) return NONE;
+      pt_block *nb = realloc(m->blocks, (size_t)cap * sizeof *nb);
+      if (!nb) return NONE;
+      m->blocks = nb;
+      m->cap_blocks = cap;
+    }
+    i = m->nblocks++;
+  }
+  memset(&m->blocks[i], 0, sizeof m->blocks[i]);
+  m->blocks[i].prev = m->blocks[i].next = NONE;
+  m->blocks[i].es = NONE;
+  m->blocks[i].mapped = 1;
+  m->blocks[i].in_use = 1;
+  return i;
+}
+
+static void blk_release(pt *m, uint32_t i) {
+  m->blocks[i].in_use = 0;
+  m->blocks[i].next = m->free_list;
+  m->free_list = i;
+}
+
+static int is_split(const pt_block *b) { return b->prev != NONE || b->next != NONE; }
+
+static int whole_segment(const pt_block *b) { return !is_split(b) && b->es == NONE; }
+
+/* BlockPool::insert_into_blocks */
+static int free_insert(pt *m, uint32_t i) {
+  pt_block *b = B(m, i);
+  int pool = b->small ? SMALL : LARGE;
+  b->gc_count_base = m->pool_calls[pool];
+  int rc = hbm_ordset_insert(m->streams[b->slot].free[pool], (hbm_okey){b->size, b->addr}, i);
+  if (rc != HBM_OK) {
+    m->host_failed = 1;
+    return rc;
+  }
+  if (whole_segment(b)) m->releasable += b->size;
+  if (m->largest_valid[pool] && b->size > m->largest[pool]) m->largest[pool] = b->size;
+  return HBM_OK;
+}
+
+static void free_erase(pt *m, uint32_t i) {
+  pt_block *b = B(m, i);
+  int pool = b->small ? SMALL : LARGE;
+  if (hbm_ordset_erase(m->streams[b->slot].free[pool], (hbm_okey){b->size, b->addr}) != HBM_OK) {
+    m->host_failed = 1; /* P3 broken: check() will say where */
+    return;
+  }
+  if (whole_segment(b)) m->releasable -= b->size;
+  if (b->size >= m->largest[pool]) m->largest_valid[pool] = 0;
+}
+
+static int unmapped_insert(pt *m, uint32_t i) {
+  pt_block *b = B(m, i);
+  int rc = hbm_ordset_insert(m->streams[b->slot].unmapped[b->small ? SMALL : LARGE],
+                             (hbm_okey){b->addr, 0}, i);
+  if (rc != HBM_OK) m->host_failed = 1;
+  return rc;
+}
+
+static void unmapped_erase(pt *m, uint32_t i) {
+  pt_block *b = B(m, i);
+  if (hbm_ordset_erase(m->streams[b->slot].unmapped[b->small ? SMALL : LARGE],
+                       (hbm_okey){b->addr, 0}) != HBM_OK)
+    m->host_failed = 1;
+}
+
+static int slot_of(pt *m, int stream, uint32_t *out) {
+  if (m->last_slot < m->nstreams && m->streams[m->last_slot].stream == stream) {
+    *out = m->last_slot;
+    return HBM_OK;
+  }
+  for (uint32_t i = 0; i < m->nstreams; i++) {
+    if (m->streams[i].stream == stream) {
+      *out = m->last_slot = i;
+      return HBM_OK;
+    }
+  }
+  if (m->nstreams == m->cap_streams) {
+    uint32_t cap = m->cap_streams ? m->cap_streams * 2 : 4;
+    pt_stream *ns = realloc(m->streams, cap * sizeof *ns);
+    if (!ns) return HBM_EHOSTMEM;
+    m->streams = ns;
+    m->cap_streams = cap;
+  }
+  pt_stream *s = &m->streams[m->nstreams];
+  memset(s, 0, sizeof *s);
+  s->stream = stream;
+  for (int k = 0; k < 2; k++) {
+    if (hbm_ordset_create(&s->free[k]) != HBM_OK || hbm_ordset_create(&s->unmapped[k]) != HBM_OK) {
+      for (int j = 0; j < 2; j++) {
+        hbm_ordset_destroy(s->free[j]);
+        hbm_ordset_destroy(s->unmapped[j]);
+      }
+      return HBM_EHOSTMEM;
+    }
+  }
+  *out = m->last_slot = m->nstreams++;
+  return HBM_OK;
+}
+
+static void action(pt *m, hbm_pt_action a, uint64_t addr, uint64_t size, uint32_t slot, int small) {
+  if (m->hooks.action) m->hooks.action(m->hooks.arg, a, addr, size, m->streams[slot].stream, small);
+}
+
+static uint32_t *scratch(pt *m, size_t n) {
+  if (n > m->cap_scratch) {
+    size_t cap = n < 64 ? 64 : n * 2;
+    uint32_t *s = realloc(m->scratch, cap * sizeof *s);
+    if (!s) return NULL;
+    m->scratch = s;
+    m->cap_scratch = cap;
+  }
+  return m->scratch;
+}
+
+/* Copies the blocks of one pool's free sets (every stream), in set order. */
+static size_t collect_free(pt *m, int pool, uint32_t **out) {
+  size_t n = 0;
+  for (uint32_t s = 0; s < m->nstreams; s++) n += hbm_ordset_count(m->streams[s].free[pool]);
+  uint32_t *list = scratch(m, n + 1);
+  if (!list) {
+    m->host_failed = 1;
+    *out = NULL;
+    return 0;
+  }
+  size_t k = 0;
+  for (uint32_t s = 0; s < m->nstreams; s++) {
+    hbm_okey key;
+    uint32_t v;
+    int more = hbm_ordset_first(m->streams[s].free[pool], &key, &v);
+    while (more) {
+      list[k++] = v;
+      more = hbm_ordset_upper_bound(m->streams[s].free[pool], key, &key, &v);
+    }
+  }
+  *out = list;
+  return k;
+}
+
+/* ==== expandable segments ================================================= */
+
+static uint64_t es_page_left(const pt_es *e, uint64_t addr) { return (addr - e->base) / e->page; }
+static uint64_t es_page_right(const pt_es *e, uint64_t addr) {
+  return (addr - e->base + e->page - 1) / e->page;
+}
+
+static int es_handles_reserve(pt_es *e, uint64_t n) {
+  if (n <= e->cap) return HBM_OK;
+  uint64_t cap = e->cap ? e->cap : 16;
+  while (cap < n) cap *= 2;
+  uint64_t *h = realloc(e->handles, cap * sizeof *h);
+  if (!h) return HBM_EHOSTMEM;
+  memset(h + e->cap, 0, (cap - e->cap) * sizeof *h);
+  e->handles = h;
+  e->cap = cap;
+  return HBM_OK;
+}
+
+/* ExpandableSegment::map: physical pages for [begin, end), created first,
+ * all or nothing, then mapped. HBM_ENOMEM when the device is full. */
+static int es_map_pages(pt *m, pt_es *e, uint64_t begin, uint64_t end) {
+  hbm_device *dev = m->base.dev;
+  int rc = es_handles_reserve(e, end);
+  if (rc != HBM_OK) return rc;
+  for (uint64_t i = begin; i < end; i++) {
+    rc = hbm_dev_phys_create(dev, e->page, &e->handles[i]);
+    if (rc != HBM_OK) {
+      for (uint64_t j = begin; j < i; j++) {
+        hbm_dev_phys_release(dev, e->handles[j], e->page);
+        e->handles[j] = 0;
+      }
+      e->handles[i] = 0;
+      return rc;
+    }
+    if (e->handles[i] == 0) e->handles[i] = UINT64_MAX; /* 0 means unmapped here */
+  }
+  for (uint64_t i = begin; i < end; i++) {
+    rc = hbm_dev_map(dev, e->base + i * e->page, e->page, e->handles[i] == UINT64_MAX ? 0 : e->handles[i], 0);
+    if (rc != HBM_OK) {
+      for (uint64_t j = begin; j < end; j++) {
+        if (j < i) hbm_dev_unmap(dev, e->base + j * e->page, e->page);
+        hbm_dev_phys_release(dev, e->handles[j] == UINT64_MAX ? 0 : e->handles[j], e->page);
+        e->handles[j] = 0;
+      }
+      return rc;
+    }
+  }
+  if (end > e->nhandles) e->nhandles = end;
+  return HBM_OK;
+}
+
+static void es_unmap_pages(pt *m, pt_es *e, uint64_t begin, uint64_t end) {
+  hbm_device *dev = m->base.dev;
+  for (uint64_t i = begin; i < end; i++) {
+    hbm_dev_unmap(dev, e->base + i * e->page, e->page);
+    hbm_dev_phys_release(dev, e->handles[i] == UINT64_MAX ? 0 : e->handles[i], e->page);
+    e->handles[i] = 0;
+  }
+  while (e->nhandles && !e->handles[e->nhandles - 1]) e->nhandles--; /* trimHandles */
+}
+
+static uint64_t es_va_size(pt *m, uint64_t page) {
+  /* address_space_size = totalGlobalMem + totalGlobalMem / 8, in whole pages. */
+  uint64_t cap = m->base.dev->caps.capacity;
+  uint64_t bytes = cap + cap / 8;
+  return (bytes + page - 1) / page * page;
+}
+
+/* A new ExpandableSegment with its unmapped block (the whole reservation). */
+static int es_new(pt *m, uint32_t slot, int small, uint64_t proposed, uint32_t *out_block) {
+  if (m->nes == m->cap_es) {
+    uint32_t cap = m->cap_es ? m->cap_es * 2 : 4;
+    pt_es *ne = realloc(m->es, cap * sizeof *ne);
+    if (!ne) return HBM_EHOSTMEM;
+    m->es = ne;
+    m->cap_es = cap;
+  }
+  uint64_t page = small ? HBM_PT_SMALL_BUFFER : HBM_PT_LARGE_BUFFER;
+  uint64_t va = es_va_size(m, page), base = 0;
+  if (m->hooks.hint) m->hooks.hint(m->hooks.arg, 1, va, m->streams[slot].stream, small, proposed);
+  int rc = hbm_dev_reserve(m->base.dev, va, &base);
+  if (rc != HBM_OK) return rc;
+  uint32_t bi = blk_new(m);
+  if (bi == NONE) {
+    hbm_dev_unreserve(m->base.dev, base, va);
+    return HBM_EHOSTMEM;
+  }
+  uint32_t ei = m->nes++;
+  pt_es *e = &m->es[ei];
+  memset(e, 0, sizeof *e);
+  e->base = base;
+  e->va_size = va;
+  e->page = page;
+  e->slot = slot;
+  e->small = (uint8_t)small;
+  e->live = 1;
+  pt_block *b = B(m, bi);
+  b->addr = base;
+  b->size = va;
+  b->slot = slot;
+  b->small = (uint8_t)small;
+  b->mapped = 0;
+  b->es = ei;
+  m->st.segments++;
+  rc = unmapped_insert(m, bi);
+  if (rc != HBM_OK) return rc;
+  *out_block = bi;
+  return HBM_OK;
+}
+
+static int allocatable(pt *m, uint32_t i) { return i != NONE && !B(m, i)->allocated; }
+
+/* find_expandable_block */
+static int find_expandable_block(pt *m, uint32_t slot, int pool, uint64_t size, uint32_t *out) {
+  hbm_ordset *set = m->streams[slot].unmapped[pool];
+  hbm_okey k;
+  uint32_t c;
+  int more = hbm_ordset_first(set, &k, &c);
+  while (more) {
+    uint32_t cand = c;
+    if (allocatable(m, B(m, c)->prev)) cand = B(m, c)->prev;
+    uint64_t bytes = 0;
+    for (uint32_t b = cand; bytes < size && allocatable(m, b); b = B(m, b)->next) bytes += B(m, b)->size;
+    if (bytes >= size) {
+      *out = cand;
+      return HBM_OK;
+    }
+    more = hbm_ordset_upper_bound(set, k, &k, &c);
+  }
+  return es_new(m, slot, pool == SMALL, 0, out);
+}
+
+static uint64_t try_merge_blocks(pt *m, uint32_t dst, uint32_t src);
+
+/* map_block: maps the pages under [to_map, to_map + size) and caches the block. */
+static int map_block(pt *m, uint32_t ti, uint64_t size) {
+  pt_block *t = B(m, ti);
+  pt_es *e = &m->es[t->es];
+  uint64_t begin = es_page_left(e, t->addr), end = es_page_right(e, t->addr + size);
+  if (begin == end) return HBM_ENOMEM;
+  int rc = es_map_pages(m, e, begin, end);
+  if (rc != HBM_OK) return rc;
+  uint64_t mapped_addr = t->addr, mapped_size = (end - begin) * e->page;
+  unmapped_erase(m, ti);
+  t->mapped = 1;
+  if (mapped_size < t->size) {
+    uint32_t ri = blk_new(m);
+    if (ri == NONE) {
+      m->host_failed = 1;
+      return HBM_EHOSTMEM;
+    }
+    t = B(m, ti);
+    pt_block *r = B(m, ri);
+    r->addr = t->addr + mapped_size;
+    r->size = t->size - mapped_size;
+    r->slot = t->slot;
+    r->small = t->small;
+    r->es = t->es;
+    r->mapped = 0;
+    r->prev = ti; /* remaining->splice(to_map, to_map->next) */
+    r->next = t->next;
+    if (t->next != NONE) B(m, t->next)->prev = ri;
+    t->next = ri;
+    unmapped_insert(m, ri);
+    t->size = mapped_size;
+  }
+  try_merge_blocks(m, ti, B(m, ti)->prev);
+  try_merge_blocks(m, ti, B(m, ti)->next);
+  rc = free_insert(m, ti);
+  m->total_allocated_memory += mapped_size;
+  m->st.num_device_alloc++;
+  action(m, HBM_PT_SEGMENT_MAP, mapped_addr, mapped_size, B(m, ti)->slot, B(m, ti)->small);
+  return rc;
+}
+
+/* try_allocate_expandable_block */
+static int try_allocate_expandable_block(pt *m, uint32_t slot, int pool, uint64_t size, uint32_t *out) {
+  uint32_t c;
+  int rc = find_expandable_block(m, slot, pool, size, &c);
+  if (rc != HBM_OK) return rc;
+  if (!B(m, c)->mapped) {
+    uint64_t want = B(m, c)->size < size ? B(m, c)->size : size;
+    if ((rc = map_block(m, c, want)) != HBM_OK) return rc;
+  }
+  while (B(m, c)->size < size) {
+    uint64_t remaining = size - B(m, c)->size;
+    uint32_t nc = B(m, c)->next;
+    if (nc == NONE || B(m, nc)->allocated) return HBM_ENOMEM; /* cannot happen: found room */
+    uint64_t want = remaining < B(m, nc)->size ? remaining : B(m, nc)->size;
+    if ((rc = map_block(m, nc, want)) != HBM_OK) return rc;
+    c = nc;
+  }
+  free_erase(m, c);
+  *out = c;
+  return HBM_OK;
+}
+
+/* unmap_block, limited to [lo, hi): unmaps the whole pages of a cached block. */
+static void unmap_block_range(pt *m, uint32_t bi, uint64_t lo, uint64_t hi) {
+  pt_block *b = B(m, bi);
+  pt_es *e = &m->es[b->es];
+  if (lo < b->addr) lo = b->addr;
+  if (hi > b->addr + b->size) hi = b->addr + b->size;
+  if (hi <= lo) return;
+  uint64_t begin = es_page_right(e, lo), end = es_page_left(e, hi);
+  if (begin >= end) return;
+  es_unmap_pages(m, e, begin, end);
+  free_erase(m, bi);
+  uint64_t uptr = e->base + begin * e->page, usize = (end - begin) * e->page;
+  b = B(m, bi);
+  uint64_t before = uptr - b->addr, after = b->size - (before + usize);
+  if (before > 0) {
+    uint32_t fi = blk_new(m);
+    if (fi == NONE) {
+      m->host_failed = 1;
+      return;
+    }
+    b = B(m, bi);
+    pt_block *f = B(m, fi);
+    f->addr = b->addr;
+    f->size = before;
+    f->slot = b->slot;
+    f->small = b->small;
+    f->es = b->es;
+    f->prev = b->prev; /* before_free->splice(block->prev, block) */
+    f->next = bi;
+    if (b->prev != NONE) B(m, b->prev)->next = fi;
+    b->prev = fi;
+    free_insert(m, fi);
+  }
+  if (after > 0) {
+    uint32_t ai = blk_new(m);
+    if (ai == NONE) {
+      m->host_failed = 1;
+      return;
+    }
+    b = B(m, bi);
+    pt_block *a = B(m, ai);
+    a->addr = uptr + usize;
+    a->size = after;
+    a->slot = b->slot;
+    a->small = b->small;
+    a->es = b->es;
+    a->prev = bi; /* after_free->splice(block, block->next) */
+    a->next = b->next;
+    if (b->next != NONE) B(m, b->next)->prev = ai;
+    b->next = ai;
+    free_insert(m, ai);
+  }
+  b = B(m, bi);
+  b->addr = uptr;
+  b->size = usize;
+  b->mapped = 0;
+  try_merge_blocks(m, bi, B(m, bi)->prev);
+  try_merge_blocks(m, bi, B(m, bi)->next);
+  unmapped_insert(m, bi);
+  m->total_allocated_memory -= usize;
+  m->st.num_device_free++;
+  action(m, HBM_PT_SEGMENT_UNMAP, uptr, usize, B(m, bi)->slot, B(m, bi)->small);
+}
+
+static void unmap_block(pt *m, uint32_t bi) {
+  unmap_block_range(m, bi, B(m, bi)->addr, B(m, bi)->addr + B(m, bi)->size);
+}
+
+/* release_expandable_segment: the whole reservation is one unmapped block. */
+static void release_expandable_segment(pt *m, uint32_t bi) {
+  pt_block *b = B(m, bi);
+  pt_es *e = &m->es[b->es];
+  unmapped_erase(m, bi);
+  hbm_dev_unreserve(m->base.dev, e->base, e->va_size);
+  free(e->handles);
+  e->handles = NULL;
+  e->nhandles = e->cap = 0;
+  e->live = 0;
+  m->st.segments--;
+  blk_release(m, bi);
+}
+
+/* ==== the allocator ======================================================== */
+
+/* release_block: cudaFree of a cached, unsplit segment. */
+static void release_block(pt *m, uint32_t bi) {
+  pt_block *b = B(m, bi);
+  if (b->es != NONE) { /* PyTorch asserts here; unmapping is what it could do */
+    unmap_block(m, bi);
+    if (!B(m, bi)->mapped && !is_split(B(m, bi))) release_expandable_segment(m, bi);
+    return;
+  }
+  m->st.num_device_free++;
+  action(m, HBM_PT_SEGMENT_FREE, b->addr, b->size, b->slot, b->small);
+  hbm_dev_seg_free(m->base.dev, b->addr, b->size);
+  m->total_allocated_memory -= b->size;
+  m->st.segments--;
+  free_erase(m, bi);
+  blk_release(m, bi);
+}
+
+/* try_merge_blocks: returns the size subsumed, 0 if src cannot merge. */
+static uint64_t try_merge_blocks(pt *m, uint32_t dst, uint32_t src) {
+  if (src == NONE) return 0;
+  pt_block *d = B(m, dst), *s = B(m, src);
+  if (s->allocated || d->mapped != s->mapped) return 0;
+  if (s->mapped) free_erase(m, src); else unmapped_erase(m, src);
+  d = B(m, dst);
+  s = B(m, src);
+  if (d->prev == src) {
+    d->addr = s->addr;
+    d->prev = s->prev;
+    if (d->prev != NONE) B(m, d->prev)->next = dst;
+  } else {
+    d->next = s->next;
+    if (d->next != NONE) B(m, d->next)->prev = dst;
+  }
+  uint64_t subsumed = s->size;
+  d->size += subsumed;
+  blk_release(m, src);
+  return subsumed;
+}
+
+static uint64_t expandable_size(pt *m, uint32_t i) {
+  pt_block *b = B(m, i);
+  uint64_t extra = (b->next != NONE && !B(m, b->next)->mapped) ? B(m, b->next)->size : 0;
+  return b->size + extra;
+}
+
+/* get_free_block */
+static uint32_t get_free_block(pt *m, uint32_t slot, int pool, uint64_t size) {
+  if (m->conf.set_fraction && m->conf.gc_threshold > 0.0) m->pool_calls[pool]++;
+  hbm_ordset *set = m->streams[slot].free[pool];
+  hbm_okey k;
+  uint32_t b;
+  if (!hbm_ordset_lower_bound(set, (hbm_okey){size, 0}, &k, &b)) return NONE;
+  if (B(m, b)->es != NONE) {
+    if (m->conf.expandable) {
+      /* Best fit counts what a block next to unmapped space can grow to. */
+      hbm_okey nk;
+      uint32_t nb;
+      while (B(m, b)->es != NONE && hbm_ordset_upper_bound(set, k, &nk, &nb) &&
+             expandable_size(m, nb) < expandable_size(m, b)) {
+        b = nb;
+        k = nk;
+      }
+    } else {
+      /* expandable_segments turned off later: only ordinary blocks qualify. */
+      do {
+        if (!hbm_ordset_upper_bound(set, k, &k, &b)) return NONE;
+      } while (B(m, b)->es != NONE);
+    }
+  }
+  uint64_t max_split = m->conf.max_split_size;
+  if (size < max_split && B(m, b)->size >= max_split) return NONE;
+  if (size >= max_split && B(m, b)->size >= size + m->conf.max_non_split_rounding) return NONE;
+  free_erase(m, b);
+  return b;
+}
+
+/* garbage_collect_cached_blocks (large pool only, as in PyTorch) */
+static void garbage_collect_cached_blocks(pt *m) {
+  uint64_t gc_threshold = (uint64_t)(m->conf.gc_threshold * (double)m->allowed_memory_maximum);
+  if (m->total_allocated_memory <= gc_threshold) return;
+  uint64_t target = m->total_allocated_memory - gc_threshold, reclaimed = 0;
+  uint64_t total_age = 0;
+  int64_t freeable = 0;
+  uint32_t *list;
+  size_t n = collect_free(m, LARGE, &list);
+  for (size_t i = 0; i < n; i++) {
+    pt_block *b = B(m, list[i]);
+    if (whole_segment(b)) {
+      total_age += (uint64_t)(int)(m->pool_calls[LARGE] - b->gc_count_base);
+      freeable++;
+    }
+  }
+  if (freeable == 0) return;
+  int block_freed = 1;
+  while (reclaimed < target && block_freed && freeable > 0) {
+    double age_threshold = (double)total_age / (double)freeable;
+    block_freed = 0;
+    n = collect_free(m, LARGE, &list);
+    for (size_t i = 0; i < n; i++) {
+      pt_block *b = B(m, list[i]);
+      uint64_t age = (uint64_t)(int)(m->pool_calls[LARGE] - b->gc_count_base);
+      if (whole_segment(b) && (double)age >= age_threshold) {
+        block_freed = 1;
+        reclaimed += b->size;
+        total_age -= age;
+        freeable--;
+        m->st.num_gc_releases++;
+        release_block(m, list[i]);
+      }
+    }
+  }
+}
+
+/* alloc_block: a new segment (or mapped pages) for the request. */
+static int alloc_block(pt *m, uint32_t slot, int pool, uint64_t size, uint64_t alloc_size, int retry,
+                       uint32_t *out) {
+  if (retry) m->st.num_alloc_retries++;
+  if (m->conf.set_fraction && m->total_allocated_memory + alloc_size > m->allowed_memory_maximum)
+    return HBM_ENOMEM;
+  if (m->conf.expandable) return try_allocate_expandable_block(m, slot, pool, size, out);
+  uint64_t hint = 0, ptr = 0;
+  if (m->hooks.hint)
+    hint = m->hooks.hint(m->hooks.arg, 0, alloc_size, m->streams[slot].stream, pool == SMALL, 0);
+  int rc = hbm_dev_seg_alloc(m->base.dev, alloc_size, hint, &ptr);
+  if (rc != HBM_OK) return rc;
+  uint32_t bi = blk_new(m);
+  if (bi == NONE) {
+    hbm_dev_seg_free(m->base.dev, ptr, alloc_size);
+    return HBM_EHOSTMEM;
+  }
+  pt_block *b = B(m, bi);
+  b->addr = ptr;
+  b->size = alloc_size;
+  b->slot = slot;
+  b->small = pool == SMALL;
+  m->total_allocated_memory += alloc_size;
+  m->st.segments++;
+  m->st.num_device_alloc++;
+  action(m, HBM_PT_SEGMENT_ALLOC, ptr, alloc_size, slot, pool == SMALL);
+  *out = bi;
+  return HBM_OK;
+}
+
+/* release_available_cached_blocks: frees oversize cached blocks (only with
+ * max_split_size set), the smallest that covers the request, else largest first. */
+static int release_available_cached_blocks(pt *m, uint32_t slot, int pool, uint64_t size) {
+  uint64_t max_split = m->conf.max_split_size;
+  if (max_split == UINT64_MAX) return 0;
+  hbm_ordset *set = m->streams[slot].free[pool];
+  uint64_t key_size = size < max_split ? max_split : size;
+  hbm_okey k;
+  uint32_t b;
+  if (hbm_ordset_lower_bound(set, (hbm_okey){key_size, 0}, &k, &b)) {
+    release_block(m, b);
+    return 1;
+  }
+  if (!hbm_ordset_last(set, &k, &b)) return 0;
+  uint64_t released = 0;
+  while (released < key_size && B(m, b)->size >= max_split) {
+    uint32_t cur = b;
+    released += B(m, b)->size;
+    int more = hbm_ordset_below(set, k, &k, &b);
+    release_block(m, cur);
+    if (!more) break;
+  }
+  return released >= key_size;
+}
+
+/* release_blocks: every unsplit cached segment of a pool; expandable blocks
+ * give back their whole free pages. */
+static void release_blocks(pt *m, int pool) {
+  uint32_t *list;
+  size_t n = collect_free(m, pool, &list);
+  if (!list) return;
+  uint32_t *copy = malloc((n + 1) * sizeof *copy); /* release_block may reuse scratch */
+  if (!copy) {
+    m->host_failed = 1;
+    return;
+  }
+  memcpy(copy, list, n * sizeof *copy);
+  size_t nunmap = 0;
+  for (size_t i = 0; i < n; i++) {
+    pt_block *b = B(m, copy[i]);
+    if (b->es != NONE) copy[nunmap++] = copy[i]; /* to_unmap, kept in order */
+    else if (!is_split(b)) release_block(m, copy[i]);
+  }
+  for (size_t i = 0; i < nunmap; i++) {
+    unmap_block(m, copy[i]);
+    pt_block *b = B(m, copy[i]);
+    if (!b->mapped && !is_split(b)) release_expandable_segment(m, copy[i]);
+  }
+  free(copy);
+}
+
+/* release_cached_blocks (empty_cache) */
+static void release_cached_blocks(pt *m) {
+  release_blocks(m, LARGE);
+  release_blocks(m, SMALL);
+}
+
+/* should_split */
+static int should_split(pt *m, uint32_t bi, uint64_t size) {
+  pt_block *b = B(m, bi);
+  uint64_t remaining = b->size - size;
+  if (b->small || m->conf.expandable) return remaining >= HBM_PT_MIN_BLOCK;
+  return size < m->conf.max_split_size && remaining > HBM_PT_SMALL_SIZE;
+}
+
+/* alloc_found_block: the low end of the block serves the request. */
+static int alloc_found_block(pt *m, uint32_t bi, uint64_t size, uint64_t orig, hbm_tag tag, int split,
+                             uint64_t *addr, uint64_t *block_size) {
+  if (split) {
+    uint32_t ni = blk_new(m);
+    if (ni == NONE) {
+      free_insert(m, bi);
+      return HBM_EHOSTMEM;
+    }
+    pt_block *rem = B(m, bi), *b = B(m, ni);
+    b->addr = rem->addr;
+    b->size = size;
+    b->slot = rem->slot;
+    b->small = rem->small;
+    b->es = rem->es;
+    b->prev = rem->prev;
+    if (b->prev != NONE) B(m, b->prev)->next = ni;
+    b->next = bi;
+    rem->prev = ni;
+    rem->addr += size;
+    rem->size -= size;
+    free_insert(m, bi);
+    bi = ni;
+  }
+  pt_block *b = B(m, bi);
+  b->allocated = 1;
+  b->requested = orig;
+  b->tag = (uint8_t)tag;
+  if (hbm_addrmap_put(&m->active, b->addr, bi) != HBM_OK) {
+    m->host_failed = 1;
+    return HBM_EHOSTMEM;
+  }
+  m->allocated_bytes += b->size;
+  m->allocated_blocks++;
+  *addr = b->addr;
+  *block_size = b->size;
+  return HBM_OK;
+}
+
+/* malloc */
+int hbm_pt_alloc(hbm_policy *p, uint64_t orig, hbm_tag tag, int stream, uint64_t *addr,
+                 uint64_t *block_size) {
+  pt *m = (pt *)p;
+  if (orig == 0 || orig > HBM_MAX_SIZE) return HBM_EINVAL;
+  uint32_t slot;
+  int rc = slot_of(m, stream, &slot);
+  if (rc != HBM_OK) return rc;
+  uint64_t size = hbm_pt_round_size(&m->conf, orig);
+  int pool = size <= HBM_PT_SMALL_SIZE ? SMALL : LARGE;
+  uint64_t alloc_size = hbm_pt_allocation_size(size);
+  uint32_t b = get_free_block(m, slot, pool, size);
+  if (b == NONE) {
+    if (m->conf.set_fraction && m->conf.gc_threshold > 0.0) garbage_collect_cached_blocks(m);
+    rc = alloc_block(m, slot, pool, size, alloc_size, 0, &b);
+    if (rc == HBM_ENOMEM && release_available_cached_blocks(m, slot, pool, size))
+      rc = alloc_block(m, slot, pool, size, alloc_size, 0, &b);
+    if (rc == HBM_ENOMEM) {
+      release_cached_blocks(m);
+      rc = alloc_block(m, slot, pool, size, alloc_size, 1, &b);
+    }
+    if (rc != HBM_OK) {
+      if (rc == HBM_ENOMEM) m->st.num_ooms++;
+      return rc;
+    }
+  }
+  return alloc_found_block(m, b, size, orig, tag, should_split(m, b, size), addr, block_size);
+}
+
+/* free -> free_block */
+int hbm_pt_free(hbm_policy *p, uint64_t addr, uint64_t *block_size) {
+  pt *m = (pt *)p;
+  uint64_t v;
+  if (!hbm_addrmap_take(&m->active, addr, &v)) return HBM_EINVAL;
+  uint32_t bi = (uint32_t)v;
+  pt_block *b = B(m, bi);
+  b->allocated = 0;
+  m->allocated_bytes -= b->size;
+  m->allocated_blocks--;
+  if (block_size) *block_size = b->size;
+  uint32_t prev = b->prev, next = b->next; /* merge_candidates, taken before merging */
+  try_merge_blocks(m, bi, prev);
+  try_merge_blocks(m, bi, next);
+  return free_insert(m, bi);
+}
+
+/* ==== creation ============================================================== */
+
+int hbm_pt_create(hbm_device *dev, const char *conf, int expandable_default, hbm_policy **out,
+                  hbm_diag *diag) {
+  hbm_pt_conf c;
+  hbm_pt_conf_default(&c, expandable_default);
+  int rc = hbm_pt_conf_parse(conf, &c, diag);
+  if (rc != HBM_OK) return rc;
+  if (c.expandable && (!dev->caps.vmm || !dev->caps.granule || HBM_PT_SMALL_BUFFER % dev->caps.granule)) {
+    if (diag) {
+      memset(diag, 0, sizeof *diag);
+      snprintf(diag->file, sizeof diag->file, "alloc-conf");
+      snprintf(diag->message, sizeof diag->message,
+               "expandable_segments:True needs a device that maps pages of 2 MiB (this one: %s, "
+               "granule %llu)", dev->caps.kind, (unsigned long long)dev->caps.granule);
+    }
+    return HBM_EUNSUPPORTED;
+  }
+  pt *m = calloc(1, sizeof *m);
+  if (!m) return HBM_EHOSTMEM;
+  m->base.dev = dev;
+  m->base.cls = expandable_default ? &hbm_policy_expandable : &hbm_policy_caching;
+  m->conf = c;
+  m->free_list = NONE;
+  m->allowed_memory_maximum = c.set_fraction
+      ? (uint64_t)(c.memory_fraction * (double)dev->caps.capacity)
+      : dev->caps.capacity;
+  hbm_addrmap_init(&m->active);
+  *out = &m->base;
+  return HBM_OK;
+}
+
+void hbm_pt_destroy(hbm_policy *p) {
+  pt *m = (pt *)p;
+  if (!m) return;
+  /* Give the device back what the model holds: segments, pages, reservations. */
+  for (uint32_t i = 0; i < m->nblocks; i++) {
+    pt_block *b = &m->blocks[i];
+    if (!b->in_use || b->prev != NONE || b->es != NONE) continue;
+    uint64_t size = 0;
+    for (uint32_t j = i; j != NONE; j = m->blocks[j].next) size += m->blocks[j].size;
+    hbm_dev_seg_free(p->dev, b->addr, size);
+  }
+  for (uint32_t e = 0; e < m->nes; e++) {
+    pt_es *es = &m->es[e];
+    if (!es->live) continue;
+    for (uint64_t k = 0; k < es->nhandles; k++)
+      if (es->handles[k]) es_unmap_pages(m, es, k, k + 1);
+    hbm_dev_unreserve(p->dev, es->base, es->va_size);
+    free(es->handles);
+  }
+  for (uint32_t s = 0; s < m->nstreams; s++) {
+    for (int k = 0; k < 2; k++) {
+      hbm_ordset_destroy(m->streams[s].free[k]);
+      hbm_ordset_destroy(m->streams[s].unmapped[k]);
+    }
+  }
+  hbm_addrmap_release(&m->active);
+  free(m->streams);
+  free(m->es);
+  free(m->blocks);
+  free(m->scratch);
+  free(m);
+}
+
+/* ==== usage, scan, counters ================================================= */
+
+static uint64_t largest_cached(pt *m, int pool) {
+  if (!m->largest_valid[pool]) {
+    uint64_t best = 0;
+    for (uint32_t s = 0; s < m->nstreams; s++) {
+      hbm_okey k;
+      if (hbm_ordset_last(m->streams[s].free[pool], &k, NULL) && k.hi > best) best = k.hi;
+    }
+    m->largest[pool] = best;
+    m->largest_valid[pool] = 1;
+  }
+  return m->largest[pool];
+}
+
+/* largest_free: the largest request that succeeds now without moving data.
+ * From the cache: the largest cached large block (best fit takes it, and an
+ * oversize block is within max_non_split_rounding of its own size); a small
+ * block serves at most kSmallSize. From the device: a new segment after
+ * releasing every unsplit cached segment, as malloc's retry would. For an
+ * expandable policy, free pages map in whole large pages (20 MiB). */
+void hbm_pt_usage(hbm_policy *p, hbm_policy_usage *out) {
+  pt *m = (pt *)p;
+  hbm_device *dev = p->dev;
+  out->reserved = m->total_allocated_memory;
+  uint64_t best = largest_cached(m, LARGE);
+  uint64_t small = largest_cached(m, SMALL);
+  if (small > HBM_PT_SMALL_SIZE) small = HBM_PT_SMALL_SIZE;
+  if (small > best) best = small;
+  uint64_t device_free = dev->caps.capacity > dev->phys_used ? dev->caps.capacity - dev->phys_used : 0;
+  uint64_t avail = device_free + m->releasable;
+  if (m->conf.set_fraction) {
+    uint64_t held = m->total_allocated_memory - m->releasable;
+    uint64_t room = m->allowed_memory_maximum > held ? m->allowed_memory_maximum - held : 0;
+    if (room < avail) avail = room;
+  }
+  uint64_t fresh;
+  if (m->conf.expandable) fresh = avail / HBM_PT_LARGE_BUFFER * HBM_PT_LARGE_BUFFER;
+  else if (avail >= HBM_PT_MIN_LARGE_ALLOC) fresh = avail / HBM_PT_ROUND_LARGE * HBM_PT_ROUND_LARGE;
+  else if (avail >= HBM_PT_SMALL_BUFFER) fresh = HBM_PT_SMALL_SIZE;
+  else fresh = 0;
+  out->largest_free = fresh > best ? fresh : best;
+}
+
+typedef struct head { uint64_t addr; uint32_t block; } head;
+static int head_cmp(const void *a, const void *b) {
+  uint64_t x = ((const head *)a)->addr, y = ((const head *)b)->addr;
+  return x < y ? -1 : x > y;
+}
+
+int hbm_pt_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
+  pt *m = (pt *)p;
+  size_t n = 0;
+  for (uint32_t i = 0; i < m->nblocks; i++)
+    if (m->blocks[i].in_use && m->blocks[i].prev == NONE) n++;
+  head *h = malloc((n + 1) * sizeof *h);
+  if (!h) return HBM_EHOSTMEM;
+  n = 0;
+  for (uint32_t i = 0; i < m->nblocks; i++)
+    if (m->blocks[i].in_use && m->blocks[i].prev == NONE) h[n++] = (head){m->blocks[i].addr, i};
+  qsort(h, n, sizeof *h, head_cmp);
+  int stop = 0;
+  for (size_t k = 0; k < n && !stop; k++) {
+    for (uint32_t j = h[k].block; j != NONE && !stop; j = m->blocks[j].next) {
+      pt_block *b = &m->blocks[j];
+      if (!b->mapped) continue;
+      stop = visit(arg, b->addr, b->size, b->allocated, b->allocated ? (hbm_tag)b->tag : HBM_TAG_OTHER);
+    }
+  }
+  free(h);
+  return HBM_OK;
+}
+
+int hbm_pt_counters(hbm_policy *p, hbm_counter *out, int max) {
+  pt *m = (pt *)p;
+  hbm_counter all[] = {
+      {"segment_allocs", (double)m->st.num_device_alloc},
+      {"segment_frees", (double)m->st.num_device_free},
+      {"alloc_retries", (double)m->st.num_alloc_retries},
+      {"gc_releases", (double)m->st.num_gc_releases},
+  };
+  int n = 0;
+  for (size_t i = 0; i < sizeof all / sizeof all[0] && n < max; i++) out[n++] = all[i];
+  return n;
+}
+
+int hbm_pt_is_pytorch(const hbm_policy *p) {
+  return p && (p->cls == &hbm_policy_caching || p->cls == &hbm_policy_expandable);
+}
+
+int hbm_pt_set_hooks(hbm_policy *p, const hbm_pt_hooks *hooks) {
+  if (!hbm_pt_is_pytorch(p)) return HBM_EINVAL;
+  pt *m = (pt *)p;
+  if (hooks) m->hooks = *hooks;
+  else memset(&m->hooks, 0, sizeof m->hooks);
+  return HBM_OK;
+}
+
+int hbm_pt_get_stats(hbm_policy *p, hbm_pt_stats *out) {
+  if (!hbm_pt_is_pytorch(p)) return HBM_EINVAL;
+  pt *m = (pt *)p;
+  *out = m->st;
+  out->reserved = m->total_allocated_memory;
+  out->allocated = m->allocated_bytes;
+  out->free_blocks = 0;
+  for (uint32_t s = 0; s < m->nstreams; s++)
+    out->free_blocks += hbm_ordset_count(m->streams[s].free[0]) + hbm_ordset_count(m->streams[s].free[1]);
+  return HBM_OK;
+}
+
+int hbm_pt_get_conf(hbm_policy *p, hbm_pt_conf *out) {
+  if (!hbm_pt_is_pytorch(p)) return HBM_EINVAL;
+  *out = ((pt *)p)->conf;
+  return HBM_OK;
+}
+
+/* ==== recorded segment releases and the starting state ====================== */
+
+int hbm_pt_seg_released(hbm_policy *p, uint64_t addr, uint64_t size) {
+  pt *m = (pt *)p;
+  for (uint32_t i = 0; i < m->nblocks; i++) {
+    pt_block *b = &m->blocks[i];
+    /* Unmapped address space is skipped: a model reservation (1.125 x its
+     * device) may reach over addresses the recording used elsewhere. */
+    if (!b->in_use || !b->mapped || addr < b->addr || addr >= b->addr + b->size) continue;
+    if (b->allocated) return HBM_EBUSY;
+    if (b->es == NONE) {
+      if (b->addr != addr || is_split(b) || b->size != size) return HBM_EBUSY;
+      release_block(m, i);
+      return HBM_OK;
+    }
+    uint64_t before = m->total_allocated_memory;
+    unmap_block_range(m, i, addr, addr + size);
+    if (m->total_allocated_memory == before) return HBM_EBUSY;
+    /* Block i is now the unmapped range, merged with unmapped neighbours:
+     * when it spans the whole reservation, the segment goes (release_blocks). */
+    if (!B(m, i)->mapped && !is_split(B(m, i))) release_expandable_segment(m, i);
+    return HBM_OK;
+  }
+  return HBM_EINVAL;
+}
+
+static int seed_fail(const char *what, uint64_t addr) {
+  return hbm_report_error(HBM_EINVAL, "caching: starting state: %s at 0x%llx", what,
+                          (unsigned long long)addr);
+}
+
+/* Builds the blocks of one init segment at address delta; returns the first
+ * and last block indices. */
+static int seed_blocks(pt *m, const hbm_trace *t, const hbm_init_segment *s, uint32_t slot, uint32_t es,
+                       int64_t delta, uint64_t *id_addr, uint32_t *first, uint32_t *last) {
+  uint64_t at = s->addr;
+  uint32_t prev = NONE;
+  *first = NONE;
+  for (uint32_t k = 0; k < s->nblocks; k++) {
+    const hbm_init_block *ib = &t->init_blocks[s->first_block + k];
+    if (ib->addr != at || ib->size == 0 || ib->size % HBM_PT_MIN_BLOCK || ib->addr % HBM_PT_MIN_BLOCK)
+      return seed_fail("blocks must tile the segment in 512-byte units", ib->addr);
+    at += ib->size;
+    uint32_t bi = blk_new(m);
+    if (bi == NONE) return HBM_EHOSTMEM;
+    pt_block *b = B(m, bi);
+    b->addr = (uint64_t)((int64_t)ib->addr + delta);
+    b->size = ib->size;
+    b->slot = slot;
+    b->small = s->small;
+    b->es = es;
+    b->prev = prev;
+    if (prev != NONE) B(m, prev)->next = bi;
+    if (*first == NONE) *first = bi;
+    prev = bi;
+    if (ib->id != HBM_NO_ID) {
+      b->allocated = 1;
+      b->requested = ib->request ? ib->request : ib->size;
+      b->tag = ib->tag;
+      if (hbm_addrmap_put(&m->active, b->addr, bi) != HBM_OK) return HBM_EHOSTMEM;
+      m->allocated_bytes += b->size;
+      m->allocated_blocks++;
+      if (id_addr && ib->id < t->nids) id_addr[ib->id] = b->addr;
+    }
+  }
+  if (at != s->addr + s->size) return seed_fail("blocks do not cover the segment", s->addr);
+  *last = prev;
+  return HBM_OK;
+}
+
+/* After linking: cache the free blocks of a chain (merged neighbours are the
+ * recording's business; P2 is checked, not enforced, for a seeded state). */
+static int seed_cache(pt *m, uint32_t first) {
+  for (uint32_t j = first; j != NONE; j = B(m, j)->next) {
+    if (B(m, j)->allocated) continue;
+    int rc = B(m, j)->mapped ? free_insert(m, j) : unmapped_insert(m, j);
+    if (rc != HBM_OK) return rc;
+  }
+  return HBM_OK;
+}
+
+static int seed_plain(pt *m, const hbm_trace *t, const hbm_init_segment *s, uint64_t *id_addr) {
+  if (s->size == 0 || s->size % HBM_PT_MIN_BLOCK) return seed_fail("segment size", s->addr);
+  uint32_t slot;
+  int rc = slot_of(m, s->stream, &slot);
+  if (rc != HBM_OK) return rc;
+  uint64_t got = 0;
+  rc = hbm_dev_seg_alloc(m->base.dev, s->size, s->addr, &got);
+  if (rc != HBM_OK) return rc;
+  uint32_t first, last;
+  rc = seed_blocks(m, t, s, slot, NONE, (int64_t)(got - s->addr), id_addr, &first, &last);
+  if (rc != HBM_OK) {
+    hbm_dev_seg_free(m->base.dev, got, s->size);
+    return rc;
+  }
+  m->total_allocated_memory += s->size;
+  m->st.segments++;
+  return seed_cache(m, first);
+}
+
+/* Expandable: the mapped ranges of one (stream, pool) in address order share
+ * a reservation that starts at the first range, as long as they fit in one. */
+typedef struct seg_ref {
+  int stream;
+  uint8_t small;
+  uint64_t addr;
+  uint32_t index;
+} seg_ref;
+
+static int seg_ref_cmp(const void *a, const void *b) {
+  const seg_ref *x = a, *y = b;
+  if (x->stream != y->stream) return x->stream < y->stream ? -1 : 1;
+  if (x->small != y->small) return x->small < y->small ? -1 : 1;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static uint32_t seed_gap(pt *m, uint32_t slot, int small, uint32_t es, uint64_t addr, uint64_t size,
+                         uint32_t *chain_first, uint32_t *chain_last) {
+  uint32_t g = blk_new(m);
+  if (g == NONE) return NONE;
+  pt_block *gb = B(m, g);
+  gb->addr = addr;
+  gb->size = size;
+  gb->slot = slot;
+  gb->small = (uint8_t)small;
+  gb->es = es;
+  gb->mapped = 0;
+  gb->prev = *chain_last;
+  if (*chain_last != NONE) B(m, *chain_last)->next = g;
+  if (*chain_first == NONE) *chain_first = g;
+  *chain_last = g;
+  return g;
+}
+
+/* Expandable: the mapped ranges of one (stream, pool) in address order share
+ * a reservation that starts at the first range, as long as they fit in one
+ * (PyTorch reports each contiguous mapped range of a reservation as a
+ * segment; the reservation's own start is not recorded). */
+static int seed_expandable(pt *m, const hbm_trace *t, const seg_ref *refs, uint32_t n, uint64_t *id_addr) {
+  uint32_t k = 0;
+  while (k < n) {
+    const hbm_init_segment *s0 = &t->init_segments[refs[k].index];
+    uint32_t slot, tail;
+    int rc = slot_of(m, s0->stream, &slot);
+    if (rc != HBM_OK) return rc;
+    rc = es_new(m, slot, s0->small, s0->addr, &tail);
+    if (rc != HBM_OK) return rc;
+    uint32_t ei = B(m, tail)->es;
+    int64_t delta = (int64_t)(m->es[ei].base - s0->addr);
+    uint64_t rec_base = s0->addr, page = m->es[ei].page, va = m->es[ei].va_size;
+    unmapped_erase(m, tail);
+    blk_release(m, tail);
+    uint32_t chain_last = NONE, chain_first = NONE, consumed = 0;
+    uint64_t at = rec_base; /* recorded coordinates */
+    for (; k < n; k++, consumed++) {
+      const hbm_init_segment *s = &t->init_segments[refs[k].index];
+      if (s->stream != s0->stream || s->small != s0->small) break;
+      if (s->addr < at || s->addr + s->size > rec_base + va) break; /* the next reservation */
+      if ((s->addr - rec_base) % page || s->size % page || !s->size)
+        return seed_fail("expandable range not in whole pages", s->addr);
+      if (s->addr > at && seed_gap(m, slot, s->small, ei, (uint64_t)((int64_t)at + delta), s->addr - at,
+                                   &chain_first, &chain_last) == NONE)
+        return HBM_EHOSTMEM;
+      rc = es_map_pages(m, &m->es[ei], (s->addr - rec_base) / page, (s->addr + s->size - rec_base) / page);
+      if (rc != HBM_OK) return rc;
+      uint32_t first, last;
+      rc = seed_blocks(m, t, s, slot, ei, delta, id_addr, &first, &last);
+      if (rc != HBM_OK) return rc;
+      B(m, first)->prev = chain_last;
+      if (chain_last != NONE) B(m, chain_last)->next = first;
+      if (chain_first == NONE) chain_first = first;
+      chain_last = last;
+      m->total_allocated_memory += s->size;
+      at = s->addr + s->size;
+    }
+    if (!consumed) return seed_fail("expandable range larger than an address reservation", s0->addr);
+    if (at < rec_base + va && seed_gap(m, slot, s0->small, ei, (uint64_t)((int64_t)at + delta),
+                                       rec_base + va - at, &chain_first, &chain_last) == NONE)
+      return HBM_EHOSTMEM;
+    rc = seed_cache(m, chain_first);
+    if (rc != HBM_OK) return rc;
+  }
+  return HBM_OK;
+}
+
+int hbm_pt_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr) {
+  pt *m = (pt *)p;
+  uint32_t n = t->ninit_segments, nexp = 0;
+  seg_ref *exp = malloc(((size_t)n + 1) * sizeof *exp);
+  if (!exp) return HBM_EHOSTMEM;
+  int rc = HBM_OK;
+  for (uint32_t i = 0; i < n && rc == HBM_OK; i++) {
+    const hbm_init_segment *s = &t->init_segments[i];
+    if (s->expandable) exp[nexp++] = (seg_ref){s->stream, s->small, s->addr, i};
+    else rc = seed_plain(m, t, s, id_addr);
+  }
+  if (rc == HBM_OK && nexp) {
+    qsort(exp, nexp, sizeof *exp, seg_ref_cmp);
+    rc = seed_expandable(m, t, exp, nexp, id_addr);
+  }
+  free(exp);
+  return rc;
+}
+
+/* ==== invariants ============================================================ */
+
+typedef struct checker {
+  hbm_check_report_fn *report;
+  void *arg;
+  int failures;
+} checker;
+
+static void bad(checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bad(checker *c, const char *fmt, ...) {
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  c->failures++;
+  if (c->report && c->failures <= 50) c->report(c->arg, msg);
+}
+
+static void ordset_report(void *arg, const char *message) {
+  checker *c = arg;
+  bad(c, "caching: P7 %s", message);
+}
+
+int hbm_pt_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
+  pt *m = (pt *)p;
+  checker c = {report, arg, 0};
+  if (m->host_failed) bad(&c, "caching: a host allocation failed during an operation");
+  uint64_t reserved = 0, allocated = 0, allocated_blocks = 0, releasable = 0;
+  size_t cached = 0, unmapped = 0;
+  for (uint32_t i = 0; i < m->nblocks; i++) {
+    pt_block *b = &m->blocks[i];
+    if (!b->in_use) continue;
+    if (b->size == 0 || b->size % HBM_PT_MIN_BLOCK || b->addr % HBM_PT_MIN_BLOCK)
+      bad(&c, "caching: P7 block 0x%llx+%llu not in 512-byte units", (unsigned long long)b->addr,
+          (unsigned long long)b->size);
+    if (b->next != NONE) {
+      pt_block *n = &m->blocks[b->next];
+      if (!n->in_use || n->prev != i || n->addr != b->addr + b->size)
+        bad(&c, "caching: P1 block 0x%llx and its next do not tile", (unsigned long long)b->addr);
+      else if (n->slot != b->slot || n->small != b->small || n->es != b->es)
+        bad(&c, "caching: P1 block 0x%llx and its next differ in stream, pool or segment",
+            (unsigned long long)b->addr);
+      else if (!b->allocated && !n->allocated && b->mapped == n->mapped)
+        bad(&c, "caching: P2 free neighbours 0x%llx and 0x%llx not merged", (unsigned long long)b->addr,
+            (unsigned long long)n->addr);
+    }
+    if (b->prev != NONE && (!m->blocks[b->prev].in_use || m->blocks[b->prev].next != i))
+      bad(&c, "caching: P1 block 0x%llx: prev link disagrees", (unsigned long long)b->addr);
+    if (b->mapped) {
+      if (b->es == NONE && b->prev == NONE) {
+        for (uint32_t j = i; j != NONE && m->blocks[j].in_use; j = m->blocks[j].next) reserved += m->blocks[j].size;
+      } else if (b->es != NONE) {
+        reserved += b->size;
+      }
+    }
+    uint32_t v;
+    if (b->allocated) {
+      allocated += b->size;
+      allocated_blocks++;
+      uint64_t got;
+      if (!hbm_addrmap_get(&m->active, b->addr, &got) || got != i)
+        bad(&c, "caching: P4 allocated block 0x%llx not in the active map", (unsigned long long)b->addr);
+    } else if (b->mapped) {
+      cached++;
+      if (whole_segment(b)) releasable += b->size;
+      int pool = b->small ? SMALL : LARGE;
+      if (!hbm_ordset_find(m->streams[b->slot].free[pool], (hbm_okey){b->size, b->addr}, &v) || v != i)
+        bad(&c, "caching: P3 free block 0x%llx+%llu not in its pool", (unsigned long long)b->addr,
+            (unsigned long long)b->size);
+    } else {
+      unmapped++;
+      if (b->es == NONE) bad(&c, "caching: P6 unmapped block outside an expandable segment");
+      else if (!hbm_ordset_find(m->streams[b->slot].unmapped[b->small ? SMALL : LARGE], (hbm_okey){b->addr, 0}, &v) || v != i)
+        bad(&c, "caching: P3 unmapped block 0x%llx not in its set", (unsigned long long)b->addr);
+    }
+    if (b->es != NONE) {
+      pt_es *e = &m->es[b->es];
+      if (!e->live) {
+        bad(&c, "caching: P6 block 0x%llx in a released expandable segment", (unsigned long long)b->addr);
+      } else if (b->mapped) {
+        uint64_t lo = es_page_left(e, b->addr), hi = es_page_right(e, b->addr + b->size);
+        for (uint64_t k = lo; k < hi; k++) {
+          if (k >= e->nhandles || !e->handles[k]) {
+            bad(&c, "caching: P6 mapped block 0x%llx over an unmapped page", (unsigned long long)b->addr);
+            break;
+          }
+        }
+      } else if ((b->addr - e->base) % e->page || b->size % e->page) {
+        bad(&c, "caching: P6 unmapped block 0x%llx not page aligned", (unsigned long long)b->addr);
+      } else {
+        uint64_t lo = es_page_left(e, b->addr), hi = es_page_left(e, b->addr + b->size);
+        for (uint64_t k = lo; k < hi && k < e->nhandles; k++) {
+          if (e->handles[k]) {
+            bad(&c, "caching: P6 unmapped block 0x%llx over a mapped page", (unsigned long long)b->addr);
+            break;
+          }
+        }
+      }
+    }
+  }
+  size_t set_cached = 0, set_unmapped = 0;
+  for (uint32_t s = 0; s < m->nstreams; s++) {
+    for (int k = 0; k < 2; k++) {
+      set_cached += hbm_ordset_count(m->streams[s].free[k]);
+      set_unmapped += hbm_ordset_count(m->streams[s].unmapped[k]);
+      hbm_ordset_check(m->streams[s].free[k], ordset_report, &c);
+      hbm_ordset_check(m->streams[s].unmapped[k], ordset_report, &c);
+    }
+  }
+  if (set_cached != cached || set_unmapped != unmapped)
+    bad(&c, "caching: P3 sets hold %zu cached + %zu unmapped, blocks say %zu + %zu", set_cached,
+        set_unmapped, cached, unmapped);
+  if (m->active.used != allocated_blocks || allocated_blocks != m->allocated_blocks)
+    bad(&c, "caching: P4 active map holds %llu, %llu blocks allocated (counter %llu)",
+        (unsigned long long)m->active.used, (unsigned long long)allocated_blocks,
+        (unsigned long long)m->allocated_blocks);
+  if (reserved != m->total_allocated_memory)
+    bad(&c, "caching: P5 reserved %llu but segments and mapped pages add to %llu",
+        (unsigned long long)m->total_allocated_memory, (unsigned long long)reserved);
+  if (allocated != m->allocated_bytes)
+    bad(&c, "caching: P5 allocated %llu but blocks add to %llu", (unsigned long long)m->allocated_bytes,
+        (unsigned long long)allocated);
+  if (releasable != m->releasable)
+    bad(&c, "caching: P5 releasable %llu but recount is %llu", (unsigned long long)m->releasable,
+        (unsigned long long)releasable);
+  for (int k = 0; k < 2; k++) {
+    if (!m->largest_valid[k]) continue;
+    uint64_t best = 0;
+    for (uint32_t s = 0; s < m->nstreams; s++) {
+      hbm_okey key;
+      if (hbm_ordset_last(m->streams[s].free[k], &key, NULL) && key.hi > best) best = key.hi;
+    }
+    if (best != m->largest[k])
+      bad(&c, "caching: P5 cached largest block %llu but the sets say %llu",
+          (unsigned long long)m->largest[k], (unsigned long long)best);
+  }
+  return c.failures;
+}
