@@ -21,6 +21,8 @@ typedef struct cli_command {
 int cmd_replay(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+int cmd_fidelity(int argc, char **argv);
 
 /* Prints "hbm: <message>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

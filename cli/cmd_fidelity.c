@@ -1,0 +1,190 @@
+/* hbm fidelity: how faithfully the caching model reproduces a recording. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "replay/fidelity.h"
+#include "report/json.h"
+#include "trace/pickle.h"
+#include "trace/snapshot.h"
+#include "trace/trace.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: hbm fidelity SNAPSHOT.pickle|TRACE [options]\n"
+          "\n"
+          "Replays the requests of a PyTorch memory snapshot (or of a trace with recorded\n"
+          "addresses) through the model of PyTorch's caching allocator, from the state\n"
+          "reconstructed at the first recorded event, and compares with what PyTorch did:\n"
+          "the share of allocations placed at PyTorch's address, the segment allocations\n"
+          "on both sides, peak reserved on both sides, and the first allocation placed\n"
+          "elsewhere. The model never looks at recorded addresses to place a block; a new\n"
+          "segment takes the address PyTorch's matching segment got, and recorded segment\n"
+          "releases (empty_cache, release before retry) are applied where they happened.\n"
+          "\n"
+          "options:\n"
+          "  --policy caching|expandable  the model (default: expandable when the recorded\n"
+          "                       settings have expandable_segments:True, else caching)\n"
+          "  --alloc-conf CONF    settings in PYTORCH_CUDA_ALLOC_CONF syntax (default: recorded)\n"
+          "  --device N           which device of a multi-device snapshot (default: the first\n"
+          "                       with trace entries)\n"
+          "  --check              exit 1 unless address match >= 0.99, segment allocations are\n"
+          "                       the same in number and sizes, and peak reserved is within 0.5%%\n"
+          "  --json               one JSON object: allocs, address_match, segment_allocs_real,\n"
+          "                       segment_allocs_model, peak_reserved_real, peak_reserved_model,\n"
+          "                       first_mismatch (null or {event, real, model})\n"
+          "  -h, --help           this text\n"
+          "\n"
+          "exit: 0 compared, 1 the model failed (or --check failed), 2 bad input or usage\n");
+}
+
+static void print_error(int err, const char *message, void *arg) { cli_error("%s", message); }
+
+static int load(const char *path, int device, hbm_trace **out, hbm_diag *diag) {
+  char *data;
+  size_t len;
+  int rc = hbm_read_file(path, &data, &len, diag);
+  if (rc != HBM_OK) return rc;
+  if (hbm_pickle_sniff((const uint8_t *)data, len)) {
+    hbm_snapshot_options so = {.device = device};
+    rc = hbm_snapshot_import((const uint8_t *)data, len, path, &so, out, diag);
+  } else {
+    rc = hbm_trace_parse_text(data, len, path, out, diag);
+  }
+  free(data);
+  return rc;
+}
+
+static void json_addr(hbm_json *j, const char *key, uint64_t addr) {
+  hbm_json_key(j, key);
+  if (addr == HBM_NO_ADDR) hbm_json_null(j);
+  else hbm_json_u64(j, addr);
+}
+
+int cmd_fidelity(int argc, char **argv) {
+  static const struct option opts[] = {{"policy", required_argument, 0, 'p'},
+                                       {"alloc-conf", required_argument, 0, 'a'},
+                                       {"device", required_argument, 0, 'd'},
+                                       {"check", no_argument, 0, 'c'},
+                                       {"json", no_argument, 0, 'j'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+  hbm_fidelity_options fo = {0};
+  int json = 0, check = 0, device = -1, c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+      case 'p':
+        if (strcmp(optarg, "caching") && strcmp(optarg, "expandable")) {
+          cli_error("--policy: fidelity models PyTorch's allocator: caching or expandable, got '%s'", optarg);
+          return CLI_BAD_INPUT;
+        }
+        fo.policy = optarg;
+        break;
+      case 'a': fo.conf = optarg; break;
+      case 'd': {
+        char *end;
+        long v = strtol(optarg, &end, 10);
+        if (*end || v < 0 || v > 1024) {
+          cli_error("--device: expected a device index (0, 1, ...), got '%s'", optarg);
+          return CLI_BAD_INPUT;
+        }
+        device = (int)v;
+        break;
+      }
+      case 'c': check = 1; break;
+      case 'j': json = 1; break;
+      case 'h': usage(stdout); return CLI_OK;
+      default: usage(stderr); return CLI_BAD_INPUT;
+    }
+  }
+  if (optind != argc - 1) {
+    cli_error("fidelity: expected one SNAPSHOT.pickle or TRACE");
+    usage(stderr);
+    return CLI_BAD_INPUT;
+  }
+  const char *path = argv[optind];
+  hbm_set_error_handler(print_error, NULL);
+  hbm_diag diag = {0};
+  hbm_trace *t = NULL;
+  int rc = load(path, device, &t, &diag);
+  if (rc != HBM_OK) {
+    cli_diag(&diag);
+    return cli_exit_code(rc);
+  }
+  hbm_fidelity_result r;
+  rc = hbm_fidelity(t, &fo, &r, &diag);
+  hbm_trace_free(t);
+  if (rc != HBM_OK) {
+    if (diag.message[0]) cli_diag(&diag);
+    else cli_error("%s: fidelity failed: %s", path, hbm_strerror(rc));
+    return cli_exit_code(rc);
+  }
+  double peak_diff = r.peak_reserved_real
+      ? ((double)r.peak_reserved_model - (double)r.peak_reserved_real) / (double)r.peak_reserved_real
+      : 0.0;
+  int passed = r.address_match >= 0.99 && r.segment_allocs_real == r.segment_allocs_model &&
+               r.segment_sizes_equal && fabs(peak_diff) <= 0.005;
+  if (json) {
+    hbm_json j;
+    hbm_json_init(&j);
+    hbm_json_object_begin(&j);
+    hbm_json_kv_u64(&j, "allocs", r.allocs);
+    hbm_json_kv_double(&j, "address_match", r.address_match);
+    hbm_json_kv_u64(&j, "segment_allocs_real", r.segment_allocs_real);
+    hbm_json_kv_u64(&j, "segment_allocs_model", r.segment_allocs_model);
+    hbm_json_kv_u64(&j, "peak_reserved_real", r.peak_reserved_real);
+    hbm_json_kv_u64(&j, "peak_reserved_model", r.peak_reserved_model);
+    hbm_json_key(&j, "first_mismatch");
+    if (!r.has_mismatch) {
+      hbm_json_null(&j);
+    } else {
+      hbm_json_object_begin(&j);
+      hbm_json_kv_u64(&j, "event", r.mismatch_event);
+      json_addr(&j, "real", r.mismatch_real);
+      json_addr(&j, "model", r.mismatch_model);
+      hbm_json_object_end(&j);
+    }
+    hbm_json_object_end(&j);
+    if (j.failed) {
+      cli_error("out of memory formatting the report");
+      hbm_json_release(&j);
+      return CLI_FAILED;
+    }
+    printf("%s\n", j.buf);
+    hbm_json_release(&j);
+  } else {
+    char a[32], b[32];
+    printf("fidelity of %s on %s (%llu streams)\n", r.policy, path, (unsigned long long)r.streams);
+    printf("  allocations          %llu, at PyTorch's address: %llu (%.2f%%)\n", (unsigned long long)r.allocs,
+           (unsigned long long)r.address_matches, 100.0 * r.address_match);
+    printf("  segment allocations  PyTorch %llu, model %llu (%s)\n", (unsigned long long)r.segment_allocs_real,
+           (unsigned long long)r.segment_allocs_model,
+           r.segment_sizes_equal ? "same sizes in the same order" : "sizes differ");
+    printf("  segment releases     %llu recorded, %llu applied to the model\n",
+           (unsigned long long)r.segment_frees_real, (unsigned long long)r.segment_frees_applied);
+    printf("  peak reserved        PyTorch %s, model %s (%+.2f%%)\n", cli_size(r.peak_reserved_real, a),
+           cli_size(r.peak_reserved_model, b), 100.0 * peak_diff);
+    if (r.failed_allocs) printf("  failed requests      %llu (the model ran out where PyTorch did not)\n",
+                                (unsigned long long)r.failed_allocs);
+    if (r.has_mismatch) {
+      printf("  first mismatch       event %llu", (unsigned long long)r.mismatch_event);
+      if (r.mismatch_line) printf(" (line/entry %u)", r.mismatch_line);
+      printf(": PyTorch 0x%llx, model ", (unsigned long long)r.mismatch_real);
+      if (r.mismatch_model == HBM_NO_ADDR) printf("failed\n");
+      else printf("0x%llx\n", (unsigned long long)r.mismatch_model);
+    } else {
+      printf("  first mismatch       none\n");
+    }
+    if (r.check_failures) printf("  model invariants     %d failure(s)\n", r.check_failures);
+  }
+  if (r.check_failures) return CLI_FAILED;
+  if (check && !passed) {
+    if (!json) printf("check failed: needs address match >= 0.99, equal segment allocations, peak within 0.5%%\n");
+    return CLI_FAILED;
+  }
+  return CLI_OK;
+}

@@ -1,0 +1,128 @@
+/* hbm import: a PyTorch memory snapshot as an hbm text trace. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "trace/pickle.h"
+#include "trace/snapshot.h"
+#include "trace/trace.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: hbm import SNAPSHOT.pickle -o TRACE [options]\n"
+          "\n"
+          "Reads a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot, no Python\n"
+          "needed) and writes the allocation trace of one device as an hbm text trace:\n"
+          "allocations with the address PyTorch gave them (@ADDR), completed frees,\n"
+          "streams, segment allocations and releases, step boundaries (after each\n"
+          "Optimizer.step annotation), the allocator settings (conf), and the allocator\n"
+          "state when recording began (init-seg / init-blk). docs/snapshot-import.md\n"
+          "describes how that state is reconstructed.\n"
+          "\n"
+          "options:\n"
+          "  -o, --output TRACE   where to write (required; written atomically, never over the input)\n"
+          "  --device N           which device of a multi-device snapshot (default: the first\n"
+          "                       with trace entries)\n"
+          "  -q, --quiet          no summary\n"
+          "  -h, --help           this text\n"
+          "\n"
+          "exit: 0 written, 1 could not write, 2 bad input or usage\n");
+}
+
+static void print_error(int err, const char *message, void *arg) { cli_error("%s", message); }
+
+int cmd_import(int argc, char **argv) {
+  static const struct option opts[] = {{"output", required_argument, 0, 'o'},
+                                       {"device", required_argument, 0, 'd'},
+                                       {"quiet", no_argument, 0, 'q'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+  const char *output = NULL;
+  int quiet = 0, c;
+  hbm_snapshot_options so = {.device = -1};
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
+    switch (c) {
+      case 'o': output = optarg; break;
+      case 'd': {
+        char *end;
+        long v = strtol(optarg, &end, 10);
+        if (*end || v < 0 || v > 1024) {
+          cli_error("--device: expected a device index (0, 1, ...), got '%s'", optarg);
+          return CLI_BAD_INPUT;
+        }
+        so.device = (int)v;
+        break;
+      }
+      case 'q': quiet = 1; break;
+      case 'h': usage(stdout); return CLI_OK;
+      default: usage(stderr); return CLI_BAD_INPUT;
+    }
+  }
+  if (optind != argc - 1 || !output) {
+    cli_error(!output ? "import: -o TRACE is required" : "import: expected one SNAPSHOT.pickle");
+    usage(stderr);
+    return CLI_BAD_INPUT;
+  }
+  const char *path = argv[optind];
+  hbm_set_error_handler(print_error, NULL);
+  hbm_diag diag = {0};
+  char *data;
+  size_t len;
+  int rc = hbm_read_file(path, &data, &len, &diag);
+  if (rc != HBM_OK) {
+    cli_diag(&diag);
+    return cli_exit_code(rc);
+  }
+  if (!hbm_pickle_sniff((const uint8_t *)data, len)) {
+    free(data);
+    cli_error("%s: byte 0: not a pickle (a PyTorch snapshot starts with PROTO 2..5); "
+              "an hbm text trace needs no import", path);
+    return CLI_BAD_INPUT;
+  }
+  hbm_trace *t = NULL;
+  rc = hbm_snapshot_import((const uint8_t *)data, len, path, &so, &t, &diag);
+  free(data);
+  if (rc != HBM_OK) {
+    cli_diag(&diag);
+    return cli_exit_code(rc);
+  }
+  t->source_path = strdup(path); /* so the writer refuses to overwrite it */
+  if (!t->source_path) {
+    hbm_trace_free(t);
+    cli_error("out of host memory");
+    return CLI_FAILED;
+  }
+  rc = hbm_trace_save(t, output, &diag);
+  if (rc != HBM_OK) {
+    cli_diag(&diag);
+    hbm_trace_free(t);
+    return cli_exit_code(rc);
+  }
+  if (!quiet) {
+    uint64_t allocs = 0, frees = 0, segs = 0, segfrees = 0, steps = 0, live = 0, init_bytes = 0;
+    for (uint64_t i = 0; i < t->nevents; i++) {
+      switch (t->events[i].kind) {
+        case HBM_EV_ALLOC: allocs++; break;
+        case HBM_EV_FREE: frees++; break;
+        case HBM_EV_SEG_ALLOC: segs++; break;
+        case HBM_EV_SEG_FREE: segfrees++; break;
+        case HBM_EV_STEP: steps++; break;
+        default: break;
+      }
+    }
+    for (uint32_t i = 0; i < t->ninit_blocks; i++) live += t->init_blocks[i].id != HBM_NO_ID;
+    for (uint32_t i = 0; i < t->ninit_segments; i++) init_bytes += t->init_segments[i].size;
+    char a[32], b[32];
+    printf("%s -> %s: %llu allocations, %llu frees, %llu segment allocations, %llu releases, %llu steps\n",
+           path, output, (unsigned long long)allocs, (unsigned long long)frees, (unsigned long long)segs,
+           (unsigned long long)segfrees, (unsigned long long)steps);
+    printf("starting state: %u segments (%s), %llu blocks alive; peak live %s; conf '%s'\n",
+           t->ninit_segments, cli_size(init_bytes, a), (unsigned long long)live,
+           cli_size(hbm_trace_peak_live(t), b), t->conf ? t->conf : "");
+  }
+  hbm_trace_free(t);
+  return CLI_OK;
+}
