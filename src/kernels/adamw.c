@@ -274,8 +274,16 @@ static int run_threaded(const adamw_scalars *s, const hbm_adamw_tensor *tensors,
     tensor_start[k] = total;
     total += tensors[k].count;
   }
-  uint64_t threads = requested_threads > 0 ? (uint64_t)requested_threads : (uint64_t)cpus_available();
-  uint64_t useful = total / ADAMW_MIN_ELEMENTS_PER_THREAD;
+  /* Asked for: that many, while each has a share. Automatic: one per CPU,
+   * while each has enough work to repay starting it. */
+  uint64_t threads, useful;
+  if (requested_threads > 0) {
+    threads = (uint64_t)requested_threads;
+    useful = (total + ADAMW_SHARE_ALIGN - 1) / ADAMW_SHARE_ALIGN;
+  } else {
+    threads = (uint64_t)cpus_available();
+    useful = total / ADAMW_MIN_ELEMENTS_PER_THREAD;
+  }
   if (threads > useful) threads = useful ? useful : 1;
   if (threads > ADAMW_MAX_THREADS) threads = ADAMW_MAX_THREADS;
 
