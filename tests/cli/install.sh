@@ -11,9 +11,16 @@ libdir=$(ls -d "$dir"/prefix/lib*/pkgconfig | head -n 1)
 test -f "$dir/prefix/include/hbm.h"
 test -x "$dir/prefix/bin/hbm"
 export PKG_CONFIG_PATH="$libdir"
-cc -std=c11 -Wall -Werror "$HBM_ROOT/examples/quickstart.c" $(pkg-config --cflags hbm) \
+# A sanitizer build installs instrumented libraries: link the example the same way.
+san=$(sed -n 's/^HBM_SANITIZE:STRING=//p' "$HBM_BUILD/CMakeCache.txt")
+case "$san" in
+  address) sanflags="-fsanitize=address,undefined" ;;
+  thread) sanflags="-fsanitize=thread" ;;
+  *) sanflags="" ;;
+esac
+cc -std=c11 -Wall -Werror $sanflags "$HBM_ROOT/examples/quickstart.c" $(pkg-config --cflags hbm) \
    $(pkg-config --libs hbm) -Wl,-rpath,"$(dirname "$libdir")" -o "$dir/quick_shared"
-cc -std=c11 -Wall -Werror "$HBM_ROOT/examples/quickstart.c" $(pkg-config --cflags hbm) \
+cc -std=c11 -Wall -Werror $sanflags "$HBM_ROOT/examples/quickstart.c" $(pkg-config --cflags hbm) \
    "$(dirname "$libdir")/libhbm.a" -lpthread -lm -ldl -o "$dir/quick_static"
 for bin in quick_shared quick_static; do
   out=$("$dir/$bin")
