@@ -48,8 +48,12 @@ typedef struct hbm_pickle_limits {
   uint64_t max_memo;    /* default 16 Mi entries */
 } hbm_pickle_limits;
 
-/* Parses data[0..len). name is used in diag. limits may be NULL (defaults).
- * HBM_EPARSE with diag->offset at the offending opcode. */
+/* Parses data[0..len). name is used in diag. limits may be NULL (defaults);
+ * a zero field also takes its default. HBM_EPARSE with diag->offset at the
+ * offending opcode (or byte) and a message that starts "byte N: " and says
+ * what was expected; HBM_EHOSTMEM if host memory ran out; HBM_EINVAL for a
+ * NULL out or NULL data with len > 0. On error *out is left untouched and
+ * nothing stays allocated. diag may be NULL. */
 int hbm_pickle_parse(const uint8_t *data, size_t len, const char *name,
                      const hbm_pickle_limits *limits, hbm_pickle **out, hbm_diag *diag);
 const hbm_pk_value *hbm_pickle_root(const hbm_pickle *doc);
