@@ -1,7 +1,14 @@
-/* ordset.c: the treap behind hbm_ordset (see ordset.h for the contract and
- * the invariants O1..O4). Insert walks down by priority and splits the
- * subtree it stops at; erase replaces the node with the merge of its
- * children. Both are iterative, so depth never touches the C stack. */
+/* ordset.c: hbm_ordset as a two-level sorted array (see ordset.h for the
+ * contract and the invariants O1..O4).
+ *
+ * Keys live in chunks of up to CHUNK entries, each sorted; the chunks are in
+ * key order and an index holds each chunk's largest key, so a lookup is a
+ * binary search over the index and one inside a chunk: two or three cache
+ * lines for the few hundred free blocks a caching allocator holds, where a
+ * pointer tree takes a miss per level. A full chunk splits in two; a chunk
+ * that falls below a quarter merges into a neighbour with room, and an empty
+ * one goes; so chunks stay at least a quarter full on average and memory
+ * stays proportional to the entries. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,222 +16,243 @@
 #include "core/ordset.h"
 #include "hbm.h"
 
-#define NIL UINT32_MAX
+enum { CHUNK = 32 };
 
-typedef struct node {
+typedef struct entry {
   hbm_okey key;
-  uint32_t value;
-  uint32_t left, right; /* free nodes chain through left */
-  uint32_t prio;
-} node;
+  uint64_t value; /* 32 bits used; 64 keeps entries 8-byte aligned, 24 bytes */
+} entry;
+
+typedef struct chunk {
+  uint32_t n;
+  entry e[CHUNK];
+} chunk;
 
 struct hbm_ordset {
-  node *nodes;
-  uint32_t cap, used; /* nodes[0..used) have been handed out at least once */
-  uint32_t free_head, free_count;
-  uint32_t root;
+  chunk **chunks;  /* in key order */
+  hbm_okey *maxkey; /* maxkey[i] = chunks[i]->keys[n - 1] */
+  size_t nchunks, cap;
   size_t count;
-  uint32_t rng;       /* xorshift32 state, fixed seed: reproducible shapes */
+  chunk *spare;    /* one empty chunk kept to avoid malloc churn */
 };
 
 int hbm_ordset_create(hbm_ordset **out) {
   hbm_ordset *s = calloc(1, sizeof *s);
   if (!s) return HBM_EHOSTMEM;
-  s->root = NIL;
-  s->free_head = NIL;
-  s->rng = 0x9e3779b9u;
   *out = s;
   return HBM_OK;
 }
 
 void hbm_ordset_destroy(hbm_ordset *s) {
   if (!s) return;
-  free(s->nodes);
+  for (size_t i = 0; i < s->nchunks; i++) free(s->chunks[i]);
+  free(s->spare);
+  free(s->chunks);
+  free(s->maxkey);
   free(s);
 }
 
 size_t hbm_ordset_count(const hbm_ordset *s) { return s->count; }
 
-static uint32_t next_prio(hbm_ordset *s) {
-  uint32_t x = s->rng;
-  x ^= x << 13;
-  x ^= x >> 17;
-  x ^= x << 5;
-  s->rng = x;
-  return x;
+static inline int lt(hbm_okey a, hbm_okey b) { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo); }
+
+/* First chunk whose largest key is >= key (nchunks if none). */
+static size_t find_chunk(const hbm_ordset *s, hbm_okey key) {
+  size_t lo = 0, hi = s->nchunks;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (lt(s->maxkey[mid], key)) lo = mid + 1; else hi = mid;
+  }
+  return lo;
 }
 
-static uint32_t node_new(hbm_ordset *s) {
-  if (s->free_head != NIL) {
-    uint32_t n = s->free_head;
-    s->free_head = s->nodes[n].left;
-    s->free_count--;
-    return n;
+/* First position in c whose key is >= key (c->n if none). */
+static uint32_t find_pos(const chunk *c, hbm_okey key) {
+  uint32_t lo = 0, hi = c->n;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (lt(c->e[mid].key, key)) lo = mid + 1; else hi = mid;
   }
-  if (s->used == s->cap) {
-    uint32_t cap = s->cap ? s->cap * 2 : 64;
-    if (cap <= s->cap || cap == NIL) return NIL;
-    node *n = realloc(s->nodes, (size_t)cap * sizeof *n);
-    if (!n) return NIL;
-    s->nodes = n;
-    s->cap = cap;
-  }
-  return s->used++;
+  return lo;
 }
 
-static void node_release(hbm_ordset *s, uint32_t n) {
-  s->nodes[n].left = s->free_head;
-  s->nodes[n].right = NIL;
-  s->nodes[n].prio = 0;
-  s->free_head = n;
-  s->free_count++;
+static chunk *chunk_new(hbm_ordset *s) {
+  chunk *c = s->spare;
+  if (c) {
+    s->spare = NULL;
+  } else {
+    c = malloc(sizeof *c);
+    if (!c) return NULL;
+  }
+  c->n = 0;
+  return c;
+}
+
+static void chunk_drop(hbm_ordset *s, chunk *c) {
+  if (!s->spare) s->spare = c;
+  else free(c);
+}
+
+/* Makes room for one more chunk pointer in the index. */
+static int index_reserve(hbm_ordset *s) {
+  if (s->nchunks < s->cap) return HBM_OK;
+  size_t cap = s->cap ? s->cap * 2 : 8;
+  chunk **c = realloc(s->chunks, cap * sizeof *c);
+  if (!c) return HBM_EHOSTMEM;
+  s->chunks = c;
+  hbm_okey *m = realloc(s->maxkey, cap * sizeof *m);
+  if (!m) return HBM_EHOSTMEM;
+  s->maxkey = m;
+  s->cap = cap;
+  return HBM_OK;
+}
+
+static void index_insert(hbm_ordset *s, size_t at, chunk *c) {
+  memmove(s->chunks + at + 1, s->chunks + at, (s->nchunks - at) * sizeof *s->chunks);
+  memmove(s->maxkey + at + 1, s->maxkey + at, (s->nchunks - at) * sizeof *s->maxkey);
+  s->chunks[at] = c;
+  s->maxkey[at] = c->e[c->n - 1].key;
+  s->nchunks++;
+}
+
+static void index_remove(hbm_ordset *s, size_t at) {
+  memmove(s->chunks + at, s->chunks + at + 1, (s->nchunks - at - 1) * sizeof *s->chunks);
+  memmove(s->maxkey + at, s->maxkey + at + 1, (s->nchunks - at - 1) * sizeof *s->maxkey);
+  s->nchunks--;
 }
 
 int hbm_ordset_insert(hbm_ordset *s, hbm_okey key, uint32_t value) {
-  uint32_t n = node_new(s);
-  if (n == NIL) return HBM_EHOSTMEM;
-  node *nodes = s->nodes; /* stable from here on: no more growth */
-  uint32_t prio = next_prio(s);
-  uint32_t *link = &s->root;
-  while (*link != NIL && nodes[*link].prio >= prio) {
-    int c = hbm_okey_cmp(key, nodes[*link].key);
-    if (c == 0) {
-      node_release(s, n);
-      return HBM_EINVAL;
-    }
-    link = c < 0 ? &nodes[*link].left : &nodes[*link].right;
+  if (index_reserve(s) != HBM_OK) return HBM_EHOSTMEM;
+  if (s->nchunks == 0) {
+    chunk *c = chunk_new(s);
+    if (!c) return HBM_EHOSTMEM;
+    c->e[0].key = key;
+    c->e[0].value = value;
+    c->n = 1;
+    index_insert(s, 0, c);
+    s->count = 1;
+    return HBM_OK;
   }
-  /* The key must not be in the subtree we are about to split. */
-  for (uint32_t t = *link; t != NIL;) {
-    int c = hbm_okey_cmp(key, nodes[t].key);
-    if (c == 0) {
-      node_release(s, n);
-      return HBM_EINVAL;
-    }
-    t = c < 0 ? nodes[t].left : nodes[t].right;
-  }
-  nodes[n].key = key;
-  nodes[n].value = value;
-  nodes[n].prio = prio;
-  uint32_t *l = &nodes[n].left, *r = &nodes[n].right;
-  uint32_t t = *link;
-  while (t != NIL) {
-    if (hbm_okey_cmp(key, nodes[t].key) > 0) {
-      *l = t;
-      l = &nodes[t].right;
-      t = nodes[t].right;
-    } else {
-      *r = t;
-      r = &nodes[t].left;
-      t = nodes[t].left;
+  size_t ci = find_chunk(s, key);
+  if (ci == s->nchunks) ci--; /* beyond every key: append to the last chunk */
+  chunk *c = s->chunks[ci];
+  uint32_t pos = find_pos(c, key);
+  if (pos < c->n && hbm_okey_cmp(c->e[pos].key, key) == 0) return HBM_EINVAL;
+  if (c->n == CHUNK) { /* split: the upper half moves to a new chunk after c */
+    chunk *d = chunk_new(s);
+    if (!d) return HBM_EHOSTMEM;
+    uint32_t half = CHUNK / 2;
+    memcpy(d->e, c->e + half, (CHUNK - half) * sizeof *c->e);
+    d->n = CHUNK - half;
+    c->n = half;
+    s->maxkey[ci] = c->e[half - 1].key;
+    index_insert(s, ci + 1, d);
+    if (pos > half) {
+      c = d;
+      ci++;
+      pos -= half;
     }
   }
-  *l = NIL;
-  *r = NIL;
-  *link = n;
+  memmove(c->e + pos + 1, c->e + pos, (c->n - pos) * sizeof *c->e);
+  c->e[pos].key = key;
+  c->e[pos].value = value;
+  c->n++;
+  if (pos == c->n - 1) s->maxkey[ci] = key;
   s->count++;
   return HBM_OK;
 }
 
 int hbm_ordset_erase(hbm_ordset *s, hbm_okey key) {
-  node *nodes = s->nodes;
-  uint32_t *link = &s->root;
-  while (*link != NIL) {
-    int c = hbm_okey_cmp(key, nodes[*link].key);
-    if (c == 0) break;
-    link = c < 0 ? &nodes[*link].left : &nodes[*link].right;
+  size_t ci = find_chunk(s, key);
+  if (ci == s->nchunks) return HBM_EINVAL;
+  chunk *c = s->chunks[ci];
+  uint32_t pos = find_pos(c, key);
+  if (pos == c->n || hbm_okey_cmp(c->e[pos].key, key) != 0) return HBM_EINVAL;
+  memmove(c->e + pos, c->e + pos + 1, (c->n - pos - 1) * sizeof *c->e);
+  c->n--;
+  s->count--;
+  if (c->n == 0) {
+    index_remove(s, ci);
+    chunk_drop(s, c);
+    return HBM_OK;
   }
-  if (*link == NIL) return HBM_EINVAL;
-  uint32_t t = *link;
-  uint32_t a = nodes[t].left, b = nodes[t].right;
-  uint32_t *dst = link;
-  while (a != NIL && b != NIL) {
-    if (nodes[a].prio >= nodes[b].prio) {
-      *dst = a;
-      dst = &nodes[a].right;
-      a = nodes[a].right;
-    } else {
-      *dst = b;
-      dst = &nodes[b].left;
-      b = nodes[b].left;
+  s->maxkey[ci] = c->e[c->n - 1].key;
+  if (c->n < CHUNK / 4) { /* merge into a neighbour with room */
+    if (ci + 1 < s->nchunks && s->chunks[ci + 1]->n + c->n <= CHUNK * 3 / 4) {
+      chunk *d = s->chunks[ci + 1]; /* c's keys go in front of d's */
+      memmove(d->e + c->n, d->e, d->n * sizeof *d->e);
+      memcpy(d->e, c->e, c->n * sizeof *c->e);
+      d->n += c->n;
+      index_remove(s, ci);
+      chunk_drop(s, c);
+    } else if (ci > 0 && s->chunks[ci - 1]->n + c->n <= CHUNK * 3 / 4) {
+      chunk *d = s->chunks[ci - 1]; /* c's keys go after d's */
+      memcpy(d->e + d->n, c->e, c->n * sizeof *c->e);
+      d->n += c->n;
+      s->maxkey[ci - 1] = d->e[d->n - 1].key;
+      index_remove(s, ci);
+      chunk_drop(s, c);
     }
   }
-  *dst = a != NIL ? a : b;
-  node_release(s, t);
-  s->count--;
   return HBM_OK;
 }
 
-static int emit(const hbm_ordset *s, uint32_t n, hbm_okey *found, uint32_t *value) {
-  if (n == NIL) return 0;
-  if (found) *found = s->nodes[n].key;
-  if (value) *value = s->nodes[n].value;
+static int emit(const chunk *c, uint32_t pos, hbm_okey *found, uint32_t *value) {
+  if (found) *found = c->e[pos].key;
+  if (value) *value = (uint32_t)c->e[pos].value;
   return 1;
 }
 
 int hbm_ordset_find(const hbm_ordset *s, hbm_okey key, uint32_t *value) {
-  uint32_t t = s->root;
-  while (t != NIL) {
-    int c = hbm_okey_cmp(key, s->nodes[t].key);
-    if (c == 0) return emit(s, t, NULL, value);
-    t = c < 0 ? s->nodes[t].left : s->nodes[t].right;
-  }
-  return 0;
+  size_t ci = find_chunk(s, key);
+  if (ci == s->nchunks) return 0;
+  const chunk *c = s->chunks[ci];
+  uint32_t pos = find_pos(c, key);
+  if (pos == c->n || hbm_okey_cmp(c->e[pos].key, key) != 0) return 0;
+  return emit(c, pos, NULL, value);
 }
 
 int hbm_ordset_lower_bound(const hbm_ordset *s, hbm_okey key, hbm_okey *found, uint32_t *value) {
-  uint32_t t = s->root, best = NIL;
-  while (t != NIL) {
-    int c = hbm_okey_cmp(key, s->nodes[t].key);
-    if (c == 0) return emit(s, t, found, value);
-    if (c < 0) {
-      best = t;
-      t = s->nodes[t].left;
-    } else {
-      t = s->nodes[t].right;
-    }
-  }
-  return emit(s, best, found, value);
+  size_t ci = find_chunk(s, key);
+  if (ci == s->nchunks) return 0;
+  const chunk *c = s->chunks[ci];
+  return emit(c, find_pos(c, key), found, value); /* maxkey >= key: a position exists */
 }
 
 int hbm_ordset_upper_bound(const hbm_ordset *s, hbm_okey key, hbm_okey *found, uint32_t *value) {
-  uint32_t t = s->root, best = NIL;
-  while (t != NIL) {
-    if (hbm_okey_cmp(key, s->nodes[t].key) < 0) {
-      best = t;
-      t = s->nodes[t].left;
-    } else {
-      t = s->nodes[t].right;
-    }
+  size_t ci = find_chunk(s, key);
+  if (ci == s->nchunks) return 0;
+  const chunk *c = s->chunks[ci];
+  uint32_t pos = find_pos(c, key);
+  if (hbm_okey_cmp(c->e[pos].key, key) == 0) pos++;
+  if (pos == c->n) {
+    if (++ci == s->nchunks) return 0;
+    c = s->chunks[ci];
+    pos = 0;
   }
-  return emit(s, best, found, value);
+  return emit(c, pos, found, value);
 }
 
 int hbm_ordset_below(const hbm_ordset *s, hbm_okey key, hbm_okey *found, uint32_t *value) {
-  uint32_t t = s->root, best = NIL;
-  while (t != NIL) {
-    if (hbm_okey_cmp(s->nodes[t].key, key) < 0) {
-      best = t;
-      t = s->nodes[t].right;
-    } else {
-      t = s->nodes[t].left;
-    }
+  size_t ci = find_chunk(s, key);
+  uint32_t pos = ci < s->nchunks ? find_pos(s->chunks[ci], key) : 0;
+  if (ci == s->nchunks || pos == 0) { /* the answer is the last key of the chunk before */
+    if (ci == 0) return 0;
+    const chunk *p = s->chunks[ci - 1];
+    return emit(p, p->n - 1, found, value);
   }
-  return emit(s, best, found, value);
+  return emit(s->chunks[ci], pos - 1, found, value);
 }
 
 int hbm_ordset_first(const hbm_ordset *s, hbm_okey *found, uint32_t *value) {
-  uint32_t t = s->root;
-  if (t == NIL) return 0;
-  while (s->nodes[t].left != NIL) t = s->nodes[t].left;
-  return emit(s, t, found, value);
+  if (!s->nchunks) return 0;
+  return emit(s->chunks[0], 0, found, value);
 }
 
 int hbm_ordset_last(const hbm_ordset *s, hbm_okey *found, uint32_t *value) {
-  uint32_t t = s->root;
-  if (t == NIL) return 0;
-  while (s->nodes[t].right != NIL) t = s->nodes[t].right;
-  return emit(s, t, found, value);
+  if (!s->nchunks) return 0;
+  const chunk *c = s->chunks[s->nchunks - 1];
+  return emit(c, c->n - 1, found, value);
 }
 
 /* ---- invariant check ---- */
@@ -237,64 +265,38 @@ static int fail(hbm_ordset_report_fn *report, void *arg, const char *msg) {
 int hbm_ordset_check(const hbm_ordset *s, hbm_ordset_report_fn *report, void *arg) {
   int failures = 0;
   char msg[160];
-  if (s->used == 0) {
-    if (s->root != NIL || s->count) failures += fail(report, arg, "ordset: empty array but a root or count");
-    return failures;
-  }
-  uint8_t *seen = calloc(s->used, 1);
-  uint32_t *stack = malloc(((size_t)s->used + 1) * sizeof *stack);
-  if (!seen || !stack) {
-    free(seen);
-    free(stack);
-    return fail(report, arg, "ordset: no host memory to check");
-  }
-  size_t depth = 0, reached = 0;
+  size_t total = 0;
   int have_prev = 0;
   hbm_okey prev = {0, 0};
-  uint32_t t = s->root;
-  while ((t != NIL || depth) && !failures) {
-    while (t != NIL) {
-      if (t >= s->used) {
-        snprintf(msg, sizeof msg, "ordset: O4 link to node %u beyond %u in use", t, s->used);
-        failures += fail(report, arg, msg);
-        break;
-      }
-      if (seen[t]) {
-        snprintf(msg, sizeof msg, "ordset: O4 node %u reachable twice", t);
-        failures += fail(report, arg, msg);
-        break;
-      }
-      seen[t] = 1;
-      reached++;
-      const node *n = &s->nodes[t];
-      if ((n->left != NIL && n->left < s->used && s->nodes[n->left].prio > n->prio) ||
-          (n->right != NIL && n->right < s->used && s->nodes[n->right].prio > n->prio)) {
-        snprintf(msg, sizeof msg, "ordset: O2 node %u has a child of higher priority", t);
+  for (size_t i = 0; i < s->nchunks && !failures; i++) {
+    const chunk *c = s->chunks[i];
+    for (size_t j = 0; j < i && !failures; j++)
+      if (s->chunks[j] == c) {
+        snprintf(msg, sizeof msg, "ordset: O4 chunk %zu listed twice", i);
         failures += fail(report, arg, msg);
       }
-      stack[depth++] = t;
-      t = n->left;
+    if (c->n == 0 || c->n > CHUNK) {
+      snprintf(msg, sizeof msg, "ordset: O2 chunk %zu holds %u keys (1..%d)", i, c->n, CHUNK);
+      failures += fail(report, arg, msg);
+      break;
     }
-    if (failures || !depth) break;
-    t = stack[--depth];
-    if (have_prev && hbm_okey_cmp(prev, s->nodes[t].key) >= 0) {
-      snprintf(msg, sizeof msg, "ordset: O1 keys out of order at node %u", t);
+    for (uint32_t k = 0; k < c->n && !failures; k++) {
+      if (have_prev && hbm_okey_cmp(prev, c->e[k].key) >= 0) {
+        snprintf(msg, sizeof msg, "ordset: O1 keys out of order in chunk %zu at %u", i, k);
+        failures += fail(report, arg, msg);
+      }
+      prev = c->e[k].key;
+      have_prev = 1;
+    }
+    if (!failures && hbm_okey_cmp(s->maxkey[i], c->e[c->n - 1].key) != 0) {
+      snprintf(msg, sizeof msg, "ordset: O2 index key of chunk %zu is not its largest", i);
       failures += fail(report, arg, msg);
     }
-    prev = s->nodes[t].key;
-    have_prev = 1;
-    t = s->nodes[t].right;
+    total += c->n;
   }
-  if (!failures && reached != s->count) {
-    snprintf(msg, sizeof msg, "ordset: O3 count %zu but %zu nodes reachable", s->count, reached);
+  if (!failures && total != s->count) {
+    snprintf(msg, sizeof msg, "ordset: O3 count %zu but chunks hold %zu", s->count, total);
     failures += fail(report, arg, msg);
   }
-  if (!failures && reached + s->free_count != s->used) {
-    snprintf(msg, sizeof msg, "ordset: O3 %zu reachable + %u free != %u in use", reached,
-             s->free_count, s->used);
-    failures += fail(report, arg, msg);
-  }
-  free(seen);
-  free(stack);
   return failures;
 }

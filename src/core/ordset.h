@@ -6,16 +6,18 @@
  * the request, the lowest address among equals (std::set::lower_bound with
  * BlockComparatorSize, per stream).
  *
- * hbm_ordset is a treap (randomized binary search tree, Seidel and Aragon
- * 1996) whose nodes live in one host array addressed by 32-bit index:
- * O(log n) expected per operation, no allocation once the array has grown.
- * Priorities come from a fixed-seed generator, so runs are reproducible.
+ * hbm_ordset is a two-level sorted array: sorted chunks of up to 32 keys in
+ * key order, and an index of each chunk's largest key. A lookup is a binary
+ * search over the index and one inside a chunk (two or three cache lines for
+ * the few hundred free blocks an allocator holds); a change moves at most one
+ * chunk's entries, or splits or merges a chunk. No allocation per operation
+ * once the chunks exist.
  *
  * Invariants (hbm_ordset_check verifies each):
- *   O1 in-order traversal visits keys strictly increasing (BST order, no duplicates);
- *   O2 every node's priority is >= its children's (heap order);
- *   O3 count == number of reachable nodes; reachable + free-list == nodes in use;
- *   O4 no node is reachable twice (no cycles, no sharing).
+ *   O1 keys strictly increase through the chunks in order (no duplicates);
+ *   O2 every chunk holds 1..32 keys and its index key is its largest;
+ *   O3 count == the keys the chunks hold;
+ *   O4 no chunk is listed twice.
  *
  * hbm_ordref is the slow, obviously correct reference: a sorted array with
  * binary search and memmove. Same contract; tests run both side by side.
