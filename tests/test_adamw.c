@@ -502,6 +502,13 @@ static void test_bad_arguments(void) {
   BAD_TENSOR("weight overlaps the other tensor's grad", weight, (uint16_t *)grad + 10);
   BAD_TENSOR("master overlaps a grad", master, (float *)(void *)grad);
 #undef BAD_TENSOR
+  /* each count is allowed, their sum is not (rejected before anything is touched) */
+  hbm_adamw_tensor huge[3];
+  for (int k = 0; k < 3; k++) {
+    huge[k] = good[0];
+    huge[k].count = 1ull << 55;
+  }
+  expect_rejected("absurd total", huge, 3, &o, HBM_EINVAL);
 #define BAD_OPTION(what, field, value)   \
   hbm_adamw_options_init(&o);            \
   o.field = value;                       \

@@ -171,7 +171,13 @@ int adamw_validate(const hbm_adamw_tensor *tensors, size_t ntensors, const hbm_a
   if (ntensors > SIZE_MAX / (5 * sizeof(byte_range)))
     return hbm_report_error(HBM_EINVAL, "adamw: %zu tensors is absurd", ntensors);
   int rc = validate_options(options);
-  for (size_t i = 0; i < ntensors && rc == HBM_OK; i++) rc = validate_tensor(&tensors[i], i);
+  uint64_t total = 0;
+  for (size_t i = 0; i < ntensors && rc == HBM_OK; i++) {
+    rc = validate_tensor(&tensors[i], i);
+    total += rc == HBM_OK ? tensors[i].count : 0;
+    if (rc == HBM_OK && total > ADAMW_MAX_COUNT)
+      rc = hbm_report_error(HBM_EINVAL, "adamw: tensors 0 to %zu hold more than 2^56 elements in all", i);
+  }
   if (rc == HBM_OK) rc = validate_no_overlap(tensors, ntensors);
   return rc;
 }

@@ -1,0 +1,30 @@
+#!/bin/sh
+# hbm bench adamw: --help works, --json carries the keys the issue names (and
+# the fused step agrees with the reference and the unfused sequence: exit 0),
+# bad options exit 2. Small and short: timings are never asserted here.
+set -u
+fail=0
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+"$HBM" bench adamw --help > "$out" 2>&1 || { echo "FAIL --help exits non-zero"; fail=1; }
+grep -q "usage: hbm bench adamw" "$out" || { echo "FAIL --help prints no usage"; fail=1; }
+
+"$HBM" bench adamw --json --params 100003 --reps 1 --threads 2 > "$out" 2>&1
+rc=$?
+[ $rc -eq 0 ] || { echo "FAIL --json exits $rc:"; cat "$out"; fail=1; }
+for key in params fused_ms unfused_ms fused_gbps copy_gbps max_rel_err; do
+  grep -q "\"$key\":" "$out" || { echo "FAIL key $key missing: $(cat "$out")"; fail=1; }
+done
+grep -q '"params":100003' "$out" || { echo "FAIL params not echoed: $(cat "$out")"; fail=1; }
+grep -q '"max_rel_err":0[,}]' "$out" || { echo "FAIL fused step differs from the reference: $(cat "$out")"; fail=1; }
+echo "ok   json: $(cat "$out")"
+
+for bad in "--params 0" "--params lots" "--reps 0" "--threads 65" "--impl avx3" "--frobnicate"; do
+  # shellcheck disable=SC2086
+  "$HBM" bench adamw $bad > "$out" 2>&1
+  rc=$?
+  if [ $rc -ne 2 ]; then echo "FAIL '$bad' exits $rc, expected 2"; fail=1
+  else echo "ok   '$bad': $(cat "$out")"; fi
+done
+exit $fail
