@@ -5,9 +5,11 @@
 #    reference, the SIMD paths and the CUDA kernel must perform the same
 #    IEEE-754 operations to agree bit for bit (docs/adamw.md).
 # 2. Where nvcc is found (PATH, CUDACXX or /usr/local/cuda), adamw.cu becomes
-#    libhbm_cuda, and tools/adamw_gpu_check.c becomes hbm_adamw_gpu_check,
-#    which tools/gpu_check_adamw.sh runs on a machine with a GPU. Without nvcc
-#    nothing here is needed and the build is unchanged. -DHBM_CUDA=OFF skips it.
+#    libhbm_cuda; tools/adamw_gpu_check.c becomes hbm_adamw_gpu_check (what
+#    tools/gpu_check_adamw.sh runs on a machine with a GPU); and
+#    tests/cuda/test_adamw_cuda.c a CI test that skips (77) without a GPU.
+#    Without nvcc nothing here is needed and the build is unchanged.
+#    -DHBM_CUDA=OFF skips it; sanitizer builds skip it too.
 
 file(GLOB HBM_KERNEL_C_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/kernels/*.c)
 set_source_files_properties(${HBM_KERNEL_C_SOURCES} PROPERTIES COMPILE_OPTIONS "-ffp-contract=off;-fno-math-errno")
@@ -63,3 +65,10 @@ set_target_properties(hbm_adamw_gpu_check PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${
 target_include_directories(hbm_adamw_gpu_check PRIVATE ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(hbm_adamw_gpu_check PRIVATE hbm_cuda)
 install(TARGETS hbm_cuda ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+
+# A CI test of the CUDA entry point: argument checks and the no-device error
+# everywhere, agreement with the CPU reference where a GPU is (exit 77 without).
+add_executable(test_adamw_cuda ${CMAKE_SOURCE_DIR}/tests/cuda/test_adamw_cuda.c)
+set_target_properties(test_adamw_cuda PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+target_include_directories(test_adamw_cuda PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+target_link_libraries(test_adamw_cuda PRIVATE hbm_cuda)
