@@ -1,0 +1,606 @@
+/* test_caching.c: the PyTorch caching-allocator model, rule by rule: rounding
+ * (with roundup_power2_divisions), configuration errors, pools and segment
+ * sizes, split rules, best fit per stream, merging, max_split_size,
+ * garbage_collection_threshold, release-and-retry, expandable segments,
+ * seeding a recorded state and recorded releases, largest_free; then a
+ * seedable randomized run of both policies with the invariant check. */
+#include "device/device.h"
+#include "hbm.h"
+#include "policy/policy.h"
+#include "policy/pytorch_alloc.h"
+#include "testutil.h"
+
+#define KiB (1ull << 10)
+#define MiB (1ull << 20)
+#define GiB (1ull << 30)
+
+typedef struct action_log {
+  int n[4];
+  uint64_t last_addr[4], last_size[4];
+} action_log;
+
+typedef struct env {
+  hbm_device *dev;
+  hbm_policy *p;
+  const hbm_policy_class *cls;
+  action_log log;
+} env;
+
+static void on_action(void *arg, hbm_pt_action a, uint64_t addr, uint64_t size, int stream, int small) {
+  action_log *l = arg;
+  l->n[a]++;
+  l->last_addr[a] = addr;
+  l->last_size[a] = size;
+}
+
+static void report(void *arg, const char *message) { fprintf(stderr, "check: %s\n", message); }
+
+static void open_env(env *e, const char *policy, const char *conf, uint64_t capacity) {
+  memset(e, 0, sizeof *e);
+  CHECK(hbm_sim_open(capacity, 2 * MiB, &e->dev) == HBM_OK);
+  e->cls = !strcmp(policy, "caching") ? &hbm_policy_caching : &hbm_policy_expandable;
+  hbm_diag d = {0};
+  int rc = e->cls->create(e->dev, conf, &e->p, &d);
+  if (rc != HBM_OK) fprintf(stderr, "create %s '%s': %s\n", policy, conf ? conf : "", d.message);
+  CHECK(rc == HBM_OK);
+  hbm_pt_hooks h = {NULL, on_action, &e->log};
+  CHECK(hbm_pt_set_hooks(e->p, &h) == HBM_OK);
+}
+
+static void close_env(env *e) {
+  CHECK(e->cls->check(e->p, report, NULL) == 0);
+  e->cls->destroy(e->p);
+  CHECK_EQ_U64(e->dev->phys_used, 0); /* destroy gives every byte back */
+  hbm_device_close(e->dev);
+}
+
+static uint64_t alloc_bs(env *e, uint64_t size, int stream, uint64_t *block) {
+  uint64_t addr = 0, bs = 0;
+  int rc = e->cls->alloc(e->p, size, HBM_TAG_OTHER, stream, &addr, &bs);
+  if (rc != HBM_OK) fprintf(stderr, "alloc %llu on stream %d: %s\n", (unsigned long long)size, stream, hbm_strerror(rc));
+  CHECK(rc == HBM_OK);
+  CHECK(e->cls->check(e->p, report, NULL) == 0);
+  if (block) *block = bs;
+  return addr;
+}
+static uint64_t A(env *e, uint64_t size) { return alloc_bs(e, size, 0, NULL); }
+
+static void F(env *e, uint64_t addr) {
+  uint64_t bs;
+  CHECK(e->cls->free(e->p, addr, &bs) == HBM_OK);
+  CHECK(e->cls->check(e->p, report, NULL) == 0);
+}
+
+static hbm_pt_stats stats(env *e) {
+  hbm_pt_stats s;
+  CHECK(hbm_pt_get_stats(e->p, &s) == HBM_OK);
+  return s;
+}
+
+/* ---- rounding and segment sizes ---- */
+
+static void test_rounding(void) {
+  hbm_pt_conf c;
+  hbm_pt_conf_default(&c, 0);
+  CHECK_EQ_U64(hbm_pt_round_size(&c, 1), 512);
+  CHECK_EQ_U64(hbm_pt_round_size(&c, 512), 512);
+  CHECK_EQ_U64(hbm_pt_round_size(&c, 513), 1024);
+  CHECK_EQ_U64(hbm_pt_round_size(&c, MiB), MiB);
+  CHECK_EQ_U64(hbm_pt_round_size(&c, MiB + 1), MiB + 512);
+
+  CHECK(hbm_pt_conf_parse("roundup_power2_divisions:4", &c, NULL) == HBM_OK);
+  CHECK_EQ_U64(hbm_pt_round_size(&c, 1200), 1536);       /* <= 512 x 4: plain 512 rounding */
+  CHECK_EQ_U64(hbm_pt_round_size(&c, 5000), 5120);       /* 4096 + one quarter of 4096 */
+  CHECK_EQ_U64(hbm_pt_round_size(&c, 4096), 4096);       /* a power of two stays */
+  CHECK_EQ_U64(hbm_pt_round_size(&c, MiB + 1), MiB + 256 * KiB);
+
+  hbm_pt_conf_default(&c, 0);
+  CHECK(hbm_pt_conf_parse("roundup_power2_divisions:[256:8,>:2]", &c, NULL) == HBM_OK);
+  CHECK_EQ_U64(c.roundup_divisions[0], 8);
+  CHECK_EQ_U64(c.roundup_divisions[7], 8);
+  CHECK_EQ_U64(c.roundup_divisions[8], 2); /* '>' fills from the last interval named, itself included */
+  CHECK_EQ_U64(c.roundup_divisions[9], 2);
+  CHECK_EQ_U64(hbm_pt_round_size(&c, 3 * MiB + 1), 3 * MiB + 256 * KiB);
+  CHECK_EQ_U64(hbm_pt_round_size(&c, 300 * MiB + 1), 384 * MiB);
+
+  CHECK_EQ_U64(hbm_pt_allocation_size(512), 2 * MiB);
+  CHECK_EQ_U64(hbm_pt_allocation_size(MiB), 2 * MiB);
+  CHECK_EQ_U64(hbm_pt_allocation_size(MiB + 512), 20 * MiB);
+  CHECK_EQ_U64(hbm_pt_allocation_size(10 * MiB - 512), 20 * MiB);
+  CHECK_EQ_U64(hbm_pt_allocation_size(10 * MiB), 10 * MiB);
+  CHECK_EQ_U64(hbm_pt_allocation_size(11 * MiB), 12 * MiB);
+}
+
+static void expect_conf_error(const char *text, const char *needle, uint64_t offset) {
+  hbm_pt_conf c, before;
+  hbm_pt_conf_default(&c, 0);
+  before = c;
+  hbm_diag d = {0};
+  CHECK(hbm_pt_conf_parse(text, &c, &d) == HBM_EINVAL);
+  if (!strstr(d.message, needle)) fprintf(stderr, "conf '%s': message '%s' lacks '%s'\n", text, d.message, needle);
+  CHECK(strstr(d.message, needle) != NULL);
+  if (offset != UINT64_MAX) CHECK_EQ_U64(d.offset, offset);
+  CHECK(!memcmp(&c, &before, sizeof c)); /* unchanged on error */
+}
+
+static void test_conf(void) {
+  expect_conf_error("foo:1", "Unrecognized CachingAllocator option: foo", 0);
+  expect_conf_error("max_split_size_mb:10", "too small", 18);
+  expect_conf_error("max_split_size_mb", "expected :", UINT64_MAX);
+  expect_conf_error("max_split_size_mb:abc", "integer", 18);
+  expect_conf_error("garbage_collection_threshold:1.5", "(0.0, 1.0)", UINT64_MAX);
+  expect_conf_error("roundup_power2_divisions:3", "power of 2", UINT64_MAX);
+  expect_conf_error("roundup_power2_divisions:[64:3]", "power of 2", UINT64_MAX);
+  expect_conf_error("roundup_power2_divisions:[64:4", "]", UINT64_MAX);
+  expect_conf_error("expandable_segments:yes", "True/False", UINT64_MAX);
+  expect_conf_error("backend:cudaMallocAsync", "cudaMallocAsync", UINT64_MAX);
+  expect_conf_error("expandable_segments:True;max_split_size_mb:40", "True/False", UINT64_MAX);
+  expect_conf_error("per_process_memory_fraction:2", "[0.0, 1.0]", UINT64_MAX);
+
+  hbm_pt_conf c;
+  hbm_pt_conf_default(&c, 0);
+  CHECK(hbm_pt_conf_parse("max_split_size_mb:128, garbage_collection_threshold:0.6,expandable_segments:True,"
+                          "roundup_power2_divisions:[64:8,>:4],release_lock_on_cudamalloc:True,"
+                          "pinned_use_cuda_host_register:False,pinned_num_register_threads:8,"
+                          "max_non_split_rounding_mb:30,per_process_memory_fraction:0.9,backend:native",
+                          &c, NULL) == HBM_OK);
+  CHECK_EQ_U64(c.max_split_size, 128 * MiB);
+  CHECK_EQ_U64(c.max_non_split_rounding, 30 * MiB);
+  CHECK(c.gc_threshold == 0.6 && c.expandable && c.set_fraction && c.memory_fraction == 0.9);
+  CHECK_EQ_U64(c.roundup_divisions[5], 8);
+  CHECK_EQ_U64(c.roundup_divisions[6], 4);
+  CHECK_EQ_U64(c.roundup_divisions[7], 4);
+  CHECK(hbm_pt_conf_parse("", &c, NULL) == HBM_OK && c.expandable); /* empty: unchanged */
+
+  /* The policy refuses a bad conf with the message, and caching accepts
+   * expandable_segments:True (the same allocator, as in PyTorch). */
+  hbm_device *dev;
+  CHECK(hbm_sim_open(GiB, 2 * MiB, &dev) == HBM_OK);
+  hbm_policy *p = NULL;
+  hbm_diag d = {0};
+  CHECK(hbm_policy_caching.create(dev, "max_split_size_mb:1", &p, &d) == HBM_EINVAL);
+  CHECK(strstr(d.message, "max_split_size_mb too small") != NULL);
+  CHECK(hbm_policy_find("caching") == &hbm_policy_caching);
+  CHECK(hbm_policy_find("expandable") == &hbm_policy_expandable);
+  CHECK(hbm_policy_expandable.create(dev, NULL, &p, &d) == HBM_OK);
+  hbm_pt_get_conf(p, &c);
+  CHECK(c.expandable == 1);
+  hbm_policy_expandable.destroy(p);
+  hbm_device_close(dev);
+}
+
+/* ---- pools, segments, split rules ---- */
+
+static void test_pools_and_splits(void) {
+  env e;
+  open_env(&e, "caching", NULL, GiB);
+  uint64_t bs;
+  uint64_t a1 = alloc_bs(&e, 1000, 0, &bs);
+  CHECK_EQ_U64(bs, 1024);
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_ALLOC], 1);
+  CHECK_EQ_U64(e.log.last_size[HBM_PT_SEGMENT_ALLOC], 2 * MiB); /* small pool: 2 MiB */
+  uint64_t a2 = A(&e, 1000);
+  CHECK_EQ_U64(a2, a1 + 1024); /* the remainder of the split, low end first */
+  uint64_t b1 = A(&e, 1536 * KiB);
+  CHECK_EQ_U64(e.log.last_size[HBM_PT_SEGMENT_ALLOC], 20 * MiB); /* 1-10 MiB: 20 MiB */
+  uint64_t b2 = A(&e, 1536 * KiB);
+  CHECK_EQ_U64(b2, b1 + 1536 * KiB);
+  A(&e, 12 * MiB + 1); /* best fit: the 17 MiB remainder of b's segment */
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_ALLOC], 2);
+  A(&e, 24 * MiB + 1);
+  CHECK_EQ_U64(e.log.last_size[HBM_PT_SEGMENT_ALLOC], 26 * MiB); /* >= 10 MiB: rounded to 2 MiB */
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_ALLOC], 3);
+  /* A freed small segment does not serve a large request. */
+  F(&e, a1);
+  F(&e, a2);
+  A(&e, 1200 * KiB);
+  CHECK(e.log.last_addr[HBM_PT_SEGMENT_ALLOC] != a1 || e.log.n[HBM_PT_SEGMENT_ALLOC] == 3);
+  close_env(&e);
+
+  open_env(&e, "caching", NULL, GiB);
+  /* Large: the remainder splits off only when it is more than 1 MiB. */
+  alloc_bs(&e, 19 * MiB + 512 * KiB, 0, &bs);
+  CHECK_EQ_U64(bs, 20 * MiB); /* 0.5 MiB left: unsplit slack */
+  alloc_bs(&e, 19 * MiB, 0, &bs);
+  CHECK_EQ_U64(bs, 20 * MiB); /* exactly 1 MiB left: still slack */
+  uint64_t x = alloc_bs(&e, 18 * MiB + 1, 0, &bs);
+  CHECK_EQ_U64(bs, 18 * MiB + 512); /* 2 MiB - 512 left: split */
+  uint64_t y = A(&e, 1536 * KiB);
+  CHECK_EQ_U64(y, x + 18 * MiB + 512); /* into the remainder, not a new segment */
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_ALLOC], 3);
+  /* Small: any remainder of 512 bytes or more splits; a request that fills the rest is exact. */
+  uint64_t s1 = A(&e, MiB), s2 = A(&e, MiB - 512), s3 = alloc_bs(&e, 512, 0, &bs);
+  CHECK_EQ_U64(s2, s1 + MiB);
+  CHECK_EQ_U64(s3, s2 + MiB - 512);
+  CHECK_EQ_U64(bs, 512);
+  close_env(&e);
+}
+
+static void test_best_fit_and_merge(void) {
+  env e;
+  open_env(&e, "caching", NULL, GiB);
+  uint64_t x = A(&e, 12 * MiB), y = A(&e, 14 * MiB), z = A(&e, 12 * MiB);
+  F(&e, x);
+  F(&e, y);
+  F(&e, z);
+  uint64_t bs;
+  /* Equal sizes: the lowest address first (sim hands out increasing addresses). */
+  uint64_t lo = x < z ? x : z, hi = x < z ? z : x;
+  CHECK_EQ_U64(A(&e, 12 * MiB), lo);
+  CHECK_EQ_U64(A(&e, 12 * MiB), hi);
+  /* The smallest block that fits: 14 MiB for 13 MiB, with 1 MiB of slack. */
+  CHECK_EQ_U64(alloc_bs(&e, 13 * MiB, 0, &bs), y);
+  CHECK_EQ_U64(bs, 14 * MiB);
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_ALLOC], 3);
+  close_env(&e);
+
+  open_env(&e, "caching", NULL, GiB);
+  uint64_t p = A(&e, 4 * MiB), q = A(&e, 4 * MiB), r = A(&e, 4 * MiB);
+  CHECK_EQ_U64(q, p + 4 * MiB);
+  CHECK_EQ_U64(r, q + 4 * MiB);
+  F(&e, q);
+  CHECK_EQ_U64(stats(&e).free_blocks, 2); /* q alone, and the 8 MiB tail */
+  F(&e, p);
+  CHECK_EQ_U64(stats(&e).free_blocks, 2); /* p merged with q */
+  F(&e, r);
+  CHECK_EQ_U64(stats(&e).free_blocks, 1); /* the whole segment again */
+  CHECK_EQ_U64(alloc_bs(&e, 19 * MiB + 512 * KiB, 0, &bs), p);
+  CHECK_EQ_U64(bs, 20 * MiB);
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_ALLOC], 1);
+  close_env(&e);
+}
+
+static void test_streams(void) {
+  env e;
+  open_env(&e, "caching", NULL, GiB);
+  uint64_t a = alloc_bs(&e, 4 * MiB, 0, NULL);
+  F(&e, a);
+  uint64_t b = alloc_bs(&e, 4 * MiB, 7, NULL); /* another stream never takes stream 0's block */
+  CHECK(b != a);
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_ALLOC], 2);
+  CHECK_EQ_U64(alloc_bs(&e, 4 * MiB, 0, NULL), a);
+  F(&e, b);
+  CHECK_EQ_U64(alloc_bs(&e, 2 * MiB, 7, NULL), b); /* its own stream's block */
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_ALLOC], 2);
+  close_env(&e);
+}
+
+/* ---- max_split_size, GC, release and retry ---- */
+
+static void test_max_split(void) {
+  env e;
+  open_env(&e, "caching", "max_split_size_mb:40", 4 * GiB);
+  uint64_t bs;
+  uint64_t big = alloc_bs(&e, 60 * MiB, 0, &bs);
+  CHECK_EQ_U64(bs, 60 * MiB);
+  F(&e, big);
+  /* Below max_split_size: never an oversize block; a new segment instead. */
+  uint64_t small = A(&e, 30 * MiB);
+  CHECK(small != big);
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_ALLOC], 2);
+  /* At or above it: an oversize block within 20 MiB, taken whole, never split. */
+  CHECK_EQ_U64(alloc_bs(&e, 50 * MiB, 0, &bs), big);
+  CHECK_EQ_U64(bs, 60 * MiB);
+  F(&e, big);
+  CHECK_EQ_U64(alloc_bs(&e, 41 * MiB, 0, &bs), big); /* 60 < 41 + 20 */
+  F(&e, big);
+  uint64_t other = A(&e, 40 * MiB); /* 60 >= 40 + 20: not this block */
+  CHECK(other != big);
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_ALLOC], 3);
+  close_env(&e);
+
+  open_env(&e, "caching", "max_split_size_mb:40,max_non_split_rounding_mb:30", 4 * GiB);
+  big = A(&e, 60 * MiB);
+  F(&e, big);
+  CHECK_EQ_U64(A(&e, 40 * MiB), big); /* 60 < 40 + 30 */
+  close_env(&e);
+
+  /* release_available_cached_blocks: the smallest oversize block that covers the request. */
+  open_env(&e, "caching", "max_split_size_mb:40", 200 * MiB);
+  uint64_t a60 = A(&e, 60 * MiB), a120 = A(&e, 120 * MiB);
+  F(&e, a60);
+  F(&e, a120);
+  uint64_t got = A(&e, 100 * MiB); /* 120 >= 100 + 20: not reused; 180 + 100 > 200: release 120 */
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_FREE], 1);
+  CHECK_EQ_U64(e.log.last_size[HBM_PT_SEGMENT_FREE], 120 * MiB);
+  CHECK_EQ_U64(stats(&e).num_alloc_retries, 0); /* this path is not a retry */
+  CHECK_EQ_U64(stats(&e).reserved, 160 * MiB);
+  F(&e, got);
+  close_env(&e);
+
+  /* ... else the largest first until enough is released. */
+  open_env(&e, "caching", "max_split_size_mb:40", 200 * MiB);
+  a60 = A(&e, 60 * MiB);
+  uint64_t a70 = A(&e, 70 * MiB);
+  F(&e, a60);
+  F(&e, a70);
+  got = A(&e, 100 * MiB);
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_FREE], 2);
+  CHECK_EQ_U64(stats(&e).reserved, 100 * MiB);
+  close_env(&e);
+}
+
+static void test_release_and_retry(void) {
+  env e;
+  open_env(&e, "caching", NULL, 64 * MiB);
+  uint64_t x = A(&e, 40 * MiB);
+  F(&e, x);
+  A(&e, 50 * MiB); /* 40 + 50 > 64: release the cached segment, retry */
+  hbm_pt_stats s = stats(&e);
+  CHECK_EQ_U64(s.num_alloc_retries, 1);
+  CHECK_EQ_U64(s.reserved, 50 * MiB);
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_FREE], 1);
+  CHECK_EQ_U64(s.num_ooms, 0);
+  uint64_t addr, bs;
+  CHECK(e.cls->alloc(e.p, 30 * MiB, HBM_TAG_OTHER, 0, &addr, &bs) == HBM_ENOMEM);
+  s = stats(&e);
+  CHECK_EQ_U64(s.num_ooms, 1);
+  CHECK_EQ_U64(s.num_alloc_retries, 2);
+  CHECK(e.cls->check(e.p, report, NULL) == 0);
+  close_env(&e);
+
+  /* A segment split by a live block is not released. */
+  open_env(&e, "caching", NULL, 64 * MiB);
+  uint64_t keep = A(&e, 4 * MiB), gone = A(&e, 4 * MiB);
+  F(&e, gone);
+  CHECK(e.cls->alloc(e.p, 50 * MiB, HBM_TAG_OTHER, 0, &addr, &bs) == HBM_ENOMEM);
+  CHECK_EQ_U64(stats(&e).reserved, 20 * MiB);
+  F(&e, keep);
+  close_env(&e);
+}
+
+static void test_gc(void) {
+  /* garbage_collection_threshold acts only with a memory fraction, as in PyTorch. */
+  for (int with_fraction = 0; with_fraction < 2; with_fraction++) {
+    env e;
+    open_env(&e, "caching",
+             with_fraction ? "garbage_collection_threshold:0.5,per_process_memory_fraction:1.0"
+                           : "garbage_collection_threshold:0.5",
+             100 * MiB);
+    uint64_t x1 = A(&e, 20 * MiB), x2 = A(&e, 20 * MiB);
+    A(&e, 20 * MiB);
+    F(&e, x1);
+    F(&e, x2);
+    A(&e, 30 * MiB); /* no cached fit; reserved 60 > 50: GC releases the aged blocks */
+    hbm_pt_stats s = stats(&e);
+    if (with_fraction) {
+      CHECK_EQ_U64(s.num_gc_releases, 2);
+      CHECK_EQ_U64(s.reserved, 50 * MiB);
+    } else {
+      CHECK_EQ_U64(s.num_gc_releases, 0);
+      CHECK_EQ_U64(s.reserved, 90 * MiB);
+    }
+    close_env(&e);
+  }
+  /* The fraction also caps what the allocator may hold. */
+  env e;
+  open_env(&e, "caching", "per_process_memory_fraction:0.5", 100 * MiB);
+  uint64_t addr, bs;
+  CHECK(e.cls->alloc(e.p, 60 * MiB, HBM_TAG_OTHER, 0, &addr, &bs) == HBM_ENOMEM);
+  A(&e, 40 * MiB);
+  close_env(&e);
+}
+
+/* ---- expandable segments ---- */
+
+static void test_expandable(void) {
+  env e;
+  open_env(&e, "expandable", NULL, GiB);
+  uint64_t a = A(&e, 1000);
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_MAP], 1);
+  CHECK_EQ_U64(e.log.last_size[HBM_PT_SEGMENT_MAP], 2 * MiB); /* small pool: 2 MiB pages */
+  CHECK_EQ_U64(e.log.last_addr[HBM_PT_SEGMENT_MAP], a);
+  uint64_t b = A(&e, 30 * MiB);
+  CHECK_EQ_U64(e.log.last_size[HBM_PT_SEGMENT_MAP], 40 * MiB); /* large pool: 20 MiB pages */
+  CHECK_EQ_U64(e.log.last_addr[HBM_PT_SEGMENT_MAP], b);
+  uint64_t c = A(&e, 10 * MiB);
+  CHECK_EQ_U64(c, b + 30 * MiB); /* the mapped tail */
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_MAP], 2);
+  uint64_t d = A(&e, 25 * MiB);
+  CHECK_EQ_U64(d, b + 40 * MiB); /* the segment grows at its end */
+  CHECK_EQ_U64(e.log.last_addr[HBM_PT_SEGMENT_MAP], b + 40 * MiB);
+  CHECK_EQ_U64(stats(&e).reserved, 82 * MiB);
+  F(&e, b);
+  /* Best fit counts what a block next to unmapped space can grow to: the
+   * 15 MiB tail could grow, the 30 MiB hole cannot, so the hole serves. */
+  uint64_t bs;
+  CHECK_EQ_U64(alloc_bs(&e, 12 * MiB, 0, &bs), b);
+  /* Any remainder of 512 bytes or more splits with expandable segments (the
+   * 18 MiB rest of the hole; caching would keep the 512 bytes as slack). */
+  uint64_t f = alloc_bs(&e, 18 * MiB - 512, 0, &bs);
+  CHECK_EQ_U64(f, b + 12 * MiB);
+  CHECK_EQ_U64(bs, 18 * MiB - 512);
+  F(&e, f);
+  F(&e, b);
+  F(&e, c);
+  F(&e, d);
+  F(&e, a);
+  /* Out of memory (1 GiB needs 52 pages of 20 MiB): release_cached_blocks
+   * unmaps every free page and releases the emptied reservations; the retry
+   * makes a new reservation, fails to map, and (as in PyTorch) keeps it. */
+  uint64_t addr;
+  CHECK(e.cls->alloc(e.p, GiB, HBM_TAG_OTHER, 0, &addr, &bs) == HBM_ENOMEM);
+  hbm_pt_stats s = stats(&e);
+  CHECK_EQ_U64(s.reserved, 0);
+  CHECK_EQ_U64(s.segments, 1);
+  CHECK(e.log.n[HBM_PT_SEGMENT_UNMAP] >= 2);
+  CHECK_EQ_U64(s.num_ooms, 1);
+  A(&e, 5 * MiB);
+  CHECK_EQ_U64(e.log.last_size[HBM_PT_SEGMENT_MAP], 20 * MiB);
+  close_env(&e);
+}
+
+/* ---- bad calls ---- */
+
+static void test_invalid(void) {
+  env e;
+  open_env(&e, "caching", NULL, GiB);
+  uint64_t addr, bs;
+  CHECK(e.cls->alloc(e.p, 0, HBM_TAG_OTHER, 0, &addr, &bs) == HBM_EINVAL);
+  CHECK(e.cls->alloc(e.p, (1ull << 50) + 1, HBM_TAG_OTHER, 0, &addr, &bs) == HBM_EINVAL);
+  uint64_t a = A(&e, 4096);
+  CHECK(e.cls->free(e.p, a + 512, &bs) == HBM_EINVAL);
+  F(&e, a);
+  CHECK(e.cls->free(e.p, a, &bs) == HBM_EINVAL); /* double free */
+  CHECK(e.cls->check(e.p, report, NULL) == 0);
+  CHECK(e.cls->seg_released(e.p, 0x1234000, 512) == HBM_EINVAL);
+  close_env(&e);
+}
+
+/* ---- seeding a recorded state, recorded releases ---- */
+
+static void test_seeding(void) {
+  hbm_trace *t;
+  CHECK(hbm_trace_new("seed", &t) == HBM_OK);
+  const uint64_t base = 0x7f0000000000ull, small = 0x7f0001400000ull, exp = 0x7f1000000000ull;
+  hbm_init_segment s1 = {.addr = base, .size = 20 * MiB, .stream = 0, .small = 0};
+  CHECK(hbm_trace_add_init_segment(t, &s1) == HBM_OK);
+  hbm_init_block b0 = {.addr = base, .size = 4 * MiB, .request = 4 * MiB - 100, .id = 0};
+  hbm_init_block f0 = {.addr = base + 4 * MiB, .size = 16 * MiB, .id = HBM_NO_ID};
+  CHECK(hbm_trace_add_init_block(t, &b0) == HBM_OK && hbm_trace_add_init_block(t, &f0) == HBM_OK);
+  hbm_init_segment s2 = {.addr = small, .size = 2 * MiB, .stream = 0, .small = 1};
+  hbm_init_block f1 = {.addr = small, .size = 2 * MiB, .id = HBM_NO_ID};
+  CHECK(hbm_trace_add_init_segment(t, &s2) == HBM_OK && hbm_trace_add_init_block(t, &f1) == HBM_OK);
+  hbm_init_segment s3 = {.addr = exp, .size = 40 * MiB, .stream = 0, .small = 0, .expandable = 1};
+  hbm_init_block b1 = {.addr = exp, .size = 30 * MiB, .request = 30 * MiB, .id = 1};
+  hbm_init_block f2 = {.addr = exp + 30 * MiB, .size = 10 * MiB, .id = HBM_NO_ID};
+  CHECK(hbm_trace_add_init_segment(t, &s3) == HBM_OK);
+  CHECK(hbm_trace_add_init_block(t, &b1) == HBM_OK && hbm_trace_add_init_block(t, &f2) == HBM_OK);
+
+  env e;
+  open_env(&e, "caching", NULL, GiB);
+  uint64_t ids[2] = {HBM_NO_ADDR, HBM_NO_ADDR};
+  CHECK(e.cls->seed(e.p, t, ids) == HBM_OK);
+  CHECK(e.cls->check(e.p, report, NULL) == 0);
+  CHECK_EQ_U64(ids[0], base); /* sim honours the recorded address */
+  CHECK(ids[1] != HBM_NO_ADDR);
+  CHECK_EQ_U64(stats(&e).reserved, 62 * MiB);
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_ALLOC] + e.log.n[HBM_PT_SEGMENT_MAP], 0); /* seeding is not replay */
+  uint64_t bs;
+  CHECK_EQ_U64(alloc_bs(&e, 16 * MiB, 0, &bs), base + 4 * MiB);
+  CHECK_EQ_U64(bs, 16 * MiB);
+  /* Recorded releases: applied when the model holds the memory free. */
+  CHECK(e.cls->seg_released(e.p, small, 2 * MiB) == HBM_OK);
+  CHECK_EQ_U64(stats(&e).reserved, 60 * MiB);
+  CHECK(e.cls->seg_released(e.p, base, 20 * MiB) == HBM_EBUSY);
+  F(&e, ids[1]); /* the expandable range is all free now: 40 MiB */
+  CHECK(e.cls->seg_released(e.p, ids[1], 40 * MiB) == HBM_OK);
+  CHECK_EQ_U64(stats(&e).reserved, 20 * MiB);
+  CHECK_EQ_U64(stats(&e).segments, 1);
+  F(&e, ids[0]);
+  F(&e, base + 4 * MiB);
+  close_env(&e);
+  hbm_trace_free(t);
+}
+
+/* ---- usage and scan ---- */
+
+static int sum_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
+  uint64_t *s = arg;
+  if (addr < s[2]) s[3] = 1; /* out of order */
+  s[2] = addr + size;
+  s[live ? 0 : 1] += size;
+  return 0;
+}
+
+static void test_usage_scan(void) {
+  env e;
+  open_env(&e, "caching", NULL, GiB);
+  hbm_policy_usage u;
+  e.cls->usage(e.p, &u);
+  CHECK_EQ_U64(u.reserved, 0);
+  CHECK_EQ_U64(u.largest_free, GiB);
+  uint64_t a = A(&e, 100 * MiB);
+  e.cls->usage(e.p, &u);
+  CHECK_EQ_U64(u.reserved, 100 * MiB);
+  CHECK_EQ_U64(u.largest_free, GiB - 100 * MiB);
+  F(&e, a);
+  e.cls->usage(e.p, &u); /* the cached segment would be released on pressure */
+  CHECK_EQ_U64(u.largest_free, GiB);
+  uint64_t k = A(&e, 4 * MiB);
+  A(&e, 1000);
+  e.cls->usage(e.p, &u);
+  CHECK_EQ_U64(u.largest_free, GiB - 100 * MiB - 2 * MiB); /* the split 100 MiB segment stays */
+  uint64_t s[4] = {0, 0, 0, 0};
+  CHECK(e.cls->scan(e.p, sum_visit, s) == HBM_OK);
+  CHECK_EQ_U64(s[0], 4 * MiB + 1024);
+  CHECK_EQ_U64(s[0] + s[1], 102 * MiB);
+  CHECK(!s[3]);
+  F(&e, k);
+  close_env(&e);
+}
+
+/* ---- randomized: both policies, several settings, invariants after every step ---- */
+
+static void test_random(uint64_t seed, double scale) {
+  static const char *confs[] = {
+      NULL,
+      "max_split_size_mb:40",
+      "roundup_power2_divisions:4",
+      "garbage_collection_threshold:0.6,per_process_memory_fraction:0.9",
+      "max_split_size_mb:64,roundup_power2_divisions:[1:2,64:8,>:1]",
+  };
+  uint64_t rng = seed;
+  for (int pol = 0; pol < 2; pol++) {
+    for (size_t ci = 0; ci < sizeof confs / sizeof confs[0]; ci++) {
+      env e;
+      open_env(&e, pol ? "expandable" : "caching", confs[ci], 512 * MiB);
+      enum { N = 400 };
+      uint64_t live[N] = {0};
+      int ops = (int)(3000 * scale) + 100, fails = 0;
+      for (int i = 0; i < ops; i++) {
+        int slot = (int)test_rand_below(&rng, N);
+        uint64_t bs;
+        if (live[slot]) {
+          CHECK(e.cls->free(e.p, live[slot], &bs) == HBM_OK);
+          live[slot] = 0;
+        } else {
+          /* log-uniform sizes, 1 B .. 64 MiB, a few at exactly 512-byte multiples */
+          uint64_t size = 1ull << test_rand_below(&rng, 27);
+          size += test_rand_below(&rng, size);
+          if (test_rand_below(&rng, 4) == 0) size = (size + 511) & ~511ull;
+          int stream = (int)test_rand_below(&rng, 3);
+          int rc = e.cls->alloc(e.p, size, HBM_TAG_ACT, stream, &live[slot], &bs);
+          CHECK(rc == HBM_OK || rc == HBM_ENOMEM);
+          if (rc != HBM_OK) {
+            live[slot] = 0;
+            fails++;
+          } else {
+            CHECK(bs >= size && bs % 512 == 0);
+          }
+        }
+        if (i % 16 == 0 && e.cls->check(e.p, report, NULL) != 0) {
+          fprintf(stderr, "random: policy %d conf %zu failed at op %d\n", pol, ci, i);
+          CHECK(0);
+          break;
+        }
+        hbm_policy_usage u;
+        e.cls->usage(e.p, &u);
+        CHECK(u.reserved <= 512 * MiB);
+      }
+      for (int k = 0; k < N; k++) {
+        uint64_t bs;
+        if (live[k]) CHECK(e.cls->free(e.p, live[k], &bs) == HBM_OK);
+      }
+      close_env(&e);
+    }
+  }
+}
+
+int main(void) {
+  uint64_t seed = test_seed("test_caching");
+  test_rounding();
+  test_conf();
+  test_pools_and_splits();
+  test_best_fit_and_merge();
+  test_streams();
+  test_max_split();
+  test_release_and_retry();
+  test_gc();
+  test_expandable();
+  test_invalid();
+  test_seeding();
+  test_usage_scan();
+  test_random(seed, test_scale());
+  return test_done("test_caching");
+}
