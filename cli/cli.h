@@ -21,6 +21,7 @@ typedef struct cli_command {
 int cmd_replay(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_fidelity(int argc, char **argv);
 

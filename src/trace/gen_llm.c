@@ -1098,7 +1098,10 @@ static void run_step(gen *g, uint64_t step) {
   optimizer_step(g);
 }
 
-int hbm_gen_llm_describe(const hbm_gen_llm_config *c, char *buf, size_t len) {
+int hbm_gen_llm_describe(const hbm_gen_llm_config *cfg, char *buf, size_t len) {
+  hbm_gen_llm_config resolved = *cfg;
+  const hbm_gen_llm_config *c = cfg;
+  if (hbm_gen_llm_resolve(&resolved, NULL) == HBM_OK) c = &resolved;
   char seq[64], bucket[48], gib[32];
   if (c->seq_kind == HBM_SEQ_FIXED) snprintf(seq, sizeof seq, "%u", c->seq_max);
   else if (c->seq_kind == HBM_SEQ_UNIFORM) snprintf(seq, sizeof seq, "%u..%u", c->seq_min, c->seq_max);

@@ -1,0 +1,369 @@
+/* hbm demo: the story of DESIGN.md 1 end to end, with no input files.
+ * Generates the 910c-dense workload from its shapes, replays it through every
+ * policy at the device's capacity, prints the table and writes report.html. */
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "policy/policy.h"
+#include "report/html.h"
+#include "report/json.h"
+#include "trace/gen_llm.h"
+#include "trace/trace.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: hbm demo [options]\n"
+          "\n"
+          "Generates the 910c-dense workload (DESIGN.md 1: a 98B dense model on 1024 NPUs\n"
+          "of 96 GiB, BF16/FP32 mixed precision, sequences up to 8192 tokens, 4.2 GB\n"
+          "AllReduce buckets, 500 steps) from its shapes, replays it through every\n"
+          "policy at the device's capacity, prints a table and writes an HTML report.\n"
+          "Needs no input files.\n"
+          "\n"
+          "options:\n"
+          "  --html FILE       where to write the report (default: report.html)\n"
+          "  --json            the table as JSON on stdout\n"
+          "  --preset NAME     another workload (default: 910c-dense; hbm gen llm --list-presets)\n"
+          "  --steps N         steps to generate (default: the preset's, 500 for 910c-dense)\n"
+          "  --seed N          sequence-length draws (default: 1)\n"
+          "  --policy P[,Q]    policies (default: all: %s)\n"
+          "  --capacity SIZE   device capacity (default: the preset's, 96GiB for 910c-dense)\n"
+          "  --jobs N          replays at a time (default: 2)\n"
+          "  -h, --help        this text\n"
+          "\n"
+          "exit: 0 done (whether or not requests failed: that is the finding), 1 a replay\n"
+          "could not run, 2 bad options\n",
+          hbm_policy_names());
+}
+
+static void print_error(int err, const char *message, void *arg) { cli_error("%s", message); }
+
+/* ---- replays, a few at a time ---- */
+
+typedef struct job {
+  const hbm_trace *t;
+  const char *device;
+  uint64_t every;
+  char (*names)[32];
+  hbm_report_run *runs;
+  int nruns, next;
+  uint64_t *done;      /* per run */
+  uint64_t total;
+  pthread_mutex_t lock;
+} job;
+
+typedef struct progress_arg { job *j; int index; } progress_arg;
+
+static void on_progress(uint64_t done, uint64_t total, void *arg) {
+  progress_arg *p = arg;
+  job *j = p->j;
+  pthread_mutex_lock(&j->lock);
+  j->done[p->index] = done;
+  uint64_t sum = 0;
+  for (int i = 0; i < j->nruns; i++) sum += j->done[i];
+  cli_progress("replaying", sum, j->total);
+  pthread_mutex_unlock(&j->lock);
+  (void)total;
+}
+
+static void *worker(void *arg) {
+  job *j = arg;
+  for (;;) {
+    pthread_mutex_lock(&j->lock);
+    int i = j->next < j->nruns ? j->next++ : -1;
+    pthread_mutex_unlock(&j->lock);
+    if (i < 0) return NULL;
+    progress_arg p = {j, i};
+    hbm_report_run *run = &j->runs[i];
+    int rc = hbm_report_run_policy(j->t, j->names[i], NULL, j->device, j->every, on_progress, &p, run);
+    /* nothing failed: show the layout at the tightest sampled moment instead */
+    uint64_t at = rc == HBM_OK && !run->result.oom ? hbm_report_tightest_event(run) : 0;
+    if (at) hbm_report_layout_at(j->t, j->names[i], NULL, j->device, at, run);
+  }
+}
+
+static int split_policies(const char *list, char names[][32], int max) {
+  if (!strcmp(list, "all")) list = hbm_policy_names();
+  int n = 0;
+  const char *p = list;
+  while (*p && n < max) {
+    const char *c = strchr(p, ',');
+    size_t len = c ? (size_t)(c - p) : strlen(p);
+    if (len == 0 || len >= 32) return 0;
+    memcpy(names[n], p, len);
+    names[n][len] = 0;
+    n++;
+    p = c ? c + 1 : p + len;
+  }
+  return n;
+}
+
+static const char *dash_or_size(int show, uint64_t v, char *buf) {
+  if (!show) return "-";
+  return cli_size(v, buf);
+}
+
+int cmd_demo(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"html", required_argument, 0, 'H'}, {"json", no_argument, 0, 'j'},
+      {"preset", required_argument, 0, 'p'}, {"steps", required_argument, 0, 's'},
+      {"seed", required_argument, 0, 'S'}, {"policy", required_argument, 0, 'P'},
+      {"capacity", required_argument, 0, 'c'}, {"jobs", required_argument, 0, 'J'},
+      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  const char *html_path = "report.html", *preset = "910c-dense", *policy_list = "all";
+  int json = 0, jobs = 2;
+  long steps = 0;
+  unsigned long long seed = 0;
+  int seed_given = 0;
+  uint64_t capacity = 0;
+  optind = 1;
+  opterr = 0;
+  int opt;
+  char *end;
+  while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+    switch (opt) {
+      case 'H': html_path = optarg; break;
+      case 'j': json = 1; break;
+      case 'p': preset = optarg; break;
+      case 's':
+        steps = strtol(optarg, &end, 10);
+        if (*end || steps < 1 || steps > 1000000) {
+          cli_error("--steps: expected 1..1000000, got '%s'", optarg);
+          return CLI_BAD_INPUT;
+        }
+        break;
+      case 'S':
+        seed = strtoull(optarg, &end, 10);
+        if (*end || !*optarg || optarg[0] == '-') {
+          cli_error("--seed: expected a whole number, got '%s'", optarg);
+          return CLI_BAD_INPUT;
+        }
+        seed_given = 1;
+        break;
+      case 'P': policy_list = optarg; break;
+      case 'c':
+        if (!cli_parse_size("--capacity", optarg, &capacity)) return CLI_BAD_INPUT;
+        break;
+      case 'J':
+        jobs = (int)strtol(optarg, &end, 10);
+        if (*end || jobs < 1 || jobs > 64) {
+          cli_error("--jobs: expected 1..64, got '%s'", optarg);
+          return CLI_BAD_INPUT;
+        }
+        break;
+      case 'h': usage(stdout); return CLI_OK;
+      case ':': cli_error("%s: needs a value (try: hbm demo --help)", argv[optind - 1]); return CLI_BAD_INPUT;
+      default: cli_error("unknown option '%s' (try: hbm demo --help)", argv[optind - 1]); return CLI_BAD_INPUT;
+    }
+  }
+  if (optind < argc) {
+    cli_error("unexpected argument '%s': hbm demo takes no input files (try: hbm demo --help)", argv[optind]);
+    return CLI_BAD_INPUT;
+  }
+  char names[16][32];
+  int npol = split_policies(policy_list, names, 16);
+  if (npol == 0) {
+    cli_error("--policy: expected a comma-separated list of: %s", hbm_policy_names());
+    return CLI_BAD_INPUT;
+  }
+  for (int i = 0; i < npol; i++) {
+    if (!hbm_policy_find(names[i])) {
+      cli_error("--policy: unknown policy '%s' (known: %s)", names[i], hbm_policy_names());
+      return CLI_BAD_INPUT;
+    }
+  }
+
+  /* 1. the workload, from shapes */
+  hbm_gen_llm_config c;
+  if (hbm_gen_llm_preset(preset, &c) != HBM_OK) {
+    cli_error("--preset: unknown preset '%s' (hbm gen llm --list-presets)", preset);
+    return CLI_BAD_INPUT;
+  }
+  if (steps) c.steps = (uint32_t)steps;
+  if (seed_given) c.seed = seed;
+  if (capacity) c.capacity = capacity;
+  hbm_set_error_handler(print_error, NULL);
+  hbm_diag diag;
+  memset(&diag, 0, sizeof diag);
+  hbm_gen_llm_estimate est;
+  int rc = hbm_gen_llm_estimate_peak(&c, &est, &diag);
+  hbm_trace *t = NULL;
+  if (rc == HBM_OK) {
+    if (cli_is_tty()) fprintf(stderr, "generating %s (%u steps)...", preset, c.steps);
+    rc = hbm_gen_llm(&c, &t, &diag);
+    if (cli_is_tty()) fprintf(stderr, "\r%60s\r", "");
+  }
+  if (rc != HBM_OK) {
+    if (rc == HBM_EINVAL) cli_error("%s", diag.message);
+    else cli_error("cannot generate the workload: %s", hbm_strerror(rc));
+    return cli_exit_code(rc);
+  }
+
+  /* 2. replay it through every policy */
+  hbm_report_run *runs = calloc((size_t)npol, sizeof *runs);
+  uint64_t *done = calloc((size_t)npol, sizeof *done);
+  if (!runs || !done) {
+    cli_error("out of host memory");
+    hbm_trace_free(t);
+    free(runs);
+    free(done);
+    return CLI_FAILED;
+  }
+  char device[64];
+  snprintf(device, sizeof device, "sim:%llu", (unsigned long long)c.capacity);
+  job j = {.t = t, .device = device, .names = names, .runs = runs, .nruns = npol, .done = done};
+  j.every = t->nevents / 20000 > 0 ? t->nevents / 20000 : 1; /* ~20000 samples per policy */
+  j.total = t->nevents * (uint64_t)npol;
+  pthread_mutex_init(&j.lock, NULL);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus > 0 && jobs > cpus) jobs = (int)cpus;
+  if (jobs > npol) jobs = npol;
+  pthread_t threads[64];
+  int started = 0;
+  for (int i = 1; i < jobs; i++)
+    if (pthread_create(&threads[started], NULL, worker, &j) == 0) started++;
+  worker(&j);
+  for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+  cli_progress_end();
+  pthread_mutex_destroy(&j.lock);
+
+  /* 3. the report */
+  char desc[512], title[128], notes[512], cap[32], pk[32], bd[32];
+  hbm_gen_llm_describe(&c, desc, sizeof desc);
+  snprintf(title, sizeof title, "hbm demo: %s at %s", preset, cli_size(c.capacity, cap));
+  snprintf(notes, sizeof notes,
+           "The workload is derived from the model's shapes (docs/workload.md): closed-form peak live %s "
+           "(%s), %s with every sequence at its maximum length. Whether and when a policy fails below "
+           "comes from the replay alone.",
+           cli_size(est.peak, pk), est.peak_phase, cli_size(est.bound, bd));
+  char command[256];
+  size_t cl = (size_t)snprintf(command, sizeof command, "hbm demo");
+  if (strcmp(preset, "910c-dense") && cl < sizeof command)
+    cl += (size_t)snprintf(command + cl, sizeof command - cl, " --preset %s", preset);
+  if (steps && cl < sizeof command) cl += (size_t)snprintf(command + cl, sizeof command - cl, " --steps %ld", steps);
+  if (seed_given && cl < sizeof command) cl += (size_t)snprintf(command + cl, sizeof command - cl, " --seed %llu", seed);
+  if (capacity && cl < sizeof command)
+    cl += (size_t)snprintf(command + cl, sizeof command - cl, " --capacity %llu", (unsigned long long)capacity);
+  if (strcmp(policy_list, "all") && cl < sizeof command)
+    snprintf(command + cl, sizeof command - cl, " --policy %s", policy_list);
+  hbm_report rep;
+  memset(&rep, 0, sizeof rep);
+  rep.title = title;
+  rep.workload = desc;
+  rep.command = command;
+  rep.capacity = c.capacity;
+  rep.notes = notes;
+  rep.runs = runs;
+  rep.nruns = npol;
+  if (hbm_report_trace_facts(t, &rep) != HBM_OK) cli_error("out of host memory: live is drawn from samples");
+  char *html = NULL;
+  size_t html_len = 0;
+  int exit_code = CLI_OK;
+  rc = hbm_report_html(&rep, &html, &html_len);
+  if (rc != HBM_OK) {
+    cli_error("cannot build the report: %s", hbm_strerror(rc));
+    exit_code = CLI_FAILED;
+  } else {
+    int wrc = cli_write_output(html_path, html, html_len, NULL, 0);
+    if (wrc != CLI_OK) exit_code = wrc;
+  }
+  free(html);
+  char where[PATH_MAX];
+  const char *shown = html_path;
+  if (exit_code == CLI_OK && realpath(html_path, where)) shown = where;
+
+  /* 4. the table */
+  for (int i = 0; i < npol; i++)
+    if (runs[i].error) exit_code = exit_code ? exit_code : CLI_FAILED;
+  if (json) {
+    hbm_json js;
+    hbm_json_init(&js);
+    hbm_json_object_begin(&js);
+    hbm_json_kv_string(&js, "workload", desc);
+    hbm_json_kv_u64(&js, "capacity", c.capacity);
+    hbm_json_kv_u64(&js, "events", rep.events);
+    hbm_json_kv_u64(&js, "steps", rep.steps);
+    hbm_json_kv_u64(&js, "peak_live", rep.peak_live);
+    hbm_json_kv_u64(&js, "peak_estimate", est.peak);
+    hbm_json_kv_u64(&js, "largest_comm_request", rep.largest_comm_request);
+    hbm_json_key(&js, "policies");
+    hbm_json_array_begin(&js);
+    for (int i = 0; i < npol; i++) {
+      const hbm_replay_result *r = &runs[i].result;
+      hbm_json_object_begin(&js);
+      hbm_json_kv_string(&js, "policy", names[i]);
+      if (runs[i].error) {
+        hbm_json_kv_string(&js, "error", hbm_strerror(runs[i].error));
+        hbm_json_object_end(&js);
+        continue;
+      }
+      hbm_json_kv_u64(&js, "peak_reserved", r->peak_reserved);
+      hbm_json_kv_u64(&js, "peak_live", r->peak_live);
+      hbm_json_kv_double(&js, "efficiency", r->efficiency);
+      hbm_json_kv_double(&js, "max_frag", r->max_frag);
+      hbm_json_kv_u64(&js, "failures", r->failures);
+      hbm_json_key(&js, "first_failure");
+      if (r->oom) {
+        hbm_json_object_begin(&js);
+        hbm_json_kv_u64(&js, "step", r->first_oom.step);
+        hbm_json_kv_u64(&js, "event", r->first_oom.event);
+        hbm_json_kv_u64(&js, "request", r->first_oom.request);
+        hbm_json_kv_u64(&js, "free_total", r->first_oom.free_total);
+        hbm_json_kv_u64(&js, "largest_free", r->first_oom.largest_free);
+        hbm_json_kv_string(&js, "cause", hbm_oom_cause_name(r->first_oom.cause));
+        hbm_json_object_end(&js);
+      } else {
+        hbm_json_null(&js);
+      }
+      char text[2048];
+      hbm_report_diagnosis(&rep, &runs[i], text, sizeof text);
+      hbm_json_kv_string(&js, "diagnosis", text);
+      hbm_json_object_end(&js);
+    }
+    hbm_json_array_end(&js);
+    if (exit_code == CLI_OK) hbm_json_kv_string(&js, "report", shown);
+    hbm_json_object_end(&js);
+    printf("%s\n", js.buf ? js.buf : "{}");
+    hbm_json_release(&js);
+  } else {
+    printf("%s\n", desc);
+    char a[32];
+    printf("capacity %s, %llu events, %llu steps, peak live %s (closed form %s)\n\n", cli_size(c.capacity, cap),
+           (unsigned long long)rep.events, (unsigned long long)rep.steps, cli_size(rep.peak_live, a),
+           cli_size(est.peak, pk));
+    printf("%-11s %13s %10s %9s | %-14s %11s %11s %12s  %s\n", "policy", "peak reserved", "efficiency",
+           "max frag", "first failure", "request", "free total", "largest free", "cause");
+    for (int i = 0; i < npol; i++) {
+      const hbm_replay_result *r = &runs[i].result;
+      if (runs[i].error) {
+        printf("%-11s replay error: %s\n", names[i], hbm_strerror(runs[i].error));
+        continue;
+      }
+      char s1[32], s2[32], s3[32], s4[32], stepb[32];
+      snprintf(stepb, sizeof stepb, "step %llu", (unsigned long long)r->first_oom.step);
+      printf("%-11s %13s %10.3f %9.2f | %-14s %11s %11s %12s  %s\n", names[i], cli_size(r->peak_reserved, s1),
+             r->efficiency, r->max_frag, r->oom ? stepb : "none", dash_or_size(r->oom, r->first_oom.request, s2),
+             dash_or_size(r->oom, r->first_oom.free_total, s3), dash_or_size(r->oom, r->first_oom.largest_free, s4),
+             r->oom ? hbm_oom_cause_name(r->first_oom.cause) : "-");
+    }
+    printf("\n");
+    for (int i = 0; i < npol; i++) {
+      char text[2048];
+      hbm_report_diagnosis(&rep, &runs[i], text, sizeof text);
+      printf("%s: %s\n", names[i], text);
+    }
+    if (exit_code == CLI_OK) printf("\nreport: %s\n", shown);
+  }
+  for (int i = 0; i < npol; i++) hbm_report_run_release(&runs[i]);
+  hbm_report_release(&rep);
+  free(runs);
+  free(done);
+  hbm_trace_free(t);
+  return exit_code;
+}

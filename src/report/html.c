@@ -1,0 +1,1064 @@
+/* html.c: the replay report page (see html.h, docs/report.md).
+ *
+ * One self-contained page: inline CSS and SVG, no script, no fonts or images
+ * from the network. Per policy: live / allocated / reserved over time,
+ * fragmentation ratio and largest free block over time, the layout at the first
+ * failure as a strip coloured by tag, and the diagnosis in words. Long runs are
+ * drawn from at most PLOT_POINTS points per line, keeping each bucket's worst
+ * value (highest memory and fragmentation, lowest largest free), so no peak
+ * is lost to downsampling. */
+#include "report/html.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/addrmap.h"
+#include "policy/policy.h"
+#include "replay/replay.h"
+#include "trace/trace.h"
+
+#define PLOT_POINTS 900
+#define STRIP_COLUMNS 1200
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* ==== collecting a run ========================================================== */
+
+void hbm_report_keep_sample(const hbm_sample *s, void *arg) {
+  hbm_report_run *r = arg;
+  if (r->nsamples == r->samples_cap) {
+    size_t cap = r->samples_cap ? r->samples_cap * 2 : 1024;
+    hbm_sample *v = realloc(r->samples, cap * sizeof *v);
+    if (!v) {
+      r->error = HBM_EHOSTMEM;
+      return;
+    }
+    r->samples = v;
+    r->samples_cap = cap;
+  }
+  r->samples[r->nsamples++] = *s;
+}
+
+int hbm_report_keep_layout(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
+  hbm_report_run *r = arg;
+  if (r->nlayout == r->layout_cap) {
+    size_t cap = r->layout_cap ? r->layout_cap * 2 : 4096;
+    hbm_layout_run *v = realloc(r->layout, cap * sizeof *v);
+    if (!v) {
+      r->layout_dropped++;
+      return 0;
+    }
+    r->layout = v;
+    r->layout_cap = cap;
+  }
+  r->layout[r->nlayout++] = (hbm_layout_run){addr, size, (uint8_t)(live != 0), (uint8_t)tag};
+  r->layout_at_failure = 1;
+  return 0;
+}
+
+int hbm_report_run_policy(const hbm_trace *t, const char *policy, const char *conf,
+                          const char *device, uint64_t every, hbm_progress_fn *progress,
+                          void *progress_arg, hbm_report_run *out) {
+  memset(out, 0, sizeof *out);
+  hbm_replay_options o;
+  memset(&o, 0, sizeof o);
+  o.policy = policy;
+  o.conf = conf;
+  o.device = device;
+  o.every = every;
+  o.on_sample = hbm_report_keep_sample;
+  o.sample_arg = out;
+  o.on_progress = progress;
+  o.progress_arg = progress_arg;
+  o.on_oom_layout = hbm_report_keep_layout;
+  o.oom_layout_arg = out;
+  int rc = hbm_replay(t, &o, &out->result);
+  if (rc == HBM_OK && out->error) rc = out->error;
+  snprintf(out->result.policy, sizeof out->result.policy, "%s", policy);
+  out->error = rc;
+  if (out->result.oom) {
+    out->layout_event = out->result.first_oom.event;
+    out->layout_step = out->result.first_oom.step;
+    out->layout_largest_free = out->result.first_oom.largest_free;
+    out->layout_live = out->result.capacity - out->result.first_oom.free_total;
+  }
+  return rc;
+}
+
+uint64_t hbm_report_tightest_event(const hbm_report_run *r) {
+  uint64_t best = UINT64_MAX, at = 0;
+  for (size_t i = 0; i < r->nsamples; i++) {
+    const hbm_sample *s = &r->samples[i];
+    if (s->step < 2) continue; /* the first step fills caches and creates optimizer state */
+    if (s->largest_free < best) {
+      best = s->largest_free;
+      at = s->event;
+    }
+  }
+  return at;
+}
+
+/* ---- the layout at a chosen moment: the events before it, replayed the way
+ * hbm_replay does (failed requests skipped, step hooks called, moved blocks
+ * followed), then the policy's scan with each block's tag. ---- */
+typedef struct at_ctx {
+  uint64_t *addr;      /* per id */
+  uint8_t *tag;
+  hbm_addrmap by_addr; /* addr -> id */
+  hbm_report_run *run;
+} at_ctx;
+
+static void at_relocate(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_t size) {
+  at_ctx *c = arg;
+  uint64_t id;
+  (void)size;
+  if (hbm_addrmap_take(&c->by_addr, old_addr, &id)) {
+    hbm_addrmap_put(&c->by_addr, new_addr, id);
+    c->addr[id] = new_addr;
+  }
+}
+
+static int at_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
+  at_ctx *c = arg;
+  uint64_t id;
+  if (live && hbm_addrmap_get(&c->by_addr, addr, &id)) tag = (hbm_tag)c->tag[id];
+  hbm_report_keep_layout(c->run, addr, size, live, tag);
+  return 0;
+}
+
+int hbm_report_layout_at(const hbm_trace *t, const char *policy, const char *conf, const char *device,
+                         uint64_t event, hbm_report_run *run) {
+  hbm_device *dev = NULL;
+  hbm_policy *p = NULL;
+  int rc = hbm_replay_open_policy(t, policy, conf, device, &dev, &p);
+  if (rc != HBM_OK) return rc;
+  at_ctx c;
+  memset(&c, 0, sizeof c);
+  c.run = run;
+  uint32_t n = t->nids ? t->nids : 1;
+  c.addr = malloc(n * sizeof *c.addr);
+  c.tag = calloc(n, 1);
+  uint64_t *request = calloc(n, sizeof *request);
+  hbm_addrmap_init(&c.by_addr);
+  if (!c.addr || !c.tag || !request) {
+    rc = HBM_EHOSTMEM;
+    goto out;
+  }
+  for (uint32_t i = 0; i < n; i++) c.addr[i] = HBM_NO_ADDR;
+  if (p->cls->set_relocation_callback) p->cls->set_relocation_callback(p, at_relocate, &c);
+  uint64_t step = 0, live = 0;
+  if (event > t->nevents) event = t->nevents;
+  for (uint64_t i = 0; i < event; i++) {
+    const hbm_event *e = &t->events[i];
+    uint64_t a, block;
+    if (e->kind == HBM_EV_ALLOC) {
+      rc = p->cls->alloc(p, e->size, (hbm_tag)e->tag, e->stream, &a, &block);
+      if (rc == HBM_ENOMEM) continue;
+      if (rc != HBM_OK) goto out;
+      c.addr[e->id] = a;
+      c.tag[e->id] = e->tag;
+      request[e->id] = e->size;
+      live += e->size;
+      if ((rc = hbm_addrmap_put(&c.by_addr, a, e->id)) != HBM_OK) goto out;
+    } else if (e->kind == HBM_EV_FREE) {
+      a = c.addr[e->id];
+      if (a == HBM_NO_ADDR) continue;
+      if ((rc = p->cls->free(p, a, &block)) != HBM_OK) goto out;
+      hbm_addrmap_take(&c.by_addr, a, NULL);
+      c.addr[e->id] = HBM_NO_ADDR;
+      live -= request[e->id];
+    } else if (e->kind == HBM_EV_STEP) {
+      step = e->size;
+      if (p->cls->step) p->cls->step(p, step);
+    }
+  }
+  hbm_policy_usage u;
+  p->cls->usage(p, &u);
+  free(run->layout);
+  run->layout = NULL;
+  run->nlayout = run->layout_cap = 0;
+  run->layout_dropped = 0;
+  p->cls->scan(p, at_visit, &c);
+  run->layout_at_failure = 0;
+  run->layout_event = event;
+  run->layout_step = step;
+  run->layout_largest_free = u.largest_free;
+  run->layout_live = live;
+  rc = HBM_OK;
+out:
+  hbm_addrmap_release(&c.by_addr);
+  free(c.addr);
+  free(c.tag);
+  free(request);
+  p->cls->destroy(p);
+  hbm_device_close(dev);
+  return rc;
+}
+
+void hbm_report_run_release(hbm_report_run *r) {
+  if (!r) return;
+  free(r->samples);
+  free(r->layout);
+  memset(r, 0, sizeof *r);
+}
+
+int hbm_report_trace_facts(const hbm_trace *t, hbm_report *rep) {
+  rep->events = t->nevents;
+  rep->steps = 0;
+  rep->largest_comm_request = 0;
+  if (!rep->capacity) rep->capacity = t->capacity;
+  size_t nb = t->nevents < PLOT_POINTS ? (size_t)t->nevents : PLOT_POINTS;
+  free(rep->live_min);
+  free(rep->live_max);
+  rep->live_min = nb ? malloc(nb * sizeof *rep->live_min) : NULL;
+  rep->live_max = nb ? malloc(nb * sizeof *rep->live_max) : NULL;
+  rep->live_buckets = rep->live_min && rep->live_max ? nb : 0;
+  uint64_t *size = calloc(t->nids ? t->nids : 1, sizeof *size);
+  if (!size) rep->live_buckets = 0;
+  for (uint32_t i = 0; i < t->ninit_blocks && size; i++) {
+    const hbm_init_block *b = &t->init_blocks[i];
+    if (b->id != HBM_NO_ID && b->id < t->nids) size[b->id] = b->request;
+  }
+  uint64_t live = 0, peak = 0;
+  for (uint32_t id = 0; size && id < t->nids; id++) live += size[id];
+  peak = live;
+  size_t k = 0;
+  uint64_t k_end = rep->live_buckets ? t->nevents / rep->live_buckets : 0;
+  if (rep->live_buckets) rep->live_min[0] = rep->live_max[0] = live;
+  for (uint64_t i = 0; i < t->nevents; i++) {
+    const hbm_event *e = &t->events[i];
+    if (e->kind == HBM_EV_STEP) {
+      rep->steps++;
+    } else if (e->kind == HBM_EV_ALLOC) {
+      if (e->tag == HBM_TAG_COMM && e->size > rep->largest_comm_request) rep->largest_comm_request = e->size;
+      if (size && e->id < t->nids && !size[e->id]) {
+        size[e->id] = e->size;
+        live += e->size;
+      }
+    } else if (e->kind == HBM_EV_FREE) {
+      if (size && e->id < t->nids && size[e->id]) {
+        live -= size[e->id];
+        size[e->id] = 0;
+      }
+    }
+    if (live > peak) peak = live;
+    if (rep->live_buckets) {
+      while (i >= k_end && k + 1 < rep->live_buckets) {
+        k++;
+        k_end = (k + 1) * t->nevents / rep->live_buckets;
+        rep->live_min[k] = rep->live_max[k] = live;
+      }
+      if (live < rep->live_min[k]) rep->live_min[k] = live;
+      if (live > rep->live_max[k]) rep->live_max[k] = live;
+    }
+  }
+  int counted = size != NULL;
+  free(size);
+  rep->peak_live = counted ? peak : hbm_trace_peak_live(t);
+  return nb && !rep->live_buckets ? HBM_EHOSTMEM : HBM_OK;
+}
+
+void hbm_report_release(hbm_report *rep) {
+  if (!rep) return;
+  free(rep->live_min);
+  free(rep->live_max);
+  rep->live_min = rep->live_max = NULL;
+  rep->live_buckets = 0;
+}
+
+/* ==== a growing string ========================================================== */
+
+typedef struct sb {
+  char *buf;
+  size_t len, cap;
+  int failed;
+} sb;
+
+static void sb_put(sb *b, const char *s, size_t n) {
+  if (b->failed) return;
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 65536;
+    while (b->len + n + 1 > cap) cap *= 2;
+    char *p = realloc(b->buf, cap);
+    if (!p) {
+      b->failed = 1;
+      return;
+    }
+    b->buf = p;
+    b->cap = cap;
+  }
+  memcpy(b->buf + b->len, s, n);
+  b->len += n;
+  b->buf[b->len] = 0;
+}
+
+static void sb_printf(sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sb *b, const char *fmt, ...) {
+  char small[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n < sizeof small) {
+    sb_put(b, small, (size_t)n);
+    return;
+  }
+  char *big = malloc((size_t)n + 1);
+  if (!big) {
+    b->failed = 1;
+    return;
+  }
+  va_start(ap, fmt);
+  vsnprintf(big, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  sb_put(b, big, (size_t)n);
+  free(big);
+}
+
+static void sb_esc(sb *b, const char *s) {
+  for (; s && *s; s++) {
+    switch (*s) {
+      case '<': sb_put(b, "&lt;", 4); break;
+      case '>': sb_put(b, "&gt;", 4); break;
+      case '&': sb_put(b, "&amp;", 5); break;
+      case '"': sb_put(b, "&quot;", 6); break;
+      default: sb_put(b, s, 1);
+    }
+  }
+}
+
+static const char *size_text(uint64_t bytes, char *buf, size_t len) {
+  return hbm_size_format(bytes, buf, len);
+}
+
+/* ==== what a run says ============================================================ */
+
+static const char *tag_colors[HBM_TAG_COUNT] = {
+    "#9c755f", /* other */
+    "#4e79a7", /* param */
+    "#f28e2b", /* grad */
+    "#76b7b2", /* optim */
+    "#59a14f", /* act */
+    "#e15759", /* comm */
+    "#edc948", /* temp */
+};
+#define HOLE_COLOR "#ffffff"
+#define UNRESERVED_COLOR "url(#hatch)"
+
+typedef struct run_facts {
+  uint64_t min_largest_free, min_largest_free_step, min_largest_free_event;
+  double worst_frag;
+  uint64_t worst_frag_step, worst_frag_free, worst_frag_largest;
+  uint64_t steps_over_goal;  /* step boundaries (first sample of a step) with ratio > 0.05 */
+  uint64_t nboundaries;
+  /* layout at the failure */
+  uint64_t layout_total, holes, hole_bytes, largest_hole, live_by_tag[HBM_TAG_COUNT];
+  int ranges;
+} run_facts;
+
+static void facts_of(const hbm_report *rep, const hbm_report_run *r, run_facts *f) {
+  memset(f, 0, sizeof *f);
+  f->min_largest_free = UINT64_MAX;
+  uint64_t last_step = UINT64_MAX;
+  for (size_t i = 0; i < r->nsamples; i++) {
+    const hbm_sample *s = &r->samples[i];
+    if (s->step == 0) continue; /* setup, before the first step */
+    if (s->largest_free < f->min_largest_free) {
+      f->min_largest_free = s->largest_free;
+      f->min_largest_free_step = s->step;
+      f->min_largest_free_event = s->event;
+    }
+    if (s->fragmentation > f->worst_frag) {
+      f->worst_frag = s->fragmentation;
+      f->worst_frag_step = s->step;
+      f->worst_frag_free = s->free_total;
+      f->worst_frag_largest = s->largest_free;
+    }
+    if (s->step != last_step) {
+      f->nboundaries++;
+      if (s->fragmentation > 0.05) f->steps_over_goal++;
+      last_step = s->step;
+    }
+  }
+  if (f->min_largest_free == UINT64_MAX) f->min_largest_free = 0;
+  uint64_t end = 0;
+  for (size_t i = 0; i < r->nlayout; i++) {
+    const hbm_layout_run *l = &r->layout[i];
+    if (i == 0 || l->addr != end) f->ranges++;
+    end = l->addr + l->size;
+    f->layout_total += l->size;
+    if (l->live) {
+      f->live_by_tag[l->tag < HBM_TAG_COUNT ? l->tag : 0] += l->size;
+    } else {
+      f->holes++;
+      f->hole_bytes += l->size;
+      if (l->size > f->largest_hole) f->largest_hole = l->size;
+    }
+  }
+  (void)rep;
+}
+
+int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *buf, size_t len) {
+  char a[32], b[32], c[32], d[32], e[32], g[32];
+  const hbm_replay_result *res = &r->result;
+  run_facts f;
+  facts_of(rep, r, &f);
+  uint64_t cap = res->capacity ? res->capacity : rep->capacity;
+  if (r->error)
+    return snprintf(buf, len, "%s: the replay could not run (%s).", res->policy, hbm_strerror(r->error));
+  if (res->oom) {
+    const hbm_oom_report *o = &res->first_oom;
+    uint64_t live = cap - o->free_total;
+    int n = snprintf(buf, len, "At step %llu a %s request failed with %s free in total (capacity %s minus %s live) ",
+                     (unsigned long long)o->step, size_text(o->request, a, 32), size_text(o->free_total, b, 32),
+                     size_text(cap, c, 32), size_text(live, d, 32));
+    if (o->cause == HBM_CAUSE_FRAGMENTATION) {
+      n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
+                    "but the largest free block only %s: fragmentation, not capacity (ratio %.2f = %s / %s - 1). "
+                    "A perfectly packed device would have had room for it.",
+                    size_text(o->largest_free, e, 32),
+                    hbm_fragmentation_ratio(o->free_total, o->largest_free),
+                    size_text(o->free_total, b, 32), size_text(o->largest_free, g, 32));
+    } else {
+      n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
+                    "and live plus the request exceed the capacity by %s: over capacity; no placement "
+                    "could have served it.",
+                    size_text(live + o->request - cap, e, 32));
+    }
+    if (r->nlayout)
+      n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
+                    " The layout then: %llu holes holding %s, the largest %s, across %d range%s.",
+                    (unsigned long long)f.holes, size_text(f.hole_bytes, a, 32),
+                    size_text(f.largest_hole, b, 32), f.ranges, f.ranges == 1 ? "" : "s");
+    n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
+                  " %llu request%s failed in all (each skipped, its free ignored).",
+                  (unsigned long long)res->failures, res->failures == 1 ? "" : "s");
+    return n;
+  }
+  double retries = 0;
+  for (int k = 0; k < res->ncounters; k++)
+    if (!strcmp(res->counters[k].name, "alloc_retries")) retries = res->counters[k].value;
+  int n = snprintf(buf, len,
+                   "No request failed in %llu steps. Peak reserved %s of %s (%s to spare), peak live %s: "
+                   "efficiency %.3f. ",
+                   (unsigned long long)rep->steps, size_text(res->peak_reserved, a, 32), size_text(cap, b, 32),
+                   size_text(cap > res->peak_reserved ? cap - res->peak_reserved : 0, c, 32),
+                   size_text(res->peak_live, d, 32), res->efficiency);
+  if (f.worst_frag > 0)
+    n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
+                  "The worst fragmentation ratio, %.2f, came at step %llu (%s free, largest block %s). ",
+                  f.worst_frag, (unsigned long long)f.worst_frag_step, size_text(f.worst_frag_free, a, 32),
+                  size_text(f.worst_frag_largest, b, 32));
+  if (rep->largest_comm_request)
+    n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
+                  "The largest free block never fell below %s (step %llu); the largest communication "
+                  "buffer is %s, so it %s.",
+                  size_text(f.min_largest_free, a, 32), (unsigned long long)f.min_largest_free_step,
+                  size_text(rep->largest_comm_request, b, 32),
+                  f.min_largest_free >= rep->largest_comm_request
+                      ? "always had room"
+                      : "would not always have fit, had it come at that moment");
+  if (retries > 0)
+    n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
+                  " It got there by releasing its cached segments and retrying %.0f time%s (alloc_retries): "
+                  "each is a device synchronisation in a real run.",
+                  retries, retries == 1 ? "" : "s");
+  return n;
+}
+
+/* ==== charts ===================================================================== */
+
+enum { CHART_W = 960, CHART_H = 210, ML = 64, MR = 16, MT = 14, MB = 30 };
+
+typedef struct plot {
+  uint64_t x0, x1;   /* event range */
+  double y1;         /* top of the y axis (y0 = 0) */
+} plot;
+
+static double px(const plot *p, double event) {
+  double w = CHART_W - ML - MR;
+  return ML + (p->x1 > p->x0 ? (event - (double)p->x0) / (double)(p->x1 - p->x0) : 0) * w;
+}
+static double py(const plot *p, double v) {
+  double h = CHART_H - MT - MB;
+  if (v > p->y1) v = p->y1;
+  if (v < 0) v = 0;
+  return MT + h - (p->y1 > 0 ? v / p->y1 : 0) * h;
+}
+
+static double nice_step(double range, int ticks) {
+  double raw = range / ticks, mag = pow(10, floor(log10(raw > 0 ? raw : 1)));
+  double m = raw / mag;
+  return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * mag;
+}
+
+/* Frame, horizontal grid with labels (y in `unit`), and step ticks from the samples. */
+static void frame(sb *b, const plot *p, const hbm_report_run *r, double unit, const char *unit_name,
+                  int decimals) {
+  sb_printf(b, "<rect x='%d' y='%d' width='%d' height='%d' class='plotbg'/>\n", ML, MT,
+            CHART_W - ML - MR, CHART_H - MT - MB);
+  double step = nice_step(p->y1 / unit, 4);
+  for (double v = 0; v <= p->y1 / unit + 1e-9; v += step) {
+    double y = py(p, v * unit);
+    sb_printf(b, "<line x1='%d' x2='%d' y1='%.1f' y2='%.1f' class='grid'/>", ML, CHART_W - MR, y, y);
+    sb_printf(b, "<text x='%d' y='%.1f' class='ylab'>%.*f%s</text>\n", ML - 6, y + 4, decimals, v,
+              unit_name);
+  }
+  /* step ticks: where the samples' step number changes */
+  uint64_t last = r->nsamples ? r->samples[r->nsamples - 1].step : 0;
+  double every = nice_step((double)(last ? last : 1), 8);
+  if (every < 1) every = 1;
+  uint64_t prev = UINT64_MAX;
+  for (size_t i = 0; i < r->nsamples; i++) {
+    const hbm_sample *s = &r->samples[i];
+    if (s->step == prev) continue;
+    prev = s->step;
+    if (s->step == 0 || (s->step % (uint64_t)every) != 0) continue;
+    double x = px(p, (double)s->event);
+    sb_printf(b, "<line x1='%.1f' x2='%.1f' y1='%d' y2='%d' class='tick'/>", x, x, CHART_H - MB,
+              CHART_H - MB + 4);
+    sb_printf(b, "<text x='%.1f' y='%d' class='xlab'>%llu</text>\n", x, CHART_H - MB + 16,
+              (unsigned long long)s->step);
+  }
+  sb_printf(b, "<text x='%d' y='%d' class='xname'>step</text>\n", CHART_W - MR, CHART_H - 2);
+}
+
+typedef enum { F_LIVE, F_ALLOCATED, F_RESERVED, F_LARGEST, F_FREE, F_FRAG } field;
+
+static double field_of(const hbm_sample *s, field f) {
+  switch (f) {
+    case F_LIVE: return (double)s->live;
+    case F_ALLOCATED: return (double)s->allocated;
+    case F_RESERVED: return (double)s->reserved;
+    case F_LARGEST: return (double)s->largest_free;
+    case F_FREE: return (double)s->free_total;
+    case F_FRAG: return s->fragmentation;
+  }
+  return 0;
+}
+
+/* A polyline (or a filled area down to 0) of one field, PLOT_POINTS buckets,
+ * each keeping its maximum (or minimum with `lowest`). */
+static void line(sb *b, const plot *p, const hbm_report_run *r, field f, int lowest, const char *cls,
+                 int area) {
+  if (!r->nsamples) return;
+  size_t n = r->nsamples, buckets = n < PLOT_POINTS ? n : PLOT_POINTS;
+  sb_printf(b, "<%s class='%s' points='", area ? "polygon" : "polyline", cls);
+  if (area) sb_printf(b, "%.1f,%.1f ", px(p, (double)r->samples[0].event), py(p, 0));
+  for (size_t k = 0; k < buckets; k++) {
+    size_t i0 = k * n / buckets, i1 = (k + 1) * n / buckets;
+    if (i1 <= i0) continue;
+    double v = field_of(&r->samples[i0], f);
+    for (size_t i = i0 + 1; i < i1; i++) {
+      double x = field_of(&r->samples[i], f);
+      if (lowest ? x < v : x > v) v = x;
+    }
+    double xm = (double)r->samples[(i0 + i1 - 1) / 2].event;
+    sb_printf(b, "%.1f,%.1f ", px(p, xm), py(p, v));
+  }
+  if (area) sb_printf(b, "%.1f,%.1f", px(p, (double)r->samples[n - 1].event), py(p, 0));
+  sb_printf(b, "'/>\n");
+}
+
+/* The range each bucket spans (min to max) as a filled band. */
+static void band(sb *b, const plot *p, const hbm_report_run *r, field f, const char *cls) {
+  if (!r->nsamples) return;
+  size_t n = r->nsamples, buckets = n < PLOT_POINTS ? n : PLOT_POINTS;
+  double *lo = malloc(buckets * sizeof *lo), *hi = malloc(buckets * sizeof *hi), *xs = malloc(buckets * sizeof *xs);
+  if (!lo || !hi || !xs) {
+    free(lo);
+    free(hi);
+    free(xs);
+    b->failed = 1;
+    return;
+  }
+  size_t m = 0;
+  for (size_t k = 0; k < buckets; k++) {
+    size_t i0 = k * n / buckets, i1 = (k + 1) * n / buckets;
+    if (i1 <= i0) continue;
+    double mn = field_of(&r->samples[i0], f), mx = mn;
+    for (size_t i = i0 + 1; i < i1; i++) {
+      double v = field_of(&r->samples[i], f);
+      if (v < mn) mn = v;
+      if (v > mx) mx = v;
+    }
+    xs[m] = px(p, (double)r->samples[(i0 + i1 - 1) / 2].event);
+    lo[m] = py(p, mn);
+    hi[m] = py(p, mx);
+    m++;
+  }
+  sb_printf(b, "<polygon class='%s' points='", cls);
+  for (size_t k = 0; k < m; k++) sb_printf(b, "%.1f,%.1f ", xs[k], hi[k]);
+  for (size_t k = m; k-- > 0;) sb_printf(b, "%.1f,%.1f ", xs[k], lo[k]);
+  sb_printf(b, "'/>\n");
+  free(lo);
+  free(hi);
+  free(xs);
+}
+
+static void failure_marker(sb *b, const plot *p, const hbm_report_run *r) {
+  if (!r->result.oom && r->nlayout) {
+    double x = px(p, (double)r->layout_event);
+    sb_printf(b, "<line x1='%.1f' x2='%.1f' y1='%d' y2='%d' class='momentline'/>", x, x, MT, CHART_H - MB);
+    sb_printf(b, "<text x='%.1f' y='%d' class='momentlab'>layout below, step %llu</text>\n", x + 4, MT + 12,
+              (unsigned long long)r->layout_step);
+  }
+  if (!r->result.oom) return;
+  double x = px(p, (double)r->result.first_oom.event);
+  sb_printf(b, "<line x1='%.1f' x2='%.1f' y1='%d' y2='%d' class='oomline'/>", x, x, MT, CHART_H - MB);
+  sb_printf(b, "<text x='%.1f' y='%d' class='oomlab'>first failure, step %llu</text>\n", x + 4, MT + 12,
+            (unsigned long long)r->result.first_oom.step);
+}
+
+static void hline(sb *b, const plot *p, double v, const char *cls, const char *label) {
+  double y = py(p, v);
+  sb_printf(b, "<line x1='%d' x2='%d' y1='%.1f' y2='%.1f' class='%s'/>", ML, CHART_W - MR, y, y, cls);
+  if (label) {
+    sb_printf(b, "<text x='%d' y='%.1f' class='hlab'>", CHART_W - MR - 4, y - 4);
+    sb_esc(b, label);
+    sb_printf(b, "</text>\n");
+  }
+}
+
+static void svg_open(sb *b, const char *label) {
+  sb_printf(b, "<svg viewBox='0 0 %d %d' width='%d' height='%d' role='img' aria-label='", CHART_W, CHART_H,
+            CHART_W, CHART_H);
+  sb_esc(b, label);
+  sb_printf(b, "'>\n");
+}
+
+static void chart_memory(sb *b, const hbm_report *rep, const hbm_report_run *r) {
+  uint64_t cap = r->result.capacity ? r->result.capacity : rep->capacity;
+  plot p = {r->nsamples ? r->samples[0].event : 0, rep->events ? rep->events : 1, (double)cap * 1.06};
+  svg_open(b, "live, allocated and reserved bytes over time");
+  frame(b, &p, r, GIB, " GiB", 0);
+  if (!r->result.oom && rep->live_buckets && rep->events) {
+    /* exact, from the trace: the replay served every request */
+    sb_printf(b, "<polygon class='live' points='");
+    for (size_t k = 0; k < rep->live_buckets; k++) {
+      double mid = ((double)k + 0.5) * (double)rep->events / (double)rep->live_buckets;
+      sb_printf(b, "%.1f,%.1f ", px(&p, mid), py(&p, (double)rep->live_max[k]));
+    }
+    for (size_t k = rep->live_buckets; k-- > 0;) {
+      double mid = ((double)k + 0.5) * (double)rep->events / (double)rep->live_buckets;
+      sb_printf(b, "%.1f,%.1f ", px(&p, mid), py(&p, (double)rep->live_min[k]));
+    }
+    sb_printf(b, "'/>\n");
+  } else {
+    band(b, &p, r, F_LIVE, "live");
+    line(b, &p, r, F_LIVE, 0, "liveline", 0);
+  }
+  line(b, &p, r, F_ALLOCATED, 0, "allocated", 0);
+  line(b, &p, r, F_RESERVED, 0, "reserved", 0);
+  char c[32], l[64];
+  snprintf(l, sizeof l, "capacity %s", size_text(cap, c, sizeof c));
+  hline(b, &p, (double)cap, "capline", l);
+  snprintf(l, sizeof l, "peak live %s", size_text(r->result.peak_live, c, sizeof c));
+  double y = py(&p, (double)r->result.peak_live);
+  sb_printf(b, "<line x1='%d' x2='%d' y1='%.1f' y2='%.1f' class='peakline'/>", ML, CHART_W - MR, y, y);
+  sb_printf(b, "<text x='%d' y='%.1f' class='peaklab'>", ML + 4, y - 3);
+  sb_esc(b, l);
+  sb_printf(b, "</text>\n");
+  failure_marker(b, &p, r);
+  sb_printf(b, "</svg>\n");
+}
+
+static void chart_frag(sb *b, const hbm_report *rep, const hbm_report_run *r, double worst) {
+  double top = worst * 1.15;
+  if (top < 0.25) top = 0.25;
+  int clipped = 0;
+  if (top > 12) {
+    top = 12;
+    clipped = 1;
+  }
+  plot p = {r->nsamples ? r->samples[0].event : 0, rep->events ? rep->events : 1, top};
+  svg_open(b, "fragmentation ratio over time");
+  frame(b, &p, r, 1.0, "", top < 2 ? 2 : 1);
+  band(b, &p, r, F_FRAG, "fragband");
+  line(b, &p, r, F_FRAG, 0, "frag", 0);
+  hline(b, &p, 0.05, "goal", "hbm goal 0.05");
+  if (top > 4.7) hline(b, &p, 4.7, "ref", "field report, step 400: 4.7");
+  if (clipped)
+    sb_printf(b, "<text x='%d' y='%d' class='note'>clipped at 12 (largest free near 0)</text>\n", ML + 6, MT + 12);
+  failure_marker(b, &p, r);
+  sb_printf(b, "</svg>\n");
+}
+
+static void chart_free(sb *b, const hbm_report *rep, const hbm_report_run *r) {
+  uint64_t cap = r->result.capacity ? r->result.capacity : rep->capacity;
+  double top = 0;
+  for (size_t i = 0; i < r->nsamples; i++) {
+    if ((double)r->samples[i].free_total > top) top = (double)r->samples[i].free_total;
+    if ((double)r->samples[i].largest_free > top) top = (double)r->samples[i].largest_free;
+  }
+  if (top < (double)rep->largest_comm_request) top = (double)rep->largest_comm_request;
+  if (top <= 0) top = (double)cap;
+  top *= 1.08;
+  plot p = {r->nsamples ? r->samples[0].event : 0, rep->events ? rep->events : 1, top};
+  svg_open(b, "free total and largest free block over time");
+  frame(b, &p, r, GIB, " GiB", top / GIB < 8 ? 1 : 0);
+  band(b, &p, r, F_FREE, "freetotal");
+  band(b, &p, r, F_LARGEST, "largestband");
+  line(b, &p, r, F_LARGEST, 1, "largest", 0);
+  if (rep->largest_comm_request) {
+    char c[32], l[80];
+    snprintf(l, sizeof l, "largest comm buffer %s", size_text(rep->largest_comm_request, c, sizeof c));
+    hline(b, &p, (double)rep->largest_comm_request, "commline", l);
+  }
+  failure_marker(b, &p, r);
+  sb_printf(b, "</svg>\n");
+}
+
+/* The layout at the first failure: address ranges side by side (gaps between
+ * ranges dropped), unreserved capacity after them, STRIP_COLUMNS columns each
+ * stacked by what its bytes are. */
+static void strip(sb *b, const hbm_report *rep, const hbm_report_run *r, const run_facts *f) {
+  uint64_t cap = r->result.capacity ? r->result.capacity : rep->capacity;
+  uint64_t total = f->layout_total, unreserved = cap > total ? cap - total : 0;
+  uint64_t all = total + unreserved;
+  if (!all) return;
+  enum { NCLASS = HBM_TAG_COUNT + 2, HOLE = HBM_TAG_COUNT, UNRES = HBM_TAG_COUNT + 1 };
+  double *col = calloc((size_t)STRIP_COLUMNS * NCLASS, sizeof *col);
+  if (!col) {
+    b->failed = 1;
+    return;
+  }
+  double per = (double)all / STRIP_COLUMNS;
+  double pos = 0;
+#define ADD(cls, bytes)                                                         \
+  do {                                                                          \
+    double left_ = (double)(bytes);                                             \
+    while (left_ > 0) {                                                         \
+      size_t c_ = (size_t)(pos / per);                                          \
+      if (c_ >= STRIP_COLUMNS) c_ = STRIP_COLUMNS - 1;                          \
+      double room_ = (double)(c_ + 1) * per - pos;                              \
+      double take_ = left_ < room_ ? left_ : room_;                             \
+      if (take_ <= 0) take_ = left_;                                            \
+      col[c_ * NCLASS + (cls)] += take_;                                        \
+      pos += take_;                                                             \
+      left_ -= take_;                                                           \
+    }                                                                           \
+  } while (0)
+  for (size_t i = 0; i < r->nlayout; i++) {
+    const hbm_layout_run *l = &r->layout[i];
+    ADD(l->live ? (l->tag < HBM_TAG_COUNT ? l->tag : 0) : HOLE, l->size);
+  }
+  ADD(UNRES, unreserved);
+#undef ADD
+  const int W = CHART_W, H = 96, top = 22, sh = 44, left = 8, width = W - 16;
+  sb_printf(b, "<svg viewBox='0 0 %d %d' width='%d' height='%d' role='img' aria-label='layout at the first failure'>\n",
+            W, H, W, H);
+  sb_printf(b, "<defs><pattern id='hatch' width='6' height='6' patternUnits='userSpaceOnUse' "
+               "patternTransform='rotate(45)'><rect width='6' height='6' fill='#f4f4f4'/>"
+               "<line x1='0' y1='0' x2='0' y2='6' stroke='#c8c8c8' stroke-width='2'/></pattern></defs>\n");
+  double cw = (double)width / STRIP_COLUMNS;
+  sb_printf(b, "<g shape-rendering='crispEdges'>");
+  for (size_t c = 0; c < STRIP_COLUMNS;) {
+    double sum = 0;
+    int only = -1, kinds = 0;
+    for (int k = 0; k < NCLASS; k++) {
+      double v = col[c * NCLASS + k];
+      sum += v;
+      if (v > 0) {
+        kinds++;
+        only = k;
+      }
+    }
+    if (sum <= 0) {
+      c++;
+      continue;
+    }
+    if (kinds == 1) { /* a run of columns holding one kind only: one rectangle */
+      size_t e = c + 1;
+      while (e < STRIP_COLUMNS) {
+        int same = col[e * NCLASS + only] > 0;
+        for (int k = 0; k < NCLASS && same; k++) same = k == only || col[e * NCLASS + k] <= 0;
+        if (!same) break;
+        e++;
+      }
+      const char *fill = only == HOLE ? HOLE_COLOR : only == UNRES ? UNRESERVED_COLOR : tag_colors[only];
+      sb_printf(b, "<rect x='%.2f' y='%d' width='%.2f' height='%d' fill='%s'/>", left + (double)c * cw, top,
+                (double)(e - c) * cw, sh, fill);
+      c = e;
+      continue;
+    }
+    double y = top;
+    for (int k = 0; k < NCLASS; k++) {
+      double v = col[c * NCLASS + k];
+      if (v <= 0) continue;
+      double hh = v / sum * sh;
+      const char *fill = k == HOLE ? HOLE_COLOR : k == UNRES ? UNRESERVED_COLOR : tag_colors[k];
+      sb_printf(b, "<rect x='%.2f' y='%.2f' width='%.2f' height='%.2f' fill='%s'/>", left + (double)c * cw, y, cw,
+                hh, fill);
+      y += hh;
+    }
+    c++;
+  }
+  sb_printf(b, "</g>");
+  sb_printf(b, "\n<rect x='%d' y='%d' width='%d' height='%d' fill='none' stroke='#333'/>\n", left, top, width, sh);
+  /* range boundaries */
+  uint64_t at = 0, end = 0;
+  for (size_t i = 0; i < r->nlayout; i++) {
+    const hbm_layout_run *l = &r->layout[i];
+    if (i > 0 && l->addr != end) {
+      double x = left + (double)at / (double)all * width;
+      sb_printf(b, "<line x1='%.1f' x2='%.1f' y1='%d' y2='%d' class='rangeb'/>", x, x, top + sh, top + sh + 5);
+    }
+    at += l->size;
+    end = l->addr + l->size;
+  }
+  /* the largest holes, marked above the strip; labels only where they do not collide */
+  double label_x[3];
+  int nlabels = 0;
+  uint64_t marked[3] = {0, 0, 0};
+  for (int m = 0; m < 3; m++) {
+    uint64_t best = 0, best_at = 0, off = 0;
+    for (size_t i = 0; i < r->nlayout; i++) {
+      const hbm_layout_run *l = &r->layout[i];
+      int taken = 0;
+      for (int q = 0; q < m; q++) taken |= marked[q] == off + 1;
+      if (!l->live && l->size > best && !taken) {
+        best = l->size;
+        best_at = off;
+      }
+      off += l->size;
+    }
+    if (!best) break;
+    marked[m] = best_at + 1;
+    double x = left + ((double)best_at + (double)best / 2) / (double)all * width;
+    sb_printf(b, "<path d='M%.1f %d l-5 -8 h10 z' class='holemark'/>", x, top - 2);
+    int clear = 1;
+    for (int q = 0; q < nlabels; q++) clear &= fabs(label_x[q] - x) > 70;
+    if (clear) {
+      char s[32];
+      double lx = x < left + 35 ? left + 35 : x > left + width - 35 ? left + width - 35 : x;
+      sb_printf(b, "<text x='%.1f' y='%d' class='holelab'>%s</text>\n", lx, top - 12, size_text(best, s, sizeof s));
+      label_x[nlabels++] = x;
+    }
+  }
+  char s1[32];
+  sb_printf(b, "<text x='%d' y='%d' class='lableft'>low addresses</text>", left, H - 8);
+  sb_printf(b, "<text x='%d' y='%d' class='labright'>%s per column</text>\n", left + width, H - 8,
+            size_text((uint64_t)per, s1, sizeof s1));
+  sb_printf(b, "</svg>\n");
+  free(col);
+}
+
+/* ==== the page ==================================================================== */
+
+static const char *css =
+    "body{font:14px/1.45 -apple-system,'Segoe UI',Roboto,'DejaVu Sans',Helvetica,Arial,sans-serif;"
+    "color:#1d1d1f;background:#fafafa;margin:0}"
+    "main{max-width:1000px;margin:0 auto;padding:24px 20px 48px}"
+    "h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:32px 0 6px;padding-top:12px;border-top:1px solid #ddd}"
+    "h3{font-size:14px;margin:16px 0 4px;color:#444}"
+    ".sub{color:#555;margin:0 0 16px}.mono{font-family:'DejaVu Sans Mono',Menlo,Consolas,monospace;font-size:12px}"
+    "table{border-collapse:collapse;width:100%;background:#fff;margin:8px 0 4px}"
+    "th,td{padding:5px 8px;border-bottom:1px solid #e4e4e4;text-align:right;white-space:nowrap}"
+    "th{background:#f0f0f0;font-weight:600;font-size:12px}td:first-child,th:first-child{text-align:left}"
+    "td.fail{color:#b00020;font-weight:600}td.ok{color:#2e7d32}"
+    ".finding{background:#fff;border-left:4px solid #4e79a7;padding:8px 12px;margin:8px 0}"
+    ".finding.bad{border-left-color:#e15759}"
+    ".legend{font-size:12px;color:#444;margin:2px 0 6px}.legend span{display:inline-block;margin-right:14px}"
+    ".sw{display:inline-block;width:11px;height:11px;margin-right:4px;vertical-align:-1px;border:1px solid #999}"
+    "svg{display:block;background:#fff;border:1px solid #e4e4e4;margin:2px 0 6px;max-width:100%;height:auto}"
+    ".plotbg{fill:#fff}.grid{stroke:#eee}.tick{stroke:#888}"
+    ".ylab{font-size:11px;fill:#555;text-anchor:end}.xlab{font-size:11px;fill:#555;text-anchor:middle}"
+    ".xname{font-size:11px;fill:#777;text-anchor:end}.note{font-size:11px;fill:#b00020}"
+    ".live{fill:#4e79a7;fill-opacity:.35;stroke:#4e79a7;stroke-width:.6}"
+    ".allocated{fill:none;stroke:#f28e2b;stroke-width:1.3}.liveline{fill:none;stroke:#4e79a7;stroke-width:1.2}"
+    ".reserved{fill:none;stroke:#222;stroke-width:1.5}"
+    ".capline{stroke:#b00020;stroke-dasharray:6 4;stroke-width:1.2}"
+    ".commline{stroke:#e15759;stroke-dasharray:3 3;stroke-width:1.2}"
+    ".goal{stroke:#2e7d32;stroke-dasharray:5 4}.ref{stroke:#999;stroke-dasharray:2 4}"
+    ".hlab{font-size:11px;fill:#555;text-anchor:end}"
+    ".frag{fill:none;stroke:#8e44ad;stroke-width:1}.fragband{fill:#8e44ad;fill-opacity:.18;stroke:none}"
+    ".largestband{fill:#1b7f79;fill-opacity:.18;stroke:none}"
+    ".peakline{stroke:#4e79a7;stroke-dasharray:2 3}.peaklab{font-size:11px;fill:#4e79a7}"
+    ".freetotal{fill:#999;fill-opacity:.25;stroke:#999;stroke-width:.6}"
+    ".largest{fill:none;stroke:#1b7f79;stroke-width:1.5}"
+    ".momentline{stroke:#555;stroke-dasharray:4 3}.momentlab{font-size:11px;fill:#555}"
+    ".oomline{stroke:#b00020;stroke-width:1.5}.oomlab{font-size:11px;fill:#b00020;font-weight:600}"
+    ".lableft{font-size:11px;fill:#555;text-anchor:start}.labright{font-size:11px;fill:#555;text-anchor:end}"
+    ".rangeb{stroke:#333;stroke-width:1}.holemark{fill:#333}.holelab{font-size:11px;fill:#333;text-anchor:middle}"
+    "footer{color:#666;font-size:12px;margin-top:32px;border-top:1px solid #ddd;padding-top:8px}";
+
+static void legend_item(sb *b, const char *color, const char *label, int line) {
+  if (line)
+    sb_printf(b, "<span><span class='sw' style='background:%s;height:3px;border:0;vertical-align:3px'></span>%s</span>",
+              color, label);
+  else
+    sb_printf(b, "<span><span class='sw' style='background:%s'></span>%s</span>", color, label);
+}
+
+static void summary_table(sb *b, const hbm_report *rep) {
+  sb_printf(b, "<table><tr><th>policy</th><th>peak reserved</th><th>efficiency</th><th>max frag. ratio</th>"
+               "<th>first failure: step</th><th>request</th><th>free total</th><th>largest free</th>"
+               "<th>cause</th><th>failed requests</th></tr>\n");
+  for (int i = 0; i < rep->nruns; i++) {
+    const hbm_report_run *r = &rep->runs[i];
+    const hbm_replay_result *x = &r->result;
+    char a[32], c[32], d[32], e[32];
+    sb_printf(b, "<tr><td><a href='#p-%s'>", x->policy);
+    sb_esc(b, x->policy);
+    if (r->error) {
+      sb_printf(b, "</a></td><td colspan='9' class='fail'>replay error: %s</td></tr>\n", hbm_strerror(r->error));
+      continue;
+    }
+    sb_printf(b, "</a></td><td>%s</td><td>%.3f</td><td>%.2f</td>", size_text(x->peak_reserved, a, 32),
+              x->efficiency, x->max_frag >= 1e9 ? INFINITY : x->max_frag);
+    if (x->oom)
+      sb_printf(b, "<td class='fail'>%llu</td><td>%s</td><td>%s</td><td>%s</td><td class='fail'>%s</td><td>%llu</td></tr>\n",
+                (unsigned long long)x->first_oom.step, size_text(x->first_oom.request, c, 32),
+                size_text(x->first_oom.free_total, d, 32), size_text(x->first_oom.largest_free, e, 32),
+                hbm_oom_cause_name(x->first_oom.cause), (unsigned long long)x->failures);
+    else
+      sb_printf(b, "<td class='ok'>none</td><td>-</td><td>-</td><td>-</td><td>-</td><td>0</td></tr>\n");
+  }
+  sb_printf(b, "</table>\n");
+}
+
+int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
+  *html = NULL;
+  if (len) *len = 0;
+  sb b = {0};
+  char a[32], c[32], d[32];
+  const char *title = rep->title ? rep->title : "hbm replay report";
+  sb_printf(&b, "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>\n"
+                "<meta name='viewport' content='width=device-width,initial-scale=1'>\n<title>");
+  sb_esc(&b, title);
+  sb_printf(&b, "</title>\n<style>%s</style></head>\n<body><main>\n<h1>", css);
+  sb_esc(&b, title);
+  sb_printf(&b, "</h1>\n<p class='sub'>");
+  sb_esc(&b, rep->workload ? rep->workload : "");
+  sb_printf(&b, "<br>capacity %s &middot; %llu events &middot; %llu steps &middot; peak live %s",
+            size_text(rep->capacity, a, 32), (unsigned long long)rep->events, (unsigned long long)rep->steps,
+            size_text(rep->peak_live, c, 32));
+  if (rep->largest_comm_request)
+    sb_printf(&b, " &middot; largest communication buffer %s", size_text(rep->largest_comm_request, d, 32));
+  sb_printf(&b, "</p>\n");
+  if (rep->notes) {
+    sb_printf(&b, "<p>");
+    sb_esc(&b, rep->notes);
+    sb_printf(&b, "</p>\n");
+  }
+
+  sb_printf(&b, "<h3>Summary</h3>\n");
+  summary_table(&b, rep);
+  sb_printf(&b, "<h3>Diagnosis</h3>\n");
+  char text[2048];
+  for (int i = 0; i < rep->nruns; i++) {
+    const hbm_report_run *r = &rep->runs[i];
+    hbm_report_diagnosis(rep, r, text, sizeof text);
+    sb_printf(&b, "<div class='finding%s'><b>", r->result.oom || r->error ? " bad" : "");
+    sb_esc(&b, r->result.policy);
+    sb_printf(&b, "</b>: ");
+    sb_esc(&b, text);
+    sb_printf(&b, "</div>\n");
+  }
+
+  for (int i = 0; i < rep->nruns; i++) {
+    const hbm_report_run *r = &rep->runs[i];
+    run_facts f;
+    facts_of(rep, r, &f);
+    sb_printf(&b, "<h2 id='p-%s'>", r->result.policy);
+    sb_esc(&b, r->result.policy);
+    sb_printf(&b, "</h2>\n");
+    if (r->error) {
+      sb_printf(&b, "<p>The replay could not run: %s.</p>\n", hbm_strerror(r->error));
+      continue;
+    }
+    sb_printf(&b, "<p class='sub'>peak reserved %s &middot; peak allocated %s &middot; efficiency %.3f "
+                  "&middot; backend calls %llu &middot; %.0f ns per event</p>\n",
+              size_text(r->result.peak_reserved, a, 32), size_text(r->result.peak_allocated, c, 32),
+              r->result.efficiency, (unsigned long long)r->result.backend_calls, r->result.ns_per_event);
+    if (r->result.ncounters) {
+      sb_printf(&b, "<p class='sub mono'>");
+      for (int k = 0; k < r->result.ncounters; k++) {
+        sb_esc(&b, r->result.counters[k].name);
+        sb_printf(&b, " %.0f%s", r->result.counters[k].value, k + 1 < r->result.ncounters ? " &middot; " : "");
+      }
+      sb_printf(&b, "</p>\n");
+    }
+    sb_printf(&b, "<h3>Memory over time</h3><div class='legend'>");
+    legend_item(&b, "rgba(78,121,167,.45)", "live (requests)", 0);
+    legend_item(&b, "#f28e2b", "allocated (blocks)", 1);
+    legend_item(&b, "#222", "reserved (from the device)", 1);
+    legend_item(&b, "#b00020", "capacity", 1);
+    sb_printf(&b, "</div>\n");
+    chart_memory(&b, rep, r);
+    sb_printf(&b, "<h3>Fragmentation ratio (free total / largest free &minus; 1)</h3>\n");
+    chart_frag(&b, rep, r, r->result.max_frag);
+    sb_printf(&b, "<h3>Free total and largest free block</h3><div class='legend'>");
+    legend_item(&b, "rgba(150,150,150,.5)", "free total (capacity &minus; live)", 0);
+    legend_item(&b, "#1b7f79", "largest free block", 1);
+    if (rep->largest_comm_request) legend_item(&b, "#e15759", "largest communication buffer", 1);
+    sb_printf(&b, "</div>\n");
+    chart_free(&b, rep, r);
+    if (r->nlayout || r->result.oom) {
+      if (r->result.oom)
+        sb_printf(&b, "<h3>Layout at the first failure (step %llu, a %s request, largest free %s)</h3>",
+                  (unsigned long long)r->result.first_oom.step, size_text(r->result.first_oom.request, a, 32),
+                  size_text(r->result.first_oom.largest_free, c, 32));
+      else
+        sb_printf(&b, "<h3>Layout at the tightest moment (step %llu, largest free %s, live %s; no request failed)</h3>",
+                  (unsigned long long)r->layout_step, size_text(r->layout_largest_free, a, 32),
+                  size_text(r->layout_live, c, 32));
+      sb_printf(&b, "<div class='legend'>");
+      for (int t = 1; t < HBM_TAG_COUNT; t++) legend_item(&b, tag_colors[t], hbm_tag_name((hbm_tag)t), 0);
+      if (f.live_by_tag[0]) legend_item(&b, tag_colors[0], "other", 0);
+      legend_item(&b, "#fff", "hole (free)", 0);
+      legend_item(&b, "repeating-linear-gradient(45deg,#f4f4f4 0 3px,#c8c8c8 3px 5px)", "not reserved", 0);
+      sb_printf(&b, "</div>\n");
+      if (r->nlayout) {
+        strip(&b, rep, r, &f);
+        sb_printf(&b, "<p class='sub'>%llu holes, %s in all, the largest %s (marked); live by purpose:",
+                  (unsigned long long)f.holes, size_text(f.hole_bytes, a, 32), size_text(f.largest_hole, c, 32));
+        for (int t = 0; t < HBM_TAG_COUNT; t++)
+          if (f.live_by_tag[t]) sb_printf(&b, " %s %s", hbm_tag_name((hbm_tag)t), size_text(f.live_by_tag[t], a, 32));
+        if (r->layout_dropped) sb_printf(&b, " (%llu runs not shown: out of host memory)", (unsigned long long)r->layout_dropped);
+        sb_printf(&b, ". The strip puts the address ranges the policy holds side by side (ticks below mark "
+                      "gaps between ranges), then the capacity it has not reserved.");
+        uint64_t lf = r->result.oom ? r->result.first_oom.largest_free : r->layout_largest_free;
+        if (lf > f.largest_hole)
+          sb_printf(&b, " Its largest free (%s) exceeds the largest hole because it counts what the policy "
+                        "would release or map on pressure (idle cached segments, unmapped pages, unreserved "
+                        "capacity), as DESIGN.md defines it.",
+                    size_text(lf, a, 32));
+        sb_printf(&b, "</p>\n");
+      } else {
+        sb_printf(&b, "<p class='sub'>The policy reported no layout at the failure.</p>\n");
+      }
+    } else {
+      sb_printf(&b, "<p class='sub'>No request failed; no layout was taken.</p>\n");
+    }
+    hbm_report_diagnosis(rep, r, text, sizeof text);
+    sb_printf(&b, "<div class='finding%s'>", r->result.oom ? " bad" : "");
+    sb_esc(&b, text);
+    sb_printf(&b, "</div>\n");
+  }
+
+  sb_printf(&b, "<footer>Words as in DESIGN.md: <b>live</b> = sum of requests not freed; <b>allocated</b> = "
+                "blocks handed out; <b>reserved</b> = held from the device; <b>free total</b> = capacity &minus; "
+                "live; <b>largest free</b> = the largest request that would succeed now without moving data; "
+                "<b>efficiency</b> = peak live / peak reserved. Lines keep each bucket's worst value "
+                "(at most %d points per line). Cause: <i>capacity</i> when live + request &gt; capacity, "
+                "else <i>fragmentation</i>.",
+            PLOT_POINTS);
+  if (rep->command) {
+    sb_printf(&b, "<br>Reproduce: <span class='mono'>");
+    sb_esc(&b, rep->command);
+    sb_printf(&b, "</span>");
+  }
+  sb_printf(&b, "<br>Generated by hbm %s.</footer>\n</main></body></html>\n", hbm_version());
+  if (b.failed) {
+    free(b.buf);
+    return HBM_EHOSTMEM;
+  }
+  *html = b.buf;
+  if (len) *len = b.len;
+  return HBM_OK;
+}

@@ -1,0 +1,94 @@
+/* html.h: the replay report as one self-contained HTML page (no network,
+ * plots as inline SVG). docs/report.md describes what the page shows.
+ *
+ * Two steps: hbm_report_run_policy() replays a trace through one policy and
+ * keeps what the page needs (samples over time, the result, the layout at the
+ * first failure); hbm_report_html() renders any number of such runs into a
+ * buffer. The library never writes the file: the CLI does, atomically. */
+#ifndef HBM_REPORT_HTML_H
+#define HBM_REPORT_HTML_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hbm.h"
+
+/* One run of the layout scan: a live block (tag meaningful) or a hole. */
+typedef struct hbm_layout_run {
+  uint64_t addr, size;
+  uint8_t live, tag;
+} hbm_layout_run;
+
+/* What the page shows for one policy. Fill it with hbm_report_run_policy(),
+ * or by hand (e.g. from a replay that collected its own samples). */
+typedef struct hbm_report_run {
+  hbm_replay_result result;
+  int error;                     /* HBM_OK, or why the replay could not run */
+  hbm_sample *samples;           /* in event order */
+  size_t nsamples, samples_cap;
+  hbm_layout_run *layout;        /* address order; empty if none */
+  size_t nlayout, layout_cap;
+  uint64_t layout_dropped;       /* runs not kept (host memory ran out) */
+  int layout_at_failure;         /* 1: taken at the first failure; 0: at layout_event */
+  uint64_t layout_event, layout_step, layout_largest_free, layout_live;
+} hbm_report_run;
+
+typedef struct hbm_report {
+  const char *title;             /* e.g. "hbm demo: 910c-dense at 96 GiB" */
+  const char *workload;          /* what was replayed (trace name / generator line) */
+  const char *command;           /* how to reproduce, shown in the footer (or NULL) */
+  uint64_t capacity;
+  uint64_t events, steps;
+  uint64_t largest_comm_request; /* largest comm-tagged request in the trace (0: none) */
+  uint64_t peak_live;            /* of the trace */
+  const char *notes;             /* optional paragraph (e.g. the closed-form estimate) */
+  const hbm_report_run *runs;
+  int nruns;
+  /* Live bytes over time, exact, from the trace (hbm_report_trace_facts fills
+   * them, hbm_report_release frees): min and max over live_buckets equal
+   * slices of the events. Replays that failed requests use their samples. */
+  uint64_t *live_min, *live_max;
+  size_t live_buckets;
+} hbm_report;
+
+/* Replays `trace` through `policy` (conf and device as in hbm_replay_options;
+ * device NULL: sim at the trace's capacity), sampling every `every` events (0:
+ * at step boundaries) and keeping the layout at the first failure. progress may
+ * be NULL. Returns HBM_OK or the replay's error (also stored in out->error);
+ * HBM_EHOSTMEM if the samples could not be kept. Release with
+ * hbm_report_run_release(). */
+int hbm_report_run_policy(const hbm_trace *trace, const char *policy, const char *conf,
+                          const char *device, uint64_t every, hbm_progress_fn *progress,
+                          void *progress_arg, hbm_report_run *out);
+void hbm_report_run_release(hbm_report_run *run);
+
+/* The same collection for a replay the caller runs itself: set
+ * on_sample = hbm_report_keep_sample and on_oom_layout = hbm_report_keep_layout
+ * with both args pointing at a zeroed run, then copy the result into run->result. */
+void hbm_report_keep_sample(const hbm_sample *sample, void *run);
+int hbm_report_keep_layout(void *run, uint64_t addr, uint64_t size, int live, hbm_tag tag);
+
+/* The layout of `policy` just before event `event` of the trace (replaying the
+ * events before it the way hbm_replay does), into run->layout. For runs that did
+ * not fail: hbm_report_tightest_event() says which moment to show. */
+int hbm_report_layout_at(const hbm_trace *trace, const char *policy, const char *conf,
+                         const char *device, uint64_t event, hbm_report_run *run);
+/* The sampled moment (after step 1) with the smallest largest free block; 0 if none. */
+uint64_t hbm_report_tightest_event(const hbm_report_run *run);
+
+/* Facts of a trace the page states: events, steps, peak live, largest comm
+ * request, and the exact live envelope. HBM_EHOSTMEM if the envelope could not
+ * be kept (the rest is filled). */
+int hbm_report_trace_facts(const hbm_trace *trace, hbm_report *report);
+void hbm_report_release(hbm_report *report);
+
+/* The diagnosis of one run in words (one paragraph, plain text). Returns the
+ * length needed, like snprintf. */
+int hbm_report_diagnosis(const hbm_report *report, const hbm_report_run *run, char *buf,
+                         size_t len);
+
+/* Renders the page into a malloc'd, NUL-terminated buffer (*len without the
+ * NUL). HBM_EHOSTMEM if it could not; *html is then NULL. */
+int hbm_report_html(const hbm_report *report, char **html, size_t *len);
+
+#endif

@@ -1,0 +1,165 @@
+/* test_html.c: the report page is self-contained and says what happened:
+ * a workload replayed at a capacity below its peak fails for capacity, at one
+ * above it every policy gets a section with its charts; the exact live
+ * envelope agrees with the trace's peak; a layout taken at a moment accounts
+ * for every live byte at that moment. */
+#include "report/html.h"
+#include "testutil.h"
+#include "trace/gen_llm.h"
+#include "trace/trace.h"
+
+static hbm_trace *small_trace(uint64_t capacity) {
+  hbm_gen_llm_config c;
+  hbm_gen_llm_defaults(&c);
+  c.layers = 4;
+  c.hidden = 1024;
+  c.heads = 8;
+  c.seq_kind = HBM_SEQ_UNIFORM;
+  c.seq_min = 256;
+  c.seq_max = 2048;
+  c.micro_batch = 2;
+  c.grad_accum = 2;
+  c.dp = 4;
+  c.checkpoint_every = 2;
+  c.bucket_bytes = 16ull << 20;
+  c.steps = 6;
+  c.capacity = capacity;
+  hbm_trace *t = NULL;
+  hbm_diag d;
+  if (hbm_gen_llm(&c, &t, &d) != HBM_OK) {
+    fprintf(stderr, "gen: %s\n", d.message);
+    return NULL;
+  }
+  return t;
+}
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+  return n;
+}
+
+static void check_page_is_self_contained(const char *html) {
+  CHECK(strncmp(html, "<!DOCTYPE html>", 15) == 0);
+  CHECK(strstr(html, "</html>") != NULL);
+  CHECK(strstr(html, "<script") == NULL);
+  CHECK(strstr(html, "http://") == NULL);
+  CHECK(strstr(html, "https://") == NULL);
+  CHECK(strstr(html, "src=") == NULL);
+  CHECK(strstr(html, "@import") == NULL);
+  CHECK(count(html, "<svg") == count(html, "</svg>"));
+}
+
+int main(void) {
+  /* 1. below the peak: a capacity failure, its layout and its words */
+  hbm_trace *t = small_trace(1ull << 40);
+  CHECK(t != NULL);
+  if (!t) return test_done("test_html");
+  uint64_t peak = hbm_trace_peak_live(t);
+  hbm_trace_free(t);
+  uint64_t tight = peak - peak / 10;
+  t = small_trace(tight);
+  CHECK(t != NULL);
+  if (!t) return test_done("test_html");
+
+  hbm_report rep;
+  memset(&rep, 0, sizeof rep);
+  rep.title = "test <report> & more";
+  rep.workload = t->name;
+  rep.capacity = tight;
+  CHECK(hbm_report_trace_facts(t, &rep) == HBM_OK);
+  CHECK_EQ_U64(rep.peak_live, peak);
+  CHECK(rep.steps == 6);
+  CHECK(rep.largest_comm_request > 0);
+  uint64_t env_max = 0;
+  for (size_t k = 0; k < rep.live_buckets; k++) {
+    CHECK(rep.live_min[k] <= rep.live_max[k]);
+    if (rep.live_max[k] > env_max) env_max = rep.live_max[k];
+  }
+  CHECK_EQ_U64(env_max, peak);
+
+  hbm_report_run run;
+  CHECK(hbm_report_run_policy(t, "bestfit", NULL, NULL, 0, NULL, NULL, &run) == HBM_OK);
+  CHECK(run.result.oom);
+  CHECK(run.result.first_oom.cause == HBM_CAUSE_CAPACITY);
+  CHECK(run.nsamples >= 6);
+  CHECK(run.nlayout > 0);
+  CHECK(run.layout_at_failure);
+  /* the layout tiles what the policy holds: live bytes in it = live at the failure */
+  uint64_t live_in_layout = 0;
+  for (size_t i = 0; i < run.nlayout; i++) {
+    if (run.layout[i].live) live_in_layout += run.layout[i].size;
+    if (i) CHECK(run.layout[i].addr >= run.layout[i - 1].addr + run.layout[i - 1].size);
+  }
+  CHECK(live_in_layout >= run.result.capacity - run.result.first_oom.free_total);
+  char words[2048];
+  hbm_report_diagnosis(&rep, &run, words, sizeof words);
+  CHECK(strstr(words, "over capacity") != NULL);
+  rep.runs = &run;
+  rep.nruns = 1;
+  char *html = NULL;
+  size_t len = 0;
+  CHECK(hbm_report_html(&rep, &html, &len) == HBM_OK);
+  CHECK(html && strlen(html) == len);
+  if (html) {
+    check_page_is_self_contained(html);
+    CHECK(strstr(html, "test &lt;report&gt; &amp; more") != NULL); /* escaped */
+    CHECK(strstr(html, "Layout at the first failure") != NULL);
+    CHECK(strstr(html, "first failure, step") != NULL);
+    CHECK(count(html, "<svg") >= 4); /* memory, fragmentation, free, layout */
+    CHECK(strstr(html, "#4e79a7") != NULL); /* param blocks in the strip */
+  }
+  free(html);
+  hbm_report_run_release(&run);
+  hbm_report_release(&rep);
+  hbm_trace_free(t);
+
+  /* 2. room to spare: every policy, a layout at the tightest moment */
+  t = small_trace(peak * 2);
+  CHECK(t != NULL);
+  if (!t) return test_done("test_html");
+  memset(&rep, 0, sizeof rep);
+  rep.title = "every policy";
+  rep.workload = t->name;
+  rep.capacity = peak * 2;
+  hbm_report_trace_facts(t, &rep);
+  char names[512];
+  snprintf(names, sizeof names, "%s", hbm_policy_names());
+  hbm_report_run runs[16];
+  int n = 0;
+  for (char *save = NULL, *p = strtok_r(names, ",", &save); p && n < 16; p = strtok_r(NULL, ",", &save)) {
+    hbm_report_run *r = &runs[n++];
+    CHECK(hbm_report_run_policy(t, p, NULL, NULL, t->nevents / 500, NULL, NULL, r) == HBM_OK);
+    CHECK(!r->result.oom);
+    CHECK_EQ_U64(r->result.peak_live, peak);
+    uint64_t at = hbm_report_tightest_event(r);
+    CHECK(at > 0);
+    CHECK(hbm_report_layout_at(t, p, NULL, NULL, at, r) == HBM_OK);
+    uint64_t in_layout = 0;
+    for (size_t i = 0; i < r->nlayout; i++)
+      if (r->layout[i].live) in_layout += r->layout[i].size;
+    CHECK(!r->layout_at_failure);
+    CHECK(in_layout >= r->layout_live); /* blocks hold at least their requests */
+    if (in_layout < r->layout_live) fprintf(stderr, "%s: layout live %llu < %llu\n", p,
+                                             (unsigned long long)in_layout, (unsigned long long)r->layout_live);
+  }
+  rep.runs = runs;
+  rep.nruns = n;
+  html = NULL;
+  CHECK(hbm_report_html(&rep, &html, &len) == HBM_OK);
+  if (html) {
+    check_page_is_self_contained(html);
+    for (int i = 0; i < n; i++) {
+      char id[80];
+      snprintf(id, sizeof id, "<h2 id='p-%.32s'>", runs[i].result.policy);
+      CHECK(strstr(html, id) != NULL);
+    }
+    CHECK(count(html, "Layout at the tightest moment") == n);
+    CHECK(strstr(html, "No request failed") != NULL);
+  }
+  free(html);
+  for (int i = 0; i < n; i++) hbm_report_run_release(&runs[i]);
+  hbm_report_release(&rep);
+  hbm_trace_free(t);
+  return test_done("test_html");
+}
