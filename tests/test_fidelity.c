@@ -1,0 +1,111 @@
+/* test_fidelity.c: the caching model against the project's generated
+ * snapshots (tests/fixtures/snapshots, written by tools/gen_snapshot_fixtures.py
+ * from its own model of PyTorch's placement: streams, record_stream frees,
+ * empty_cache, OOM after release-and-retry, expandable segments). Each must
+ * replay at every recorded address, with the same segment allocations and
+ * peak; the same after a round trip through the text trace format. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "hbm.h"
+#include "replay/fidelity.h"
+#include "trace/snapshot.h"
+#include "trace/trace.h"
+#include "testutil.h"
+
+static hbm_trace *load_snapshot(const char *path) {
+  char *data;
+  size_t len;
+  hbm_diag d = {0};
+  if (hbm_read_file(path, &data, &len, &d) != HBM_OK) {
+    fprintf(stderr, "%s: %s\n", path, d.message);
+    return NULL;
+  }
+  hbm_trace *t = NULL;
+  int rc = hbm_snapshot_import((const uint8_t *)data, len, path, NULL, &t, &d);
+  free(data);
+  if (rc != HBM_OK) fprintf(stderr, "%s: %s\n", path, d.message);
+  return t;
+}
+
+static void expect_faithful(const char *what, const hbm_trace *t, const char *policy, hbm_fidelity_result *out) {
+  hbm_fidelity_result r;
+  hbm_diag d = {0};
+  int rc = hbm_fidelity(t, NULL, &r, &d);
+  if (rc != HBM_OK) fprintf(stderr, "%s: %s\n", what, d.message);
+  CHECK(rc == HBM_OK);
+  printf("%-32s %-10s allocs %4llu match %.4f segments %llu/%llu releases %llu/%llu peak %llu/%llu\n", what,
+         r.policy, (unsigned long long)r.allocs, r.address_match, (unsigned long long)r.segment_allocs_real,
+         (unsigned long long)r.segment_allocs_model, (unsigned long long)r.segment_frees_applied,
+         (unsigned long long)r.segment_frees_real, (unsigned long long)r.peak_reserved_real,
+         (unsigned long long)r.peak_reserved_model);
+  CHECK(!strcmp(r.policy, policy));
+  CHECK(r.allocs > 0);
+  CHECK_EQ_U64(r.address_matches, r.allocs);
+  CHECK(!r.has_mismatch);
+  CHECK_EQ_U64(r.segment_allocs_real, r.segment_allocs_model);
+  CHECK(r.segment_sizes_equal);
+  CHECK_EQ_U64(r.segment_frees_applied, r.segment_frees_real);
+  CHECK_EQ_U64(r.peak_reserved_real, r.peak_reserved_model);
+  CHECK_EQ_U64(r.failed_allocs, 0);
+  CHECK_EQ_U64(r.check_failures, 0);
+  if (out) *out = r;
+}
+
+int main(void) {
+  const char *root = getenv("HBM_ROOT");
+  if (!root) root = ".";
+  static const struct { const char *file, *policy; } fixtures[] = {
+      {"snapshot_basic_p2.pickle", "caching"},          {"snapshot_basic_p4.pickle", "caching"},
+      {"snapshot_basic_p5.pickle", "caching"},          {"snapshot_oldformat_p4.pickle", "caching"},
+      {"snapshot_oom_p4.pickle", "caching"},            {"snapshot_expandable_p2.pickle", "expandable"},
+      {"snapshot_expandable_p4.pickle", "expandable"},  {"snapshot_expandable_p5.pickle", "expandable"},
+  };
+  char path[4096], tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s/test_fidelity.%d.trace", getenv("HBM_BUILD") ? getenv("HBM_BUILD") : "/tmp", (int)getpid());
+  for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) {
+    snprintf(path, sizeof path, "%s/tests/fixtures/snapshots/%s", root, fixtures[i].file);
+    hbm_trace *t = load_snapshot(path);
+    CHECK(t != NULL);
+    if (!t) continue;
+    hbm_diag d = {0};
+    CHECK(hbm_trace_validate(t, &d) == HBM_OK);
+    hbm_fidelity_result a, b;
+    expect_faithful(fixtures[i].file, t, fixtures[i].policy, &a);
+
+    /* The text trace carries everything fidelity needs. */
+    CHECK(hbm_trace_save(t, tmp, &d) == HBM_OK);
+    hbm_trace *u = NULL;
+    CHECK(hbm_trace_load(tmp, &u, &d) == HBM_OK);
+    if (u) {
+      CHECK_EQ_U64(u->nevents, t->nevents);
+      CHECK_EQ_U64(u->ninit_segments, t->ninit_segments);
+      CHECK_EQ_U64(u->ninit_blocks, t->ninit_blocks);
+      CHECK(!strcmp(t->conf ? t->conf : "", u->conf ? u->conf : "")); /* an empty conf is not written */
+      expect_faithful("  (as text)", u, fixtures[i].policy, &b);
+      CHECK_EQ_U64(a.allocs, b.allocs);
+      CHECK_EQ_U64(a.peak_reserved_model, b.peak_reserved_model);
+      hbm_trace_free(u);
+    }
+    /* The other model places differently and says so, without failing. */
+    hbm_fidelity_options o = {.policy = strcmp(fixtures[i].policy, "caching") ? "caching" : "expandable"};
+    hbm_fidelity_result c;
+    CHECK(hbm_fidelity(t, &o, &c, &d) == HBM_OK);
+    CHECK_EQ_U64(c.check_failures, 0);
+    o.policy = "bestfit";
+    CHECK(hbm_fidelity(t, &o, &c, &d) == HBM_EINVAL);
+    CHECK(strstr(d.message, "caching or expandable") != NULL);
+    hbm_trace_free(t);
+  }
+  unlink(tmp);
+
+  /* A trace without recorded addresses has nothing to compare with. */
+  hbm_trace *t;
+  hbm_diag d = {0};
+  const char *text = "hbm-trace 1\na x 4096\nf x\n";
+  CHECK(hbm_trace_parse_text(text, strlen(text), "plain", &t, &d) == HBM_OK);
+  CHECK(hbm_fidelity(t, NULL, &(hbm_fidelity_result){0}, &d) == HBM_EINVAL);
+  CHECK(strstr(d.message, "no addresses") != NULL);
+  hbm_trace_free(t);
+  return test_done("test_fidelity");
+}

@@ -1,0 +1,93 @@
+/* test_fidelity_real.c: the caching model against every real PyTorch memory
+ * snapshot in ../shared/data/snapshots (public training runs; not part of the
+ * repository, so the test skips where they are absent). Fails when a
+ * snapshot's address match is below 0.99, its segment allocations differ in
+ * number or sizes, or peak reserved differs by more than 0.5%. Prints the
+ * fidelity table (docs/caching-model.md). */
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "hbm.h"
+#include "replay/fidelity.h"
+#include "trace/snapshot.h"
+#include "trace/trace.h"
+#include "testutil.h"
+
+static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int main(void) {
+  const char *shared = test_shared_data();
+  if (!shared) {
+    printf("skip: ../shared/data is absent (the real snapshots are not part of the repository)\n");
+    return TEST_SKIP;
+  }
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/snapshots", shared);
+  DIR *dp = opendir(dir);
+  if (!dp) {
+    printf("skip: %s is absent\n", dir);
+    return TEST_SKIP;
+  }
+  char *names[256];
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(dp)) && n < 256) {
+    size_t len = strlen(de->d_name);
+    if (len > 7 && !strcmp(de->d_name + len - 7, ".pickle")) names[n++] = strdup(de->d_name);
+  }
+  closedir(dp);
+  if (!n) {
+    printf("skip: no snapshots in %s\n", dir);
+    return TEST_SKIP;
+  }
+  qsort(names, (size_t)n, sizeof *names, name_cmp);
+  printf("| snapshot | allocations | streams | PyTorch peak reserved | model peak reserved | address match |\n");
+  printf("|---|---:|---:|---:|---:|---:|\n");
+  for (int i = 0; i < n; i++) {
+    char path[4500];
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    char *data;
+    size_t len;
+    hbm_diag d = {0};
+    hbm_trace *t = NULL;
+    int rc = hbm_read_file(path, &data, &len, &d);
+    if (rc == HBM_OK) {
+      rc = hbm_snapshot_import((const uint8_t *)data, len, path, NULL, &t, &d);
+      free(data);
+    }
+    if (rc != HBM_OK) {
+      fprintf(stderr, "%s: %s\n", path, d.message);
+      CHECK(rc == HBM_OK);
+      continue;
+    }
+    hbm_fidelity_result r;
+    rc = hbm_fidelity(t, NULL, &r, &d);
+    hbm_trace_free(t);
+    if (rc != HBM_OK) {
+      fprintf(stderr, "%s: fidelity: %s\n", path, d.message);
+      CHECK(rc == HBM_OK);
+      continue;
+    }
+    char a[32], b[32];
+    printf("| %s | %llu | %llu | %s | %s | %.4f |\n", names[i], (unsigned long long)r.allocs,
+           (unsigned long long)r.streams, hbm_size_format(r.peak_reserved_real, a, sizeof a),
+           hbm_size_format(r.peak_reserved_model, b, sizeof b), r.address_match);
+    double peak_diff = r.peak_reserved_real
+        ? fabs((double)r.peak_reserved_model - (double)r.peak_reserved_real) / (double)r.peak_reserved_real
+        : 0.0;
+    if (r.address_match < 0.99 || r.segment_allocs_real != r.segment_allocs_model || !r.segment_sizes_equal ||
+        peak_diff > 0.005 || r.check_failures) {
+      fprintf(stderr,
+              "%s: address match %.4f (first mismatch at event %llu: PyTorch 0x%llx, model 0x%llx), "
+              "segments %llu vs %llu (sizes %s), peak %+.3f%%, invariant failures %d\n",
+              names[i], r.address_match, (unsigned long long)r.mismatch_event,
+              (unsigned long long)r.mismatch_real, (unsigned long long)r.mismatch_model,
+              (unsigned long long)r.segment_allocs_real, (unsigned long long)r.segment_allocs_model,
+              r.segment_sizes_equal ? "equal" : "differ", 100.0 * peak_diff, r.check_failures);
+      CHECK(0);
+    }
+  }
+  for (int i = 0; i < n; i++) free(names[i]);
+  return test_done("test_fidelity_real");
+}

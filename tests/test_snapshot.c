@@ -1,0 +1,545 @@
+/* test_snapshot.c: the snapshot importer on small snapshots written here, one
+ * rule at a time: the starting state (blocks alive before recording, their
+ * unsplit slack, evidence from later allocations, small pool, blocks alive
+ * throughout, segments made or released in the trace, expandable ranges),
+ * ids, streams, steps, settings, pending frees, devices; and the errors:
+ * missing keys, double frees, frees of unknown blocks, overlaps. */
+#include "hbm.h"
+#include "replay/fidelity.h"
+#include "trace/snapshot.h"
+#include "trace/trace.h"
+#include "testutil.h"
+
+#define KiB (1ull << 10)
+#define MiB (1ull << 20)
+
+/* ---- a tiny pickle writer (protocol 2: the opcodes Python writes for plain data) ---- */
+typedef struct pk {
+  uint8_t b[1 << 16];
+  size_t n;
+} pk;
+
+static void put(pk *p, const void *d, size_t n) {
+  if (p->n + n > sizeof p->b) {
+    fprintf(stderr, "pickle buffer full\n");
+    exit(1);
+  }
+  memcpy(p->b + p->n, d, n);
+  p->n += n;
+}
+static void op(pk *p, uint8_t c) { put(p, &c, 1); }
+static void pk_int(pk *p, int64_t v) {
+  if (v >= 0 && v < 256) {
+    op(p, 'K');
+    op(p, (uint8_t)v);
+  } else if (v >= INT32_MIN && v <= INT32_MAX) {
+    op(p, 'J');
+    for (int i = 0; i < 4; i++) op(p, (uint8_t)((uint64_t)v >> (8 * i)));
+  } else { /* LONG1: little-endian two's complement, as short as the sign allows */
+    uint8_t bytes[9];
+    int n = 0;
+    uint64_t u = (uint64_t)v;
+    do {
+      bytes[n++] = (uint8_t)u;
+      u >>= 8;
+    } while (n < 8 && (u || (bytes[n - 1] & 0x80)));
+    op(p, 0x8a);
+    op(p, (uint8_t)n);
+    put(p, bytes, (size_t)n);
+  }
+}
+static void pk_str(pk *p, const char *s) {
+  uint32_t n = (uint32_t)strlen(s);
+  op(p, 'X');
+  for (int i = 0; i < 4; i++) op(p, (uint8_t)(n >> (8 * i)));
+  put(p, s, n);
+}
+static void dict_begin(pk *p) { op(p, '}'); op(p, '('); }
+static void dict_end(pk *p) { op(p, 'u'); }
+static void list_begin(pk *p) { op(p, ']'); op(p, '('); }
+static void list_end(pk *p) { op(p, 'e'); }
+static void kv_int(pk *p, const char *k, int64_t v) { pk_str(p, k); pk_int(p, v); }
+static void kv_str(pk *p, const char *k, const char *v) { pk_str(p, k); pk_str(p, v); }
+
+/* ---- snapshot builder ---- */
+typedef struct snap {
+  pk p;
+  int in_segments, in_trace;
+} snap;
+
+static void snap_begin(snap *s) {
+  memset(s, 0, sizeof *s);
+  op(&s->p, 0x80);
+  op(&s->p, 2);
+  dict_begin(&s->p);
+  pk_str(&s->p, "segments");
+  list_begin(&s->p);
+}
+static void seg_begin(snap *s, uint64_t addr, uint64_t size, int64_t stream, int small, int expandable) {
+  pk *p = &s->p;
+  dict_begin(p);
+  kv_int(p, "device", 0);
+  kv_int(p, "address", (int64_t)addr);
+  kv_int(p, "total_size", (int64_t)size);
+  kv_int(p, "stream", stream);
+  kv_str(p, "segment_type", small ? "small" : "large");
+  pk_str(p, "is_expandable");
+  op(p, expandable ? 0x88 : 0x89);
+  pk_str(p, "blocks");
+  list_begin(p);
+}
+static void blk(snap *s, uint64_t addr, uint64_t size, uint64_t requested, const char *state) {
+  pk *p = &s->p;
+  dict_begin(p);
+  kv_int(p, "address", (int64_t)addr);
+  kv_int(p, "size", (int64_t)size);
+  kv_int(p, "requested_size", (int64_t)requested);
+  kv_str(p, "state", state);
+  dict_end(p);
+}
+static void seg_end(snap *s) {
+  list_end(&s->p);
+  dict_end(&s->p);
+}
+static void trace_begin(snap *s) {
+  list_end(&s->p); /* segments */
+  pk_str(&s->p, "device_traces");
+  list_begin(&s->p);
+  list_begin(&s->p);
+}
+static void ev(snap *s, const char *action, uint64_t addr, uint64_t size, int64_t stream, int64_t time_us) {
+  pk *p = &s->p;
+  dict_begin(p);
+  kv_str(p, "action", action);
+  kv_int(p, "addr", (int64_t)addr);
+  kv_int(p, "size", (int64_t)size);
+  kv_int(p, "stream", stream);
+  if (time_us >= 0) kv_int(p, "time_us", time_us);
+  dict_end(p);
+}
+static void trace_end(snap *s) {
+  list_end(&s->p);
+  list_end(&s->p);
+}
+static void snap_end(snap *s) {
+  dict_end(&s->p);
+  op(&s->p, '.');
+}
+
+static int import(snap *s, hbm_trace **t, hbm_diag *d) {
+  memset(d, 0, sizeof *d);
+  return hbm_snapshot_import(s->p.b, s->p.n, "test.pickle", NULL, t, d);
+}
+
+static const hbm_init_block *blocks_of(const hbm_trace *t, uint32_t seg) {
+  return &t->init_blocks[t->init_segments[seg].first_block];
+}
+
+#define A0 0x7f0000000000ull
+
+/* Slack: a gap after a block that no free block could fill (<= 1 MiB in the
+ * large pool) belongs to the block; a larger gap is a free block. */
+static void test_slack(void) {
+  snap s;
+  snap_begin(&s);
+  seg_begin(&s, A0, 20 * MiB, 0, 0, 0);
+  blk(&s, A0, 20 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "free_requested", A0, 4 * MiB - 1000, 0, -1);
+  ev(&s, "free_completed", A0, 4 * MiB - 1000, 0, -1);
+  ev(&s, "free_completed", A0 + 4 * MiB + 512 * KiB, 6 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->ninit_segments, 1);
+  CHECK_EQ_U64(t->init_segments[0].nblocks, 3);
+  const hbm_init_block *b = blocks_of(t, 0);
+  CHECK_EQ_U64(b[0].size, 4 * MiB + 512 * KiB); /* 4 MiB - 512 rounded, + 512 KiB + 512 slack */
+  CHECK_EQ_U64(b[0].request, 4 * MiB - 1000);
+  CHECK(b[0].id != HBM_NO_ID);
+  CHECK_EQ_U64(b[1].addr, A0 + 4 * MiB + 512 * KiB);
+  CHECK_EQ_U64(b[1].size, 6 * MiB); /* 9.5 MiB follow: a free block, no evidence of slack */
+  CHECK_EQ_U64(b[2].id, HBM_NO_ID);
+  CHECK_EQ_U64(b[2].size, 9 * MiB + 512 * KiB);
+  CHECK(hbm_trace_validate(t, &d) == HBM_OK);
+  /* The two frees name the starting blocks' ids; no free_requested event. */
+  CHECK_EQ_U64(t->nevents, 2);
+  CHECK(t->events[0].kind == HBM_EV_FREE && t->events[0].id == b[0].id);
+  CHECK_EQ_U64(t->events[0].line, 2); /* entry index + 1 */
+  hbm_trace_free(t);
+}
+
+/* Evidence: an allocation made while the block lived shows where the free
+ * block after it began (best fit takes the low end of a free block). */
+static void test_evidence(void) {
+  snap s;
+  snap_begin(&s);
+  seg_begin(&s, A0, 20 * MiB, 0, 0, 0);
+  blk(&s, A0, 20 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  uint64_t L = A0 + 4 * MiB, slack = 768 * KiB;
+  ev(&s, "alloc", L + 6 * MiB + slack, 2 * MiB, 0, -1);
+  ev(&s, "free_completed", L + 6 * MiB + slack, 2 * MiB, 0, -1);
+  ev(&s, "free_completed", L, 6 * MiB, 0, -1);
+  ev(&s, "free_completed", A0, 4 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  const hbm_init_block *b = blocks_of(t, 0);
+  CHECK_EQ_U64(t->init_segments[0].nblocks, 3);
+  CHECK(b[0].id != HBM_NO_ID); /* [A0, L): alive too, so F is the only free block */
+  CHECK_EQ_U64(b[0].size, 4 * MiB);
+  CHECK_EQ_U64(b[1].addr, L);
+  CHECK_EQ_U64(b[1].size, 6 * MiB + slack);
+  CHECK_EQ_U64(b[2].addr, L + 6 * MiB + slack);
+  /* ... and with it the model places the allocation where PyTorch did. */
+  hbm_fidelity_result r;
+  CHECK(hbm_fidelity(t, NULL, &r, &d) == HBM_OK);
+  CHECK_EQ_U64(r.allocs, 1);
+  CHECK_EQ_U64(r.address_matches, 1);
+  hbm_trace_free(t);
+}
+
+/* Small pool: every remainder of 512 bytes or more is split, so no slack. */
+static void test_small_pool(void) {
+  const uint64_t S = 0x7f0000200000ull;
+  snap s;
+  snap_begin(&s);
+  seg_begin(&s, S, 2 * MiB, 0, 1, 0);
+  blk(&s, S, 1536, 0, "inactive");
+  blk(&s, S + 1536, 4096, 4000, "active_allocated"); /* alive throughout */
+  blk(&s, S + 5632, 2 * MiB - 5632, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "free_completed", S, 1000, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK(t->init_segments[0].small == 1);
+  const hbm_init_block *b = blocks_of(t, 0);
+  CHECK_EQ_U64(t->init_segments[0].nblocks, 4);
+  CHECK_EQ_U64(b[0].size, 1024);
+  CHECK_EQ_U64(b[1].id, HBM_NO_ID);
+  CHECK_EQ_U64(b[1].size, 512);
+  CHECK_EQ_U64(b[2].size, 4096); /* alive throughout: its final size */
+  CHECK_EQ_U64(b[2].request, 4000);
+  hbm_trace_free(t);
+}
+
+/* Segments: one made in the trace is not in the starting state; one released
+ * in the trace is; ids are reused after a free; streams keep their order. */
+static void test_segments_streams_ids(void) {
+  const uint64_t B = 0x7f0010000000ull, C = 0x7f0020000000ull;
+  const int64_t side = 94833748361216; /* a cudaStream_t value */
+  snap s;
+  snap_begin(&s);
+  seg_begin(&s, B, 20 * MiB, side, 0, 0);
+  blk(&s, B, 1536 * KiB, 1536 * KiB, "active_allocated");
+  blk(&s, B + 1536 * KiB, 20 * MiB - 1536 * KiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "segment_free", C, 2 * MiB, 0, -1);
+  ev(&s, "alloc", A0, 512, 0, -1);
+  ev(&s, "free_requested", A0, 512, 0, -1);
+  ev(&s, "free_completed", A0, 512, 0, -1);
+  ev(&s, "segment_alloc", B, 20 * MiB, side, -1);
+  ev(&s, "alloc", B, 1536 * KiB, side, -1);
+  ev(&s, "snapshot", 0, 0, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  /* A0 was never in a segment: allocating there is the recording's business,
+   * the importer only needs the starting state to hold what the trace frees. */
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->ninit_segments, 1);
+  CHECK_EQ_U64(t->init_segments[0].addr, C);
+  CHECK(t->init_segments[0].small == 1);
+  CHECK_EQ_U64(t->nevents, 5);
+  CHECK(t->events[0].kind == HBM_EV_SEG_FREE);
+  CHECK(t->events[1].kind == HBM_EV_ALLOC && t->events[1].addr == A0 && t->events[1].stream == 0);
+  CHECK(t->events[2].kind == HBM_EV_FREE && t->events[2].id == t->events[1].id);
+  CHECK(t->events[3].kind == HBM_EV_SEG_ALLOC && t->events[3].stream == 1 && t->events[3].tag == 0);
+  CHECK(t->events[4].kind == HBM_EV_ALLOC && t->events[4].stream == 1);
+  CHECK_EQ_U64(t->events[4].id, t->events[1].id); /* reused after its free */
+  CHECK(hbm_trace_validate(t, &d) == HBM_OK);
+  hbm_trace_free(t);
+}
+
+/* A free_requested without its free_completed (another stream still used the
+ * block when the snapshot was taken) keeps the block alive. */
+static void test_pending_free(void) {
+  snap s;
+  snap_begin(&s);
+  seg_begin(&s, A0, 20 * MiB, 0, 0, 0);
+  blk(&s, A0, 2 * MiB, 2 * MiB, "active_pending_free");
+  blk(&s, A0 + 2 * MiB, 18 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "segment_alloc", A0, 20 * MiB, 0, -1);
+  ev(&s, "alloc", A0, 2 * MiB, 0, -1);
+  ev(&s, "free_requested", A0, 2 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->ninit_segments, 0);
+  CHECK_EQ_U64(t->nevents, 2); /* seg + alloc; no free */
+  hbm_trace_free(t);
+}
+
+/* Steps after each Optimizer.step END; settings as PYTORCH_CUDA_ALLOC_CONF. */
+static void test_steps_and_settings(void) {
+  snap s;
+  snap_begin(&s);
+  trace_begin(&s);
+  ev(&s, "segment_alloc", A0, 2 * MiB, 0, 100);
+  ev(&s, "alloc", A0, 512, 0, 100);
+  ev(&s, "free_completed", A0, 512, 0, 200);
+  ev(&s, "alloc", A0, 512, 0, 300);
+  trace_end(&s);
+  pk *p = &s.p;
+  pk_str(p, "allocator_settings");
+  dict_begin(p);
+  kv_str(p, "PYTORCH_CUDA_ALLOC_CONF", "");
+  kv_int(p, "max_split_size", 128 * MiB);
+  pk_str(p, "garbage_collection_threshold");
+  op(p, 'G'); /* BINFLOAT 0.5, big-endian */
+  const uint8_t half[8] = {0x3f, 0xe0, 0, 0, 0, 0, 0, 0};
+  put(p, half, 8);
+  pk_str(p, "expandable_segments");
+  op(p, 0x88);
+  pk_str(p, "roundup_power2_divisions");
+  dict_begin(p);
+  for (int i = 0; i < 16; i++) {
+    char key[16];
+    snprintf(key, sizeof key, "%d", 1 << i);
+    kv_int(p, key, i == 6 ? 8 : 0);
+  }
+  dict_end(p);
+  dict_end(p);
+  pk_str(p, "external_annotations");
+  list_begin(p);
+  dict_begin(p);
+  kv_str(p, "stage", "END");
+  kv_str(p, "name", "Optimizer.step#AdamW.step");
+  kv_int(p, "device", 0);
+  kv_int(p, "time_us", 250);
+  dict_end(p);
+  list_end(p);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->nevents, 5);
+  CHECK(t->events[3].kind == HBM_EV_STEP && t->events[3].size == 1); /* between 200 and 300 */
+  CHECK(t->conf != NULL);
+  if (t->conf) {
+    CHECK(strstr(t->conf, "expandable_segments:True") != NULL);
+    CHECK(strstr(t->conf, "max_split_size_mb:128") != NULL);
+    CHECK(strstr(t->conf, "garbage_collection_threshold:0.5") != NULL);
+    CHECK(strstr(t->conf, "64:8") != NULL);
+  }
+  hbm_trace_free(t);
+}
+
+/* Expandable: the mapped ranges at the start are the final ones less what
+ * the trace mapped, plus what it unmapped. */
+static void test_expandable_ranges(void) {
+  const uint64_t E = 0x7f4000000000ull;
+  snap s;
+  snap_begin(&s);
+  seg_begin(&s, E, 40 * MiB, 0, 0, 1);
+  blk(&s, E, 10 * MiB, 10 * MiB, "active_allocated");        /* alive throughout */
+  blk(&s, E + 10 * MiB, 20 * MiB, 20 * MiB, "active_allocated"); /* allocated in the trace */
+  blk(&s, E + 30 * MiB, 10 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "segment_unmap", E + 60 * MiB, 20 * MiB, 0, -1);
+  ev(&s, "segment_map", E + 20 * MiB, 20 * MiB, 0, -1);
+  ev(&s, "alloc", E + 10 * MiB, 20 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->ninit_segments, 2);
+  CHECK_EQ_U64(t->init_segments[0].addr, E);
+  CHECK_EQ_U64(t->init_segments[0].size, 20 * MiB);
+  CHECK(t->init_segments[0].expandable && !t->init_segments[0].small);
+  CHECK_EQ_U64(t->init_segments[0].nblocks, 2);
+  CHECK_EQ_U64(blocks_of(t, 0)[0].size, 10 * MiB);
+  CHECK(blocks_of(t, 0)[0].id != HBM_NO_ID);
+  CHECK_EQ_U64(blocks_of(t, 0)[1].id, HBM_NO_ID);
+  CHECK_EQ_U64(t->init_segments[1].addr, E + 60 * MiB);
+  CHECK_EQ_U64(t->init_segments[1].size, 20 * MiB);
+  CHECK(t->events[0].kind == HBM_EV_SEG_FREE && t->events[1].kind == HBM_EV_SEG_ALLOC);
+  hbm_trace_free(t);
+}
+
+static void expect_error(snap *s, const char *needle) {
+  hbm_trace *t = NULL;
+  hbm_diag d;
+  int rc = import(s, &t, &d);
+  CHECK(rc == HBM_EPARSE);
+  CHECK(t == NULL);
+  if (!strstr(d.message, needle)) fprintf(stderr, "message '%s' lacks '%s'\n", d.message, needle);
+  CHECK(strstr(d.message, needle) != NULL);
+  CHECK(!strcmp(d.file, "test.pickle"));
+  if (rc == HBM_OK) hbm_trace_free(t);
+}
+
+static void test_errors(void) {
+  snap s;
+  /* a double free */
+  snap_begin(&s);
+  seg_begin(&s, A0, 2 * MiB, 0, 1, 0);
+  blk(&s, A0, 2 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "alloc", A0, 512, 0, -1);
+  ev(&s, "free_completed", A0, 512, 0, -1);
+  ev(&s, "free_completed", A0, 512, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][2] (free_completed): free of 0x7f0000000000, which no allocation holds");
+
+  /* a free of a block no segment holds */
+  snap_begin(&s);
+  trace_begin(&s);
+  ev(&s, "free_completed", 0x5000, 512, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "no segment at the start holds");
+
+  /* a block alive at the start that overlaps the next */
+  snap_begin(&s);
+  seg_begin(&s, A0, 20 * MiB, 0, 0, 0);
+  blk(&s, A0, 20 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "free_completed", A0, 8 * MiB, 0, -1);
+  ev(&s, "free_completed", A0 + 4 * MiB, 4 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "overlaps the next live block");
+
+  /* alloc of an address already allocated */
+  snap_begin(&s);
+  trace_begin(&s);
+  ev(&s, "alloc", A0, 512, 0, -1);
+  ev(&s, "alloc", A0, 512, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "allocated again without a free");
+
+  /* missing keys */
+  snap_begin(&s);
+  trace_begin(&s);
+  pk *p = &s.p;
+  dict_begin(p);
+  kv_str(p, "action", "alloc");
+  kv_int(p, "addr", (int64_t)A0);
+  kv_int(p, "stream", 0);
+  dict_end(p);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][0] (alloc): missing 'size'");
+
+  snap_begin(&s);
+  p = &s.p;
+  dict_begin(p);
+  kv_int(p, "total_size", 2 * MiB);
+  pk_str(p, "blocks");
+  list_begin(p);
+  list_end(p);
+  dict_end(p);
+  trace_begin(&s);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "segments[0]: missing 'address'");
+
+  /* blocks that do not cover their segment */
+  snap_begin(&s);
+  seg_begin(&s, A0, 2 * MiB, 0, 1, 0);
+  blk(&s, A0, MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "blocks cover");
+
+  /* not a snapshot */
+  memset(&s, 0, sizeof s);
+  op(&s.p, 0x80);
+  op(&s.p, 2);
+  dict_begin(&s.p);
+  kv_int(&s.p, "segments", 3);
+  dict_end(&s.p);
+  op(&s.p, '.');
+  expect_error(&s, "'segments'");
+}
+
+/* Two devices: the first with entries by default, or the one asked for. */
+static void test_devices(void) {
+  snap s;
+  snap_begin(&s);
+  pk *p = &s.p;
+  dict_begin(p); /* a segment of device 1 */
+  kv_int(p, "device", 1);
+  kv_int(p, "address", (int64_t)A0);
+  kv_int(p, "total_size", 2 * MiB);
+  kv_int(p, "stream", 0);
+  kv_str(p, "segment_type", "small");
+  pk_str(p, "blocks");
+  list_begin(p);
+  blk(&s, A0, 2 * MiB, 0, "inactive");
+  list_end(p);
+  dict_end(p);
+  list_end(p);
+  pk_str(p, "device_traces");
+  list_begin(p);
+  list_begin(p); /* device 0: empty */
+  list_end(p);
+  list_begin(p); /* device 1 */
+  ev(&s, "alloc", A0, 512, 0, -1);
+  list_end(p);
+  list_end(p);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->ninit_segments, 1);
+  CHECK_EQ_U64(t->nevents, 1);
+  hbm_trace_free(t);
+  hbm_snapshot_options o = {.device = 0};
+  CHECK(hbm_snapshot_import(s.p.b, s.p.n, "test.pickle", &o, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->ninit_segments, 0);
+  CHECK_EQ_U64(t->nevents, 0);
+  hbm_trace_free(t);
+  o.device = 5;
+  CHECK(hbm_snapshot_import(s.p.b, s.p.n, "test.pickle", &o, &t, &d) == HBM_EPARSE);
+  CHECK(strstr(d.message, "device 5") != NULL);
+}
+
+int main(void) {
+  test_slack();
+  test_evidence();
+  test_small_pool();
+  test_segments_streams_ids();
+  test_pending_free();
+  test_steps_and_settings();
+  test_expandable_ranges();
+  test_errors();
+  test_devices();
+  return test_done("test_snapshot");
+}
