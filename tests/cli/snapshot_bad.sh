@@ -1,0 +1,57 @@
+#!/bin/sh
+# Bad snapshots: hbm import and hbm fidelity exit 2 and say what is wrong and
+# where (the file, and the byte offset or the entry), and write nothing.
+set -u
+fail=0
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+bad="$HBM_ROOT/tests/fixtures/snapshots/bad"
+
+expect() { # name, file, expected-substring
+  for cmd in import fidelity; do
+    if [ $cmd = import ]; then
+      "$HBM" import "$2" -o "$dir/out.trace" > /dev/null 2> "$dir/err"
+    else
+      "$HBM" fidelity "$2" > /dev/null 2> "$dir/err"
+    fi
+    rc=$?
+    if [ $rc -ne 2 ]; then echo "FAIL $1 ($cmd): exit $rc, expected 2"; cat "$dir/err"; fail=1; continue; fi
+    if ! grep -q "$2: .*$3" "$dir/err"; then
+      echo "FAIL $1 ($cmd): message does not name the file and '$3':"; cat "$dir/err"; fail=1; continue
+    fi
+    if [ -e "$dir/out.trace" ]; then echo "FAIL $1: an output was written"; fail=1; rm -f "$dir/out.trace"; fi
+  done
+  echo "ok   $1: $(head -1 "$dir/err")"
+}
+
+# Pickles the reader refuses: the byte offset is named.
+expect truncated        "$bad/truncated_p2.pickle"             "byte [0-9]*: .*truncated"
+expect object           "$bad/global_reduce.pickle"            "byte 2: .*GLOBAL"
+expect unknown_opcode   "$bad/unknown_opcode.pickle"           "byte 2: .*unknown opcode"
+# Pickles that are not snapshots, or miss keys: the entry is named.
+expect not_a_dict       "$bad/not_a_dict.pickle"               "top level is a list"
+expect no_segments      "$bad/missing_segments.pickle"         "missing 'segments'"
+expect no_traces        "$bad/missing_device_traces.pickle"    "missing 'device_traces'"
+expect no_blocks        "$bad/segment_without_blocks.pickle"   "segments\[0\]: missing 'blocks'"
+expect no_addr          "$bad/trace_entry_without_addr.pickle" "device_traces\[0\]\[3\] (free_completed): missing 'addr'"
+
+# Frees the snapshot cannot account for (small snapshots made for this test).
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQV9cQYoWAYAAABhY3Rpb25xB1gOAAAAZnJlZV9jb21wbGV0ZWRxCFgEAAAAYWRkcnEJigYAEAAAAH9YBAAAAHNpemVxCk0AAlgGAAAAc3RyZWFtcQtLAHVhYXUu' \
+  | base64 -d > "$dir/unknown_free.pickle"
+expect unknown_free "$dir/unknown_free.pickle" "device_traces\[0\]\[0\] (free_completed): free of 0x7f0000001000, which no allocation in the trace made and no segment at the start holds"
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRLAFgHAAAAYWRkcmVzc3EFigYAAAAAAH9YCgAAAHRvdGFsX3NpemVxBkoAACAAWAYAAABzdHJlYW1xB0sAWAwAAABzZWdtZW50X3R5cGVxCFgFAAAAc21hbGxxCVgGAAAAYmxvY2tzcQpdcQt9cQwoaAWKBgAAAAAAf1gEAAAAc2l6ZXENSgAAIABYDgAAAHJlcXVlc3RlZF9zaXplcQ5LAFgFAAAAc3RhdGVxD1gIAAAAaW5hY3RpdmVxEHVhdWFYDQAAAGRldmljZV90cmFjZXNxEV1xEl1xEyh9cRQoWAYAAABhY3Rpb25xFVgFAAAAYWxsb2NxFlgEAAAAYWRkcnEXigYAAAAAAH9oDU0AAmgHSwB1fXEYKGgVWA4AAABmcmVlX2NvbXBsZXRlZHEZaBeKBgAAAAAAf2gNTQACaAdLAHV9cRooaBVoGWgXigYAAAAAAH9oDU0AAmgHSwB1ZWF1Lg==' \
+  | base64 -d > "$dir/double_free.pickle"
+expect double_free "$dir/double_free.pickle" "device_traces\[0\]\[2\] (free_completed): free of 0x7f0000000000, which no allocation holds"
+
+# A text trace is not a snapshot to import.
+printf 'hbm-trace 1\na x 1KiB\n' > "$dir/plain.trace"
+"$HBM" import "$dir/plain.trace" -o "$dir/out.trace" > /dev/null 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "not a pickle" "$dir/err" || { echo "FAIL import of a text trace: exit $rc"; cat "$dir/err"; fail=1; }
+# ... and a text trace without recorded addresses has nothing to compare.
+"$HBM" fidelity "$dir/plain.trace" > /dev/null 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "no addresses" "$dir/err" || { echo "FAIL fidelity of a plain trace: exit $rc"; cat "$dir/err"; fail=1; }
+# A text trace whose free names an unknown block.
+printf 'hbm-trace 1\na x 1KiB @0x7f0000000000\nf ghost\n' > "$dir/ghost.trace"
+"$HBM" fidelity "$dir/ghost.trace" > /dev/null 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "ghost.trace:3:" "$dir/err" || { echo "FAIL fidelity of an unknown free: exit $rc"; cat "$dir/err"; fail=1; }
+exit $fail

@@ -1,0 +1,52 @@
+#!/bin/sh
+# hbm import / hbm fidelity on the generated snapshots: the trace is written,
+# carries the starting state and recorded addresses, and fidelity's JSON has
+# exactly the documented keys; --help works; the input is never overwritten.
+set -u
+fail=0
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fx="$HBM_ROOT/tests/fixtures/snapshots"
+
+"$HBM" import --help | grep -q -- "-o, --output" || { echo "FAIL import --help"; fail=1; }
+"$HBM" fidelity --help | grep -q -- "--json" || { echo "FAIL fidelity --help"; fail=1; }
+"$HBM" --help | grep -q "fidelity" || { echo "FAIL hbm --help lists no fidelity"; fail=1; }
+
+"$HBM" import "$fx/snapshot_basic_p4.pickle" -o "$dir/basic.trace" > "$dir/out" 2> "$dir/err"
+rc=$?
+[ $rc -eq 0 ] || { echo "FAIL import: exit $rc"; cat "$dir/err"; fail=1; }
+head -1 "$dir/basic.trace" | grep -q "^hbm-trace 1" || { echo "FAIL import: no trace header"; fail=1; }
+grep -q "^init-seg " "$dir/basic.trace" || { echo "FAIL import: no starting state"; fail=1; }
+grep -q "^a .* @0x" "$dir/basic.trace" || { echo "FAIL import: no recorded addresses"; fail=1; }
+grep -q "^segfree " "$dir/basic.trace" || { echo "FAIL import: no recorded segment releases"; fail=1; }
+grep -q "starting state" "$dir/out" || { echo "FAIL import: no summary"; cat "$dir/out"; fail=1; }
+
+# The written trace replays and compares as the snapshot does.
+for input in "$fx/snapshot_basic_p4.pickle" "$dir/basic.trace" "$fx/snapshot_expandable_p5.pickle"; do
+  "$HBM" fidelity "$input" --json --check > "$dir/json" 2> "$dir/err"
+  rc=$?
+  [ $rc -eq 0 ] || { echo "FAIL fidelity $input: exit $rc"; cat "$dir/err"; fail=1; continue; }
+  keys=$(tr ',{}' '\n\n\n' < "$dir/json" | sed -n 's/^"\([a-z_]*\)":.*/\1/p' | tr '\n' ' ')
+  want="allocs address_match segment_allocs_real segment_allocs_model peak_reserved_real peak_reserved_model first_mismatch "
+  [ "$keys" = "$want" ] || { echo "FAIL fidelity keys: '$keys'"; fail=1; }
+  grep -q '"address_match":1,' "$dir/json" || { echo "FAIL fidelity $input: $(cat "$dir/json")"; fail=1; }
+  grep -q '"first_mismatch":null' "$dir/json" || { echo "FAIL fidelity $input: a mismatch"; fail=1; }
+done
+
+# The text report, and other settings than recorded (mismatches are reported, not errors).
+"$HBM" fidelity "$fx/snapshot_expandable_p4.pickle" --alloc-conf expandable_segments:False > "$dir/out" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "first mismatch       event" "$dir/out" || { echo "FAIL fidelity with expandable_segments:False: exit $rc"; cat "$dir/out"; fail=1; }
+"$HBM" fidelity "$fx/snapshot_expandable_p4.pickle" --alloc-conf expandable_segments:False --check > /dev/null 2>&1
+[ $? -eq 1 ] || { echo "FAIL fidelity --check should fail for the wrong model"; fail=1; }
+
+# Never over the input; usage errors exit 2.
+cp "$fx/snapshot_basic_p2.pickle" "$dir/in.pickle"
+"$HBM" import "$dir/in.pickle" -o "$dir/in.pickle" > /dev/null 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && cmp -s "$dir/in.pickle" "$fx/snapshot_basic_p2.pickle" || { echo "FAIL import over its input: exit $rc"; fail=1; }
+"$HBM" import "$dir/in.pickle" > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL import without -o"; fail=1; }
+"$HBM" fidelity > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL fidelity without input"; fail=1; }
+"$HBM" fidelity "$dir/in.pickle" --policy bestfit > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL fidelity --policy bestfit"; fail=1; }
+"$HBM" fidelity "$dir/in.pickle" --alloc-conf "max_split_size_mb:1" > /dev/null 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "too small" "$dir/err" || { echo "FAIL fidelity bad --alloc-conf: exit $rc"; cat "$dir/err"; fail=1; }
+[ $fail -eq 0 ] && echo "ok   import and fidelity"
+exit $fail
