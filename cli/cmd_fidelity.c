@@ -158,7 +158,8 @@ int cmd_fidelity(int argc, char **argv) {
     hbm_json_release(&j);
   } else {
     char a[32], b[32];
-    printf("fidelity of %s on %s (%llu streams)\n", r.policy, path, (unsigned long long)r.streams);
+    printf("fidelity of %s on %s (%llu stream%s)\n", r.policy, path, (unsigned long long)r.streams,
+           r.streams == 1 ? "" : "s");
     printf("  allocations          %llu, at PyTorch's address: %llu (%.2f%%)\n", (unsigned long long)r.allocs,
            (unsigned long long)r.address_matches, 100.0 * r.address_match);
     printf("  segment allocations  PyTorch %llu, model %llu (%s)\n", (unsigned long long)r.segment_allocs_real,
