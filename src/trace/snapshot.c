@@ -600,13 +600,13 @@ static uint64_t start_block_size(importer *im, const live_start *l, const sseg *
 
 static int build(importer *im, hbm_trace *t) {
   int rc;
-  qsort(im->ss, im->nss, sizeof *im->ss, sseg_cmp);
+  if (im->nss) qsort(im->ss, im->nss, sizeof *im->ss, sseg_cmp);
   for (size_t k = 1; k < im->nss; k++)
     if (im->ss[k - 1].addr + im->ss[k - 1].size > im->ss[k].addr)
       return fail(im, "starting state: segments at 0x%llx and 0x%llx overlap",
                   (unsigned long long)im->ss[k - 1].addr, (unsigned long long)im->ss[k].addr);
   /* ids: the allocations alive at the start first, in address order. */
-  qsort(im->ls, im->nls, sizeof *im->ls, ls_cmp);
+  if (im->nls) qsort(im->ls, im->nls, sizeof *im->ls, ls_cmp);
   for (size_t k = 0; k < im->nls; k++) im->ls[k].id = (uint32_t)k;
   alloc_at *allocs = malloc((im->ne + 1) * sizeof *allocs);
   if (!allocs) return HBM_EHOSTMEM;
