@@ -489,6 +489,33 @@ static void test_errors(void) {
   expect_error(&s, "'segments'");
 }
 
+/* An oom entry gives the capacity: what was reserved then plus the device's free bytes. */
+static void test_capacity_from_oom(void) {
+  snap s;
+  snap_begin(&s);
+  seg_begin(&s, A0, 20 * MiB, 0, 0, 0);
+  blk(&s, A0, 20 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "segment_alloc", A0 + 20 * MiB, 40 * MiB, 0, -1);
+  ev(&s, "alloc", A0 + 20 * MiB, 40 * MiB, 0, -1);
+  pk *p = &s.p;
+  dict_begin(p);
+  kv_str(p, "action", "oom");
+  kv_int(p, "device_free", 100 * MiB + 12345);
+  kv_int(p, "size", 200 * MiB);
+  kv_int(p, "stream", 0);
+  dict_end(p);
+  trace_end(&s);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->capacity, 160 * MiB); /* 20 + 40 reserved + 100 free, in 2 MiB units */
+  CHECK_EQ_U64(t->nevents, 2);           /* the oom is no allocation */
+  hbm_trace_free(t);
+}
+
 /* Two devices: the first with entries by default, or the one asked for. */
 static void test_devices(void) {
   snap s;
@@ -540,6 +567,7 @@ int main(void) {
   test_steps_and_settings();
   test_expandable_ranges();
   test_errors();
+  test_capacity_from_oom();
   test_devices();
   return test_done("test_snapshot");
 }

@@ -250,7 +250,10 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
   if (rc != HBM_OK) return rc;
   snprintf(res->policy, sizeof res->policy, "%s", cls->name);
 
-  uint64_t capacity = o && o->capacity ? o->capacity : t->capacity ? t->capacity : HBM_MAX_SIZE;
+  /* Recorded releases are applied where they happened, so the model needs no
+   * capacity of its own to follow an OOM; a finite one could only make it
+   * fail where PyTorch did not. */
+  uint64_t capacity = o && o->capacity ? o->capacity : HBM_MAX_SIZE;
   run r = {0};
   if ((rc = replica_open(capacity, &r.dev)) != HBM_OK) return rc;
   hbm_policy *p = NULL;

@@ -19,7 +19,8 @@
 typedef struct hbm_fidelity_options {
   const char *policy; /* NULL: "expandable" if the trace's conf enables expandable_segments, else "caching" */
   const char *conf;   /* NULL: the trace's conf */
-  uint64_t capacity;  /* 0: the trace's capacity, else 1 PiB (the recording did not run out) */
+  uint64_t capacity;  /* device capacity for the model; 0: 1 PiB (recorded releases are
+                       * applied as recorded, so the model needs none to follow an OOM) */
 } hbm_fidelity_options;
 
 typedef struct hbm_fidelity_result {

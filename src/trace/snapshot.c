@@ -44,6 +44,7 @@ enum {
   E_SEG_FREE,   /* segment_free */
   E_MAP,        /* segment_map (expandable) */
   E_UNMAP,      /* segment_unmap (expandable) */
+  E_OOM,        /* oom: addr holds device_free (cudaMemGetInfo at the failure) */
   E_OTHER,
 };
 
@@ -222,6 +223,7 @@ static int action_kind(const char *a) {
   if (!strcmp(a, "segment_free")) return E_SEG_FREE;
   if (!strcmp(a, "segment_map")) return E_MAP;
   if (!strcmp(a, "segment_unmap")) return E_UNMAP;
+  if (!strcmp(a, "oom")) return E_OOM;
   return E_OTHER;
 }
 
@@ -242,6 +244,15 @@ static int read_trace(importer *im, const hbm_pk_value *trace) {
     snprintf(where, sizeof where, "device_traces[%d][%zu] (%s)", im->device, i, a);
     entry *x = &im->e[im->ne];
     int rc;
+    if (kind == E_OOM) { /* kept only when it says how much the device had free */
+      int64_t free_bytes;
+      if (!hbm_pk_int(hbm_pk_get(t, "device_free"), &free_bytes) || free_bytes < 0) continue;
+      x->addr = (uint64_t)free_bytes;
+      x->index = (uint32_t)i;
+      x->kind = E_OOM;
+      im->ne++;
+      continue;
+    }
     if ((rc = get_u64(im, t, "addr", &x->addr, where)) || (rc = get_u64(im, t, "size", &x->size, where)) ||
         (rc = get_i64(im, t, "stream", &x->stream, 0, where)))
       return rc;
@@ -674,6 +685,18 @@ static int build(importer *im, hbm_trace *t) {
   free(allocs);
   if (rc) return rc;
   hbm_trace_reserve_ids(t, (uint32_t)im->nls);
+
+  /* Capacity: at an out-of-memory entry, what the allocator held plus what
+   * the device still had free is what this process could have had. */
+  uint64_t reserved = 0;
+  for (size_t k = 0; k < im->nss; k++) reserved += im->ss[k].size;
+  for (size_t i = 0; i < im->ne; i++) {
+    entry *x = &im->e[i];
+    if (x->kind == E_SEG_ALLOC || x->kind == E_MAP) reserved += x->size;
+    else if ((x->kind == E_SEG_FREE || x->kind == E_UNMAP) && reserved >= x->size) reserved -= x->size;
+    else if (x->kind == E_OOM && x->addr <= HBM_MAX_SIZE && reserved + x->addr > t->capacity)
+      t->capacity = (reserved + x->addr) / (2 * MiB) * (2 * MiB);
+  }
 
   /* Events, in recorded order, with ids reused after their free. */
   hbm_addrmap live, start_id;
