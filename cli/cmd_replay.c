@@ -170,7 +170,11 @@ int cmd_replay(int argc, char **argv) {
       hbm_json_kv_u64(&j, "alloc_events", r->alloc_events);
       hbm_json_kv_double(&j, "ns_per_event", r->ns_per_event);
       hbm_json_kv_u64(&j, "failures", r->failures);
-      for (int k = 0; k < r->ncounters; k++) hbm_json_kv_double(&j, r->counters[k].name, r->counters[k].value);
+      for (int k = 0; k < r->ncounters; k++) { /* whole counts (bytes, passes) exactly, others as doubles */
+        double v = r->counters[k].value;
+        if (v >= 0 && v < 9007199254740992.0 && v == (double)(uint64_t)v) hbm_json_kv_u64(&j, r->counters[k].name, (uint64_t)v);
+        else hbm_json_kv_double(&j, r->counters[k].name, v);
+      }
       if (verify_data) hbm_json_kv_u64(&j, "verified_blocks", r->verified_blocks);
       hbm_json_key(&j, "oom");
       if (!r->oom) {
@@ -229,7 +233,7 @@ int cmd_replay(int argc, char **argv) {
                hbm_fragmentation_ratio(r->first_oom.free_total, r->first_oom.largest_free),
                hbm_oom_cause_name(r->first_oom.cause));
       }
-      for (int k = 0; k < r->ncounters; k++) printf("%-11s   %s = %.6g\n", "", r->counters[k].name, r->counters[k].value);
+      for (int k = 0; k < r->ncounters; k++) printf("%-11s   %s = %.15g\n", "", r->counters[k].name, r->counters[k].value);
       if (show_samples)
         for (size_t k = 0; k < logs[i].n; k++) {
           const hbm_sample *s = &logs[i].v[k];

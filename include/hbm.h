@@ -174,6 +174,107 @@ int hbm_heap_scan(hbm_heap *heap, hbm_scan_fn *visit, void *arg);
  * HBM_OK, or HBM_ECORRUPT after reporting each failure through the error handler. */
 int hbm_check(hbm_heap *heap);
 
+/* ==== relocatable allocations and compaction (policy "compact"; docs/compaction.md) ====
+ *
+ * Under policy "compact" the heap may move live blocks, and only inside these
+ * calls on that heap: hbm_alloc() and hbm_alloc_handle() (a request that fails
+ * for fragmentation, free total >= request > largest free, opens a hole by
+ * moving the fewest bytes it can; conf "on_failure:off" turns that off) and
+ * hbm_compact(). A block moves whole; its bytes are copied on the device with
+ * memmove semantics (ordered non-overlapping copies where the copy engine
+ * needs them), then the block is reported once through the `moved` hook, so a
+ * framework updates its tensor descriptors in bulk (CANN's
+ * aclUpdateDataBufferAddr). Addresses kept outside the heap are stale after a
+ * move unless updated there; a handle always resolves to the current address.
+ *
+ * The device must be idle on the heap's memory while blocks move: a pass that
+ * is about to move data first calls `before_move`, the one global sync point
+ * of the pass (synchronize streams there, or refuse).
+ *
+ * Pinned blocks (a kernel is using them) never move. Full compaction slides
+ * movable blocks down with their order kept and never across a pinned block:
+ * a pinned block is a wall, so free space just below it stays where it is.
+ * Partial compaction opens its hole where no pinned block is and may fill
+ * holes beside pinned blocks. Freeing a pinned block is HBM_EBUSY.
+ *
+ * Hooks are called with the heap's lock held: they must not call into the
+ * same heap. Policies that never move blocks answer HBM_EUNSUPPORTED. */
+typedef uint64_t hbm_handle; /* 0 is never a handle; a freed handle stays invalid */
+
+/* One moved block: its old and new address, its request size and tag. */
+typedef void hbm_moved_fn(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_t size,
+                          hbm_tag tag);
+/* A pass is about to copy `bytes` in `blocks` blocks. Return 0 to go ahead;
+ * non-zero refuses the pass (nothing moves; the call returns HBM_EBUSY, or
+ * HBM_ENOMEM from an allocation that needed the pass). */
+typedef int hbm_before_move_fn(void *arg, uint64_t bytes, uint64_t blocks);
+
+typedef struct hbm_relocation_hooks {
+  hbm_moved_fn *moved;             /* NULL: not told (use handles) */
+  hbm_before_move_fn *before_move; /* NULL: always go ahead */
+  void *arg;
+} hbm_relocation_hooks;
+/* Replaces the heap's hooks (NULL clears them). */
+int hbm_heap_set_relocation_hooks(hbm_heap *heap, const hbm_relocation_hooks *hooks);
+
+/* Allocates like hbm_alloc() and names the block with a handle. On error
+ * *handle is untouched and nothing was allocated. */
+int hbm_alloc_handle(hbm_heap *heap, uint64_t size, hbm_tag tag, int stream, hbm_handle *handle);
+/* Frees the handle's block. HBM_EINVAL for a handle that is not live,
+ * HBM_EBUSY while pinned. Freeing the block by address (hbm_free) also ends
+ * its handle. */
+int hbm_free_handle(hbm_heap *heap, hbm_handle handle);
+/* The block's current address. HBM_EINVAL for a handle that is not live. */
+int hbm_handle_addr(hbm_heap *heap, hbm_handle handle, uint64_t *addr);
+/* Pins count: a block pinned twice moves again after two unpins. HBM_EINVAL
+ * for a handle that is not live, or an unpin of a block not pinned. */
+int hbm_pin(hbm_heap *heap, hbm_handle handle);
+int hbm_unpin(hbm_heap *heap, hbm_handle handle);
+
+typedef struct hbm_compact_options {
+  uint64_t need;  /* 0: full compaction. Else partial: open one hole of at least
+                   * `need` bytes, moving only what that takes */
+  int dry_run;    /* 1: plan and fill the result, move nothing */
+} hbm_compact_options;
+
+typedef enum hbm_compact_kind {
+  HBM_COMPACT_NONE = 0, /* nothing needed moving */
+  HBM_COMPACT_FULL,     /* every movable block slid down, order kept */
+  HBM_COMPACT_EVACUATE, /* the blocks of one window moved into holes outside it */
+  HBM_COMPACT_SLIDE,    /* one run of blocks slid down, its holes joined */
+} hbm_compact_kind;
+
+typedef struct hbm_compact_result {
+  hbm_compact_kind kind;
+  uint64_t moved_bytes;     /* block bytes copied */
+  uint64_t moved_blocks;    /* blocks moved (the `moved` hook fired once for each) */
+  /* The least bytes any plan must copy to leave a hole as large as the one
+   * this pass opened (partial: `need`; full: its largest hole): over every
+   * window of that size free of pinned blocks, the smallest total size of the
+   * live blocks it intersects (docs/compaction.md). moved_bytes >= this. */
+  uint64_t min_moved_bytes;
+  uint64_t copies;          /* device copies (moves of adjacent blocks joined) */
+  uint64_t hole_addr, hole_size; /* the hole opened (partial: at least `need`) */
+  uint64_t largest_free_before, largest_free_after;
+  uint64_t pinned_blocks;   /* pinned blocks the pass had to leave in place */
+} hbm_compact_result;
+
+/* One compaction pass now. Partial: HBM_ENOMEM when no plan can open `need`
+ * (free total short, or pinned blocks in the way); nothing moved. HBM_EBUSY
+ * when before_move refused. result may be NULL. */
+int hbm_compact(hbm_heap *heap, const hbm_compact_options *options, hbm_compact_result *result);
+
+/* Totals since the heap was created (replay reports the same names). */
+typedef struct hbm_compact_stats {
+  uint64_t compactions;      /* passes run (not dry runs), whatever they moved */
+  uint64_t sync_points;      /* passes that moved data: each needed the device idle */
+  uint64_t moved_bytes, moved_blocks, min_moved_bytes;
+  uint64_t full_compactions, partial_compactions;
+  uint64_t failed_compactions; /* partial passes that could not open the hole */
+} hbm_compact_stats;
+int hbm_compact_stats_get(hbm_heap *heap, hbm_compact_stats *out);
+/* ==== end of relocatable allocations and compaction ==================================== */
+
 /* ---- traces --------------------------------------------------------------------- */
 typedef struct hbm_trace hbm_trace;
 

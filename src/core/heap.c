@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/addrmap.h"
+#include "core/reloc.h"
 #include "core/util.h"
 #include "policy/policy.h"
 
@@ -25,9 +26,20 @@ struct hbm_heap {
   live_rec *recs;          /* record pool; free slots chained through request */
   uint64_t nrecs, recs_cap, free_rec;
   hbm_stats st;
+  hbm_reloc *reloc;        /* handles and relocation hooks (core/reloc.c); NULL unless the policy moves blocks */
 };
 
 #define NO_REC UINT64_MAX
+
+/* The policy moved a live block (compaction): follow it, then let the
+ * relocation layer follow its handle and tell the framework. */
+static void heap_moved(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_t size) {
+  hbm_heap *h = arg;
+  uint64_t r;
+  if (!hbm_addrmap_take(&h->blocks, old_addr, &r)) return; /* hbm_check reports the mismatch */
+  hbm_addrmap_put(&h->blocks, new_addr, r);                /* the take made room: cannot fail */
+  hbm_reloc_moved(h->reloc, old_addr, new_addr, h->recs[r].request, h->recs[r].tag);
+}
 
 int hbm_heap_create(hbm_device *dev, const char *policy, const char *conf, hbm_heap **out) {
   if (!dev || !policy || !out) return HBM_EINVAL;
@@ -50,6 +62,13 @@ int hbm_heap_create(hbm_device *dev, const char *policy, const char *conf, hbm_h
   h->free_rec = NO_REC;
   h->st.version = HBM_STATS_VERSION;
   h->st.capacity = dev->caps.capacity;
+  if (cls->set_relocation_callback) {
+    if (hbm_reloc_create(&h->reloc) != HBM_OK) {
+      hbm_heap_destroy(h);
+      return HBM_EHOSTMEM;
+    }
+    cls->set_relocation_callback(h->policy, heap_moved, h);
+  }
   *out = h;
   return HBM_OK;
 }
@@ -58,6 +77,7 @@ void hbm_heap_destroy(hbm_heap *h) {
   if (!h) return;
   h->policy->cls->destroy(h->policy);
   hbm_addrmap_release(&h->blocks);
+  hbm_reloc_destroy(h->reloc);
   free(h->recs);
   pthread_mutex_destroy(&h->lock);
   free(h);
@@ -90,10 +110,16 @@ static void track_peaks(hbm_heap *h) {
 
 int hbm_alloc(hbm_heap *h, uint64_t size, hbm_tag tag, int stream, uint64_t *addr) {
   if (!h || !addr) return HBM_EINVAL;
+  pthread_mutex_lock(&h->lock);
+  int rc = hbm_heap_alloc_locked(h, size, tag, stream, addr);
+  pthread_mutex_unlock(&h->lock);
+  return rc;
+}
+
+int hbm_heap_alloc_locked(hbm_heap *h, uint64_t size, hbm_tag tag, int stream, uint64_t *addr) {
   if (size == 0 || size > HBM_MAX_SIZE)
     return hbm_report_error(HBM_EINVAL, "alloc of %llu bytes: expected 1 B to 1 PiB", (unsigned long long)size);
   if ((unsigned)tag >= HBM_TAG_COUNT) return hbm_report_error(HBM_EINVAL, "alloc: unknown tag %d", (int)tag);
-  pthread_mutex_lock(&h->lock);
   uint64_t a, block;
   int rc = h->policy->cls->alloc(h->policy, size, tag, stream, &a, &block);
   if (rc == HBM_OK) {
@@ -115,13 +141,18 @@ int hbm_alloc(hbm_heap *h, uint64_t size, hbm_tag tag, int stream, uint64_t *add
   } else {
     h->st.failures++;
   }
-  pthread_mutex_unlock(&h->lock);
   return rc;
 }
 
 int hbm_free(hbm_heap *h, uint64_t addr) {
   if (!h) return HBM_EINVAL;
   pthread_mutex_lock(&h->lock);
+  int rc = hbm_heap_free_locked(h, addr);
+  pthread_mutex_unlock(&h->lock);
+  return rc;
+}
+
+int hbm_heap_free_locked(hbm_heap *h, uint64_t addr) {
   uint64_t r, block;
   int rc = HBM_OK;
   if (!hbm_addrmap_get(&h->blocks, addr, &r)) {
@@ -138,10 +169,17 @@ int hbm_free(hbm_heap *h, uint64_t addr) {
     h->st.live_blocks--;
     rec->request = h->free_rec;
     h->free_rec = r;
+    if (h->reloc) hbm_reloc_freed(h->reloc, addr);
   }
-  pthread_mutex_unlock(&h->lock);
   return rc;
 }
+
+hbm_policy *hbm_heap_enter(hbm_heap *h, hbm_reloc **reloc) {
+  pthread_mutex_lock(&h->lock);
+  *reloc = h->reloc;
+  return h->policy;
+}
+void hbm_heap_leave(hbm_heap *h) { pthread_mutex_unlock(&h->lock); }
 
 static void fill_stats(hbm_heap *h, hbm_stats *out) {
   hbm_policy_usage u;
@@ -257,6 +295,7 @@ int hbm_check(hbm_heap *h) {
              (unsigned long long)c.scan_live_blocks, (unsigned long long)h->st.live_blocks);
     report_fail(&c, m);
   }
+  if (h->reloc) hbm_reloc_check(h->reloc, &h->blocks, report_fail, &c);
   hbm_policy_usage u;
   h->policy->cls->usage(h->policy, &u);
   if (u.reserved > h->st.capacity) {

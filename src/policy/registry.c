@@ -6,11 +6,13 @@
 
 extern const hbm_policy_class hbm_policy_bestfit;
 extern const hbm_policy_class hbm_policy_caching, hbm_policy_expandable;
+extern const hbm_policy_class hbm_policy_compact;
 
 const hbm_policy_class *const hbm_policy_classes[] = {
     &hbm_policy_bestfit,
     &hbm_policy_caching,
     &hbm_policy_expandable,
+    &hbm_policy_compact,
 };
 const int hbm_policy_class_count = (int)(sizeof hbm_policy_classes / sizeof hbm_policy_classes[0]);
 

@@ -1,0 +1,445 @@
+/* compactor.c: layouts, plans and moves (see compactor.h for the plans and
+ * the definition of the minimum). Every plan is computed on a copy of the
+ * tiling read once, so planning never touches the range or the device. */
+#include "core/compactor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+
+/* ---- tuning: may change -------------------------------------------------------- */
+enum { EVACUATE_TRIES = 256 }; /* windows tried, cheapest first, before settling for a slide */
+
+/* ================================================================================ */
+/* layout                                                                           */
+/* ================================================================================ */
+typedef struct read_ctx {
+  hbm_clayout *l;
+  hbm_cpinned_fn *pinned;
+  void *arg;
+  int failed;
+} read_ctx;
+
+static int read_one(void *arg, uint64_t addr, uint64_t size, int live) {
+  read_ctx *c = arg;
+  hbm_clayout *l = c->l;
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 256;
+    hbm_celem *e = realloc(l->el, cap * sizeof *e);
+    if (!e) { c->failed = 1; return 1; }
+    l->el = e;
+    l->cap = cap;
+  }
+  hbm_celem e = {addr, size, (uint8_t)(live != 0), 0};
+  if (live) {
+    e.pinned = (uint8_t)(c->pinned && c->pinned(c->arg, addr));
+    l->live_bytes += size;
+    l->live_blocks++;
+    l->pinned_blocks += e.pinned;
+  } else {
+    l->free_bytes += size;
+    if (size > l->largest_free) l->largest_free = size;
+  }
+  l->el[l->n++] = e;
+  return 0;
+}
+
+int hbm_clayout_read(hbm_clayout *l, const hbm_range *r, uint64_t unit, hbm_cpinned_fn *pinned,
+                     void *arg) {
+  l->n = 0;
+  l->base = hbm_range_base(r);
+  l->end = l->base + hbm_range_size(r);
+  l->unit = unit;
+  l->free_bytes = l->live_bytes = l->largest_free = l->live_blocks = l->pinned_blocks = 0;
+  read_ctx c = {l, pinned, arg, 0};
+  hbm_range_walk(r, read_one, &c);
+  if (c.failed) {
+    l->n = 0;
+    return HBM_EHOSTMEM;
+  }
+  return HBM_OK;
+}
+
+void hbm_clayout_release(hbm_clayout *l) {
+  free(l->el);
+  memset(l, 0, sizeof *l);
+}
+
+/* ================================================================================ */
+/* plans                                                                            */
+/* ================================================================================ */
+static void plan_reset(hbm_cplan *p) {
+  p->kind = HBM_CPLAN_NONE;
+  p->nmoves = 0;
+  p->moved_bytes = p->min_moved_bytes = p->hole_addr = p->hole_size = p->copies = 0;
+}
+
+void hbm_cplan_release(hbm_cplan *p) {
+  free(p->moves);
+  memset(p, 0, sizeof *p);
+}
+
+static int plan_push(hbm_cplan *p, uint64_t src, uint64_t dst, uint64_t size) {
+  if (p->nmoves == p->cap) {
+    size_t cap = p->cap ? p->cap * 2 : 64;
+    hbm_cmove *m = realloc(p->moves, cap * sizeof *m);
+    if (!m) return HBM_EHOSTMEM;
+    p->moves = m;
+    p->cap = cap;
+  }
+  p->moves[p->nmoves++] = (hbm_cmove){src, dst, size};
+  p->moved_bytes += size;
+  return HBM_OK;
+}
+
+/* Copies after joining moves that continue each other (same shift, adjacent
+ * sources): what apply issues. */
+static uint64_t count_copies(const hbm_cplan *p) {
+  uint64_t copies = 0;
+  for (size_t i = 0; i < p->nmoves; i++) {
+    const hbm_cmove *m = &p->moves[i];
+    if (i && m[-1].src + m[-1].size == m->src && m[-1].dst + m[-1].size == m->dst) continue;
+    copies++;
+  }
+  return copies;
+}
+
+/* ---- windows: every [a, a + need) with a at an element start, free of pins ---- */
+typedef void window_fn(void *ctx, size_t first, size_t end, uint64_t cost);
+
+/* Visits each window [el[i].addr, el[i].addr + need) that fits the range and
+ * intersects no pinned block, with the elements it intersects (first..end-1)
+ * and its cost: the live bytes among them. Two pointers: O(n). */
+static void each_window(const hbm_clayout *l, uint64_t need, window_fn *visit, void *ctx) {
+  uint64_t cost = 0, pins = 0;
+  size_t j = 0;
+  for (size_t i = 0; i < l->n; i++) {
+    uint64_t a = l->el[i].addr;
+    if (need > l->end - a) break;
+    while (j < l->n && l->el[j].addr < a + need) {
+      if (l->el[j].live) cost += l->el[j].size;
+      pins += l->el[j].pinned;
+      j++;
+    }
+    if (!pins) visit(ctx, i, j, cost);
+    if (l->el[i].live) cost -= l->el[i].size;
+    pins -= l->el[i].pinned;
+  }
+}
+
+typedef struct min_ctx { uint64_t best, addr; const hbm_clayout *l; } min_ctx;
+static void min_visit(void *ctx, size_t first, size_t end, uint64_t cost) {
+  min_ctx *m = ctx;
+  if (cost < m->best) { m->best = cost; m->addr = m->l->el[first].addr; }
+}
+
+uint64_t hbm_compactor_min_moved(const hbm_clayout *l, uint64_t need, uint64_t *window) {
+  need = hbm_align_up(need, l->unit);
+  if (need == 0 || need > l->end - l->base) return UINT64_MAX;
+  min_ctx m = {UINT64_MAX, 0, l};
+  each_window(l, need, min_visit, &m);
+  if (window) *window = m.addr;
+  return m.best;
+}
+
+/* ---- full: slide down, order kept, pinned blocks are walls ---- */
+int hbm_compactor_plan_full(const hbm_clayout *l, hbm_cplan *p) {
+  plan_reset(p);
+  uint64_t cursor = l->base;
+  for (size_t i = 0; i < l->n; i++) {
+    const hbm_celem *e = &l->el[i];
+    if (!e->live) continue;
+    if (e->pinned) {
+      if (e->addr - cursor > p->hole_size) { p->hole_size = e->addr - cursor; p->hole_addr = cursor; }
+      cursor = e->addr + e->size;
+      continue;
+    }
+    if (cursor != e->addr && plan_push(p, e->addr, cursor, e->size) != HBM_OK) return HBM_EHOSTMEM;
+    cursor += e->size;
+  }
+  if (l->end - cursor > p->hole_size) { p->hole_size = l->end - cursor; p->hole_addr = cursor; }
+  p->kind = p->nmoves ? HBM_CPLAN_FULL : HBM_CPLAN_NONE;
+  uint64_t min = p->hole_size ? hbm_compactor_min_moved(l, p->hole_size, NULL) : 0;
+  p->min_moved_bytes = min == UINT64_MAX ? 0 : min;
+  p->copies = count_copies(p);
+  return HBM_OK;
+}
+
+/* ---- partial: slide ---- */
+/* The cheapest run el[i..k) that starts with a hole, holds no pinned block and
+ * whose holes add up to need. Its live blocks all move (each lies above the
+ * first hole); sliding them down joins the holes into one at the top. */
+static uint64_t best_slide(const hbm_clayout *l, uint64_t need, size_t *first, size_t *end) {
+  uint64_t best = UINT64_MAX;
+  size_t s = 0;
+  while (s < l->n) {
+    size_t t = s; /* segment [s, t): no pinned element */
+    while (t < l->n && !l->el[t].pinned) t++;
+    uint64_t free_b = 0, live_b = 0;
+    size_t k = s;
+    for (size_t i = s; i < t; i++) {
+      while (k < t && free_b < need) {
+        if (l->el[k].live) live_b += l->el[k].size; else free_b += l->el[k].size;
+        k++;
+      }
+      if (free_b >= need && !l->el[i].live && live_b < best) { best = live_b; *first = i; *end = k; }
+      if (l->el[i].live) live_b -= l->el[i].size; else free_b -= l->el[i].size;
+    }
+    s = t + 1;
+  }
+  return best;
+}
+
+/* ---- partial: evacuate ---- */
+typedef struct window { size_t first, end; uint64_t cost; } window;
+typedef struct cand_ctx { window *w; size_t n, cap; uint64_t limit; int failed; } cand_ctx;
+static void cand_visit(void *ctx, size_t first, size_t end, uint64_t cost) {
+  cand_ctx *c = ctx;
+  if (cost > c->limit || c->failed) return;
+  if (c->n == c->cap) {
+    size_t cap = c->cap ? c->cap * 2 : 256;
+    window *w = realloc(c->w, cap * sizeof *w);
+    if (!w) { c->failed = 1; return; }
+    c->w = w;
+    c->cap = cap;
+  }
+  c->w[c->n++] = (window){first, end, cost};
+}
+static int window_cmp(const void *a, const void *b) {
+  const window *x = a, *y = b;
+  if (x->cost != y->cost) return x->cost < y->cost ? -1 : 1;
+  return x->first < y->first ? -1 : x->first > y->first;
+}
+
+typedef struct hole { uint64_t addr, size; size_t elem; } hole;
+static int hole_cmp(const void *a, const void *b) {
+  const hole *x = a, *y = b;
+  if (x->size != y->size) return x->size < y->size ? -1 : 1;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+static int block_size_desc(const void *a, const void *b) {
+  const hbm_celem *x = a, *y = b;
+  if (x->size != y->size) return x->size > y->size ? -1 : 1;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+static int move_src_cmp(const void *a, const void *b) {
+  const hbm_cmove *x = a, *y = b;
+  return x->src < y->src ? -1 : x->src > y->src;
+}
+
+/* Inserts h into the sorted work[0..*n) (room for one more is guaranteed). */
+static void hole_insert(hole *work, size_t *n, hole h) {
+  size_t lo = 0, hi = *n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (hole_cmp(&work[mid], &h) < 0) lo = mid + 1; else hi = mid;
+  }
+  memmove(work + lo + 1, work + lo, (*n - lo) * sizeof *work);
+  work[lo] = h;
+  (*n)++;
+}
+
+/* Tries to place every live block of window w into holes outside it (best fit,
+ * largest block first). On success the moves are in p (sorted by source). */
+static int try_evacuate(const hbm_clayout *l, uint64_t need, const window *w, const hole *holes,
+                        size_t nholes, hole *work, hbm_celem *evac, hbm_cplan *p) {
+  uint64_t a = l->el[w->first].addr, a_end = a + need;
+  size_t nwork = 0, nevac = 0;
+  for (size_t h = 0; h < nholes; h++)
+    if (holes[h].elem < w->first || holes[h].elem >= w->end) work[nwork++] = holes[h];
+  const hbm_celem *last = &l->el[w->end - 1];
+  if (!last->live && last->addr + last->size > a_end)
+    hole_insert(work, &nwork, (hole){a_end, last->addr + last->size - a_end, w->end - 1});
+  for (size_t i = w->first; i < w->end; i++)
+    if (l->el[i].live) evac[nevac++] = l->el[i];
+  qsort(evac, nevac, sizeof *evac, block_size_desc);
+  plan_reset(p);
+  for (size_t i = 0; i < nevac; i++) {
+    size_t lo = 0, hi = nwork;
+    while (lo < hi) {
+      size_t mid = (lo + hi) / 2;
+      if (work[mid].size < evac[i].size) lo = mid + 1; else hi = mid;
+    }
+    if (lo == nwork) return HBM_ENOMEM;
+    hole h = work[lo];
+    if (plan_push(p, evac[i].addr, h.addr, evac[i].size) != HBM_OK) return HBM_EHOSTMEM;
+    memmove(work + lo, work + lo + 1, (nwork - lo - 1) * sizeof *work);
+    nwork--;
+    h.addr += evac[i].size;
+    h.size -= evac[i].size;
+    if (h.size) hole_insert(work, &nwork, h);
+  }
+  qsort(p->moves, p->nmoves, sizeof *p->moves, move_src_cmp);
+  p->kind = HBM_CPLAN_EVACUATE;
+  p->hole_addr = a;
+  p->hole_size = need; /* at least: neighbouring free space joins it */
+  return HBM_OK;
+}
+
+static int plan_evacuate(const hbm_clayout *l, uint64_t need, uint64_t limit, hbm_cplan *p) {
+  cand_ctx c = {NULL, 0, 0, limit, 0};
+  each_window(l, need, cand_visit, &c);
+  if (c.failed) { free(c.w); return HBM_EHOSTMEM; }
+  if (!c.n) return HBM_ENOMEM;
+  qsort(c.w, c.n, sizeof *c.w, window_cmp);
+  size_t nholes = 0;
+  for (size_t i = 0; i < l->n; i++) nholes += !l->el[i].live;
+  hole *holes = malloc((nholes + 1) * sizeof *holes);
+  hole *work = malloc((nholes + 2) * sizeof *work);
+  hbm_celem *evac = malloc((l->live_blocks + 1) * sizeof *evac);
+  int rc = HBM_ENOMEM;
+  if (!holes || !work || !evac) rc = HBM_EHOSTMEM;
+  else {
+    size_t h = 0;
+    for (size_t i = 0; i < l->n; i++)
+      if (!l->el[i].live) holes[h++] = (hole){l->el[i].addr, l->el[i].size, i};
+    qsort(holes, nholes, sizeof *holes, hole_cmp);
+    for (size_t t = 0; t < c.n && t < EVACUATE_TRIES && rc == HBM_ENOMEM; t++)
+      rc = try_evacuate(l, need, &c.w[t], holes, nholes, work, evac, p);
+  }
+  free(holes);
+  free(work);
+  free(evac);
+  free(c.w);
+  if (rc != HBM_OK) plan_reset(p);
+  return rc;
+}
+
+int hbm_compactor_plan_partial(const hbm_clayout *l, uint64_t need, hbm_cplan *p) {
+  plan_reset(p);
+  need = hbm_align_up(need, l->unit);
+  if (need == 0) return HBM_OK;
+  if (l->largest_free >= need) { /* nothing to move: point at the largest hole */
+    for (size_t i = 0; i < l->n; i++)
+      if (!l->el[i].live && l->el[i].size == l->largest_free) {
+        p->hole_addr = l->el[i].addr;
+        p->hole_size = l->el[i].size;
+        break;
+      }
+    return HBM_OK;
+  }
+  if (l->free_bytes < need) return HBM_ENOMEM;
+  uint64_t min = hbm_compactor_min_moved(l, need, NULL);
+  if (min == UINT64_MAX) return HBM_ENOMEM;
+  size_t first = 0, end = 0;
+  uint64_t slide = best_slide(l, need, &first, &end);
+  /* An evacuation as cheap as the slide wins: it fills holes elsewhere. */
+  int rc = plan_evacuate(l, need, slide, p);
+  if (rc == HBM_EHOSTMEM) return rc;
+  if (rc != HBM_OK) {
+    if (slide == UINT64_MAX) return HBM_ENOMEM;
+    plan_reset(p);
+    uint64_t cursor = l->el[first].addr;
+    for (size_t i = first; i < end; i++) {
+      const hbm_celem *e = &l->el[i];
+      if (!e->live) continue;
+      if (plan_push(p, e->addr, cursor, e->size) != HBM_OK) return HBM_EHOSTMEM;
+      cursor += e->size;
+    }
+    p->kind = HBM_CPLAN_SLIDE;
+    p->hole_addr = cursor;
+    p->hole_size = l->el[end - 1].addr + l->el[end - 1].size - cursor;
+  }
+  p->min_moved_bytes = min;
+  p->copies = count_copies(p);
+  return HBM_OK;
+}
+
+/* ================================================================================ */
+/* moving                                                                           */
+/* ================================================================================ */
+int hbm_compactor_copy_ordered(hbm_device *dev, uint64_t dst, uint64_t src, uint64_t n,
+                               uint64_t *ncopies) {
+  if (dst == src || n == 0) return HBM_OK;
+  uint64_t shift = dst < src ? src - dst : dst - src;
+  int rc = HBM_OK;
+  if (shift >= n) {
+    (*ncopies)++;
+    return hbm_dev_copy(dev, dst, src, n);
+  }
+  if (dst < src) { /* front to back: each chunk's source is read before it is overwritten */
+    for (uint64_t off = 0; off < n && rc == HBM_OK; off += shift, (*ncopies)++)
+      rc = hbm_dev_copy(dev, dst + off, src + off, n - off < shift ? n - off : shift);
+  } else { /* back to front */
+    for (uint64_t off = n; off > 0 && rc == HBM_OK; (*ncopies)++) {
+      uint64_t c = off < shift ? off : shift;
+      off -= c;
+      rc = hbm_dev_copy(dev, dst + off, src + off, c);
+    }
+  }
+  return rc;
+}
+
+typedef struct placed { uint64_t addr, size; } placed;
+static int placed_cmp(const void *a, const void *b) {
+  const placed *x = a, *y = b;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* A fresh range holding exactly the blocks in `target` (sorted, disjoint).
+ * Each allocation of a fresh range is carved from the start of its only free
+ * block, the top; gaps are held by fillers, freed at the end. O(n). */
+static int build_range(const hbm_clayout *l, const placed *target, size_t n, hbm_range **out) {
+  hbm_range *r;
+  int rc = hbm_range_create(l->base, l->end - l->base, l->unit, &r);
+  if (rc != HBM_OK) return rc;
+  uint64_t *fillers = malloc((n + 1) * sizeof *fillers), top = l->base, got, bs;
+  size_t nfill = 0;
+  if (!fillers) rc = HBM_EHOSTMEM;
+  for (size_t i = 0; i < n && rc == HBM_OK; i++) {
+    if (target[i].addr < top) { rc = HBM_ECORRUPT; break; }
+    if (target[i].addr > top) {
+      if ((rc = hbm_range_alloc(r, target[i].addr - top, 0, &got, &bs)) != HBM_OK) break;
+      if (got != top) { rc = HBM_ECORRUPT; break; }
+      fillers[nfill++] = got;
+    }
+    if ((rc = hbm_range_alloc(r, target[i].size, 0, &got, &bs)) != HBM_OK) break;
+    if (got != target[i].addr || bs != target[i].size) { rc = HBM_ECORRUPT; break; }
+    top = got + bs;
+  }
+  if (rc == HBM_ENOMEM) rc = HBM_ECORRUPT; /* the target did not fit the range */
+  for (size_t i = 0; i < nfill && rc == HBM_OK; i++) rc = hbm_range_free(r, fillers[i], &bs);
+  free(fillers);
+  if (rc != HBM_OK) { hbm_range_destroy(r); return rc; }
+  *out = r;
+  return HBM_OK;
+}
+
+int hbm_compactor_apply(hbm_range **arena, hbm_device *dev, const hbm_clayout *l,
+                        const hbm_cplan *p, int ordered) {
+  if (!p->nmoves) return HBM_OK;
+  size_t n = 0, k = 0;
+  placed *target = malloc((l->live_blocks + 1) * sizeof *target);
+  if (!target) return HBM_EHOSTMEM;
+  int sorted = 1;
+  for (size_t i = 0; i < l->n; i++) { /* moves are sorted by source, as live blocks are */
+    const hbm_celem *e = &l->el[i];
+    if (!e->live) continue;
+    uint64_t at = e->addr;
+    if (k < p->nmoves && p->moves[k].src == e->addr) {
+      if (p->moves[k].size != e->size || e->pinned) { free(target); return HBM_ECORRUPT; }
+      at = p->moves[k++].dst;
+    }
+    if (n && at < target[n - 1].addr) sorted = 0;
+    target[n++] = (placed){at, e->size};
+  }
+  if (k != p->nmoves) { free(target); return HBM_ECORRUPT; }
+  if (!sorted) qsort(target, n, sizeof *target, placed_cmp);
+  hbm_range *fresh;
+  int rc = build_range(l, target, n, &fresh);
+  free(target);
+  if (rc != HBM_OK) return rc;
+  /* Copies in plan order, joining moves that continue each other. */
+  uint64_t ncopies = 0;
+  for (size_t i = 0; i < p->nmoves && rc == HBM_OK;) {
+    uint64_t src = p->moves[i].src, dst = p->moves[i].dst, len = p->moves[i].size;
+    for (i++; i < p->nmoves && p->moves[i].src == src + len && p->moves[i].dst == dst + len; i++)
+      len += p->moves[i].size;
+    if (ordered) rc = hbm_compactor_copy_ordered(dev, dst, src, len, &ncopies);
+    else rc = hbm_dev_copy(dev, dst, src, len);
+  }
+  hbm_range_destroy(*arena);
+  *arena = fresh;
+  return rc;
+}

@@ -1,0 +1,112 @@
+/* compactor.h: planning and moving live blocks of one range (DESIGN.md §3,
+ * docs/compaction.md). Used by the `compact` policy; independent of it.
+ *
+ * A layout is the range's tiling read once (live blocks and holes in address
+ * order, each live block marked pinned or not). A plan is a list of moves
+ * (src, dst, size), one per block, in the order the copies must run. Applying
+ * a plan rebuilds the range for the new layout first (so a host allocation
+ * failure leaves everything untouched), then copies, then swaps the range.
+ *
+ * Plans
+ *   full      slide every movable block down, order kept; a pinned block is a
+ *             wall: blocks above it slide down to its end, never across it.
+ *   partial   open one hole of at least `need` bytes moving as few bytes as it
+ *             can, choosing the cheaper of
+ *               evacuate: a window of `need` bytes whose live blocks are
+ *                 moved into holes outside it (best fit, largest first);
+ *               slide: a run of blocks between holes slid down so that its
+ *                 holes join into one.
+ *
+ * The minimum (min_moved): for a request of R bytes (rounded to the range's
+ * unit), the least bytes any plan must copy to leave R contiguous free bytes:
+ *   min over a in [base, end - R] of sum{ size(b) : b live, b intersects [a, a+R) }
+ * taken over the windows [a, a+R) that intersect no pinned block. Any plan
+ * whose final free interval is [a, a+R) has moved every block that intersected
+ * it (a block moves whole), so this bounds every plan from below. The minimum
+ * over all a is attained at a = the start of some element of the tiling (slide
+ * a window down until its start meets a live block's end: it only sheds
+ * blocks), so it is found in one pass over the layout.
+ *
+ * Invariants of a layout: elements tile [base, end) in address order; no two
+ * holes are neighbours; free_bytes == sum of hole sizes; live elements only
+ * may be pinned.
+ */
+#ifndef HBM_COMPACTOR_H
+#define HBM_COMPACTOR_H
+
+#include "core/range.h"
+#include "device/device.h"
+
+typedef struct hbm_celem {
+  uint64_t addr, size;
+  uint8_t live, pinned;
+} hbm_celem;
+
+typedef struct hbm_clayout {
+  hbm_celem *el;
+  size_t n, cap;
+  uint64_t base, end, unit;
+  uint64_t free_bytes, live_bytes, largest_free;
+  uint64_t live_blocks, pinned_blocks;
+} hbm_clayout;
+
+typedef struct hbm_cmove {
+  uint64_t src, dst, size;
+} hbm_cmove;
+
+enum {
+  HBM_CPLAN_NONE = 0, /* nothing to move */
+  HBM_CPLAN_FULL,
+  HBM_CPLAN_EVACUATE,
+  HBM_CPLAN_SLIDE,
+};
+
+typedef struct hbm_cplan {
+  int kind;
+  hbm_cmove *moves; /* execution order */
+  size_t nmoves, cap;
+  uint64_t moved_bytes;
+  uint64_t min_moved_bytes; /* the minimum above for the hole this plan opens */
+  uint64_t hole_addr, hole_size; /* the hole it opens (partial) or the largest after (full) */
+  uint64_t copies;               /* device copies after joining adjacent moves */
+} hbm_cplan;
+
+/* Pinned query for a live block; NULL: nothing pinned. */
+typedef int hbm_cpinned_fn(void *arg, uint64_t addr);
+
+/* Reads the range's tiling; unit is the range's unit (its minimum block).
+ * HBM_EHOSTMEM on failure (layout then empty). */
+int hbm_clayout_read(hbm_clayout *l, const hbm_range *r, uint64_t unit, hbm_cpinned_fn *pinned,
+                     void *arg);
+void hbm_clayout_release(hbm_clayout *l);
+
+/* The minimum defined above for `need` bytes (rounded up to the unit), and
+ * the start of a window attaining it. UINT64_MAX when no window of `need`
+ * bytes avoids every pinned block (or need exceeds the range). */
+uint64_t hbm_compactor_min_moved(const hbm_clayout *l, uint64_t need, uint64_t *window);
+
+/* Plans. Each resets `plan` first. full: always HBM_OK (kind NONE when the
+ * layout is already compact). partial: HBM_OK with kind NONE when a hole of
+ * `need` exists already; HBM_ENOMEM when no evacuation or slide can open one
+ * (free bytes short, or pinned blocks in the way); HBM_EHOSTMEM. */
+int hbm_compactor_plan_full(const hbm_clayout *l, hbm_cplan *plan);
+int hbm_compactor_plan_partial(const hbm_clayout *l, uint64_t need, hbm_cplan *plan);
+void hbm_cplan_release(hbm_cplan *plan);
+
+/* Rebuilds *arena for the planned layout, copies every block on `dev`, and
+ * replaces *arena. On HBM_EHOSTMEM (or HBM_ECORRUPT for a plan that overlaps
+ * itself) nothing changed. A device copy error stops the pass and is returned;
+ * the range then describes the planned layout but data of this pass's blocks
+ * is undefined. `ordered`: split every overlapping move into non-overlapping
+ * chunks issued in order (for copy engines without memmove semantics); 0 lets
+ * the device's copy handle overlap (host: memmove). */
+int hbm_compactor_apply(hbm_range **arena, hbm_device *dev, const hbm_clayout *l,
+                        const hbm_cplan *plan, int ordered);
+
+/* One overlapping-safe copy made of non-overlapping device copies issued in
+ * order: front to back when moving down, back to front when moving up, each
+ * at most |dst - src| bytes. Returns the number of copies through *ncopies. */
+int hbm_compactor_copy_ordered(hbm_device *dev, uint64_t dst, uint64_t src, uint64_t n,
+                               uint64_t *ncopies);
+
+#endif

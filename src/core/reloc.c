@@ -1,0 +1,239 @@
+/* reloc.c: handles, relocation hooks and the public compaction calls
+ * (hbm.h, "relocatable allocations and compaction"; docs/compaction.md).
+ *
+ * A handle is (generation << 32) | (slot + 1): a slot is reused after its
+ * block is freed, with the next generation, so a stale handle is refused
+ * rather than resolved to someone else's block. Handle 0 is never issued. */
+#include "core/reloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "policy/compact.h"
+
+typedef struct handle_slot {
+  uint64_t addr;   /* current address while live */
+  uint32_t gen;    /* generation of the handle issued last */
+  uint32_t live;
+} handle_slot;
+
+struct hbm_reloc {
+  hbm_addrmap by_addr; /* address of a block that has a handle -> slot */
+  handle_slot *slots;
+  uint32_t nslots, cap;
+  uint32_t *spare;     /* free slots */
+  uint32_t nspare;
+  uint64_t live_handles;
+  hbm_relocation_hooks hooks;
+};
+
+int hbm_reloc_create(hbm_reloc **out) {
+  hbm_reloc *r = calloc(1, sizeof *r);
+  if (!r) return HBM_EHOSTMEM;
+  hbm_addrmap_init(&r->by_addr);
+  *out = r;
+  return HBM_OK;
+}
+
+void hbm_reloc_destroy(hbm_reloc *r) {
+  if (!r) return;
+  hbm_addrmap_release(&r->by_addr);
+  free(r->slots);
+  free(r->spare);
+  free(r);
+}
+
+void hbm_reloc_moved(hbm_reloc *r, uint64_t old_addr, uint64_t new_addr, uint64_t request, hbm_tag tag) {
+  uint64_t slot;
+  if (hbm_addrmap_take(&r->by_addr, old_addr, &slot)) {
+    hbm_addrmap_put(&r->by_addr, new_addr, slot); /* the take made room: cannot fail */
+    r->slots[slot].addr = new_addr;
+  }
+  if (r->hooks.moved) r->hooks.moved(r->hooks.arg, old_addr, new_addr, request, tag);
+}
+
+void hbm_reloc_freed(hbm_reloc *r, uint64_t addr) {
+  uint64_t slot;
+  if (!hbm_addrmap_take(&r->by_addr, addr, &slot)) return;
+  r->slots[slot].live = 0;
+  r->slots[slot].gen++;
+  r->spare[r->nspare++] = (uint32_t)slot; /* room: spare has cap entries */
+  r->live_handles--;
+}
+
+typedef struct check_ctx {
+  const hbm_reloc *r;
+  const hbm_addrmap *live;
+  hbm_check_report_fn *report;
+  void *arg;
+  int failures;
+} check_ctx;
+
+static void check_entry(void *arg, uint64_t addr, uint64_t slot) {
+  check_ctx *c = arg;
+  uint64_t rec;
+  char m[160];
+  if (slot >= c->r->nslots || !c->r->slots[slot].live || c->r->slots[slot].addr != addr) {
+    snprintf(m, sizeof m, "handles: address %#llx maps to slot %llu, which does not hold it",
+             (unsigned long long)addr, (unsigned long long)slot);
+    c->report(c->arg, m);
+    c->failures++;
+  } else if (!hbm_addrmap_get(c->live, addr, &rec)) {
+    snprintf(m, sizeof m, "handles: a handle resolves to %#llx, which is not a live block", (unsigned long long)addr);
+    c->report(c->arg, m);
+    c->failures++;
+  }
+}
+
+int hbm_reloc_check(const hbm_reloc *r, const hbm_addrmap *live, hbm_check_report_fn *report, void *arg) {
+  check_ctx c = {r, live, report, arg, 0};
+  hbm_addrmap_each(&r->by_addr, check_entry, &c);
+  uint64_t nlive = 0;
+  for (uint32_t i = 0; i < r->nslots; i++) nlive += r->slots[i].live;
+  if (nlive != r->live_handles || r->by_addr.used != r->live_handles || r->nslots - r->nspare != r->live_handles) {
+    char m[160];
+    snprintf(m, sizeof m, "handles: %llu live handles, %llu live slots, %llu mapped, %u free slots of %u",
+             (unsigned long long)r->live_handles, (unsigned long long)nlive,
+             (unsigned long long)r->by_addr.used, r->nspare, r->nslots);
+    report(arg, m);
+    c.failures++;
+  }
+  return c.failures;
+}
+
+/* ---- public calls ------------------------------------------------------------------ */
+static int slot_of(const hbm_reloc *r, hbm_handle handle, uint32_t *slot) {
+  uint64_t s = (handle & 0xffffffffu) - 1;
+  if (!handle || s >= r->nslots || !r->slots[s].live || r->slots[s].gen != (uint32_t)(handle >> 32))
+    return HBM_EINVAL;
+  *slot = (uint32_t)s;
+  return HBM_OK;
+}
+
+/* Enters the heap; HBM_EUNSUPPORTED (lock released) unless its policy moves blocks. */
+static int enter(hbm_heap *heap, hbm_policy **p, hbm_reloc **r, const char *what) {
+  if (!heap) return HBM_EINVAL;
+  *p = hbm_heap_enter(heap, r);
+  if (!*r || !hbm_policy_is_compact(*p)) {
+    const char *name = (*p)->cls->name;
+    hbm_heap_leave(heap);
+    return hbm_report_error(HBM_EUNSUPPORTED, "%s: policy %s never moves blocks (use policy compact)", what, name);
+  }
+  return HBM_OK;
+}
+
+static int bad_handle(hbm_heap *heap, const char *what, hbm_handle handle) {
+  hbm_heap_leave(heap);
+  return hbm_report_error(HBM_EINVAL, "%s: handle %#llx is not live (freed, or never issued)", what,
+                          (unsigned long long)handle);
+}
+
+int hbm_heap_set_relocation_hooks(hbm_heap *heap, const hbm_relocation_hooks *hooks) {
+  hbm_policy *p;
+  hbm_reloc *r;
+  int rc = enter(heap, &p, &r, "relocation hooks");
+  if (rc != HBM_OK) return rc;
+  if (hooks) r->hooks = *hooks;
+  else memset(&r->hooks, 0, sizeof r->hooks);
+  hbm_compact_policy_set_before_move(p, r->hooks.before_move, r->hooks.arg);
+  hbm_heap_leave(heap);
+  return HBM_OK;
+}
+
+int hbm_alloc_handle(hbm_heap *heap, uint64_t size, hbm_tag tag, int stream, hbm_handle *handle) {
+  hbm_policy *p;
+  hbm_reloc *r;
+  if (!handle) return HBM_EINVAL;
+  int rc = enter(heap, &p, &r, "alloc_handle");
+  if (rc != HBM_OK) return rc;
+  if (!r->nspare && r->nslots == r->cap) { /* room for one more slot before allocating */
+    uint32_t cap = r->cap ? r->cap * 2 : 256;
+    handle_slot *s = realloc(r->slots, cap * sizeof *s);
+    if (s) r->slots = s;
+    uint32_t *sp = s ? realloc(r->spare, cap * sizeof *sp) : NULL;
+    if (sp) r->spare = sp;
+    if (!s || !sp) { hbm_heap_leave(heap); return HBM_EHOSTMEM; }
+    r->cap = cap;
+  }
+  uint64_t addr;
+  rc = hbm_heap_alloc_locked(heap, size, tag, stream, &addr);
+  if (rc == HBM_OK) {
+    uint32_t slot = r->nspare ? r->spare[r->nspare - 1] : r->nslots;
+    if (hbm_addrmap_put(&r->by_addr, addr, slot) != HBM_OK) {
+      hbm_heap_free_locked(heap, addr);
+      rc = HBM_EHOSTMEM;
+    } else {
+      if (r->nspare) r->nspare--;
+      else r->slots[r->nslots++].gen = 1;
+      r->slots[slot].addr = addr;
+      r->slots[slot].live = 1;
+      r->live_handles++;
+      *handle = ((uint64_t)r->slots[slot].gen << 32) | (slot + 1u);
+    }
+  }
+  hbm_heap_leave(heap);
+  return rc;
+}
+
+int hbm_free_handle(hbm_heap *heap, hbm_handle handle) {
+  hbm_policy *p;
+  hbm_reloc *r;
+  uint32_t slot;
+  int rc = enter(heap, &p, &r, "free_handle");
+  if (rc != HBM_OK) return rc;
+  if (slot_of(r, handle, &slot) != HBM_OK) return bad_handle(heap, "free_handle", handle);
+  rc = hbm_heap_free_locked(heap, r->slots[slot].addr); /* ends the handle through hbm_reloc_freed */
+  hbm_heap_leave(heap);
+  return rc;
+}
+
+int hbm_handle_addr(hbm_heap *heap, hbm_handle handle, uint64_t *addr) {
+  hbm_policy *p;
+  hbm_reloc *r;
+  uint32_t slot;
+  if (!addr) return HBM_EINVAL;
+  int rc = enter(heap, &p, &r, "handle_addr");
+  if (rc != HBM_OK) return rc;
+  if (slot_of(r, handle, &slot) != HBM_OK) return bad_handle(heap, "handle_addr", handle);
+  *addr = r->slots[slot].addr;
+  hbm_heap_leave(heap);
+  return HBM_OK;
+}
+
+static int pin_by(hbm_heap *heap, hbm_handle handle, int delta, const char *what) {
+  hbm_policy *p;
+  hbm_reloc *r;
+  uint32_t slot;
+  int rc = enter(heap, &p, &r, what);
+  if (rc != HBM_OK) return rc;
+  if (slot_of(r, handle, &slot) != HBM_OK) return bad_handle(heap, what, handle);
+  rc = hbm_compact_policy_pin(p, r->slots[slot].addr, delta);
+  hbm_heap_leave(heap);
+  if (rc == HBM_EINVAL) return hbm_report_error(rc, "unpin: handle %#llx is not pinned", (unsigned long long)handle);
+  return rc;
+}
+int hbm_pin(hbm_heap *heap, hbm_handle handle) { return pin_by(heap, handle, +1, "pin"); }
+int hbm_unpin(hbm_heap *heap, hbm_handle handle) { return pin_by(heap, handle, -1, "unpin"); }
+
+int hbm_compact(hbm_heap *heap, const hbm_compact_options *options, hbm_compact_result *result) {
+  hbm_policy *p;
+  hbm_reloc *r;
+  int rc = enter(heap, &p, &r, "compact");
+  if (rc != HBM_OK) return rc;
+  rc = hbm_compact_policy_run(p, options, result);
+  hbm_heap_leave(heap);
+  return rc;
+}
+
+int hbm_compact_stats_get(hbm_heap *heap, hbm_compact_stats *out) {
+  hbm_policy *p;
+  hbm_reloc *r;
+  if (!out) return HBM_EINVAL;
+  int rc = enter(heap, &p, &r, "compact_stats");
+  if (rc != HBM_OK) return rc;
+  hbm_compact_policy_stats(p, out);
+  hbm_heap_leave(heap);
+  return HBM_OK;
+}

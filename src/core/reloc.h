@@ -1,0 +1,39 @@
+/* reloc.h: the heap's relocatable-allocation layer (handles, hooks, and the
+ * public compaction calls of hbm.h), for heaps whose policy moves blocks.
+ *
+ * The heap (heap.c) owns one hbm_reloc when its policy can move blocks, calls
+ * hbm_reloc_moved() for every move after updating its own address map and
+ * hbm_reloc_freed() for every free, and lends reloc.c its lock and its
+ * unlocked alloc/free (declared below, defined in heap.c). Every function here
+ * runs with the heap's lock held.
+ *
+ * Invariant (hbm_reloc_check): each live handle slot holds the address of a
+ * live heap block, and `by_addr` maps exactly those addresses to their slots.
+ */
+#ifndef HBM_RELOC_H
+#define HBM_RELOC_H
+
+#include "core/addrmap.h"
+#include "policy/policy.h"
+
+typedef struct hbm_reloc hbm_reloc;
+
+int hbm_reloc_create(hbm_reloc **out);
+void hbm_reloc_destroy(hbm_reloc *r);
+/* A block moved: follow it, then tell the framework (request size and tag). */
+void hbm_reloc_moved(hbm_reloc *r, uint64_t old_addr, uint64_t new_addr, uint64_t request, hbm_tag tag);
+/* A block was freed: its handle, if any, ends. */
+void hbm_reloc_freed(hbm_reloc *r, uint64_t addr);
+/* Failures found, each passed to report. `live` is the heap's address map. */
+int hbm_reloc_check(const hbm_reloc *r, const hbm_addrmap *live, hbm_check_report_fn *report, void *arg);
+
+/* ---- defined in heap.c, for reloc.c ---- */
+/* Takes the heap's lock; returns its policy and relocation layer (NULL when
+ * the policy never moves blocks). */
+hbm_policy *hbm_heap_enter(hbm_heap *h, hbm_reloc **reloc);
+void hbm_heap_leave(hbm_heap *h);
+/* hbm_alloc / hbm_free with the lock already held. */
+int hbm_heap_alloc_locked(hbm_heap *h, uint64_t size, hbm_tag tag, int stream, uint64_t *addr);
+int hbm_heap_free_locked(hbm_heap *h, uint64_t addr);
+
+#endif

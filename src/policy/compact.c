@@ -1,0 +1,294 @@
+/* compact.c: policy `compact`. One best-fit arena over the whole device (the
+ * range allocator, as bestfit) whose live blocks may move:
+ *   - a request that fails for fragmentation (free total >= request > largest
+ *     free) runs a partial compaction for it, then is placed in the hole
+ *     (conf on_failure:partial, the default; on_failure:full slides
+ *     everything instead; on_failure:off never moves on its own);
+ *   - every_steps:N runs a full compaction at each multiple of N steps (the
+ *     field report's every-500-steps pass between optimizer step and forward);
+ *   - hbm_compact() runs one pass when the caller asks.
+ * Plans and moves are core/compactor.c's; this file keeps the arena, pins,
+ * hooks and the totals replay reports (moved_bytes, compactions, sync_points).
+ *
+ * Invariants (compact_check): the arena's own (range.h I1..I6); every pinned
+ * address is a live block with a pin count >= 1; stats.sync_points <=
+ * stats.compactions and min_moved_bytes <= moved_bytes. */
+#include "policy/compact.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/addrmap.h"
+#include "core/compactor.h"
+#include "core/util.h"
+
+enum { COMPACT_UNIT = 512 }; /* as bestfit: PyTorch's kMinBlockSize */
+enum { ON_FAILURE_PARTIAL = 0, ON_FAILURE_FULL, ON_FAILURE_OFF };
+
+typedef struct compact {
+  hbm_policy base;
+  hbm_range *arena;
+  uint64_t seg_addr, seg_size;
+  hbm_addrmap pins;            /* live block address -> pin count (>= 1) */
+  int on_failure;              /* ON_FAILURE_* */
+  int ordered;                 /* split overlapping copies into ordered chunks */
+  uint64_t every_steps, next_periodic;
+  hbm_clayout layout;          /* reused by every pass */
+  hbm_cplan plan;
+  void (*moved)(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_t size);
+  void *moved_arg;
+  hbm_before_move_fn *before_move;
+  void *before_arg;
+  hbm_compact_stats st;
+} compact;
+
+/* ---- conf: "on_failure:partial|full|off,every_steps:N,ordered_copies:0|1" ---- */
+static int parse_conf(compact *c, const char *conf, hbm_diag *diag) {
+  char buf[256];
+  if (strlen(conf) >= sizeof buf) {
+    hbm_diag_set(diag, "alloc-conf", 0, 0, "policy compact: settings longer than %zu bytes", sizeof buf - 1);
+    return HBM_EINVAL;
+  }
+  strcpy(buf, conf);
+  char *save = NULL;
+  for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    while (*item == ' ') item++;
+    char *colon = strchr(item, ':');
+    const char *value = colon ? colon + 1 : "";
+    if (colon) *colon = 0;
+    char *end = NULL;
+    if (!strcmp(item, "on_failure") && !strcmp(value, "partial")) c->on_failure = ON_FAILURE_PARTIAL;
+    else if (!strcmp(item, "on_failure") && !strcmp(value, "full")) c->on_failure = ON_FAILURE_FULL;
+    else if (!strcmp(item, "on_failure") && !strcmp(value, "off")) c->on_failure = ON_FAILURE_OFF;
+    else if (!strcmp(item, "every_steps") && *value >= '0' && *value <= '9' &&
+             (c->every_steps = strtoull(value, &end, 10), !*end)) c->next_periodic = c->every_steps;
+    else if (!strcmp(item, "ordered_copies") && (!strcmp(value, "0") || !strcmp(value, "1"))) c->ordered = *value == '1';
+    else {
+      hbm_diag_set(diag, "alloc-conf", 0, 0,
+                   "policy compact: unknown setting '%s%s%s' (expected on_failure:partial|full|off, "
+                   "every_steps:N, ordered_copies:0|1)", item, colon ? ":" : "", value);
+      return HBM_EINVAL;
+    }
+  }
+  return HBM_OK;
+}
+
+static int compact_create(hbm_device *dev, const char *conf, hbm_policy **out, hbm_diag *diag) {
+  compact *c = calloc(1, sizeof *c);
+  if (!c) return HBM_EHOSTMEM;
+  c->base.dev = dev;
+  if (conf && *conf && parse_conf(c, conf, diag) != HBM_OK) {
+    free(c);
+    return HBM_EINVAL;
+  }
+  c->seg_size = dev->caps.capacity & ~(uint64_t)(COMPACT_UNIT - 1);
+  int rc = c->seg_size ? hbm_dev_seg_alloc(dev, c->seg_size, 0, &c->seg_addr) : HBM_EINVAL;
+  if (rc == HBM_OK) rc = hbm_range_create(c->seg_addr, c->seg_size, COMPACT_UNIT, &c->arena);
+  if (rc != HBM_OK) {
+    if (c->seg_addr) hbm_dev_seg_free(dev, c->seg_addr, c->seg_size);
+    free(c);
+    return rc;
+  }
+  hbm_addrmap_init(&c->pins);
+  /* A device whose copies cannot overlap gets ordered chunks. */
+  if (!dev->caps.host_visible && strcmp(dev->caps.kind, "sim")) c->ordered = 1;
+  *out = &c->base;
+  return HBM_OK;
+}
+
+static void compact_destroy(hbm_policy *p) {
+  compact *c = (compact *)p;
+  hbm_range_destroy(c->arena);
+  hbm_dev_seg_free(p->dev, c->seg_addr, c->seg_size);
+  hbm_addrmap_release(&c->pins);
+  hbm_clayout_release(&c->layout);
+  hbm_cplan_release(&c->plan);
+  free(c);
+}
+
+/* ---- one pass ---------------------------------------------------------------- */
+static int is_pinned(void *arg, uint64_t addr) {
+  uint64_t count;
+  return hbm_addrmap_get(&((compact *)arg)->pins, addr, &count);
+}
+
+/* need 0: full. Fills r (never NULL). Counts the pass unless dry_run. */
+static int run_pass(compact *c, uint64_t need, int dry_run, hbm_compact_result *r) {
+  memset(r, 0, sizeof *r);
+  int rc = hbm_clayout_read(&c->layout, c->arena, COMPACT_UNIT, is_pinned, c);
+  if (rc != HBM_OK) return rc;
+  r->largest_free_before = r->largest_free_after = c->layout.largest_free;
+  r->pinned_blocks = c->layout.pinned_blocks;
+  rc = need ? hbm_compactor_plan_partial(&c->layout, need, &c->plan)
+            : hbm_compactor_plan_full(&c->layout, &c->plan);
+  if (rc != HBM_OK) {
+    if (rc == HBM_ENOMEM && !dry_run) { c->st.compactions++; c->st.failed_compactions++; c->st.partial_compactions++; }
+    return rc;
+  }
+  const hbm_cplan *plan = &c->plan;
+  static const hbm_compact_kind kinds[] = {HBM_COMPACT_NONE, HBM_COMPACT_FULL, HBM_COMPACT_EVACUATE, HBM_COMPACT_SLIDE};
+  r->kind = kinds[plan->kind];
+  r->moved_bytes = plan->moved_bytes;
+  r->moved_blocks = plan->nmoves;
+  r->min_moved_bytes = plan->min_moved_bytes;
+  r->copies = plan->copies;
+  r->hole_addr = plan->hole_addr;
+  r->hole_size = plan->hole_size;
+  if (plan->hole_size > r->largest_free_after) r->largest_free_after = plan->hole_size;
+  if (dry_run) return HBM_OK;
+  if (plan->nmoves && c->before_move && c->before_move(c->before_arg, plan->moved_bytes, plan->nmoves))
+    return HBM_EBUSY;
+  if ((rc = hbm_compactor_apply(&c->arena, c->base.dev, &c->layout, plan, c->ordered)) != HBM_OK) return rc;
+  /* Every copy of the pass is done: report each block once, in plan order
+   * (an address reported as new is never the old address of a block not yet
+   * reported, so maps keyed by address can follow one move at a time). */
+  for (size_t i = 0; c->moved && i < plan->nmoves; i++)
+    c->moved(c->moved_arg, plan->moves[i].src, plan->moves[i].dst, plan->moves[i].size);
+  c->st.compactions++;
+  if (need) c->st.partial_compactions++; else c->st.full_compactions++;
+  if (plan->nmoves) c->st.sync_points++;
+  c->st.moved_bytes += plan->moved_bytes;
+  c->st.moved_blocks += plan->nmoves;
+  c->st.min_moved_bytes += plan->min_moved_bytes;
+  r->largest_free_after = hbm_range_largest_free(c->arena);
+  return HBM_OK;
+}
+
+/* ---- the policy class ----------------------------------------------------------- */
+static int compact_alloc(hbm_policy *p, uint64_t size, hbm_tag tag, int stream, uint64_t *addr,
+                         uint64_t *block_size) {
+  compact *c = (compact *)p;
+  int rc = hbm_range_alloc(c->arena, size, 0, addr, block_size);
+  if (rc != HBM_ENOMEM || c->on_failure == ON_FAILURE_OFF || size > c->seg_size) return rc;
+  uint64_t need = hbm_align_up(size, COMPACT_UNIT);
+  if (hbm_range_free_bytes(c->arena) < need) return HBM_ENOMEM; /* capacity: moving cannot help */
+  hbm_compact_result r;
+  rc = run_pass(c, c->on_failure == ON_FAILURE_FULL ? 0 : need, 0, &r);
+  if (rc != HBM_OK) return rc == HBM_EHOSTMEM || rc == HBM_ECORRUPT ? rc : HBM_ENOMEM;
+  return hbm_range_alloc(c->arena, size, 0, addr, block_size);
+}
+
+static int compact_free(hbm_policy *p, uint64_t addr, uint64_t *block_size) {
+  compact *c = (compact *)p;
+  uint64_t count;
+  if (hbm_addrmap_get(&c->pins, addr, &count)) return HBM_EBUSY;
+  return hbm_range_free(c->arena, addr, block_size);
+}
+
+static void compact_usage(hbm_policy *p, hbm_policy_usage *u) {
+  compact *c = (compact *)p;
+  u->reserved = hbm_range_top(c->arena) - c->seg_addr;
+  u->largest_free = hbm_range_largest_free(c->arena);
+}
+
+typedef struct scan_ctx { hbm_scan_fn *visit; void *arg; } scan_ctx;
+static int scan_one(void *arg, uint64_t addr, uint64_t size, int live) {
+  scan_ctx *s = arg;
+  return s->visit(s->arg, addr, size, live, HBM_TAG_OTHER);
+}
+static int compact_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
+  scan_ctx s = {visit, arg};
+  return hbm_range_walk(((compact *)p)->arena, scan_one, &s);
+}
+
+typedef struct check_ctx { compact *c; hbm_check_report_fn *report; void *arg; int failures; } check_ctx;
+static void check_pin(void *arg, uint64_t addr, uint64_t count) {
+  check_ctx *k = arg;
+  char m[160];
+  if (count == 0 || hbm_range_block_size(k->c->arena, addr) == 0) {
+    snprintf(m, sizeof m, "compact: pin (count %llu) on %#llx, which is not a live block",
+             (unsigned long long)count, (unsigned long long)addr);
+    k->report(k->arg, m);
+    k->failures++;
+  }
+}
+static int compact_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
+  compact *c = (compact *)p;
+  check_ctx k = {c, report, arg, 0};
+  k.failures = hbm_range_check(c->arena, report, arg);
+  hbm_addrmap_each(&c->pins, check_pin, &k);
+  if (c->st.sync_points > c->st.compactions || c->st.min_moved_bytes > c->st.moved_bytes) {
+    report(arg, "compact: totals disagree (sync points above passes, or minimum above moved)");
+    k.failures++;
+  }
+  return k.failures;
+}
+
+static void compact_step(hbm_policy *p, uint64_t step) {
+  compact *c = (compact *)p;
+  if (!c->every_steps || step < c->next_periodic) return;
+  c->next_periodic = (step / c->every_steps + 1) * c->every_steps;
+  hbm_compact_result r;
+  run_pass(c, 0, 0, &r); /* a refused or failed pass leaves the heap as it was */
+}
+
+static int compact_counters(hbm_policy *p, hbm_counter *out, int max) {
+  const hbm_compact_stats *s = &((compact *)p)->st;
+  const hbm_counter all[] = {
+      {"moved_bytes", (double)s->moved_bytes},
+      {"compactions", (double)s->compactions},
+      {"sync_points", (double)s->sync_points},
+      {"min_moved_bytes", (double)s->min_moved_bytes},
+      {"moved_blocks", (double)s->moved_blocks},
+      {"partial_compactions", (double)s->partial_compactions},
+      {"full_compactions", (double)s->full_compactions},
+      {"failed_compactions", (double)s->failed_compactions},
+  };
+  int n = (int)(sizeof all / sizeof all[0]);
+  if (n > max) n = max;
+  memcpy(out, all, (size_t)n * sizeof *out);
+  return n;
+}
+
+static void compact_set_relocation_callback(hbm_policy *p,
+                                            void (*fn)(void *arg, uint64_t old_addr, uint64_t new_addr,
+                                                       uint64_t size),
+                                            void *arg) {
+  compact *c = (compact *)p;
+  c->moved = fn;
+  c->moved_arg = arg;
+}
+
+/* ---- for core/reloc.c ------------------------------------------------------------ */
+int hbm_compact_policy_pin(hbm_policy *p, uint64_t addr, int delta) {
+  compact *c = (compact *)p;
+  uint64_t count = 0;
+  int pinned = hbm_addrmap_get(&c->pins, addr, &count);
+  if (!pinned && hbm_range_block_size(c->arena, addr) == 0) return HBM_EINVAL;
+  if (delta < 0) {
+    if (!pinned) return HBM_EINVAL;
+    if (count == 1) hbm_addrmap_take(&c->pins, addr, NULL);
+    else hbm_addrmap_put(&c->pins, addr, count - 1); /* replaces: cannot fail */
+    return HBM_OK;
+  }
+  return hbm_addrmap_put(&c->pins, addr, count + 1);
+}
+
+void hbm_compact_policy_set_before_move(hbm_policy *p, hbm_before_move_fn *fn, void *arg) {
+  compact *c = (compact *)p;
+  c->before_move = fn;
+  c->before_arg = arg;
+}
+
+int hbm_compact_policy_run(hbm_policy *p, const hbm_compact_options *o, hbm_compact_result *r) {
+  hbm_compact_result local;
+  return run_pass((compact *)p, o ? o->need : 0, o ? o->dry_run : 0, r ? r : &local);
+}
+
+void hbm_compact_policy_stats(hbm_policy *p, hbm_compact_stats *out) { *out = ((compact *)p)->st; }
+
+const hbm_policy_class hbm_policy_compact = {
+    .name = "compact",
+    .summary = "best fit whose blocks move: partial compaction on a fragmentation failure, full every N steps",
+    .create = compact_create,
+    .destroy = compact_destroy,
+    .alloc = compact_alloc,
+    .free = compact_free,
+    .usage = compact_usage,
+    .scan = compact_scan,
+    .check = compact_check,
+    .step = compact_step,
+    .counters = compact_counters,
+    .set_relocation_callback = compact_set_relocation_callback,
+};

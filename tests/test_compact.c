@@ -1,0 +1,346 @@
+/* test_compact: nothing is lost when blocks move. A seeded random run of
+ * allocations (handles), frees, pins, unpins and explicit full and partial
+ * compactions on the host device (real bytes, memmove) under policy compact,
+ * tight enough that requests keep failing for fragmentation. After every
+ * operation that moved anything:
+ *   - every live block's contents match the checksum taken when it was filled;
+ *   - every handle resolves to the address the `moved` hook last reported;
+ *   - the hook fired exactly once per moved block (never for a pinned one),
+ *     the pass totals agree with the hook, and before_move fired once per pass;
+ *   - hbm_check() passes.
+ * A failed allocation must be one that no partial plan could serve. Runs once
+ * with memmove copies and partial compaction on failure, once with ordered
+ * chunked copies and full compaction on failure. */
+#include "core/addrmap.h"
+#include "core/util.h"
+#include "hbm.h"
+#include "testutil.h"
+
+typedef struct block {
+  hbm_handle handle;
+  uint64_t request, addr, sum, seed;
+  hbm_tag tag;
+  int pins;
+  int moved;                 /* hook calls since the last verification */
+} block;
+
+typedef struct model {
+  block *b;
+  size_t n, cap;
+  hbm_addrmap by_addr;       /* current address -> index in b */
+  uint64_t hook_calls, hook_bytes, before_calls, bad_hook;
+  int veto;
+} model;
+
+/* Four independent FNV-1a lanes over 32-byte strides, then the tail bytes. */
+static uint64_t checksum(uint64_t addr, uint64_t n) {
+  const uint64_t *w = (const uint64_t *)(uintptr_t)addr;
+  uint64_t h0 = 0xcbf29ce484222325ull, h1 = h0 ^ 1, h2 = h0 ^ 2, h3 = h0 ^ 3, i = 0;
+  for (; i + 4 <= n / 8; i += 4) {
+    h0 = (h0 ^ w[i]) * 0x100000001b3ull;
+    h1 = (h1 ^ w[i + 1]) * 0x100000001b3ull;
+    h2 = (h2 ^ w[i + 2]) * 0x100000001b3ull;
+    h3 = (h3 ^ w[i + 3]) * 0x100000001b3ull;
+  }
+  for (; i < n / 8; i++) h0 = (h0 ^ w[i]) * 0x100000001b3ull;
+  const unsigned char *t = (const unsigned char *)(uintptr_t)addr;
+  for (i = n & ~7ull; i < n; i++) h1 = (h1 ^ t[i]) * 0x100000001b3ull;
+  return h0 ^ (h1 * 3) ^ (h2 * 5) ^ (h3 * 7);
+}
+
+static void fill(uint64_t addr, uint64_t n, uint64_t seed) {
+  uint64_t *w = (uint64_t *)(uintptr_t)addr, s = seed;
+  for (uint64_t i = 0; i < n / 8; i++) w[i] = test_rand(&s);
+  unsigned char *t = (unsigned char *)(uintptr_t)addr;
+  for (uint64_t i = n & ~7ull; i < n; i++) t[i] = (unsigned char)test_rand(&s);
+}
+
+static void on_moved(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_t size, hbm_tag tag) {
+  model *m = arg;
+  uint64_t i;
+  m->hook_calls++;
+  if (!hbm_addrmap_take(&m->by_addr, old_addr, &i)) { m->bad_hook++; return; }
+  block *b = &m->b[i];
+  if (b->request != size || b->tag != tag || b->pins) m->bad_hook++;
+  b->moved++;
+  b->addr = new_addr;
+  m->hook_bytes += hbm_align_up(size, 512);
+  if (hbm_addrmap_put(&m->by_addr, new_addr, i) != HBM_OK) m->bad_hook++;
+}
+
+static int before_move(void *arg, uint64_t bytes, uint64_t blocks) {
+  model *m = arg;
+  m->before_calls++;
+  return m->veto;
+}
+
+static void drop(model *m, size_t k) {
+  hbm_addrmap_take(&m->by_addr, m->b[k].addr, NULL);
+  m->b[k] = m->b[--m->n];
+  if (k < m->n) hbm_addrmap_put(&m->by_addr, m->b[k].addr, k);
+}
+
+/* Everything the header promises, checked for every live block. */
+static int verify_all(hbm_heap *h, model *m, uint64_t op, uint64_t seed) {
+  int bad = 0;
+  for (size_t i = 0; i < m->n; i++) {
+    block *b = &m->b[i];
+    uint64_t a = 0;
+    if (hbm_handle_addr(h, b->handle, &a) != HBM_OK || a != b->addr) {
+      fprintf(stderr, "op %llu: handle of block %zu resolves to %#llx, hook said %#llx (seed %llu)\n",
+              (unsigned long long)op, i, (unsigned long long)a, (unsigned long long)b->addr, (unsigned long long)seed);
+      bad++;
+    } else if (checksum(a, b->request) != b->sum) {
+      fprintf(stderr, "op %llu: block %zu at %#llx lost its contents (seed %llu)\n", (unsigned long long)op, i,
+              (unsigned long long)a, (unsigned long long)seed);
+      bad++;
+    }
+    if (b->moved > 1) {
+      fprintf(stderr, "op %llu: hook fired %d times for one block in one pass\n", (unsigned long long)op, b->moved);
+      bad++;
+    }
+    b->moved = 0;
+    if (bad > 5) break;
+  }
+  if (hbm_check(h) != HBM_OK) bad++;
+  return bad;
+}
+
+static uint64_t draw_size(uint64_t *rng) {
+  uint64_t r = test_rand_below(rng, 100);
+  if (r < 70) return 1 + test_rand_below(rng, 32 << 10);
+  if (r < 95) return (32 << 10) + test_rand_below(rng, 224 << 10);
+  return (256 << 10) + test_rand_below(rng, 768 << 10);
+}
+
+typedef struct totals { uint64_t ops, compactions, moved_bytes, verified, alloc_failures, pinned_free; } totals;
+
+static int run(const char *conf, uint64_t ops, uint64_t seed, totals *t) {
+  hbm_device *dev;
+  if (hbm_device_open("host:4MiB", &dev) != HBM_OK) return TEST_SKIP;
+  hbm_heap *h;
+  CHECK(hbm_heap_create(dev, "compact", conf, &h) == HBM_OK);
+  model m = {0};
+  hbm_addrmap_init(&m.by_addr);
+  m.cap = 4096;
+  m.b = calloc(m.cap, sizeof *m.b);
+  hbm_relocation_hooks hooks = {on_moved, before_move, &m};
+  CHECK(hbm_heap_set_relocation_hooks(h, &hooks) == HBM_OK);
+  uint64_t rng = seed, capacity = 4ull << 20, npinned = 0;
+  int failed = 0;
+  for (uint64_t op = 0; op < ops && !failed; op++) {
+    hbm_stats st;
+    hbm_heap_stats(h, &st);
+    hbm_compact_stats c0, c1;
+    CHECK(hbm_compact_stats_get(h, &c0) == HBM_OK);
+    uint64_t calls0 = m.hook_calls, bytes0 = m.hook_bytes, before0 = m.before_calls;
+    int explicit_pass = 0;
+    uint64_t r = test_rand_below(&rng, 100);
+    int alloc_bias = st.live < capacity * 8 / 10 ? 60 : 45;
+    if (r < (uint64_t)alloc_bias || m.n == 0) {
+      uint64_t size = draw_size(&rng);
+      hbm_tag tag = (hbm_tag)test_rand_below(&rng, HBM_TAG_COUNT);
+      hbm_handle hd;
+      int rc = hbm_alloc_handle(h, size, tag, 0, &hd);
+      if (rc == HBM_OK) {
+        CHECK(m.n < m.cap);
+        block *b = &m.b[m.n];
+        *b = (block){.handle = hd, .request = size, .tag = tag, .seed = test_rand(&rng)};
+        CHECK(hbm_handle_addr(h, hd, &b->addr) == HBM_OK);
+        fill(b->addr, size, b->seed);
+        b->sum = checksum(b->addr, size);
+        CHECK(hbm_addrmap_put(&m.by_addr, b->addr, m.n) == HBM_OK);
+        m.n++;
+      } else {
+        CHECK(rc == HBM_ENOMEM);
+        t->alloc_failures++;
+        /* No partial plan exists for it (on_failure:full may fail where partial would not). */
+        hbm_compact_options o = {.need = size, .dry_run = 1};
+        if (!strstr(conf, "on_failure:full")) CHECK(hbm_compact(h, &o, NULL) == HBM_ENOMEM);
+      }
+    } else if (r < 85) {
+      size_t k = (size_t)test_rand_below(&rng, m.n);
+      block *b = &m.b[k];
+      if (b->pins) {
+        CHECK(hbm_free_handle(h, b->handle) == HBM_EBUSY);
+        t->pinned_free++;
+      } else {
+        CHECK(checksum(b->addr, b->request) == b->sum);
+        t->verified++;
+        if (test_rand_below(&rng, 4) == 0) {
+          CHECK(hbm_free(h, b->addr) == HBM_OK); /* by address: ends the handle too */
+          uint64_t a;
+          CHECK(hbm_handle_addr(h, b->handle, &a) == HBM_EINVAL);
+        } else {
+          CHECK(hbm_free_handle(h, b->handle) == HBM_OK);
+        }
+        CHECK(hbm_free_handle(h, b->handle) == HBM_EINVAL); /* stale */
+        drop(&m, k);
+      }
+    } else if (r < 92) {
+      size_t k = (size_t)test_rand_below(&rng, m.n);
+      block *b = &m.b[k];
+      if (b->pins && (npinned > 8 || test_rand_below(&rng, 2))) {
+        CHECK(hbm_unpin(h, b->handle) == HBM_OK);
+        b->pins--;
+        if (!b->pins) npinned--;
+      } else if (npinned <= 8 || b->pins) {
+        CHECK(hbm_pin(h, b->handle) == HBM_OK);
+        if (!b->pins) npinned++;
+        b->pins++;
+      } else {
+        CHECK(hbm_unpin(h, b->handle) == HBM_EINVAL); /* not pinned */
+      }
+    } else if (r < 93) {
+      hbm_compact_options o = {0}, dry = {.dry_run = 1};
+      hbm_compact_result plan, done;
+      CHECK(hbm_compact(h, &dry, &plan) == HBM_OK);
+      CHECK(hbm_compact(h, &o, &done) == HBM_OK);
+      CHECK_EQ_U64(plan.moved_bytes, done.moved_bytes);
+      CHECK(done.moved_bytes >= done.min_moved_bytes);
+      CHECK(done.largest_free_after >= done.largest_free_before);
+      explicit_pass = 1;
+    } else if (r < 95) {
+      hbm_stats s2;
+      hbm_heap_stats(h, &s2);
+      uint64_t free_b = capacity - s2.allocated;
+      if (free_b > s2.largest_free + 512) {
+        uint64_t need = s2.largest_free + 1 + test_rand_below(&rng, free_b - s2.largest_free);
+        hbm_compact_options o = {.need = need}, dry = {.need = need, .dry_run = 1};
+        hbm_compact_result plan, done;
+        int rc1 = hbm_compact(h, &dry, &plan), rc2 = hbm_compact(h, &o, &done);
+        CHECK(rc1 == rc2);
+        if (rc2 == HBM_OK) {
+          CHECK_EQ_U64(plan.moved_bytes, done.moved_bytes);
+          CHECK(done.moved_bytes >= done.min_moved_bytes);
+          CHECK(done.largest_free_after >= need);
+        } else {
+          CHECK(rc2 == HBM_ENOMEM);
+        }
+        explicit_pass = 1;
+      }
+    } else {
+      if (m.n) {
+        size_t k = (size_t)test_rand_below(&rng, m.n);
+        uint64_t a;
+        CHECK(hbm_handle_addr(h, m.b[k].handle, &a) == HBM_OK && a == m.b[k].addr);
+      }
+    }
+    if (m.bad_hook) {
+      fprintf(stderr, "op %llu: the moved hook reported a block the model does not hold there, a pinned block, or the wrong size/tag (seed %llu)\n",
+              (unsigned long long)op, (unsigned long long)seed);
+      failed = 1;
+    }
+    CHECK(hbm_compact_stats_get(h, &c1) == HBM_OK);
+    CHECK_EQ_U64(c1.moved_blocks - c0.moved_blocks, m.hook_calls - calls0);
+    CHECK_EQ_U64(c1.moved_bytes - c0.moved_bytes, m.hook_bytes - bytes0);
+    CHECK_EQ_U64(c1.sync_points - c0.sync_points, m.before_calls - before0);
+    CHECK(c1.sync_points - c0.sync_points <= 1);
+    t->compactions += c1.sync_points - c0.sync_points;
+    t->moved_bytes += c1.moved_bytes - c0.moved_bytes;
+    if (m.hook_calls != calls0 || explicit_pass || op % 4096 == 0) {
+      if (verify_all(h, &m, op, seed)) failed = 1;
+    }
+    if (test_failures_) failed = 1;
+  }
+  /* A refused pass moves nothing; an allocation that needed it fails. */
+  m.veto = 1;
+  hbm_compact_options full = {0};
+  hbm_compact_result res;
+  uint64_t calls0 = m.hook_calls;
+  int rc = hbm_compact(h, &full, &res);
+  CHECK(rc == HBM_OK || rc == HBM_EBUSY);
+  if (rc == HBM_OK) CHECK_EQ_U64(res.moved_blocks, 0);
+  CHECK_EQ_U64(m.hook_calls, calls0);
+  CHECK(verify_all(h, &m, ops, seed) == 0);
+  m.veto = 0;
+  for (size_t i = 0; i < m.n; i++)
+    while (m.b[i].pins) { CHECK(hbm_unpin(h, m.b[i].handle) == HBM_OK); m.b[i].pins--; }
+  CHECK(hbm_compact(h, &full, &res) == HBM_OK);
+  CHECK_EQ_U64(res.pinned_blocks, 0);
+  CHECK(verify_all(h, &m, ops, seed) == 0);
+  hbm_stats st;
+  hbm_heap_stats(h, &st);
+  CHECK_EQ_U64(st.largest_free, capacity - st.allocated); /* fully compact: one hole */
+  t->ops += ops;
+  hbm_heap_destroy(h);
+  hbm_device_close(dev);
+  hbm_addrmap_release(&m.by_addr);
+  free(m.b);
+  return failed ? 1 : 0;
+}
+
+static void api_edges(void) {
+  hbm_device *sim;
+  hbm_heap *h;
+  CHECK(hbm_device_open("sim:1GiB", &sim) == HBM_OK);
+  /* Policies that never move blocks say so. */
+  CHECK(hbm_heap_create(sim, "bestfit", NULL, &h) == HBM_OK);
+  hbm_handle hd = 0;
+  CHECK(hbm_alloc_handle(h, 4096, HBM_TAG_ACT, 0, &hd) == HBM_EUNSUPPORTED && hd == 0);
+  CHECK(hbm_compact(h, NULL, NULL) == HBM_EUNSUPPORTED);
+  hbm_heap_destroy(h);
+  /* Bad settings are refused with a message. */
+  CHECK(hbm_heap_create(sim, "compact", "every_steps:x", &h) == HBM_EINVAL);
+  CHECK(hbm_heap_create(sim, "compact", "on_failure:sometimes", &h) == HBM_EINVAL);
+  CHECK(hbm_heap_create(sim, "compact", "every_steps:500,on_failure:off", &h) == HBM_OK);
+  /* Handles: 0, stale and foreign handles are refused. */
+  uint64_t a;
+  CHECK(hbm_handle_addr(h, 0, &a) == HBM_EINVAL);
+  CHECK(hbm_alloc_handle(h, 1 << 20, HBM_TAG_PARAM, 0, &hd) == HBM_OK && hd != 0);
+  CHECK(hbm_handle_addr(h, hd + (1ull << 32), &a) == HBM_EINVAL);
+  CHECK(hbm_handle_addr(h, hd + 1, &a) == HBM_EINVAL);
+  CHECK(hbm_unpin(h, hd) == HBM_EINVAL);
+  CHECK(hbm_pin(h, hd) == HBM_OK && hbm_pin(h, hd) == HBM_OK);
+  CHECK(hbm_free_handle(h, hd) == HBM_EBUSY);
+  CHECK(hbm_unpin(h, hd) == HBM_OK);
+  CHECK(hbm_free_handle(h, hd) == HBM_EBUSY);
+  CHECK(hbm_unpin(h, hd) == HBM_OK);
+  CHECK(hbm_free_handle(h, hd) == HBM_OK);
+  CHECK(hbm_free_handle(h, hd) == HBM_EINVAL);
+  /* on_failure:off: a fragmented request fails, an explicit partial pass serves it. */
+  hbm_handle x[3];
+  CHECK(hbm_alloc_handle(h, 256 << 20, HBM_TAG_ACT, 0, &x[0]) == HBM_OK);
+  CHECK(hbm_alloc_handle(h, 256 << 20, HBM_TAG_ACT, 0, &x[1]) == HBM_OK);
+  CHECK(hbm_alloc_handle(h, 256 << 20, HBM_TAG_ACT, 0, &x[2]) == HBM_OK);
+  CHECK(hbm_free_handle(h, x[1]) == HBM_OK); /* holes: 256 MiB between, 256 MiB on top */
+  CHECK(hbm_alloc(h, 384 << 20, HBM_TAG_COMM, 0, &a) == HBM_ENOMEM);
+  hbm_compact_options o = {.need = 384 << 20};
+  hbm_compact_result r;
+  CHECK(hbm_compact(h, &o, &r) == HBM_OK);
+  CHECK_EQ_U64(r.moved_bytes, 256 << 20);
+  CHECK_EQ_U64(r.min_moved_bytes, 256 << 20);
+  CHECK_EQ_U64(r.moved_blocks, 1);
+  CHECK(hbm_alloc(h, 384 << 20, HBM_TAG_COMM, 0, &a) == HBM_OK);
+  /* Capacity is not fragmentation: no pass can serve it. */
+  o.need = 600 << 20;
+  CHECK(hbm_compact(h, &o, &r) == HBM_ENOMEM);
+  CHECK(hbm_check(h) == HBM_OK);
+  hbm_compact_stats s;
+  CHECK(hbm_compact_stats_get(h, &s) == HBM_OK);
+  CHECK_EQ_U64(s.sync_points, 1);
+  CHECK_EQ_U64(s.failed_compactions, 1);
+  hbm_heap_destroy(h);
+  hbm_device_close(sim);
+}
+
+int main(void) {
+  uint64_t seed = test_seed("test_compact");
+  api_edges();
+  uint64_t ops = (uint64_t)(100000 * test_scale());
+  if (ops < 1000) ops = 1000;
+  totals t = {0};
+  int rc = run("", ops, seed, &t);
+  if (rc == TEST_SKIP) {
+    printf("test_compact: skipped: this kernel has no memfd_create\n");
+    return TEST_SKIP;
+  }
+  if (rc == 0) rc = run("ordered_copies:1,on_failure:full", ops / 4 + 1, seed ^ 0x5bd1e995, &t);
+  printf("test_compact: %llu operations, %llu passes moved %llu bytes, %llu allocations failed, %llu blocks "
+         "verified on free, %llu frees of pinned blocks refused\n",
+         (unsigned long long)t.ops, (unsigned long long)t.compactions, (unsigned long long)t.moved_bytes,
+         (unsigned long long)t.alloc_failures, (unsigned long long)t.verified, (unsigned long long)t.pinned_free);
+  CHECK(rc == 0);
+  CHECK(t.compactions > 100);
+  return test_done("test_compact");
+}
