@@ -234,13 +234,14 @@ int cmd_demo(int argc, char **argv) {
   pthread_mutex_destroy(&j.lock);
 
   /* 3. the report */
-  char desc[512], title[128], notes[512], cap[32], pk[32], bd[32];
+  char desc[512], title[128], notes[768], cap[32], pk[32], bd[32];
   hbm_gen_llm_describe(&c, desc, sizeof desc);
   snprintf(title, sizeof title, "hbm demo: %s at %s", preset, cli_size(c.capacity, cap));
   snprintf(notes, sizeof notes,
            "The workload is derived from the model's shapes (docs/workload.md): closed-form peak live %s "
            "(%s), %s with every sequence at its maximum length. Whether and when a policy fails below "
-           "comes from the replay alone.",
+           "comes from the replay alone, on the simulated device: it grants a new segment whenever "
+           "enough capacity is unreserved (the driver maps any free pages, as CUDA's does).",
            cli_size(est.peak, pk), est.peak_phase, cli_size(est.bound, bd));
   char command[256];
   size_t cl = (size_t)snprintf(command, sizeof command, "hbm demo");
