@@ -493,10 +493,6 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
   return HBM_OK;
 }
 
-/* Snapshot support is linked in when the snapshot importer is part of the build. */
-int hbm_snapshot_to_trace(const uint8_t *data, size_t len, const char *name, hbm_trace **out,
-                          hbm_diag *diag) __attribute__((weak));
-
 int hbm_trace_load(const char *path, hbm_trace **out, hbm_diag *diag) {
   if (!path || !out) return HBM_EINVAL;
   char *data;
@@ -505,10 +501,7 @@ int hbm_trace_load(const char *path, hbm_trace **out, hbm_diag *diag) {
   if (rc != HBM_OK) return rc;
   /* A pickle starts with PROTO (0x80) and a protocol number; text never does. */
   if (len >= 2 && (unsigned char)data[0] == 0x80 && data[1] >= 2 && data[1] <= 5) {
-    if (!hbm_snapshot_to_trace)
-      rc = hbm_diag_set(diag, path, 0, 0, "PyTorch snapshots are not supported by this build");
-    else
-      rc = hbm_snapshot_to_trace((const uint8_t *)data, len, path, out, diag);
+    rc = hbm_snapshot_to_trace((const uint8_t *)data, len, path, out, diag);
   } else {
     rc = hbm_trace_parse_text(data, len, path, out, diag);
   }
