@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "report/html.h"
 #include "report/json.h"
 
 static void usage(FILE *out) {
@@ -22,6 +23,7 @@ static void usage(FILE *out) {
           "  --alloc-conf CONF       policy settings, PyTorch syntax for caching/expandable\n"
           "  --every N               sample every N events (default: at each step boundary)\n"
           "  --samples               print the samples (fragmentation, largest free) too\n"
+          "  --html FILE             write a self-contained report page (inline SVG) to FILE\n"
           "  --verify                fill every block and verify it on free (host device)\n"
           "  --json                  machine-readable output\n"
           "  -h, --help              this text\n"
@@ -32,21 +34,25 @@ static void usage(FILE *out) {
 
 static void print_error(int err, const char *message, void *arg) { cli_error("%s", message); }
 
-typedef struct sample_log {
-  hbm_sample *v;
-  size_t n, cap;
-} sample_log;
-
-static void keep_sample(const hbm_sample *s, void *arg) {
-  sample_log *log = arg;
-  if (log->n == log->cap) {
-    size_t cap = log->cap ? log->cap * 2 : 256;
-    hbm_sample *v = realloc(log->v, cap * sizeof *v);
-    if (!v) return;
-    log->v = v;
-    log->cap = cap;
+/* The report page: runs that did not fail show their layout at the sampled
+ * moment with the smallest largest free block (one more partial replay). */
+static int write_html(const hbm_trace *trace, const char *path, const char *html_path,
+                      hbm_report_run *runs, int nruns, const char *conf, const char *device) {
+  for (int i = 0; i < nruns; i++) {
+    uint64_t at = runs[i].result.oom ? 0 : hbm_report_tightest_event(&runs[i]);
+    if (at) hbm_report_layout_at(trace, runs[i].result.policy, conf, device, at, &runs[i]);
   }
-  log->v[log->n++] = *s;
+  hbm_report rep = {.title = "hbm replay", .workload = path, .runs = runs, .nruns = nruns,
+                    .capacity = nruns ? runs[0].result.capacity : hbm_trace_capacity(trace)};
+  if (hbm_report_trace_facts(trace, &rep) != HBM_OK) cli_error("out of host memory: live is drawn from samples");
+  char *html = NULL;
+  size_t len = 0;
+  int rc = hbm_report_html(&rep, &html, &len);
+  int out = rc == HBM_OK ? cli_write_output(html_path, html, len, &path, 1) : CLI_FAILED;
+  if (rc != HBM_OK) cli_error("%s: could not render the report: %s", html_path, hbm_strerror(rc));
+  free(html);
+  hbm_report_release(&rep);
+  return out;
 }
 
 static void show_progress(uint64_t done, uint64_t total, void *arg) {
@@ -75,9 +81,9 @@ int cmd_replay(int argc, char **argv) {
       {"policy", required_argument, 0, 'p'}, {"device", required_argument, 0, 'd'},
       {"capacity", required_argument, 0, 'c'}, {"alloc-conf", required_argument, 0, 'a'},
       {"every", required_argument, 0, 'e'}, {"samples", no_argument, 0, 's'},
-      {"verify", no_argument, 0, 'v'}, {"json", no_argument, 0, 'j'},
+      {"verify", no_argument, 0, 'v'}, {"json", no_argument, 0, 'j'}, {"html", required_argument, 0, 'H'},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-  const char *policy_list = "bestfit", *device = NULL, *conf = NULL;
+  const char *policy_list = "bestfit", *device = NULL, *conf = NULL, *html_path = NULL;
   char device_buf[64];
   int json = 0, show_samples = 0, verify_data = 0, c;
   uint64_t every = 0;
@@ -103,6 +109,7 @@ int cmd_replay(int argc, char **argv) {
       case 's': show_samples = 1; break;
       case 'v': verify_data = 1; break;
       case 'j': json = 1; break;
+      case 'H': html_path = optarg; break;
       case 'h': usage(stdout); return CLI_OK;
       default: usage(stderr); return CLI_BAD_INPUT;
     }
@@ -127,16 +134,19 @@ int cmd_replay(int argc, char **argv) {
   }
 
   hbm_replay_result results[16];
-  sample_log logs[16];
-  memset(logs, 0, sizeof logs);
+  hbm_report_run runs[16]; /* samples and the layout at the first failure, per policy */
+  memset(runs, 0, sizeof runs);
   int exit_code = CLI_OK;
   for (int i = 0; i < npolicies; i++) {
     hbm_replay_options o = {.policy = policies[i], .conf = conf, .device = device, .every = every,
-                            .verify_data = verify_data, .on_sample = keep_sample,
-                            .sample_arg = &logs[i], .on_progress = json ? NULL : show_progress,
-                            .progress_arg = policies[i]};
+                            .verify_data = verify_data, .on_sample = hbm_report_keep_sample,
+                            .sample_arg = &runs[i], .on_progress = json ? NULL : show_progress,
+                            .progress_arg = policies[i], .on_oom_layout = hbm_report_keep_layout,
+                            .oom_layout_arg = &runs[i]};
     rc = hbm_replay(trace, &o, &results[i]);
     cli_progress_end();
+    runs[i].result = results[i];
+    runs[i].error = rc;
     if (rc != HBM_OK) {
       cli_error("replay of %s through %s failed: %s", path, policies[i], hbm_strerror(rc));
       exit_code = cli_exit_code(rc) == CLI_BAD_INPUT ? CLI_BAD_INPUT : CLI_FAILED;
@@ -193,8 +203,8 @@ int cmd_replay(int argc, char **argv) {
       if (show_samples) {
         hbm_json_key(&j, "samples");
         hbm_json_array_begin(&j);
-        for (size_t k = 0; k < logs[i].n; k++) {
-          const hbm_sample *s = &logs[i].v[k];
+        for (size_t k = 0; k < runs[i].nsamples; k++) {
+          const hbm_sample *s = &runs[i].samples[k];
           hbm_json_object_begin(&j);
           hbm_json_kv_u64(&j, "event", s->event);
           hbm_json_kv_u64(&j, "step", s->step);
@@ -235,15 +245,20 @@ int cmd_replay(int argc, char **argv) {
       }
       for (int k = 0; k < r->ncounters; k++) printf("%-11s   %s = %.15g\n", "", r->counters[k].name, r->counters[k].value);
       if (show_samples)
-        for (size_t k = 0; k < logs[i].n; k++) {
-          const hbm_sample *s = &logs[i].v[k];
+        for (size_t k = 0; k < runs[i].nsamples; k++) {
+          const hbm_sample *s = &runs[i].samples[k];
           printf("%-11s   step %llu event %llu: live %s, largest free %s, ratio %.3f\n", "",
                  (unsigned long long)s->step, (unsigned long long)s->event, cli_size(s->live, a),
                  cli_size(s->largest_free, e), s->fragmentation);
         }
     }
   }
-  for (int i = 0; i < 16; i++) free(logs[i].v);
+  if (html_path && exit_code == CLI_OK) {
+    int rc_html = write_html(trace, path, html_path, runs, npolicies, conf, device);
+    if (rc_html != CLI_OK) exit_code = rc_html;
+    else if (!json) printf("\nreport: %s\n", html_path);
+  }
+  for (int i = 0; i < 16; i++) hbm_report_run_release(&runs[i]);
   hbm_trace_free(trace);
   return exit_code;
 }

@@ -712,6 +712,25 @@ static void chart_free(sb *b, const hbm_report *rep, const hbm_report_run *r) {
   sb_printf(b, "</svg>\n");
 }
 
+/* Spreads `bytes` of one class over the strip's columns from byte position
+ * *pos. Column c holds bytes [c * all / COLUMNS, (c + 1) * all / COLUMNS);
+ * integer arithmetic, so a boundary never swallows a whole block. */
+static void strip_add(double *col, int nclass, int cls, uint64_t *pos, uint64_t bytes, uint64_t all) {
+  while (bytes) {
+    uint64_t c = (uint64_t)((unsigned __int128)*pos * STRIP_COLUMNS / all);
+    uint64_t take = bytes;
+    if (c >= STRIP_COLUMNS - 1) {
+      c = STRIP_COLUMNS - 1;
+    } else { /* up to the column's end, rounded up so that it lies past *pos */
+      uint64_t end = (uint64_t)(((unsigned __int128)(c + 1) * all + STRIP_COLUMNS - 1) / STRIP_COLUMNS);
+      if (end - *pos < take) take = end - *pos;
+    }
+    col[c * (uint64_t)nclass + (uint64_t)cls] += (double)take;
+    *pos += take;
+    bytes -= take;
+  }
+}
+
 /* The layout at the first failure: address ranges side by side (gaps between
  * ranges dropped), unreserved capacity after them, STRIP_COLUMNS columns each
  * stacked by what its bytes are. */
@@ -727,27 +746,12 @@ static void strip(sb *b, const hbm_report *rep, const hbm_report_run *r, const r
     return;
   }
   double per = (double)all / STRIP_COLUMNS;
-  double pos = 0;
-#define ADD(cls, bytes)                                                         \
-  do {                                                                          \
-    double left_ = (double)(bytes);                                             \
-    while (left_ > 0) {                                                         \
-      size_t c_ = (size_t)(pos / per);                                          \
-      if (c_ >= STRIP_COLUMNS) c_ = STRIP_COLUMNS - 1;                          \
-      double room_ = (double)(c_ + 1) * per - pos;                              \
-      double take_ = left_ < room_ ? left_ : room_;                             \
-      if (take_ <= 0) take_ = left_;                                            \
-      col[c_ * NCLASS + (cls)] += take_;                                        \
-      pos += take_;                                                             \
-      left_ -= take_;                                                           \
-    }                                                                           \
-  } while (0)
+  uint64_t pos = 0;
   for (size_t i = 0; i < r->nlayout; i++) {
     const hbm_layout_run *l = &r->layout[i];
-    ADD(l->live ? (l->tag < HBM_TAG_COUNT ? l->tag : 0) : HOLE, l->size);
+    strip_add(col, NCLASS, l->live ? (l->tag < HBM_TAG_COUNT ? l->tag : 0) : HOLE, &pos, l->size, all);
   }
-  ADD(UNRES, unreserved);
-#undef ADD
+  strip_add(col, NCLASS, UNRES, &pos, unreserved, all);
   const int W = CHART_W, H = 96, top = 22, sh = 44, left = 8, width = W - 16;
   sb_printf(b, "<svg viewBox='0 0 %d %d' width='%d' height='%d' role='img' aria-label='layout at the first failure'>\n",
             W, H, W, H);

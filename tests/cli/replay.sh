@@ -14,4 +14,15 @@ echo "$out" | python3 -c 'import json,sys; json.load(sys.stdin)' 2>/dev/null || 
 text=$("$HBM" replay "$trace" --policy bestfit --device sim:96GiB)
 echo "$text"
 echo "$text" | grep -q "step 437.*ratio 3.67: fragmentation" || { echo "FAIL: text table lacks the failure"; fail=1; }
+# --html: one self-contained page, written atomically, never over the input
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+"$HBM" replay "$trace" --policy bestfit,caching --device sim:96GiB --html "$dir/r.html" > /dev/null || { echo "FAIL --html exited $?"; fail=1; }
+grep -q "<svg" "$dir/r.html" || { echo "FAIL: report has no inline SVG"; fail=1; }
+grep -q "fragmentation" "$dir/r.html" || { echo "FAIL: report lacks the diagnosis"; fail=1; }
+grep -qE "(src|href)=.https?:" "$dir/r.html" && { echo "FAIL: report reaches the network"; fail=1; }
+ls "$dir" | grep -q tmp && { echo "FAIL: a temporary file was left behind"; fail=1; }
+cp "$trace" "$dir/in.trace"
+"$HBM" replay "$dir/in.trace" --html "$dir/in.trace" > /dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] && cmp -s "$trace" "$dir/in.trace" || { echo "FAIL: --html over the input: exit $rc or input changed"; fail=1; }
 exit $fail
