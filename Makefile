@@ -36,8 +36,7 @@ check: build
 	sh tests/run.sh $(BUILD)
 
 demo: build
-	@if $(BUILD)/hbm demo --help >/dev/null 2>&1; then $(BUILD)/hbm demo; \
-	else $(BUILD)/hbm replay tests/fixtures/step437.trace --policy all; fi
+	$(BUILD)/hbm demo
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
