@@ -12,6 +12,7 @@ static const bench_entry benches[] = {
     {"replay", "replay speed (events/s) of every policy on one trace", bench_replay},
     {"adamw", "fused AdamW step vs unfused passes vs memcpy bandwidth", bench_adamw},
     {"gen", "workload model (gen llm) events per second vs the trace builder alone", bench_gen},
+    {"compact", "compaction of a fragmented host heap vs memmove of the same copies; partial vs minimum", bench_compact},
 };
 static const int nbenches = (int)(sizeof benches / sizeof benches[0]);
 

@@ -13,6 +13,7 @@ int bench_alloc(int argc, char **argv);
 int bench_replay(int argc, char **argv);
 int bench_adamw(int argc, char **argv);
 int bench_gen(int argc, char **argv);
+int bench_compact(int argc, char **argv);
 
 /* Monotonic clock in nanoseconds. */
 double bench_now_ns(void);

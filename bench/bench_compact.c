@@ -1,0 +1,330 @@
+/* hbm bench compact: compaction against memmove on the host device, same run.
+ *
+ * One heap (policy compact, on_failure:off) on a host device of --capacity is
+ * filled to 92% with LLM-like blocks (64 KiB to 256 MiB), each block's bytes
+ * set, then 40% of the blocks are freed at random: a fragmented heap. Then:
+ *   full     hbm_compact() slides every block down; timed end to end through
+ *            the public call (plan, range rebuild, copies, hooks);
+ *   memmove  the same heap rebuilt (same addresses: the arena is reset and
+ *            refilled by the same sequence), then the very copies the pass
+ *            made (its moves, adjacent ones joined as the compactor joins
+ *            them) done with bare memmove: the machine's memmove bandwidth on
+ *            the same sizes, addresses and overlaps; and the same runs copied
+ *            to a separate buffer (no overlap) for reference;
+ *   partial  a request between the largest free block and the free total
+ *            (it fails for fragmentation): bytes a partial pass moves against
+ *            the minimum any plan needs, and against full compaction.
+ * Each time is the best of --rounds; the blocks' bytes are verified after the
+ * first pass of each kind. Pages are touched before timing (no first-touch
+ * faults in either figure). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "report/json.h"
+
+typedef struct move { uint64_t src, dst, size; } move;
+typedef struct moves { move *v; size_t n, cap; int failed; } moves;
+
+typedef struct fragmented {
+  hbm_device *dev;
+  hbm_heap *heap;
+  hbm_handle *h;       /* live handles after build */
+  uint64_t *size;      /* their sizes */
+  unsigned char *fill; /* their fill bytes */
+  size_t n, cap;
+  uint64_t capacity, seed;
+} fragmented;
+
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static void on_moved(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_t size, hbm_tag tag) {
+  moves *m = arg;
+  if (!m || m->failed) return;
+  if (m->n == m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 1024;
+    move *v = realloc(m->v, cap * sizeof *v);
+    if (!v) { m->failed = 1; return; }
+    m->v = v;
+    m->cap = cap;
+  }
+  m->v[m->n++] = (move){old_addr, new_addr, size};
+}
+
+/* Frees everything, then allocates and frees the same sequence: the range
+ * allocator is deterministic, so every build has the same addresses. */
+static int build(fragmented *f) {
+  for (size_t i = 0; i < f->n; i++) hbm_free_handle(f->heap, f->h[i]);
+  f->n = 0;
+  uint64_t s = f->seed, used = 0;
+  size_t total = 0;
+  for (;;) {
+    uint64_t r = rng_next(&s) % 100, size;
+    if (r < 50) size = (1 + rng_next(&s) % 16) << 16;          /* 64 KiB to 1 MiB */
+    else if (r < 80) size = (16 + rng_next(&s) % 241) << 16;   /* 1 to 16 MiB */
+    else if (r < 97) size = (256 + rng_next(&s) % 769) << 16;  /* 16 to 64 MiB */
+    else size = (1024 + rng_next(&s) % 3073) << 16;            /* 64 to 256 MiB */
+    if (used + size > f->capacity / 100 * 92) break;
+    if (total == f->cap) {
+      size_t cap = f->cap ? f->cap * 2 : 1024;
+      hbm_handle *h = realloc(f->h, cap * sizeof *h);
+      if (h) f->h = h;
+      uint64_t *sz = h ? realloc(f->size, cap * sizeof *sz) : NULL;
+      if (sz) f->size = sz;
+      unsigned char *fl = sz ? realloc(f->fill, cap) : NULL;
+      if (!fl) return HBM_EHOSTMEM;
+      f->fill = fl;
+      f->cap = cap;
+    }
+    int rc = hbm_alloc_handle(f->heap, size, HBM_TAG_ACT, 0, &f->h[total]);
+    if (rc != HBM_OK) return rc;
+    uint64_t a;
+    hbm_handle_addr(f->heap, f->h[total], &a);
+    f->size[total] = size;
+    f->fill[total] = (unsigned char)(1 + rng_next(&s) % 255);
+    memset((void *)(uintptr_t)a, f->fill[total], size);
+    used += size;
+    total++;
+  }
+  for (size_t i = 0; i < total; i++) { /* free 40%, keep the rest in order */
+    if (rng_next(&s) % 100 < 40) {
+      hbm_free_handle(f->heap, f->h[i]);
+    } else {
+      f->h[f->n] = f->h[i];
+      f->size[f->n] = f->size[i];
+      f->fill[f->n] = f->fill[i];
+      f->n++;
+    }
+  }
+  return HBM_OK;
+}
+
+/* Every byte of every live block still holds its fill. */
+static int verify(fragmented *f) {
+  static unsigned char ref[1 << 20];
+  for (size_t i = 0; i < f->n; i++) {
+    uint64_t a;
+    if (hbm_handle_addr(f->heap, f->h[i], &a) != HBM_OK) return 0;
+    memset(ref, f->fill[i], sizeof ref);
+    for (uint64_t off = 0; off < f->size[i]; off += sizeof ref) {
+      uint64_t n = f->size[i] - off < sizeof ref ? f->size[i] - off : sizeof ref;
+      if (memcmp((void *)(uintptr_t)(a + off), ref, n)) return 0;
+    }
+  }
+  return 1;
+}
+
+/* One pass (need 0: full), timed, its moves recorded. */
+static int timed_pass(fragmented *f, uint64_t need, moves *m, hbm_compact_result *r, double *ns) {
+  hbm_relocation_hooks hooks = {on_moved, NULL, m};
+  m->n = 0;
+  hbm_heap_set_relocation_hooks(f->heap, &hooks);
+  hbm_compact_options o = {.need = need};
+  double t0 = bench_now_ns();
+  int rc = hbm_compact(f->heap, &o, r);
+  *ns = bench_now_ns() - t0;
+  hbm_heap_set_relocation_hooks(f->heap, NULL);
+  return rc != HBM_OK ? rc : m->failed ? HBM_EHOSTMEM : HBM_OK;
+}
+
+/* The same copies with bare memmove, adjacent moves joined. */
+static double memmove_moves(const moves *m) {
+  double t0 = bench_now_ns();
+  for (size_t i = 0; i < m->n;) {
+    uint64_t src = m->v[i].src, dst = m->v[i].dst, len = m->v[i].size;
+    for (i++; i < m->n && m->v[i].src == src + len && m->v[i].dst == dst + len; i++) len += m->v[i].size;
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, len);
+  }
+  return bench_now_ns() - t0;
+}
+
+/* The same runs copied to a separate buffer (no overlap), 256 MiB at a time:
+ * memmove's bandwidth where it may use non-temporal stores. */
+enum { SCRATCH = 256 << 20 };
+static double memmove_disjoint(const moves *m, unsigned char *scratch) {
+  double t0 = bench_now_ns();
+  for (size_t i = 0; i < m->n;) {
+    uint64_t src = m->v[i].src, len = m->v[i].size;
+    for (i++; i < m->n && m->v[i].src == src + len && m->v[i].dst == m->v[i - 1].dst + m->v[i - 1].size; i++)
+      len += m->v[i].size;
+    for (uint64_t off = 0; off < len; off += SCRATCH)
+      memmove(scratch, (const void *)(uintptr_t)(src + off), len - off < SCRATCH ? len - off : SCRATCH);
+  }
+  return bench_now_ns() - t0;
+}
+
+typedef struct figures {
+  uint64_t moved, min_moved, blocks, copies;
+  double compact_ns, memmove_ns, disjoint_ns;
+  int verified;
+} figures;
+
+static int measure(fragmented *f, uint64_t need, int rounds, unsigned char *scratch, figures *out) {
+  moves m = {0};
+  int rc = HBM_OK;
+  memset(out, 0, sizeof *out);
+  out->verified = 1;
+  for (int round = 0; round < rounds && rc == HBM_OK; round++) {
+    hbm_compact_result r;
+    double ns;
+    if ((rc = build(f)) != HBM_OK || (rc = timed_pass(f, need, &m, &r, &ns)) != HBM_OK) break;
+    if (round == 0 && !verify(f)) out->verified = 0;
+    if (!out->compact_ns || ns < out->compact_ns) out->compact_ns = ns;
+    out->moved = r.moved_bytes;
+    out->min_moved = r.min_moved_bytes;
+    out->blocks = r.moved_blocks;
+    out->copies = r.copies;
+    if ((rc = build(f)) != HBM_OK) break;
+    ns = memmove_disjoint(&m, scratch);
+    if (!out->disjoint_ns || ns < out->disjoint_ns) out->disjoint_ns = ns;
+    ns = memmove_moves(&m);
+    if (!out->memmove_ns || ns < out->memmove_ns) out->memmove_ns = ns;
+  }
+  free(m.v);
+  return rc;
+}
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: hbm bench compact [--json] [--capacity SIZE] [--rounds N] [--seed S]\n\n"
+          "Compaction of a fragmented heap on the host device against bare memmove of\n"
+          "the same copies, in one run; and a partial pass for a request that fails for\n"
+          "fragmentation, against the minimum any plan needs and against full compaction.\n"
+          "  --capacity SIZE  host device size (default 4GiB; needs that much free RAM)\n"
+          "  --rounds N       best of N for each time (default 3)\n"
+          "  --seed S         heap layout (default 437)\n"
+          "JSON keys: compact_gbps, memmove_gbps, ratio (compact/memmove),\n"
+          "memmove_disjoint_gbps (same runs, separate destination), ratio_disjoint, moved_bytes,\n"
+          "min_moved_bytes (full pass: least any plan moves to open a hole as large as\n"
+          "full's), compact_seconds, memmove_seconds, moved_blocks, copies, live_bytes,\n"
+          "free_bytes, largest_free, request, partial_moved_bytes, partial_min_moved_bytes,\n"
+          "partial_full_moved_bytes, partial_compact_gbps, partial_memmove_gbps, verified.\n");
+}
+
+int bench_compact(int argc, char **argv) {
+  static const struct option opts[] = {{"json", no_argument, 0, 'j'}, {"capacity", required_argument, 0, 'c'},
+                                       {"rounds", required_argument, 0, 'r'}, {"seed", required_argument, 0, 's'},
+                                       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  int json = 0, c;
+  uint64_t capacity = 4ull << 30, rounds = 3, seed = 437;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    char *end = NULL;
+    switch (c) {
+      case 'j': json = 1; break;
+      case 'c': if (!cli_parse_size("bench compact: --capacity", optarg, &capacity)) return CLI_BAD_INPUT; break;
+      case 'r': rounds = strtoull(optarg, &end, 10); break;
+      case 's': seed = strtoull(optarg, &end, 10); break;
+      case 'h': usage(stdout); return CLI_OK;
+      default: usage(stderr); return CLI_BAD_INPUT;
+    }
+    if (end && (*end || (c == 'r' && (rounds == 0 || rounds > 100)))) {
+      cli_error("bench compact: --%s expects a number%s, got '%s'", c == 'r' ? "rounds" : "seed",
+                c == 'r' ? " from 1 to 100" : "", optarg);
+      return CLI_BAD_INPUT;
+    }
+  }
+  if (capacity < (256ull << 20)) { cli_error("bench compact: --capacity at least 256MiB"); return CLI_BAD_INPUT; }
+  char spec[64];
+  snprintf(spec, sizeof spec, "host:%llu", (unsigned long long)(capacity & ~((2ull << 20) - 1)));
+  fragmented f = {.seed = seed};
+  if (hbm_device_open(spec, &f.dev) != HBM_OK) { cli_error("bench compact: cannot open %s", spec); return CLI_FAILED; }
+  hbm_device_caps caps;
+  hbm_device_get_caps(f.dev, &caps);
+  f.capacity = caps.capacity;
+  if (hbm_heap_create(f.dev, "compact", "on_failure:off", &f.heap) != HBM_OK) {
+    hbm_device_close(f.dev);
+    cli_error("bench compact: cannot create the heap");
+    return CLI_FAILED;
+  }
+  /* The layout and a request that fails for fragmentation in it. */
+  hbm_stats st;
+  int rc = build(&f);
+  hbm_heap_stats(f.heap, &st);
+  uint64_t free_bytes = f.capacity - st.allocated, largest = st.largest_free;
+  uint64_t request = largest + (free_bytes - largest) / 3;
+  hbm_compact_result dry_full;
+  hbm_compact_options o = {.dry_run = 1};
+  if (rc == HBM_OK) rc = hbm_compact(f.heap, &o, &dry_full);
+  figures full = {0}, part = {0};
+  unsigned char *scratch = malloc(SCRATCH);
+  if (!scratch) rc = HBM_EHOSTMEM;
+  else memset(scratch, 0, SCRATCH); /* touched before timing */
+  if (rc == HBM_OK) rc = measure(&f, 0, (int)rounds, scratch, &full);
+  if (rc == HBM_OK) rc = measure(&f, request, (int)rounds, scratch, &part);
+  free(scratch);
+  uint64_t live = st.allocated, nblocks = f.n;
+  for (size_t i = 0; i < f.n; i++) hbm_free_handle(f.heap, f.h[i]);
+  hbm_heap_destroy(f.heap);
+  hbm_device_close(f.dev);
+  free(f.h);
+  free(f.size);
+  free(f.fill);
+  if (rc != HBM_OK) { cli_error("bench compact: %s", hbm_strerror(rc)); return CLI_FAILED; }
+  double gb = 1e9;
+  double compact_gbps = full.moved / (full.compact_ns / gb) / gb, memmove_gbps = full.moved / (full.memmove_ns / gb) / gb;
+  double disjoint_gbps = full.moved / (full.disjoint_ns / gb) / gb;
+  double p_compact_gbps = part.compact_ns > 0 ? part.moved / (part.compact_ns / gb) / gb : 0;
+  double p_memmove_gbps = part.memmove_ns > 0 ? part.moved / (part.memmove_ns / gb) / gb : 0;
+  int verified = full.verified && part.verified;
+  if (json) {
+    hbm_json j;
+    hbm_json_init(&j);
+    hbm_json_object_begin(&j);
+    hbm_json_kv_string(&j, "bench", "compact");
+    hbm_json_kv_u64(&j, "capacity", f.capacity);
+    hbm_json_kv_u64(&j, "live_bytes", live);
+    hbm_json_kv_u64(&j, "live_blocks", nblocks);
+    hbm_json_kv_u64(&j, "free_bytes", free_bytes);
+    hbm_json_kv_u64(&j, "largest_free", largest);
+    hbm_json_kv_u64(&j, "rounds", rounds);
+    hbm_json_kv_double(&j, "compact_gbps", compact_gbps);
+    hbm_json_kv_double(&j, "memmove_gbps", memmove_gbps);
+    hbm_json_kv_double(&j, "ratio", compact_gbps / memmove_gbps);
+    hbm_json_kv_double(&j, "memmove_disjoint_gbps", disjoint_gbps);
+    hbm_json_kv_double(&j, "ratio_disjoint", compact_gbps / disjoint_gbps);
+    hbm_json_kv_double(&j, "compact_seconds", full.compact_ns / 1e9);
+    hbm_json_kv_double(&j, "memmove_seconds", full.memmove_ns / 1e9);
+    hbm_json_kv_u64(&j, "moved_bytes", full.moved);
+    hbm_json_kv_u64(&j, "min_moved_bytes", full.min_moved);
+    hbm_json_kv_u64(&j, "moved_blocks", full.blocks);
+    hbm_json_kv_u64(&j, "copies", full.copies);
+    hbm_json_kv_u64(&j, "request", request);
+    hbm_json_kv_u64(&j, "partial_moved_bytes", part.moved);
+    hbm_json_kv_u64(&j, "partial_min_moved_bytes", part.min_moved);
+    hbm_json_kv_u64(&j, "partial_full_moved_bytes", full.moved);
+    hbm_json_kv_double(&j, "partial_compact_gbps", p_compact_gbps);
+    hbm_json_kv_double(&j, "partial_memmove_gbps", p_memmove_gbps);
+    hbm_json_key(&j, "verified");
+    hbm_json_bool(&j, verified);
+    hbm_json_object_end(&j);
+    printf("%s\n", j.buf);
+    hbm_json_release(&j);
+  } else {
+    char b1[32], b2[32], b3[32], b4[32];
+    printf("fragmented heap on %s: %s live in %llu blocks, %s free, largest free %s (best of %llu)\n", spec,
+           cli_size(live, b1), (unsigned long long)nblocks, cli_size(free_bytes, b2), cli_size(largest, b3),
+           (unsigned long long)rounds);
+    printf("  full compaction   moved %s in %llu blocks (%llu copies), %.3f s, %6.2f GB/s\n", cli_size(full.moved, b1),
+           (unsigned long long)full.blocks, (unsigned long long)full.copies, full.compact_ns / 1e9, compact_gbps);
+    printf("  memmove, same copies                                %.3f s, %6.2f GB/s\n", full.memmove_ns / 1e9, memmove_gbps);
+    printf("  memmove, same runs to a separate buffer             %.3f s, %6.2f GB/s\n", full.disjoint_ns / 1e9, disjoint_gbps);
+    printf("  ratio compact/memmove %.3f (target >= 0.80), compact/disjoint memmove %.3f\n", compact_gbps / memmove_gbps,
+           compact_gbps / disjoint_gbps);
+    printf("  full: least any plan moves for a hole of its size: %s\n", cli_size(full.min_moved, b1));
+    printf("  partial for a %s request: moved %s, minimum %s, full would move %s (%.3f of full); %.2f GB/s "
+           "vs memmove %.2f GB/s\n",
+           cli_size(request, b1), cli_size(part.moved, b2), cli_size(part.min_moved, b3), cli_size(full.moved, b4),
+           full.moved ? (double)part.moved / (double)full.moved : 0, p_compact_gbps, p_memmove_gbps);
+    printf("  contents after each kind of pass: %s\n", verified ? "verified" : "LOST");
+  }
+  return verified ? CLI_OK : CLI_FAILED;
+}

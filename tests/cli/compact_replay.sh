@@ -1,0 +1,52 @@
+#!/bin/sh
+# Policy compact on the command line: step 437 completes with one pass that
+# moves the minimum (4 GiB); the same layout in MiB on the host device with
+# --verify; a short 910c-dense run from the workload generator at 82 GiB
+# (the field report's configured peak), where bestfit fails for
+# fragmentation; bad settings exit 2; hbm bench compact's JSON keys (a tiny
+# heap: a smoke run, never a timing check).
+set -u
+fail=0
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+trace="$HBM_ROOT/tests/fixtures/step437.trace"
+
+out=$("$HBM" replay "$trace" --policy compact --device sim:96GiB --json) || { echo "FAIL replay exited $?"; exit 1; }
+echo "$out"
+for key in '"policy":"compact"' '"moved_bytes":4294967296' '"min_moved_bytes":4294967296' '"compactions":1' \
+           '"sync_points":1' '"failures":0' '"oom":null'; do
+  echo "$out" | grep -q "$key" || { echo "FAIL: step437 JSON lacks $key"; fail=1; }
+done
+"$HBM" replay "$trace" --policy compact --device sim:96GiB | grep -q "compact .*none" || { echo "FAIL: text table"; fail=1; }
+
+# Every 500 steps as in the field report: one full pass at step 500 never comes (the trace ends at 437).
+"$HBM" replay "$trace" --policy compact --alloc-conf every_steps:500 --device sim:96GiB --json | grep -q '"full_compactions":0' \
+  || { echo "FAIL: every_steps"; fail=1; }
+"$HBM" replay "$trace" --policy compact --alloc-conf sometimes > /dev/null 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "on_failure" "$dir/err" || { echo "FAIL: bad setting: exit $rc"; cat "$dir/err"; fail=1; }
+
+sed 's/GiB/MiB/g' "$trace" > "$dir/step437-mib.trace"
+out=$("$HBM" replay "$dir/step437-mib.trace" --policy compact --device host:96MiB --verify --json) \
+  || { echo "FAIL: host replay exited $?"; fail=1; }
+echo "$out"
+for key in '"moved_bytes":4194304' '"verified_blocks":14' '"oom":null'; do
+  echo "$out" | grep -q "$key" || { echo "FAIL: host step437 JSON lacks $key"; fail=1; }
+done
+
+if "$HBM" gen llm --list-presets 2>/dev/null | grep -q 910c-dense; then
+  "$HBM" gen llm --preset 910c-dense --steps 60 -o "$dir/910c.trace" > /dev/null 2>&1 || { echo "FAIL: gen llm"; fail=1; }
+  out=$("$HBM" replay "$dir/910c.trace" --policy bestfit,compact --device sim:82GiB --json) || { echo "FAIL: 910c replay"; fail=1; }
+  echo "$out" | sed 's/},{/},\n{/g'
+  compact=$(echo "$out" | sed 's/.*"policy":"compact"//')
+  echo "$compact" | grep -q '"oom":null' || { echo "FAIL: 910c-dense did not complete under compact"; fail=1; }
+  echo "$compact" | grep -q '"failed_compactions":0' || { echo "FAIL: 910c-dense: a pass failed"; fail=1; }
+else
+  echo "skip 910c-dense: this build has no gen llm preset"
+fi
+
+out=$("$HBM" bench compact --capacity 256MiB --rounds 1 --json) || { echo "FAIL: bench compact exited $?"; fail=1; }
+echo "$out"
+for key in '"compact_gbps"' '"memmove_gbps"' '"moved_bytes"' '"min_moved_bytes"' '"verified":true'; do
+  echo "$out" | grep -q "$key" || { echo "FAIL: bench JSON lacks $key"; fail=1; }
+done
+exit $fail
