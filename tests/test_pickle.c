@@ -57,7 +57,8 @@ static hbm_pickle *parse_ok_(const void *data, size_t len, const char *what, int
 #define PARSE_OK(bytes) parse_ok_(bytes, sizeof(bytes) - 1, #bytes, __LINE__)
 
 /* Expects HBM_EPARSE with diag->offset == offset and each of the NULL-ended
- * substrings in the message (which must also start with "byte <offset>:"). */
+ * substrings in the message (the offset is diag->offset; a printer such as the
+ * CLI's shows it as "file: byte N: message", so the message does not repeat it). */
 static void parse_fails_(const void *data, size_t len, const hbm_pickle_limits *lim,
                          uint64_t offset, int line, ...) {
   hbm_pickle *doc = (hbm_pickle *)(uintptr_t)1;
@@ -74,9 +75,7 @@ static void parse_fails_(const void *data, size_t len, const hbm_pickle_limits *
     fprintf(stderr, "%s:%d: *out changed on failure\n", __FILE__, line);
     test_failures_++;
   }
-  char prefix[64];
-  snprintf(prefix, sizeof prefix, "byte %" PRIu64 ": ", offset);
-  if (d.offset != offset || strncmp(d.message, prefix, strlen(prefix)) != 0 ||
+  if (d.offset != offset || strncmp(d.message, "byte ", 5) == 0 || d.message[0] == 0 ||
       strcmp(d.file, "bad.pickle") != 0 || d.line != 0) {
     fprintf(stderr, "%s:%d: expected offset %" PRIu64 ", got %" PRIu64 " in %s: \"%s\"\n",
             __FILE__, line, offset, d.offset, d.file, d.message);
@@ -770,7 +769,7 @@ static void test_bad_fixtures(void) {
     memset(&d, 0, sizeof d);
     int rc = hbm_pickle_parse((const uint8_t *)data, n, rel, NULL, &doc, &d);
     if (cases[i].want) {
-      if (rc != HBM_EPARSE || !strstr(d.message, cases[i].want) || strncmp(d.message, "byte ", 5)) {
+      if (rc != HBM_EPARSE || !strstr(d.message, cases[i].want) || !strncmp(d.message, "byte ", 5)) {
         fprintf(stderr, "%s: rc %d, message \"%s\", wanted \"%s\"\n", rel, rc, d.message,
                 cases[i].want);
         test_failures_++;
@@ -823,7 +822,7 @@ static void test_prefixes_and_mutations(uint64_t seed) {
       if (rc == HBM_OK) {
         parsed++;
         canon_of(hbm_pickle_root(doc)); /* the tree is walkable: finite, acyclic */
-      } else if (rc != HBM_EPARSE || strncmp(d.message, "byte ", 5) || d.offset > len) {
+      } else if (rc != HBM_EPARSE || !d.message[0] || !strncmp(d.message, "byte ", 5) || d.offset > len) {
         fprintf(stderr, "mutation %zu: rc %d \"%s\"\n", it, rc, d.message);
         test_failures_++;
       }

@@ -164,7 +164,7 @@ typedef struct parser {
   pk_node *none, *true_, *false_; /* shared singletons */
 } parser;
 
-/* Formats "byte N: <message>" into diag and returns HBM_EPARSE. */
+/* Records the message and its byte offset in diag; returns HBM_EPARSE. */
 __attribute__((format(printf, 3, 4)))
 static int fail_at(parser *p, size_t offset, const char *fmt, ...) {
   char msg[400];
@@ -172,12 +172,12 @@ static int fail_at(parser *p, size_t offset, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return hbm_diag_set(p->diag, p->name, 0, offset, "byte %zu: %s", offset, msg);
+  return hbm_diag_set(p->diag, p->name, 0, offset, "%s", msg);
 }
 #define FAIL(...) fail_at(p, p->op_pos, __VA_ARGS__)
 
 static int fail_nomem(parser *p) {
-  hbm_diag_set(p->diag, p->name, 0, p->op_pos, "byte %zu: out of host memory", p->op_pos);
+  hbm_diag_set(p->diag, p->name, 0, p->op_pos, "out of host memory");
   return HBM_EHOSTMEM;
 }
 
