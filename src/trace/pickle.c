@@ -492,8 +492,8 @@ static int memo_get(parser *p, uint64_t idx) {
 
 /* Decimal index of the text forms PUT/GET. */
 static int read_text_index(parser *p, uint64_t *idx) {
-  const char *s;
-  size_t n;
+  const char *s = NULL;
+  size_t n = 0; /* set by read_line on success; initialized for the optimizer */
   int rc = read_line(p, &s, &n);
   if (rc) return rc;
   if (n == 0 || n > 19) return FAIL("%s: expected a decimal memo index", cur_name(p));
