@@ -281,6 +281,8 @@ static int read_length(parser *p, size_t width, int is_signed, size_t *out) {
  * *n, and moves past the newline. */
 static int read_line(parser *p, const char **line, size_t *n) {
   const uint8_t *start = p->data + p->pos;
+  *line = NULL; /* defined on every path, so callers (and the optimizer) see them set */
+  *n = 0;
   const uint8_t *nl = memchr(start, '\n', left(p));
   if (!nl) return FAIL("truncated %s: no newline ends its argument", cur_name(p));
   *line = (const char *)start;
@@ -457,6 +459,7 @@ static int make_tuple(parser *p, size_t from) {
 }
 
 static int pop_mark(parser *p, size_t *base) {
+  *base = 0; /* defined on every path */
   if (!p->nmarks) return FAIL("%s without a MARK before it", cur_name(p));
   *base = p->marks[--p->nmarks];
   return HBM_OK;
@@ -492,8 +495,8 @@ static int memo_get(parser *p, uint64_t idx) {
 
 /* Decimal index of the text forms PUT/GET. */
 static int read_text_index(parser *p, uint64_t *idx) {
-  const char *s = NULL;
-  size_t n = 0; /* set by read_line on success; initialized for the optimizer */
+  const char *s;
+  size_t n;
   int rc = read_line(p, &s, &n);
   if (rc) return rc;
   if (n == 0 || n > 19) return FAIL("%s: expected a decimal memo index", cur_name(p));
