@@ -14,8 +14,10 @@
  *   partial  a request between the largest free block and the free total
  *            (it fails for fragmentation): bytes a partial pass moves against
  *            the minimum any plan needs, and against full compaction.
- * Each time is the best of --rounds; the blocks' bytes are verified after the
- * first pass of each kind. Pages are touched before timing (no first-touch
+ * Each round measures compaction and then memmove seconds apart; times are
+ * medians over --rounds and ratios medians of the per-round ratios, so a load
+ * change on a shared machine moves both sides. The blocks' bytes are
+ * verified after the first pass of each kind. Pages are touched before timing (no first-touch
  * faults in either figure). */
 #include <getopt.h>
 #include <stdio.h>
@@ -36,7 +38,7 @@ typedef struct fragmented {
   uint64_t *size;      /* their sizes */
   unsigned char *fill; /* their fill bytes */
   size_t n, cap;
-  uint64_t capacity, seed;
+  uint64_t capacity, seed, max_block;
 } fragmented;
 
 static uint64_t rng_next(uint64_t *s) {
@@ -72,6 +74,7 @@ static int build(fragmented *f) {
     else if (r < 80) size = (16 + rng_next(&s) % 241) << 16;   /* 1 to 16 MiB */
     else if (r < 97) size = (256 + rng_next(&s) % 769) << 16;  /* 16 to 64 MiB */
     else size = (1024 + rng_next(&s) % 3073) << 16;            /* 64 to 256 MiB */
+    if (size > f->max_block) size = f->max_block;
     if (used + size > f->capacity / 100 * 92) break;
     if (total == f->cap) {
       size_t cap = f->cap ? f->cap * 2 : 1024;
@@ -146,26 +149,51 @@ static double memmove_moves(const moves *m) {
   return bench_now_ns() - t0;
 }
 
-/* The same runs copied to a separate buffer (no overlap), 256 MiB at a time:
- * memmove's bandwidth where it may use non-temporal stores. */
+/* The same runs copied to a separate 256 MiB buffer (no overlap), written
+ * round-robin so destinations are not cache-resident: memmove's bandwidth
+ * where it may use non-temporal stores. */
 enum { SCRATCH = 256 << 20 };
 static double memmove_disjoint(const moves *m, unsigned char *scratch) {
+  uint64_t at = 0;
   double t0 = bench_now_ns();
   for (size_t i = 0; i < m->n;) {
     uint64_t src = m->v[i].src, len = m->v[i].size;
     for (i++; i < m->n && m->v[i].src == src + len && m->v[i].dst == m->v[i - 1].dst + m->v[i - 1].size; i++)
       len += m->v[i].size;
-    for (uint64_t off = 0; off < len; off += SCRATCH)
-      memmove(scratch, (const void *)(uintptr_t)(src + off), len - off < SCRATCH ? len - off : SCRATCH);
+    for (uint64_t off = 0; off < len;) {
+      uint64_t n = len - off < SCRATCH - at ? len - off : SCRATCH - at;
+      memmove(scratch + at, (const void *)(uintptr_t)(src + off), n);
+      off += n;
+      at = (at + n) % SCRATCH;
+    }
   }
   return bench_now_ns() - t0;
 }
 
+enum { MAX_ROUNDS = 100 };
 typedef struct figures {
   uint64_t moved, min_moved, blocks, copies;
-  double compact_ns, memmove_ns, disjoint_ns;
-  int verified;
+  double compact_ns[MAX_ROUNDS], memmove_ns[MAX_ROUNDS], disjoint_ns[MAX_ROUNDS];
+  int rounds, verified;
 } figures;
+
+static int dbl_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+static double median(const double *v, int n) {
+  double s[MAX_ROUNDS];
+  memcpy(s, v, (size_t)n * sizeof *s);
+  qsort(s, (size_t)n, sizeof *s, dbl_cmp);
+  return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+/* Median over rounds of each round's time a / time b: the two were measured
+ * seconds apart, so a load change on a shared machine shifts both. */
+static double median_ratio(const double *a, const double *b, int n) {
+  double r[MAX_ROUNDS];
+  for (int i = 0; i < n; i++) r[i] = b[i] / a[i];
+  return median(r, n);
+}
 
 static int measure(fragmented *f, uint64_t need, int rounds, unsigned char *scratch, figures *out) {
   moves m = {0};
@@ -177,16 +205,15 @@ static int measure(fragmented *f, uint64_t need, int rounds, unsigned char *scra
     double ns;
     if ((rc = build(f)) != HBM_OK || (rc = timed_pass(f, need, &m, &r, &ns)) != HBM_OK) break;
     if (round == 0 && !verify(f)) out->verified = 0;
-    if (!out->compact_ns || ns < out->compact_ns) out->compact_ns = ns;
+    out->compact_ns[round] = ns;
     out->moved = r.moved_bytes;
     out->min_moved = r.min_moved_bytes;
     out->blocks = r.moved_blocks;
     out->copies = r.copies;
     if ((rc = build(f)) != HBM_OK) break;
-    ns = memmove_disjoint(&m, scratch);
-    if (!out->disjoint_ns || ns < out->disjoint_ns) out->disjoint_ns = ns;
-    ns = memmove_moves(&m);
-    if (!out->memmove_ns || ns < out->memmove_ns) out->memmove_ns = ns;
+    out->memmove_ns[round] = memmove_moves(&m);
+    out->disjoint_ns[round] = memmove_disjoint(&m, scratch);
+    out->rounds = round + 1;
   }
   free(m.v);
   return rc;
@@ -194,13 +221,16 @@ static int measure(fragmented *f, uint64_t need, int rounds, unsigned char *scra
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: hbm bench compact [--json] [--capacity SIZE] [--rounds N] [--seed S]\n\n"
+          "usage: hbm bench compact [--json] [--capacity SIZE] [--rounds N] [--seed S] [--max-block SIZE]\n\n"
           "Compaction of a fragmented heap on the host device against bare memmove of\n"
           "the same copies, in one run; and a partial pass for a request that fails for\n"
           "fragmentation, against the minimum any plan needs and against full compaction.\n"
           "  --capacity SIZE  host device size (default 4GiB; needs that much free RAM)\n"
-          "  --rounds N       best of N for each time (default 3)\n"
+          "  --rounds N       rounds; times are medians, ratios medians of per-round ratios\n"
+          "                   (default 5)\n"
           "  --seed S         heap layout (default 437)\n"
+          "  --max-block SIZE largest block, a multiple of 64KiB (default 256MiB; smaller:\n"
+          "                   more blocks, more bookkeeping per byte moved)\n"
           "JSON keys: compact_gbps, memmove_gbps, ratio (compact/memmove),\n"
           "memmove_disjoint_gbps (same runs, separate destination), ratio_disjoint, moved_bytes,\n"
           "min_moved_bytes (full pass: least any plan moves to open a hole as large as\n"
@@ -212,30 +242,36 @@ static void usage(FILE *out) {
 int bench_compact(int argc, char **argv) {
   static const struct option opts[] = {{"json", no_argument, 0, 'j'}, {"capacity", required_argument, 0, 'c'},
                                        {"rounds", required_argument, 0, 'r'}, {"seed", required_argument, 0, 's'},
+                                       {"max-block", required_argument, 0, 'm'},
                                        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   int json = 0, c;
-  uint64_t capacity = 4ull << 30, rounds = 3, seed = 437;
+  uint64_t capacity = 4ull << 30, rounds = 5, seed = 437, max_block = 256ull << 20;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     char *end = NULL;
     switch (c) {
       case 'j': json = 1; break;
       case 'c': if (!cli_parse_size("bench compact: --capacity", optarg, &capacity)) return CLI_BAD_INPUT; break;
+      case 'm': if (!cli_parse_size("bench compact: --max-block", optarg, &max_block)) return CLI_BAD_INPUT; break;
       case 'r': rounds = strtoull(optarg, &end, 10); break;
       case 's': seed = strtoull(optarg, &end, 10); break;
       case 'h': usage(stdout); return CLI_OK;
       default: usage(stderr); return CLI_BAD_INPUT;
     }
-    if (end && (*end || (c == 'r' && (rounds == 0 || rounds > 100)))) {
+    if (end && (*end || (c == 'r' && (rounds == 0 || rounds > MAX_ROUNDS)))) {
       cli_error("bench compact: --%s expects a number%s, got '%s'", c == 'r' ? "rounds" : "seed",
                 c == 'r' ? " from 1 to 100" : "", optarg);
       return CLI_BAD_INPUT;
     }
   }
   if (capacity < (256ull << 20)) { cli_error("bench compact: --capacity at least 256MiB"); return CLI_BAD_INPUT; }
+  if (max_block < (64 << 10) || max_block % (64 << 10)) {
+    cli_error("bench compact: --max-block a multiple of 64KiB");
+    return CLI_BAD_INPUT;
+  }
   char spec[64];
   snprintf(spec, sizeof spec, "host:%llu", (unsigned long long)(capacity & ~((2ull << 20) - 1)));
-  fragmented f = {.seed = seed};
+  fragmented f = {.seed = seed, .max_block = max_block};
   if (hbm_device_open(spec, &f.dev) != HBM_OK) { cli_error("bench compact: cannot open %s", spec); return CLI_FAILED; }
   hbm_device_caps caps;
   hbm_device_get_caps(f.dev, &caps);
@@ -269,11 +305,15 @@ int bench_compact(int argc, char **argv) {
   free(f.size);
   free(f.fill);
   if (rc != HBM_OK) { cli_error("bench compact: %s", hbm_strerror(rc)); return CLI_FAILED; }
-  double gb = 1e9;
-  double compact_gbps = full.moved / (full.compact_ns / gb) / gb, memmove_gbps = full.moved / (full.memmove_ns / gb) / gb;
-  double disjoint_gbps = full.moved / (full.disjoint_ns / gb) / gb;
-  double p_compact_gbps = part.compact_ns > 0 ? part.moved / (part.compact_ns / gb) / gb : 0;
-  double p_memmove_gbps = part.memmove_ns > 0 ? part.moved / (part.memmove_ns / gb) / gb : 0;
+  int n = full.rounds;
+  double compact_s = median(full.compact_ns, n) / 1e9, memmove_s = median(full.memmove_ns, n) / 1e9;
+  double disjoint_s = median(full.disjoint_ns, n) / 1e9;
+  double compact_gbps = full.moved / compact_s / 1e9, memmove_gbps = full.moved / memmove_s / 1e9;
+  double disjoint_gbps = full.moved / disjoint_s / 1e9;
+  double ratio = median_ratio(full.compact_ns, full.memmove_ns, n);
+  double ratio_disjoint = median_ratio(full.compact_ns, full.disjoint_ns, n);
+  double p_compact_gbps = part.moved / (median(part.compact_ns, part.rounds) / 1e9) / 1e9;
+  double p_memmove_gbps = part.moved / (median(part.memmove_ns, part.rounds) / 1e9) / 1e9;
   int verified = full.verified && part.verified;
   if (json) {
     hbm_json j;
@@ -288,11 +328,11 @@ int bench_compact(int argc, char **argv) {
     hbm_json_kv_u64(&j, "rounds", rounds);
     hbm_json_kv_double(&j, "compact_gbps", compact_gbps);
     hbm_json_kv_double(&j, "memmove_gbps", memmove_gbps);
-    hbm_json_kv_double(&j, "ratio", compact_gbps / memmove_gbps);
+    hbm_json_kv_double(&j, "ratio", ratio);
     hbm_json_kv_double(&j, "memmove_disjoint_gbps", disjoint_gbps);
-    hbm_json_kv_double(&j, "ratio_disjoint", compact_gbps / disjoint_gbps);
-    hbm_json_kv_double(&j, "compact_seconds", full.compact_ns / 1e9);
-    hbm_json_kv_double(&j, "memmove_seconds", full.memmove_ns / 1e9);
+    hbm_json_kv_double(&j, "ratio_disjoint", ratio_disjoint);
+    hbm_json_kv_double(&j, "compact_seconds", compact_s);
+    hbm_json_kv_double(&j, "memmove_seconds", memmove_s);
     hbm_json_kv_u64(&j, "moved_bytes", full.moved);
     hbm_json_kv_u64(&j, "min_moved_bytes", full.min_moved);
     hbm_json_kv_u64(&j, "moved_blocks", full.blocks);
@@ -310,15 +350,15 @@ int bench_compact(int argc, char **argv) {
     hbm_json_release(&j);
   } else {
     char b1[32], b2[32], b3[32], b4[32];
-    printf("fragmented heap on %s: %s live in %llu blocks, %s free, largest free %s (best of %llu)\n", spec,
+    printf("fragmented heap on %s: %s live in %llu blocks, %s free, largest free %s (median of %llu rounds)\n", spec,
            cli_size(live, b1), (unsigned long long)nblocks, cli_size(free_bytes, b2), cli_size(largest, b3),
            (unsigned long long)rounds);
     printf("  full compaction   moved %s in %llu blocks (%llu copies), %.3f s, %6.2f GB/s\n", cli_size(full.moved, b1),
-           (unsigned long long)full.blocks, (unsigned long long)full.copies, full.compact_ns / 1e9, compact_gbps);
-    printf("  memmove, same copies                                %.3f s, %6.2f GB/s\n", full.memmove_ns / 1e9, memmove_gbps);
-    printf("  memmove, same runs to a separate buffer             %.3f s, %6.2f GB/s\n", full.disjoint_ns / 1e9, disjoint_gbps);
-    printf("  ratio compact/memmove %.3f (target >= 0.80), compact/disjoint memmove %.3f\n", compact_gbps / memmove_gbps,
-           compact_gbps / disjoint_gbps);
+           (unsigned long long)full.blocks, (unsigned long long)full.copies, compact_s, compact_gbps);
+    printf("  memmove, same copies                                %.3f s, %6.2f GB/s\n", memmove_s, memmove_gbps);
+    printf("  memmove, same runs to a separate buffer             %.3f s, %6.2f GB/s\n", disjoint_s, disjoint_gbps);
+    printf("  ratio compact/memmove %.3f (target >= 0.80), compact/disjoint memmove %.3f (medians of per-round ratios)\n",
+           ratio, ratio_disjoint);
     printf("  full: least any plan moves for a hole of its size: %s\n", cli_size(full.min_moved, b1));
     printf("  partial for a %s request: moved %s, minimum %s, full would move %s (%.3f of full); %.2f GB/s "
            "vs memmove %.2f GB/s\n",

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ordset.h"
 #include "core/util.h"
 
 /* ---- tuning: may change -------------------------------------------------------- */
@@ -193,23 +194,43 @@ static uint64_t best_slide(const hbm_clayout *l, uint64_t need, size_t *first, s
 
 /* ---- partial: evacuate ---- */
 typedef struct window { size_t first, end; uint64_t cost; } window;
-typedef struct cand_ctx { window *w; size_t n, cap; uint64_t limit; int failed; } cand_ctx;
-static void cand_visit(void *ctx, size_t first, size_t end, uint64_t cost) {
-  cand_ctx *c = ctx;
-  if (cost > c->limit || c->failed) return;
-  if (c->n == c->cap) {
-    size_t cap = c->cap ? c->cap * 2 : 256;
-    window *w = realloc(c->w, cap * sizeof *w);
-    if (!w) { c->failed = 1; return; }
-    c->w = w;
-    c->cap = cap;
-  }
-  c->w[c->n++] = (window){first, end, cost};
-}
 static int window_cmp(const void *a, const void *b) {
   const window *x = a, *y = b;
   if (x->cost != y->cost) return x->cost < y->cost ? -1 : 1;
   return x->first < y->first ? -1 : x->first > y->first;
+}
+/* The EVACUATE_TRIES cheapest windows with cost <= limit: a max-heap on
+ * (cost, first), so each window costs O(log EVACUATE_TRIES). */
+typedef struct cand_ctx { window w[EVACUATE_TRIES]; size_t n; uint64_t limit; } cand_ctx;
+static void cand_sift_down(cand_ctx *c, size_t i) {
+  for (;;) {
+    size_t big = i, l = 2 * i + 1, r = l + 1;
+    if (l < c->n && window_cmp(&c->w[l], &c->w[big]) > 0) big = l;
+    if (r < c->n && window_cmp(&c->w[r], &c->w[big]) > 0) big = r;
+    if (big == i) return;
+    window t = c->w[i];
+    c->w[i] = c->w[big];
+    c->w[big] = t;
+    i = big;
+  }
+}
+static void cand_visit(void *ctx, size_t first, size_t end, uint64_t cost) {
+  cand_ctx *c = ctx;
+  window w = {first, end, cost};
+  if (cost > c->limit) return;
+  if (c->n < EVACUATE_TRIES) {
+    size_t i = c->n++;
+    c->w[i] = w;
+    while (i && window_cmp(&c->w[(i - 1) / 2], &c->w[i]) < 0) {
+      window t = c->w[i];
+      c->w[i] = c->w[(i - 1) / 2];
+      c->w[(i - 1) / 2] = t;
+      i = (i - 1) / 2;
+    }
+  } else if (window_cmp(&w, &c->w[0]) < 0) {
+    c->w[0] = w;
+    cand_sift_down(c, 0);
+  }
 }
 
 typedef struct hole { uint64_t addr, size; size_t elem; } hole;
@@ -228,48 +249,73 @@ static int move_src_cmp(const void *a, const void *b) {
   return x->src < y->src ? -1 : x->src > y->src;
 }
 
-/* Inserts h into the sorted work[0..*n) (room for one more is guaranteed). */
-static void hole_insert(hole *work, size_t *n, hole h) {
-  size_t lo = 0, hi = *n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (hole_cmp(&work[mid], &h) < 0) lo = mid + 1; else hi = mid;
+/* The holes outside a window, as an ordered set keyed (size, address): best
+ * fit is lower_bound(size). A try changes it and undoes its changes after,
+ * so one set serves every window: O((holes in the window + blocks) log h). */
+typedef struct undo { hbm_okey key; uint32_t value; uint32_t inserted; } undo;
+typedef struct holeset { hbm_ordset *set; undo *log; size_t nlog; } holeset;
+
+static int hs_insert(holeset *hs, uint64_t addr, uint64_t size, uint32_t elem) {
+  hbm_okey k = {size, addr};
+  if (hbm_ordset_insert(hs->set, k, elem) != HBM_OK) return HBM_EHOSTMEM;
+  hs->log[hs->nlog++] = (undo){k, elem, 1};
+  return HBM_OK;
+}
+static void hs_erase(holeset *hs, hbm_okey k, uint32_t elem) {
+  hbm_ordset_erase(hs->set, k);
+  hs->log[hs->nlog++] = (undo){k, elem, 0};
+}
+/* Undoes every change since the log was empty (erasing never allocates;
+ * re-inserting an erased key reuses room the set had). */
+static int hs_undo(holeset *hs) {
+  int rc = HBM_OK;
+  while (hs->nlog) {
+    undo *u = &hs->log[--hs->nlog];
+    if (u->inserted) hbm_ordset_erase(hs->set, u->key);
+    else if (hbm_ordset_insert(hs->set, u->key, u->value) != HBM_OK) rc = HBM_EHOSTMEM;
   }
-  memmove(work + lo + 1, work + lo, (*n - lo) * sizeof *work);
-  work[lo] = h;
-  (*n)++;
+  return rc;
 }
 
 /* Tries to place every live block of window w into holes outside it (best fit,
- * largest block first). On success the moves are in p (sorted by source). */
+ * largest block first). On success the moves are in p (sorted by source).
+ * The hole set is as it was on return, whatever happened. */
 static int try_evacuate(const hbm_clayout *l, uint64_t need, const window *w, const hole *holes,
-                        size_t nholes, hole *work, hbm_celem *evac, hbm_cplan *p) {
-  uint64_t a = l->el[w->first].addr, a_end = a + need;
-  size_t nwork = 0, nevac = 0;
-  for (size_t h = 0; h < nholes; h++)
-    if (holes[h].elem < w->first || holes[h].elem >= w->end) work[nwork++] = holes[h];
+                        size_t nholes, holeset *hs, hbm_celem *evac, hbm_cplan *p) {
+  uint64_t a = l->el[w->first].addr, a_end = a + need, biggest = 0;
+  size_t nevac = 0;
   const hbm_celem *last = &l->el[w->end - 1];
-  if (!last->live && last->addr + last->size > a_end)
-    hole_insert(work, &nwork, (hole){a_end, last->addr + last->size - a_end, w->end - 1});
+  /* Cheap refusal first: the largest block must fit the largest hole outside
+   * (holes[] is sorted by size; those inside the window are skipped). */
   for (size_t i = w->first; i < w->end; i++)
+    if (l->el[i].live && l->el[i].size > biggest) biggest = l->el[i].size;
+  uint64_t cut = !last->live && last->addr + last->size > a_end ? last->addr + last->size - a_end : 0;
+  uint64_t outside = cut;
+  for (size_t h = nholes; h-- > 0;)
+    if (holes[h].elem < w->first || holes[h].elem >= w->end) {
+      if (holes[h].size > outside) outside = holes[h].size;
+      break;
+    }
+  if (biggest > outside) return HBM_ENOMEM;
+  int rc = HBM_OK;
+  for (size_t i = w->first; i < w->end; i++) {
     if (l->el[i].live) evac[nevac++] = l->el[i];
+    else hs_erase(hs, (hbm_okey){l->el[i].size, l->el[i].addr}, (uint32_t)i);
+  }
+  if (cut) rc = hs_insert(hs, a_end, cut, (uint32_t)(w->end - 1));
   qsort(evac, nevac, sizeof *evac, block_size_desc);
   plan_reset(p);
-  for (size_t i = 0; i < nevac; i++) {
-    size_t lo = 0, hi = nwork;
-    while (lo < hi) {
-      size_t mid = (lo + hi) / 2;
-      if (work[mid].size < evac[i].size) lo = mid + 1; else hi = mid;
-    }
-    if (lo == nwork) return HBM_ENOMEM;
-    hole h = work[lo];
-    if (plan_push(p, evac[i].addr, h.addr, evac[i].size) != HBM_OK) return HBM_EHOSTMEM;
-    memmove(work + lo, work + lo + 1, (nwork - lo - 1) * sizeof *work);
-    nwork--;
-    h.addr += evac[i].size;
-    h.size -= evac[i].size;
-    if (h.size) hole_insert(work, &nwork, h);
+  for (size_t i = 0; i < nevac && rc == HBM_OK; i++) {
+    hbm_okey found;
+    uint32_t elem;
+    if (!hbm_ordset_lower_bound(hs->set, (hbm_okey){evac[i].size, 0}, &found, &elem)) { rc = HBM_ENOMEM; break; }
+    if ((rc = plan_push(p, evac[i].addr, found.lo, evac[i].size)) != HBM_OK) break;
+    hs_erase(hs, found, elem);
+    if (found.hi > evac[i].size) rc = hs_insert(hs, found.lo + evac[i].size, found.hi - evac[i].size, elem);
   }
+  int undo_rc = hs_undo(hs);
+  if (rc == HBM_OK) rc = undo_rc;
+  if (rc != HBM_OK) return rc;
   qsort(p->moves, p->nmoves, sizeof *p->moves, move_src_cmp);
   p->kind = HBM_CPLAN_EVACUATE;
   p->hole_addr = a;
@@ -278,30 +324,35 @@ static int try_evacuate(const hbm_clayout *l, uint64_t need, const window *w, co
 }
 
 static int plan_evacuate(const hbm_clayout *l, uint64_t need, uint64_t limit, hbm_cplan *p) {
-  cand_ctx c = {NULL, 0, 0, limit, 0};
-  each_window(l, need, cand_visit, &c);
-  if (c.failed) { free(c.w); return HBM_EHOSTMEM; }
-  if (!c.n) return HBM_ENOMEM;
-  qsort(c.w, c.n, sizeof *c.w, window_cmp);
-  size_t nholes = 0;
-  for (size_t i = 0; i < l->n; i++) nholes += !l->el[i].live;
+  cand_ctx *c = malloc(sizeof *c);
+  if (!c) return HBM_EHOSTMEM;
+  c->n = 0;
+  c->limit = limit;
+  each_window(l, need, cand_visit, c);
+  if (!c->n) { free(c); return HBM_ENOMEM; }
+  qsort(c->w, c->n, sizeof *c->w, window_cmp);
+  size_t nholes = l->n - l->live_blocks;
   hole *holes = malloc((nholes + 1) * sizeof *holes);
-  hole *work = malloc((nholes + 2) * sizeof *work);
   hbm_celem *evac = malloc((l->live_blocks + 1) * sizeof *evac);
+  holeset hs = {NULL, malloc((nholes + 2 * l->live_blocks + 4) * sizeof *hs.log), 0};
   int rc = HBM_ENOMEM;
-  if (!holes || !work || !evac) rc = HBM_EHOSTMEM;
+  if (!holes || !evac || !hs.log || hbm_ordset_create(&hs.set) != HBM_OK) rc = HBM_EHOSTMEM;
   else {
     size_t h = 0;
     for (size_t i = 0; i < l->n; i++)
-      if (!l->el[i].live) holes[h++] = (hole){l->el[i].addr, l->el[i].size, i};
+      if (!l->el[i].live) {
+        holes[h++] = (hole){l->el[i].addr, l->el[i].size, i};
+        if (hbm_ordset_insert(hs.set, (hbm_okey){l->el[i].size, l->el[i].addr}, (uint32_t)i) != HBM_OK) rc = HBM_EHOSTMEM;
+      }
     qsort(holes, nholes, sizeof *holes, hole_cmp);
-    for (size_t t = 0; t < c.n && t < EVACUATE_TRIES && rc == HBM_ENOMEM; t++)
-      rc = try_evacuate(l, need, &c.w[t], holes, nholes, work, evac, p);
+    for (size_t t = 0; t < c->n && rc == HBM_ENOMEM; t++)
+      rc = try_evacuate(l, need, &c->w[t], holes, nholes, &hs, evac, p);
   }
+  if (hs.set) hbm_ordset_destroy(hs.set);
+  free(hs.log);
   free(holes);
-  free(work);
   free(evac);
-  free(c.w);
+  free(c);
   if (rc != HBM_OK) plan_reset(p);
   return rc;
 }
