@@ -10,7 +10,11 @@
  *   - hbm_check() passes.
  * A failed allocation must be one that no partial plan could serve. Runs once
  * with memmove copies and partial compaction on failure, once with ordered
- * chunked copies and full compaction on failure. */
+ * chunked copies and full compaction on failure. Then threads share one heap
+ * the way a framework would: a block is pinned while its bytes are touched
+ * (a kernel using it), while other threads allocate, free and compact. */
+#include <pthread.h>
+
 #include "core/addrmap.h"
 #include "core/util.h"
 #include "hbm.h"
@@ -324,6 +328,80 @@ static void api_edges(void) {
   hbm_device_close(sim);
 }
 
+/* ---- threads: pin while touching, move freely otherwise ---- */
+typedef struct shared { hbm_heap *heap; uint64_t seed, ops; int bad; uint64_t passes; } shared;
+typedef struct worker_arg { shared *sh; int id; } worker_arg;
+
+static void *worker(void *p) {
+  worker_arg *w = p;
+  shared *sh = w->sh;
+  uint64_t rng = sh->seed + (uint64_t)w->id * 0x9E3779B97F4A7C15ull;
+  enum { MAX = 48 };
+  hbm_handle h[MAX];
+  uint64_t size[MAX], sum[MAX];
+  int n = 0;
+  for (uint64_t op = 0; op < sh->ops; op++) {
+    uint64_t r = test_rand_below(&rng, 100), a;
+    if (w->id == 0 && r < 3) { /* one thread also compacts on purpose */
+      hbm_compact_options o = {.need = r == 0 ? 0 : 64 << 10};
+      int rc = hbm_compact(sh->heap, &o, NULL);
+      if (rc != HBM_OK && rc != HBM_ENOMEM) sh->bad++;
+      continue;
+    }
+    if (n < MAX && (n == 0 || r < 55)) {
+      uint64_t s = 1 + test_rand_below(&rng, 64 << 10);
+      if (hbm_alloc_handle(sh->heap, s, HBM_TAG_ACT, 0, &h[n]) != HBM_OK) continue;
+      if (hbm_pin(sh->heap, h[n]) != HBM_OK || hbm_handle_addr(sh->heap, h[n], &a) != HBM_OK) { sh->bad++; continue; }
+      fill(a, s, rng);
+      sum[n] = checksum(a, s);
+      hbm_unpin(sh->heap, h[n]);
+      size[n++] = s;
+    } else {
+      int k = (int)test_rand_below(&rng, (uint64_t)n);
+      if (hbm_pin(sh->heap, h[k]) != HBM_OK || hbm_handle_addr(sh->heap, h[k], &a) != HBM_OK) { sh->bad++; continue; }
+      if (checksum(a, size[k]) != sum[k]) sh->bad++;
+      if (hbm_free_handle(sh->heap, h[k]) != HBM_EBUSY) sh->bad++; /* pinned */
+      hbm_unpin(sh->heap, h[k]);
+      if (hbm_free_handle(sh->heap, h[k]) != HBM_OK) sh->bad++;
+      h[k] = h[--n];
+      size[k] = size[n];
+      sum[k] = sum[n];
+    }
+  }
+  for (int k = 0; k < n; k++) {
+    uint64_t a;
+    hbm_pin(sh->heap, h[k]);
+    if (hbm_handle_addr(sh->heap, h[k], &a) != HBM_OK || checksum(a, size[k]) != sum[k]) sh->bad++;
+    hbm_unpin(sh->heap, h[k]);
+    hbm_free_handle(sh->heap, h[k]);
+  }
+  return NULL;
+}
+
+static void threaded(uint64_t seed, uint64_t ops) {
+  enum { THREADS = 4 };
+  hbm_device *dev;
+  if (hbm_device_open("host:4MiB", &dev) != HBM_OK) return;
+  shared sh = {.seed = seed, .ops = ops};
+  CHECK(hbm_heap_create(dev, "compact", NULL, &sh.heap) == HBM_OK);
+  pthread_t t[THREADS];
+  worker_arg args[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    args[i] = (worker_arg){&sh, i};
+    pthread_create(&t[i], NULL, worker, &args[i]);
+  }
+  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  hbm_compact_stats st;
+  CHECK(hbm_compact_stats_get(sh.heap, &st) == HBM_OK);
+  printf("test_compact: %d threads, %llu operations each: %llu passes moved data, %d failures\n", THREADS,
+         (unsigned long long)ops, (unsigned long long)st.sync_points, sh.bad);
+  CHECK(sh.bad == 0);
+  CHECK(st.sync_points > 0);
+  CHECK(hbm_check(sh.heap) == HBM_OK);
+  hbm_heap_destroy(sh.heap);
+  hbm_device_close(dev);
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_compact");
   api_edges();
@@ -342,5 +420,6 @@ int main(void) {
          (unsigned long long)t.alloc_failures, (unsigned long long)t.verified, (unsigned long long)t.pinned_free);
   CHECK(rc == 0);
   CHECK(t.compactions > 100);
+  threaded(seed, ops / 8 + 100);
   return test_done("test_compact");
 }
