@@ -316,14 +316,18 @@ static void api_edges(void) {
   CHECK_EQ_U64(r.min_moved_bytes, 256 << 20);
   CHECK_EQ_U64(r.moved_blocks, 1);
   CHECK(hbm_alloc(h, 384 << 20, HBM_TAG_COMM, 0, &a) == HBM_OK);
-  /* Capacity is not fragmentation: no pass can serve it. */
+  /* Capacity is not fragmentation: no pass can serve it, however large. */
   o.need = 600 << 20;
+  CHECK(hbm_compact(h, &o, &r) == HBM_ENOMEM);
+  o.need = UINT64_MAX;
+  CHECK(hbm_compact(h, &o, &r) == HBM_ENOMEM);
+  o.dry_run = 1;
   CHECK(hbm_compact(h, &o, &r) == HBM_ENOMEM);
   CHECK(hbm_check(h) == HBM_OK);
   hbm_compact_stats s;
   CHECK(hbm_compact_stats_get(h, &s) == HBM_OK);
   CHECK_EQ_U64(s.sync_points, 1);
-  CHECK_EQ_U64(s.failed_compactions, 1);
+  CHECK_EQ_U64(s.failed_compactions, 2); /* dry runs are not counted */
   hbm_heap_destroy(h);
   hbm_device_close(sim);
 }

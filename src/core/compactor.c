@@ -136,6 +136,7 @@ static void min_visit(void *ctx, size_t first, size_t end, uint64_t cost) {
 }
 
 uint64_t hbm_compactor_min_moved(const hbm_clayout *l, uint64_t need, uint64_t *window) {
+  if (need > l->end - l->base) return UINT64_MAX;
   need = hbm_align_up(need, l->unit);
   if (need == 0 || need > l->end - l->base) return UINT64_MAX;
   min_ctx m = {UINT64_MAX, 0, l};
@@ -359,6 +360,7 @@ static int plan_evacuate(const hbm_clayout *l, uint64_t need, uint64_t limit, hb
 
 int hbm_compactor_plan_partial(const hbm_clayout *l, uint64_t need, hbm_cplan *p) {
   plan_reset(p);
+  if (need > l->end - l->base) return HBM_ENOMEM; /* before rounding: no overflow */
   need = hbm_align_up(need, l->unit);
   if (need == 0) return HBM_OK;
   if (l->largest_free >= need) { /* nothing to move: point at the largest hole */
