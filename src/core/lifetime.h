@@ -1,0 +1,70 @@
+/* lifetime.h: online lifetime classes for allocations that carry no tag
+ * (PyTorch snapshots have none). zoned keeps long-lived blocks (weights,
+ * optimizer state, gradient buffers) apart from short-lived ones
+ * (activations, temporaries, communication buffers) so a long-lived block
+ * does not pin a granule amid short-lived ones.
+ *
+ * The rule (docs/zoned.md "Lifetime classes" says why):
+ *   1. Build phase: until the first free, every allocation is static. A job
+ *      builds its model and optimizer before it frees anything, and a
+ *      recording that starts mid-run begins with the blocks that already
+ *      existed, which are mostly weights and optimizer state.
+ *   2. Otherwise the class is predicted from the history of the same key
+ *      (request rounded to 512 B, and stream): the same tensor shape comes
+ *      back at the same point of every step. Each key has a 2-bit
+ *      saturating counter (as branch predictors keep): a block of the key
+ *      that turned out long-lived counts up, a short-lived one counts down;
+ *      2 and 3 predict static. Keys first seen in the build phase start at
+ *      3; keys never seen predict transient (after the build phase most new
+ *      shapes are activations of a new sequence length).
+ *   3. Long-lived means: it survived a step boundary when the trace marks
+ *      steps; without step marks, it stayed live while more than twice the
+ *      peak live bytes seen so far were allocated after it (a whole working
+ *      set came and went).
+ *
+ * Invariants: live_bytes == sum of sizes of stamps predicted and not yet
+ * observed; every counter is in 0..3.
+ */
+#ifndef HBM_LIFETIME_H
+#define HBM_LIFETIME_H
+
+#include <stdint.h>
+
+#include "core/addrmap.h"
+
+typedef enum hbm_life { HBM_LIFE_TRANSIENT = 0, HBM_LIFE_STATIC = 1 } hbm_life;
+
+/* What a block must carry from its prediction to its free. */
+typedef struct hbm_life_stamp {
+  uint64_t key;
+  uint64_t birth_clock; /* bytes allocated before it */
+  uint64_t birth_step;
+  uint64_t size;
+} hbm_life_stamp;
+
+typedef struct hbm_lifetime {
+  hbm_addrmap counters; /* key -> 2-bit counter */
+  uint64_t clock;       /* bytes allocated so far */
+  uint64_t live_bytes, peak_live_bytes;
+  uint64_t step, steps_seen;
+  int freed;            /* a free has been observed: the build phase is over */
+  uint64_t predicted_static, predicted_transient, observed_long, observed_short;
+} hbm_lifetime;
+
+void hbm_lifetime_init(hbm_lifetime *l);
+void hbm_lifetime_release(hbm_lifetime *l);
+/* Predicts the class of a new allocation and fills *stamp. Never fails: a
+ * key the table cannot hold (host memory) predicts transient. */
+hbm_life hbm_lifetime_predict(hbm_lifetime *l, uint64_t size, int stream, hbm_life_stamp *stamp);
+/* The block predicted with stamp was freed: learns from its lifetime.
+ * Returns 1 if it was long-lived. */
+int hbm_lifetime_observe(hbm_lifetime *l, const hbm_life_stamp *stamp);
+/* The block predicted with stamp was never placed: undoes its live bytes
+ * and learns nothing. */
+void hbm_lifetime_forget(hbm_lifetime *l, const hbm_life_stamp *stamp);
+/* A step boundary passed. */
+void hbm_lifetime_step(hbm_lifetime *l, uint64_t step);
+/* The counter of a key (0..3), or -1 if never seen (tests). */
+int hbm_lifetime_counter(const hbm_lifetime *l, uint64_t size, int stream);
+
+#endif

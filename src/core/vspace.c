@@ -1,0 +1,256 @@
+/* vspace.c: best-fit placement in a virtual range. See vspace.h for the
+ * invariants; hbm_vspace_check() verifies each of them. */
+#include "core/vspace.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/addrmap.h"
+#include "core/ordset.h"
+#include "core/util.h"
+
+#define NIL UINT32_MAX
+
+/* One block of the tiling. Invariant: addr + size == next.addr (V1); a free
+ * block is in the free set under (size, addr) (V3), a live one in the
+ * address table (V5). */
+typedef struct vblock {
+  uint64_t addr, size;
+  uint32_t prev, next; /* address-order neighbours */
+  uint32_t state;      /* 0 live, 1 free, 2 unused pool slot */
+  uint32_t user;       /* the caller's value for a live block */
+} vblock;
+
+struct hbm_vspace {
+  uint64_t base, size, unit;
+  vblock *blocks; /* pool; indices are stable */
+  uint32_t nblocks, cap;
+  uint32_t *spare;
+  uint32_t nspare;
+  uint32_t head, tail;
+  hbm_ordset *free_set; /* (size, addr) -> block */
+  hbm_addrmap live;     /* addr -> block */
+  uint64_t live_bytes, live_blocks, free_blocks;
+};
+
+static uint32_t block_new(hbm_vspace *v) {
+  if (v->nspare) return v->spare[--v->nspare];
+  if (v->nblocks == v->cap) {
+    uint32_t cap = v->cap ? v->cap * 2 : 256;
+    vblock *b = realloc(v->blocks, cap * sizeof *b);
+    if (!b) return NIL;
+    v->blocks = b;
+    uint32_t *s = realloc(v->spare, cap * sizeof *s);
+    if (!s) return NIL;
+    v->spare = s;
+    v->cap = cap;
+  }
+  return v->nblocks++;
+}
+
+static void block_recycle(hbm_vspace *v, uint32_t i) {
+  v->blocks[i].state = 2;
+  v->spare[v->nspare++] = i;
+}
+
+static int set_insert(hbm_vspace *v, uint32_t i) {
+  vblock *b = &v->blocks[i];
+  b->state = 1;
+  v->free_blocks++;
+  return hbm_ordset_insert(v->free_set, (hbm_okey){b->size, b->addr}, i);
+}
+
+static void set_erase(hbm_vspace *v, uint32_t i) {
+  vblock *b = &v->blocks[i];
+  hbm_ordset_erase(v->free_set, (hbm_okey){b->size, b->addr});
+  b->state = 0;
+  v->free_blocks--;
+}
+
+int hbm_vspace_create(uint64_t base, uint64_t size, uint64_t unit, hbm_vspace **out) {
+  if (!out || !hbm_is_pow2(unit) || size == 0 || size % unit || base % unit || base + size < base)
+    return HBM_EINVAL;
+  hbm_vspace *v = calloc(1, sizeof *v);
+  if (!v) return HBM_EHOSTMEM;
+  v->base = base;
+  v->size = size;
+  v->unit = unit;
+  hbm_addrmap_init(&v->live);
+  uint32_t i = block_new(v);
+  if (i == NIL || hbm_ordset_create(&v->free_set) != HBM_OK) {
+    hbm_vspace_destroy(v);
+    return HBM_EHOSTMEM;
+  }
+  v->blocks[i] = (vblock){base, size, NIL, NIL, 1, 0};
+  v->head = v->tail = i;
+  if (set_insert(v, i) != HBM_OK) {
+    hbm_vspace_destroy(v);
+    return HBM_EHOSTMEM;
+  }
+  *out = v;
+  return HBM_OK;
+}
+
+void hbm_vspace_destroy(hbm_vspace *v) {
+  if (!v) return;
+  hbm_ordset_destroy(v->free_set);
+  hbm_addrmap_release(&v->live);
+  free(v->blocks);
+  free(v->spare);
+  free(v);
+}
+
+int hbm_vspace_alloc(hbm_vspace *v, uint64_t size, hbm_vspace_cost_fn *cost, void *arg,
+                     int probes, uint32_t user, uint64_t *addr, uint64_t *block_size) {
+  if (!v || !addr || size == 0) return HBM_EINVAL;
+  if (size > v->size) return HBM_ENOMEM;
+  size = hbm_align_up(size, v->unit);
+  hbm_okey key;
+  uint32_t i, best = NIL;
+  if (!hbm_ordset_lower_bound(v->free_set, (hbm_okey){size, 0}, &key, &i)) return HBM_ENOMEM;
+  if (!cost || probes < 2) {
+    best = i;
+  } else {
+    uint64_t best_cost = UINT64_MAX;
+    for (int k = 0; k < probes; k++) {
+      uint64_t c = cost(arg, key.lo, key.hi, size);
+      if (c < best_cost) { best_cost = c; best = i; }
+      if (c == 0 || !hbm_ordset_upper_bound(v->free_set, key, &key, &i)) break;
+    }
+  }
+  /* Room first, so nothing changes when host memory runs out. */
+  uint32_t rest = v->blocks[best].size > size ? block_new(v) : NIL;
+  if (v->blocks[best].size > size && rest == NIL) return HBM_EHOSTMEM;
+  uint64_t at = v->blocks[best].addr;
+  if (hbm_addrmap_put(&v->live, at, best) != HBM_OK) {
+    if (rest != NIL) block_recycle(v, rest);
+    return HBM_EHOSTMEM;
+  }
+  set_erase(v, best);
+  vblock *b = &v->blocks[best];
+  if (rest != NIL) { /* the high remainder stays free */
+    v->blocks[rest] = (vblock){at + size, b->size - size, best, b->next, 0, 0};
+    if (b->next != NIL) v->blocks[b->next].prev = rest;
+    else v->tail = rest;
+    b->next = rest;
+    b->size = size;
+    if (set_insert(v, rest) != HBM_OK) return HBM_EHOSTMEM;
+  }
+  v->blocks[best].user = user;
+  v->live_bytes += size;
+  v->live_blocks++;
+  *addr = at;
+  if (block_size) *block_size = size;
+  return HBM_OK;
+}
+
+int hbm_vspace_free(hbm_vspace *v, uint64_t addr, uint64_t *block_size, uint32_t *user) {
+  uint64_t val;
+  if (!v || !hbm_addrmap_take(&v->live, addr, &val)) return HBM_EINVAL;
+  uint32_t i = (uint32_t)val;
+  vblock *b = &v->blocks[i];
+  if (block_size) *block_size = b->size;
+  if (user) *user = b->user;
+  v->live_bytes -= b->size;
+  v->live_blocks--;
+  uint32_t prev = b->prev, next = b->next;
+  if (prev != NIL && v->blocks[prev].state == 1) { /* absorb into prev */
+    set_erase(v, prev);
+    v->blocks[prev].size += b->size;
+    v->blocks[prev].next = next;
+    if (next != NIL) v->blocks[next].prev = prev;
+    else v->tail = prev;
+    block_recycle(v, i);
+    i = prev;
+    b = &v->blocks[i];
+  }
+  if (next != NIL && v->blocks[next].state == 1) { /* absorb next */
+    set_erase(v, next);
+    b->size += v->blocks[next].size;
+    b->next = v->blocks[next].next;
+    if (b->next != NIL) v->blocks[b->next].prev = i;
+    else v->tail = i;
+    block_recycle(v, next);
+  }
+  return set_insert(v, i);
+}
+
+uint64_t hbm_vspace_block_size(const hbm_vspace *v, uint64_t addr, uint32_t *user) {
+  uint64_t val;
+  if (!hbm_addrmap_get(&v->live, addr, &val)) return 0;
+  if (user) *user = v->blocks[val].user;
+  return v->blocks[val].size;
+}
+
+uint64_t hbm_vspace_base(const hbm_vspace *v) { return v->base; }
+uint64_t hbm_vspace_size(const hbm_vspace *v) { return v->size; }
+uint64_t hbm_vspace_live_bytes(const hbm_vspace *v) { return v->live_bytes; }
+uint64_t hbm_vspace_live_blocks(const hbm_vspace *v) { return v->live_blocks; }
+
+uint64_t hbm_vspace_largest_free(const hbm_vspace *v) {
+  hbm_okey k;
+  return hbm_ordset_last(v->free_set, &k, NULL) ? k.hi : 0;
+}
+
+uint64_t hbm_vspace_top(const hbm_vspace *v) {
+  const vblock *t = &v->blocks[v->tail];
+  return t->state == 1 ? t->addr : v->base + v->size;
+}
+
+int hbm_vspace_walk(const hbm_vspace *v, hbm_vspace_visit_fn *visit, void *arg) {
+  for (uint32_t i = v->head; i != NIL; i = v->blocks[i].next) {
+    int rc = visit(arg, v->blocks[i].addr, v->blocks[i].size, v->blocks[i].state == 0);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* ---- invariants ------------------------------------------------------------ */
+#define FAIL(...)                                         \
+  do {                                                    \
+    char msg_[256];                                       \
+    snprintf(msg_, sizeof msg_, "vspace: " __VA_ARGS__);  \
+    if (report) report(arg, msg_);                        \
+    failures++;                                           \
+  } while (0)
+
+int hbm_vspace_check(const hbm_vspace *v, hbm_vspace_report_fn *report, void *arg) {
+  int failures = 0;
+  uint64_t expect = v->base, live_bytes = 0, free_bytes = 0, nlive = 0, nfree = 0;
+  uint32_t prev = NIL, count = 0;
+  for (uint32_t i = v->head; i != NIL; i = v->blocks[i].next) {
+    const vblock *b = &v->blocks[i];
+    if (++count > v->nblocks) { FAIL("V1 address chain has a cycle"); return failures; }
+    if (b->addr != expect) FAIL("V1 block at %#llx, expected %#llx", (unsigned long long)b->addr, (unsigned long long)expect);
+    if (b->size == 0 || b->size % v->unit) FAIL("V1 block at %#llx has size %llu", (unsigned long long)b->addr, (unsigned long long)b->size);
+    if (b->prev != prev) FAIL("V1 block at %#llx: back link broken", (unsigned long long)b->addr);
+    uint32_t val;
+    uint64_t lv;
+    if (b->state == 1) {
+      if (prev != NIL && v->blocks[prev].state == 1) FAIL("V2 free neighbours at %#llx", (unsigned long long)b->addr);
+      if (!hbm_ordset_find(v->free_set, (hbm_okey){b->size, b->addr}, &val) || val != i)
+        FAIL("V3 free block at %#llx missing from the free set", (unsigned long long)b->addr);
+      free_bytes += b->size;
+      nfree++;
+    } else if (b->state == 0) {
+      if (!hbm_addrmap_get(&v->live, b->addr, &lv) || lv != i)
+        FAIL("V5 live block at %#llx missing from the address table", (unsigned long long)b->addr);
+      live_bytes += b->size;
+      nlive++;
+    } else {
+      FAIL("V1 recycled slot in the address chain at %#llx", (unsigned long long)b->addr);
+    }
+    expect = b->addr + b->size;
+    prev = i;
+  }
+  if (expect != v->base + v->size) FAIL("V1 blocks end at %#llx, range ends at %#llx", (unsigned long long)expect, (unsigned long long)(v->base + v->size));
+  if (prev != v->tail) FAIL("V1 tail is not the last block");
+  if (hbm_ordset_count(v->free_set) != nfree || v->free_blocks != nfree)
+    FAIL("V3 free set holds %llu blocks, the chain %llu", (unsigned long long)hbm_ordset_count(v->free_set), (unsigned long long)nfree);
+  failures += hbm_ordset_check(v->free_set, report, arg);
+  if (live_bytes != v->live_bytes || live_bytes + free_bytes != v->size || nlive != v->live_blocks)
+    FAIL("V4 counters: live %llu/%llu free %llu size %llu", (unsigned long long)live_bytes, (unsigned long long)v->live_bytes, (unsigned long long)free_bytes, (unsigned long long)v->size);
+  if (v->live.used != nlive) FAIL("V5 address table holds %llu entries for %llu live blocks", (unsigned long long)v->live.used, (unsigned long long)nlive);
+  return failures;
+}

@@ -1,0 +1,71 @@
+/* vspace.h: best-fit placement in one virtual address range, all metadata out
+ * of band (host memory).
+ *
+ * zoned places blocks tightly (unit 512 B) in reservations several times the
+ * device's capacity, where the range's top is a huge free "wilderness". A
+ * good-fit allocator (TLSF, range.h) rounds the search up to the next size
+ * class and so often skips a cached hole that fits and takes the wilderness,
+ * whose pages must then be mapped. Best fit (the smallest hole that holds the
+ * request, the lowest address among equals; PyTorch's lookup) reuses holes
+ * first and touches the wilderness last. Free blocks sit in an ordered set
+ * keyed (size, address): O(log n) per operation.
+ *
+ * A placement may also ask the caller which of the first few candidate holes
+ * is cheapest (hbm_vspace_cost_fn): zoned prefers a hole whose pages are
+ * already mapped over a slightly tighter one that would need new ones.
+ *
+ * Invariants (hbm_vspace_check verifies each):
+ *   V1 blocks tile [base, base + size): address order, no gap, no overlap;
+ *   V2 no two free blocks are neighbours (immediate coalescing);
+ *   V3 the free set holds exactly the free blocks, keyed (size, address);
+ *   V4 live_bytes + free_bytes == size; block counts equal a recount;
+ *   V5 every live block is in the address table, and nothing else is.
+ */
+#ifndef HBM_VSPACE_H
+#define HBM_VSPACE_H
+
+#include "hbm.h"
+
+typedef struct hbm_vspace hbm_vspace;
+
+/* unit: minimum block size and address granularity (a power of two); base
+ * and size are multiples of it. HBM_EINVAL, HBM_EHOSTMEM. */
+int hbm_vspace_create(uint64_t base, uint64_t size, uint64_t unit, hbm_vspace **out);
+void hbm_vspace_destroy(hbm_vspace *v);
+
+/* Cost of placing `size` bytes at the start of the free block [hole, hole +
+ * hole_size): any number, lower is better, 0 is perfect (the search stops). */
+typedef uint64_t hbm_vspace_cost_fn(void *arg, uint64_t hole, uint64_t hole_size, uint64_t size);
+
+/* Places size bytes (rounded up to unit) at the start of a free block: the
+ * best fit, or with `cost` the cheapest of the first `probes` candidates in
+ * best-fit order (ties: the earlier). *block_size gets the rounded size;
+ * `user` is kept with the block for the caller. HBM_ENOMEM when no free
+ * block holds it, HBM_EHOSTMEM when host memory runs out; then nothing
+ * changed. */
+int hbm_vspace_alloc(hbm_vspace *v, uint64_t size, hbm_vspace_cost_fn *cost, void *arg,
+                     int probes, uint32_t user, uint64_t *addr, uint64_t *block_size);
+/* Frees the live block at addr; *block_size and *user (either may be NULL)
+ * get what it held. HBM_EINVAL for an address that is not a live block
+ * (nothing changes). */
+int hbm_vspace_free(hbm_vspace *v, uint64_t addr, uint64_t *block_size, uint32_t *user);
+/* Size of the live block at addr (and its user value), or 0. */
+uint64_t hbm_vspace_block_size(const hbm_vspace *v, uint64_t addr, uint32_t *user);
+
+uint64_t hbm_vspace_base(const hbm_vspace *v);
+uint64_t hbm_vspace_size(const hbm_vspace *v);
+uint64_t hbm_vspace_live_bytes(const hbm_vspace *v);
+uint64_t hbm_vspace_live_blocks(const hbm_vspace *v);
+uint64_t hbm_vspace_largest_free(const hbm_vspace *v);
+/* End of the highest live block (base if none). */
+uint64_t hbm_vspace_top(const hbm_vspace *v);
+
+/* Walks blocks in address order: live (1) or free (0). Non-zero from visit stops. */
+typedef int hbm_vspace_visit_fn(void *arg, uint64_t addr, uint64_t size, int live);
+int hbm_vspace_walk(const hbm_vspace *v, hbm_vspace_visit_fn *visit, void *arg);
+
+/* Verifies V1..V5; returns the number of failures, each passed to report. */
+typedef void hbm_vspace_report_fn(void *arg, const char *message);
+int hbm_vspace_check(const hbm_vspace *v, hbm_vspace_report_fn *report, void *arg);
+
+#endif
