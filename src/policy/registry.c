@@ -5,13 +5,14 @@
 #include "policy/policy.h"
 
 extern const hbm_policy_class hbm_policy_bestfit;
-extern const hbm_policy_class hbm_policy_caching, hbm_policy_expandable;
+extern const hbm_policy_class hbm_policy_caching, hbm_policy_expandable, hbm_policy_zoned;
 extern const hbm_policy_class hbm_policy_compact;
 
 const hbm_policy_class *const hbm_policy_classes[] = {
     &hbm_policy_bestfit,
     &hbm_policy_caching,
     &hbm_policy_expandable,
+    &hbm_policy_zoned,
     &hbm_policy_compact,
 };
 const int hbm_policy_class_count = (int)(sizeof hbm_policy_classes / sizeof hbm_policy_classes[0]);

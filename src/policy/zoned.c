@@ -1,0 +1,1318 @@
+/* zoned.c: hbm's own allocator (DESIGN.md §3; docs/zoned.md has the
+ * measurements behind every choice below): page stitching plus lifetime
+ * zones, so that holes between live blocks never block a request.
+ *
+ * Virtual space is plentiful; physical granules are what count.
+ *   - Placement. Requests of a granule or more share one large zone; smaller
+ *     ones are packed into pages of small zones kept apart by lifetime class
+ *     and stream. Each zone places blocks tightly (512 B), by best fit, in
+ *     virtual reservations several times the capacity (core/vspace.h). Of the
+ *     first `probes` candidate holes it takes the one needing the fewest new
+ *     pages.
+ *   - Mapping. A page (one granule of virtual space) is mapped while a live
+ *     block touches it. Physical memory comes in chunks, one create and one
+ *     map call each; a run of new pages is backed by chunks that never cross
+ *     a `chunk`-sized stripe of the zone. A block's chunks need not be
+ *     adjacent in physical memory (stitching).
+ *   - The cache. A chunk no live block touches stays mapped: the next block
+ *     placed there costs no call, so steady-state steps make almost none.
+ *     When new pages would take the mapped total past the most pages ever
+ *     touched at once (plus `slack`), chunks that sat idle through a whole
+ *     step are unmapped first.
+ *   - Pressure. When the device is full, idle chunks are stitched into the
+ *     new block's pages (unmap there, map here) or unmapped; then every hole
+ *     is tried; then chunks that live blocks use only in part are re-chunked
+ *     (their used pages copied into chunks of just that size, at the same
+ *     addresses) so the rest of their memory can go. Only then does a
+ *     request fail.
+ *   - Lifetime. Small zones are per class; without tags the class is
+ *     inferred online (core/lifetime.h). For large blocks classes cost more
+ *     than they save (idle memory of one zone cannot serve another without
+ *     a remap), so they share one zone unless `large_life:on`.
+ *   - No virtual memory: fixed zones over one segment, static blocks below a
+ *     fixed split, transient ones above, each spilling into the other before
+ *     a request fails (compaction comes with a later policy).
+ *
+ * Settings (conf "key:value,..."; '=' works too):
+ *   zones:infer|tags|off  lifetime classes (default infer; tags: param, grad and
+ *                         optim are static, other tags transient, untagged inferred)
+ *   large_life:on|off     classes for large blocks too (default off)
+ *   chunk:SIZE            stripe: the largest chunk (default 64MiB, a granule multiple)
+ *   slack:SIZE|P%         cache allowed above the touched high-water mark (default 0)
+ *   probes:N              candidate holes compared per placement (default 8)
+ *   small:on|off          sub-granule requests in their own zones (default on)
+ *   streams:on|off        small zones per stream (default on)
+ *   va:N                  each zone reservation is N x capacity (default 2)
+ *   vmm:on|off            off forces the fixed-zone fallback
+ *   split:F               fallback: static share of the segment (default 0.5)
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/addrmap.h"
+#include "core/lifetime.h"
+#include "core/range.h"
+#include "core/util.h"
+#include "core/vspace.h"
+#include "policy/policy.h"
+
+enum { ZONED_UNIT = 512, ZONED_ARENA_RANGES = 8 };
+#define NIL UINT32_MAX
+
+typedef enum zone_mode { ZONES_INFER = 0, ZONES_TAGS, ZONES_OFF } zone_mode;
+
+typedef struct zoned_conf {
+  zone_mode zones;
+  int large_life, small, streams, vmm, probes;
+  uint64_t chunk, slack, va_factor;
+  double slack_share, split;
+} zoned_conf;
+
+/* A physical chunk: `npages` granules from one phys_create, mapped at pages
+ * [first, first + npages) of range `range` (NIL: a free record).
+ * Invariant: touched == pages of it touched by live blocks; touched == 0
+ * <=> it is on the idle list. */
+typedef struct zchunk {
+  uint64_t handle;
+  uint64_t idle_since; /* lifetime clock (bytes allocated) when it became idle */
+  uint32_t range, first, npages, touched;
+  uint32_t prev, next; /* idle list (coldest first); `next` also chains free records */
+} zchunk;
+
+/* One virtual reservation of a zone. Invariants: chunk_of[p] != 0 <=> page p
+ * is mapped, by chunk chunk_of[p] - 1; edge[p] == live blocks whose first
+ * or last page is p; a page is touched <=> edge[p] > 0 or it lies inside a
+ * live block; touched => mapped; fenwick holds prefix counts of mapped
+ * pages. The vspace user value of a block is its lifetime record or NIL. */
+typedef struct zrange {
+  uint64_t base, size;
+  uint32_t npages, zone;
+  hbm_vspace *vs;
+  uint32_t *chunk_of;
+  uint32_t *edge;
+  uint32_t *fenwick; /* 1-based */
+} zrange;
+
+typedef struct zzone {
+  int life, small, stream;
+  uint32_t *ranges;
+  uint32_t nranges;
+} zzone;
+
+/* What the lifetime rule learns from, for blocks whose class matters. */
+typedef struct zrec {
+  hbm_life_stamp stamp;
+  uint32_t next_free;
+} zrec;
+
+typedef struct zoned {
+  hbm_policy base;
+  zoned_conf conf;
+  uint64_t granule, capacity;
+  unsigned gshift;
+  int fallback;
+  /* ---- virtual-memory mode ---- */
+  zzone *zones;
+  uint32_t nzones;
+  zrange *ranges;
+  uint32_t nranges;
+  uint32_t *order;      /* range indices by base address */
+  uint64_t *arenas;     /* (base, size) of each reservation */
+  uint32_t narenas;
+  uint64_t arena_base, arena_size, arena_used;
+  uint64_t scratch_va;  /* window for re-chunking (0: not carved yet) */
+  zchunk *chunks;
+  uint32_t nchunks, chunks_cap, free_chunk;
+  uint32_t idle_head, idle_tail, idle_chunks;
+  uint64_t mapped_pages, touched_pages, idle_pages, peak_touched_pages;
+  uint32_t *undo;       /* chunks one placement mapped */
+  uint32_t nundo, undo_cap;
+  uint64_t last_step_clock, prev_step_clock; /* lifetime clock at the last two step marks */
+  /* ---- lifetime ---- */
+  zrec *recs;
+  uint32_t nrecs, recs_cap, free_rec;
+  hbm_lifetime life;
+  /* ---- fallback (no virtual memory) ---- */
+  hbm_addrmap fixed_live; /* addr -> record (or NIL) */
+  uint64_t seg_addr, seg_size, split_at;
+  hbm_range *fixed[2];   /* [HBM_LIFE_TRANSIENT], [HBM_LIFE_STATIC] */
+  /* ---- counters ---- */
+  uint64_t chunks_created, chunks_released, chunks_moved, pressure_releases, cold_releases, rechunks,
+      static_allocs;
+} zoned;
+
+/* ==== settings ================================================================ */
+static int parse_onoff(const char *v, int *out) {
+  if (!strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "1")) { *out = 1; return 1; }
+  if (!strcmp(v, "off") || !strcmp(v, "false") || !strcmp(v, "False") || !strcmp(v, "0")) { *out = 0; return 1; }
+  return 0;
+}
+
+static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_diag *diag) {
+  *c = (zoned_conf){.zones = ZONES_INFER, .small = 1, .streams = 1, .vmm = 1, .probes = 8,
+                    .chunk = 64ull << 20, .va_factor = 2, .split = 0.5};
+  if (c->chunk < granule) c->chunk = granule;
+  if (!text) return HBM_OK;
+  char buf[512];
+  if (strlen(text) >= sizeof buf) {
+    hbm_diag_set(diag, "alloc-conf", 0, 0, "zoned: settings longer than %zu bytes", sizeof buf - 1);
+    return HBM_EINVAL;
+  }
+  strcpy(buf, text);
+  for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    char *sep = strpbrk(item, ":="), *end;
+    if (!sep) goto bad;
+    *sep = 0;
+    const char *k = item, *v = sep + 1;
+    if (!strcmp(k, "zones")) {
+      if (!strcmp(v, "infer")) c->zones = ZONES_INFER;
+      else if (!strcmp(v, "tags")) c->zones = ZONES_TAGS;
+      else if (!strcmp(v, "off")) c->zones = ZONES_OFF;
+      else goto bad;
+    } else if (!strcmp(k, "large_life")) {
+      if (!parse_onoff(v, &c->large_life)) goto bad;
+    } else if (!strcmp(k, "chunk")) {
+      if (hbm_size_parse(v, &c->chunk) != HBM_OK || c->chunk < granule || c->chunk % granule ||
+          c->chunk > HBM_MAX_SIZE)
+        goto bad;
+    } else if (!strcmp(k, "slack")) {
+      size_t len = strlen(v);
+      if (len > 1 && v[len - 1] == '%') {
+        c->slack_share = strtod(v, &end) / 100.0;
+        if (*end != '%' || !(c->slack_share >= 0 && c->slack_share <= 10)) goto bad;
+      } else if (hbm_size_parse(v, &c->slack) != HBM_OK) {
+        goto bad;
+      }
+    } else if (!strcmp(k, "probes")) {
+      long n = strtol(v, &end, 10);
+      if (*end || n < 1 || n > 1024) goto bad;
+      c->probes = (int)n;
+    } else if (!strcmp(k, "small")) {
+      if (!parse_onoff(v, &c->small)) goto bad;
+    } else if (!strcmp(k, "streams")) {
+      if (!parse_onoff(v, &c->streams)) goto bad;
+    } else if (!strcmp(k, "va")) {
+      long n = strtol(v, &end, 10);
+      if (*end || n < 1 || n > 64) goto bad;
+      c->va_factor = (uint64_t)n;
+    } else if (!strcmp(k, "vmm")) {
+      if (!parse_onoff(v, &c->vmm)) goto bad;
+    } else if (!strcmp(k, "split")) {
+      double f = strtod(v, &end);
+      if (*end || !(f > 0 && f < 1)) goto bad;
+      c->split = f;
+    } else {
+      goto bad;
+    }
+    continue;
+  bad:
+    hbm_diag_set(diag, "alloc-conf", 0, (uint64_t)(item - buf),
+                 "zoned: bad setting '%s' (expected zones:infer|tags|off, large_life:on|off, "
+                 "chunk:SIZE, slack:SIZE|P%%, probes:N, small:on|off, streams:on|off, va:N, "
+                 "vmm:on|off, split:F)", item);
+    return HBM_EINVAL;
+  }
+  return HBM_OK;
+}
+
+/* ==== mapped-page counts (Fenwick tree per range) ============================== */
+static void fenwick_add(zrange *r, uint32_t page, int delta) {
+  for (uint32_t i = page + 1; i <= r->npages; i += i & -i) r->fenwick[i] += (uint32_t)delta;
+}
+static uint32_t fenwick_prefix(const zrange *r, uint32_t pages) { /* mapped pages in [0, pages) */
+  uint32_t s = 0;
+  for (uint32_t i = pages; i > 0; i -= i & -i) s += r->fenwick[i];
+  return s;
+}
+
+/* ==== idle chunks (the cache) ===================================================
+ * A list in the order they became idle: the head is the coldest. Chunks go
+ * on and off it whenever blocks come and go, so it is the only structure
+ * kept per transition; a search by size (only when the device is full)
+ * walks it. */
+static void idle_push(zoned *z, uint32_t c) {
+  zchunk *ch = &z->chunks[c];
+  ch->idle_since = z->life.clock;
+  ch->prev = z->idle_tail;
+  ch->next = NIL;
+  if (z->idle_tail != NIL) z->chunks[z->idle_tail].next = c;
+  else z->idle_head = c;
+  z->idle_tail = c;
+  z->idle_pages += ch->npages;
+  z->idle_chunks++;
+}
+
+static void idle_remove(zoned *z, uint32_t c) {
+  zchunk *ch = &z->chunks[c];
+  if (ch->prev != NIL) z->chunks[ch->prev].next = ch->next;
+  else z->idle_head = ch->next;
+  if (ch->next != NIL) z->chunks[ch->next].prev = ch->prev;
+  else z->idle_tail = ch->prev;
+  ch->prev = ch->next = NIL;
+  z->idle_pages -= ch->npages;
+  z->idle_chunks--;
+}
+
+/* The idle chunk to stitch into a run of `want` pages that may spill over
+ * `spill` free pages after it: the smallest that covers the run, else the
+ * largest that fits inside it; the coldest among equals. NIL if none. */
+static uint32_t idle_fit(const zoned *z, uint32_t want, uint32_t spill) {
+  uint32_t cover = NIL, inside = NIL;
+  for (uint32_t c = z->idle_head; c != NIL; c = z->chunks[c].next) {
+    uint32_t n = z->chunks[c].npages;
+    if (n >= want && n <= (uint64_t)want + spill) {
+      if (cover == NIL || n < z->chunks[cover].npages) cover = c;
+      if (n == want) break;
+    } else if (n < want && (inside == NIL || n > z->chunks[inside].npages)) {
+      inside = c;
+    }
+  }
+  return cover != NIL ? cover : inside;
+}
+
+static uint32_t idle_largest(const zoned *z) {
+  uint32_t n = 0;
+  for (uint32_t c = z->idle_head; c != NIL; c = z->chunks[c].next)
+    if (z->chunks[c].npages > n) n = z->chunks[c].npages;
+  return n;
+}
+
+/* 1 if idle chunk c sat idle through a whole step (or, without step marks,
+ * while more than twice the peak live bytes were allocated): it is not part
+ * of the working set the steps repeat. */
+static int chunk_cold(const zoned *z, uint32_t c) {
+  uint64_t since = z->chunks[c].idle_since;
+  if (z->life.steps_seen >= 2) return since < z->prev_step_clock;
+  return z->life.clock - since > 2 * z->life.peak_live_bytes;
+}
+
+/* ==== chunks ==================================================================== */
+static uint32_t chunk_new(zoned *z) {
+  if (z->free_chunk != NIL) {
+    uint32_t c = z->free_chunk;
+    z->free_chunk = z->chunks[c].next;
+    return c;
+  }
+  if (z->nchunks == z->chunks_cap) {
+    uint32_t cap = z->chunks_cap ? z->chunks_cap * 2 : 256;
+    zchunk *n = realloc(z->chunks, cap * sizeof *n);
+    if (!n) return NIL;
+    z->chunks = n;
+    z->chunks_cap = cap;
+  }
+  return z->nchunks++;
+}
+
+static void chunk_put_back(zoned *z, uint32_t c) {
+  z->chunks[c].range = NIL;
+  z->chunks[c].next = z->free_chunk;
+  z->free_chunk = c;
+}
+
+static void chunk_set_pages(zoned *z, uint32_t c, int mapped) {
+  zchunk *ch = &z->chunks[c];
+  zrange *r = &z->ranges[ch->range];
+  for (uint32_t p = ch->first; p < ch->first + ch->npages; p++) {
+    r->chunk_of[p] = mapped ? c + 1 : 0;
+    fenwick_add(r, p, mapped ? 1 : -1);
+  }
+}
+
+static uint64_t page_va(const zoned *z, uint32_t ri, uint32_t page) {
+  return z->ranges[ri].base + ((uint64_t)page << z->gshift);
+}
+
+/* Maps a new chunk of n pages at page `first` of range ri, `touched` of
+ * them touched by the block being placed. On error nothing changed. */
+static int chunk_create(zoned *z, uint32_t ri, uint32_t first, uint32_t n, uint32_t touched, uint32_t *out) {
+  hbm_device *dev = z->base.dev;
+  uint32_t c = chunk_new(z);
+  if (c == NIL) return HBM_EHOSTMEM;
+  uint64_t bytes = (uint64_t)n << z->gshift, handle;
+  int rc = hbm_dev_phys_create(dev, bytes, &handle);
+  if (rc == HBM_OK) {
+    rc = hbm_dev_map(dev, page_va(z, ri, first), bytes, handle, 0);
+    if (rc != HBM_OK) hbm_dev_phys_release(dev, handle, bytes);
+  }
+  if (rc != HBM_OK) {
+    chunk_put_back(z, c);
+    return rc;
+  }
+  z->chunks[c] = (zchunk){.handle = handle, .range = ri, .first = first, .npages = n, .touched = touched,
+                          .prev = NIL, .next = NIL};
+  chunk_set_pages(z, c, 1);
+  z->mapped_pages += n;
+  z->chunks_created++;
+  if (!touched) idle_push(z, c);
+  *out = c;
+  return HBM_OK;
+}
+
+/* Unmaps chunk c and gives its memory back to the device. */
+static void chunk_release(zoned *z, uint32_t c) {
+  hbm_device *dev = z->base.dev;
+  zchunk *ch = &z->chunks[c];
+  uint64_t bytes = (uint64_t)ch->npages << z->gshift;
+  if (ch->touched == 0) idle_remove(z, c);
+  hbm_dev_unmap(dev, page_va(z, ch->range, ch->first), bytes);
+  hbm_dev_phys_release(dev, ch->handle, bytes);
+  chunk_set_pages(z, c, 0);
+  z->mapped_pages -= ch->npages;
+  z->chunks_released++;
+  chunk_put_back(z, c);
+}
+
+/* Stitching: moves idle chunk c to page `first` of range ri (unmap there,
+ * map here: the same memory at a new address); `touched` of its pages are
+ * touched by the block being placed. On error the chunk is released. */
+static int chunk_move(zoned *z, uint32_t c, uint32_t ri, uint32_t first, uint32_t touched) {
+  hbm_device *dev = z->base.dev;
+  zchunk *ch = &z->chunks[c];
+  uint64_t bytes = (uint64_t)ch->npages << z->gshift;
+  idle_remove(z, c);
+  hbm_dev_unmap(dev, page_va(z, ch->range, ch->first), bytes);
+  chunk_set_pages(z, c, 0);
+  int rc = hbm_dev_map(dev, page_va(z, ri, first), bytes, ch->handle, 0);
+  if (rc != HBM_OK) {
+    hbm_dev_phys_release(dev, ch->handle, bytes);
+    z->mapped_pages -= ch->npages;
+    z->chunks_released++;
+    chunk_put_back(z, c);
+    return rc;
+  }
+  ch->range = ri;
+  ch->first = first;
+  ch->touched = touched;
+  chunk_set_pages(z, c, 1);
+  z->chunks_moved++;
+  if (!touched) idle_push(z, c);
+  return HBM_OK;
+}
+
+/* ==== touching pages ============================================================ */
+static inline void block_pages(const zoned *z, const zrange *r, uint64_t addr, uint64_t size, uint32_t *p0,
+                               uint32_t *p1) {
+  *p0 = (uint32_t)((addr - r->base) >> z->gshift);
+  *p1 = (uint32_t)((addr + size - 1 - r->base) >> z->gshift);
+}
+
+/* A block now covers pages [p0, p1]: counts, per chunk, the pages it is the
+ * first to touch. Returns how many of them are not mapped (counted touched:
+ * the caller maps them). */
+static uint32_t touch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
+  int first_shared = r->edge[p0] > 0, last_shared = p1 != p0 && r->edge[p1] > 0;
+  r->edge[p0]++;
+  if (p1 != p0) r->edge[p1]++;
+  uint32_t fresh = 0;
+  for (uint32_t q = p0; q <= p1;) {
+    uint32_t c = r->chunk_of[q];
+    if (!c) { /* a shared edge is unmapped only while seeding, which maps later */
+      fresh += !((q == p0 && first_shared) || (q == p1 && last_shared));
+      q++;
+      continue;
+    }
+    zchunk *ch = &z->chunks[c - 1];
+    uint32_t end = ch->first + ch->npages - 1;
+    if (end > p1) end = p1;
+    uint32_t n = end - q + 1;
+    if (q == p0 && first_shared) n--;
+    if (end == p1 && last_shared) n--;
+    if (n) {
+      if (ch->touched == 0) idle_remove(z, c - 1);
+      ch->touched += n;
+      z->touched_pages += n;
+    }
+    q = end + 1;
+  }
+  z->touched_pages += fresh;
+  return fresh;
+}
+
+/* The reverse of touch. Unmapped pages are skipped: only an undone placement
+ * has them, and its caller uncounts them. */
+static void untouch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
+  r->edge[p0]--;
+  if (p1 != p0) r->edge[p1]--;
+  int first_shared = r->edge[p0] > 0, last_shared = p1 != p0 && r->edge[p1] > 0;
+  for (uint32_t q = p0; q <= p1;) {
+    uint32_t c = r->chunk_of[q];
+    if (!c) { q++; continue; }
+    zchunk *ch = &z->chunks[c - 1];
+    uint32_t end = ch->first + ch->npages - 1;
+    if (end > p1) end = p1;
+    uint32_t n = end - q + 1;
+    if (q == p0 && first_shared) n--;
+    if (end == p1 && last_shared) n--;
+    if (n) {
+      ch->touched -= n;
+      z->touched_pages -= n;
+      if (ch->touched == 0) idle_push(z, c - 1);
+    }
+    q = end + 1;
+  }
+}
+
+/* ==== backing new pages ============================================================ */
+static uint64_t device_room(const zoned *z) { /* pages the device can still give */
+  const hbm_device *dev = z->base.dev;
+  return (dev->caps.capacity - dev->phys_used) >> z->gshift;
+}
+
+static uint32_t stripe_pages(const zoned *z) { return (uint32_t)(z->conf.chunk >> z->gshift); }
+
+/* Mapped pages may pass the most pages ever touched at once by `slack`
+ * before cold idle chunks are unmapped. */
+static uint64_t cache_bound(const zoned *z) {
+  uint64_t high = z->peak_touched_pages > z->touched_pages ? z->peak_touched_pages : z->touched_pages;
+  return high + (z->conf.slack >> z->gshift) + (uint64_t)((double)high * z->conf.slack_share);
+}
+
+/* Unmapped pages right after page p of range r, up to `most`. */
+static uint32_t unmapped_after(const zrange *r, uint32_t p, uint32_t most) {
+  uint32_t n = 0;
+  while (n < most && p + 1 + n < r->npages && !r->chunk_of[p + 1 + n]) n++;
+  return n;
+}
+
+/* Room on z->undo for one more chunk, made before the chunk is. */
+static int undo_room(zoned *z) {
+  if (z->nundo < z->undo_cap) return HBM_OK;
+  uint32_t cap = z->undo_cap ? z->undo_cap * 2 : 64;
+  uint32_t *u = realloc(z->undo, cap * sizeof *u);
+  if (!u) return HBM_EHOSTMEM;
+  z->undo = u;
+  z->undo_cap = cap;
+  return HBM_OK;
+}
+
+/* Backs the run of `run` unmapped pages at page q of range ri (ending at
+ * the block's last page when run_ends_block), a stripe at a time:
+ *   - device full: stitch an idle chunk here (the smallest that covers the
+ *     piece, spilling into free pages after the block, else the largest
+ *     that fits inside it), else unmap the coldest idle chunk;
+ *   - cache past its bound: unmap idle chunks that sat idle a whole step;
+ *   - then a new chunk.
+ * The caller checked that the device holds the run with every idle chunk
+ * gone. Chunks it maps go on z->undo. */
+static int back_run(zoned *z, uint32_t ri, uint32_t q, uint32_t run, int run_ends_block) {
+  uint32_t stripe = stripe_pages(z);
+  while (run > 0) {
+    uint32_t left = stripe - q % stripe, want = run < left ? run : left, c;
+    int rc = undo_room(z);
+    if (rc != HBM_OK) return rc;
+    if (device_room(z) < want && z->idle_head != NIL) {
+      uint32_t largest = idle_largest(z);
+      uint32_t spill = want == run && run_ends_block && largest > run
+                           ? unmapped_after(&z->ranges[ri], q + run - 1, largest - run) : 0;
+      c = idle_fit(z, want, spill);
+      if (c == NIL) {
+        z->pressure_releases++;
+        chunk_release(z, z->idle_head);
+        continue;
+      }
+      uint32_t touched = z->chunks[c].npages < run ? z->chunks[c].npages : run;
+      if ((rc = chunk_move(z, c, ri, q, touched)) != HBM_OK) return rc;
+      q += touched;
+      run -= touched;
+    } else if (z->mapped_pages + want > cache_bound(z) && z->idle_head != NIL && chunk_cold(z, z->idle_head)) {
+      z->cold_releases++;
+      chunk_release(z, z->idle_head);
+      continue;
+    } else {
+      if ((rc = chunk_create(z, ri, q, want, want, &c)) != HBM_OK) return rc;
+      q += want;
+      run -= want;
+    }
+    z->undo[z->nundo++] = c;
+  }
+  return HBM_OK;
+}
+
+/* Backs every unmapped page of [p0, p1] in range ri. On error the chunks it
+ * mapped are released again (their pages were touched only by this block). */
+static int back_block(zoned *z, uint32_t ri, uint32_t p0, uint32_t p1) {
+  int rc = HBM_OK;
+  z->nundo = 0;
+  for (uint32_t q = p0; q <= p1 && rc == HBM_OK;) {
+    const zrange *r = &z->ranges[ri];
+    if (r->chunk_of[q]) {
+      const zchunk *ch = &z->chunks[r->chunk_of[q] - 1];
+      q = ch->first + ch->npages;
+      continue;
+    }
+    uint32_t n = 1;
+    while (q + n <= p1 && !r->chunk_of[q + n]) n++;
+    rc = back_run(z, ri, q, n, q + n - 1 == p1);
+    q += n;
+  }
+  if (rc != HBM_OK)
+    for (uint32_t i = 0; i < z->nundo; i++)
+      if (z->chunks[z->undo[i]].range != NIL) {
+        z->chunks[z->undo[i]].touched = 0;
+        idle_push(z, z->undo[i]);
+        chunk_release(z, z->undo[i]);
+      }
+  return rc;
+}
+
+/* ==== virtual space ===================================================================
+ * Taken from the device in arenas of ZONED_ARENA_RANGES zone ranges (one
+ * reserve call each) and carved without further calls. */
+static uint64_t range_bytes(const zoned *z) {
+  uint64_t size = hbm_align_up(z->capacity * z->conf.va_factor, z->granule);
+  if (size >> z->gshift > UINT32_MAX - 1) size = (uint64_t)(UINT32_MAX - 1) << z->gshift;
+  return size;
+}
+
+static int va_take(zoned *z, uint64_t size, uint64_t *base) {
+  if (!z->narenas || z->arena_used + size > z->arena_size) {
+    uint64_t bytes = range_bytes(z) * ZONED_ARENA_RANGES, at;
+    if (bytes < size) bytes = size;
+    uint64_t *na = realloc(z->arenas, (z->narenas + 1) * 2 * sizeof *na);
+    if (!na) return HBM_EHOSTMEM;
+    z->arenas = na;
+    int rc = hbm_dev_reserve(z->base.dev, bytes, &at);
+    if (rc != HBM_OK) return rc;
+    z->arenas[2 * z->narenas] = at;
+    z->arenas[2 * z->narenas + 1] = bytes;
+    z->narenas++;
+    z->arena_base = at;
+    z->arena_size = bytes;
+    z->arena_used = 0;
+  }
+  *base = z->arena_base + z->arena_used;
+  z->arena_used += size;
+  return HBM_OK;
+}
+
+static int range_add(zoned *z, uint32_t zi, uint32_t *out) {
+  uint64_t size = range_bytes(z);
+  zrange *nr = realloc(z->ranges, (z->nranges + 1) * sizeof *nr);
+  if (!nr) return HBM_EHOSTMEM;
+  z->ranges = nr;
+  uint32_t *no = realloc(z->order, (z->nranges + 1) * sizeof *no);
+  if (!no) return HBM_EHOSTMEM;
+  z->order = no;
+  zzone *zone = &z->zones[zi];
+  uint32_t *zr = realloc(zone->ranges, (zone->nranges + 1) * sizeof *zr);
+  if (!zr) return HBM_EHOSTMEM;
+  zone->ranges = zr;
+  zrange r = {.size = size, .npages = (uint32_t)(size >> z->gshift), .zone = zi};
+  r.chunk_of = calloc(r.npages, sizeof *r.chunk_of);
+  r.edge = calloc(r.npages, sizeof *r.edge);
+  r.fenwick = calloc((size_t)r.npages + 1, sizeof *r.fenwick);
+  int rc = !r.chunk_of || !r.edge || !r.fenwick ? HBM_EHOSTMEM : va_take(z, size, &r.base);
+  if (rc == HBM_OK && hbm_vspace_create(r.base, size, ZONED_UNIT, &r.vs) != HBM_OK) rc = HBM_EHOSTMEM;
+  if (rc != HBM_OK) { /* carved space is not handed back: it is only address space */
+    free(r.chunk_of);
+    free(r.edge);
+    free(r.fenwick);
+    return rc;
+  }
+  uint32_t ri = z->nranges++, k = ri;
+  z->ranges[ri] = r;
+  while (k > 0 && z->ranges[z->order[k - 1]].base > r.base) { z->order[k] = z->order[k - 1]; k--; }
+  z->order[k] = ri;
+  zone->ranges[zone->nranges++] = ri;
+  *out = ri;
+  return HBM_OK;
+}
+
+/* The range holding addr, or NIL. */
+static uint32_t range_of(const zoned *z, uint64_t addr) {
+  uint32_t lo = 0, hi = z->nranges;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (z->ranges[z->order[mid]].base <= addr) lo = mid + 1; else hi = mid;
+  }
+  if (lo == 0) return NIL;
+  const zrange *r = &z->ranges[z->order[lo - 1]];
+  return addr - r->base < r->size ? z->order[lo - 1] : NIL;
+}
+
+static int zone_get(zoned *z, int life, int small, int stream, uint32_t *out) {
+  for (uint32_t i = 0; i < z->nzones; i++) {
+    const zzone *zn = &z->zones[i];
+    if (zn->life == life && zn->small == small && zn->stream == stream) { *out = i; return HBM_OK; }
+  }
+  zzone *nz = realloc(z->zones, (z->nzones + 1) * sizeof *nz);
+  if (!nz) return HBM_EHOSTMEM;
+  z->zones = nz;
+  z->zones[z->nzones] = (zzone){life, small, stream, NULL, 0};
+  *out = z->nzones++;
+  return HBM_OK;
+}
+
+/* ==== re-chunking under pressure ====================================================
+ * A chunk partly used by live blocks holds all of its memory: a device
+ * unmaps and frees a chunk only whole (cuMemUnmap, aclrtUnmapMem). When the
+ * device is too full for a request, such a chunk is replaced: the pages live
+ * blocks touch are copied into new chunks of just their size, mapped back
+ * at the same addresses (blocks keep their addresses and contents), and the
+ * old chunk is freed. It costs a copy of those pages and a few calls, so it
+ * runs only when the alternative is a failed request. */
+enum { RECHUNK_MAX_RUNS = 64 };
+
+static int rechunk(zoned *z, uint32_t c, const uint8_t *touched_page) {
+  hbm_device *dev = z->base.dev;
+  zchunk old = z->chunks[c];
+  uint64_t bytes = (uint64_t)old.npages << z->gshift, va = page_va(z, old.range, old.first);
+  if (!z->scratch_va) {
+    int rc = va_take(z, z->conf.chunk, &z->scratch_va);
+    if (rc != HBM_OK) return rc;
+  }
+  uint32_t first[RECHUNK_MAX_RUNS], len[RECHUNK_MAX_RUNS], slot[RECHUNK_MAX_RUNS], nruns = 0;
+  uint64_t handle[RECHUNK_MAX_RUNS];
+  for (uint32_t q = old.first; q < old.first + old.npages;) {
+    if (!touched_page[q]) { q++; continue; }
+    uint32_t n = 1;
+    while (q + n < old.first + old.npages && touched_page[q + n]) n++;
+    if (nruns == RECHUNK_MAX_RUNS) return HBM_EBUSY;
+    first[nruns] = q;
+    len[nruns++] = n;
+    q += n;
+  }
+  /* New memory and records first: if they cannot be had, nothing changed. */
+  int rc = HBM_OK;
+  uint32_t made = 0;
+  for (; made < nruns; made++) {
+    slot[made] = made == 0 ? c : chunk_new(z);
+    if (slot[made] == NIL) { rc = HBM_EHOSTMEM; break; }
+    if ((rc = hbm_dev_phys_create(dev, (uint64_t)len[made] << z->gshift, &handle[made])) != HBM_OK) {
+      if (made) chunk_put_back(z, slot[made]);
+      break;
+    }
+  }
+  if (rc != HBM_OK) {
+    for (uint32_t i = 0; i < made; i++) {
+      hbm_dev_phys_release(dev, handle[i], (uint64_t)len[i] << z->gshift);
+      if (i) chunk_put_back(z, slot[i]);
+    }
+    return rc;
+  }
+  /* The old memory is seen through the scratch window while the new is
+   * mapped in its place and filled from it. */
+  if (hbm_dev_map(dev, z->scratch_va, bytes, old.handle, 0) != HBM_OK || hbm_dev_unmap(dev, va, bytes) != HBM_OK)
+    return hbm_report_error(HBM_ECORRUPT, "zoned: re-chunking could not remap %#llx", (unsigned long long)va);
+  chunk_set_pages(z, c, 0);
+  z->mapped_pages -= old.npages;
+  for (uint32_t i = 0; i < nruns; i++) {
+    uint64_t at = page_va(z, old.range, first[i]), n = (uint64_t)len[i] << z->gshift;
+    if (hbm_dev_map(dev, at, n, handle[i], 0) != HBM_OK ||
+        hbm_dev_copy(dev, at, z->scratch_va + ((uint64_t)(first[i] - old.first) << z->gshift), n) != HBM_OK)
+      return hbm_report_error(HBM_ECORRUPT, "zoned: re-chunking could not map or copy %#llx", (unsigned long long)at);
+    z->chunks[slot[i]] = (zchunk){.handle = handle[i], .range = old.range, .first = first[i], .npages = len[i],
+                                  .touched = len[i], .prev = NIL, .next = NIL};
+    chunk_set_pages(z, slot[i], 1);
+    z->mapped_pages += len[i];
+    z->chunks_created++;
+  }
+  hbm_dev_unmap(dev, z->scratch_va, bytes);
+  hbm_dev_phys_release(dev, old.handle, bytes);
+  z->chunks_released++;
+  z->rechunks++;
+  return HBM_OK;
+}
+
+typedef struct mark_ctx { zoned *z; const zrange *r; uint8_t *touched; } mark_ctx;
+static int mark_touched(void *arg, uint64_t addr, uint64_t size, int live) {
+  mark_ctx *m = arg;
+  if (live) {
+    uint32_t p0, p1;
+    block_pages(m->z, m->r, addr, size, &p0, &p1);
+    memset(m->touched + p0, 1, (size_t)(p1 - p0) + 1);
+  }
+  return 0;
+}
+
+static void release_idle(zoned *z) {
+  while (z->idle_head != NIL) {
+    z->pressure_releases++;
+    chunk_release(z, z->idle_head);
+  }
+}
+
+/* Makes room for `fresh` pages by re-chunking partly used chunks, the most
+ * idle memory first, while the device lacks room. */
+static void reclaim(zoned *z, uint64_t fresh) {
+  for (uint32_t ri = 0; ri < z->nranges && device_room(z) < fresh; ri++) {
+    zrange *r = &z->ranges[ri];
+    uint8_t *touched = calloc(r->npages, 1);
+    if (!touched) return;
+    mark_ctx m = {z, r, touched};
+    hbm_vspace_walk(r->vs, mark_touched, &m);
+    while (device_room(z) < fresh) {
+      uint32_t best = NIL, best_idle = 0;
+      uint64_t room = device_room(z);
+      for (uint32_t c = 0; c < z->nchunks; c++) {
+        const zchunk *ch = &z->chunks[c];
+        if (ch->range == ri && ch->touched < ch->npages && ch->touched <= room && ch->npages - ch->touched > best_idle) {
+          best = c;
+          best_idle = ch->npages - ch->touched;
+        }
+      }
+      if (best == NIL || rechunk(z, best, touched) != HBM_OK) break;
+    }
+    free(touched);
+  }
+}
+
+/* ==== placement ========================================================================== */
+/* Placement cost: the pages of [hole, hole + size) not mapped yet. */
+static uint64_t fresh_cost(void *arg, uint64_t hole, uint64_t hole_size, uint64_t size) {
+  const zoned *z = ((void **)arg)[0];
+  const zrange *r = ((void **)arg)[1];
+  uint32_t p0, p1;
+  block_pages(z, r, hole, size, &p0, &p1);
+  return (uint64_t)(p1 - p0 + 1) - (fenwick_prefix(r, p1 + 1) - fenwick_prefix(r, p0));
+}
+
+/* Places a block in range ri and backs its pages. `pressed`: the device was
+ * too full for the first try, so the cache goes first (a block that covered
+ * part of an idle chunk would pin the rest of it), every hole is a
+ * candidate, and partly used chunks may be re-chunked. Then any request up
+ * to largest_free succeeds: a hole at a zone's top needs no more new pages
+ * than the request has. On error nothing changed apart from chunks unmapped
+ * and re-chunked to make room. */
+static int place_in(zoned *z, uint32_t ri, uint64_t size, int pressed, uint32_t user, uint64_t *addr,
+                    uint64_t *block) {
+  if (pressed) release_idle(z);
+  void *cost_arg[2] = {z, &z->ranges[ri]};
+  int rc = hbm_vspace_alloc(z->ranges[ri].vs, size, fresh_cost, cost_arg, pressed ? 1 << 30 : z->conf.probes,
+                            user, addr, block);
+  if (rc != HBM_OK) return rc;
+  zrange *r = &z->ranges[ri];
+  uint32_t p0, p1;
+  block_pages(z, r, *addr, *block, &p0, &p1);
+  uint32_t fresh = touch(z, r, p0, p1);
+  if (fresh) {
+    if (pressed && device_room(z) < fresh) reclaim(z, fresh);
+    rc = device_room(z) + z->idle_pages >= fresh ? back_block(z, ri, p0, p1) : HBM_ENOMEM;
+    if (rc != HBM_OK) {
+      r = &z->ranges[ri];
+      untouch(z, r, p0, p1);
+      z->touched_pages -= fresh;
+      hbm_vspace_free(r->vs, *addr, NULL, NULL);
+      return rc;
+    }
+  }
+  if (z->touched_pages > z->peak_touched_pages) z->peak_touched_pages = z->touched_pages;
+  return HBM_OK;
+}
+
+/* The zone a request goes to. */
+static int zone_for(zoned *z, uint64_t size, hbm_life life, int stream, uint32_t *zi) {
+  int small = z->conf.small && size < z->granule;
+  if (!small && !z->conf.large_life) life = HBM_LIFE_TRANSIENT;
+  return zone_get(z, (int)life, small, small && z->conf.streams ? stream : 0, zi);
+}
+
+/* 1 if the class of a request of this size decides its zone (then its
+ * lifetime is tracked). */
+static int class_matters(const zoned *z, uint64_t size) {
+  return z->fallback || (z->conf.small && size < z->granule) || z->conf.large_life;
+}
+
+static int vmm_alloc(zoned *z, uint64_t size, hbm_life life, int stream, uint32_t user, uint64_t *addr,
+                     uint64_t *block) {
+  uint32_t zi, ri;
+  int rc = zone_for(z, size, life, stream, &zi);
+  if (rc != HBM_OK) return rc;
+  uint64_t need = hbm_align_up(size, ZONED_UNIT);
+  /* The first reservation with a hole that holds it; a physical shortage is
+   * final (every range draws on the same granules). */
+  for (uint32_t k = 0; k < z->zones[zi].nranges; k++) {
+    ri = z->zones[zi].ranges[k];
+    if (hbm_vspace_largest_free(z->ranges[ri].vs) >= need) {
+      rc = place_in(z, ri, size, 0, user, addr, block);
+      if (rc == HBM_ENOMEM) rc = place_in(z, ri, size, 1, user, addr, block);
+      return rc;
+    }
+  }
+  rc = range_add(z, zi, &ri);
+  if (rc == HBM_OK) rc = place_in(z, ri, size, 0, user, addr, block);
+  if (rc == HBM_ENOMEM) rc = place_in(z, ri, size, 1, user, addr, block);
+  return rc;
+}
+
+/* ==== lifetime class ========================================================================== */
+static hbm_life classify(zoned *z, uint64_t size, hbm_tag tag, int stream, hbm_life_stamp *stamp) {
+  hbm_life inferred = hbm_lifetime_predict(&z->life, size, stream, stamp);
+  if (z->conf.zones == ZONES_OFF) return HBM_LIFE_TRANSIENT;
+  if (z->conf.zones == ZONES_TAGS && tag != HBM_TAG_OTHER)
+    return tag == HBM_TAG_PARAM || tag == HBM_TAG_OPTIM || tag == HBM_TAG_GRAD ? HBM_LIFE_STATIC : HBM_LIFE_TRANSIENT;
+  return inferred;
+}
+
+static uint32_t rec_new(zoned *z) {
+  if (z->free_rec != NIL) {
+    uint32_t i = z->free_rec;
+    z->free_rec = z->recs[i].next_free;
+    return i;
+  }
+  if (z->nrecs == z->recs_cap) {
+    uint32_t cap = z->recs_cap ? z->recs_cap * 2 : 1024;
+    zrec *n = realloc(z->recs, cap * sizeof *n);
+    if (!n) return NIL;
+    z->recs = n;
+    z->recs_cap = cap;
+  }
+  return z->nrecs++;
+}
+
+static void rec_put_back(zoned *z, uint32_t i) {
+  z->recs[i].next_free = z->free_rec;
+  z->free_rec = i;
+}
+
+/* ==== fixed zones (no virtual memory) ============================================================ */
+static int fixed_alloc(zoned *z, uint64_t size, hbm_life life, uint32_t user, uint64_t *addr, uint64_t *block) {
+  int rc = hbm_range_alloc(z->fixed[life], size, 0, addr, block);
+  if (rc == HBM_ENOMEM) rc = hbm_range_alloc(z->fixed[!life], size, 0, addr, block);
+  if (rc == HBM_OK && hbm_addrmap_put(&z->fixed_live, *addr, user) != HBM_OK) {
+    hbm_range_free(z->fixed[*addr >= z->seg_addr + z->split_at ? HBM_LIFE_TRANSIENT : HBM_LIFE_STATIC], *addr, NULL);
+    rc = HBM_EHOSTMEM;
+  }
+  return rc;
+}
+
+static int fixed_free(zoned *z, uint64_t addr, uint64_t *block, uint32_t *user) {
+  uint64_t u;
+  if (!hbm_addrmap_get(&z->fixed_live, addr, &u)) return HBM_EINVAL;
+  int rc = hbm_range_free(z->fixed[addr >= z->seg_addr + z->split_at ? HBM_LIFE_TRANSIENT : HBM_LIFE_STATIC], addr, block);
+  if (rc == HBM_OK) {
+    hbm_addrmap_take(&z->fixed_live, addr, NULL);
+    *user = (uint32_t)u;
+  }
+  return rc;
+}
+
+/* ==== create / destroy ============================================================================== */
+static void zoned_destroy(hbm_policy *p);
+
+static int zoned_create(hbm_device *dev, const char *conf, hbm_policy **out, hbm_diag *diag) {
+  zoned_conf c;
+  int rc = parse_conf(conf, dev->caps.granule, &c, diag);
+  if (rc != HBM_OK) return rc;
+  zoned *z = calloc(1, sizeof *z);
+  if (!z) return HBM_EHOSTMEM;
+  z->base.dev = dev;
+  z->conf = c;
+  z->granule = dev->caps.granule;
+  z->capacity = dev->caps.capacity;
+  z->gshift = (unsigned)__builtin_ctzll(z->granule);
+  z->free_chunk = z->free_rec = z->idle_head = z->idle_tail = NIL;
+  hbm_lifetime_init(&z->life);
+  hbm_addrmap_init(&z->fixed_live);
+  z->fallback = !dev->caps.vmm || !c.vmm || !dev->ops->reserve || !dev->ops->map || !dev->ops->phys_create;
+  if (z->fallback) {
+    z->seg_size = z->capacity;
+    z->split_at = (uint64_t)((double)z->seg_size * c.split) / ZONED_UNIT * ZONED_UNIT;
+    if (z->split_at == 0 || z->split_at >= z->seg_size) z->split_at = z->seg_size / 2 / ZONED_UNIT * ZONED_UNIT;
+    rc = hbm_dev_seg_alloc(dev, z->seg_size, 0, &z->seg_addr);
+    if (rc == HBM_OK) rc = hbm_range_create(z->seg_addr, z->split_at, ZONED_UNIT, &z->fixed[HBM_LIFE_STATIC]);
+    if (rc == HBM_OK)
+      rc = hbm_range_create(z->seg_addr + z->split_at, z->seg_size - z->split_at, ZONED_UNIT, &z->fixed[HBM_LIFE_TRANSIENT]);
+    if (rc != HBM_OK) {
+      zoned_destroy(&z->base);
+      return rc;
+    }
+  }
+  *out = &z->base;
+  return HBM_OK;
+}
+
+static void zoned_destroy(hbm_policy *p) {
+  zoned *z = (zoned *)p;
+  hbm_device *dev = p->dev;
+  for (uint32_t c = 0; c < z->nchunks; c++) {
+    const zchunk *ch = &z->chunks[c];
+    if (ch->range == NIL) continue;
+    uint64_t bytes = (uint64_t)ch->npages << z->gshift;
+    hbm_dev_unmap(dev, page_va(z, ch->range, ch->first), bytes);
+    hbm_dev_phys_release(dev, ch->handle, bytes);
+  }
+  for (uint32_t i = 0; i < z->narenas; i++) hbm_dev_unreserve(dev, z->arenas[2 * i], z->arenas[2 * i + 1]);
+  for (uint32_t i = 0; i < z->nranges; i++) {
+    hbm_vspace_destroy(z->ranges[i].vs);
+    free(z->ranges[i].chunk_of);
+    free(z->ranges[i].edge);
+    free(z->ranges[i].fenwick);
+  }
+  for (uint32_t i = 0; i < z->nzones; i++) free(z->zones[i].ranges);
+  for (int i = 0; i < 2; i++) hbm_range_destroy(z->fixed[i]);
+  if (z->seg_addr) hbm_dev_seg_free(dev, z->seg_addr, z->seg_size);
+  free(z->arenas);
+  free(z->zones);
+  free(z->ranges);
+  free(z->order);
+  free(z->chunks);
+  free(z->undo);
+  free(z->recs);
+  hbm_addrmap_release(&z->fixed_live);
+  hbm_lifetime_release(&z->life);
+  free(z);
+}
+
+/* ==== alloc / free ========================================================================== */
+static int zoned_alloc(hbm_policy *p, uint64_t size, hbm_tag tag, int stream, uint64_t *addr, uint64_t *block_size) {
+  zoned *z = (zoned *)p;
+  if (size == 0) return HBM_EINVAL;
+  if (size > z->capacity) return HBM_ENOMEM;
+  hbm_life life = HBM_LIFE_TRANSIENT;
+  hbm_life_stamp stamp;
+  uint32_t rec = NIL;
+  if (class_matters(z, size)) {
+    if ((rec = rec_new(z)) == NIL) return HBM_EHOSTMEM;
+    life = classify(z, size, tag, stream, &stamp);
+  }
+  int rc = z->fallback ? fixed_alloc(z, size, life, rec, addr, block_size)
+                       : vmm_alloc(z, size, life, stream, rec, addr, block_size);
+  if (rec != NIL) {
+    if (rc != HBM_OK) {
+      hbm_lifetime_forget(&z->life, &stamp);
+      rec_put_back(z, rec);
+      return rc;
+    }
+    z->recs[rec].stamp = stamp;
+    if (life == HBM_LIFE_STATIC) z->static_allocs++;
+  }
+  return rc;
+}
+
+static int zoned_free(hbm_policy *p, uint64_t addr, uint64_t *block_size) {
+  zoned *z = (zoned *)p;
+  uint32_t user;
+  uint64_t block;
+  if (z->fallback) {
+    int rc = fixed_free(z, addr, &block, &user);
+    if (rc != HBM_OK) return rc;
+  } else {
+    uint32_t ri = range_of(z, addr);
+    if (ri == NIL) return HBM_EINVAL;
+    zrange *r = &z->ranges[ri];
+    if (hbm_vspace_free(r->vs, addr, &block, &user) != HBM_OK) return HBM_EINVAL;
+    uint32_t p0, p1;
+    block_pages(z, r, addr, block, &p0, &p1);
+    untouch(z, r, p0, p1);
+  }
+  if (user != NIL) {
+    hbm_lifetime_observe(&z->life, &z->recs[user].stamp);
+    rec_put_back(z, user);
+  }
+  *block_size = block;
+  return HBM_OK;
+}
+
+/* ==== starting state =======================================================================
+ * A recording that starts mid-run begins with blocks already live. They are
+ * placed like build-phase allocations (all static), then their pages are
+ * mapped together: chunks per run of touched pages, not one per block. */
+typedef struct seed_ctx {
+  zoned *z;
+  uint32_t ri, run_first, run_last;
+  int in_run, failed;
+} seed_ctx;
+
+static int seed_map_run(seed_ctx *c) {
+  zoned *z = c->z;
+  uint32_t stripe = stripe_pages(z);
+  for (uint32_t q = c->run_first; q <= c->run_last;) {
+    const zrange *r = &z->ranges[c->ri];
+    if (r->chunk_of[q]) {
+      q = z->chunks[r->chunk_of[q] - 1].first + z->chunks[r->chunk_of[q] - 1].npages;
+      continue;
+    }
+    uint32_t n = 1, left = stripe - q % stripe, ch;
+    while (q + n <= c->run_last && n < left && !r->chunk_of[q + n]) n++;
+    if (device_room(z) < n) return HBM_ENOMEM;
+    int rc = chunk_create(z, c->ri, q, n, n, &ch);
+    if (rc != HBM_OK) return rc;
+    q += n;
+  }
+  return HBM_OK;
+}
+
+static int seed_visit(void *arg, uint64_t addr, uint64_t size, int live) {
+  seed_ctx *c = arg;
+  if (!live) return 0;
+  uint32_t p0, p1;
+  block_pages(c->z, &c->z->ranges[c->ri], addr, size, &p0, &p1);
+  if (c->in_run && p0 <= c->run_last + 1) {
+    if (p1 > c->run_last) c->run_last = p1;
+    return 0;
+  }
+  if (c->in_run && (c->failed = seed_map_run(c)) != HBM_OK) return 1;
+  c->in_run = 1;
+  c->run_first = p0;
+  c->run_last = p1;
+  return 0;
+}
+
+static int zoned_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr) {
+  zoned *z = (zoned *)p;
+  if (z->fallback) return HBM_EUNSUPPORTED; /* replay places them as requests */
+  for (uint32_t k = 0; k < t->ninit_segments; k++) {
+    const hbm_init_segment *seg = &t->init_segments[k];
+    for (uint32_t i = seg->first_block; i < seg->first_block + seg->nblocks; i++) {
+      const hbm_init_block *b = &t->init_blocks[i];
+      if (b->id == HBM_NO_ID) continue;
+      uint64_t size = b->request ? b->request : b->size, addr, block;
+      uint32_t zi, ri = NIL, rec = NIL;
+      hbm_life life = HBM_LIFE_TRANSIENT;
+      hbm_life_stamp stamp;
+      if (class_matters(z, size)) {
+        if ((rec = rec_new(z)) == NIL) return HBM_EHOSTMEM;
+        life = classify(z, size, (hbm_tag)b->tag, seg->stream, &stamp);
+        z->recs[rec].stamp = stamp;
+        z->static_allocs += life == HBM_LIFE_STATIC;
+      }
+      int rc = zone_for(z, size, life, seg->stream, &zi);
+      for (uint32_t j = 0; rc == HBM_OK && j < z->zones[zi].nranges && ri == NIL; j++)
+        if (hbm_vspace_largest_free(z->ranges[z->zones[zi].ranges[j]].vs) >= hbm_align_up(size, ZONED_UNIT))
+          ri = z->zones[zi].ranges[j];
+      if (rc == HBM_OK && ri == NIL) rc = range_add(z, zi, &ri);
+      if (rc == HBM_OK) rc = hbm_vspace_alloc(z->ranges[ri].vs, size, NULL, NULL, 1, rec, &addr, &block);
+      if (rc != HBM_OK) return rc; /* replay discards the policy */
+      uint32_t p0, p1;
+      block_pages(z, &z->ranges[ri], addr, block, &p0, &p1);
+      touch(z, &z->ranges[ri], p0, p1); /* counted touched now, mapped below */
+      id_addr[b->id] = addr;
+    }
+  }
+  for (uint32_t ri = 0; ri < z->nranges; ri++) {
+    seed_ctx c = {.z = z, .ri = ri};
+    hbm_vspace_walk(z->ranges[ri].vs, seed_visit, &c);
+    if (c.failed) return c.failed;
+    if (c.in_run && (c.failed = seed_map_run(&c)) != HBM_OK) return c.failed;
+  }
+  if (z->touched_pages > z->peak_touched_pages) z->peak_touched_pages = z->touched_pages;
+  return HBM_OK;
+}
+
+/* ==== usage, step, counters ================================================================ */
+static void zoned_usage(hbm_policy *p, hbm_policy_usage *u) {
+  zoned *z = (zoned *)p;
+  if (z->fallback) {
+    u->reserved = hbm_range_top(z->fixed[HBM_LIFE_STATIC]) - z->seg_addr +
+                  hbm_range_top(z->fixed[HBM_LIFE_TRANSIENT]) - (z->seg_addr + z->split_at);
+    uint64_t a = hbm_range_largest_free(z->fixed[0]), b = hbm_range_largest_free(z->fixed[1]);
+    u->largest_free = a > b ? a : b;
+    return;
+  }
+  /* Free granules, counting the idle chunks pressure would unmap. (Pages
+   * that partly used chunks hold are not counted: freeing them copies data.) */
+  u->reserved = z->mapped_pages << z->gshift;
+  u->largest_free = (device_room(z) + z->idle_pages) << z->gshift;
+}
+
+static void zoned_step(hbm_policy *p, uint64_t step) {
+  zoned *z = (zoned *)p;
+  hbm_lifetime_step(&z->life, step);
+  z->prev_step_clock = z->last_step_clock;
+  z->last_step_clock = z->life.clock;
+}
+
+static int zoned_counters(hbm_policy *p, hbm_counter *out, int max) {
+  zoned *z = (zoned *)p;
+  hbm_counter c[] = {
+      {"chunks_created", (double)z->chunks_created},
+      {"chunks_released", (double)z->chunks_released},
+      {"chunks_moved", (double)z->chunks_moved},
+      {"pressure_releases", (double)z->pressure_releases},
+      {"cold_releases", (double)z->cold_releases},
+      {"rechunks", (double)z->rechunks},
+      {"static_allocs", (double)z->static_allocs},
+      {"peak_touched_bytes", (double)(z->peak_touched_pages << z->gshift)},
+  };
+  int n = (int)(sizeof c / sizeof c[0]);
+  if (n > max) n = max;
+  memcpy(out, c, (size_t)n * sizeof *c);
+  return n;
+}
+
+/* ==== layout scan ========================================================================= */
+typedef struct scan_ctx {
+  hbm_scan_fn *visit;
+  void *arg;
+  uint64_t clip; /* holes end here: the untouched rest of a reservation is not reported */
+} scan_ctx;
+
+static int scan_one(void *arg, uint64_t addr, uint64_t size, int live) {
+  scan_ctx *c = arg;
+  if (!live && addr >= c->clip) return 0;
+  if (!live && addr + size > c->clip) size = c->clip - addr;
+  return c->visit(c->arg, addr, size, live, HBM_TAG_OTHER);
+}
+
+static int zoned_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
+  zoned *z = (zoned *)p;
+  if (z->fallback) {
+    scan_ctx c = {visit, arg, UINT64_MAX};
+    int rc = hbm_range_walk(z->fixed[HBM_LIFE_STATIC], scan_one, &c);
+    return rc ? rc : hbm_range_walk(z->fixed[HBM_LIFE_TRANSIENT], scan_one, &c);
+  }
+  for (uint32_t k = 0; k < z->nranges; k++) {
+    const zrange *r = &z->ranges[z->order[k]];
+    scan_ctx c = {visit, arg, hbm_align_up(hbm_vspace_top(r->vs), z->granule)};
+    int rc = hbm_vspace_walk(r->vs, scan_one, &c);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* ==== invariants ============================================================================
+ *   Z1 chunk_of agrees with the chunk records; the Fenwick counts equal a recount;
+ *   Z2 edge counts equal a recount; every page a live block touches is mapped;
+ *   Z3 each chunk's touched count equals a recount; the idle list holds exactly
+ *      the chunks with none;
+ *   Z4 mapped, touched and idle totals equal recounts; touched <= its peak;
+ *   Z5 lifetime records: one per tracked live block, none elsewhere. */
+typedef struct check_ctx {
+  zoned *z;
+  hbm_check_report_fn *report;
+  void *arg;
+  int failures;
+  uint32_t ri;
+  uint32_t *edge;
+  uint8_t *touched;
+  uint64_t tracked;
+} check_ctx;
+
+static void fail(check_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(check_ctx *c, const char *fmt, ...) {
+  char m[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = snprintf(m, sizeof m, "zoned: ");
+  vsnprintf(m + n, sizeof m - (size_t)n, fmt, ap);
+  va_end(ap);
+  c->report(c->arg, m);
+  c->failures++;
+}
+
+static void forward_report(void *arg, const char *message) {
+  check_ctx *c = arg;
+  c->report(c->arg, message);
+  c->failures++;
+}
+
+static int recount_block(void *arg, uint64_t addr, uint64_t size, int live) {
+  check_ctx *c = arg;
+  if (!live) return 0;
+  const zrange *r = &c->z->ranges[c->ri];
+  uint32_t p0, p1, user = NIL;
+  block_pages(c->z, r, addr, size, &p0, &p1);
+  c->edge[p0]++;
+  if (p1 != p0) c->edge[p1]++;
+  memset(c->touched + p0, 1, (size_t)(p1 - p0) + 1);
+  hbm_vspace_block_size(r->vs, addr, &user);
+  if (user != NIL) {
+    c->tracked++;
+    if (user >= c->z->nrecs) fail(c, "Z5 block at %#llx names record %u of %u", (unsigned long long)addr, user, c->z->nrecs);
+  } else if (class_matters(c->z, size) && size < c->z->granule) {
+    fail(c, "Z5 small block at %#llx has no lifetime record", (unsigned long long)addr);
+  }
+  return 0;
+}
+
+static int check_fallback(zoned *z, check_ctx *c) {
+  uint64_t live = 0;
+  for (int i = 0; i < 2; i++) {
+    hbm_range_check(z->fixed[i], forward_report, c);
+    live += hbm_range_live_blocks(z->fixed[i]);
+  }
+  if (live != z->fixed_live.used)
+    fail(c, "Z5 %llu records for %llu live blocks", (unsigned long long)z->fixed_live.used, (unsigned long long)live);
+  return c->failures;
+}
+
+static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
+  zoned *z = (zoned *)p;
+  check_ctx c = {.z = z, .report = report, .arg = arg};
+  if (z->fallback) return check_fallback(z, &c);
+  uint64_t mapped = 0, touched = 0, idle = 0, free_recs = 0;
+  uint32_t *chunk_touched = calloc(z->nchunks ? z->nchunks : 1, sizeof *chunk_touched);
+  if (!chunk_touched) { fail(&c, "no host memory to check"); return c.failures; }
+  for (uint32_t ri = 0; ri < z->nranges; ri++) {
+    const zrange *r = &z->ranges[ri];
+    hbm_vspace_check(r->vs, forward_report, &c);
+    c.ri = ri;
+    c.edge = calloc(r->npages, sizeof *c.edge);
+    c.touched = calloc(r->npages, 1);
+    if (!c.edge || !c.touched) {
+      free(c.edge);
+      free(c.touched);
+      fail(&c, "no host memory to check");
+      break;
+    }
+    hbm_vspace_walk(r->vs, recount_block, &c);
+    uint32_t mapped_here = 0;
+    for (uint32_t q = 0; q < r->npages; q++) {
+      uint32_t ch = r->chunk_of[q];
+      if (c.edge[q] != r->edge[q]) fail(&c, "Z2 range %u page %u: edge count %u, recount %u", ri, q, r->edge[q], c.edge[q]);
+      if (ch) {
+        mapped++;
+        mapped_here++;
+        const zchunk *k = ch - 1 < z->nchunks ? &z->chunks[ch - 1] : NULL;
+        if (!k || k->range != ri || q < k->first || q >= k->first + k->npages)
+          fail(&c, "Z1 range %u page %u names chunk %u, which does not cover it", ri, q, ch - 1);
+        else if (c.touched[q])
+          chunk_touched[ch - 1]++;
+      }
+      if (c.touched[q]) {
+        touched++;
+        if (!ch) fail(&c, "Z2 range %u page %u is touched by a live block but not mapped", ri, q);
+      }
+      if (((q + 1) % 4096 == 0 || q + 1 == r->npages) && fenwick_prefix(r, q + 1) != mapped_here)
+        fail(&c, "Z1 range %u: mapped-page counts disagree before page %u", ri, q + 1);
+    }
+    free(c.edge);
+    free(c.touched);
+  }
+  uint32_t listed = 0, idle_chunks = 0;
+  for (uint32_t k = z->idle_head, prev = NIL; k != NIL; prev = k, k = z->chunks[k].next) {
+    if (++listed > z->nchunks) { fail(&c, "Z3 idle list has a cycle"); break; }
+    if (z->chunks[k].prev != prev) fail(&c, "Z3 idle list back link broken at chunk %u", k);
+    if (z->chunks[k].range == NIL || z->chunks[k].touched) fail(&c, "Z3 chunk %u is on the idle list but not idle", k);
+  }
+  for (uint32_t k = 0; k < z->nchunks; k++) {
+    const zchunk *ch = &z->chunks[k];
+    if (ch->range == NIL) continue;
+    if (ch->range >= z->nranges || !ch->npages || ch->first + ch->npages > z->ranges[ch->range].npages)
+      fail(&c, "Z1 chunk %u lies outside its range", k);
+    if (ch->touched != chunk_touched[k]) fail(&c, "Z3 chunk %u counts %u touched pages, recount %u", k, ch->touched, chunk_touched[k]);
+    if (!ch->touched) { idle += ch->npages; idle_chunks++; }
+  }
+  if (idle_chunks != listed || idle_chunks != z->idle_chunks)
+    fail(&c, "Z3 %u idle chunks, %u listed, %u counted", idle_chunks, listed, z->idle_chunks);
+  if (mapped != z->mapped_pages || touched != z->touched_pages || idle != z->idle_pages)
+    fail(&c, "Z4 pages: mapped %llu/%llu touched %llu/%llu idle %llu/%llu (counted/recount)",
+         (unsigned long long)z->mapped_pages, (unsigned long long)mapped, (unsigned long long)z->touched_pages,
+         (unsigned long long)touched, (unsigned long long)z->idle_pages, (unsigned long long)idle);
+  if (z->peak_touched_pages < z->touched_pages) fail(&c, "Z4 touched pages above their recorded peak");
+  if ((z->mapped_pages << z->gshift) > p->dev->phys_used) fail(&c, "Z4 more pages mapped than the device holds");
+  for (uint32_t i = z->free_rec; i != NIL && free_recs <= z->nrecs; i = z->recs[i].next_free) free_recs++;
+  if (c.tracked + free_recs != z->nrecs)
+    fail(&c, "Z5 %llu tracked blocks and %llu free records, %u records", (unsigned long long)c.tracked,
+         (unsigned long long)free_recs, z->nrecs);
+  free(chunk_touched);
+  return c.failures;
+}
+
+const hbm_policy_class hbm_policy_zoned = {
+    .name = "zoned",
+    .summary = "hbm's allocator: page stitching, mapped-granule cache, lifetime zones (no fragmentation)",
+    .create = zoned_create,
+    .destroy = zoned_destroy,
+    .alloc = zoned_alloc,
+    .free = zoned_free,
+    .usage = zoned_usage,
+    .scan = zoned_scan,
+    .check = zoned_check,
+    .seed = zoned_seed,
+    .step = zoned_step,
+    .counters = zoned_counters,
+};
