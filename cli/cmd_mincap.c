@@ -1,0 +1,172 @@
+/* hbm mincap: the smallest capacity at which each policy completes a trace. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "replay/mincap.h"
+#include "report/json.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: hbm mincap TRACE|SNAPSHOT --policy P[,Q...]|all [options]\n"
+          "\n"
+          "Finds, for each policy, the smallest device capacity at which the trace (an\n"
+          "hbm text trace or a PyTorch memory snapshot) completes with no failed request:\n"
+          "how much memory the run needs under each allocator. Capacities are bisected on\n"
+          "the sim device in steps of the resolution, starting at peak live; the answer\n"
+          "is replayed again to re-check it and to count the backend calls (device\n"
+          "runtime calls) the policy makes that close to the edge.\n"
+          "\n"
+          "options:\n"
+          "  --policy P[,Q...]|all  policies to search (default: all); known: %s\n"
+          "  --alloc-conf CONF      policy settings, PyTorch syntax for caching/expandable\n"
+          "  --resolution SIZE      bisection step (default 16MiB; a multiple of 2MiB)\n"
+          "  --limit SIZE           largest capacity tried (default 8 x peak live + 1GiB)\n"
+          "  --json                 machine-readable output\n"
+          "  -h, --help             this text\n"
+          "\n"
+          "exit: 0 searched (a policy that never completes is reported, not an error),\n"
+          "      1 a replay failed to run, 2 bad input or usage\n",
+          hbm_policy_names());
+}
+
+static void print_error(int err, const char *message, void *arg) { cli_error("%s", message); }
+
+static void show_progress(const char *policy, int i, int n) {
+  if (!cli_is_tty()) return;
+  fprintf(stderr, "\rmincap: searching %s (%d of %d)...%20s", policy, i + 1, n, "");
+}
+
+/* Splits "a,b,c" (or "all") into policy names; 0 on a malformed list. */
+static int split_policies(const char *list, char names[][32], int max) {
+  if (!strcmp(list, "all")) list = hbm_policy_names();
+  int n = 0;
+  for (const char *p = list; *p;) {
+    const char *c = strchr(p, ',');
+    size_t len = c ? (size_t)(c - p) : strlen(p);
+    if (len == 0 || len >= 32 || n == max) return 0;
+    memcpy(names[n], p, len);
+    names[n++][len] = 0;
+    p = c ? c + 1 : p + len;
+  }
+  return n;
+}
+
+int cmd_mincap(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"policy", required_argument, 0, 'p'}, {"alloc-conf", required_argument, 0, 'a'},
+      {"resolution", required_argument, 0, 'r'}, {"limit", required_argument, 0, 'l'},
+      {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  const char *policy_list = "all";
+  hbm_mincap_options mo = {0};
+  int json = 0, c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+      case 'p': policy_list = optarg; break;
+      case 'a': mo.conf = optarg; break;
+      case 'r':
+        if (!cli_parse_size("--resolution", optarg, &mo.resolution)) return CLI_BAD_INPUT;
+        if (mo.resolution % (2ull << 20)) {
+          cli_error("--resolution: expected a multiple of 2MiB (the device granule), got '%s'", optarg);
+          return CLI_BAD_INPUT;
+        }
+        break;
+      case 'l':
+        if (!cli_parse_size("--limit", optarg, &mo.limit)) return CLI_BAD_INPUT;
+        break;
+      case 'j': json = 1; break;
+      case 'h': usage(stdout); return CLI_OK;
+      default: usage(stderr); return CLI_BAD_INPUT;
+    }
+  }
+  if (optind != argc - 1) {
+    cli_error(optind >= argc ? "mincap: expected one TRACE or SNAPSHOT file" : "mincap: expected one input file, got more");
+    usage(stderr);
+    return CLI_BAD_INPUT;
+  }
+  const char *path = argv[optind];
+  char policies[16][32];
+  int npolicies = split_policies(policy_list, policies, 16);
+  if (!npolicies) {
+    cli_error("--policy: expected a comma-separated list of %s, or all", hbm_policy_names());
+    return CLI_BAD_INPUT;
+  }
+  hbm_set_error_handler(print_error, NULL);
+  hbm_diag diag = {0};
+  hbm_trace *trace;
+  int rc = hbm_trace_load(path, &trace, &diag);
+  if (rc != HBM_OK) {
+    cli_diag(&diag);
+    return cli_exit_code(rc);
+  }
+
+  hbm_mincap_result *results = calloc((size_t)npolicies, sizeof *results);
+  if (!results) { cli_error("out of memory"); hbm_trace_free(trace); return CLI_FAILED; }
+  int exit_code = CLI_OK, done = 0;
+  for (int i = 0; i < npolicies; i++, done++) {
+    show_progress(policies[i], i, npolicies);
+    rc = hbm_mincap(trace, policies[i], &mo, &results[i]);
+    if (rc != HBM_OK) {
+      cli_progress_end();
+      cli_error("mincap of %s through %s failed: %s", path, policies[i], hbm_strerror(rc));
+      exit_code = cli_exit_code(rc) == CLI_BAD_INPUT ? CLI_BAD_INPUT : CLI_FAILED;
+      break;
+    }
+  }
+  if (cli_is_tty()) fprintf(stderr, "\r%70s\r", "");
+
+  uint64_t peak_live = hbm_trace_peak_live(trace);
+  if (json) {
+    hbm_json j;
+    hbm_json_init(&j);
+    hbm_json_object_begin(&j);
+    hbm_json_kv_string(&j, "trace", path);
+    hbm_json_kv_u64(&j, "peak_live", peak_live);
+    hbm_json_kv_u64(&j, "resolution", mo.resolution ? mo.resolution : 16ull << 20);
+    hbm_json_key(&j, "policies");
+    hbm_json_array_begin(&j);
+    for (int i = 0; i < done; i++) {
+      const hbm_mincap_result *r = &results[i];
+      hbm_json_object_begin(&j);
+      hbm_json_kv_string(&j, "policy", r->policy);
+      hbm_json_key(&j, "min_capacity");
+      if (r->found) hbm_json_u64(&j, r->min_capacity); else hbm_json_null(&j);
+      hbm_json_key(&j, "backend_calls");
+      if (r->found) hbm_json_u64(&j, r->backend_calls); else hbm_json_null(&j);
+      hbm_json_key(&j, "over_peak_live");
+      if (r->found && peak_live) hbm_json_double(&j, (double)r->min_capacity / (double)peak_live - 1.0);
+      else hbm_json_null(&j);
+      hbm_json_key(&j, "below_fails");
+      hbm_json_bool(&j, r->below_fails);
+      hbm_json_kv_u64(&j, "replays", r->replays);
+      hbm_json_object_end(&j);
+    }
+    hbm_json_array_end(&j);
+    hbm_json_object_end(&j);
+    if (j.failed) { cli_error("out of memory formatting the report"); exit_code = CLI_FAILED; }
+    else printf("%s\n", j.buf);
+    hbm_json_release(&j);
+  } else {
+    char a[32], b[32];
+    printf("trace %s: %llu events, peak live %s\n\n", path, (unsigned long long)hbm_trace_event_count(trace),
+           cli_size(peak_live, a));
+    printf("%-11s %14s %15s %14s %8s\n", "policy", "min capacity", "over peak live", "backend calls", "replays");
+    for (int i = 0; i < done; i++) {
+      const hbm_mincap_result *r = &results[i];
+      if (!r->found) {
+        printf("%-11s %14s %15s %14s %8llu  (fails up to the limit)\n", r->policy, "none", "-", "-",
+               (unsigned long long)r->replays);
+        continue;
+      }
+      snprintf(b, sizeof b, "%+.2f%%", peak_live ? 100.0 * ((double)r->min_capacity / (double)peak_live - 1.0) : 0.0);
+      printf("%-11s %14s %15s %14llu %8llu\n", r->policy, cli_size(r->min_capacity, a), b,
+             (unsigned long long)r->backend_calls, (unsigned long long)r->replays);
+    }
+  }
+  free(results);
+  hbm_trace_free(trace);
+  return exit_code;
+}

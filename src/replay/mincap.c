@@ -1,0 +1,73 @@
+/* mincap.c: see mincap.h. */
+#include "replay/mincap.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/util.h"
+
+#define MINCAP_DEFAULT_RESOLUTION (16ull << 20)
+
+/* Replays at one capacity: 1 completed, 0 a request failed, < 0 an error. */
+static int try_capacity(const hbm_trace *t, const char *policy, const char *conf, uint64_t capacity,
+                        hbm_replay_result *res, uint64_t *replays) {
+  char device[64];
+  snprintf(device, sizeof device, "sim:%llu", (unsigned long long)capacity);
+  hbm_replay_options o = {.policy = policy, .conf = conf, .device = device};
+  int rc = hbm_replay(t, &o, res);
+  (*replays)++;
+  if (rc == HBM_ENOMEM) return 0; /* the starting state itself does not fit */
+  if (rc != HBM_OK) return rc;
+  return res->oom ? 0 : 1;
+}
+
+int hbm_mincap(const hbm_trace *t, const char *policy, const hbm_mincap_options *options,
+               hbm_mincap_result *out) {
+  if (!t || !policy || !out) return HBM_EINVAL;
+  hbm_mincap_options o = options ? *options : (hbm_mincap_options){0};
+  uint64_t step = o.resolution ? o.resolution : MINCAP_DEFAULT_RESOLUTION;
+  memset(out, 0, sizeof *out);
+  snprintf(out->policy, sizeof out->policy, "%s", policy);
+  uint64_t peak = hbm_trace_peak_live(t);
+  out->peak_live = peak;
+  uint64_t limit = o.limit ? o.limit : 8 * peak + (1ull << 30);
+  limit = limit / step * step;
+  if (limit > HBM_MAX_SIZE) limit = HBM_MAX_SIZE / step * step;
+  hbm_replay_result res;
+
+  /* Nothing completes below peak live: `fail` is the largest capacity known
+   * (or, below peak live, certain) to fail; `ok` the smallest seen to complete. */
+  uint64_t first = hbm_align_up(peak ? peak : 1, step);
+  uint64_t fail = first - step, ok = 0, probe = first, gap = step;
+  int fail_seen = 0;
+  while (!ok) {
+    if (probe > limit) return HBM_OK; /* found stays 0 */
+    int rc = try_capacity(t, policy, o.conf, probe, &res, &out->replays);
+    if (rc < 0) return rc;
+    if (rc) {
+      ok = probe;
+    } else {
+      fail = probe;
+      fail_seen = 1;
+      probe = fail + gap;
+      gap *= 2;
+    }
+  }
+  while (ok - fail > step) {
+    uint64_t mid = fail + (ok - fail) / 2 / step * step;
+    int rc = try_capacity(t, policy, o.conf, mid, &res, &out->replays);
+    if (rc < 0) return rc;
+    if (rc) ok = mid;
+    else { fail = mid; fail_seen = 1; }
+  }
+  /* The answer, re-checked: it must complete again, and this replay's
+   * backend calls are the price of living at the edge. */
+  int rc = try_capacity(t, policy, o.conf, ok, &out->at_min, &out->replays);
+  if (rc < 0) return rc;
+  if (!rc) return hbm_report_error(HBM_ECORRUPT, "mincap: %s completed at %llu bytes once, then failed there", policy, (unsigned long long)ok);
+  out->found = 1;
+  out->min_capacity = ok;
+  out->backend_calls = out->at_min.backend_calls;
+  out->below_fails = fail_seen && fail == ok - step;
+  return HBM_OK;
+}

@@ -1,0 +1,42 @@
+/* mincap.h: the smallest device capacity at which a policy completes a trace
+ * ("how much memory does my run need under this allocator, and what does it
+ * cost to live that close to the edge?").
+ *
+ * Capacities are tried on the sim device in multiples of `resolution`
+ * (default 16 MiB). Below peak live nothing can complete, so the search
+ * starts there: it grows an upper bound until the trace completes, bisects
+ * between the last failure and the first success, then replays the answer
+ * once more, both to re-check it and to measure the backend calls the policy
+ * makes at that capacity. Bisection assumes that a policy which completes at
+ * some capacity completes at every larger one; the re-check confirms the
+ * answer itself completes, and `below_fails` says whether one resolution step
+ * less was seen to fail.
+ */
+#ifndef HBM_MINCAP_H
+#define HBM_MINCAP_H
+
+#include "hbm.h"
+
+typedef struct hbm_mincap_options {
+  const char *conf;      /* policy settings, or NULL */
+  uint64_t resolution;   /* 0: 16 MiB; must be a multiple of the granule */
+  uint64_t limit;        /* largest capacity tried; 0: 8 x peak live + 1 GiB */
+} hbm_mincap_options;
+
+typedef struct hbm_mincap_result {
+  char policy[32];
+  int found;              /* 0: it did not complete even at `limit` */
+  uint64_t peak_live;
+  uint64_t min_capacity;  /* when found */
+  uint64_t backend_calls; /* replaying at min_capacity */
+  int below_fails;        /* min_capacity - resolution was replayed and failed */
+  uint64_t replays;       /* replays the search ran */
+  hbm_replay_result at_min; /* the re-check replay */
+} hbm_mincap_result;
+
+/* Runs the search for one policy. HBM_OK with result->found 0 or 1; an error
+ * code when a replay itself could not run (unknown policy, bad conf). */
+int hbm_mincap(const hbm_trace *trace, const char *policy, const hbm_mincap_options *options,
+               hbm_mincap_result *result);
+
+#endif

@@ -1,0 +1,51 @@
+#!/bin/sh
+# hbm mincap: --help, bad input exits 2, the JSON keys, and the field
+# report's layout: zoned needs no more than peak live, a flat arena more.
+set -u
+fail=0
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+trace="$HBM_ROOT/tests/fixtures/step437.trace"
+
+"$HBM" mincap --help > "$dir/help" || { echo "FAIL --help exited $?"; fail=1; }
+grep -q -- "--policy" "$dir/help" && grep -q -- "--json" "$dir/help" || { echo "FAIL --help lacks the options"; fail=1; }
+
+bad() { # name, args...
+  name=$1; shift
+  "$HBM" mincap "$@" > "$dir/out" 2> "$dir/err"
+  rc=$?
+  if [ $rc -ne 2 ]; then echo "FAIL $name: exit $rc, expected 2"; cat "$dir/err"; fail=1; else echo "ok   $name: $(head -n 1 "$dir/err")"; fi
+}
+bad no_input
+bad two_inputs "$trace" "$trace"
+bad missing_file "$dir/nosuch.trace" --policy zoned
+bad unknown_policy "$trace" --policy nosuch
+bad empty_policy "$trace" --policy ,
+bad bad_resolution "$trace" --resolution 3MiB
+bad bad_size "$trace" --resolution lots
+bad bad_conf "$trace" --policy zoned --alloc-conf zones:maybe
+bad unknown_option "$trace" --frobnicate
+printf 'hbm-trace 1\na x\n' > "$dir/malformed.trace"
+bad malformed "$dir/malformed.trace" --policy zoned
+grep -q "malformed.trace:2:" "$dir/err" || { echo "FAIL malformed: message does not name file:line"; fail=1; }
+
+out=$("$HBM" mincap "$trace" --policy bestfit,zoned --json) || { echo "FAIL mincap exited $?"; exit 1; }
+echo "$out"
+for key in '"trace"' '"peak_live":103079215104' '"policies"' '"policy":"bestfit"' '"policy":"zoned"' \
+           '"min_capacity"' '"backend_calls"'; do
+  echo "$out" | grep -q "$key" || { echo "FAIL: JSON lacks $key"; fail=1; }
+done
+if command -v python3 >/dev/null; then
+  echo "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+p = {x["policy"]: x for x in d["policies"]}
+assert p["zoned"]["min_capacity"] == d["peak_live"], p["zoned"]      # zoned: exactly peak live
+assert p["bestfit"]["min_capacity"] > d["peak_live"], p["bestfit"]   # the 4.2 GiB buffer needs a contiguous hole
+assert isinstance(p["zoned"]["backend_calls"], int)
+' || { echo "FAIL: JSON values"; fail=1; }
+fi
+text=$("$HBM" mincap "$trace" --policy zoned) || { echo "FAIL text mincap exited $?"; fail=1; }
+echo "$text"
+echo "$text" | grep -q "^zoned  *96.00 GiB" || { echo "FAIL: text table lacks zoned's answer"; fail=1; }
+exit $fail

@@ -1,0 +1,63 @@
+#!/bin/sh
+# zoned through hbm replay: joins --policy all, completes the field report's
+# layout with no fragmentation at any step boundary, and keeps every byte on
+# the host device (--verify) under pressure.
+set -u
+fail=0
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+trace="$HBM_ROOT/tests/fixtures/step437.trace"
+
+"$HBM" --help | grep -q "zoned" || { echo "FAIL: zoned is not among the policies"; fail=1; }
+text=$("$HBM" replay "$trace" --policy all --device sim:96GiB) || { echo "FAIL replay all exited $?"; fail=1; }
+echo "$text"
+echo "$text" | grep -q "^zoned .* none$" || { echo "FAIL: zoned did not complete step 437"; fail=1; }
+
+out=$("$HBM" replay "$trace" --policy zoned --device sim:96GiB --samples --json) || { echo "FAIL replay exited $?"; exit 1; }
+if command -v python3 >/dev/null; then
+  echo "$out" | python3 -c '
+import json, sys
+p = json.load(sys.stdin)["policies"][0]
+assert p["oom"] is None, p["oom"]
+fr = [s["fragmentation"] for s in p["samples"]]
+assert len(fr) >= 2 and max(fr) <= 0.05, fr
+assert p["max_frag"] <= 0.05
+print("step437 under zoned: fragmentation at the boundaries", fr)
+' || { echo "FAIL: step 437 fragmentation"; fail=1; }
+fi
+
+# A job that comes close to the device's capacity, on real memory, verified.
+{
+  echo "hbm-trace 1"
+  i=0
+  while [ $i -lt 40 ]; do
+    echo "a p$i $((3 + i % 5))MiB param"
+    i=$((i + 1))
+  done
+  s=1
+  while [ $s -le 6 ]; do
+    echo "s $s"
+    i=0
+    while [ $i -lt 12 ]; do
+      echo "a x$i $((7 + (i * s) % 9))MiB act"
+      echo "a t$i 700KiB temp"
+      echo "f t$i"
+      i=$((i + 1))
+    done
+    echo "a c 40MiB comm 1"
+    i=0
+    while [ $i -lt 12 ]; do echo "f x$i"; i=$((i + 1)); done
+    echo "f c"
+    s=$((s + 1))
+  done
+} > "$dir/job.trace"
+if out=$("$HBM" replay "$dir/job.trace" --policy zoned --device host:384MiB --verify --json 2> "$dir/err"); then
+  echo "$out"
+  echo "$out" | grep -q '"verified_blocks":[1-9]' || { echo "FAIL: no block verified"; fail=1; }
+  echo "$out" | grep -q '"oom":null' || { echo "FAIL: the job did not fit on host:384MiB"; fail=1; }
+elif grep -q "memfd" "$dir/err"; then
+  echo "skip --verify: $(cat "$dir/err")"
+else
+  echo "FAIL: replay --verify on the host device:"; cat "$dir/err"; fail=1
+fi
+exit $fail
