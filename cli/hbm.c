@@ -11,6 +11,7 @@ static const cli_command commands[] = {
     {"demo", "the DESIGN.md story end to end: generate, replay every policy, report.html", cmd_demo},
     {"import", "convert a PyTorch memory snapshot to an hbm trace", cmd_import},
     {"fidelity", "compare the PyTorch caching model with what a snapshot recorded", cmd_fidelity},
+    {"mincap", "smallest capacity at which each policy completes a trace", cmd_mincap},
 };
 static const int ncommands = (int)(sizeof commands / sizeof commands[0]);
 
