@@ -15,7 +15,8 @@
  *      saturating counter (as branch predictors keep): a block of the key
  *      that turned out long-lived counts up, a short-lived one counts down;
  *      2 and 3 predict static. Keys first seen in the build phase start at
- *      3; keys never seen predict transient (after the build phase most new
+ *      3; a key's first observed block sets it to 2 (long) or 0 (short);
+ *      keys never seen predict transient (after the build phase most new
  *      shapes are activations of a new sequence length).
  *   3. Long-lived means: it survived a step boundary when the trace marks
  *      steps; without step marks, it stayed live while more than twice the
