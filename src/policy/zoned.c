@@ -71,15 +71,16 @@ typedef struct zoned_conf {
 } zoned_conf;
 
 /* A physical chunk: `npages` granules from one phys_create, mapped at pages
- * [first, first + npages) of range `range` (NIL: a free record).
+ * [first, first + npages) of range `range` (a free record has npages 0,
+ * and `range` chains the free records).
  * Invariant: touched == pages of it touched by live blocks; touched == 0
- * <=> it is on the idle list. */
+ * <=> its idle bit is set. */
 typedef struct zchunk {
+  uint32_t first, npages, touched;
+  uint32_t range;      /* for a free record: the next free record */
   uint64_t handle;
   uint64_t idle_since; /* lifetime clock (bytes allocated) when it became idle */
-  uint32_t range, first, npages, touched;
-  uint32_t prev, next; /* idle list (coldest first); `next` also chains free records */
-} zchunk;
+} zchunk;             /* 32 bytes: two to a cache line */
 
 /* One virtual reservation of a zone. Invariants: chunk_of[p] != 0 <=> page p
  * is mapped, by chunk chunk_of[p] - 1; edge[p] == live blocks whose first
@@ -93,6 +94,8 @@ typedef struct zrange {
   uint32_t *chunk_of;
   uint32_t *edge;
   uint32_t *fenwick; /* 1-based */
+  uint32_t mapped;   /* mapped pages */
+  uint32_t top;      /* one past the highest page ever mapped: if mapped == top, all below are */
 } zrange;
 
 typedef struct zzone {
@@ -112,6 +115,7 @@ typedef struct zoned {
   zoned_conf conf;
   uint64_t granule, capacity;
   unsigned gshift;
+  uint32_t stripe;     /* pages per stripe (conf.chunk) */
   int fallback;
   /* ---- virtual-memory mode ---- */
   zzone *zones;
@@ -125,7 +129,8 @@ typedef struct zoned {
   uint64_t scratch_va;  /* window for re-chunking (0: not carved yet) */
   zchunk *chunks;
   uint32_t nchunks, chunks_cap, free_chunk;
-  uint32_t idle_head, idle_tail, idle_chunks;
+  uint64_t *idle_bits;  /* bit c set <=> chunk c is idle */
+  uint32_t idle_words, idle_chunks;
   uint64_t mapped_pages, touched_pages, idle_pages, peak_touched_pages;
   uint32_t *undo;       /* chunks one placement mapped */
   uint32_t nundo, undo_cap;
@@ -228,31 +233,33 @@ static uint32_t fenwick_prefix(const zrange *r, uint32_t pages) { /* mapped page
 }
 
 /* ==== idle chunks (the cache) ===================================================
- * A list in the order they became idle: the head is the coldest. Chunks go
- * on and off it whenever blocks come and go, so it is the only structure
- * kept per transition; a search by size (only when the device is full)
- * walks it. */
+ * A bit per chunk: chunks go idle and back whenever blocks come and go, so
+ * that is all that is kept per transition. The searches (the coldest, one of
+ * a size) run only when new pages are needed past the bound or the device
+ * is full, and walk the bits. */
 static void idle_push(zoned *z, uint32_t c) {
-  zchunk *ch = &z->chunks[c];
-  ch->idle_since = z->life.clock;
-  ch->prev = z->idle_tail;
-  ch->next = NIL;
-  if (z->idle_tail != NIL) z->chunks[z->idle_tail].next = c;
-  else z->idle_head = c;
-  z->idle_tail = c;
-  z->idle_pages += ch->npages;
+  z->chunks[c].idle_since = z->life.clock;
+  z->idle_bits[c / 64] |= 1ull << (c % 64);
+  z->idle_pages += z->chunks[c].npages;
   z->idle_chunks++;
 }
 
 static void idle_remove(zoned *z, uint32_t c) {
-  zchunk *ch = &z->chunks[c];
-  if (ch->prev != NIL) z->chunks[ch->prev].next = ch->next;
-  else z->idle_head = ch->next;
-  if (ch->next != NIL) z->chunks[ch->next].prev = ch->prev;
-  else z->idle_tail = ch->prev;
-  ch->prev = ch->next = NIL;
-  z->idle_pages -= ch->npages;
+  z->idle_bits[c / 64] &= ~(1ull << (c % 64));
+  z->idle_pages -= z->chunks[c].npages;
   z->idle_chunks--;
+}
+
+#define FOR_IDLE(z, c)                                                         \
+  for (uint32_t w_ = 0; w_ < (z)->idle_words; w_++)                            \
+    for (uint64_t b_ = (z)->idle_bits[w_]; b_; b_ &= b_ - 1)                   \
+      for (uint32_t c = w_ * 64 + (uint32_t)__builtin_ctzll(b_), once_ = 1; once_; once_ = 0)
+
+/* The idle chunk that has been idle longest, or NIL. */
+static uint32_t idle_coldest(const zoned *z) {
+  uint32_t best = NIL;
+  FOR_IDLE(z, c) if (best == NIL || z->chunks[c].idle_since < z->chunks[best].idle_since) best = c;
+  return best;
 }
 
 /* The idle chunk to stitch into a run of `want` pages that may spill over
@@ -260,12 +267,14 @@ static void idle_remove(zoned *z, uint32_t c) {
  * largest that fits inside it; the coldest among equals. NIL if none. */
 static uint32_t idle_fit(const zoned *z, uint32_t want, uint32_t spill) {
   uint32_t cover = NIL, inside = NIL;
-  for (uint32_t c = z->idle_head; c != NIL; c = z->chunks[c].next) {
-    uint32_t n = z->chunks[c].npages;
-    if (n >= want && n <= (uint64_t)want + spill) {
-      if (cover == NIL || n < z->chunks[cover].npages) cover = c;
-      if (n == want) break;
-    } else if (n < want && (inside == NIL || n > z->chunks[inside].npages)) {
+  FOR_IDLE(z, c) {
+    const zchunk *ch = &z->chunks[c];
+    if (ch->npages >= want && ch->npages <= (uint64_t)want + spill) {
+      if (cover == NIL || ch->npages < z->chunks[cover].npages ||
+          (ch->npages == z->chunks[cover].npages && ch->idle_since < z->chunks[cover].idle_since))
+        cover = c;
+    } else if (ch->npages < want && (inside == NIL || ch->npages > z->chunks[inside].npages ||
+                                     (ch->npages == z->chunks[inside].npages && ch->idle_since < z->chunks[inside].idle_since))) {
       inside = c;
     }
   }
@@ -274,8 +283,7 @@ static uint32_t idle_fit(const zoned *z, uint32_t want, uint32_t spill) {
 
 static uint32_t idle_largest(const zoned *z) {
   uint32_t n = 0;
-  for (uint32_t c = z->idle_head; c != NIL; c = z->chunks[c].next)
-    if (z->chunks[c].npages > n) n = z->chunks[c].npages;
+  FOR_IDLE(z, c) if (z->chunks[c].npages > n) n = z->chunks[c].npages;
   return n;
 }
 
@@ -292,7 +300,7 @@ static int chunk_cold(const zoned *z, uint32_t c) {
 static uint32_t chunk_new(zoned *z) {
   if (z->free_chunk != NIL) {
     uint32_t c = z->free_chunk;
-    z->free_chunk = z->chunks[c].next;
+    z->free_chunk = z->chunks[c].range;
     return c;
   }
   if (z->nchunks == z->chunks_cap) {
@@ -300,20 +308,27 @@ static uint32_t chunk_new(zoned *z) {
     zchunk *n = realloc(z->chunks, cap * sizeof *n);
     if (!n) return NIL;
     z->chunks = n;
+    uint64_t *bits = realloc(z->idle_bits, cap / 64 * sizeof *bits);
+    if (!bits) return NIL;
+    memset(bits + z->idle_words, 0, (cap / 64 - z->idle_words) * sizeof *bits);
+    z->idle_bits = bits;
+    z->idle_words = cap / 64;
     z->chunks_cap = cap;
   }
   return z->nchunks++;
 }
 
 static void chunk_put_back(zoned *z, uint32_t c) {
-  z->chunks[c].range = NIL;
-  z->chunks[c].next = z->free_chunk;
+  z->chunks[c].npages = 0;
+  z->chunks[c].range = z->free_chunk;
   z->free_chunk = c;
 }
 
 static void chunk_set_pages(zoned *z, uint32_t c, int mapped) {
   zchunk *ch = &z->chunks[c];
   zrange *r = &z->ranges[ch->range];
+  r->mapped = mapped ? r->mapped + ch->npages : r->mapped - ch->npages;
+  if (mapped && ch->first + ch->npages > r->top) r->top = ch->first + ch->npages;
   for (uint32_t p = ch->first; p < ch->first + ch->npages; p++) {
     r->chunk_of[p] = mapped ? c + 1 : 0;
     fenwick_add(r, p, mapped ? 1 : -1);
@@ -341,7 +356,7 @@ static int chunk_create(zoned *z, uint32_t ri, uint32_t first, uint32_t n, uint3
     return rc;
   }
   z->chunks[c] = (zchunk){.handle = handle, .range = ri, .first = first, .npages = n, .touched = touched,
-                          .prev = NIL, .next = NIL};
+};
   chunk_set_pages(z, c, 1);
   z->mapped_pages += n;
   z->chunks_created++;
@@ -405,26 +420,31 @@ static uint32_t touch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
   int first_shared = r->edge[p0] > 0, last_shared = p1 != p0 && r->edge[p1] > 0;
   r->edge[p0]++;
   if (p1 != p0) r->edge[p1]++;
-  uint32_t fresh = 0;
-  for (uint32_t q = p0; q <= p1;) {
-    uint32_t c = r->chunk_of[q];
-    if (!c) { /* a shared edge is unmapped only while seeding, which maps later */
-      fresh += !((q == p0 && first_shared) || (q == p1 && last_shared));
-      q++;
-      continue;
+  uint32_t fresh = 0, stripe = z->stripe;
+  /* Stripe by stripe (no chunk crosses one): where each iteration starts
+   * does not wait on the previous one's loads. */
+  for (uint32_t s0 = p0 - p0 % stripe; s0 <= p1; s0 += stripe) {
+    uint32_t hi = s0 + stripe - 1 < p1 ? s0 + stripe - 1 : p1;
+    for (uint32_t q = s0 > p0 ? s0 : p0; q <= hi;) {
+      uint32_t c = r->chunk_of[q];
+      if (!c) { /* a shared edge is unmapped only while seeding, which maps later */
+        fresh += !((q == p0 && first_shared) || (q == p1 && last_shared));
+        q++;
+        continue;
+      }
+      zchunk *ch = &z->chunks[c - 1];
+      uint32_t end = ch->first + ch->npages - 1;
+      if (end > hi) end = hi;
+      uint32_t n = end - q + 1;
+      if (q == p0 && first_shared) n--;
+      if (end == p1 && last_shared) n--;
+      if (n) {
+        if (ch->touched == 0) idle_remove(z, c - 1);
+        ch->touched += n;
+        z->touched_pages += n;
+      }
+      q = end + 1;
     }
-    zchunk *ch = &z->chunks[c - 1];
-    uint32_t end = ch->first + ch->npages - 1;
-    if (end > p1) end = p1;
-    uint32_t n = end - q + 1;
-    if (q == p0 && first_shared) n--;
-    if (end == p1 && last_shared) n--;
-    if (n) {
-      if (ch->touched == 0) idle_remove(z, c - 1);
-      ch->touched += n;
-      z->touched_pages += n;
-    }
-    q = end + 1;
   }
   z->touched_pages += fresh;
   return fresh;
@@ -436,21 +456,25 @@ static void untouch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
   r->edge[p0]--;
   if (p1 != p0) r->edge[p1]--;
   int first_shared = r->edge[p0] > 0, last_shared = p1 != p0 && r->edge[p1] > 0;
-  for (uint32_t q = p0; q <= p1;) {
-    uint32_t c = r->chunk_of[q];
-    if (!c) { q++; continue; }
-    zchunk *ch = &z->chunks[c - 1];
-    uint32_t end = ch->first + ch->npages - 1;
-    if (end > p1) end = p1;
-    uint32_t n = end - q + 1;
-    if (q == p0 && first_shared) n--;
-    if (end == p1 && last_shared) n--;
-    if (n) {
-      ch->touched -= n;
-      z->touched_pages -= n;
-      if (ch->touched == 0) idle_push(z, c - 1);
+  uint32_t stripe = z->stripe;
+  for (uint32_t s0 = p0 - p0 % stripe; s0 <= p1; s0 += stripe) {
+    uint32_t hi = s0 + stripe - 1 < p1 ? s0 + stripe - 1 : p1;
+    for (uint32_t q = s0 > p0 ? s0 : p0; q <= hi;) {
+      uint32_t c = r->chunk_of[q];
+      if (!c) { q++; continue; }
+      zchunk *ch = &z->chunks[c - 1];
+      uint32_t end = ch->first + ch->npages - 1;
+      if (end > hi) end = hi;
+      uint32_t n = end - q + 1;
+      if (q == p0 && first_shared) n--;
+      if (end == p1 && last_shared) n--;
+      if (n) {
+        ch->touched -= n;
+        z->touched_pages -= n;
+        if (ch->touched == 0) idle_push(z, c - 1);
+      }
+      q = end + 1;
     }
-    q = end + 1;
   }
 }
 
@@ -460,7 +484,7 @@ static uint64_t device_room(const zoned *z) { /* pages the device can still give
   return (dev->caps.capacity - dev->phys_used) >> z->gshift;
 }
 
-static uint32_t stripe_pages(const zoned *z) { return (uint32_t)(z->conf.chunk >> z->gshift); }
+static uint32_t stripe_pages(const zoned *z) { return z->stripe; }
 
 /* Mapped pages may pass the most pages ever touched at once by `slack`
  * before cold idle chunks are unmapped. */
@@ -502,23 +526,24 @@ static int back_run(zoned *z, uint32_t ri, uint32_t q, uint32_t run, int run_end
     uint32_t left = stripe - q % stripe, want = run < left ? run : left, c;
     int rc = undo_room(z);
     if (rc != HBM_OK) return rc;
-    if (device_room(z) < want && z->idle_head != NIL) {
+    if (device_room(z) < want && z->idle_chunks) {
       uint32_t largest = idle_largest(z);
       uint32_t spill = want == run && run_ends_block && largest > run
                            ? unmapped_after(&z->ranges[ri], q + run - 1, largest - run) : 0;
       c = idle_fit(z, want, spill);
       if (c == NIL) {
         z->pressure_releases++;
-        chunk_release(z, z->idle_head);
+        chunk_release(z, idle_coldest(z));
         continue;
       }
       uint32_t touched = z->chunks[c].npages < run ? z->chunks[c].npages : run;
       if ((rc = chunk_move(z, c, ri, q, touched)) != HBM_OK) return rc;
       q += touched;
       run -= touched;
-    } else if (z->mapped_pages + want > cache_bound(z) && z->idle_head != NIL && chunk_cold(z, z->idle_head)) {
+    } else if (z->mapped_pages + want > cache_bound(z) && z->idle_chunks &&
+               chunk_cold(z, c = idle_coldest(z))) {
       z->cold_releases++;
-      chunk_release(z, z->idle_head);
+      chunk_release(z, c);
       continue;
     } else {
       if ((rc = chunk_create(z, ri, q, want, want, &c)) != HBM_OK) return rc;
@@ -549,7 +574,7 @@ static int back_block(zoned *z, uint32_t ri, uint32_t p0, uint32_t p1) {
   }
   if (rc != HBM_OK)
     for (uint32_t i = 0; i < z->nundo; i++)
-      if (z->chunks[z->undo[i]].range != NIL) {
+      if (z->chunks[z->undo[i]].npages) {
         z->chunks[z->undo[i]].touched = 0;
         idle_push(z, z->undo[i]);
         chunk_release(z, z->undo[i]);
@@ -704,7 +729,7 @@ static int rechunk(zoned *z, uint32_t c, const uint8_t *touched_page) {
         hbm_dev_copy(dev, at, z->scratch_va + ((uint64_t)(first[i] - old.first) << z->gshift), n) != HBM_OK)
       return hbm_report_error(HBM_ECORRUPT, "zoned: re-chunking could not map or copy %#llx", (unsigned long long)at);
     z->chunks[slot[i]] = (zchunk){.handle = handle[i], .range = old.range, .first = first[i], .npages = len[i],
-                                  .touched = len[i], .prev = NIL, .next = NIL};
+                                  .touched = len[i]};
     chunk_set_pages(z, slot[i], 1);
     z->mapped_pages += len[i];
     z->chunks_created++;
@@ -728,9 +753,9 @@ static int mark_touched(void *arg, uint64_t addr, uint64_t size, int live) {
 }
 
 static void release_idle(zoned *z) {
-  while (z->idle_head != NIL) {
+  while (z->idle_chunks) {
     z->pressure_releases++;
-    chunk_release(z, z->idle_head);
+    chunk_release(z, idle_coldest(z));
   }
 }
 
@@ -766,6 +791,8 @@ static uint64_t fresh_cost(void *arg, uint64_t hole, uint64_t hole_size, uint64_
   const zrange *r = ((void **)arg)[1];
   uint32_t p0, p1;
   block_pages(z, r, hole, size, &p0, &p1);
+  if (r->mapped == r->top) /* nothing unmapped below the top: no tree walk */
+    return p1 < r->top ? 0 : (uint64_t)(p1 - (p0 > r->top ? p0 : r->top) + 1);
   return (uint64_t)(p1 - p0 + 1) - (fenwick_prefix(r, p1 + 1) - fenwick_prefix(r, p0));
 }
 
@@ -903,7 +930,8 @@ static int zoned_create(hbm_device *dev, const char *conf, hbm_policy **out, hbm
   z->granule = dev->caps.granule;
   z->capacity = dev->caps.capacity;
   z->gshift = (unsigned)__builtin_ctzll(z->granule);
-  z->free_chunk = z->free_rec = z->idle_head = z->idle_tail = NIL;
+  z->stripe = (uint32_t)(c.chunk >> z->gshift);
+  z->free_chunk = z->free_rec = NIL;
   hbm_lifetime_init(&z->life);
   hbm_addrmap_init(&z->fixed_live);
   z->fallback = !dev->caps.vmm || !c.vmm || !dev->ops->reserve || !dev->ops->map || !dev->ops->phys_create;
@@ -929,7 +957,7 @@ static void zoned_destroy(hbm_policy *p) {
   hbm_device *dev = p->dev;
   for (uint32_t c = 0; c < z->nchunks; c++) {
     const zchunk *ch = &z->chunks[c];
-    if (ch->range == NIL) continue;
+    if (!ch->npages) continue;
     uint64_t bytes = (uint64_t)ch->npages << z->gshift;
     hbm_dev_unmap(dev, page_va(z, ch->range, ch->first), bytes);
     hbm_dev_phys_release(dev, ch->handle, bytes);
@@ -949,6 +977,7 @@ static void zoned_destroy(hbm_policy *p) {
   free(z->ranges);
   free(z->order);
   free(z->chunks);
+  free(z->idle_bits);
   free(z->undo);
   free(z->recs);
   hbm_addrmap_release(&z->fixed_live);
@@ -1166,7 +1195,7 @@ static int zoned_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
 /* ==== invariants ============================================================================
  *   Z1 chunk_of agrees with the chunk records; the Fenwick counts equal a recount;
  *   Z2 edge counts equal a recount; every page a live block touches is mapped;
- *   Z3 each chunk's touched count equals a recount; the idle list holds exactly
+ *   Z3 each chunk's touched count equals a recount; the idle bits mark exactly
  *      the chunks with none;
  *   Z4 mapped, touched and idle totals equal recounts; touched <= its peak;
  *   Z5 lifetime records: one per tracked live block, none elsewhere. */
@@ -1268,26 +1297,26 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
       }
       if (((q + 1) % 4096 == 0 || q + 1 == r->npages) && fenwick_prefix(r, q + 1) != mapped_here)
         fail(&c, "Z1 range %u: mapped-page counts disagree before page %u", ri, q + 1);
+      if (ch && q >= r->top) fail(&c, "Z1 range %u: page %u mapped above the recorded top %u", ri, q, r->top);
     }
+    if (mapped_here != r->mapped) fail(&c, "Z1 range %u counts %u mapped pages, recount %u", ri, r->mapped, mapped_here);
     free(c.edge);
     free(c.touched);
   }
-  uint32_t listed = 0, idle_chunks = 0;
-  for (uint32_t k = z->idle_head, prev = NIL; k != NIL; prev = k, k = z->chunks[k].next) {
-    if (++listed > z->nchunks) { fail(&c, "Z3 idle list has a cycle"); break; }
-    if (z->chunks[k].prev != prev) fail(&c, "Z3 idle list back link broken at chunk %u", k);
-    if (z->chunks[k].range == NIL || z->chunks[k].touched) fail(&c, "Z3 chunk %u is on the idle list but not idle", k);
-  }
+  uint32_t idle_chunks = 0;
   for (uint32_t k = 0; k < z->nchunks; k++) {
     const zchunk *ch = &z->chunks[k];
-    if (ch->range == NIL) continue;
+    if (!ch->npages) continue;
     if (ch->range >= z->nranges || !ch->npages || ch->first + ch->npages > z->ranges[ch->range].npages)
       fail(&c, "Z1 chunk %u lies outside its range", k);
     if (ch->touched != chunk_touched[k]) fail(&c, "Z3 chunk %u counts %u touched pages, recount %u", k, ch->touched, chunk_touched[k]);
+    int bit = (int)((z->idle_bits[k / 64] >> (k % 64)) & 1);
+    if (bit != !ch->touched) fail(&c, "Z3 chunk %u: idle bit %d with %u touched pages", k, bit, ch->touched);
     if (!ch->touched) { idle += ch->npages; idle_chunks++; }
   }
-  if (idle_chunks != listed || idle_chunks != z->idle_chunks)
-    fail(&c, "Z3 %u idle chunks, %u listed, %u counted", idle_chunks, listed, z->idle_chunks);
+  for (uint32_t k = 0; k < z->nchunks; k++)
+    if (!z->chunks[k].npages && ((z->idle_bits[k / 64] >> (k % 64)) & 1)) fail(&c, "Z3 free record %u marked idle", k);
+  if (idle_chunks != z->idle_chunks) fail(&c, "Z3 %u idle chunks, %u counted", idle_chunks, z->idle_chunks);
   if (mapped != z->mapped_pages || touched != z->touched_pages || idle != z->idle_pages)
     fail(&c, "Z4 pages: mapped %llu/%llu touched %llu/%llu idle %llu/%llu (counted/recount)",
          (unsigned long long)z->mapped_pages, (unsigned long long)mapped, (unsigned long long)z->touched_pages,
