@@ -3,9 +3,10 @@
 # their regression corpus, and the CLI scripts in tests/cli/*.sh.
 # A program passes with exit 0, is skipped with exit 77, fails otherwise.
 # Ends with the plain line "N passed, N failed, N skipped".
-# Usage: tests/run.sh BUILD_DIR [NAME_FILTER]
+# Usage: tests/run.sh BUILD_DIR [FILTER...]   (runs tests whose name contains any FILTER)
 build=${1:-build}
-filter=${2:-}
+[ $# -gt 0 ] && shift
+filters="$*"
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$build" && pwd)
 logdir="$build/test-logs"
@@ -15,7 +16,11 @@ export HBM="$build/hbm" HBM_ROOT="$root" HBM_BUILD="$build"
 
 run_one() { # name, command...
   name=$1; shift
-  case "$name" in *"$filter"*) ;; *) return ;; esac
+  if [ -n "$filters" ]; then
+    match=0
+    for f in $filters; do case "$name" in *"$f"*) match=1 ;; esac; done
+    [ $match -eq 1 ] || return
+  fi
   start=$(date +%s)
   "$@" >"$logdir/$name.log" 2>&1
   rc=$?
