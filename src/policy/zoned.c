@@ -37,7 +37,7 @@
  *   zones:infer|tags|off  lifetime classes (default infer; tags: param, grad and
  *                         optim are static, other tags transient, untagged inferred)
  *   large_life:on|off     classes for large blocks too (default off)
- *   chunk:SIZE            stripe: the largest chunk (default 64MiB, a granule multiple)
+ *   chunk:SIZE            stripe: the largest chunk (default 16MiB, a granule multiple)
  *   slack:SIZE|P%         cache allowed above the touched high-water mark (default 0)
  *   probes:N              candidate holes compared per placement (default 8)
  *   small:on|off          sub-granule requests in their own zones (default on)
@@ -50,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core/addrmap.h"
 #include "core/lifetime.h"
@@ -85,7 +86,7 @@ typedef struct zchunk {
 /* One virtual reservation of a zone. Invariants: chunk_of[p] != 0 <=> page p
  * is mapped, by chunk chunk_of[p] - 1; edge[p] == live blocks whose first
  * or last page is p; a page is touched <=> edge[p] > 0 or it lies inside a
- * live block; touched => mapped; fenwick holds prefix counts of mapped
+ * live block; touched => mapped; fenwick, once built, holds prefix counts of mapped
  * pages. The vspace user value of a block is its lifetime record or NIL. */
 typedef struct zrange {
   uint64_t base, size;
@@ -93,7 +94,7 @@ typedef struct zrange {
   hbm_vspace *vs;
   uint32_t *chunk_of;
   uint32_t *edge;
-  uint32_t *fenwick; /* 1-based */
+  uint32_t *fenwick; /* 1-based; built the first time a page below `top` is unmapped */
   uint32_t mapped;   /* mapped pages */
   uint32_t top;      /* one past the highest page ever mapped: if mapped == top, all below are */
 } zrange;
@@ -157,7 +158,7 @@ static int parse_onoff(const char *v, int *out) {
 
 static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_diag *diag) {
   *c = (zoned_conf){.zones = ZONES_INFER, .small = 1, .streams = 1, .vmm = 1, .probes = 8,
-                    .chunk = 64ull << 20, .va_factor = 2, .split = 0.5};
+                    .chunk = 16ull << 20, .va_factor = 2, .split = 0.5};
   if (c->chunk < granule) c->chunk = granule;
   if (!text) return HBM_OK;
   char buf[512];
@@ -222,9 +223,35 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
   return HBM_OK;
 }
 
+/* ==== per-page arrays ============================================================
+ * A reservation has a page entry per granule of its (large) virtual size, of
+ * which a run uses a small part: zero pages from the kernel cost nothing
+ * until touched, where calloc of a recycled heap block would clear it all. */
+static void *page_array(size_t n, size_t size) {
+  void *p = mmap(NULL, n * size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+static void page_array_free(void *p, size_t n, size_t size) {
+  if (p) munmap(p, n * size);
+}
+
 /* ==== mapped-page counts (Fenwick tree per range) ============================== */
 static void fenwick_add(zrange *r, uint32_t page, int delta) {
+  if (!r->fenwick) return;
   for (uint32_t i = page + 1; i <= r->npages; i += i & -i) r->fenwick[i] += (uint32_t)delta;
+}
+/* Builds the tree from chunk_of in O(pages); 0 when host memory ran out. */
+static int fenwick_build(zrange *r) {
+  if (r->fenwick) return 1;
+  uint32_t *f = page_array((size_t)r->npages + 1, sizeof *f);
+  if (!f) return 0;
+  for (uint32_t i = 1; i <= r->top; i++) f[i] += r->chunk_of[i - 1] != 0;
+  for (uint32_t i = 1; i <= r->npages; i++) {
+    uint32_t parent = i + (i & -i);
+    if (parent <= r->npages) f[parent] += f[i];
+  }
+  r->fenwick = f;
+  return 1;
 }
 static uint32_t fenwick_prefix(const zrange *r, uint32_t pages) { /* mapped pages in [0, pages) */
   uint32_t s = 0;
@@ -625,15 +652,13 @@ static int range_add(zoned *z, uint32_t zi, uint32_t *out) {
   if (!zr) return HBM_EHOSTMEM;
   zone->ranges = zr;
   zrange r = {.size = size, .npages = (uint32_t)(size >> z->gshift), .zone = zi};
-  r.chunk_of = calloc(r.npages, sizeof *r.chunk_of);
-  r.edge = calloc(r.npages, sizeof *r.edge);
-  r.fenwick = calloc((size_t)r.npages + 1, sizeof *r.fenwick);
-  int rc = !r.chunk_of || !r.edge || !r.fenwick ? HBM_EHOSTMEM : va_take(z, size, &r.base);
+  r.chunk_of = page_array(r.npages, sizeof *r.chunk_of);
+  r.edge = page_array(r.npages, sizeof *r.edge);
+  int rc = !r.chunk_of || !r.edge ? HBM_EHOSTMEM : va_take(z, size, &r.base);
   if (rc == HBM_OK && hbm_vspace_create(r.base, size, ZONED_UNIT, &r.vs) != HBM_OK) rc = HBM_EHOSTMEM;
   if (rc != HBM_OK) { /* carved space is not handed back: it is only address space */
-    free(r.chunk_of);
-    free(r.edge);
-    free(r.fenwick);
+    page_array_free(r.chunk_of, r.npages, sizeof *r.chunk_of);
+    page_array_free(r.edge, r.npages, sizeof *r.edge);
     return rc;
   }
   uint32_t ri = z->nranges++, k = ri;
@@ -788,11 +813,16 @@ static void reclaim(zoned *z, uint64_t fresh) {
 /* Placement cost: the pages of [hole, hole + size) not mapped yet. */
 static uint64_t fresh_cost(void *arg, uint64_t hole, uint64_t hole_size, uint64_t size) {
   const zoned *z = ((void **)arg)[0];
-  const zrange *r = ((void **)arg)[1];
+  zrange *r = ((void **)arg)[1];
   uint32_t p0, p1;
   block_pages(z, r, hole, size, &p0, &p1);
   if (r->mapped == r->top) /* nothing unmapped below the top: no tree walk */
     return p1 < r->top ? 0 : (uint64_t)(p1 - (p0 > r->top ? p0 : r->top) + 1);
+  if (!fenwick_build(r)) { /* no host memory for the tree: count directly */
+    uint64_t fresh = 0;
+    for (uint32_t q = p0; q <= p1; q++) fresh += !r->chunk_of[q];
+    return fresh;
+  }
   return (uint64_t)(p1 - p0 + 1) - (fenwick_prefix(r, p1 + 1) - fenwick_prefix(r, p0));
 }
 
@@ -965,9 +995,9 @@ static void zoned_destroy(hbm_policy *p) {
   for (uint32_t i = 0; i < z->narenas; i++) hbm_dev_unreserve(dev, z->arenas[2 * i], z->arenas[2 * i + 1]);
   for (uint32_t i = 0; i < z->nranges; i++) {
     hbm_vspace_destroy(z->ranges[i].vs);
-    free(z->ranges[i].chunk_of);
-    free(z->ranges[i].edge);
-    free(z->ranges[i].fenwick);
+    page_array_free(z->ranges[i].chunk_of, z->ranges[i].npages, sizeof *z->ranges[i].chunk_of);
+    page_array_free(z->ranges[i].edge, z->ranges[i].npages, sizeof *z->ranges[i].edge);
+    page_array_free(z->ranges[i].fenwick, (size_t)z->ranges[i].npages + 1, sizeof *z->ranges[i].fenwick);
   }
   for (uint32_t i = 0; i < z->nzones; i++) free(z->zones[i].ranges);
   for (int i = 0; i < 2; i++) hbm_range_destroy(z->fixed[i]);
@@ -1295,7 +1325,7 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
         touched++;
         if (!ch) fail(&c, "Z2 range %u page %u is touched by a live block but not mapped", ri, q);
       }
-      if (((q + 1) % 4096 == 0 || q + 1 == r->npages) && fenwick_prefix(r, q + 1) != mapped_here)
+      if (r->fenwick && ((q + 1) % 4096 == 0 || q + 1 == r->npages) && fenwick_prefix(r, q + 1) != mapped_here)
         fail(&c, "Z1 range %u: mapped-page counts disagree before page %u", ri, q + 1);
       if (ch && q >= r->top) fail(&c, "Z1 range %u: page %u mapped above the recorded top %u", ri, q, r->top);
     }
