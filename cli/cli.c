@@ -83,3 +83,19 @@ int cli_write_output(const char *path, const char *text, size_t len, const char 
 }
 
 const char *cli_size(uint64_t bytes, char buf[32]) { return hbm_size_format(bytes, buf, 32); }
+
+int cli_split_policies(const char *list, char names[][32], int max) {
+  if (!strcmp(list, "all")) list = hbm_policy_names();
+  int n = 0;
+  const char *p = list;
+  while (*p && n < max) {
+    const char *c = strchr(p, ',');
+    size_t len = c ? (size_t)(c - p) : strlen(p);
+    if (len == 0 || len >= 32) return 0;
+    memcpy(names[n], p, len);
+    names[n][len] = 0;
+    n++;
+    p = c ? c + 1 : p + len;
+  }
+  return n;
+}

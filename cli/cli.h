@@ -42,6 +42,9 @@ void cli_progress_end(void);
 /* Writes text to path atomically (temp + rename); refuses paths in `inputs`. */
 int cli_write_output(const char *path, const char *text, size_t len, const char *const *inputs,
                      int ninputs);
+/* Splits "a,b,c" (or "all": every policy this build knows) into names.
+ * Returns the count, 0 for an empty name or one of 32 characters or more. */
+int cli_split_policies(const char *list, char names[][32], int max);
 /* Human size. */
 const char *cli_size(uint64_t bytes, char buf[32]);
 

@@ -88,21 +88,6 @@ static void *worker(void *arg) {
   }
 }
 
-static int split_policies(const char *list, char names[][32], int max) {
-  if (!strcmp(list, "all")) list = hbm_policy_names();
-  int n = 0;
-  const char *p = list;
-  while (*p && n < max) {
-    const char *c = strchr(p, ',');
-    size_t len = c ? (size_t)(c - p) : strlen(p);
-    if (len == 0 || len >= 32) return 0;
-    memcpy(names[n], p, len);
-    names[n][len] = 0;
-    n++;
-    p = c ? c + 1 : p + len;
-  }
-  return n;
-}
 
 static const char *dash_or_size(int show, uint64_t v, char *buf) {
   if (!show) return "-";
@@ -167,7 +152,7 @@ int cmd_demo(int argc, char **argv) {
     return CLI_BAD_INPUT;
   }
   char names[16][32];
-  int npol = split_policies(policy_list, names, 16);
+  int npol = cli_split_policies(policy_list, names, 16);
   if (npol == 0) {
     cli_error("--policy: expected a comma-separated list of: %s", hbm_policy_names());
     return CLI_BAD_INPUT;

@@ -39,20 +39,6 @@ static void show_progress(const char *policy, int i, int n) {
   fprintf(stderr, "\rmincap: searching %s (%d of %d)...%20s", policy, i + 1, n, "");
 }
 
-/* Splits "a,b,c" (or "all") into policy names; 0 on a malformed list. */
-static int split_policies(const char *list, char names[][32], int max) {
-  if (!strcmp(list, "all")) list = hbm_policy_names();
-  int n = 0;
-  for (const char *p = list; *p;) {
-    const char *c = strchr(p, ',');
-    size_t len = c ? (size_t)(c - p) : strlen(p);
-    if (len == 0 || len >= 32 || n == max) return 0;
-    memcpy(names[n], p, len);
-    names[n++][len] = 0;
-    p = c ? c + 1 : p + len;
-  }
-  return n;
-}
 
 int cmd_mincap(int argc, char **argv) {
   static const struct option opts[] = {
@@ -89,7 +75,7 @@ int cmd_mincap(int argc, char **argv) {
   }
   const char *path = argv[optind];
   char policies[16][32];
-  int npolicies = split_policies(policy_list, policies, 16);
+  int npolicies = cli_split_policies(policy_list, policies, 16);
   if (!npolicies) {
     cli_error("--policy: expected a comma-separated list of %s, or all", hbm_policy_names());
     return CLI_BAD_INPUT;

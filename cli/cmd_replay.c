@@ -59,22 +59,6 @@ static void show_progress(uint64_t done, uint64_t total, void *arg) {
   cli_progress((const char *)arg, done, total);
 }
 
-/* Splits "a,b,c" (or "all") into policy names. Returns the count, 0 on error. */
-static int split_policies(const char *list, char names[][32], int max) {
-  if (!strcmp(list, "all")) list = hbm_policy_names();
-  int n = 0;
-  const char *p = list;
-  while (*p && n < max) {
-    const char *c = strchr(p, ',');
-    size_t len = c ? (size_t)(c - p) : strlen(p);
-    if (len == 0 || len >= 32) return 0;
-    memcpy(names[n], p, len);
-    names[n][len] = 0;
-    n++;
-    p = c ? c + 1 : p + len;
-  }
-  return n;
-}
 
 int cmd_replay(int argc, char **argv) {
   static const struct option opts[] = {
@@ -121,7 +105,7 @@ int cmd_replay(int argc, char **argv) {
   }
   const char *path = argv[optind];
   char policies[16][32];
-  int npolicies = split_policies(policy_list, policies, 16);
+  int npolicies = cli_split_policies(policy_list, policies, 16);
   if (!npolicies) { cli_error("--policy: expected a comma-separated list of %s, or all", hbm_policy_names()); return CLI_BAD_INPUT; }
   hbm_set_error_handler(print_error, NULL);
 
