@@ -37,7 +37,7 @@
  *   zones:infer|tags|off  lifetime classes (default infer; tags: param, grad and
  *                         optim are static, other tags transient, untagged inferred)
  *   large_life:on|off     classes for large blocks too (default off)
- *   chunk:SIZE            stripe: the largest chunk (default 16MiB, a granule multiple)
+ *   chunk:SIZE            stripe: the largest chunk (default 64MiB, a granule multiple)
  *   slack:SIZE|P%         cache allowed above the touched high-water mark (default 0)
  *   probes:N              candidate holes compared per placement (default 8)
  *   small:on|off          sub-granule requests in their own zones (default on)
@@ -158,7 +158,7 @@ static int parse_onoff(const char *v, int *out) {
 
 static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_diag *diag) {
   *c = (zoned_conf){.zones = ZONES_INFER, .small = 1, .streams = 1, .vmm = 1, .probes = 8,
-                    .chunk = 16ull << 20, .va_factor = 2, .split = 0.5};
+                    .chunk = 64ull << 20, .va_factor = 2, .split = 0.5};
   if (c->chunk < granule) c->chunk = granule;
   if (!text) return HBM_OK;
   char buf[512];
