@@ -38,8 +38,14 @@ static int grow(hbm_addrmap *m) {
   return HBM_OK;
 }
 
+int hbm_addrmap_reserve(hbm_addrmap *m, uint64_t extra) {
+  while ((m->used + extra) * 2 > m->cap)
+    if (grow(m) != HBM_OK) return HBM_EHOSTMEM;
+  return HBM_OK;
+}
+
 int hbm_addrmap_put(hbm_addrmap *m, uint64_t key, uint64_t val) {
-  if ((m->used + 1) * 2 > m->cap && grow(m) != HBM_OK) return HBM_EHOSTMEM;
+  if (hbm_addrmap_reserve(m, 1) != HBM_OK) return HBM_EHOSTMEM;
   uint64_t h = slot_of(key, m->cap);
   while (m->keys[h] != EMPTY && m->keys[h] != key) h = (h + 1) & (m->cap - 1);
   if (m->keys[h] == EMPTY) m->used++;

@@ -15,6 +15,9 @@ void hbm_addrmap_init(hbm_addrmap *m);
 void hbm_addrmap_release(hbm_addrmap *m);
 /* HBM_OK, or HBM_EHOSTMEM. Replaces the value of an existing key. */
 int hbm_addrmap_put(hbm_addrmap *m, uint64_t key, uint64_t val);
+/* Makes room for `extra` more keys, so the next `extra` puts cannot fail.
+ * HBM_OK or HBM_EHOSTMEM (then the map is unchanged). */
+int hbm_addrmap_reserve(hbm_addrmap *m, uint64_t extra);
 /* 1 and *val if found. */
 int hbm_addrmap_get(const hbm_addrmap *m, uint64_t key, uint64_t *val);
 /* 1 and *val if it was there (then removed). */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/addrmap.h"
 #include "core/util.h"
 
 /* ---- tuning: may change ------------------------------------------------------- */
@@ -44,10 +45,7 @@ struct hbm_range {
   uint64_t fl_bitmap;
   uint32_t sl_bitmap[FL_COUNT];
   uint32_t lists[FL_COUNT][SL_COUNT];
-  /* address table for live blocks: open addressing, linear probing */
-  uint64_t *tab_addr;
-  uint32_t *tab_block;
-  uint64_t tab_cap, tab_used;
+  hbm_addrmap live;     /* address of each live block -> its pool index (I5) */
   uint64_t free_bytes, live_bytes, live_blocks, free_blocks;
   uint64_t largest;     /* valid when !largest_stale (I6) */
   int largest_stale;
@@ -142,72 +140,6 @@ static void list_remove(hbm_range *r, uint32_t i) {
   if (b->size == r->largest) r->largest_stale = 1;
 }
 
-/* ---- address table ----------------------------------------------------------- */
-static inline uint64_t tab_hash(const hbm_range *r, uint64_t addr) {
-  return ((addr >> r->unit_shift) * 0x9E3779B97F4A7C15ull) >> 17;
-}
-#define TAB_EMPTY UINT64_MAX
-
-static int tab_grow(hbm_range *r) {
-  uint64_t cap = r->tab_cap ? r->tab_cap * 2 : 1024;
-  uint64_t *na = malloc(cap * sizeof *na);
-  uint32_t *nb = malloc(cap * sizeof *nb);
-  if (!na || !nb) { free(na); free(nb); return HBM_EHOSTMEM; }
-  for (uint64_t i = 0; i < cap; i++) na[i] = TAB_EMPTY;
-  for (uint64_t i = 0; i < r->tab_cap; i++) {
-    if (r->tab_addr[i] == TAB_EMPTY) continue;
-    uint64_t h = tab_hash(r, r->tab_addr[i]) & (cap - 1);
-    while (na[h] != TAB_EMPTY) h = (h + 1) & (cap - 1);
-    na[h] = r->tab_addr[i];
-    nb[h] = r->tab_block[i];
-  }
-  free(r->tab_addr);
-  free(r->tab_block);
-  r->tab_addr = na;
-  r->tab_block = nb;
-  r->tab_cap = cap;
-  return HBM_OK;
-}
-
-static int tab_put(hbm_range *r, uint64_t addr, uint32_t block) {
-  if ((r->tab_used + 1) * 2 > r->tab_cap && tab_grow(r) != HBM_OK) return HBM_EHOSTMEM;
-  uint64_t mask = r->tab_cap - 1, h = tab_hash(r, addr) & mask;
-  while (r->tab_addr[h] != TAB_EMPTY) h = (h + 1) & mask;
-  r->tab_addr[h] = addr;
-  r->tab_block[h] = block;
-  r->tab_used++;
-  return HBM_OK;
-}
-
-static uint64_t tab_find(const hbm_range *r, uint64_t addr) {
-  if (!r->tab_cap) return TAB_EMPTY;
-  uint64_t mask = r->tab_cap - 1, h = tab_hash(r, addr) & mask;
-  while (r->tab_addr[h] != TAB_EMPTY) {
-    if (r->tab_addr[h] == addr) return h;
-    h = (h + 1) & mask;
-  }
-  return TAB_EMPTY;
-}
-
-/* Removes slot h, shifting later entries of the probe run back (no tombstones). */
-static void tab_delete(hbm_range *r, uint64_t h) {
-  uint64_t mask = r->tab_cap - 1, j = h;
-  r->tab_addr[h] = TAB_EMPTY;
-  for (;;) {
-    j = (j + 1) & mask;
-    if (r->tab_addr[j] == TAB_EMPTY) break;
-    uint64_t k = tab_hash(r, r->tab_addr[j]) & mask;
-    /* entry j may move to h if its home k is not in (h, j] cyclically */
-    if ((j > h && (k <= h || k > j)) || (j < h && (k <= h && k > j))) {
-      r->tab_addr[h] = r->tab_addr[j];
-      r->tab_block[h] = r->tab_block[j];
-      r->tab_addr[j] = TAB_EMPTY;
-      h = j;
-    }
-  }
-  r->tab_used--;
-}
-
 /* ---- create / destroy --------------------------------------------------------- */
 int hbm_range_create(uint64_t base, uint64_t size, uint64_t unit, hbm_range **out) {
   if (!out || !hbm_is_pow2(unit) || size == 0 || size % unit || base % unit ||
@@ -220,8 +152,9 @@ int hbm_range_create(uint64_t base, uint64_t size, uint64_t unit, hbm_range **ou
   r->unit = unit;
   r->unit_shift = (unsigned)fls64(unit);
   memset(r->lists, 0xff, sizeof r->lists);
+  hbm_addrmap_init(&r->live);
   uint32_t i = block_new(r);
-  if (i == NIL || tab_grow(r) != HBM_OK) {
+  if (i == NIL) {
     hbm_range_destroy(r);
     return HBM_EHOSTMEM;
   }
@@ -236,8 +169,7 @@ void hbm_range_destroy(hbm_range *r) {
   if (!r) return;
   free(r->blocks);
   free(r->spare);
-  free(r->tab_addr);
-  free(r->tab_block);
+  hbm_addrmap_release(&r->live);
   free(r);
 }
 
@@ -307,8 +239,7 @@ int hbm_range_alloc(hbm_range *r, uint64_t size, uint64_t align, uint64_t *addr,
   if (align < r->unit) align = r->unit;
   size = hbm_align_up(size, r->unit);
   uint64_t need = size + (align > r->unit ? align - r->unit : 0);
-  if ((r->tab_used + 1) * 2 > r->tab_cap && tab_grow(r) != HBM_OK) return HBM_EHOSTMEM;
-  if (blocks_ensure(r, 2) != HBM_OK) return HBM_EHOSTMEM;
+  if (hbm_addrmap_reserve(&r->live, 1) != HBM_OK || blocks_ensure(r, 2) != HBM_OK) return HBM_EHOSTMEM;
   uint32_t i = find_free(r, need);
   if (i == NIL && align > r->unit) { /* exact fit of an aligned start, rarely needed */
     for (uint32_t k = r->head; k != NIL; k = r->blocks[k].next_phys) {
@@ -322,7 +253,7 @@ int hbm_range_alloc(hbm_range *r, uint64_t size, uint64_t align, uint64_t *addr,
   list_remove(r, i);
   uint32_t live = carve(r, i, at, size);
   if (live == NIL) return HBM_EHOSTMEM;
-  tab_put(r, at, live); /* cannot fail: room was made above */
+  hbm_addrmap_put(&r->live, at, live); /* cannot fail: room was made above */
   r->live_bytes += size;
   r->live_blocks++;
   *addr = at;
@@ -334,8 +265,7 @@ int hbm_range_alloc_at(hbm_range *r, uint64_t addr, uint64_t size) {
   if (!r || size == 0 || addr % r->unit || addr < r->base || addr - r->base > r->size) return HBM_EINVAL;
   size = hbm_align_up(size, r->unit);
   if (size > r->base + r->size - addr) return HBM_EINVAL;
-  if ((r->tab_used + 1) * 2 > r->tab_cap && tab_grow(r) != HBM_OK) return HBM_EHOSTMEM;
-  if (blocks_ensure(r, 2) != HBM_OK) return HBM_EHOSTMEM;
+  if (hbm_addrmap_reserve(&r->live, 1) != HBM_OK || blocks_ensure(r, 2) != HBM_OK) return HBM_EHOSTMEM;
   /* Seeding a recorded layout is rare: a walk is fine here. */
   for (uint32_t i = r->head; i != NIL; i = r->blocks[i].next_phys) {
     rblock *b = &r->blocks[i];
@@ -344,7 +274,7 @@ int hbm_range_alloc_at(hbm_range *r, uint64_t addr, uint64_t size) {
     list_remove(r, i);
     uint32_t live = carve(r, i, addr, size);
     if (live == NIL) return HBM_EHOSTMEM;
-    tab_put(r, addr, live);
+    hbm_addrmap_put(&r->live, addr, live); /* cannot fail: room was made above */
     r->live_bytes += size;
     r->live_blocks++;
     return HBM_OK;
@@ -354,10 +284,9 @@ int hbm_range_alloc_at(hbm_range *r, uint64_t addr, uint64_t size) {
 
 int hbm_range_free(hbm_range *r, uint64_t addr, uint64_t *block_size) {
   if (!r) return HBM_EINVAL;
-  uint64_t h = tab_find(r, addr);
-  if (h == TAB_EMPTY) return HBM_EINVAL;
-  uint32_t i = r->tab_block[h];
-  tab_delete(r, h);
+  uint64_t found;
+  if (!hbm_addrmap_take(&r->live, addr, &found)) return HBM_EINVAL;
+  uint32_t i = (uint32_t)found;
   rblock *b = &r->blocks[i];
   if (block_size) *block_size = b->size;
   r->live_bytes -= b->size;
@@ -386,8 +315,8 @@ int hbm_range_free(hbm_range *r, uint64_t addr, uint64_t *block_size) {
 }
 
 uint64_t hbm_range_block_size(const hbm_range *r, uint64_t addr) {
-  uint64_t h = tab_find(r, addr);
-  return h == TAB_EMPTY ? 0 : r->blocks[r->tab_block[h]].size;
+  uint64_t i;
+  return hbm_addrmap_get(&r->live, addr, &i) ? r->blocks[i].size : 0;
 }
 
 /* ---- queries --------------------------------------------------------------------- */
@@ -452,8 +381,8 @@ int hbm_range_check(hbm_range *r, hbm_range_report_fn *report, void *arg) {
     } else {
       live_bytes += b->size;
       nlive++;
-      uint64_t h = tab_find(r, b->addr);
-      if (h == TAB_EMPTY || r->tab_block[h] != i) FAIL("I5 live block at %#llx missing from the address table", (unsigned long long)b->addr);
+      uint64_t found;
+      if (!hbm_addrmap_get(&r->live, b->addr, &found) || found != i) FAIL("I5 live block at %#llx missing from the address table", (unsigned long long)b->addr);
     }
     expect = b->addr + b->size;
     prev = i;
@@ -484,7 +413,7 @@ int hbm_range_check(hbm_range *r, hbm_range_report_fn *report, void *arg) {
   if (free_bytes != r->free_bytes || live_bytes != r->live_bytes || free_bytes + live_bytes != r->size)
     FAIL("I4 counters: free %llu/%llu live %llu/%llu size %llu", (unsigned long long)free_bytes, (unsigned long long)r->free_bytes, (unsigned long long)live_bytes, (unsigned long long)r->live_bytes, (unsigned long long)r->size);
   if (nlive != r->live_blocks || nfree != r->free_blocks) FAIL("I4 block counts differ from a recount");
-  if (r->tab_used != nlive) FAIL("I5 address table holds %llu entries for %llu live blocks", (unsigned long long)r->tab_used, (unsigned long long)nlive);
+  if (r->live.used != nlive) FAIL("I5 address table holds %llu entries for %llu live blocks", (unsigned long long)r->live.used, (unsigned long long)nlive);
   if (!r->largest_stale && r->largest != largest) FAIL("I6 cached largest free %llu, recount %llu", (unsigned long long)r->largest, (unsigned long long)largest);
   return failures;
 }
