@@ -48,6 +48,14 @@ struct hbm_device {
 };
 
 int hbm_sim_open(uint64_t capacity, uint64_t granule, hbm_device **out);
+/* A sim device whose own addresses start at `base` (replaying a recording
+ * keeps them clear of the recorded ones). */
+int hbm_sim_open_at(uint64_t capacity, uint64_t granule, uint64_t base, hbm_device **out);
+/* Replaying a recording: the next reserve() on this sim device returns addr,
+ * as the recording shows, even over another reservation (a recorded
+ * reservation's unused tail may reach over later recorded addresses).
+ * HBM_EINVAL for a device that is not sim. */
+int hbm_sim_reserve_next_at(hbm_device *dev, uint64_t addr);
 int hbm_host_open(uint64_t capacity, uint64_t granule, hbm_device **out);
 
 /* Accounting helpers used by backends: claim fails with HBM_ENOMEM when the

@@ -17,6 +17,7 @@ typedef struct sim_device {
   sim_seg *segs;
   size_t nsegs, cap;
   uint64_t next_handle;
+  uint64_t reserve_at; /* the address the next reservation takes (0: any) */
 } sim_device;
 
 #define SIM_BASE 0x7f0000000000ull
@@ -76,7 +77,9 @@ static int sim_seg_free(hbm_device *d, uint64_t addr, uint64_t size) {
 }
 
 static int sim_reserve(hbm_device *d, uint64_t size, uint64_t *base) {
-  *base = take_va((sim_device *)d, size);
+  sim_device *s = (sim_device *)d;
+  *base = s->reserve_at ? s->reserve_at : take_va(s, size);
+  s->reserve_at = 0;
   return HBM_OK;
 }
 static int sim_unreserve(hbm_device *d, uint64_t base, uint64_t size) { return HBM_OK; }
@@ -113,7 +116,17 @@ static const hbm_device_ops sim_ops = {
     .destroy = sim_destroy,
 };
 
+int hbm_sim_reserve_next_at(hbm_device *dev, uint64_t addr) {
+  if (!dev || dev->ops != &sim_ops) return HBM_EINVAL;
+  ((sim_device *)dev)->reserve_at = addr;
+  return HBM_OK;
+}
+
 int hbm_sim_open(uint64_t capacity, uint64_t granule, hbm_device **out) {
+  return hbm_sim_open_at(capacity, granule, SIM_BASE, out);
+}
+
+int hbm_sim_open_at(uint64_t capacity, uint64_t granule, uint64_t base, hbm_device **out) {
   sim_device *s = calloc(1, sizeof *s);
   if (!s) return HBM_EHOSTMEM;
   s->base.ops = &sim_ops;
@@ -123,7 +136,7 @@ int hbm_sim_open(uint64_t capacity, uint64_t granule, hbm_device **out) {
   s->base.caps.vmm = 1;
   s->base.caps.d2d_copy = 1;
   s->base.caps.host_visible = 0;
-  s->next_va = SIM_BASE;
+  s->next_va = base;
   *out = &s->base;
   return HBM_OK;
 }

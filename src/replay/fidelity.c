@@ -1,11 +1,9 @@
 /* fidelity.c: replays a recording through the PyTorch model and compares
  * (fidelity.h has the rules).
  *
- * The replica device: address arithmetic like `sim`, but it gives a new
- * segment or address reservation the address the recording shows (sim's
- * reserve takes no hint), so the model's addresses can be compared with
- * PyTorch's one for one. It honours a hint unless it overlaps a live segment
- * or reservation of its own. */
+ * The model runs on a sim device that gives a new segment or address
+ * reservation the address the recording shows (a segment's unless it overlaps
+ * a live one), so the model's addresses compare with PyTorch's one for one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,141 +14,7 @@
 #include "policy/pytorch_alloc.h"
 #include "replay/fidelity.h"
 
-/* ---- the replica device --------------------------------------------------------- */
-
-typedef struct span {
-  uint64_t addr, size;
-} span;
-
-typedef struct spans {
-  span *v; /* sorted by address */
-  size_t n, cap;
-} spans;
-
-typedef struct replica {
-  hbm_device base;
-  spans segs;          /* live segments: a hint that overlaps one is not honoured */
-  spans reservations;  /* address reservations: honoured as recorded (their unmapped
-                        * tails may reach over other recorded addresses: the model's
-                        * reservation is 1.125 x its capacity, PyTorch's 1.125 x the GPU's) */
-  uint64_t next_va;
-  uint64_t next_handle;
-  uint64_t reserve_at; /* the address the next reservation should take (0: any) */
-} replica;
-
-#define REPLICA_BASE (1ull << 60) /* far above any recorded CUDA address */
-
-static size_t lower(const spans *s, uint64_t addr) {
-  size_t lo = 0, hi = s->n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (s->v[mid].addr < addr) lo = mid + 1; else hi = mid;
-  }
-  return lo;
-}
-
-static int overlaps(const spans *s, uint64_t addr, uint64_t size) {
-  size_t i = lower(s, addr);
-  if (i < s->n && s->v[i].addr < addr + size) return 1;
-  if (i > 0 && s->v[i - 1].addr + s->v[i - 1].size > addr) return 1;
-  return 0;
-}
-
-static int take_span(replica *r, spans *s, uint64_t size, uint64_t hint, uint64_t *addr) {
-  if (s->n == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 64;
-    span *v = realloc(s->v, cap * sizeof *v);
-    if (!v) return HBM_EHOSTMEM;
-    s->v = v;
-    s->cap = cap;
-  }
-  uint64_t a;
-  if (hint && hint <= UINT64_MAX - size && (s == &r->reservations || !overlaps(s, hint, size))) {
-    a = hint;
-  } else {
-    a = hbm_align_up(r->next_va, 2ull << 20);
-    r->next_va = a + size;
-  }
-  size_t i = lower(s, a);
-  memmove(s->v + i + 1, s->v + i, (s->n - i) * sizeof *s->v);
-  s->v[i] = (span){a, size};
-  s->n++;
-  *addr = a;
-  return HBM_OK;
-}
-
-static int drop_span(spans *s, uint64_t addr, uint64_t size) {
-  size_t i = lower(s, addr);
-  if (i == s->n || s->v[i].addr != addr || s->v[i].size != size) return HBM_EINVAL;
-  memmove(s->v + i, s->v + i + 1, (s->n - i - 1) * sizeof *s->v);
-  s->n--;
-  return HBM_OK;
-}
-
-static int rep_seg_alloc(hbm_device *d, uint64_t size, uint64_t hint, uint64_t *addr) {
-  if (hbm_device_claim(d, size) != HBM_OK) return HBM_ENOMEM;
-  replica *r = (replica *)d;
-  int rc = take_span(r, &r->segs, size, hint, addr);
-  if (rc != HBM_OK) hbm_device_unclaim(d, size);
-  return rc;
-}
-static int rep_seg_free(hbm_device *d, uint64_t addr, uint64_t size) {
-  int rc = drop_span(&((replica *)d)->segs, addr, size);
-  if (rc == HBM_OK) hbm_device_unclaim(d, size);
-  return rc;
-}
-static int rep_reserve(hbm_device *d, uint64_t size, uint64_t *base) {
-  replica *r = (replica *)d;
-  uint64_t hint = r->reserve_at;
-  r->reserve_at = 0;
-  return take_span(r, &r->reservations, size, hint, base);
-}
-static int rep_unreserve(hbm_device *d, uint64_t base, uint64_t size) {
-  return drop_span(&((replica *)d)->reservations, base, size);
-}
-static int rep_phys_create(hbm_device *d, uint64_t size, uint64_t *handle) {
-  if (hbm_device_claim(d, size) != HBM_OK) return HBM_ENOMEM;
-  *handle = ++((replica *)d)->next_handle;
-  return HBM_OK;
-}
-static int rep_phys_release(hbm_device *d, uint64_t handle, uint64_t size) {
-  hbm_device_unclaim(d, size);
-  return HBM_OK;
-}
-static int rep_map(hbm_device *d, uint64_t va, uint64_t size, uint64_t h, uint64_t off) { return HBM_OK; }
-static int rep_unmap(hbm_device *d, uint64_t va, uint64_t size) { return HBM_OK; }
-static void rep_destroy(hbm_device *d) {
-  replica *r = (replica *)d;
-  free(r->segs.v);
-  free(r->reservations.v);
-  free(r);
-}
-
-static const hbm_device_ops replica_ops = {
-    .kind = "replica",
-    .seg_alloc = rep_seg_alloc,
-    .seg_free = rep_seg_free,
-    .reserve = rep_reserve,
-    .unreserve = rep_unreserve,
-    .phys_create = rep_phys_create,
-    .phys_release = rep_phys_release,
-    .map = rep_map,
-    .unmap = rep_unmap,
-    .destroy = rep_destroy,
-};
-
-static int replica_open(uint64_t capacity, replica **out) {
-  replica *r = calloc(1, sizeof *r);
-  if (!r) return HBM_EHOSTMEM;
-  r->base.ops = &replica_ops;
-  strcpy(r->base.caps.kind, "replica");
-  r->base.caps.capacity = capacity;
-  r->base.caps.granule = 2ull << 20;
-  r->base.caps.vmm = 1;
-  r->next_va = REPLICA_BASE;
-  *out = r;
-  return HBM_OK;
-}
+#define FIDELITY_BASE (1ull << 60) /* the device's own addresses: far above any recorded CUDA address */
 
 /* ---- the comparison ----------------------------------------------------------------- */
 
@@ -160,7 +24,7 @@ typedef struct pending {
 } pending;
 
 typedef struct run {
-  replica *dev;
+  hbm_device *dev;
   pending *hints; /* recorded segment allocations since the last alloc event */
   size_t nhints, cap_hints;
   uint64_t *model_sizes;
@@ -176,7 +40,7 @@ static uint64_t on_hint(void *arg, int reservation, uint64_t size, int stream, i
      * so the first map recorded in this malloc is at the new base. */
     uint64_t at = proposed;
     if (!at && r->nhints) at = r->hints[0].addr;
-    r->dev->reserve_at = at;
+    hbm_sim_reserve_next_at(r->dev, at);
     return at;
   }
   for (size_t i = 0; i < r->nhints; i++) {
@@ -255,12 +119,12 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
    * fail where PyTorch did not. */
   uint64_t capacity = o && o->capacity ? o->capacity : HBM_MAX_SIZE;
   run r = {0};
-  if ((rc = replica_open(capacity, &r.dev)) != HBM_OK) return rc;
+  if ((rc = hbm_sim_open_at(capacity, 2ull << 20, FIDELITY_BASE, &r.dev)) != HBM_OK) return rc;
   hbm_policy *p = NULL;
   uint64_t *id_addr = NULL;
   uint64_t *real_sizes = NULL;
   size_t nreal = 0;
-  rc = cls->create(&r.dev->base, conf, &p, diag);
+  rc = cls->create(r.dev, conf, &p, diag);
   if (rc != HBM_OK) goto done;
   hbm_pt_hooks hooks = {on_hint, on_action, &r};
   hbm_pt_set_hooks(p, &hooks);
@@ -373,7 +237,7 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
   cls->check(p, count_report, &res->check_failures);
 done:
   if (p) cls->destroy(p);
-  rep_destroy(&r.dev->base);
+  hbm_device_close(r.dev);
   free(r.hints);
   free(r.model_sizes);
   free(id_addr);
