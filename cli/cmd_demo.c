@@ -42,7 +42,6 @@ static void usage(FILE *out) {
           hbm_policy_names());
 }
 
-static void print_error(int err, const char *message, void *arg) { cli_error("%s", message); }
 
 /* ---- replays, a few at a time ---- */
 
@@ -173,7 +172,6 @@ int cmd_demo(int argc, char **argv) {
   if (steps) c.steps = (uint32_t)steps;
   if (seed_given) c.seed = seed;
   if (capacity) c.capacity = capacity;
-  hbm_set_error_handler(print_error, NULL);
   hbm_diag diag;
   memset(&diag, 0, sizeof diag);
   hbm_gen_llm_estimate est;

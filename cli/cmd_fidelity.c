@@ -41,7 +41,6 @@ static void usage(FILE *out) {
           "exit: 0 compared, 1 the model failed (or --check failed), 2 bad input or usage\n");
 }
 
-static void print_error(int err, const char *message, void *arg) { cli_error("%s", message); }
 
 static int load(const char *path, int device, hbm_trace **out, hbm_diag *diag) {
   char *data;
@@ -107,7 +106,6 @@ int cmd_fidelity(int argc, char **argv) {
     return CLI_BAD_INPUT;
   }
   const char *path = argv[optind];
-  hbm_set_error_handler(print_error, NULL);
   hbm_diag diag = {0};
   hbm_trace *t = NULL;
   int rc = load(path, device, &t, &diag);

@@ -31,7 +31,6 @@ static void usage(FILE *out) {
           "exit: 0 written, 1 could not write, 2 bad input or usage\n");
 }
 
-static void print_error(int err, const char *message, void *arg) { cli_error("%s", message); }
 
 int cmd_import(int argc, char **argv) {
   static const struct option opts[] = {{"output", required_argument, 0, 'o'},
@@ -67,7 +66,6 @@ int cmd_import(int argc, char **argv) {
     return CLI_BAD_INPUT;
   }
   const char *path = argv[optind];
-  hbm_set_error_handler(print_error, NULL);
   hbm_diag diag = {0};
   char *data;
   size_t len;

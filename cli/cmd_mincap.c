@@ -32,7 +32,6 @@ static void usage(FILE *out) {
           hbm_policy_names());
 }
 
-static void print_error(int err, const char *message, void *arg) { cli_error("%s", message); }
 
 static void show_progress(const char *policy, int i, int n) {
   if (!cli_is_tty()) return;
@@ -80,7 +79,6 @@ int cmd_mincap(int argc, char **argv) {
     cli_error("--policy: expected a comma-separated list of %s, or all", hbm_policy_names());
     return CLI_BAD_INPUT;
   }
-  hbm_set_error_handler(print_error, NULL);
   hbm_diag diag = {0};
   hbm_trace *trace;
   int rc = hbm_trace_load(path, &trace, &diag);

@@ -32,7 +32,6 @@ static void usage(FILE *out) {
           hbm_policy_names());
 }
 
-static void print_error(int err, const char *message, void *arg) { cli_error("%s", message); }
 
 /* The report page: runs that did not fail show their layout at the sampled
  * moment with the smallest largest free block (one more partial replay). */
@@ -107,7 +106,6 @@ int cmd_replay(int argc, char **argv) {
   char policies[16][32];
   int npolicies = cli_split_policies(policy_list, policies, 16);
   if (!npolicies) { cli_error("--policy: expected a comma-separated list of %s, or all", hbm_policy_names()); return CLI_BAD_INPUT; }
-  hbm_set_error_handler(print_error, NULL);
 
   hbm_diag diag = {0};
   hbm_trace *trace;

@@ -28,7 +28,12 @@ static void usage(FILE *out) {
           hbm_policy_names());
 }
 
+/* What the library reports (double free, bad policy settings, failed checks)
+ * reaches the user as "hbm: <message>", whatever the command. */
+static void print_error(int err, const char *message, void *arg) { cli_error("%s", message); }
+
 int main(int argc, char **argv) {
+  hbm_set_error_handler(print_error, NULL);
   if (argc < 2) {
     usage(stderr);
     return CLI_BAD_INPUT;
