@@ -4,34 +4,8 @@
  * envelope agrees with the trace's peak; a layout taken at a moment accounts
  * for every live byte at that moment. */
 #include "report/html.h"
+#include "small_workload.h"
 #include "testutil.h"
-#include "trace/gen_llm.h"
-#include "trace/trace.h"
-
-static hbm_trace *small_trace(uint64_t capacity) {
-  hbm_gen_llm_config c;
-  hbm_gen_llm_defaults(&c);
-  c.layers = 4;
-  c.hidden = 1024;
-  c.heads = 8;
-  c.seq_kind = HBM_SEQ_UNIFORM;
-  c.seq_min = 256;
-  c.seq_max = 2048;
-  c.micro_batch = 2;
-  c.grad_accum = 2;
-  c.dp = 4;
-  c.checkpoint_every = 2;
-  c.bucket_bytes = 16ull << 20;
-  c.steps = 6;
-  c.capacity = capacity;
-  hbm_trace *t = NULL;
-  hbm_diag d;
-  if (hbm_gen_llm(&c, &t, &d) != HBM_OK) {
-    fprintf(stderr, "gen: %s\n", d.message);
-    return NULL;
-  }
-  return t;
-}
 
 static int count(const char *hay, const char *needle) {
   int n = 0;
@@ -52,13 +26,13 @@ static void check_page_is_self_contained(const char *html) {
 
 int main(void) {
   /* 1. below the peak: a capacity failure, its layout and its words */
-  hbm_trace *t = small_trace(1ull << 40);
+  hbm_trace *t = small_workload(1ull << 40, 6);
   CHECK(t != NULL);
   if (!t) return test_done("test_html");
   uint64_t peak = hbm_trace_peak_live(t);
   hbm_trace_free(t);
   uint64_t tight = peak - peak / 10;
-  t = small_trace(tight);
+  t = small_workload(tight, 6);
   CHECK(t != NULL);
   if (!t) return test_done("test_html");
 
@@ -115,7 +89,7 @@ int main(void) {
   hbm_trace_free(t);
 
   /* 2. room to spare: every policy, a layout at the tightest moment */
-  t = small_trace(peak * 2);
+  t = small_workload(peak * 2, 6);
   CHECK(t != NULL);
   if (!t) return test_done("test_html");
   memset(&rep, 0, sizeof rep);

@@ -10,9 +10,8 @@
 #include <unistd.h>
 
 #include "report/html.h"
+#include "small_workload.h"
 #include "testutil.h"
-#include "trace/gen_llm.h"
-#include "trace/trace.h"
 
 static int find_in_path(const char *name, char *out, size_t len) {
   const char *path = getenv("PATH");
@@ -139,40 +138,19 @@ static unsigned char *read_png(const char *path, uint32_t *w, uint32_t *h, const
   return rgb;
 }
 
-static hbm_trace *workload(uint64_t capacity) {
-  hbm_gen_llm_config c;
-  hbm_gen_llm_defaults(&c);
-  c.layers = 4;
-  c.hidden = 1024;
-  c.heads = 8;
-  c.seq_kind = HBM_SEQ_UNIFORM;
-  c.seq_min = 256;
-  c.seq_max = 2048;
-  c.micro_batch = 2;
-  c.grad_accum = 2;
-  c.dp = 4;
-  c.checkpoint_every = 2;
-  c.bucket_bytes = 16ull << 20;
-  c.steps = 8;
-  c.capacity = capacity;
-  hbm_trace *t = NULL;
-  hbm_diag d;
-  return hbm_gen_llm(&c, &t, &d) == HBM_OK ? t : NULL;
-}
-
 int main(void) {
   char chromium[4096];
   if (!find_chromium(chromium, sizeof chromium)) {
     printf("SKIP: no chromium (install the Debian package 'chromium', or set HBM_CHROMIUM)\n");
     return TEST_SKIP;
   }
-  hbm_trace *t = workload(1ull << 40);
+  hbm_trace *t = small_workload(1ull << 40, 8);
   CHECK(t != NULL);
   if (!t) return test_done("test_html_render");
   uint64_t peak = hbm_trace_peak_live(t);
   hbm_trace_free(t);
   uint64_t capacity = peak - peak / 10;
-  t = workload(capacity);
+  t = small_workload(capacity, 8);
   CHECK(t != NULL);
   if (!t) return test_done("test_html_render");
 
