@@ -336,6 +336,8 @@ typedef struct hbm_oom_report {
   hbm_oom_cause cause;
 } hbm_oom_report;
 
+#define HBM_MAX_COUNTERS 16 /* policy-specific figures a replay reports */
+
 typedef struct hbm_replay_result {
   char policy[32];
   uint64_t events, capacity;
@@ -351,7 +353,7 @@ typedef struct hbm_replay_result {
   hbm_oom_report first_oom;
   uint64_t verified_blocks; /* with verify_data: blocks whose pattern was checked */
   int ncounters;           /* policy-specific figures (e.g. moved_bytes) */
-  struct { char name[32]; double value; } counters[8];
+  struct { char name[32]; double value; } counters[HBM_MAX_COUNTERS];
 } hbm_replay_result;
 
 /* Replays every event of `trace` through one policy. A failed request is

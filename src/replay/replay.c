@@ -291,13 +291,13 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
   res->backend_calls_after_first_step = counted_first_step ? s.dev->backend_calls - calls_after_first_step : 0;
   res->efficiency = res->peak_reserved ? (double)res->peak_live / (double)res->peak_reserved : 0;
   if (s.p->cls->counters) {
-    hbm_counter c[8];
-    int k = s.p->cls->counters(s.p, c, 8);
-    for (int i = 0; i < k && i < 8; i++) {
+    hbm_counter c[HBM_MAX_COUNTERS];
+    int k = s.p->cls->counters(s.p, c, HBM_MAX_COUNTERS);
+    for (int i = 0; i < k && i < HBM_MAX_COUNTERS; i++) {
       snprintf(res->counters[i].name, sizeof res->counters[i].name, "%s", c[i].name);
       res->counters[i].value = c[i].value;
     }
-    res->ncounters = k < 8 ? k : 8;
+    res->ncounters = k < HBM_MAX_COUNTERS ? k : HBM_MAX_COUNTERS;
   }
   /* Blocks still live at the end are verified too. */
   for (uint32_t id = 0; s.verify && id < n; id++) {
