@@ -99,3 +99,53 @@ int cli_split_policies(const char *list, char names[][32], int max) {
   }
   return n;
 }
+
+static int known_policy(const char *name) {
+  size_t len = strlen(name);
+  for (const char *p = hbm_policy_names(); *p;) {
+    const char *c = strchr(p, ',');
+    size_t n = c ? (size_t)(c - p) : strlen(p);
+    if (n == len && !strncmp(p, name, n)) return 1;
+    p += c ? n + 1 : n;
+  }
+  return 0;
+}
+
+/* A known policy name before '=' makes the value that policy's own: no
+ * setting of any policy is named like one, and zoned's "key=value" form
+ * still reads as settings for all. */
+int cli_conf_add(cli_confs *c, const char *arg) {
+  const char *eq = strchr(arg, '=');
+  size_t len = eq ? (size_t)(eq - arg) : 0;
+  char name[32];
+  if (eq && len > 0 && len < sizeof name) {
+    memcpy(name, arg, len);
+    name[len] = 0;
+    if (known_policy(name)) {
+      for (int i = 0; i < c->n; i++)
+        if (!strcmp(c->one[i].policy, name)) {
+          cli_error("--alloc-conf: settings for %s given twice", name);
+          return 0;
+        }
+      if (c->n == (int)(sizeof c->one / sizeof c->one[0])) {
+        cli_error("--alloc-conf: at most %d policies with their own settings", c->n);
+        return 0;
+      }
+      snprintf(c->one[c->n].policy, sizeof c->one[c->n].policy, "%s", name);
+      c->one[c->n++].conf = eq + 1;
+      return 1;
+    }
+  }
+  if (c->all) {
+    cli_error("--alloc-conf: settings for every policy given twice ('%s' and '%s'); use POLICY=SETTINGS for one policy", c->all, arg);
+    return 0;
+  }
+  c->all = arg;
+  return 1;
+}
+
+const char *cli_conf_for(const cli_confs *c, const char *policy) {
+  for (int i = 0; i < c->n; i++)
+    if (!strcmp(c->one[i].policy, policy)) return c->one[i].conf;
+  return c->all;
+}

@@ -45,6 +45,19 @@ int cli_write_output(const char *path, const char *text, size_t len, const char 
 /* Splits "a,b,c" (or "all": every policy this build knows) into names.
  * Returns the count, 0 for an empty name or one of 32 characters or more. */
 int cli_split_policies(const char *list, char names[][32], int max);
+/* --alloc-conf values, repeatable: "SETTINGS" for every policy, or
+ * "POLICY=SETTINGS" for that policy only (e.g. zoned=moves:on beside
+ * caching=expandable_segments:True, or caching and zoned in one run with
+ * settings only zoned knows). */
+typedef struct cli_confs {
+  const char *all;
+  int n;
+  struct { char policy[32]; const char *conf; } one[16];
+} cli_confs;
+/* Adds one --alloc-conf value; on error prints why and returns 0. */
+int cli_conf_add(cli_confs *c, const char *arg);
+/* The settings for `policy`: its own, else the common ones, else NULL. */
+const char *cli_conf_for(const cli_confs *c, const char *policy);
 /* Human size. */
 const char *cli_size(uint64_t bytes, char buf[32]);
 

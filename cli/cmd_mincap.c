@@ -21,7 +21,8 @@ static void usage(FILE *out) {
           "\n"
           "options:\n"
           "  --policy P[,Q...]|all  policies to search (default: all); known: %s\n"
-          "  --alloc-conf CONF      policy settings, PyTorch syntax for caching/expandable\n"
+          "  --alloc-conf CONF      policy settings (PyTorch syntax for caching/expandable);\n"
+          "                         POLICY=CONF for one policy only; repeatable\n"
           "  --resolution SIZE      bisection step (default 16MiB; a multiple of 2MiB)\n"
           "  --limit SIZE           largest capacity tried (default 8 x peak live + 1GiB)\n"
           "  --json                 machine-readable output\n"
@@ -46,12 +47,15 @@ int cmd_mincap(int argc, char **argv) {
       {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   const char *policy_list = "all";
   hbm_mincap_options mo = {0};
+  cli_confs confs = {0};
   int json = 0, c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
       case 'p': policy_list = optarg; break;
-      case 'a': mo.conf = optarg; break;
+      case 'a':
+        if (!cli_conf_add(&confs, optarg)) return CLI_BAD_INPUT;
+        break;
       case 'r':
         if (!cli_parse_size("--resolution", optarg, &mo.resolution)) return CLI_BAD_INPUT;
         if (mo.resolution % (2ull << 20)) {
@@ -92,6 +96,7 @@ int cmd_mincap(int argc, char **argv) {
   int exit_code = CLI_OK, done = 0;
   for (int i = 0; i < npolicies; i++, done++) {
     show_progress(policies[i], i, npolicies);
+    mo.conf = cli_conf_for(&confs, policies[i]);
     rc = hbm_mincap(trace, policies[i], &mo, &results[i]);
     if (rc != HBM_OK) {
       cli_progress_end();
@@ -116,6 +121,8 @@ int cmd_mincap(int argc, char **argv) {
       const hbm_mincap_result *r = &results[i];
       hbm_json_object_begin(&j);
       hbm_json_kv_string(&j, "policy", r->policy);
+      hbm_json_key(&j, "alloc_conf");
+      if (cli_conf_for(&confs, r->policy)) hbm_json_string(&j, cli_conf_for(&confs, r->policy)); else hbm_json_null(&j);
       hbm_json_key(&j, "min_capacity");
       if (r->found) hbm_json_u64(&j, r->min_capacity); else hbm_json_null(&j);
       hbm_json_key(&j, "backend_calls");

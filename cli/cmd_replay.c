@@ -20,7 +20,8 @@ static void usage(FILE *out) {
           "  --policy P[,Q...]|all   policies to compare (default: bestfit); known: %s\n"
           "  --device SPEC           sim:96GiB (default: sim at the trace's capacity) or host:4GiB\n"
           "  --capacity SIZE         shorthand for --device sim:SIZE\n"
-          "  --alloc-conf CONF       policy settings, PyTorch syntax for caching/expandable\n"
+          "  --alloc-conf CONF       policy settings (PyTorch syntax for caching/expandable);\n"
+          "                          POLICY=CONF for one policy only; repeatable\n"
           "  --every N               sample every N events (default: at each step boundary)\n"
           "  --samples               print the samples (fragmentation, largest free) too\n"
           "  --html FILE             write a self-contained report page (inline SVG) to FILE\n"
@@ -36,10 +37,10 @@ static void usage(FILE *out) {
 /* The report page: runs that did not fail show their layout at the sampled
  * moment with the smallest largest free block (one more partial replay). */
 static int write_html(const hbm_trace *trace, const char *path, const char *html_path,
-                      hbm_report_run *runs, int nruns, const char *conf, const char *device) {
+                      hbm_report_run *runs, int nruns, const cli_confs *confs, const char *device) {
   for (int i = 0; i < nruns; i++) {
     uint64_t at = runs[i].result.oom ? 0 : hbm_report_tightest_event(&runs[i]);
-    if (at) hbm_report_layout_at(trace, runs[i].result.policy, conf, device, at, &runs[i]);
+    if (at) hbm_report_layout_at(trace, runs[i].result.policy, cli_conf_for(confs, runs[i].result.policy), device, at, &runs[i]);
   }
   hbm_report rep = {.title = "hbm replay", .workload = path, .runs = runs, .nruns = nruns,
                     .capacity = nruns ? runs[0].result.capacity : hbm_trace_capacity(trace)};
@@ -66,7 +67,8 @@ int cmd_replay(int argc, char **argv) {
       {"every", required_argument, 0, 'e'}, {"samples", no_argument, 0, 's'},
       {"verify", no_argument, 0, 'v'}, {"json", no_argument, 0, 'j'}, {"html", required_argument, 0, 'H'},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-  const char *policy_list = "bestfit", *device = NULL, *conf = NULL, *html_path = NULL;
+  const char *policy_list = "bestfit", *device = NULL, *html_path = NULL;
+  cli_confs confs = {0};
   char device_buf[64];
   int json = 0, show_samples = 0, verify_data = 0, c;
   uint64_t every = 0;
@@ -82,7 +84,9 @@ int cmd_replay(int argc, char **argv) {
         device = device_buf;
         break;
       }
-      case 'a': conf = optarg; break;
+      case 'a':
+        if (!cli_conf_add(&confs, optarg)) return CLI_BAD_INPUT;
+        break;
       case 'e': {
         char *end;
         every = strtoull(optarg, &end, 10);
@@ -120,7 +124,7 @@ int cmd_replay(int argc, char **argv) {
   memset(runs, 0, sizeof runs);
   int exit_code = CLI_OK;
   for (int i = 0; i < npolicies; i++) {
-    hbm_replay_options o = {.policy = policies[i], .conf = conf, .device = device, .every = every,
+    hbm_replay_options o = {.policy = policies[i], .conf = cli_conf_for(&confs, policies[i]), .device = device, .every = every,
                             .verify_data = verify_data, .on_sample = hbm_report_keep_sample,
                             .sample_arg = &runs[i], .on_progress = json ? NULL : show_progress,
                             .progress_arg = policies[i], .on_oom_layout = hbm_report_keep_layout,
@@ -155,6 +159,8 @@ int cmd_replay(int argc, char **argv) {
       const hbm_replay_result *r = &results[i];
       hbm_json_object_begin(&j);
       hbm_json_kv_string(&j, "policy", r->policy);
+      hbm_json_key(&j, "alloc_conf");
+      if (cli_conf_for(&confs, r->policy)) hbm_json_string(&j, cli_conf_for(&confs, r->policy)); else hbm_json_null(&j);
       hbm_json_kv_u64(&j, "peak_reserved", r->peak_reserved);
       hbm_json_kv_u64(&j, "peak_allocated", r->peak_allocated);
       hbm_json_kv_double(&j, "efficiency", r->efficiency);
@@ -238,7 +244,7 @@ int cmd_replay(int argc, char **argv) {
     }
   }
   if (html_path && exit_code == CLI_OK) {
-    int rc_html = write_html(trace, path, html_path, runs, npolicies, conf, device);
+    int rc_html = write_html(trace, path, html_path, runs, npolicies, &confs, device);
     if (rc_html != CLI_OK) exit_code = rc_html;
     else if (!json) printf("\nreport: %s\n", html_path);
   }
