@@ -140,7 +140,8 @@ int main(void) {
 
   /* ---- randomized, hbm_check() after every operation, each setting ---- */
   const char *confs[] = {NULL, "zones:off", "zones:tags", "small:off", "streams:off", "large_life:on",
-                         "chunk:2MiB", "chunk:1GiB", "slack:5%", "slack:32MiB,probes:1", "vmm:off", "vmm:off,split:0.2"};
+                         "chunk:2MiB", "chunk:1GiB", "slack:5%", "slack:32MiB,probes:1", "moves:on",
+                         "moves:on,chunk:8MiB", "moves:on,slack:1%", "vmm:off", "vmm:off,split:0.2"};
   for (size_t i = 0; i < sizeof confs / sizeof confs[0]; i++) {
     uint64_t failed = stress("sim:4GiB", confs[i], ops, 200 * MiB, 1, &rng);
     printf("test_zoned: sim:4GiB %-22s %llu ops, %llu failed allocations\n", confs[i] ? confs[i] : "(default)",
@@ -152,6 +153,8 @@ int main(void) {
   CHECK(failed > 0);
   failed = stress("sim:512MiB", "chunk:1GiB", ops, 96 * MiB, 1, &rng);
   printf("test_zoned: sim:512MiB, one-stripe chunks, under pressure: %llu failed\n", (unsigned long long)failed);
+  failed = stress("sim:512MiB", "moves:on", ops, 96 * MiB, 1, &rng);
+  printf("test_zoned: sim:512MiB, cache held at its bound, under pressure: %llu failed\n", (unsigned long long)failed);
   failed = stress("sim:256MiB,granule=64KiB", NULL, ops, 32 * MiB, 1, &rng);
   printf("test_zoned: 64 KiB granules under pressure: %llu failed\n", (unsigned long long)failed);
 
@@ -160,7 +163,8 @@ int main(void) {
   CHECK(hbm_device_open("sim:1GiB", &dev) == HBM_OK);
   hbm_heap *h;
   errors_seen = 0;
-  const char *bad[] = {"zones:maybe", "chunk:3MiB", "chunk:1KiB", "probes:0", "slack:-1%", "nosuch:1", "zones", "va:0", "split:1"};
+  const char *bad[] = {"zones:maybe", "chunk:3MiB", "chunk:1KiB", "probes:0", "slack:-1%", "nosuch:1", "zones", "va:0", "split:1",
+                       "moves:maybe"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(hbm_heap_create(dev, "zoned", bad[i], &h) == HBM_EINVAL);
   CHECK(errors_seen >= (int)(sizeof bad / sizeof bad[0]));
   /* edges through the public API */
@@ -213,6 +217,38 @@ int main(void) {
   o.device = spec;
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
   CHECK(r.oom == 0);
+  hbm_trace_free(t);
+
+  /* ---- moves:on holds the cache at the touched high-water mark ----
+   * Three 128 MiB blocks, the outer two freed: idle chunks in a hole a
+   * 192 MiB request does not fit, so it goes where the last one was and
+   * needs 64 MiB more. By default those are new pages (peak reserved
+   * 448 MiB); with moves the first block's idle chunks are stitched there
+   * instead and the peak stays at what was ever touched (384 MiB). */
+  t = NULL;
+  CHECK(hbm_trace_new("holes", &t) == HBM_OK);
+  for (uint32_t i = 0; i < 3; i++) hbm_trace_alloc(t, i, 128 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, 0);
+  hbm_trace_free_id(t, 2);
+  hbm_trace_alloc(t, 3, 192 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, 1);
+  hbm_trace_free_id(t, 3);
+  uint64_t reserved[2], moves[2];
+  for (int m = 0; m < 2; m++) {
+    o = (hbm_replay_options){.policy = "zoned", .conf = m ? "moves:on" : NULL, .device = "sim:8GiB"};
+    CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+    CHECK(r.oom == 0);
+    reserved[m] = r.peak_reserved;
+    moves[m] = 0;
+    for (int k = 0; k < r.ncounters; k++)
+      if (!strcmp(r.counters[k].name, "bound_moves")) moves[m] = (uint64_t)r.counters[k].value;
+  }
+  printf("test_zoned: holes: peak reserved %llu MiB by default, %llu MiB with moves:on (%llu chunks moved)\n",
+         (unsigned long long)(reserved[0] / MiB), (unsigned long long)(reserved[1] / MiB), (unsigned long long)moves[1]);
+  CHECK_EQ_U64(reserved[0], 448 * MiB);
+  CHECK_EQ_U64(reserved[1], 384 * MiB);
+  CHECK_EQ_U64(moves[0], 0);
+  CHECK(moves[1] > 0);
   hbm_trace_free(t);
 
   return test_done("test_zoned");

@@ -70,6 +70,7 @@ int main(void) {
       {"host:192MiB", NULL, 180 * MiB, 40 * MiB},          /* tight: stitching, unmapping, re-chunking */
       {"host:192MiB", "chunk:16MiB", 180 * MiB, 40 * MiB}, /* smaller stripes */
       {"host:192MiB", "small:off,zones:off", 180 * MiB, 40 * MiB},
+      {"host:512MiB", "moves:on", 300 * MiB, 48 * MiB},    /* roomy, the cache held at its bound */
       {"host:128MiB", "vmm:off", 100 * MiB, 24 * MiB},     /* the fixed-zone fallback */
   };
   double moved = 0, rechunked = 0;

@@ -18,7 +18,9 @@
  *     placed there costs no call, so steady-state steps make almost none.
  *     When new pages would take the mapped total past the most pages ever
  *     touched at once (plus `slack`), chunks that sat idle through a whole
- *     step are unmapped first.
+ *     step are unmapped first. With `moves:on` the cache is held at that
+ *     bound: idle chunks are stitched into the new pages instead of mapping
+ *     more (fewer bytes reserved, more calls: docs/zoned.md measures both).
  *   - Pressure. When the device is full, idle chunks are stitched into the
  *     new block's pages (unmap there, map here) or unmapped; then every hole
  *     is tried; then chunks that live blocks use only in part are re-chunked
@@ -39,6 +41,7 @@
  *   large_life:on|off     classes for large blocks too (default off)
  *   chunk:SIZE            stripe: the largest chunk (default 64MiB, a granule multiple)
  *   slack:SIZE|P%         cache allowed above the touched high-water mark (default 0)
+ *   moves:on|off          hold the cache at that bound by moving idle chunks (default off)
  *   probes:N              candidate holes compared per placement (default 8)
  *   small:on|off          sub-granule requests in their own zones (default on)
  *   streams:on|off        small zones per stream (default on)
@@ -66,7 +69,7 @@ typedef enum zone_mode { ZONES_INFER = 0, ZONES_TAGS, ZONES_OFF } zone_mode;
 
 typedef struct zoned_conf {
   zone_mode zones;
-  int large_life, small, streams, vmm, probes;
+  int large_life, small, streams, vmm, probes, moves;
   uint64_t chunk, slack, va_factor;
   double slack_share, split;
 } zoned_conf;
@@ -145,7 +148,7 @@ typedef struct zoned {
   uint64_t seg_addr, seg_size, split_at;
   hbm_range *fixed[2];   /* [HBM_LIFE_TRANSIENT], [HBM_LIFE_STATIC] */
   /* ---- counters ---- */
-  uint64_t chunks_created, chunks_released, chunks_moved, pressure_releases, cold_releases, rechunks,
+  uint64_t chunks_created, chunks_released, chunks_moved, pressure_releases, cold_releases, rechunks, bound_moves, bound_releases,
       static_allocs;
 } zoned;
 
@@ -168,7 +171,7 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
   }
   strcpy(buf, text);
   for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-    char *sep = strpbrk(item, ":="), *end;
+    char *sep = strpbrk(item, ":="), *end, sep_char = sep ? *sep : 0;
     if (!sep) goto bad;
     *sep = 0;
     const char *k = item, *v = sep + 1;
@@ -195,6 +198,8 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
       long n = strtol(v, &end, 10);
       if (*end || n < 1 || n > 1024) goto bad;
       c->probes = (int)n;
+    } else if (!strcmp(k, "moves")) {
+      if (!parse_onoff(v, &c->moves)) goto bad;
     } else if (!strcmp(k, "small")) {
       if (!parse_onoff(v, &c->small)) goto bad;
     } else if (!strcmp(k, "streams")) {
@@ -214,9 +219,10 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
     }
     continue;
   bad:
+    if (sep) *sep = sep_char; /* the whole setting in the message */
     hbm_diag_set(diag, "alloc-conf", 0, (uint64_t)(item - buf),
                  "zoned: bad setting '%s' (expected zones:infer|tags|off, large_life:on|off, "
-                 "chunk:SIZE, slack:SIZE|P%%, probes:N, small:on|off, streams:on|off, va:N, "
+                 "chunk:SIZE, slack:SIZE|P%%, moves:on|off, probes:N, small:on|off, streams:on|off, va:N, "
                  "vmm:on|off, split:F)", item);
     return HBM_EINVAL;
   }
@@ -289,29 +295,38 @@ static uint32_t idle_coldest(const zoned *z) {
   return best;
 }
 
-/* The idle chunk to stitch into a run of `want` pages that may spill over
- * `spill` free pages after it: the smallest that covers the run, else the
- * largest that fits inside it; the coldest among equals. NIL if none. */
-static uint32_t idle_fit(const zoned *z, uint32_t want, uint32_t spill) {
+static uint64_t idle_va(const zoned *z, const zchunk *ch) {
+  return z->ranges[ch->range].base + ((uint64_t)ch->first << z->gshift);
+}
+
+/* The idle chunk to stitch into a run of `want` pages that lies in a window
+ * of `window` unmapped pages: one that covers the run and fits the window
+ * (its other pages stay mapped, untouched), else the largest that fits
+ * inside the run. Among those, under pressure: the smallest cover, the
+ * coldest among equals. Holding the cache at its bound (`by_address`): the
+ * highest address, so that mapped memory settles low and the holes it leaves
+ * lie where placement (lowest address first) looks last; moving recently
+ * freed chunks from anywhere kept new blocks landing on unmapped pages, a
+ * move for every few allocations. NIL if none. */
+static uint32_t idle_fit(const zoned *z, uint32_t want, uint32_t window, int by_address) {
   uint32_t cover = NIL, inside = NIL;
   FOR_IDLE(z, c) {
     const zchunk *ch = &z->chunks[c];
-    if (ch->npages >= want && ch->npages <= (uint64_t)want + spill) {
-      if (cover == NIL || ch->npages < z->chunks[cover].npages ||
-          (ch->npages == z->chunks[cover].npages && ch->idle_since < z->chunks[cover].idle_since))
+    if (ch->npages >= want && ch->npages <= window) {
+      if (cover == NIL) { cover = c; continue; }
+      const zchunk *b = &z->chunks[cover];
+      if (by_address ? idle_va(z, ch) > idle_va(z, b)
+                     : ch->npages < b->npages || (ch->npages == b->npages && ch->idle_since < b->idle_since))
         cover = c;
-    } else if (ch->npages < want && (inside == NIL || ch->npages > z->chunks[inside].npages ||
-                                     (ch->npages == z->chunks[inside].npages && ch->idle_since < z->chunks[inside].idle_since))) {
-      inside = c;
+    } else if (ch->npages < want) {
+      if (inside == NIL) { inside = c; continue; }
+      const zchunk *b = &z->chunks[inside];
+      if (by_address ? idle_va(z, ch) > idle_va(z, b)
+                     : ch->npages > b->npages || (ch->npages == b->npages && ch->idle_since < b->idle_since))
+        inside = c;
     }
   }
   return cover != NIL ? cover : inside;
-}
-
-static uint32_t idle_largest(const zoned *z) {
-  uint32_t n = 0;
-  FOR_IDLE(z, c) if (z->chunks[c].npages > n) n = z->chunks[c].npages;
-  return n;
 }
 
 /* 1 if idle chunk c sat idle through a whole step (or, without step marks,
@@ -527,6 +542,18 @@ static uint32_t unmapped_after(const zrange *r, uint32_t p, uint32_t most) {
   return n;
 }
 
+/* The unmapped pages around the run [q, q + want) within its stripe:
+ * [*lo, *hi). No live block touches an unmapped page, so a chunk may cover
+ * them. */
+static void unmapped_window(const zoned *z, const zrange *r, uint32_t q, uint32_t want, uint32_t *lo, uint32_t *hi) {
+  uint32_t s0 = q - q % z->stripe, s1 = s0 + z->stripe < r->npages ? s0 + z->stripe : r->npages;
+  uint32_t a = q, b = q + want;
+  while (a > s0 && !r->chunk_of[a - 1]) a--;
+  while (b < s1 && !r->chunk_of[b]) b++;
+  *lo = a;
+  *hi = b;
+}
+
 /* Room on z->undo for one more chunk, made before the chunk is. */
 static int undo_room(zoned *z) {
   if (z->nundo < z->undo_cap) return HBM_OK;
@@ -544,34 +571,43 @@ static int undo_room(zoned *z) {
  *     piece, spilling into free pages after the block, else the largest
  *     that fits inside it), else unmap the coldest idle chunk;
  *   - cache past its bound: unmap idle chunks that sat idle a whole step;
+ *     with `moves`, then stitch an idle chunk here as when full (the
+ *     highest-addressed that fits the unmapped pages around the piece),
+ *     else unmap the coldest;
  *   - then a new chunk.
  * The caller checked that the device holds the run with every idle chunk
  * gone. Chunks it maps go on z->undo. */
 static int back_run(zoned *z, uint32_t ri, uint32_t q, uint32_t run, int run_ends_block) {
   uint32_t stripe = stripe_pages(z);
   while (run > 0) {
-    uint32_t left = stripe - q % stripe, want = run < left ? run : left, c;
+    uint32_t left = stripe - q % stripe, want = run < left ? run : left, c, lo = q, hi = q + want;
     int rc = undo_room(z);
     if (rc != HBM_OK) return rc;
-    if (device_room(z) < want && z->idle_chunks) {
-      uint32_t largest = idle_largest(z);
-      uint32_t spill = want == run && run_ends_block && largest > run
-                           ? unmapped_after(&z->ranges[ri], q + run - 1, largest - run) : 0;
-      c = idle_fit(z, want, spill);
-      if (c == NIL) {
-        z->pressure_releases++;
-        chunk_release(z, idle_coldest(z));
-        continue;
-      }
-      uint32_t touched = z->chunks[c].npages < run ? z->chunks[c].npages : run;
-      if ((rc = chunk_move(z, c, ri, q, touched)) != HBM_OK) return rc;
-      q += touched;
-      run -= touched;
-    } else if (z->mapped_pages + want > cache_bound(z) && z->idle_chunks &&
-               chunk_cold(z, c = idle_coldest(z))) {
+    int full = device_room(z) < want && z->idle_chunks;
+    int over = !full && z->mapped_pages + want > cache_bound(z) && z->idle_chunks;
+    if (over && chunk_cold(z, c = idle_coldest(z))) {
       z->cold_releases++;
       chunk_release(z, c);
       continue;
+    }
+    if (full || (over && z->conf.moves)) {
+      if (full && want == run && run_ends_block) /* spill into free pages after the block */
+        hi += unmapped_after(&z->ranges[ri], q + run - 1, stripe);
+      else if (!full)
+        unmapped_window(z, &z->ranges[ri], q, want, &lo, &hi);
+      c = idle_fit(z, want, hi - lo, !full);
+      if (c == NIL) {
+        if (full) z->pressure_releases++; else z->bound_releases++;
+        chunk_release(z, idle_coldest(z));
+        continue;
+      }
+      /* A chunk larger than the piece covers unmapped pages beside it too. */
+      uint32_t n = z->chunks[c].npages, at = n <= want || q + n <= hi ? q : hi - n;
+      uint32_t touched = n < want ? n : want;
+      if ((rc = chunk_move(z, c, ri, at, touched)) != HBM_OK) return rc;
+      if (!full) z->bound_moves++;
+      q += touched;
+      run -= touched;
     } else {
       if ((rc = chunk_create(z, ri, q, want, want, &c)) != HBM_OK) return rc;
       q += want;
@@ -1183,6 +1219,8 @@ static int zoned_counters(hbm_policy *p, hbm_counter *out, int max) {
       {"pressure_releases", (double)z->pressure_releases},
       {"cold_releases", (double)z->cold_releases},
       {"rechunks", (double)z->rechunks},
+      {"bound_moves", (double)z->bound_moves},
+      {"bound_releases", (double)z->bound_releases},
       {"static_allocs", (double)z->static_allocs},
       {"peak_touched_bytes", (double)(z->peak_touched_pages << z->gshift)},
   };

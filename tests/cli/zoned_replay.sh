@@ -60,4 +60,14 @@ elif grep -q "memfd" "$dir/err"; then
 else
   echo "FAIL: replay --verify on the host device:"; cat "$dir/err"; fail=1
 fi
+
+# Settings for one policy: caching and zoned with moves in one run.
+out=$("$HBM" replay "$dir/job.trace" --policy caching,zoned --device sim:1GiB --alloc-conf zoned=moves:on --json) \
+  || { echo "FAIL: --alloc-conf zoned=moves:on beside caching"; fail=1; }
+echo "$out" | grep -q '"policy":"zoned","alloc_conf":"moves:on"' || { echo "FAIL: zoned's own settings not reported"; fail=1; }
+echo "$out" | grep -q '"policy":"caching","alloc_conf":null' || { echo "FAIL: caching got zoned's settings"; fail=1; }
+"$HBM" replay "$dir/job.trace" --policy zoned --device sim:1GiB --alloc-conf zoned=moves:on --alloc-conf zoned=moves:off 2> "$dir/err"
+[ $? -eq 2 ] && grep -q "given twice" "$dir/err" || { echo "FAIL: settings for one policy given twice not refused"; fail=1; }
+"$HBM" replay "$dir/job.trace" --policy zoned --device sim:1GiB --alloc-conf zoned=moves:maybe 2> "$dir/err"
+[ $? -eq 2 ] && grep -q "moves:maybe" "$dir/err" || { echo "FAIL: a bad zoned setting not refused"; cat "$dir/err"; fail=1; }
 exit $fail
