@@ -137,7 +137,8 @@ int cli_conf_add(cli_confs *c, const char *arg) {
     }
   }
   if (c->all) {
-    cli_error("--alloc-conf: settings for every policy given twice ('%s' and '%s'); use POLICY=SETTINGS for one policy", c->all, arg);
+    cli_error("--alloc-conf: settings for every policy given twice ('%s' and '%s'); "
+              "use POLICY=SETTINGS for one policy", c->all, arg);
     return 0;
   }
   c->all = arg;

@@ -251,5 +251,31 @@ int main(void) {
   CHECK(moves[1] > 0);
   hbm_trace_free(t);
 
+  /* ---- without step marks, a chunk is cold once twice the peak live bytes
+   * were allocated after it went idle: large blocks count too ----
+   * A and B (128 MiB each); A freed; C (200 MiB) comes and goes five times
+   * above B; then D (300 MiB) needs new pages past the high-water mark, and
+   * A's chunks, idle while 1000 MiB were allocated (peak live 328 MiB), go. */
+  CHECK(hbm_trace_new("cold", &t) == HBM_OK);
+  hbm_trace_alloc(t, 0, 128 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, 1, 128 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, 0);
+  for (int i = 0; i < 5; i++) {
+    hbm_trace_alloc(t, 2, 200 * MiB, HBM_TAG_ACT, 0);
+    hbm_trace_free_id(t, 2);
+  }
+  hbm_trace_alloc(t, 3, 300 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, 3);
+  hbm_trace_free_id(t, 1);
+  o = (hbm_replay_options){.policy = "zoned", .device = "sim:8GiB"};
+  CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+  double cold = -1;
+  for (int k = 0; k < r.ncounters; k++)
+    if (!strcmp(r.counters[k].name, "cold_releases")) cold = r.counters[k].value;
+  printf("test_zoned: cold: %.0f idle chunks released as cold, peak reserved %llu MiB\n", cold,
+         (unsigned long long)(r.peak_reserved / MiB));
+  CHECK(cold >= 1);
+  hbm_trace_free(t);
+
   return test_done("test_zoned");
 }

@@ -83,7 +83,7 @@ typedef struct zchunk {
   uint32_t first, npages, touched;
   uint32_t range;      /* for a free record: the next free record */
   uint64_t handle;
-  uint64_t idle_since; /* lifetime clock (bytes allocated) when it became idle */
+  uint64_t idle_since; /* z->clock (bytes allocated) when it became idle */
 } zchunk;             /* 32 bytes: two to a cache line */
 
 /* One virtual reservation of a zone. Invariants: chunk_of[p] != 0 <=> page p
@@ -138,7 +138,11 @@ typedef struct zoned {
   uint64_t mapped_pages, touched_pages, idle_pages, peak_touched_pages;
   uint32_t *undo;       /* chunks one placement mapped */
   uint32_t nundo, undo_cap;
-  uint64_t last_step_clock, prev_step_clock; /* lifetime clock at the last two step marks */
+  /* Bytes allocated through this heap, all sizes (the lifetime clock counts
+   * only blocks whose class is tracked), live bytes and their peak: what
+   * the cache's ages are measured in. */
+  uint64_t clock, live_bytes, peak_live_bytes;
+  uint64_t last_step_clock, prev_step_clock; /* clock at the last two step marks */
   /* ---- lifetime ---- */
   zrec *recs;
   uint32_t nrecs, recs_cap, free_rec;
@@ -148,8 +152,8 @@ typedef struct zoned {
   uint64_t seg_addr, seg_size, split_at;
   hbm_range *fixed[2];   /* [HBM_LIFE_TRANSIENT], [HBM_LIFE_STATIC] */
   /* ---- counters ---- */
-  uint64_t chunks_created, chunks_released, chunks_moved, pressure_releases, cold_releases, rechunks, bound_moves, bound_releases,
-      static_allocs;
+  uint64_t chunks_created, chunks_released, chunks_moved, pressure_releases, cold_releases, rechunks,
+      bound_moves, bound_releases, static_allocs;
 } zoned;
 
 /* ==== settings ================================================================ */
@@ -271,7 +275,7 @@ static uint32_t fenwick_prefix(const zrange *r, uint32_t pages) { /* mapped page
  * a size) run only when new pages are needed past the bound or the device
  * is full, and walk the bits. */
 static void idle_push(zoned *z, uint32_t c) {
-  z->chunks[c].idle_since = z->life.clock;
+  z->chunks[c].idle_since = z->clock;
   z->idle_bits[c / 64] |= 1ull << (c % 64);
   z->idle_pages += z->chunks[c].npages;
   z->idle_chunks++;
@@ -335,7 +339,7 @@ static uint32_t idle_fit(const zoned *z, uint32_t want, uint32_t window, int by_
 static int chunk_cold(const zoned *z, uint32_t c) {
   uint64_t since = z->chunks[c].idle_since;
   if (z->life.steps_seen >= 2) return since < z->prev_step_clock;
-  return z->life.clock - since > 2 * z->life.peak_live_bytes;
+  return z->clock - since > 2 * z->peak_live_bytes;
 }
 
 /* ==== chunks ==================================================================== */
@@ -1052,6 +1056,12 @@ static void zoned_destroy(hbm_policy *p) {
 }
 
 /* ==== alloc / free ========================================================================== */
+static void count_live(zoned *z, int64_t delta) {
+  if (delta > 0) z->clock += (uint64_t)delta;
+  z->live_bytes += (uint64_t)delta;
+  if (z->live_bytes > z->peak_live_bytes) z->peak_live_bytes = z->live_bytes;
+}
+
 static int zoned_alloc(hbm_policy *p, uint64_t size, hbm_tag tag, int stream, uint64_t *addr, uint64_t *block_size) {
   zoned *z = (zoned *)p;
   if (size == 0) return HBM_EINVAL;
@@ -1074,6 +1084,7 @@ static int zoned_alloc(hbm_policy *p, uint64_t size, hbm_tag tag, int stream, ui
     z->recs[rec].stamp = stamp;
     if (life == HBM_LIFE_STATIC) z->static_allocs++;
   }
+  if (rc == HBM_OK) count_live(z, (int64_t)*block_size);
   return rc;
 }
 
@@ -1097,6 +1108,7 @@ static int zoned_free(hbm_policy *p, uint64_t addr, uint64_t *block_size) {
     hbm_lifetime_observe(&z->life, &z->recs[user].stamp);
     rec_put_back(z, user);
   }
+  count_live(z, -(int64_t)block);
   *block_size = block;
   return HBM_OK;
 }
@@ -1175,6 +1187,7 @@ static int zoned_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr) {
       block_pages(z, &z->ranges[ri], addr, block, &p0, &p1);
       touch(z, &z->ranges[ri], p0, p1); /* counted touched now, mapped below */
       id_addr[b->id] = addr;
+      count_live(z, (int64_t)block);
     }
   }
   for (uint32_t ri = 0; ri < z->nranges; ri++) {
@@ -1207,7 +1220,7 @@ static void zoned_step(hbm_policy *p, uint64_t step) {
   zoned *z = (zoned *)p;
   hbm_lifetime_step(&z->life, step);
   z->prev_step_clock = z->last_step_clock;
-  z->last_step_clock = z->life.clock;
+  z->last_step_clock = z->clock;
 }
 
 static int zoned_counters(hbm_policy *p, hbm_counter *out, int max) {
