@@ -1,0 +1,60 @@
+/* fuzz_conf.c: libFuzzer target for the policies' settings parsers (the
+ * `--alloc-conf` text), through the public hbm_heap_create() of
+ * include/hbm.h.
+ *
+ * The first byte picks the policy (hbm_policy_names() order), the rest is
+ * the settings text. A heap that is created must work: a few allocations,
+ * frees and hbm_check(); a refusal must be HBM_EINVAL (bad settings) or
+ * HBM_EHOSTMEM, and must be explained through the error handler.
+ * Seed corpus: fuzz/corpus/conf/. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hbm.h"
+
+static int explained;
+static void on_error(int code, const char *message, void *arg) {
+  (void)arg;
+  (void)code;
+  if (message && message[0]) explained = 1;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static const char *policies[16];
+  static int npolicies;
+  static char names[256];
+  if (!npolicies) {
+    strncpy(names, hbm_policy_names(), sizeof names - 1);
+    for (char *save = NULL, *p = strtok_r(names, ",", &save); p && npolicies < 16; p = strtok_r(NULL, ",", &save))
+      policies[npolicies++] = p;
+    hbm_set_error_handler(on_error, NULL);
+  }
+  if (size == 0) return 0;
+  const char *policy = policies[data[0] % npolicies];
+  char *conf = malloc(size);
+  if (!conf) return 0;
+  memcpy(conf, data + 1, size - 1);
+  conf[size - 1] = 0;
+  hbm_device *dev;
+  if (hbm_device_open("sim:1GiB", &dev) != HBM_OK) abort();
+  hbm_heap *heap = NULL;
+  explained = 0;
+  int rc = hbm_heap_create(dev, policy, size > 1 ? conf : NULL, &heap);
+  if (rc == HBM_OK) {
+    uint64_t a[8];
+    int n = 0;
+    for (int i = 0; i < 8; i++)
+      if (hbm_alloc(heap, (uint64_t)(i + 1) * 37 << 20, HBM_TAG_ACT, i % 2, &a[n]) == HBM_OK) n++;
+    for (int i = 0; i < n; i += 2) hbm_free(heap, a[i]);
+    if (hbm_check(heap) != HBM_OK) abort();
+    for (int i = 1; i < n; i += 2) hbm_free(heap, a[i]);
+    hbm_heap_destroy(heap);
+  } else {
+    if (rc != HBM_EINVAL && rc != HBM_EHOSTMEM) abort();
+    if (rc == HBM_EINVAL && !explained) abort(); /* bad settings must be explained */
+  }
+  hbm_device_close(dev);
+  free(conf);
+  return 0;
+}
