@@ -132,6 +132,25 @@ static hbm_trace *periodic_trace(int steps) {
   return t;
 }
 
+/* A chunk partly used and no room on the device to re-chunk it directly:
+ * X and Y (64 MiB each, a chunk each) fill 128 MiB of 140; X is freed and S
+ * (40 MiB) takes 20 of its 32 pages; R (34 MiB) fits no hole, needs 17 new
+ * pages and only 6 are free. The 12 pages S leaves unused are the rest:
+ * S's 20 pages must wait in host memory while X's chunk is given back. */
+static hbm_trace *staged_trace(void) {
+  hbm_trace *t;
+  CHECK(hbm_trace_new("staged", &t) == HBM_OK);
+  hbm_trace_alloc(t, 0, 64 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, 1, 64 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, 0);
+  hbm_trace_alloc(t, 2, 40 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, 3, 34 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, 3);
+  hbm_trace_free_id(t, 2);
+  hbm_trace_free_id(t, 1);
+  return t;
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_zoned"), rng = seed;
   hbm_set_error_handler(count_error, NULL);
@@ -275,6 +294,18 @@ int main(void) {
   printf("test_zoned: cold: %.0f idle chunks released as cold, peak reserved %llu MiB\n", cold,
          (unsigned long long)(r.peak_reserved / MiB));
   CHECK(cold >= 1);
+  hbm_trace_free(t);
+
+  /* ---- staged re-chunking: the request succeeds with no room to spare ---- */
+  t = staged_trace();
+  o = (hbm_replay_options){.policy = "zoned", .device = "sim:140MiB"};
+  CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+  double staged = -1;
+  for (int k = 0; k < r.ncounters; k++)
+    if (!strcmp(r.counters[k].name, "staged_rechunks")) staged = r.counters[k].value;
+  printf("test_zoned: staged: oom %d, %.0f re-chunked through host memory\n", r.oom, staged);
+  CHECK(r.oom == 0);
+  CHECK(staged == 1);
   hbm_trace_free(t);
 
   return test_done("test_zoned");

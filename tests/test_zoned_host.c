@@ -53,6 +53,25 @@ static hbm_trace *random_trace(uint64_t *rng, uint64_t events, uint64_t limit, u
 
 static uint64_t word(uint64_t addr, uint64_t i) { return addr * 0x9E3779B97F4A7C15ull ^ (i + 1) * 0xD1B54A32D192ED03ull; }
 
+/* A chunk partly used and no room on the device to re-chunk it directly:
+ * X and Y (64 MiB each, a chunk each) fill 128 MiB of 140; X is freed and S
+ * (40 MiB) takes 20 of its 32 pages; R (34 MiB) fits no hole, needs 17 new
+ * pages and only 6 are free. The 12 pages S leaves unused are the rest:
+ * S's 20 pages must wait in host memory while X's chunk is given back. */
+static hbm_trace *staged_trace(void) {
+  hbm_trace *t;
+  CHECK(hbm_trace_new("staged", &t) == HBM_OK);
+  hbm_trace_alloc(t, 0, 64 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, 1, 64 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, 0);
+  hbm_trace_alloc(t, 2, 40 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, 3, 34 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, 3);
+  hbm_trace_free_id(t, 2);
+  hbm_trace_free_id(t, 1);
+  return t;
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_zoned_host"), rng = seed;
   hbm_device *probe;
@@ -73,26 +92,44 @@ int main(void) {
       {"host:512MiB", "moves:on", 300 * MiB, 48 * MiB},    /* roomy, the cache held at its bound */
       {"host:128MiB", "vmm:off", 100 * MiB, 24 * MiB},     /* the fixed-zone fallback */
   };
-  double moved = 0, rechunked = 0;
+  double moved = 0, rechunked = 0, staged = 0;
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
     hbm_trace *t = random_trace(&rng, events, runs[i].limit, runs[i].big);
     hbm_replay_options o = {.policy = "zoned", .conf = runs[i].conf, .device = runs[i].device, .verify_data = 1};
     hbm_replay_result r;
     int rc = hbm_replay(t, &o, &r);
     CHECK(rc == HBM_OK);
-    printf("test_zoned_host: %s %-20s %llu allocations, %llu verified, %llu failed, moved %.0f, re-chunked %.0f, calls %llu\n",
+    printf("test_zoned_host: %s %-20s %llu allocations, %llu verified, %llu failed, moved %.0f, re-chunked %.0f "
+           "(%.0f through host memory), calls %llu\n",
            runs[i].device, runs[i].conf ? runs[i].conf : "(default)", (unsigned long long)r.alloc_events,
            (unsigned long long)r.verified_blocks, (unsigned long long)r.failures, counter(&r, "chunks_moved"),
-           counter(&r, "rechunks"), (unsigned long long)r.backend_calls);
+           counter(&r, "rechunks"), counter(&r, "staged_rechunks"), (unsigned long long)r.backend_calls);
     CHECK(r.verified_blocks + r.failures >= r.alloc_events);
     if (counter(&r, "chunks_moved") > 0) moved += counter(&r, "chunks_moved");
     if (counter(&r, "rechunks") > 0) rechunked += counter(&r, "rechunks");
+    if (counter(&r, "staged_rechunks") > 0) staged += counter(&r, "staged_rechunks");
     hbm_trace_free(t);
   }
   /* The pressure paths really ran with data behind them (seed-dependent
    * counts, but a tight device at this load always stitches). */
   CHECK(moved > 0);
-  printf("test_zoned_host: %.0f chunks moved and %.0f re-chunked with every block verified\n", moved, rechunked);
+  CHECK(staged > 0); /* and partly used chunks were given back through host memory */
+  printf("test_zoned_host: %.0f chunks moved and %.0f re-chunked (%.0f through host memory) with every block verified\n",
+         moved, rechunked, staged);
+
+  /* ---- staged re-chunking on real memory: S's bytes survive the trip ---- */
+  {
+    hbm_trace *t = staged_trace();
+    hbm_replay_options o = {.policy = "zoned", .device = "host:140MiB", .verify_data = 1};
+    hbm_replay_result r;
+    CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+    printf("test_zoned_host: staged: %llu failed, %llu verified, %.0f re-chunked through host memory\n",
+           (unsigned long long)r.failures, (unsigned long long)r.verified_blocks, counter(&r, "staged_rechunks"));
+    CHECK(r.failures == 0);
+    CHECK(r.verified_blocks == 4);
+    CHECK(counter(&r, "staged_rechunks") == 1);
+    hbm_trace_free(t);
+  }
 
   /* ---- a heap that fills and verifies each block itself ---- */
   hbm_device *dev;

@@ -33,6 +33,10 @@ typedef struct hbm_device_ops {
   int (*unmap)(hbm_device *dev, uint64_t va, uint64_t size);
   /* Copies n bytes, overlapping ranges allowed (memmove semantics). */
   int (*copy)(hbm_device *dev, uint64_t dst, uint64_t src, uint64_t n);
+  /* Copies n bytes between device memory and host memory (cudaMemcpy D2H,
+   * H2D): data can wait in host memory while its device memory is freed. */
+  int (*to_host)(hbm_device *dev, void *dst, uint64_t src, uint64_t n);
+  int (*from_host)(hbm_device *dev, uint64_t dst, const void *src, uint64_t n);
   void (*destroy)(hbm_device *dev);
 } hbm_device_ops;
 
@@ -106,6 +110,14 @@ static inline int hbm_dev_unmap(hbm_device *d, uint64_t va, uint64_t size) {
 static inline int hbm_dev_copy(hbm_device *d, uint64_t dst, uint64_t src, uint64_t n) {
   if (!d->ops->copy) return HBM_EUNSUPPORTED;
   return d->ops->copy(d, dst, src, n);
+}
+static inline int hbm_dev_to_host(hbm_device *d, void *dst, uint64_t src, uint64_t n) {
+  if (!d->ops->to_host) return HBM_EUNSUPPORTED;
+  return d->ops->to_host(d, dst, src, n);
+}
+static inline int hbm_dev_from_host(hbm_device *d, uint64_t dst, const void *src, uint64_t n) {
+  if (!d->ops->from_host) return HBM_EUNSUPPORTED;
+  return d->ops->from_host(d, dst, src, n);
 }
 
 #endif

@@ -122,6 +122,18 @@ static int host_copy(hbm_device *d, uint64_t dst, uint64_t src, uint64_t n) {
   return HBM_OK;
 }
 
+static int host_to_host(hbm_device *d, void *dst, uint64_t src, uint64_t n) {
+  (void)d;
+  memcpy(dst, (const void *)(uintptr_t)src, n);
+  return HBM_OK;
+}
+
+static int host_from_host(hbm_device *d, uint64_t dst, const void *src, uint64_t n) {
+  (void)d;
+  memcpy((void *)(uintptr_t)dst, src, n);
+  return HBM_OK;
+}
+
 static void host_destroy(hbm_device *d) {
   host_device *h = (host_device *)d;
   for (size_t i = 0; i < h->nsegs; i++) host_unreserve(d, h->segs[i].addr, h->segs[i].bytes);
@@ -142,6 +154,8 @@ static const hbm_device_ops host_ops = {
     .map = host_map,
     .unmap = host_unmap,
     .copy = host_copy,
+    .to_host = host_to_host,
+    .from_host = host_from_host,
     .destroy = host_destroy,
 };
 

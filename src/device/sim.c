@@ -96,6 +96,8 @@ static int sim_map(hbm_device *d, uint64_t va, uint64_t size, uint64_t h, uint64
 static int sim_unmap(hbm_device *d, uint64_t va, uint64_t size) { return HBM_OK; }
 /* The simulated device models a copy's existence, not its bytes. */
 static int sim_copy(hbm_device *d, uint64_t dst, uint64_t src, uint64_t n) { return HBM_OK; }
+static int sim_to_host(hbm_device *d, void *dst, uint64_t src, uint64_t n) { return HBM_OK; }
+static int sim_from_host(hbm_device *d, uint64_t dst, const void *src, uint64_t n) { return HBM_OK; }
 static void sim_destroy(hbm_device *d) {
   sim_device *s = (sim_device *)d;
   free(s->segs);
@@ -113,6 +115,8 @@ static const hbm_device_ops sim_ops = {
     .map = sim_map,
     .unmap = sim_unmap,
     .copy = sim_copy,
+    .to_host = sim_to_host,
+    .from_host = sim_from_host,
     .destroy = sim_destroy,
 };
 

@@ -131,6 +131,8 @@ typedef struct zoned {
   uint32_t narenas;
   uint64_t arena_base, arena_size, arena_used;
   uint64_t scratch_va;  /* window for re-chunking (0: not carved yet) */
+  void *stage;          /* host memory a staged re-chunk holds used pages in */
+  uint64_t stage_bytes;
   zchunk *chunks;
   uint32_t nchunks, chunks_cap, free_chunk;
   uint64_t *idle_bits;  /* bit c set <=> chunk c is idle */
@@ -153,7 +155,7 @@ typedef struct zoned {
   hbm_range *fixed[2];   /* [HBM_LIFE_TRANSIENT], [HBM_LIFE_STATIC] */
   /* ---- counters ---- */
   uint64_t chunks_created, chunks_released, chunks_moved, pressure_releases, cold_releases, rechunks,
-      bound_moves, bound_releases, static_allocs;
+      staged_rechunks, bound_moves, bound_releases, static_allocs;
 } zoned;
 
 /* ==== settings ================================================================ */
@@ -613,7 +615,11 @@ static int back_run(zoned *z, uint32_t ri, uint32_t q, uint32_t run, int run_end
       q += touched;
       run -= touched;
     } else {
-      if ((rc = chunk_create(z, ri, q, want, want, &c)) != HBM_OK) return rc;
+      /* A device with room may still lack one piece that large (the host
+       * device's memory file fragments): smaller pieces then. */
+      while ((rc = chunk_create(z, ri, q, want, want, &c)) == HBM_ENOMEM && want > 1 && device_room(z) >= want)
+        want /= 2;
+      if (rc != HBM_OK) return rc;
       q += want;
       run -= want;
     }
@@ -742,8 +748,69 @@ static int zone_get(zoned *z, int life, int small, int stream, uint32_t *out) {
  * blocks touch are copied into new chunks of just their size, mapped back
  * at the same addresses (blocks keep their addresses and contents), and the
  * old chunk is freed. It costs a copy of those pages and a few calls, so it
- * runs only when the alternative is a failed request. */
+ * runs only when the alternative is a failed request.
+ *
+ * It needs room on the device for the used pages while the old chunk still
+ * holds them. Without that room the pages wait in host memory instead
+ * (staged: copied out, the old chunk freed, the new chunks made from its
+ * memory and filled back), so even a device with no free granule can give
+ * back what partly used chunks hold. A staged re-chunk that cannot remake
+ * its chunks (only a device failing on memory it just gave back) has lost
+ * data and says so (HBM_ECORRUPT). */
 enum { RECHUNK_MAX_RUNS = 64 };
+
+/* The used pages of the old chunk go to host memory, the chunk is freed,
+ * and the runs are made, mapped at their addresses and filled back. */
+static int rechunk_staged(zoned *z, uint32_t c, uint32_t nruns, const uint32_t *first, const uint32_t *len) {
+  hbm_device *dev = z->base.dev;
+  zchunk old = z->chunks[c];
+  uint64_t bytes = (uint64_t)old.npages << z->gshift, va = page_va(z, old.range, old.first), used = 0;
+  uint32_t slot[RECHUNK_MAX_RUNS];
+  for (uint32_t i = 0; i < nruns; i++) used += (uint64_t)len[i] << z->gshift;
+  if (!dev->ops->to_host || !dev->ops->from_host) return HBM_EUNSUPPORTED;
+  if (z->stage_bytes < used) {
+    void *b = realloc(z->stage, used);
+    if (!b) return HBM_EHOSTMEM;
+    z->stage = b;
+    z->stage_bytes = used;
+  }
+  /* Records first: if they cannot be had, nothing changed. */
+  for (uint32_t i = 0; i < nruns; i++) {
+    slot[i] = i == 0 ? c : chunk_new(z);
+    if (slot[i] == NIL) {
+      while (i > 1) chunk_put_back(z, slot[--i]);
+      return HBM_EHOSTMEM;
+    }
+  }
+  uint64_t off = 0;
+  for (uint32_t i = 0; i < nruns; off += (uint64_t)len[i] << z->gshift, i++) {
+    int rc = hbm_dev_to_host(dev, (char *)z->stage + off, page_va(z, old.range, first[i]), (uint64_t)len[i] << z->gshift);
+    if (rc != HBM_OK) {
+      for (uint32_t k = 1; k < nruns; k++) chunk_put_back(z, slot[k]);
+      return rc;
+    }
+  }
+  hbm_dev_unmap(dev, va, bytes);
+  hbm_dev_phys_release(dev, old.handle, bytes);
+  chunk_set_pages(z, c, 0);
+  z->mapped_pages -= old.npages;
+  z->chunks_released++;
+  off = 0;
+  for (uint32_t i = 0; i < nruns; off += (uint64_t)len[i] << z->gshift, i++) {
+    uint64_t at = page_va(z, old.range, first[i]), n = (uint64_t)len[i] << z->gshift, handle;
+    if (hbm_dev_phys_create(dev, n, &handle) != HBM_OK || hbm_dev_map(dev, at, n, handle, 0) != HBM_OK ||
+        hbm_dev_from_host(dev, at, (char *)z->stage + off, n) != HBM_OK)
+      return hbm_report_error(HBM_ECORRUPT, "zoned: staged re-chunking could not remake %#llx", (unsigned long long)at);
+    z->chunks[slot[i]] = (zchunk){.handle = handle, .range = old.range, .first = first[i], .npages = len[i],
+                                  .touched = len[i]};
+    chunk_set_pages(z, slot[i], 1);
+    z->mapped_pages += len[i];
+    z->chunks_created++;
+  }
+  z->rechunks++;
+  z->staged_rechunks++;
+  return HBM_OK;
+}
 
 static int rechunk(zoned *z, uint32_t c, const uint8_t *touched_page) {
   hbm_device *dev = z->base.dev;
@@ -764,6 +831,8 @@ static int rechunk(zoned *z, uint32_t c, const uint8_t *touched_page) {
     len[nruns++] = n;
     q += n;
   }
+  if (nruns == 0) return HBM_EINVAL; /* an idle chunk: released, not re-chunked */
+  if (device_room(z) < old.touched) return rechunk_staged(z, c, nruns, first, len);
   /* New memory and records first: if they cannot be had, nothing changed. */
   int rc = HBM_OK;
   uint32_t made = 0;
@@ -825,7 +894,8 @@ static void release_idle(zoned *z) {
 }
 
 /* Makes room for `fresh` pages by re-chunking partly used chunks, the most
- * idle memory first, while the device lacks room. */
+ * idle memory first, while the device lacks room: those the room left can
+ * hold directly first, then through host memory. */
 static void reclaim(zoned *z, uint64_t fresh) {
   for (uint32_t ri = 0; ri < z->nranges && device_room(z) < fresh; ri++) {
     zrange *r = &z->ranges[ri];
@@ -834,15 +904,16 @@ static void reclaim(zoned *z, uint64_t fresh) {
     mark_ctx m = {z, r, touched};
     hbm_vspace_walk(r->vs, mark_touched, &m);
     while (device_room(z) < fresh) {
-      uint32_t best = NIL, best_idle = 0;
+      uint32_t best = NIL, best_idle = 0, staged = NIL, staged_idle = 0;
       uint64_t room = device_room(z);
       for (uint32_t c = 0; c < z->nchunks; c++) {
         const zchunk *ch = &z->chunks[c];
-        if (ch->range == ri && ch->touched < ch->npages && ch->touched <= room && ch->npages - ch->touched > best_idle) {
-          best = c;
-          best_idle = ch->npages - ch->touched;
-        }
+        if (ch->range != ri || !ch->touched || ch->touched == ch->npages) continue;
+        uint32_t idle = ch->npages - ch->touched;
+        if (ch->touched <= room && idle > best_idle) { best = c; best_idle = idle; }
+        if (ch->touched > room && idle > staged_idle) { staged = c; staged_idle = idle; }
       }
+      if (best == NIL) best = staged;
       if (best == NIL || rechunk(z, best, touched) != HBM_OK) break;
     }
     free(touched);
@@ -1049,6 +1120,7 @@ static void zoned_destroy(hbm_policy *p) {
   free(z->chunks);
   free(z->idle_bits);
   free(z->undo);
+  free(z->stage);
   free(z->recs);
   hbm_addrmap_release(&z->fixed_live);
   hbm_lifetime_release(&z->life);
@@ -1232,6 +1304,7 @@ static int zoned_counters(hbm_policy *p, hbm_counter *out, int max) {
       {"pressure_releases", (double)z->pressure_releases},
       {"cold_releases", (double)z->cold_releases},
       {"rechunks", (double)z->rechunks},
+      {"staged_rechunks", (double)z->staged_rechunks},
       {"bound_moves", (double)z->bound_moves},
       {"bound_releases", (double)z->bound_releases},
       {"static_allocs", (double)z->static_allocs},
