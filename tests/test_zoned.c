@@ -8,6 +8,7 @@
 #include "device/device.h"
 #include "hbm.h"
 #include "trace/trace.h"
+#include "staged_trace.h"
 #include "testutil.h"
 
 #define MiB (1ull << 20)
@@ -129,25 +130,6 @@ static hbm_trace *periodic_trace(int steps) {
     for (uint32_t k = id - 1; k + 1 > first_act; k--) hbm_trace_free_id(t, k);
     hbm_trace_free_id(t, id + 2);
   }
-  return t;
-}
-
-/* A chunk partly used and no room on the device to re-chunk it directly:
- * X and Y (64 MiB each, a chunk each) fill 128 MiB of 140; X is freed and S
- * (40 MiB) takes 20 of its 32 pages; R (34 MiB) fits no hole, needs 17 new
- * pages and only 6 are free. The 12 pages S leaves unused are the rest:
- * S's 20 pages must wait in host memory while X's chunk is given back. */
-static hbm_trace *staged_trace(void) {
-  hbm_trace *t;
-  CHECK(hbm_trace_new("staged", &t) == HBM_OK);
-  hbm_trace_alloc(t, 0, 64 * MiB, HBM_TAG_ACT, 0);
-  hbm_trace_alloc(t, 1, 64 * MiB, HBM_TAG_ACT, 0);
-  hbm_trace_free_id(t, 0);
-  hbm_trace_alloc(t, 2, 40 * MiB, HBM_TAG_ACT, 0);
-  hbm_trace_alloc(t, 3, 34 * MiB, HBM_TAG_ACT, 0);
-  hbm_trace_free_id(t, 3);
-  hbm_trace_free_id(t, 2);
-  hbm_trace_free_id(t, 1);
   return t;
 }
 
@@ -298,6 +280,7 @@ int main(void) {
 
   /* ---- staged re-chunking: the request succeeds with no room to spare ---- */
   t = staged_trace();
+  CHECK(t != NULL);
   o = (hbm_replay_options){.policy = "zoned", .device = "sim:140MiB"};
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
   double staged = -1;

@@ -7,6 +7,7 @@
  * throughout. */
 #include "hbm.h"
 #include "trace/trace.h"
+#include "staged_trace.h"
 #include "testutil.h"
 
 #define MiB (1ull << 20)
@@ -52,25 +53,6 @@ static hbm_trace *random_trace(uint64_t *rng, uint64_t events, uint64_t limit, u
 }
 
 static uint64_t word(uint64_t addr, uint64_t i) { return addr * 0x9E3779B97F4A7C15ull ^ (i + 1) * 0xD1B54A32D192ED03ull; }
-
-/* A chunk partly used and no room on the device to re-chunk it directly:
- * X and Y (64 MiB each, a chunk each) fill 128 MiB of 140; X is freed and S
- * (40 MiB) takes 20 of its 32 pages; R (34 MiB) fits no hole, needs 17 new
- * pages and only 6 are free. The 12 pages S leaves unused are the rest:
- * S's 20 pages must wait in host memory while X's chunk is given back. */
-static hbm_trace *staged_trace(void) {
-  hbm_trace *t;
-  CHECK(hbm_trace_new("staged", &t) == HBM_OK);
-  hbm_trace_alloc(t, 0, 64 * MiB, HBM_TAG_ACT, 0);
-  hbm_trace_alloc(t, 1, 64 * MiB, HBM_TAG_ACT, 0);
-  hbm_trace_free_id(t, 0);
-  hbm_trace_alloc(t, 2, 40 * MiB, HBM_TAG_ACT, 0);
-  hbm_trace_alloc(t, 3, 34 * MiB, HBM_TAG_ACT, 0);
-  hbm_trace_free_id(t, 3);
-  hbm_trace_free_id(t, 2);
-  hbm_trace_free_id(t, 1);
-  return t;
-}
 
 int main(void) {
   uint64_t seed = test_seed("test_zoned_host"), rng = seed;
@@ -120,13 +102,14 @@ int main(void) {
   /* ---- staged re-chunking on real memory: S's bytes survive the trip ---- */
   {
     hbm_trace *t = staged_trace();
+    CHECK(t != NULL);
     hbm_replay_options o = {.policy = "zoned", .device = "host:140MiB", .verify_data = 1};
     hbm_replay_result r;
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
     printf("test_zoned_host: staged: %llu failed, %llu verified, %.0f re-chunked through host memory\n",
            (unsigned long long)r.failures, (unsigned long long)r.verified_blocks, counter(&r, "staged_rechunks"));
     CHECK(r.failures == 0);
-    CHECK(r.verified_blocks == 4);
+    CHECK(r.verified_blocks == STAGED_TRACE_BLOCKS);
     CHECK(counter(&r, "staged_rechunks") == 1);
     hbm_trace_free(t);
   }
