@@ -1,6 +1,7 @@
 /* cli.c: helpers shared by the commands. */
 #include "cli.h"
 
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -91,13 +92,26 @@ int cli_split_policies(const char *list, char names[][32], int max) {
   while (*p && n < max) {
     const char *c = strchr(p, ',');
     size_t len = c ? (size_t)(c - p) : strlen(p);
-    if (len == 0 || len >= 32) return 0;
+    if (len == 0 || len >= 32) {
+      n = 0;
+      break;
+    }
     memcpy(names[n], p, len);
     names[n][len] = 0;
     n++;
     p = c ? c + 1 : p + len;
   }
+  if (!n) cli_error("--policy: expected a comma-separated list of %s, or all", hbm_policy_names());
   return n;
+}
+
+const char *cli_one_input(const char *command, const char *what, int argc, char **argv,
+                          void (*usage)(FILE *)) {
+  if (optind == argc - 1) return argv[optind];
+  if (optind >= argc) cli_error("%s: expected one %s", command, what);
+  else cli_error("%s: expected one input file, got more", command);
+  usage(stderr);
+  return NULL;
 }
 
 static int known_policy(const char *name) {

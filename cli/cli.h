@@ -43,8 +43,13 @@ void cli_progress_end(void);
 int cli_write_output(const char *path, const char *text, size_t len, const char *const *inputs,
                      int ninputs);
 /* Splits "a,b,c" (or "all": every policy this build knows) into names.
- * Returns the count, 0 for an empty name or one of 32 characters or more. */
+ * Returns the count; 0 for an empty name or one of 32 characters or more,
+ * after saying what --policy expects. */
 int cli_split_policies(const char *list, char names[][32], int max);
+/* The one input file of `command` (argv[optind]), or NULL after saying what
+ * was expected (`what`: e.g. "TRACE or SNAPSHOT file") and printing usage. */
+const char *cli_one_input(const char *command, const char *what, int argc, char **argv,
+                          void (*usage)(FILE *));
 /* --alloc-conf values, repeatable: "SETTINGS" for every policy, or
  * "POLICY=SETTINGS" for that policy only (e.g. zoned=moves:on beside
  * caching=expandable_segments:True, or caching and zoned in one run with

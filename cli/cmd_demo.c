@@ -152,10 +152,7 @@ int cmd_demo(int argc, char **argv) {
   }
   char names[16][32];
   int npol = cli_split_policies(policy_list, names, 16);
-  if (npol == 0) {
-    cli_error("--policy: expected a comma-separated list of: %s", hbm_policy_names());
-    return CLI_BAD_INPUT;
-  }
+  if (npol == 0) return CLI_BAD_INPUT;
   for (int i = 0; i < npol; i++) {
     if (!hbm_policy_find(names[i])) {
       cli_error("--policy: unknown policy '%s' (known: %s)", names[i], hbm_policy_names());

@@ -100,12 +100,8 @@ int cmd_fidelity(int argc, char **argv) {
       default: usage(stderr); return CLI_BAD_INPUT;
     }
   }
-  if (optind != argc - 1) {
-    cli_error("fidelity: expected one SNAPSHOT.pickle or TRACE");
-    usage(stderr);
-    return CLI_BAD_INPUT;
-  }
-  const char *path = argv[optind];
+  const char *path = cli_one_input("fidelity", "SNAPSHOT.pickle or TRACE", argc, argv, usage);
+  if (!path) return CLI_BAD_INPUT;
   hbm_diag diag = {0};
   hbm_trace *t = NULL;
   int rc = load(path, device, &t, &diag);

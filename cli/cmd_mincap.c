@@ -71,18 +71,11 @@ int cmd_mincap(int argc, char **argv) {
       default: usage(stderr); return CLI_BAD_INPUT;
     }
   }
-  if (optind != argc - 1) {
-    cli_error(optind >= argc ? "mincap: expected one TRACE or SNAPSHOT file" : "mincap: expected one input file, got more");
-    usage(stderr);
-    return CLI_BAD_INPUT;
-  }
-  const char *path = argv[optind];
+  const char *path = cli_one_input("mincap", "TRACE or SNAPSHOT file", argc, argv, usage);
+  if (!path) return CLI_BAD_INPUT;
   char policies[16][32];
   int npolicies = cli_split_policies(policy_list, policies, 16);
-  if (!npolicies) {
-    cli_error("--policy: expected a comma-separated list of %s, or all", hbm_policy_names());
-    return CLI_BAD_INPUT;
-  }
+  if (!npolicies) return CLI_BAD_INPUT;
   hbm_diag diag = {0};
   hbm_trace *trace;
   int rc = hbm_trace_load(path, &trace, &diag);

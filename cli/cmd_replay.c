@@ -101,15 +101,11 @@ int cmd_replay(int argc, char **argv) {
       default: usage(stderr); return CLI_BAD_INPUT;
     }
   }
-  if (optind != argc - 1) {
-    cli_error(optind >= argc ? "replay: expected one TRACE or SNAPSHOT file" : "replay: expected one input file, got more");
-    usage(stderr);
-    return CLI_BAD_INPUT;
-  }
-  const char *path = argv[optind];
+  const char *path = cli_one_input("replay", "TRACE or SNAPSHOT file", argc, argv, usage);
+  if (!path) return CLI_BAD_INPUT;
   char policies[16][32];
   int npolicies = cli_split_policies(policy_list, policies, 16);
-  if (!npolicies) { cli_error("--policy: expected a comma-separated list of %s, or all", hbm_policy_names()); return CLI_BAD_INPUT; }
+  if (!npolicies) return CLI_BAD_INPUT;
 
   hbm_diag diag = {0};
   hbm_trace *trace;
