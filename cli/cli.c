@@ -85,6 +85,17 @@ int cli_write_output(const char *path, const char *text, size_t len, const char 
 
 const char *cli_size(uint64_t bytes, char buf[32]) { return hbm_size_format(bytes, buf, 32); }
 
+static int known_policy(const char *name) {
+  size_t len = strlen(name);
+  for (const char *p = hbm_policy_names(); *p;) {
+    const char *c = strchr(p, ',');
+    size_t n = c ? (size_t)(c - p) : strlen(p);
+    if (n == len && !strncmp(p, name, n)) return 1;
+    p += c ? n + 1 : n;
+  }
+  return 0;
+}
+
 int cli_split_policies(const char *list, char names[][32], int max) {
   if (!strcmp(list, "all")) list = hbm_policy_names();
   int n = 0;
@@ -98,6 +109,10 @@ int cli_split_policies(const char *list, char names[][32], int max) {
     }
     memcpy(names[n], p, len);
     names[n][len] = 0;
+    if (!known_policy(names[n])) {
+      cli_error("--policy: unknown policy '%s' (known: %s)", names[n], hbm_policy_names());
+      return 0;
+    }
     n++;
     p = c ? c + 1 : p + len;
   }
@@ -114,16 +129,6 @@ const char *cli_one_input(const char *command, const char *what, int argc, char 
   return NULL;
 }
 
-static int known_policy(const char *name) {
-  size_t len = strlen(name);
-  for (const char *p = hbm_policy_names(); *p;) {
-    const char *c = strchr(p, ',');
-    size_t n = c ? (size_t)(c - p) : strlen(p);
-    if (n == len && !strncmp(p, name, n)) return 1;
-    p += c ? n + 1 : n;
-  }
-  return 0;
-}
 
 /* A known policy name before '=' makes the value that policy's own: no
  * setting of any policy is named like one, and zoned's "key=value" form

@@ -43,8 +43,8 @@ void cli_progress_end(void);
 int cli_write_output(const char *path, const char *text, size_t len, const char *const *inputs,
                      int ninputs);
 /* Splits "a,b,c" (or "all": every policy this build knows) into names.
- * Returns the count; 0 for an empty name or one of 32 characters or more,
- * after saying what --policy expects. */
+ * Returns the count; 0 for an empty or unknown name, after saying what
+ * --policy expects. */
 int cli_split_policies(const char *list, char names[][32], int max);
 /* The one input file of `command` (argv[optind]), or NULL after saying what
  * was expected (`what`: e.g. "TRACE or SNAPSHOT file") and printing usage. */

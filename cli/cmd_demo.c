@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "policy/policy.h"
 #include "report/html.h"
 #include "report/json.h"
 #include "trace/gen_llm.h"
@@ -153,12 +152,6 @@ int cmd_demo(int argc, char **argv) {
   char names[16][32];
   int npol = cli_split_policies(policy_list, names, 16);
   if (npol == 0) return CLI_BAD_INPUT;
-  for (int i = 0; i < npol; i++) {
-    if (!hbm_policy_find(names[i])) {
-      cli_error("--policy: unknown policy '%s' (known: %s)", names[i], hbm_policy_names());
-      return CLI_BAD_INPUT;
-    }
-  }
 
   /* 1. the workload, from shapes */
   hbm_gen_llm_config c;
