@@ -387,6 +387,17 @@ static uint64_t page_va(const zoned *z, uint32_t ri, uint32_t page) {
   return z->ranges[ri].base + ((uint64_t)page << z->gshift);
 }
 
+/* Records chunk c: the n pages from physical memory `handle`, mapped at page
+ * `first` of range ri, `touched` of them touched by live blocks. */
+static void chunk_install(zoned *z, uint32_t c, uint64_t handle, uint32_t ri, uint32_t first, uint32_t n,
+                          uint32_t touched) {
+  z->chunks[c] = (zchunk){.handle = handle, .range = ri, .first = first, .npages = n, .touched = touched};
+  chunk_set_pages(z, c, 1);
+  z->mapped_pages += n;
+  z->chunks_created++;
+  if (!touched) idle_push(z, c);
+}
+
 /* Maps a new chunk of n pages at page `first` of range ri, `touched` of
  * them touched by the block being placed. On error nothing changed. */
 static int chunk_create(zoned *z, uint32_t ri, uint32_t first, uint32_t n, uint32_t touched, uint32_t *out) {
@@ -403,12 +414,7 @@ static int chunk_create(zoned *z, uint32_t ri, uint32_t first, uint32_t n, uint3
     chunk_put_back(z, c);
     return rc;
   }
-  z->chunks[c] = (zchunk){.handle = handle, .range = ri, .first = first, .npages = n, .touched = touched,
-};
-  chunk_set_pages(z, c, 1);
-  z->mapped_pages += n;
-  z->chunks_created++;
-  if (!touched) idle_push(z, c);
+  chunk_install(z, c, handle, ri, first, n, touched);
   *out = c;
   return HBM_OK;
 }
@@ -801,11 +807,7 @@ static int rechunk_staged(zoned *z, uint32_t c, uint32_t nruns, const uint32_t *
     if (hbm_dev_phys_create(dev, n, &handle) != HBM_OK || hbm_dev_map(dev, at, n, handle, 0) != HBM_OK ||
         hbm_dev_from_host(dev, at, (char *)z->stage + off, n) != HBM_OK)
       return hbm_report_error(HBM_ECORRUPT, "zoned: staged re-chunking could not remake %#llx", (unsigned long long)at);
-    z->chunks[slot[i]] = (zchunk){.handle = handle, .range = old.range, .first = first[i], .npages = len[i],
-                                  .touched = len[i]};
-    chunk_set_pages(z, slot[i], 1);
-    z->mapped_pages += len[i];
-    z->chunks_created++;
+    chunk_install(z, slot[i], handle, old.range, first[i], len[i], len[i]);
   }
   z->rechunks++;
   z->staged_rechunks++;
@@ -862,11 +864,7 @@ static int rechunk(zoned *z, uint32_t c, const uint8_t *touched_page) {
     if (hbm_dev_map(dev, at, n, handle[i], 0) != HBM_OK ||
         hbm_dev_copy(dev, at, z->scratch_va + ((uint64_t)(first[i] - old.first) << z->gshift), n) != HBM_OK)
       return hbm_report_error(HBM_ECORRUPT, "zoned: re-chunking could not map or copy %#llx", (unsigned long long)at);
-    z->chunks[slot[i]] = (zchunk){.handle = handle[i], .range = old.range, .first = first[i], .npages = len[i],
-                                  .touched = len[i]};
-    chunk_set_pages(z, slot[i], 1);
-    z->mapped_pages += len[i];
-    z->chunks_created++;
+    chunk_install(z, slot[i], handle[i], old.range, first[i], len[i], len[i]);
   }
   hbm_dev_unmap(dev, z->scratch_va, bytes);
   hbm_dev_phys_release(dev, old.handle, bytes);
