@@ -169,3 +169,11 @@ const char *cli_conf_for(const cli_confs *c, const char *policy) {
     if (!strcmp(c->one[i].policy, policy)) return c->one[i].conf;
   return c->all;
 }
+
+int cli_load_trace(const char *path, hbm_trace **out) {
+  hbm_diag diag = {0};
+  int rc = hbm_trace_load(path, out, &diag);
+  if (rc == HBM_OK) return CLI_OK;
+  cli_diag(&diag);
+  return cli_exit_code(rc);
+}

@@ -63,6 +63,9 @@ typedef struct cli_confs {
 int cli_conf_add(cli_confs *c, const char *arg);
 /* The settings for `policy`: its own, else the common ones, else NULL. */
 const char *cli_conf_for(const cli_confs *c, const char *policy);
+/* Loads a trace or snapshot; on error prints the diagnostic (file, line or
+ * byte offset) and returns the exit code, else CLI_OK. */
+int cli_load_trace(const char *path, hbm_trace **out);
 /* Human size. */
 const char *cli_size(uint64_t bytes, char buf[32]);
 

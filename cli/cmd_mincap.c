@@ -76,13 +76,9 @@ int cmd_mincap(int argc, char **argv) {
   char policies[16][32];
   int npolicies = cli_split_policies(policy_list, policies, 16);
   if (!npolicies) return CLI_BAD_INPUT;
-  hbm_diag diag = {0};
   hbm_trace *trace;
-  int rc = hbm_trace_load(path, &trace, &diag);
-  if (rc != HBM_OK) {
-    cli_diag(&diag);
-    return cli_exit_code(rc);
-  }
+  int rc = cli_load_trace(path, &trace);
+  if (rc != CLI_OK) return rc;
 
   hbm_mincap_result *results = calloc((size_t)npolicies, sizeof *results);
   if (!results) { cli_error("out of memory"); hbm_trace_free(trace); return CLI_FAILED; }

@@ -107,13 +107,9 @@ int cmd_replay(int argc, char **argv) {
   int npolicies = cli_split_policies(policy_list, policies, 16);
   if (!npolicies) return CLI_BAD_INPUT;
 
-  hbm_diag diag = {0};
   hbm_trace *trace;
-  int rc = hbm_trace_load(path, &trace, &diag);
-  if (rc != HBM_OK) {
-    cli_diag(&diag);
-    return cli_exit_code(rc);
-  }
+  int rc = cli_load_trace(path, &trace);
+  if (rc != CLI_OK) return rc;
 
   hbm_replay_result results[16];
   hbm_report_run runs[16]; /* samples and the layout at the first failure, per policy */
