@@ -13,8 +13,8 @@
 #define NIL UINT32_MAX
 
 /* One block of the tiling. Invariant: addr + size == next.addr (V1); a free
- * block is in the free set under (size, addr) (V3), a live one in the
- * address table (V5). */
+ * block is in the free set under (size, addr) (V3) and, when indexed, in the
+ * address index under (addr, 0) (V6); a live one in the address table (V5). */
 typedef struct vblock {
   uint64_t addr, size;
   uint32_t prev, next; /* address-order neighbours */
@@ -30,6 +30,7 @@ struct hbm_vspace {
   uint32_t nspare;
   uint32_t head, tail;
   hbm_ordset *free_set; /* (size, addr) -> block */
+  hbm_ordset *by_addr;  /* (addr, 0) -> free block; NULL until indexed */
   hbm_addrmap live;     /* addr -> block */
   uint64_t live_bytes, live_blocks, free_blocks;
 };
@@ -54,19 +55,8 @@ static void block_recycle(hbm_vspace *v, uint32_t i) {
   v->spare[v->nspare++] = i;
 }
 
-static int set_insert(hbm_vspace *v, uint32_t i) {
-  vblock *b = &v->blocks[i];
-  b->state = 1;
-  v->free_blocks++;
-  return hbm_ordset_insert(v->free_set, (hbm_okey){b->size, b->addr}, i);
-}
-
-static void set_erase(hbm_vspace *v, uint32_t i) {
-  vblock *b = &v->blocks[i];
-  hbm_ordset_erase(v->free_set, (hbm_okey){b->size, b->addr});
-  b->state = 0;
-  v->free_blocks--;
-}
+static hbm_okey size_key(uint64_t addr, uint64_t size) { return (hbm_okey){size, addr}; }
+static hbm_okey addr_key(uint64_t addr) { return (hbm_okey){addr, 0}; }
 
 int hbm_vspace_create(uint64_t base, uint64_t size, uint64_t unit, hbm_vspace **out) {
   if (!out || !hbm_is_pow2(unit) || size == 0 || size % unit || base % unit || base + size < base)
@@ -78,16 +68,14 @@ int hbm_vspace_create(uint64_t base, uint64_t size, uint64_t unit, hbm_vspace **
   v->unit = unit;
   hbm_addrmap_init(&v->live);
   uint32_t i = block_new(v);
-  if (i == NIL || hbm_ordset_create(&v->free_set) != HBM_OK) {
+  if (i == NIL || hbm_ordset_create(&v->free_set) != HBM_OK ||
+      hbm_ordset_insert(v->free_set, size_key(base, size), i) != HBM_OK) {
     hbm_vspace_destroy(v);
     return HBM_EHOSTMEM;
   }
   v->blocks[i] = (vblock){base, size, NIL, NIL, 1, 0};
   v->head = v->tail = i;
-  if (set_insert(v, i) != HBM_OK) {
-    hbm_vspace_destroy(v);
-    return HBM_EHOSTMEM;
-  }
+  v->free_blocks = 1;
   *out = v;
   return HBM_OK;
 }
@@ -95,10 +83,81 @@ int hbm_vspace_create(uint64_t base, uint64_t size, uint64_t unit, hbm_vspace **
 void hbm_vspace_destroy(hbm_vspace *v) {
   if (!v) return;
   hbm_ordset_destroy(v->free_set);
+  hbm_ordset_destroy(v->by_addr);
   hbm_addrmap_release(&v->live);
   free(v->blocks);
   free(v->spare);
   free(v);
+}
+
+int hbm_vspace_index_addresses(hbm_vspace *v) {
+  if (!v) return HBM_EINVAL;
+  if (v->by_addr) return HBM_OK;
+  hbm_ordset *s;
+  if (hbm_ordset_create(&s) != HBM_OK) return HBM_EHOSTMEM;
+  for (uint32_t i = v->head; i != NIL; i = v->blocks[i].next)
+    if (v->blocks[i].state == 1 && hbm_ordset_insert(s, addr_key(v->blocks[i].addr), i) != HBM_OK) {
+      hbm_ordset_destroy(s);
+      return HBM_EHOSTMEM;
+    }
+  v->by_addr = s;
+  return HBM_OK;
+}
+
+/* Carves the live block [at, at + size) out of the free block f; what lies
+ * before and after stays free (f keeps the part before, so its address key
+ * stands). Every key goes in before any comes out and before the chain
+ * changes, so when host memory runs out everything is undone and nothing
+ * changed. */
+static int carve(hbm_vspace *v, uint32_t f, uint64_t at, uint64_t size, uint32_t user) {
+  uint64_t fa = v->blocks[f].addr, fs = v->blocks[f].size;
+  uint64_t low = at - fa, high = fa + fs - at - size;
+  uint32_t mid = f, rest = NIL;
+  if (low && (mid = block_new(v)) == NIL) return HBM_EHOSTMEM;
+  if (high && (rest = block_new(v)) == NIL) goto no_rest;
+  if (hbm_addrmap_put(&v->live, at, mid) != HBM_OK) goto no_live;
+  if (high && hbm_ordset_insert(v->free_set, size_key(at + size, high), rest) != HBM_OK) goto no_high;
+  if (low && hbm_ordset_insert(v->free_set, size_key(fa, low), f) != HBM_OK) goto no_low;
+  if (v->by_addr && high && hbm_ordset_insert(v->by_addr, addr_key(at + size), rest) != HBM_OK) goto no_index;
+  /* Room taken: nothing below fails. */
+  hbm_ordset_erase(v->free_set, size_key(fa, fs));
+  if (v->by_addr && !low) hbm_ordset_erase(v->by_addr, addr_key(fa));
+  vblock *b = v->blocks; /* stable now: block_new is done */
+  uint32_t next = b[f].next;
+  if (low) {
+    b[f].size = low;
+    b[f].next = mid;
+    b[mid].prev = f;
+  } else {
+    v->free_blocks--;
+  }
+  b[mid].addr = at;
+  b[mid].size = size;
+  b[mid].state = 0;
+  b[mid].user = user;
+  b[mid].next = next;
+  if (high) {
+    b[rest] = (vblock){at + size, high, mid, next, 1, 0};
+    b[mid].next = rest;
+    v->free_blocks++;
+  }
+  uint32_t last = high ? rest : mid;
+  if (next != NIL) b[next].prev = last;
+  else v->tail = last;
+  v->live_bytes += size;
+  v->live_blocks++;
+  return HBM_OK;
+no_index:
+  if (low) hbm_ordset_erase(v->free_set, size_key(fa, low));
+no_low:
+  if (high) hbm_ordset_erase(v->free_set, size_key(at + size, high));
+no_high:
+  hbm_addrmap_take(&v->live, at, NULL);
+no_live:
+  if (high) block_recycle(v, rest);
+no_rest:
+  if (low) block_recycle(v, mid);
+  return HBM_EHOSTMEM;
 }
 
 int hbm_vspace_alloc(hbm_vspace *v, uint64_t size, hbm_vspace_cost_fn *cost, void *arg,
@@ -119,61 +178,73 @@ int hbm_vspace_alloc(hbm_vspace *v, uint64_t size, hbm_vspace_cost_fn *cost, voi
       if (c == 0 || !hbm_ordset_upper_bound(v->free_set, key, &key, &i)) break;
     }
   }
-  /* Room first, so nothing changes when host memory runs out. */
-  uint32_t rest = v->blocks[best].size > size ? block_new(v) : NIL;
-  if (v->blocks[best].size > size && rest == NIL) return HBM_EHOSTMEM;
   uint64_t at = v->blocks[best].addr;
-  if (hbm_addrmap_put(&v->live, at, best) != HBM_OK) {
-    if (rest != NIL) block_recycle(v, rest);
-    return HBM_EHOSTMEM;
-  }
-  set_erase(v, best);
-  vblock *b = &v->blocks[best];
-  if (rest != NIL) { /* the high remainder stays free */
-    v->blocks[rest] = (vblock){at + size, b->size - size, best, b->next, 0, 0};
-    if (b->next != NIL) v->blocks[b->next].prev = rest;
-    else v->tail = rest;
-    b->next = rest;
-    b->size = size;
-    if (set_insert(v, rest) != HBM_OK) return HBM_EHOSTMEM;
-  }
-  v->blocks[best].user = user;
-  v->live_bytes += size;
-  v->live_blocks++;
+  int rc = carve(v, best, at, size, user);
+  if (rc != HBM_OK) return rc;
   *addr = at;
   if (block_size) *block_size = size;
   return HBM_OK;
+}
+
+int hbm_vspace_alloc_at(hbm_vspace *v, uint64_t addr, uint64_t size, uint32_t user, uint64_t *block_size) {
+  if (!v) return HBM_EINVAL;
+  if (!v->by_addr) return HBM_EUNSUPPORTED;
+  uint64_t end = v->base + v->size; /* create checked that this does not wrap */
+  if (size == 0 || addr % v->unit || addr < v->base || addr >= end || size > end - addr) return HBM_EINVAL;
+  size = hbm_align_up(size, v->unit); /* still <= end - addr: both are multiples of unit */
+  hbm_okey key;
+  uint32_t f;
+  /* the free block that starts at or below addr: the largest key below (addr, 1) */
+  if (!hbm_ordset_below(v->by_addr, (hbm_okey){addr, 1}, &key, &f)) return HBM_ENOMEM;
+  if (v->blocks[f].addr + v->blocks[f].size < addr + size) return HBM_ENOMEM; /* ends short of the span */
+  int rc = carve(v, f, addr, size, user);
+  if (rc == HBM_OK && block_size) *block_size = size;
+  return rc;
 }
 
 int hbm_vspace_free(hbm_vspace *v, uint64_t addr, uint64_t *block_size, uint32_t *user) {
   uint64_t val;
   if (!v || !hbm_addrmap_take(&v->live, addr, &val)) return HBM_EINVAL;
   uint32_t i = (uint32_t)val;
-  vblock *b = &v->blocks[i];
-  if (block_size) *block_size = b->size;
-  if (user) *user = b->user;
-  v->live_bytes -= b->size;
+  vblock *b = v->blocks;
+  uint32_t prev = b[i].prev, next = b[i].next;
+  int join_prev = prev != NIL && b[prev].state == 1, join_next = next != NIL && b[next].state == 1;
+  uint32_t keep = join_prev ? prev : i; /* the merged block; its address key stands if it is prev */
+  uint64_t at = b[keep].addr;
+  uint64_t size = b[i].size + (join_prev ? b[prev].size : 0) + (join_next ? b[next].size : 0);
+  /* Keys in first, so that running out of host memory changes nothing. */
+  if (hbm_ordset_insert(v->free_set, size_key(at, size), keep) != HBM_OK) goto undo;
+  if (v->by_addr && !join_prev && hbm_ordset_insert(v->by_addr, addr_key(at), keep) != HBM_OK) {
+    hbm_ordset_erase(v->free_set, size_key(at, size));
+    goto undo;
+  }
+  if (block_size) *block_size = b[i].size;
+  if (user) *user = b[i].user;
+  v->live_bytes -= b[i].size;
   v->live_blocks--;
-  uint32_t prev = b->prev, next = b->next;
-  if (prev != NIL && v->blocks[prev].state == 1) { /* absorb into prev */
-    set_erase(v, prev);
-    v->blocks[prev].size += b->size;
-    v->blocks[prev].next = next;
-    if (next != NIL) v->blocks[next].prev = prev;
-    else v->tail = prev;
+  v->free_blocks++;
+  if (join_prev) { /* absorbed into prev */
+    hbm_ordset_erase(v->free_set, size_key(b[prev].addr, b[prev].size));
     block_recycle(v, i);
-    i = prev;
-    b = &v->blocks[i];
+    v->free_blocks--;
   }
-  if (next != NIL && v->blocks[next].state == 1) { /* absorb next */
-    set_erase(v, next);
-    b->size += v->blocks[next].size;
-    b->next = v->blocks[next].next;
-    if (b->next != NIL) v->blocks[b->next].prev = i;
-    else v->tail = i;
+  uint32_t after = next;
+  if (join_next) { /* absorbs next */
+    hbm_ordset_erase(v->free_set, size_key(b[next].addr, b[next].size));
+    if (v->by_addr) hbm_ordset_erase(v->by_addr, addr_key(b[next].addr));
+    after = b[next].next;
     block_recycle(v, next);
+    v->free_blocks--;
   }
-  return set_insert(v, i);
+  b[keep].size = size;
+  b[keep].state = 1;
+  b[keep].next = after;
+  if (after != NIL) b[after].prev = keep;
+  else v->tail = keep;
+  return HBM_OK;
+undo: /* cannot fail: the take just left the table the room it had */
+  hbm_addrmap_put(&v->live, addr, i);
+  return HBM_EHOSTMEM;
 }
 
 uint64_t hbm_vspace_block_size(const hbm_vspace *v, uint64_t addr, uint32_t *user) {
@@ -229,8 +300,10 @@ int hbm_vspace_check(const hbm_vspace *v, hbm_vspace_report_fn *report, void *ar
     uint64_t lv;
     if (b->state == 1) {
       if (prev != NIL && v->blocks[prev].state == 1) FAIL("V2 free neighbours at %#llx", (unsigned long long)b->addr);
-      if (!hbm_ordset_find(v->free_set, (hbm_okey){b->size, b->addr}, &val) || val != i)
+      if (!hbm_ordset_find(v->free_set, size_key(b->addr, b->size), &val) || val != i)
         FAIL("V3 free block at %#llx missing from the free set", (unsigned long long)b->addr);
+      if (v->by_addr && (!hbm_ordset_find(v->by_addr, addr_key(b->addr), &val) || val != i))
+        FAIL("V6 free block at %#llx missing from the address index", (unsigned long long)b->addr);
       free_bytes += b->size;
       nfree++;
     } else if (b->state == 0) {
@@ -249,6 +322,11 @@ int hbm_vspace_check(const hbm_vspace *v, hbm_vspace_report_fn *report, void *ar
   if (hbm_ordset_count(v->free_set) != nfree || v->free_blocks != nfree)
     FAIL("V3 free set holds %llu blocks, the chain %llu", (unsigned long long)hbm_ordset_count(v->free_set), (unsigned long long)nfree);
   failures += hbm_ordset_check(v->free_set, report, arg);
+  if (v->by_addr) {
+    if (hbm_ordset_count(v->by_addr) != nfree)
+      FAIL("V6 address index holds %llu blocks, the chain %llu free", (unsigned long long)hbm_ordset_count(v->by_addr), (unsigned long long)nfree);
+    failures += hbm_ordset_check(v->by_addr, report, arg);
+  }
   if (live_bytes != v->live_bytes || live_bytes + free_bytes != v->size || nlive != v->live_blocks)
     FAIL("V4 counters: live %llu/%llu free %llu size %llu", (unsigned long long)live_bytes, (unsigned long long)v->live_bytes, (unsigned long long)free_bytes, (unsigned long long)v->size);
   if (v->live.used != nlive) FAIL("V5 address table holds %llu entries for %llu live blocks", (unsigned long long)v->live.used, (unsigned long long)nlive);

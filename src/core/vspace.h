@@ -14,12 +14,20 @@
  * is cheapest (hbm_vspace_cost_fn): zoned prefers a hole whose pages are
  * already mapped over a slightly tighter one that would need new ones.
  *
+ * zoned also places planned blocks at fixed addresses (hbm_vspace_alloc_at).
+ * Finding the free block around an address needs a second ordered set of the
+ * free blocks keyed by address; it is kept only once a vspace asks for it
+ * (hbm_vspace_index_addresses), so vspaces that never place at an address
+ * pay one predictable branch per operation and nothing more.
+ *
  * Invariants (hbm_vspace_check verifies each):
  *   V1 blocks tile [base, base + size): address order, no gap, no overlap;
  *   V2 no two free blocks are neighbours (immediate coalescing);
  *   V3 the free set holds exactly the free blocks, keyed (size, address);
  *   V4 live_bytes + free_bytes == size; block counts equal a recount;
- *   V5 every live block is in the address table, and nothing else is.
+ *   V5 every live block is in the address table, and nothing else is;
+ *   V6 when indexed, the address index holds exactly the free blocks, each
+ *      keyed (address, 0) with its block.
  */
 #ifndef HBM_VSPACE_H
 #define HBM_VSPACE_H
@@ -46,9 +54,22 @@ typedef uint64_t hbm_vspace_cost_fn(void *arg, uint64_t hole, uint64_t hole_size
 int hbm_vspace_alloc(hbm_vspace *v, uint64_t size, hbm_vspace_cost_fn *cost, void *arg,
                      int probes, uint32_t user, uint64_t *addr, uint64_t *block_size);
 /* Frees the live block at addr; *block_size and *user (either may be NULL)
- * get what it held. HBM_EINVAL for an address that is not a live block
- * (nothing changes). */
+ * get what it held. HBM_EINVAL for an address that is not a live block,
+ * HBM_EHOSTMEM when host memory runs out; then nothing changed. */
 int hbm_vspace_free(hbm_vspace *v, uint64_t addr, uint64_t *block_size, uint32_t *user);
+
+/* Starts keeping the address index that hbm_vspace_alloc_at needs, built
+ * from the current free blocks; from then on every operation maintains it.
+ * Idempotent. HBM_OK, or HBM_EHOSTMEM (then nothing changed). */
+int hbm_vspace_index_addresses(hbm_vspace *v);
+/* Places size bytes (rounded up to unit) exactly at addr, when [addr, addr +
+ * rounded) lies inside one free block; what is left of that block before and
+ * after stays free. *block_size (may be NULL) gets the rounded size; `user`
+ * as for hbm_vspace_alloc. HBM_EUNSUPPORTED when the vspace was never
+ * indexed; HBM_EINVAL for size 0, an addr that is not a multiple of unit, or
+ * a span outside the range; HBM_ENOMEM when the span is not entirely free;
+ * HBM_EHOSTMEM when host memory runs out; then nothing changed. */
+int hbm_vspace_alloc_at(hbm_vspace *v, uint64_t addr, uint64_t size, uint32_t user, uint64_t *block_size);
 /* Size of the live block at addr (and its user value), or 0. */
 uint64_t hbm_vspace_block_size(const hbm_vspace *v, uint64_t addr, uint32_t *user);
 
@@ -64,7 +85,7 @@ uint64_t hbm_vspace_top(const hbm_vspace *v);
 typedef int hbm_vspace_visit_fn(void *arg, uint64_t addr, uint64_t size, int live);
 int hbm_vspace_walk(const hbm_vspace *v, hbm_vspace_visit_fn *visit, void *arg);
 
-/* Verifies V1..V5; returns the number of failures, each passed to report. */
+/* Verifies V1..V6; returns the number of failures, each passed to report. */
 typedef void hbm_vspace_report_fn(void *arg, const char *message);
 int hbm_vspace_check(const hbm_vspace *v, hbm_vspace_report_fn *report, void *arg);
 
