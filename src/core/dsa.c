@@ -1,0 +1,190 @@
+/* dsa.c: greedy offset planning for blocks with known lifetimes (dsa.h).
+ *
+ * Which placed blocks a block must stay clear of is found through time
+ * windows: the horizon is cut into up to 1024 windows, each listing the
+ * blocks live in it in placement order, so a block meets only the blocks
+ * live near its own lifetime instead of every block placed before it. */
+#include "core/dsa.h"
+
+#include <stdlib.h>
+
+#include "hbm.h"
+
+enum { DSA_MAX_WINDOWS = 1024 };
+#define DSA_MAX_MEMBERS (64u << 20) /* window entries before fewer, wider windows */
+
+/* The spans of [0, P) block x lives over: one, or two when it wraps. */
+static int spans(const hbm_dsa_block *x, uint64_t period, uint64_t s[4]) {
+  s[0] = x->start;
+  if (!period || x->end <= period) {
+    s[1] = x->end;
+    return 1;
+  }
+  s[1] = period;
+  s[2] = 0;
+  s[3] = x->end - period;
+  return 2;
+}
+
+static int live_together(const hbm_dsa_block *x, const hbm_dsa_block *y, uint64_t period) {
+  uint64_t a[4], b[4];
+  int na = spans(x, period, a), nb = spans(y, period, b);
+  for (int i = 0; i < na; i++)
+    for (int j = 0; j < nb; j++)
+      if (a[2 * i] < b[2 * j + 1] && b[2 * j] < a[2 * i + 1]) return 1;
+  return 0;
+}
+
+static int well_formed(const hbm_dsa_block *x, uint64_t period) {
+  if (!x->size || x->start >= x->end) return 0;
+  return !period || (x->start < period && x->end - x->start <= period);
+}
+
+typedef struct span_off {
+  uint64_t lo, hi;
+} span_off;
+
+static int by_lo(const void *a, const void *b) {
+  const span_off *x = a, *y = b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+typedef struct rank_key {
+  uint64_t size, start;
+  uint32_t i;
+} rank_key;
+
+static int by_size_desc(const void *a, const void *b) {
+  const rank_key *x = a, *y = b;
+  if (x->size != y->size) return x->size > y->size ? -1 : 1;
+  if (x->start != y->start) return x->start < y->start ? -1 : 1;
+  return x->i < y->i ? -1 : 1;
+}
+
+int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align, uint64_t *offsets,
+                 uint64_t *footprint) {
+  if ((n && (!b || !offsets)) || !footprint || !align || (align & (align - 1)) || n >= UINT32_MAX)
+    return HBM_EINVAL;
+  uint64_t horizon = period;
+  for (size_t i = 0; i < n; i++) {
+    if (!well_formed(&b[i], period)) return HBM_EINVAL;
+    if (!period && b[i].end > horizon) horizon = b[i].end;
+  }
+  *footprint = 0;
+  if (!n) return HBM_OK;
+  int rc = HBM_EHOSTMEM;
+  uint32_t *order = malloc(n * sizeof *order), *rank = malloc(n * sizeof *rank), *seen = calloc(n, sizeof *seen);
+  span_off *cand = malloc(n * sizeof *cand);
+  rank_key *keys = malloc(n * sizeof *keys);
+  uint32_t *start = NULL, *member = NULL, *fill = NULL;
+  if (!order || !rank || !seen || !cand || !keys) goto out;
+  for (size_t i = 0; i < n; i++) keys[i] = (rank_key){b[i].size, b[i].start, (uint32_t)i};
+  qsort(keys, n, sizeof *keys, by_size_desc);
+  for (size_t r = 0; r < n; r++) {
+    order[r] = keys[r].i;
+    rank[keys[r].i] = (uint32_t)r;
+  }
+
+  /* Windows: each lists, in placement order, the blocks live in it. */
+  uint64_t nwin = n / 4 < DSA_MAX_WINDOWS ? (n / 4 ? n / 4 : 1) : DSA_MAX_WINDOWS, width, total;
+  for (;;) {
+    width = (horizon + nwin - 1) / nwin;
+    total = 0;
+    for (size_t i = 0; i < n; i++) {
+      uint64_t s[4];
+      for (int k = 0, ns = spans(&b[i], period, s); k < ns; k++) total += (s[2 * k + 1] - 1) / width - s[2 * k] / width + 1;
+    }
+    if (total <= DSA_MAX_MEMBERS || nwin == 1) break;
+    nwin /= 2;
+  }
+  start = calloc(nwin + 1, sizeof *start);
+  fill = calloc(nwin, sizeof *fill);
+  member = malloc(total * sizeof *member);
+  if (!start || !fill || !member) goto out;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t s[4];
+    for (int k = 0, ns = spans(&b[i], period, s); k < ns; k++)
+      for (uint64_t w = s[2 * k] / width; w <= (s[2 * k + 1] - 1) / width; w++) start[w + 1]++;
+  }
+  for (uint64_t w = 0; w < nwin; w++) start[w + 1] += start[w];
+  for (size_t r = 0; r < n; r++) {
+    uint64_t s[4];
+    uint32_t i = order[r];
+    for (int k = 0, ns = spans(&b[i], period, s); k < ns; k++)
+      for (uint64_t w = s[2 * k] / width; w <= (s[2 * k + 1] - 1) / width; w++) member[start[w] + fill[w]++] = i;
+  }
+
+  uint64_t top = 0;
+  for (size_t r = 0; r < n; r++) {
+    uint32_t i = order[r];
+    size_t nc = 0;
+    uint64_t s[4];
+    for (int k = 0, ns = spans(&b[i], period, s); k < ns; k++)
+      for (uint64_t w = s[2 * k] / width; w <= (s[2 * k + 1] - 1) / width; w++)
+        for (uint32_t m = start[w]; m < start[w + 1]; m++) {
+          uint32_t j = member[m];
+          if (rank[j] >= r) break; /* the rest are not placed yet */
+          if (seen[j] == r + 1) continue;
+          seen[j] = (uint32_t)r + 1;
+          if (live_together(&b[i], &b[j], period)) cand[nc++] = (span_off){offsets[j], offsets[j] + b[j].size};
+        }
+    qsort(cand, nc, sizeof *cand, by_lo);
+    uint64_t off = 0;
+    for (size_t k = 0; k < nc && cand[k].lo < off + b[i].size; k++)
+      if (cand[k].hi > off) off = (cand[k].hi + align - 1) & ~(align - 1);
+    offsets[i] = off;
+    if (off + b[i].size > top) top = off + b[i].size;
+  }
+  *footprint = top;
+  rc = HBM_OK;
+out:
+  free(order);
+  free(rank);
+  free(seen);
+  free(cand);
+  free(keys);
+  free(fill);
+  free(start);
+  free(member);
+  return rc;
+}
+
+typedef struct dsa_event {
+  uint64_t t;
+  int64_t delta;
+} dsa_event;
+
+static int by_time(const void *a, const void *b) {
+  const dsa_event *x = a, *y = b;
+  if (x->t != y->t) return x->t < y->t ? -1 : 1;
+  return x->delta < y->delta ? -1 : x->delta > y->delta; /* frees first: lifetimes are half-open */
+}
+
+uint64_t hbm_dsa_peak(const hbm_dsa_block *b, size_t n, uint64_t period) {
+  dsa_event *ev = malloc(4 * (n ? n : 1) * sizeof *ev);
+  if (!ev) return 0;
+  size_t ne = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t s[4];
+    for (int k = 0, ns = spans(&b[i], period, s); k < ns; k++) {
+      ev[ne++] = (dsa_event){s[2 * k], (int64_t)b[i].size};
+      ev[ne++] = (dsa_event){s[2 * k + 1], -(int64_t)b[i].size};
+    }
+  }
+  qsort(ev, ne, sizeof *ev, by_time);
+  int64_t live = 0, peak = 0;
+  for (size_t k = 0; k < ne; k++)
+    if ((live += ev[k].delta) > peak) peak = live;
+  free(ev);
+  return (uint64_t)peak;
+}
+
+size_t hbm_dsa_conflicts(const hbm_dsa_block *b, size_t n, uint64_t period, const uint64_t *offsets) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++)
+      if (offsets[i] < offsets[j] + b[j].size && offsets[j] < offsets[i] + b[i].size &&
+          live_together(&b[i], &b[j], period))
+        bad++;
+  return bad;
+}

@@ -1,0 +1,90 @@
+/* test_dsa: the step planner (core/dsa.h) on seeded random instances, linear
+ * and cyclic, checked by the slow pairwise conflict count; footprints are
+ * never below the peak load; cases with a known optimum hit it. */
+#include "core/dsa.h"
+#include "hbm.h"
+#include "testutil.h"
+
+static uint64_t top_of(const hbm_dsa_block *b, size_t n, const uint64_t *off) {
+  uint64_t top = 0;
+  for (size_t i = 0; i < n; i++)
+    if (off[i] + b[i].size > top) top = off[i] + b[i].size;
+  return top;
+}
+
+static void fixed_cases(void) {
+  hbm_dsa_block b[4];
+  uint64_t off[4], fp;
+  /* All live together: the sum (sizes aligned). */
+  for (int i = 0; i < 4; i++) b[i] = (hbm_dsa_block){1000 + (uint64_t)i, 0, 10};
+  CHECK(hbm_dsa_plan(b, 4, 0, 512, off, &fp) == HBM_OK);
+  CHECK_EQ_U64(fp, 3 * 1024 + 1000); /* largest first: the smallest ends it */
+  CHECK_EQ_U64(hbm_dsa_conflicts(b, 4, 0, off), 0);
+  /* One after another: the largest. */
+  for (int i = 0; i < 4; i++) b[i] = (hbm_dsa_block){(uint64_t)(i + 1) << 20, (uint64_t)i * 10, (uint64_t)i * 10 + 10};
+  CHECK(hbm_dsa_plan(b, 4, 0, 512, off, &fp) == HBM_OK);
+  CHECK_EQ_U64(fp, 4ull << 20);
+  CHECK_EQ_U64(hbm_dsa_peak(b, 4, 0), 4ull << 20);
+  /* Cyclic: a block born at 8 and freed at 2 of the next period overlaps
+   * one live over [0, 3) but not one over [3, 7). */
+  b[0] = (hbm_dsa_block){1 << 20, 8, 12};
+  b[1] = (hbm_dsa_block){1 << 20, 0, 3};
+  b[2] = (hbm_dsa_block){1 << 20, 3, 7};
+  CHECK(hbm_dsa_plan(b, 3, 10, 512, off, &fp) == HBM_OK);
+  CHECK_EQ_U64(fp, 2u << 20);
+  CHECK_EQ_U64(hbm_dsa_conflicts(b, 3, 10, off), 0);
+  CHECK_EQ_U64(hbm_dsa_peak(b, 3, 10), 2u << 20);
+  CHECK(off[1] != off[0]);
+  /* Without the period the same lifetimes do not wrap. */
+  CHECK_EQ_U64(hbm_dsa_peak(b, 3, 0), 1u << 20);
+  /* Malformed blocks. */
+  b[0] = (hbm_dsa_block){0, 0, 1};
+  CHECK(hbm_dsa_plan(b, 1, 0, 512, off, &fp) == HBM_EINVAL);
+  b[0] = (hbm_dsa_block){1, 5, 5};
+  CHECK(hbm_dsa_plan(b, 1, 0, 512, off, &fp) == HBM_EINVAL);
+  b[0] = (hbm_dsa_block){1, 5, 16};
+  CHECK(hbm_dsa_plan(b, 1, 10, 512, off, &fp) == HBM_EINVAL); /* longer than the period */
+  b[0] = (hbm_dsa_block){1, 10, 12};
+  CHECK(hbm_dsa_plan(b, 1, 10, 512, off, &fp) == HBM_EINVAL); /* starts outside it */
+  CHECK(hbm_dsa_plan(b, 1, 10, 384, off, &fp) == HBM_EINVAL);
+  CHECK(hbm_dsa_plan(NULL, 0, 0, 512, NULL, &fp) == HBM_OK && fp == 0);
+}
+
+/* Random lifetimes shaped like training steps: a few long blocks and many
+ * short ones, sizes from a few KiB to many MiB, some equal. */
+static void random_cases(uint64_t *rng, int rounds) {
+  for (int round = 0; round < rounds; round++) {
+    size_t n = 1 + (size_t)test_rand_below(rng, round % 10 == 9 ? 3000 : 300);
+    uint64_t period = round % 2 ? 0 : 50 + test_rand_below(rng, 5000);
+    uint64_t horizon = period ? period : 50 + test_rand_below(rng, 5000);
+    hbm_dsa_block *b = malloc(n * sizeof *b);
+    uint64_t *off = malloc(n * sizeof *off), fp;
+    for (size_t i = 0; i < n; i++) {
+      uint64_t size = test_rand_below(rng, 4) == 0 ? (1 + test_rand_below(rng, 8)) << 20
+                                                   : 1 + test_rand_below(rng, 64ull << 20);
+      uint64_t start = test_rand_below(rng, horizon);
+      uint64_t most = period ? period : horizon - start;
+      uint64_t len = test_rand_below(rng, 8) == 0 ? 1 + test_rand_below(rng, most) : 1 + test_rand_below(rng, most / 20 + 1);
+      if (len > most) len = most;
+      b[i] = (hbm_dsa_block){size, start, start + len};
+    }
+    uint64_t align = 1ull << test_rand_below(rng, 12);
+    int rc = hbm_dsa_plan(b, n, period, align, off, &fp);
+    CHECK(rc == HBM_OK);
+    if (rc != HBM_OK) { free(b); free(off); continue; }
+    CHECK_EQ_U64(hbm_dsa_conflicts(b, n, period, off), 0);
+    CHECK_EQ_U64(fp, top_of(b, n, off));
+    CHECK(fp >= hbm_dsa_peak(b, n, period));
+    for (size_t i = 0; i < n; i++) CHECK(off[i] % align == 0);
+    free(b);
+    free(off);
+  }
+}
+
+int main(void) {
+  uint64_t rng = test_seed("test_dsa");
+  fixed_cases();
+  int rounds = (int)(400 * test_scale());
+  random_cases(&rng, rounds < 10 ? 10 : rounds);
+  return test_done("test_dsa");
+}
