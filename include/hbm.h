@@ -162,6 +162,11 @@ int hbm_alloc(hbm_heap *heap, uint64_t size, hbm_tag tag, int stream, uint64_t *
  * reported through the error handler; the heap is unchanged. */
 int hbm_free(hbm_heap *heap, uint64_t addr);
 int hbm_heap_stats(hbm_heap *heap, hbm_stats *out);
+/* A training step begins (call it before the step's first allocation, with
+ * any increasing number). Policies that learn per step use it: zoned ages its
+ * cache by steps and, once steps repeat, places large blocks by a plan
+ * learned from one of them (docs/zoned.md). Optional; HBM_OK. */
+int hbm_heap_step(hbm_heap *heap, uint64_t step);
 
 /* Layout scan: visits live blocks and holes in address order within each
  * range the policy manages. `live` is 1 for a live block (tag meaningful), 0 for

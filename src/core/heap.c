@@ -200,6 +200,14 @@ int hbm_heap_stats(hbm_heap *h, hbm_stats *out) {
   return HBM_OK;
 }
 
+int hbm_heap_step(hbm_heap *h, uint64_t step) {
+  if (!h) return HBM_EINVAL;
+  pthread_mutex_lock(&h->lock);
+  if (h->policy->cls->step) h->policy->cls->step(h->policy, step);
+  pthread_mutex_unlock(&h->lock);
+  return HBM_OK;
+}
+
 /* The policy's scan knows addresses; the heap knows what each block is for. */
 typedef struct scan_ctx { hbm_heap *h; hbm_scan_fn *visit; void *arg; } scan_ctx;
 static int scan_tagged(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
