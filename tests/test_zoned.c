@@ -9,6 +9,7 @@
 #include "hbm.h"
 #include "trace/trace.h"
 #include "staged_trace.h"
+#include "stepped_trace.h"
 #include "testutil.h"
 
 #define MiB (1ull << 20)
@@ -133,6 +134,158 @@ static hbm_trace *periodic_trace(int steps) {
   return t;
 }
 
+static double counter(const hbm_replay_result *r, const char *name) {
+  for (int k = 0; k < r->ncounters; k++)
+    if (!strcmp(r->counters[k].name, name)) return r->counters[k].value;
+  return -1;
+}
+
+/* A step whose online layout leaves a hole: A (128 MiB) and B (64 MiB); A
+ * freed; C (192 MiB) does not fit A's hole and goes above B. Peak live 256
+ * MiB (B and C); placed online the step touches 384 MiB of addresses. The
+ * plan puts C and A at 0 and B above them: 256 MiB. A last, empty step lets
+ * a sample see the step before it end. */
+static hbm_trace *abc_trace(int steps, int grow_at) {
+  hbm_trace *t;
+  CHECK(hbm_trace_new("abc", &t) == HBM_OK);
+  for (int s = 1; s <= steps + 1; s++) {
+    hbm_trace_step(t, (uint64_t)s);
+    if (s > steps) break;
+    hbm_trace_alloc(t, 0, 128 * MiB, HBM_TAG_ACT, 0);
+    hbm_trace_alloc(t, 1, 64 * MiB, HBM_TAG_ACT, 0);
+    hbm_trace_free_id(t, 0);
+    hbm_trace_alloc(t, 2, s == grow_at ? 200 * MiB : 192 * MiB, HBM_TAG_ACT, 0);
+    hbm_trace_free_id(t, 1);
+    hbm_trace_free_id(t, 2);
+  }
+  return t;
+}
+
+typedef struct last_sample { uint64_t reserved, n; } last_sample;
+static void keep_last(const hbm_sample *s, void *arg) {
+  last_sample *l = arg;
+  l->reserved = s->reserved;
+  l->n++;
+}
+
+/* Drives a heap through a stepped job, hbm_heap_step() at each mark and
+ * hbm_check() after every operation. Returns the failed allocations. */
+static uint64_t stepped_heap(const char *spec, const char *conf, const stepped_op *ops, size_t n, uint32_t ids) {
+  hbm_device *dev;
+  CHECK(hbm_device_open(spec, &dev) == HBM_OK);
+  hbm_heap *h;
+  CHECK(hbm_heap_create(dev, "zoned", conf, &h) == HBM_OK);
+  uint64_t *addr = calloc(ids, sizeof *addr), failed = 0;
+  for (size_t i = 0; i < n && !test_failures_; i++) {
+    const stepped_op *op = &ops[i];
+    if (op->kind == STEP_MARK) CHECK(hbm_heap_step(h, op->size) == HBM_OK);
+    else if (op->kind == STEP_ALLOC) {
+      int rc = hbm_alloc(h, op->size, HBM_TAG_ACT, 0, &addr[op->id]);
+      CHECK(rc == HBM_OK || rc == HBM_ENOMEM);
+      if (rc != HBM_OK) { addr[op->id] = 0; failed++; }
+    } else if (addr[op->id]) {
+      CHECK(hbm_free(h, addr[op->id]) == HBM_OK);
+      addr[op->id] = 0;
+    }
+    if (hbm_check(h) != HBM_OK) {
+      fprintf(stderr, "check failed at operation %zu (%s, %s)\n", i, spec, conf ? conf : "default");
+      test_failures_++;
+    }
+  }
+  for (uint32_t k = 0; k < ids; k++)
+    if (addr[k]) CHECK(hbm_free(h, addr[k]) == HBM_OK);
+  CHECK(hbm_check(h) == HBM_OK);
+  hbm_heap_destroy(h);
+  CHECK_EQ_U64(dev->phys_used, 0);
+  hbm_device_close(dev);
+  free(addr);
+  return failed;
+}
+
+static void step_plan_tests(uint64_t *rng, double scale) {
+  /* ---- a fixed step: the plan reaches the peak, and steps on it make no call ---- */
+  hbm_replay_result r;
+  hbm_replay_options o;
+  last_sample last;
+  struct { const char *conf; uint64_t peak, end; double builds; } want[] = {
+      {NULL, 256 * MiB, 256 * MiB, 1},              /* learning holds the cache at its bound, the plan after */
+      {"moves:off", 384 * MiB, 256 * MiB, 1},       /* learning online; the plan's range replaces it */
+      {"plan:off,moves:off", 384 * MiB, 384 * MiB, 0},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    uint64_t calls[2];
+    for (int k = 0; k < 2; k++) {
+      hbm_trace *t = abc_trace(k ? 15 : 10, 0);
+      last = (last_sample){0, 0};
+      o = (hbm_replay_options){.policy = "zoned", .conf = want[i].conf, .device = "sim:8GiB", .on_sample = keep_last,
+                               .sample_arg = &last};
+      CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+      CHECK(r.oom == 0);
+      calls[k] = r.backend_calls;
+      hbm_trace_free(t);
+    }
+    printf("test_zoned: plan, %s: peak reserved %llu MiB, %llu MiB after the last step, %.0f plans, %.0f steps on "
+           "one, %llu calls in 10 steps, %llu in 15\n", want[i].conf ? want[i].conf : "default",
+           (unsigned long long)(r.peak_reserved / MiB), (unsigned long long)(last.reserved / MiB),
+           counter(&r, "plan_builds"), counter(&r, "plan_steps"), (unsigned long long)calls[0],
+           (unsigned long long)calls[1]);
+    CHECK_EQ_U64(r.peak_reserved, want[i].peak);
+    CHECK_EQ_U64(last.reserved, want[i].end);
+    CHECK(counter(&r, "plan_builds") == want[i].builds);
+    if (want[i].builds) {
+      CHECK(counter(&r, "plan_steps") == 16 - 3); /* learnt from steps 1 and 2, followed from 3 to 15 */
+      CHECK(counter(&r, "plan_misses") == 0);
+      CHECK_EQ_U64(calls[1], calls[0]); /* five more steps on the plan: no call */
+    }
+  }
+  /* A step that leaves the plan (C grows at step 6): placed online from that
+   * request on, learnt again from steps 7 and 8, followed from 9. */
+  hbm_trace *t = abc_trace(15, 6);
+  o = (hbm_replay_options){.policy = "zoned", .device = "sim:8GiB"};
+  CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+  printf("test_zoned: plan left at step 6: %.0f plans, %.0f misses, %.0f dropped, %.0f steps on a plan\n",
+         counter(&r, "plan_builds"), counter(&r, "plan_misses"), counter(&r, "plan_drops"), counter(&r, "plan_steps"));
+  CHECK(r.oom == 0);
+  CHECK(counter(&r, "plan_builds") == 2);
+  CHECK(counter(&r, "plan_misses") == 1);
+  CHECK(counter(&r, "plan_drops") == 1);
+  CHECK(counter(&r, "plan_steps") == (6 - 3) + (16 - 9));
+  hbm_trace_free(t);
+
+  /* ---- random stepped jobs: hbm_check() after every operation ---- */
+  int steps = (int)(24 * scale) + 8;
+  for (int round = 0; round < 6; round++) {
+    size_t n;
+    int deviated;
+    uint32_t nblocks = 20 + (uint32_t)test_rand_below(rng, 40);
+    int deviate_pct = round < 2 ? 0 : round < 4 ? 10 : 40;
+    stepped_op *ops = stepped_ops(rng, steps, deviate_pct, nblocks, 96 * MiB, &n, &deviated);
+    CHECK(ops != NULL);
+    if (!ops) continue;
+    const char *spec = round % 3 == 2 ? "sim:1GiB" : "sim:8GiB"; /* the small one runs under pressure */
+    uint64_t failed = stepped_heap(spec, round % 2 ? "moves:off" : NULL, ops, n, (uint32_t)(2 + steps) * nblocks);
+    t = stepped_to_trace(ops, n);
+    CHECK(t != NULL);
+    o = (hbm_replay_options){.policy = "zoned", .conf = round % 2 ? "moves:off" : NULL, .device = spec};
+    CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+    printf("test_zoned: stepped %s, %u blocks a step, %d steps (%d deviate): %llu failed; plans %.0f (%.0f "
+           "declined), steps on one %.0f, misses %.0f\n", spec, nblocks, steps, deviated, (unsigned long long)failed,
+           counter(&r, "plan_builds"), counter(&r, "plans_declined"), counter(&r, "plan_steps"),
+           counter(&r, "plan_misses"));
+    /* Steps that repeat exactly: a plan (or a step that declined one) from
+     * the first pair, steps 2 and 3 (step 1 frees nothing carried), and a
+     * plan followed to the end, never missed. */
+    if (!deviated && !failed) {
+      CHECK(counter(&r, "plan_builds") + counter(&r, "plans_declined") >= 1);
+      CHECK(counter(&r, "plan_builds") <= 1);
+      CHECK(counter(&r, "plan_misses") == 0);
+      if (counter(&r, "plan_builds") == 1) CHECK(counter(&r, "plan_steps") == steps - 4);
+    }
+    hbm_trace_free(t);
+    free(ops);
+  }
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_zoned"), rng = seed;
   hbm_set_error_handler(count_error, NULL);
@@ -165,7 +318,7 @@ int main(void) {
   hbm_heap *h;
   errors_seen = 0;
   const char *bad[] = {"zones:maybe", "chunk:3MiB", "chunk:1KiB", "probes:0", "slack:-1%", "nosuch:1", "zones", "va:0", "split:1",
-                       "moves:maybe"};
+                       "moves:maybe", "plan:maybe"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(hbm_heap_create(dev, "zoned", bad[i], &h) == HBM_EINVAL);
   CHECK(errors_seen >= (int)(sizeof bad / sizeof bad[0]));
   /* edges through the public API */
@@ -220,43 +373,44 @@ int main(void) {
   CHECK(r.oom == 0);
   hbm_trace_free(t);
 
-  /* ---- moves:on holds the cache at the touched high-water mark ----
+  /* ---- moves hold the cache at the touched high-water mark ----
    * Three 128 MiB blocks, the outer two freed: idle chunks in a hole a
-   * 192 MiB request does not fit, so it goes where the last one was and
-   * needs 64 MiB more. By default those are new pages (peak reserved
-   * 448 MiB); with moves the first block's idle chunks are stitched there
-   * instead and the peak stays at what was ever touched (384 MiB). */
-  t = NULL;
-  CHECK(hbm_trace_new("holes", &t) == HBM_OK);
-  for (uint32_t i = 0; i < 3; i++) hbm_trace_alloc(t, i, 128 * MiB, HBM_TAG_ACT, 0);
-  hbm_trace_free_id(t, 0);
-  hbm_trace_free_id(t, 2);
-  hbm_trace_alloc(t, 3, 192 * MiB, HBM_TAG_ACT, 0);
-  hbm_trace_free_id(t, 1);
-  hbm_trace_free_id(t, 3);
-  uint64_t reserved[2], moves[2];
-  for (int m = 0; m < 2; m++) {
-    o = (hbm_replay_options){.policy = "zoned", .conf = m ? "moves:on" : NULL, .device = "sim:8GiB"};
+   * larger request does not fit, so it goes where the last one was and needs
+   * new pages past it: 64 MiB for a 192 MiB request, 32 MiB for 160 MiB.
+   * Without moves those are new pages (peak reserved 448 and 416 MiB); with
+   * moves the first block's idle chunks are stitched there instead and the
+   * peak stays at what was ever touched (384 MiB). Without step marks,
+   * moves:auto moves for a run of a stripe (64 MiB) or more only. */
+  struct { uint64_t request; const char *conf; uint64_t reserved; int moved; } holes[] = {
+      {192 * MiB, "moves:off", 448 * MiB, 0}, {192 * MiB, "moves:on", 384 * MiB, 1}, {192 * MiB, NULL, 384 * MiB, 1},
+      {160 * MiB, "moves:off", 416 * MiB, 0}, {160 * MiB, "moves:on", 384 * MiB, 1}, {160 * MiB, NULL, 416 * MiB, 0},
+  };
+  for (size_t i = 0; i < sizeof holes / sizeof holes[0]; i++) {
+    t = NULL;
+    CHECK(hbm_trace_new("holes", &t) == HBM_OK);
+    for (uint32_t k = 0; k < 3; k++) hbm_trace_alloc(t, k, 128 * MiB, HBM_TAG_ACT, 0);
+    hbm_trace_free_id(t, 0);
+    hbm_trace_free_id(t, 2);
+    hbm_trace_alloc(t, 3, holes[i].request, HBM_TAG_ACT, 0);
+    hbm_trace_free_id(t, 1);
+    hbm_trace_free_id(t, 3);
+    o = (hbm_replay_options){.policy = "zoned", .conf = holes[i].conf, .device = "sim:8GiB"};
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
     CHECK(r.oom == 0);
-    reserved[m] = r.peak_reserved;
-    moves[m] = 0;
-    for (int k = 0; k < r.ncounters; k++)
-      if (!strcmp(r.counters[k].name, "bound_moves")) moves[m] = (uint64_t)r.counters[k].value;
+    printf("test_zoned: holes, %llu MiB request, %s: peak reserved %llu MiB, %.0f chunks moved\n",
+           (unsigned long long)(holes[i].request / MiB), holes[i].conf ? holes[i].conf : "default",
+           (unsigned long long)(r.peak_reserved / MiB), counter(&r, "bound_moves"));
+    CHECK_EQ_U64(r.peak_reserved, holes[i].reserved);
+    CHECK((counter(&r, "bound_moves") > 0) == holes[i].moved);
+    hbm_trace_free(t);
   }
-  printf("test_zoned: holes: peak reserved %llu MiB by default, %llu MiB with moves:on (%llu chunks moved)\n",
-         (unsigned long long)(reserved[0] / MiB), (unsigned long long)(reserved[1] / MiB), (unsigned long long)moves[1]);
-  CHECK_EQ_U64(reserved[0], 448 * MiB);
-  CHECK_EQ_U64(reserved[1], 384 * MiB);
-  CHECK_EQ_U64(moves[0], 0);
-  CHECK(moves[1] > 0);
-  hbm_trace_free(t);
 
   /* ---- without step marks, a chunk is cold once twice the peak live bytes
    * were allocated after it went idle: large blocks count too ----
    * A and B (128 MiB each); A freed; C (200 MiB) comes and goes five times
    * above B; then D (300 MiB) needs new pages past the high-water mark, and
-   * A's chunks, idle while 1000 MiB were allocated (peak live 328 MiB), go. */
+   * A's chunks, idle while 1000 MiB were allocated (peak live 328 MiB), go
+   * (moves off: by default a run that long would move them instead). */
   CHECK(hbm_trace_new("cold", &t) == HBM_OK);
   hbm_trace_alloc(t, 0, 128 * MiB, HBM_TAG_ACT, 0);
   hbm_trace_alloc(t, 1, 128 * MiB, HBM_TAG_ACT, 0);
@@ -268,7 +422,7 @@ int main(void) {
   hbm_trace_alloc(t, 3, 300 * MiB, HBM_TAG_ACT, 0);
   hbm_trace_free_id(t, 3);
   hbm_trace_free_id(t, 1);
-  o = (hbm_replay_options){.policy = "zoned", .device = "sim:8GiB"};
+  o = (hbm_replay_options){.policy = "zoned", .conf = "moves:off", .device = "sim:8GiB"};
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
   double cold = -1;
   for (int k = 0; k < r.ncounters; k++)
@@ -290,6 +444,8 @@ int main(void) {
   CHECK(r.oom == 0);
   CHECK(staged == 1);
   hbm_trace_free(t);
+
+  step_plan_tests(&rng, scale);
 
   return test_done("test_zoned");
 }

@@ -2,12 +2,14 @@
  * granule mapping). Replays fill every allocation with a pattern and verify
  * it on free, through page stitching (a block backed by chunks from anywhere
  * in physical memory), idle chunks moved under pressure, re-chunking (pages
- * copied into new chunks behind live blocks) and page reuse; a heap run on
+ * copied into new chunks behind live blocks), page reuse, and blocks placed by
+ * a step plan (steps that repeat, some that leave it); a heap run on
  * the same device fills and verifies every block itself, with hbm_check()
  * throughout. */
 #include "hbm.h"
 #include "trace/trace.h"
 #include "staged_trace.h"
+#include "stepped_trace.h"
 #include "testutil.h"
 
 #define MiB (1ull << 20)
@@ -112,6 +114,29 @@ int main(void) {
     CHECK(r.verified_blocks == STAGED_TRACE_BLOCKS);
     CHECK(counter(&r, "staged_rechunks") == 1);
     hbm_trace_free(t);
+  }
+
+  /* ---- steps that repeat: blocks at planned addresses, and steps that leave the plan ---- */
+  for (int dev_pct = 0; dev_pct <= 20; dev_pct += 20) {
+    size_t n;
+    int deviated;
+    stepped_op *ops = stepped_ops(&rng, (int)(20 * scale) + 8, dev_pct, 40, 24 * MiB, &n, &deviated);
+    CHECK(ops != NULL);
+    hbm_trace *t = ops ? stepped_to_trace(ops, n) : NULL;
+    CHECK(t != NULL);
+    if (!t) break;
+    hbm_replay_options o = {.policy = "zoned", .device = "host:2GiB", .verify_data = 1};
+    hbm_replay_result r;
+    CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+    printf("test_zoned_host: stepped (%d of the steps deviate): %llu allocations, %llu verified, %llu failed, "
+           "%.0f steps on a plan, %.0f misses\n", deviated, (unsigned long long)r.alloc_events,
+           (unsigned long long)r.verified_blocks, (unsigned long long)r.failures, counter(&r, "plan_steps"),
+           counter(&r, "plan_misses"));
+    CHECK(r.failures == 0);
+    CHECK(r.verified_blocks >= r.alloc_events); /* every block, live ones at the end too */
+    if (!deviated) CHECK(counter(&r, "plan_steps") > 0);
+    hbm_trace_free(t);
+    free(ops);
   }
 
   /* ---- a heap that fills and verifies each block itself ---- */

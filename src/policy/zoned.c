@@ -27,6 +27,15 @@
  *     (their used pages copied into chunks of just that size, at the same
  *     addresses) so the rest of their memory can go. Only then does a
  *     request fail.
+ *   - Step plan. In a job that marks its steps, when a step repeats the one
+ *     before it exactly (the same large requests at the same points), that
+ *     step is planned offline (core/dsa.h) and the steps after it place
+ *     their large blocks at the planned addresses, in a range whose pages
+ *     stay mapped: the footprint of a plan made with the whole step in view,
+ *     and no call while steps repeat. A request off the plan ends it. Until
+ *     a plan is followed (and in jobs whose steps differ) the cache is held
+ *     at its bound by moves (`moves:auto`); steps that repeat but would not
+ *     gain by a plan keep their online layout, without moves.
  *   - Lifetime. Small zones are per class; without tags the class is
  *     inferred online (core/lifetime.h). For large blocks classes cost more
  *     than they save (idle memory of one zone cannot serve another without
@@ -41,7 +50,9 @@
  *   large_life:on|off     classes for large blocks too (default off)
  *   chunk:SIZE            stripe: the largest chunk (default 64MiB, a granule multiple)
  *   slack:SIZE|P%         cache allowed above the touched high-water mark (default 0)
- *   moves:on|off          hold the cache at that bound by moving idle chunks (default off)
+ *   moves:on|off|auto     hold the cache at that bound by moving idle chunks (default auto:
+ *                         while a job that marks steps follows no plan)
+ *   plan:on|off           plan the large blocks of steps that repeat (default on)
  *   probes:N              candidate holes compared per placement (default 8)
  *   small:on|off          sub-granule requests in their own zones (default on)
  *   streams:on|off        small zones per stream (default on)
@@ -56,6 +67,7 @@
 #include <sys/mman.h>
 
 #include "core/addrmap.h"
+#include "core/dsa.h"
 #include "core/lifetime.h"
 #include "core/range.h"
 #include "core/util.h"
@@ -63,13 +75,15 @@
 #include "policy/policy.h"
 
 enum { ZONED_UNIT = 512, ZONED_ARENA_RANGES = 8 };
+enum { MOVES_OFF = 0, MOVES_ON = 1, MOVES_AUTO = 2 };
+enum { ZONE_PLANNED = 2, PLAN_MAX_RANGES = 4 }; /* the zone planned blocks live in (life 2: no class) */
 #define NIL UINT32_MAX
 
 typedef enum zone_mode { ZONES_INFER = 0, ZONES_TAGS, ZONES_OFF } zone_mode;
 
 typedef struct zoned_conf {
   zone_mode zones;
-  int large_life, small, streams, vmm, probes, moves;
+  int large_life, small, streams, vmm, probes, moves, plan;
   uint64_t chunk, slack, va_factor;
   double slack_share, split;
 } zoned_conf;
@@ -98,6 +112,7 @@ typedef struct zrange {
   uint32_t *chunk_of;
   uint32_t *edge;
   uint32_t *fenwick; /* 1-based; built the first time a page below `top` is unmapped */
+  uint32_t fenwick_n; /* pages it covers: >= top (nothing is mapped above), grown by doubling */
   uint32_t mapped;   /* mapped pages */
   uint32_t top;      /* one past the highest page ever mapped: if mapped == top, all below are */
 } zrange;
@@ -107,6 +122,23 @@ typedef struct zzone {
   uint32_t *ranges;
   uint32_t nranges;
 } zzone;
+
+/* One large allocation of a step the plan learns from. */
+typedef struct zstep_block {
+  uint64_t size;       /* as placed (ZONED_UNIT multiple) */
+  uint32_t born, died; /* event numbers in its step; died NIL while live, and
+                          the step's events plus the number in the next step
+                          when freed there */
+} zstep_block;
+
+/* A step as the plan sees it: its large allocations in order, and its
+ * events (large allocations and frees). `seq` is the step mark it began at. */
+typedef struct zstep {
+  zstep_block *b;
+  uint32_t n, cap, events;
+  uint64_t seq;
+  int broken; /* host memory ran out while recording: it cannot be planned */
+} zstep;
 
 /* What the lifetime rule learns from, for blocks whose class matters. */
 typedef struct zrec {
@@ -145,6 +177,22 @@ typedef struct zoned {
    * the cache's ages are measured in. */
   uint64_t clock, live_bytes, peak_live_bytes;
   uint64_t last_step_clock, prev_step_clock; /* clock at the last two step marks */
+  /* ---- step plan (docs/zoned.md "Step plans") ----
+   * While learning, each step's large allocations are recorded; when two
+   * steps in a row match, the earlier is planned (core/dsa.h) and the next
+   * steps place their large blocks at the planned addresses, in a range of
+   * the plan's own, for as long as they follow it. */
+  uint64_t marks;        /* step marks seen */
+  zstep learn[2];        /* learn[cur]: the step under way; learn[!cur]: the one before */
+  int cur, following;
+  int settled;           /* steps repeat and their online layout is worth keeping: no plan, no moves */
+  uint64_t step_calls0;  /* backend calls at the last step mark */
+  uint64_t step_peak_mapped, step_peak_touched; /* pages, since the last step mark */
+  hbm_addrmap learn_at;  /* addr -> seq << 32 | index, for recorded blocks still live */
+  uint64_t *plan_addr;   /* per index in the planned step: its address, 0 if placed online */
+  uint64_t *plan_size;
+  uint32_t plan_n, plan_events, plan_range;
+  uint32_t step_n, step_events; /* this step, while following */
   /* ---- lifetime ---- */
   zrec *recs;
   uint32_t nrecs, recs_cap, free_rec;
@@ -155,7 +203,8 @@ typedef struct zoned {
   hbm_range *fixed[2];   /* [HBM_LIFE_TRANSIENT], [HBM_LIFE_STATIC] */
   /* ---- counters ---- */
   uint64_t chunks_created, chunks_released, chunks_moved, pressure_releases, cold_releases, rechunks,
-      staged_rechunks, bound_moves, bound_releases, static_allocs;
+      staged_rechunks, bound_moves, bound_releases, static_allocs, plan_builds, plan_steps, plan_misses,
+      plan_drops, plans_declined;
 } zoned;
 
 /* ==== settings ================================================================ */
@@ -166,8 +215,8 @@ static int parse_onoff(const char *v, int *out) {
 }
 
 static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_diag *diag) {
-  *c = (zoned_conf){.zones = ZONES_INFER, .small = 1, .streams = 1, .vmm = 1, .probes = 8,
-                    .chunk = 64ull << 20, .va_factor = 2, .split = 0.5};
+  *c = (zoned_conf){.zones = ZONES_INFER, .small = 1, .streams = 1, .vmm = 1, .probes = 8, .moves = MOVES_AUTO,
+                    .plan = 1, .chunk = 64ull << 20, .va_factor = 2, .split = 0.5};
   if (c->chunk < granule) c->chunk = granule;
   if (!text) return HBM_OK;
   char buf[512];
@@ -205,7 +254,10 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
       if (*end || n < 1 || n > 1024) goto bad;
       c->probes = (int)n;
     } else if (!strcmp(k, "moves")) {
-      if (!parse_onoff(v, &c->moves)) goto bad;
+      if (!strcmp(v, "auto")) c->moves = MOVES_AUTO;
+      else if (!parse_onoff(v, &c->moves)) goto bad;
+    } else if (!strcmp(k, "plan")) {
+      if (!parse_onoff(v, &c->plan)) goto bad;
     } else if (!strcmp(k, "small")) {
       if (!parse_onoff(v, &c->small)) goto bad;
     } else if (!strcmp(k, "streams")) {
@@ -228,7 +280,7 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
     if (sep) *sep = sep_char; /* the whole setting in the message */
     hbm_diag_set(diag, "alloc-conf", 0, (uint64_t)(item - buf),
                  "zoned: bad setting '%s' (expected zones:infer|tags|off, large_life:on|off, "
-                 "chunk:SIZE, slack:SIZE|P%%, moves:on|off, probes:N, small:on|off, streams:on|off, va:N, "
+                 "chunk:SIZE, slack:SIZE|P%%, moves:on|off|auto, plan:on|off, probes:N, small:on|off, streams:on|off, va:N, "
                  "vmm:on|off, split:F)", item);
     return HBM_EINVAL;
   }
@@ -250,23 +302,32 @@ static void page_array_free(void *p, size_t n, size_t size) {
 /* ==== mapped-page counts (Fenwick tree per range) ============================== */
 static void fenwick_add(zrange *r, uint32_t page, int delta) {
   if (!r->fenwick) return;
-  for (uint32_t i = page + 1; i <= r->npages; i += i & -i) r->fenwick[i] += (uint32_t)delta;
+  for (uint32_t i = page + 1; i <= r->fenwick_n; i += i & -i) r->fenwick[i] += (uint32_t)delta;
 }
 /* Builds the tree from chunk_of in O(pages); 0 when host memory ran out. */
+/* The tree covers the pages up to `top` (at least 4096), not the whole
+ * reservation: building it walks what it covers, and a reservation is twice
+ * the capacity. */
 static int fenwick_build(zrange *r) {
-  if (r->fenwick) return 1;
-  uint32_t *f = page_array((size_t)r->npages + 1, sizeof *f);
+  if (r->fenwick && r->fenwick_n >= r->top) return 1;
+  uint32_t n = r->fenwick_n ? r->fenwick_n : 4096;
+  while (n < r->top) n = n > UINT32_MAX / 2 ? UINT32_MAX - 1 : n * 2;
+  if (n > r->npages) n = r->npages;
+  uint32_t *f = page_array((size_t)n + 1, sizeof *f);
   if (!f) return 0;
   for (uint32_t i = 1; i <= r->top; i++) f[i] += r->chunk_of[i - 1] != 0;
-  for (uint32_t i = 1; i <= r->npages; i++) {
+  for (uint32_t i = 1; i <= n; i++) {
     uint32_t parent = i + (i & -i);
-    if (parent <= r->npages) f[parent] += f[i];
+    if (parent <= n) f[parent] += f[i];
   }
+  page_array_free(r->fenwick, (size_t)r->fenwick_n + 1, sizeof *f);
   r->fenwick = f;
+  r->fenwick_n = n;
   return 1;
 }
 static uint32_t fenwick_prefix(const zrange *r, uint32_t pages) { /* mapped pages in [0, pages) */
   uint32_t s = 0;
+  if (pages > r->fenwick_n) pages = r->fenwick_n;
   for (uint32_t i = pages; i > 0; i -= i & -i) s += r->fenwick[i];
   return s;
 }
@@ -377,6 +438,11 @@ static void chunk_set_pages(zoned *z, uint32_t c, int mapped) {
   zrange *r = &z->ranges[ch->range];
   r->mapped = mapped ? r->mapped + ch->npages : r->mapped - ch->npages;
   if (mapped && ch->first + ch->npages > r->top) r->top = ch->first + ch->npages;
+  if (r->fenwick && r->top > r->fenwick_n && !fenwick_build(r)) { /* no host memory to grow it: counted directly */
+    page_array_free(r->fenwick, (size_t)r->fenwick_n + 1, sizeof *r->fenwick);
+    r->fenwick = NULL;
+    r->fenwick_n = 0;
+  }
   for (uint32_t p = ch->first; p < ch->first + ch->npages; p++) {
     r->chunk_of[p] = mapped ? c + 1 : 0;
     fenwick_add(r, p, mapped ? 1 : -1);
@@ -547,6 +613,27 @@ static uint64_t cache_bound(const zoned *z) {
   return high + (z->conf.slack >> z->gshift) + (uint64_t)((double)high * z->conf.slack_share);
 }
 
+/* moves:auto holds the cache at its bound, in a job that marks steps,
+ * while it follows no plan and its steps have not settled: the bound then
+ * costs calls only in the steps a plan is learnt from, or, where steps
+ * differ, for as long as they do. In a job that marks none, only for runs of
+ * a stripe or more (a large block past the bound, the most memory per call;
+ * moves for every small run thrash). */
+static int moves_now(const zoned *z, int big_run) {
+  if (z->conf.moves != MOVES_AUTO) return z->conf.moves == MOVES_ON;
+  return z->marks ? !z->following && !z->settled : big_run;
+}
+
+/* While a plan is followed, an idle chunk outside its range (large zones
+ * only) is the cache of the layout the plan replaced, or NIL. */
+static uint32_t idle_outside_plan(const zoned *z) {
+  FOR_IDLE(z, c) {
+    const zchunk *ch = &z->chunks[c];
+    if (ch->range != z->plan_range && !z->zones[z->ranges[ch->range].zone].small) return c;
+  }
+  return NIL;
+}
+
 /* Unmapped pages right after page p of range r, up to `most`. */
 static uint32_t unmapped_after(const zrange *r, uint32_t p, uint32_t most) {
   uint32_t n = 0;
@@ -582,8 +669,9 @@ static int undo_room(zoned *z) {
  *   - device full: stitch an idle chunk here (the smallest that covers the
  *     piece, spilling into free pages after the block, else the largest
  *     that fits inside it), else unmap the coldest idle chunk;
- *   - cache past its bound: unmap idle chunks that sat idle a whole step;
- *     with `moves`, then stitch an idle chunk here as when full (the
+ *   - cache past its bound: while a plan is followed, unmap the idle chunks
+ *     of the layout it replaced; unmap idle chunks that sat idle a whole
+ *     step; with moves (moves_now), then stitch an idle chunk here as when full (the
  *     highest-addressed that fits the unmapped pages around the piece),
  *     else unmap the coldest;
  *   - then a new chunk.
@@ -591,18 +679,24 @@ static int undo_room(zoned *z) {
  * gone. Chunks it maps go on z->undo. */
 static int back_run(zoned *z, uint32_t ri, uint32_t q, uint32_t run, int run_ends_block) {
   uint32_t stripe = stripe_pages(z);
+  int moves = moves_now(z, run >= stripe);
   while (run > 0) {
     uint32_t left = stripe - q % stripe, want = run < left ? run : left, c, lo = q, hi = q + want;
     int rc = undo_room(z);
     if (rc != HBM_OK) return rc;
     int full = device_room(z) < want && z->idle_chunks;
     int over = !full && z->mapped_pages + want > cache_bound(z) && z->idle_chunks;
+    if (over && z->following && (c = idle_outside_plan(z)) != NIL) {
+      z->cold_releases++;
+      chunk_release(z, c);
+      continue;
+    }
     if (over && chunk_cold(z, c = idle_coldest(z))) {
       z->cold_releases++;
       chunk_release(z, c);
       continue;
     }
-    if (full || (over && z->conf.moves)) {
+    if (full || (over && moves)) {
       if (full && want == run && run_ends_block) /* spill into free pages after the block */
         hi += unmapped_after(&z->ranges[ri], q + run - 1, stripe);
       else if (!full)
@@ -927,12 +1021,37 @@ static uint64_t fresh_cost(void *arg, uint64_t hole, uint64_t hole_size, uint64_
   block_pages(z, r, hole, size, &p0, &p1);
   if (r->mapped == r->top) /* nothing unmapped below the top: no tree walk */
     return p1 < r->top ? 0 : (uint64_t)(p1 - (p0 > r->top ? p0 : r->top) + 1);
-  if (!fenwick_build(r)) { /* no host memory for the tree: count directly */
+  if (p1 - p0 < 32 || !fenwick_build(r)) { /* a few pages (or no host memory for the tree): count directly */
     uint64_t fresh = 0;
     for (uint32_t q = p0; q <= p1; q++) fresh += !r->chunk_of[q];
     return fresh;
   }
   return (uint64_t)(p1 - p0 + 1) - (fenwick_prefix(r, p1 + 1) - fenwick_prefix(r, p0));
+}
+
+/* Backs the pages of the block just placed at addr of range ri (with
+ * `pressed`, partly used chunks may be re-chunked to make room). On error
+ * the block is unplaced again. */
+static int back_placed(zoned *z, uint32_t ri, uint64_t addr, uint64_t block, int pressed) {
+  zrange *r = &z->ranges[ri];
+  uint32_t p0, p1;
+  block_pages(z, r, addr, block, &p0, &p1);
+  uint32_t fresh = touch(z, r, p0, p1);
+  if (fresh) {
+    if (pressed && device_room(z) < fresh) reclaim(z, fresh);
+    int rc = device_room(z) + z->idle_pages >= fresh ? back_block(z, ri, p0, p1) : HBM_ENOMEM;
+    if (rc != HBM_OK) {
+      r = &z->ranges[ri];
+      untouch(z, r, p0, p1);
+      z->touched_pages -= fresh;
+      hbm_vspace_free(r->vs, addr, NULL, NULL);
+      return rc;
+    }
+  }
+  if (z->touched_pages > z->peak_touched_pages) z->peak_touched_pages = z->touched_pages;
+  if (z->touched_pages > z->step_peak_touched) z->step_peak_touched = z->touched_pages;
+  if (z->mapped_pages > z->step_peak_mapped) z->step_peak_mapped = z->mapped_pages;
+  return HBM_OK;
 }
 
 /* Places a block in range ri and backs its pages. `pressed`: the device was
@@ -948,24 +1067,16 @@ static int place_in(zoned *z, uint32_t ri, uint64_t size, int pressed, uint32_t 
   void *cost_arg[2] = {z, &z->ranges[ri]};
   int rc = hbm_vspace_alloc(z->ranges[ri].vs, size, fresh_cost, cost_arg, pressed ? 1 << 30 : z->conf.probes,
                             user, addr, block);
-  if (rc != HBM_OK) return rc;
-  zrange *r = &z->ranges[ri];
-  uint32_t p0, p1;
-  block_pages(z, r, *addr, *block, &p0, &p1);
-  uint32_t fresh = touch(z, r, p0, p1);
-  if (fresh) {
-    if (pressed && device_room(z) < fresh) reclaim(z, fresh);
-    rc = device_room(z) + z->idle_pages >= fresh ? back_block(z, ri, p0, p1) : HBM_ENOMEM;
-    if (rc != HBM_OK) {
-      r = &z->ranges[ri];
-      untouch(z, r, p0, p1);
-      z->touched_pages -= fresh;
-      hbm_vspace_free(r->vs, *addr, NULL, NULL);
-      return rc;
-    }
-  }
-  if (z->touched_pages > z->peak_touched_pages) z->peak_touched_pages = z->touched_pages;
-  return HBM_OK;
+  return rc != HBM_OK ? rc : back_placed(z, ri, *addr, *block, pressed);
+}
+
+/* Places a block at addr of range ri (a planned address) and backs its
+ * pages, `pressed` as place_in. HBM_EBUSY when that span is taken. */
+static int place_at(zoned *z, uint32_t ri, uint64_t addr, uint64_t size, int pressed, uint64_t *block) {
+  if (pressed) release_idle(z);
+  int rc = hbm_vspace_alloc_at(z->ranges[ri].vs, addr, size, NIL, block);
+  if (rc == HBM_ENOMEM) return HBM_EBUSY;
+  return rc != HBM_OK ? rc : back_placed(z, ri, addr, *block, pressed);
 }
 
 /* The zone a request goes to. */
@@ -1001,6 +1112,199 @@ static int vmm_alloc(zoned *z, uint64_t size, hbm_life life, int stream, uint32_
   if (rc == HBM_OK) rc = place_in(z, ri, size, 0, user, addr, block);
   if (rc == HBM_ENOMEM) rc = place_in(z, ri, size, 1, user, addr, block);
   return rc;
+}
+
+/* ==== step plan ================================================================================
+ * A job whose steps repeat allocates the same large blocks in the same order
+ * every step, and frees them at the same points. Placed one request at a
+ * time, the union of a step's layouts stays a few percent above its peak
+ * (holes a block does not fit); planned with the whole step in view, it is
+ * the peak itself. So each step's large allocations and frees are recorded
+ * (sizes, and the event numbers they happen at); when one step matches the
+ * step before it exactly, that step is planned (core/dsa.h, lifetimes
+ * cyclic over the step), and from the next step on the i-th large
+ * allocation is placed at the i-th planned address, in a range of its own,
+ * whose pages then stay mapped: no call while steps repeat. A request that
+ * differs in size, or whose planned span is still taken (or cannot be
+ * backed even under pressure), is placed online (a miss) and ends the plan;
+ * so does a step with a different count. Learning then starts again.
+ * Blocks that outlive the step after theirs are not planned (placed
+ * online). A plan is made only when it pays for the switch (plan_worth). */
+static int plan_tracks(const zoned *z) {
+  return z->conf.plan && z->marks && !z->fallback && !z->conf.large_life;
+}
+
+static int is_large(const zoned *z, uint64_t size) { return !(z->conf.small && size < z->granule); }
+
+static void learn_alloc(zoned *z, uint64_t addr, uint64_t block) {
+  zstep *s = &z->learn[z->cur];
+  if (s->broken) return;
+  if (s->n == s->cap) {
+    uint32_t cap = s->cap ? s->cap * 2 : 1024;
+    zstep_block *b = realloc(s->b, cap * sizeof *b);
+    if (!b) { s->broken = 1; return; }
+    s->b = b;
+    s->cap = cap;
+  }
+  if (hbm_addrmap_put(&z->learn_at, addr, s->seq << 32 | s->n) != HBM_OK) { s->broken = 1; return; }
+  s->b[s->n++] = (zstep_block){block, s->events++, NIL};
+}
+
+/* A large block at addr was freed. */
+static void learn_free(zoned *z, uint64_t addr) {
+  uint64_t v;
+  if (z->following) z->step_events++;
+  else z->learn[z->cur].events++;
+  if (!z->learn_at.used || !hbm_addrmap_take(&z->learn_at, addr, &v) || z->following) return;
+  zstep *s = &z->learn[z->cur], *prev = &z->learn[!z->cur];
+  uint32_t i = (uint32_t)v, when = s->events - 1;
+  if (v >> 32 == s->seq && i < s->n) s->b[i].died = when;
+  else if (v >> 32 == prev->seq && i < prev->n) prev->b[i].died = prev->events + when;
+}
+
+/* prev and the step after it allocated the same sizes at the same events and
+ * freed them at the same events; what prev carried into this step, this
+ * step still holds. */
+static int steps_match(const zstep *prev, const zstep *s) {
+  if (prev->broken || s->broken || !s->n || prev->seq + 1 != s->seq || prev->n != s->n || prev->events != s->events)
+    return 0;
+  for (uint32_t i = 0; i < s->n; i++) {
+    const zstep_block *a = &prev->b[i], *b = &s->b[i];
+    if (a->size != b->size || a->born != b->born) return 0;
+    if (a->died < prev->events ? b->died != a->died : b->died != NIL) return 0;
+  }
+  return 1;
+}
+
+enum { PLAN_BUILT, PLAN_NOT_WORTH, PLAN_FAILED };
+
+/* Plans step s when the plan pays for the switch to it: mapping its range
+ * and giving back the layout it replaces cost about two calls a stripe
+ * each. It pays when the step it was learnt from, placed online, mapped
+ * more pages beyond those it touched than the plan would, by 1% of what it
+ * touched; or when that step's calls, ten steps of them, outweigh the
+ * switch (the cache held at its bound by moves costs calls every step). */
+static int plan_worth(const zoned *z, uint64_t footprint, uint64_t peak, uint64_t step_calls) {
+  uint64_t g = z->granule, plan_excess = (footprint + g - 1) / g - peak / g;
+  uint64_t online_excess = z->step_peak_mapped - z->step_peak_touched;
+  uint64_t gain = online_excess > plan_excess ? online_excess - plan_excess : 0;
+  uint64_t switch_calls = 4 * ((footprint + z->conf.chunk - 1) / z->conf.chunk);
+  return gain * 100 >= z->step_peak_touched || step_calls * 10 >= switch_calls;
+}
+
+/* Plans step s: PLAN_BUILT, PLAN_NOT_WORTH, or PLAN_FAILED (no room, host
+ * memory). */
+static int plan_build(zoned *z, const zstep *s, uint64_t step_calls) {
+  uint32_t zi, ri = NIL, m = 0;
+  if (zone_get(z, ZONE_PLANNED, 0, 0, &zi) != HBM_OK) return 0;
+  hbm_dsa_block *b = malloc(s->n * sizeof *b);
+  uint64_t *off = malloc(s->n * sizeof *off), *addr = malloc(s->n * sizeof *addr), *size = malloc(s->n * sizeof *size);
+  uint32_t *which = malloc(s->n * sizeof *which);
+  uint64_t footprint = 0;
+  int ok = b && off && addr && size && which;
+  for (uint32_t i = 0; ok && i < s->n; i++) {
+    const zstep_block *x = &s->b[i];
+    if (x->died != NIL && x->died - x->born <= s->events) { /* not longer than a step */
+      which[m] = i;
+      b[m++] = (hbm_dsa_block){x->size, x->born, x->died};
+    }
+  }
+  ok = ok && m && hbm_dsa_plan(b, m, s->events, ZONED_UNIT, off, &footprint) == HBM_OK && footprint <= z->capacity;
+  int worth = ok && plan_worth(z, footprint, hbm_dsa_peak(b, m, s->events), step_calls);
+  ok = ok && worth;
+  /* A range of the plan's own: an empty one again, else a new one. */
+  for (uint32_t k = 0; ok && k < z->zones[zi].nranges && ri == NIL; k++)
+    if (!hbm_vspace_live_blocks(z->ranges[z->zones[zi].ranges[k]].vs)) ri = z->zones[zi].ranges[k];
+  if (ok && ri == NIL) ok = z->zones[zi].nranges < PLAN_MAX_RANGES && range_add(z, zi, &ri) == HBM_OK;
+  ok = ok && hbm_vspace_index_addresses(z->ranges[ri].vs) == HBM_OK; /* a no-op once done */
+  if (ok) {
+    memset(addr, 0, s->n * sizeof *addr);
+    for (uint32_t i = 0; i < s->n; i++) size[i] = s->b[i].size;
+    for (uint32_t k = 0; k < m; k++) addr[which[k]] = z->ranges[ri].base + off[k];
+    free(z->plan_addr);
+    free(z->plan_size);
+    z->plan_addr = addr;
+    z->plan_size = size;
+    z->plan_n = s->n;
+    z->plan_events = s->events;
+    z->plan_range = ri;
+    addr = size = NULL;
+  }
+  free(b);
+  free(off);
+  free(addr);
+  free(size);
+  free(which);
+  return ok ? PLAN_BUILT : worth ? PLAN_FAILED : PLAN_NOT_WORTH;
+}
+
+/* The step left the plan: learning starts again at the next step mark (the
+ * step under way was not recorded, so it matches nothing). */
+static void plan_drop(zoned *z) {
+  z->plan_drops++;
+  z->following = 0;
+  z->learn[z->cur].broken = 1;
+  z->step_n = z->step_events = 0;
+}
+
+/* Step mark: a followed step that kept to the plan keeps it; a learning step
+ * that matches the one before it is planned if that pays, else the steps
+ * have settled (until two steps differ again). */
+static void plan_step(zoned *z) {
+  uint64_t step_calls = z->base.dev->backend_calls - z->step_calls0;
+  z->marks++;
+  z->step_calls0 = z->base.dev->backend_calls;
+  if (!plan_tracks(z)) return;
+  if (z->following) {
+    if (z->step_n == z->plan_n && z->step_events == z->plan_events) {
+      z->plan_steps++;
+      z->step_n = z->step_events = 0;
+      /* A whole step ran on the plan without them: the idle chunks of the
+       * layout it replaced go (not before: a plan learned from two steps
+       * that matched by chance may end at its first request). */
+      for (uint32_t c; (c = idle_outside_plan(z)) != NIL; z->cold_releases++) chunk_release(z, c);
+      return;
+    }
+    plan_drop(z);
+  } else if (!steps_match(&z->learn[!z->cur], &z->learn[z->cur])) {
+    z->settled = 0;
+  } else {
+    int built = plan_build(z, &z->learn[!z->cur], step_calls);
+    z->settled = built == PLAN_NOT_WORTH;
+    z->plans_declined += z->settled;
+    if (built == PLAN_BUILT) {
+      z->plan_builds++;
+      z->following = 1;
+    }
+  }
+  z->step_peak_mapped = z->mapped_pages;
+  z->step_peak_touched = z->touched_pages;
+  if (z->following) return;
+  z->cur = !z->cur;
+  zstep *s = &z->learn[z->cur];
+  s->n = s->events = 0;
+  s->broken = 0;
+  s->seq = z->marks;
+}
+
+/* A large request while a plan is followed. */
+static int plan_alloc(zoned *z, uint64_t size, int stream, uint64_t *addr, uint64_t *block) {
+  uint32_t i = z->step_n++;
+  z->step_events++;
+  if (i < z->plan_n && !z->plan_addr[i] && z->plan_size[i] == hbm_align_up(size, ZONED_UNIT))
+    return vmm_alloc(z, size, HBM_LIFE_TRANSIENT, stream, NIL, addr, block); /* planned online */
+  if (i < z->plan_n && z->plan_size[i] == hbm_align_up(size, ZONED_UNIT)) {
+    int rc = place_at(z, z->plan_range, z->plan_addr[i], size, 0, block);
+    if (rc == HBM_ENOMEM) rc = place_at(z, z->plan_range, z->plan_addr[i], size, 1, block);
+    if (rc == HBM_OK) {
+      *addr = z->plan_addr[i];
+      return rc;
+    }
+    if (rc == HBM_EHOSTMEM) return rc;
+  }
+  z->plan_misses++;
+  plan_drop(z);
+  return vmm_alloc(z, size, HBM_LIFE_TRANSIENT, stream, NIL, addr, block);
 }
 
 /* ==== lifetime class ========================================================================== */
@@ -1073,6 +1377,7 @@ static int zoned_create(hbm_device *dev, const char *conf, hbm_policy **out, hbm
   z->free_chunk = z->free_rec = NIL;
   hbm_lifetime_init(&z->life);
   hbm_addrmap_init(&z->fixed_live);
+  hbm_addrmap_init(&z->learn_at);
   z->fallback = !dev->caps.vmm || !c.vmm || !dev->ops->reserve || !dev->ops->map || !dev->ops->phys_create;
   if (z->fallback) {
     z->seg_size = z->capacity;
@@ -1106,7 +1411,7 @@ static void zoned_destroy(hbm_policy *p) {
     hbm_vspace_destroy(z->ranges[i].vs);
     page_array_free(z->ranges[i].chunk_of, z->ranges[i].npages, sizeof *z->ranges[i].chunk_of);
     page_array_free(z->ranges[i].edge, z->ranges[i].npages, sizeof *z->ranges[i].edge);
-    page_array_free(z->ranges[i].fenwick, (size_t)z->ranges[i].npages + 1, sizeof *z->ranges[i].fenwick);
+    page_array_free(z->ranges[i].fenwick, (size_t)z->ranges[i].fenwick_n + 1, sizeof *z->ranges[i].fenwick);
   }
   for (uint32_t i = 0; i < z->nzones; i++) free(z->zones[i].ranges);
   for (int i = 0; i < 2; i++) hbm_range_destroy(z->fixed[i]);
@@ -1120,6 +1425,10 @@ static void zoned_destroy(hbm_policy *p) {
   free(z->undo);
   free(z->stage);
   free(z->recs);
+  for (int i = 0; i < 2; i++) free(z->learn[i].b);
+  free(z->plan_addr);
+  free(z->plan_size);
+  hbm_addrmap_release(&z->learn_at);
   hbm_addrmap_release(&z->fixed_live);
   hbm_lifetime_release(&z->life);
   free(z);
@@ -1143,8 +1452,11 @@ static int zoned_alloc(hbm_policy *p, uint64_t size, hbm_tag tag, int stream, ui
     if ((rec = rec_new(z)) == NIL) return HBM_EHOSTMEM;
     life = classify(z, size, tag, stream, &stamp);
   }
-  int rc = z->fallback ? fixed_alloc(z, size, life, rec, addr, block_size)
-                       : vmm_alloc(z, size, life, stream, rec, addr, block_size);
+  int planned = plan_tracks(z) && is_large(z, size), rc;
+  if (z->fallback) rc = fixed_alloc(z, size, life, rec, addr, block_size);
+  else if (planned && z->following) rc = plan_alloc(z, size, stream, addr, block_size);
+  else rc = vmm_alloc(z, size, life, stream, rec, addr, block_size);
+  if (rc == HBM_OK && planned && !z->following) learn_alloc(z, *addr, *block_size);
   if (rec != NIL) {
     if (rc != HBM_OK) {
       hbm_lifetime_forget(&z->life, &stamp);
@@ -1173,6 +1485,7 @@ static int zoned_free(hbm_policy *p, uint64_t addr, uint64_t *block_size) {
     uint32_t p0, p1;
     block_pages(z, r, addr, block, &p0, &p1);
     untouch(z, r, p0, p1);
+    if (plan_tracks(z) && !z->zones[r->zone].small) learn_free(z, addr);
   }
   if (user != NIL) {
     hbm_lifetime_observe(&z->life, &z->recs[user].stamp);
@@ -1289,6 +1602,7 @@ static void zoned_usage(hbm_policy *p, hbm_policy_usage *u) {
 static void zoned_step(hbm_policy *p, uint64_t step) {
   zoned *z = (zoned *)p;
   hbm_lifetime_step(&z->life, step);
+  plan_step(z);
   z->prev_step_clock = z->last_step_clock;
   z->last_step_clock = z->clock;
 }
@@ -1307,6 +1621,11 @@ static int zoned_counters(hbm_policy *p, hbm_counter *out, int max) {
       {"bound_releases", (double)z->bound_releases},
       {"static_allocs", (double)z->static_allocs},
       {"peak_touched_bytes", (double)(z->peak_touched_pages << z->gshift)},
+      {"plan_builds", (double)z->plan_builds},
+      {"plan_steps", (double)z->plan_steps},
+      {"plan_misses", (double)z->plan_misses},
+      {"plan_drops", (double)z->plan_drops},
+      {"plans_declined", (double)z->plans_declined},
   };
   int n = (int)(sizeof c / sizeof c[0]);
   if (n > max) n = max;
@@ -1350,7 +1669,9 @@ static int zoned_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
  *   Z3 each chunk's touched count equals a recount; the idle bits mark exactly
  *      the chunks with none;
  *   Z4 mapped, touched and idle totals equal recounts; touched <= its peak;
- *   Z5 lifetime records: one per tracked live block, none elsewhere. */
+ *   Z5 lifetime records: one per tracked live block, none elsewhere;
+ *   Z6 while a plan is followed, its range is one of the planned zone's, kept
+ *      indexed by address, and every planned span lies inside it. */
 typedef struct check_ctx {
   zoned *z;
   hbm_check_report_fn *report;
@@ -1479,6 +1800,14 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
   if (c.tracked + free_recs != z->nrecs)
     fail(&c, "Z5 %llu tracked blocks and %llu free records, %u records", (unsigned long long)c.tracked,
          (unsigned long long)free_recs, z->nrecs);
+  if (z->following) {
+    const zrange *pr = z->plan_range < z->nranges ? &z->ranges[z->plan_range] : NULL;
+    if (!pr || z->zones[pr->zone].life != ZONE_PLANNED)
+      fail(&c, "Z6 the plan's range %u is not a planned range", z->plan_range);
+    for (uint32_t i = 0; pr && i < z->plan_n; i++)
+      if (z->plan_addr[i] && (z->plan_addr[i] < pr->base || z->plan_addr[i] + z->plan_size[i] > pr->base + pr->size))
+        fail(&c, "Z6 planned block %u lies outside the plan's range", i);
+  }
   free(chunk_touched);
   return c.failures;
 }
