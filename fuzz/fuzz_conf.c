@@ -3,8 +3,8 @@
  * include/hbm.h.
  *
  * The first byte picks the policy (hbm_policy_names() order), the rest is
- * the settings text. A heap that is created must work: a few allocations,
- * frees and hbm_check(); a refusal must be HBM_EINVAL (bad settings) or
+ * the settings text. A heap that is created must work: four steps of the
+ * same allocations and frees, hbm_check() in each; a refusal must be HBM_EINVAL (bad settings) or
  * HBM_EHOSTMEM, and must be explained through the error handler.
  * Seed corpus: fuzz/corpus/conf/. */
 #include <stdint.h>
@@ -42,13 +42,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   explained = 0;
   int rc = hbm_heap_create(dev, policy, size > 1 ? conf : NULL, &heap);
   if (rc == HBM_OK) {
-    uint64_t a[8];
-    int n = 0;
-    for (int i = 0; i < 8; i++)
-      if (hbm_alloc(heap, (uint64_t)(i + 1) * 37 << 20, HBM_TAG_ACT, i % 2, &a[n]) == HBM_OK) n++;
-    for (int i = 0; i < n; i += 2) hbm_free(heap, a[i]);
-    if (hbm_check(heap) != HBM_OK) abort();
-    for (int i = 1; i < n; i += 2) hbm_free(heap, a[i]);
+    for (uint64_t step = 1; step <= 4; step++) { /* steps that repeat: zoned plans them */
+      uint64_t a[8];
+      int n = 0;
+      if (hbm_heap_step(heap, step) != HBM_OK) abort();
+      for (int i = 0; i < 8; i++)
+        if (hbm_alloc(heap, (uint64_t)(i + 1) * 37 << 20, HBM_TAG_ACT, i % 2, &a[n]) == HBM_OK) n++;
+      for (int i = 0; i < n; i += 2) hbm_free(heap, a[i]);
+      if (hbm_check(heap) != HBM_OK) abort();
+      for (int i = 1; i < n; i += 2) hbm_free(heap, a[i]);
+    }
     hbm_heap_destroy(heap);
   } else {
     if (rc != HBM_EINVAL && rc != HBM_EHOSTMEM) abort();
