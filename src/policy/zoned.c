@@ -137,7 +137,7 @@ typedef struct zstep {
   zstep_block *b;
   uint32_t n, cap, events;
   uint64_t seq;
-  int broken; /* host memory ran out while recording: it cannot be planned */
+  int broken; /* not recorded (learning paused, or host memory ran out): it cannot be planned */
 } zstep;
 
 /* What the lifetime rule learns from, for blocks whose class matters. */
@@ -187,6 +187,10 @@ typedef struct zoned {
   int cur, following;
   int settled;           /* steps repeat and their online layout is worth keeping: no plan, no moves */
   uint64_t step_calls0;  /* backend calls at the last step mark */
+  /* Recording costs a map entry per large block: after 4 evaluations in a
+   * row that made no plan (steps that differ, or plans that would not pay),
+   * learning pauses for 2 steps, then 4, ... up to 64. */
+  uint32_t learn_idle, learn_pause, learn_skip;
   uint64_t step_peak_mapped, step_peak_touched; /* pages, since the last step mark */
   hbm_addrmap learn_at;  /* addr -> seq << 32 | index, for recorded blocks still live */
   uint64_t *plan_addr;   /* per index in the planned step: its address, 0 if placed online */
@@ -305,22 +309,22 @@ static void fenwick_add(zrange *r, uint32_t page, int delta) {
   for (uint32_t i = page + 1; i <= r->fenwick_n; i += i & -i) r->fenwick[i] += (uint32_t)delta;
 }
 /* Builds the tree from chunk_of in O(pages); 0 when host memory ran out. */
-/* The tree covers the pages up to `top` (at least 4096), not the whole
+/* The tree covers the pages up to `top` (at least 1024), not the whole
  * reservation: building it walks what it covers, and a reservation is twice
  * the capacity. */
 static int fenwick_build(zrange *r) {
   if (r->fenwick && r->fenwick_n >= r->top) return 1;
-  uint32_t n = r->fenwick_n ? r->fenwick_n : 4096;
+  uint32_t n = r->fenwick_n ? r->fenwick_n : 1024;
   while (n < r->top) n = n > UINT32_MAX / 2 ? UINT32_MAX - 1 : n * 2;
   if (n > r->npages) n = r->npages;
-  uint32_t *f = page_array((size_t)n + 1, sizeof *f);
+  uint32_t *f = calloc((size_t)n + 1, sizeof *f);
   if (!f) return 0;
   for (uint32_t i = 1; i <= r->top; i++) f[i] += r->chunk_of[i - 1] != 0;
   for (uint32_t i = 1; i <= n; i++) {
     uint32_t parent = i + (i & -i);
     if (parent <= n) f[parent] += f[i];
   }
-  page_array_free(r->fenwick, (size_t)r->fenwick_n + 1, sizeof *f);
+  free(r->fenwick);
   r->fenwick = f;
   r->fenwick_n = n;
   return 1;
@@ -439,7 +443,7 @@ static void chunk_set_pages(zoned *z, uint32_t c, int mapped) {
   r->mapped = mapped ? r->mapped + ch->npages : r->mapped - ch->npages;
   if (mapped && ch->first + ch->npages > r->top) r->top = ch->first + ch->npages;
   if (r->fenwick && r->top > r->fenwick_n && !fenwick_build(r)) { /* no host memory to grow it: counted directly */
-    page_array_free(r->fenwick, (size_t)r->fenwick_n + 1, sizeof *r->fenwick);
+    free(r->fenwick);
     r->fenwick = NULL;
     r->fenwick_n = 0;
   }
@@ -1266,15 +1270,27 @@ static void plan_step(zoned *z) {
       return;
     }
     plan_drop(z);
-  } else if (!steps_match(&z->learn[!z->cur], &z->learn[z->cur])) {
-    z->settled = 0;
+  } else if (z->learn_skip) {
+    z->learn_skip--;
   } else {
-    int built = plan_build(z, &z->learn[!z->cur], step_calls);
-    z->settled = built == PLAN_NOT_WORTH;
-    z->plans_declined += z->settled;
-    if (built == PLAN_BUILT) {
-      z->plan_builds++;
-      z->following = 1;
+    const zstep *prev = &z->learn[!z->cur], *cur = &z->learn[z->cur];
+    int pair = !prev->broken && !cur->broken && prev->seq + 1 == cur->seq, built = PLAN_FAILED;
+    if (!steps_match(prev, cur)) {
+      z->settled = 0;
+    } else {
+      built = plan_build(z, prev, step_calls);
+      z->settled = built == PLAN_NOT_WORTH;
+      z->plans_declined += z->settled;
+      if (built == PLAN_BUILT) {
+        z->plan_builds++;
+        z->following = 1;
+        z->learn_idle = z->learn_pause = 0;
+      }
+    }
+    if (pair && built != PLAN_BUILT && ++z->learn_idle >= 4) {
+      z->learn_pause = z->learn_pause ? (z->learn_pause < 64 ? 2 * z->learn_pause : 64) : 2;
+      z->learn_skip = z->learn_pause;
+      z->learn_idle = 0;
     }
   }
   z->step_peak_mapped = z->mapped_pages;
@@ -1283,7 +1299,7 @@ static void plan_step(zoned *z) {
   z->cur = !z->cur;
   zstep *s = &z->learn[z->cur];
   s->n = s->events = 0;
-  s->broken = 0;
+  s->broken = z->learn_skip > 0;
   s->seq = z->marks;
 }
 
@@ -1411,7 +1427,7 @@ static void zoned_destroy(hbm_policy *p) {
     hbm_vspace_destroy(z->ranges[i].vs);
     page_array_free(z->ranges[i].chunk_of, z->ranges[i].npages, sizeof *z->ranges[i].chunk_of);
     page_array_free(z->ranges[i].edge, z->ranges[i].npages, sizeof *z->ranges[i].edge);
-    page_array_free(z->ranges[i].fenwick, (size_t)z->ranges[i].fenwick_n + 1, sizeof *z->ranges[i].fenwick);
+    free(z->ranges[i].fenwick);
   }
   for (uint32_t i = 0; i < z->nzones; i++) free(z->zones[i].ranges);
   for (int i = 0; i < 2; i++) hbm_range_destroy(z->fixed[i]);
