@@ -2,8 +2,12 @@
  * operation (every setting, and a device so small that every pressure path
  * runs: stitching idle chunks, unmapping, exhaustive placement, re-chunking),
  * the largest-free promise, the layout scan, the step-437 layout, settings
- * that are refused, the fixed-zone fallback without virtual memory, and a
- * periodic workload whose steady state makes no backend calls.
+ * that are refused, the fixed-zone fallback without virtual memory, a
+ * periodic workload whose steady state makes no backend calls, moves with
+ * exact figures, and step plans: fixed cases with exact figures, a step that
+ * leaves the plan, learning that pauses while steps differ, and random
+ * stepped jobs (some steps deviating) driven through hbm_heap_step() with
+ * hbm_check() after every operation.
  * Data integrity on the host device is test_zoned_host. */
 #include "device/device.h"
 #include "hbm.h"

@@ -308,10 +308,9 @@ static void fenwick_add(zrange *r, uint32_t page, int delta) {
   if (!r->fenwick) return;
   for (uint32_t i = page + 1; i <= r->fenwick_n; i += i & -i) r->fenwick[i] += (uint32_t)delta;
 }
-/* Builds the tree from chunk_of in O(pages); 0 when host memory ran out. */
-/* The tree covers the pages up to `top` (at least 1024), not the whole
- * reservation: building it walks what it covers, and a reservation is twice
- * the capacity. */
+/* Builds (or grows) the tree from chunk_of; 0 when host memory ran out. It
+ * covers the pages up to `top` (at least 1024), not the whole reservation:
+ * building it walks what it covers, and a reservation is twice the capacity. */
 static int fenwick_build(zrange *r) {
   if (r->fenwick && r->fenwick_n >= r->top) return 1;
   uint32_t n = r->fenwick_n ? r->fenwick_n : 1024;
@@ -1182,9 +1181,9 @@ static int steps_match(const zstep *prev, const zstep *s) {
 
 enum { PLAN_BUILT, PLAN_NOT_WORTH, PLAN_FAILED };
 
-/* Plans step s when the plan pays for the switch to it: mapping its range
- * and giving back the layout it replaces cost about two calls a stripe
- * each. It pays when the step it was learnt from, placed online, mapped
+/* Whether a plan of the step just compared pays for the switch to it:
+ * mapping its range and giving back the layout it replaces cost about two
+ * calls a stripe each. It pays when the step it was learnt from, placed online, mapped
  * more pages beyond those it touched than the plan would, by 1% of what it
  * touched; or when that step's calls, ten steps of them, outweigh the
  * switch (the cache held at its bound by moves costs calls every step). */
@@ -1196,11 +1195,11 @@ static int plan_worth(const zoned *z, uint64_t footprint, uint64_t peak, uint64_
   return gain * 100 >= z->step_peak_touched || step_calls * 10 >= switch_calls;
 }
 
-/* Plans step s: PLAN_BUILT, PLAN_NOT_WORTH, or PLAN_FAILED (no room, host
- * memory). */
+/* Plans step s: PLAN_BUILT, PLAN_NOT_WORTH, or PLAN_FAILED (larger than the
+ * device, no range left, host memory). */
 static int plan_build(zoned *z, const zstep *s, uint64_t step_calls) {
   uint32_t zi, ri = NIL, m = 0;
-  if (zone_get(z, ZONE_PLANNED, 0, 0, &zi) != HBM_OK) return 0;
+  if (zone_get(z, ZONE_PLANNED, 0, 0, &zi) != HBM_OK) return PLAN_FAILED;
   hbm_dsa_block *b = malloc(s->n * sizeof *b);
   uint64_t *off = malloc(s->n * sizeof *off), *addr = malloc(s->n * sizeof *addr), *size = malloc(s->n * sizeof *size);
   uint32_t *which = malloc(s->n * sizeof *which);
@@ -1214,7 +1213,7 @@ static int plan_build(zoned *z, const zstep *s, uint64_t step_calls) {
     }
   }
   ok = ok && m && hbm_dsa_plan(b, m, s->events, ZONED_UNIT, off, &footprint) == HBM_OK && footprint <= z->capacity;
-  int worth = ok && plan_worth(z, footprint, hbm_dsa_peak(b, m, s->events), step_calls);
+  int worth = !ok || plan_worth(z, footprint, hbm_dsa_peak(b, m, s->events), step_calls);
   ok = ok && worth;
   /* A range of the plan's own: an empty one again, else a new one. */
   for (uint32_t k = 0; ok && k < z->zones[zi].nranges && ri == NIL; k++)
@@ -1239,7 +1238,7 @@ static int plan_build(zoned *z, const zstep *s, uint64_t step_calls) {
   free(addr);
   free(size);
   free(which);
-  return ok ? PLAN_BUILT : worth ? PLAN_FAILED : PLAN_NOT_WORTH;
+  return ok ? PLAN_BUILT : worth ? PLAN_FAILED : PLAN_NOT_WORTH; /* worth: planned, or could not be */
 }
 
 /* The step left the plan: learning starts again at the next step mark (the
