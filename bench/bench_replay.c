@@ -16,15 +16,17 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: hbm bench replay [--trace FILE | --preset NAME] [--steps N] [--policy P,Q|all]\n"
-          "                        [--device SPEC] [--rounds N] [--json]\n\n"
+          "                        [--alloc-conf [POLICY=]CONF ...] [--device SPEC] [--rounds N] [--json]\n\n"
           "Replay speed per policy on one trace, same run, sim device (no memory touched).\n"
           "  --trace FILE    an hbm trace or PyTorch snapshot (default: a generated workload)\n"
           "  --preset NAME   workload preset for the generated trace (default 910c-dense)\n"
           "  --steps N       steps of the generated trace (default 20)\n"
           "  --policy LIST   policies (default all)\n"
+          "  --alloc-conf C  policy settings, as for hbm replay; POLICY=C for one policy only\n"
+          "                  (e.g. --alloc-conf zoned=moves:off,plan:off); repeatable\n"
           "  --device SPEC   device (default: sim at the trace's capacity)\n"
           "  --rounds N      replays per policy; the fastest counts (default 3)\n"
-          "JSON keys: trace, events, policies: [{policy, events_per_s, ns_per_event,\n"
+          "JSON keys: trace, events, policies: [{policy, alloc_conf, events_per_s, ns_per_event,\n"
           "ratio_to_first, failures}]\n");
 }
 
@@ -33,10 +35,12 @@ int bench_replay(int argc, char **argv) {
       {"trace", required_argument, 0, 't'}, {"preset", required_argument, 0, 'p'},
       {"steps", required_argument, 0, 's'}, {"policy", required_argument, 0, 'P'},
       {"device", required_argument, 0, 'd'}, {"rounds", required_argument, 0, 'r'},
-      {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"alloc-conf", required_argument, 0, 'a'}, {"json", no_argument, 0, 'j'},
+      {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
   const char *trace_path = NULL, *preset = "910c-dense", *policy_list = "all", *device = NULL;
   unsigned long steps = 20, rounds = 3;
   int json = 0, c;
+  cli_confs confs = {0};
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     char *end = NULL;
@@ -47,6 +51,9 @@ int bench_replay(int argc, char **argv) {
       case 'P': policy_list = optarg; break;
       case 'd': device = optarg; break;
       case 'r': rounds = strtoul(optarg, &end, 10); break;
+      case 'a':
+        if (!cli_conf_add(&confs, optarg)) return CLI_BAD_INPUT;
+        break;
       case 'j': json = 1; break;
       case 'h': usage(stdout); return CLI_OK;
       default: usage(stderr); return CLI_BAD_INPUT;
@@ -56,6 +63,9 @@ int bench_replay(int argc, char **argv) {
       return CLI_BAD_INPUT;
     }
   }
+  char policies[16][32];
+  int npolicies = cli_split_policies(policy_list, policies, 16);
+  if (!npolicies) return CLI_BAD_INPUT;
   hbm_trace *t = NULL;
   hbm_diag d = {0};
   char name[128];
@@ -79,9 +89,6 @@ int bench_replay(int argc, char **argv) {
     cli_diag(&d);
     return cli_exit_code(rc);
   }
-  if (!strcmp(policy_list, "all")) policy_list = hbm_policy_names();
-  char list[256];
-  snprintf(list, sizeof list, "%s", policy_list);
   hbm_json j;
   hbm_json_init(&j);
   hbm_json_object_begin(&j);
@@ -93,30 +100,36 @@ int bench_replay(int argc, char **argv) {
   if (!json) printf("replay speed on %s (%llu events), fastest of %lu rounds\n", name, (unsigned long long)hbm_trace_event_count(t), rounds);
   double first = 0;
   int exit_code = CLI_OK;
-  for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+  for (int i = 0; i < npolicies; i++) {
+    const char *p = policies[i], *conf = cli_conf_for(&confs, p);
     double best = 0;
     hbm_replay_result r;
     for (unsigned long k = 0; k < rounds; k++) {
-      hbm_replay_options o = {.policy = p, .device = device};
+      hbm_replay_options o = {.policy = p, .conf = conf, .device = device};
       rc = hbm_replay(t, &o, &r);
       if (rc != HBM_OK) break;
       if (best == 0 || r.ns_per_event < best) best = r.ns_per_event;
     }
-    if (rc != HBM_OK) {
-      cli_error("bench replay: %s: %s", p, hbm_strerror(rc));
-      exit_code = CLI_FAILED;
+    if (rc != HBM_OK) { /* bad settings are bad input; anything else a failed run */
+      cli_error("bench replay: %s%s%s: %s", p, conf ? " with " : "", conf ? conf : "", hbm_strerror(rc));
+      if (cli_exit_code(rc) == CLI_BAD_INPUT) exit_code = CLI_BAD_INPUT;
+      else if (exit_code == CLI_OK) exit_code = CLI_FAILED;
       continue;
     }
     if (first == 0) first = best;
     double eps = best > 0 ? 1e9 / best : 0;
     hbm_json_object_begin(&j);
     hbm_json_kv_string(&j, "policy", p);
+    hbm_json_key(&j, "alloc_conf");
+    if (conf) hbm_json_string(&j, conf); else hbm_json_null(&j);
     hbm_json_kv_double(&j, "events_per_s", eps);
     hbm_json_kv_double(&j, "ns_per_event", best);
     hbm_json_kv_double(&j, "ratio_to_first", best / first);
     hbm_json_kv_u64(&j, "failures", r.failures);
     hbm_json_object_end(&j);
-    if (!json) printf("  %-11s %10.2f M events/s  %7.1f ns/event  %5.2fx the first  (%llu failed requests)\n", p, eps / 1e6, best, best / first, (unsigned long long)r.failures);
+    if (!json)
+      printf("  %-11s %10.2f M events/s  %7.1f ns/event  %5.2fx the first  (%llu failed requests)%s%s\n", p, eps / 1e6,
+             best, best / first, (unsigned long long)r.failures, conf ? "  settings " : "", conf ? conf : "");
   }
   hbm_json_array_end(&j);
   hbm_json_object_end(&j);

@@ -1,0 +1,32 @@
+#!/bin/sh
+# hbm bench replay: --help works, --json carries its keys and each policy's
+# settings (--alloc-conf POLICY=CONF), an unknown policy or a bad setting
+# exits 2. Small and short: timings are never asserted here.
+set -u
+fail=0
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+"$HBM" bench replay --help > "$out" 2>&1 || { echo "FAIL --help exits non-zero"; fail=1; }
+grep -q "usage: hbm bench replay" "$out" || { echo "FAIL --help prints no usage"; fail=1; }
+grep -q -- "--alloc-conf" "$out" || { echo "FAIL --help does not name --alloc-conf"; fail=1; }
+
+"$HBM" bench replay --preset 7b-1gpu-80g --steps 2 --rounds 1 --policy caching,zoned \
+  --alloc-conf zoned=moves:off,plan:off --json > "$out" 2>&1
+rc=$?
+[ $rc -eq 0 ] || { echo "FAIL --json exits $rc:"; cat "$out"; fail=1; }
+for key in trace events policies events_per_s ns_per_event ratio_to_first failures alloc_conf; do
+  grep -q "\"$key\":" "$out" || { echo "FAIL key $key missing: $(cat "$out")"; fail=1; }
+done
+grep -q '"policy":"caching","alloc_conf":null' "$out" || { echo "FAIL caching's settings not null: $(cat "$out")"; fail=1; }
+grep -q '"policy":"zoned","alloc_conf":"moves:off,plan:off"' "$out" || { echo "FAIL zoned's settings not reported: $(cat "$out")"; fail=1; }
+echo "ok   json: $(cat "$out")"
+
+for bad in "--policy nosuch" "--policy zoned --alloc-conf zoned=moves:maybe" "--rounds 0" "--frobnicate"; do
+  # shellcheck disable=SC2086
+  "$HBM" bench replay --steps 1 --rounds 1 $bad > "$out" 2>&1
+  rc=$?
+  if [ $rc -ne 2 ]; then echo "FAIL '$bad' exits $rc, expected 2"; fail=1
+  else echo "ok   '$bad': $(tail -n 1 "$out")"; fi
+done
+exit $fail
