@@ -298,15 +298,16 @@ static void step_plan_tests(uint64_t *rng, double scale) {
            "declined), steps on one %.0f, misses %.0f\n", spec, nblocks, steps, deviated, (unsigned long long)failed,
            counter(&r, "plan_builds"), counter(&r, "plans_declined"), counter(&r, "plan_steps"),
            counter(&r, "plan_misses"));
-    /* Steps that repeat exactly: a plan (or a step that declined one) from
-     * the first pair, steps 2 and 3 (step 1 frees nothing carried; with no
-     * block carried, steps 1 and 2), and a plan followed to the end, never
+    /* Steps that repeat exactly: a plan or a declined one from the first
+     * pair, steps 2 and 3 (step 1 frees nothing carried; with no block
+     * carried, steps 1 and 2); a plan declined then may pay later, as the
+     * online layout's cache changes; a plan is followed to the end, never
      * missed. */
     if (!deviated && !failed) {
       CHECK(counter(&r, "plan_builds") + counter(&r, "plans_declined") >= 1);
       CHECK(counter(&r, "plan_builds") <= 1);
       CHECK(counter(&r, "plan_misses") == 0);
-      if (counter(&r, "plan_builds") == 1)
+      if (counter(&r, "plan_builds") == 1 && counter(&r, "plans_declined") == 0) /* else it came later */
         CHECK(counter(&r, "plan_steps") == steps - 4 || counter(&r, "plan_steps") == steps - 3);
     }
     hbm_trace_free(t);
