@@ -289,10 +289,11 @@ static void step_plan_tests(uint64_t *rng, double scale) {
     CHECK(ops != NULL);
     if (!ops) continue;
     const char *spec = round % 3 == 2 ? "sim:1GiB" : "sim:8GiB"; /* the small one runs under pressure */
-    uint64_t failed = stepped_heap(spec, round % 2 ? "moves:off" : NULL, ops, n, (uint32_t)(2 + steps) * nblocks);
+    const char *conf = round % 3 == 1 ? "moves:off" : round % 3 == 2 ? "plan:always" : NULL;
+    uint64_t failed = stepped_heap(spec, conf, ops, n, (uint32_t)(2 + steps) * nblocks);
     t = stepped_to_trace(ops, n);
     CHECK(t != NULL);
-    o = (hbm_replay_options){.policy = "zoned", .conf = round % 2 ? "moves:off" : NULL, .device = spec};
+    o = (hbm_replay_options){.policy = "zoned", .conf = conf, .device = spec};
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
     printf("test_zoned: stepped %s, %u blocks a step, %d steps (%d deviate): %llu failed; plans %.0f (%.0f "
            "declined), steps on one %.0f, misses %.0f\n", spec, nblocks, steps, deviated, (unsigned long long)failed,
@@ -347,7 +348,7 @@ int main(void) {
   hbm_heap *h;
   errors_seen = 0;
   const char *bad[] = {"zones:maybe", "chunk:3MiB", "chunk:1KiB", "probes:0", "slack:-1%", "nosuch:1", "zones", "va:0", "split:1",
-                       "moves:maybe", "plan:maybe"};
+                       "moves:maybe", "plan:maybe", "plan:sometimes"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(hbm_heap_create(dev, "zoned", bad[i], &h) == HBM_EINVAL);
   CHECK(errors_seen >= (int)(sizeof bad / sizeof bad[0]));
   /* edges through the public API */
@@ -394,6 +395,19 @@ int main(void) {
   CHECK(r.oom == 0);
   CHECK(r.backend_calls_after_first_step * 100 <= r.alloc_events);
   CHECK(r.peak_reserved - r.peak_live <= 64 * MiB);
+  /* Its steps repeat, but its online layout leaves little to gain: the plan
+   * is declined (the switch would cost more than it saves); plan:always
+   * makes it anyway. */
+  printf("test_zoned: periodic: %.0f plans, %.0f declined\n", counter(&r, "plan_builds"), counter(&r, "plans_declined"));
+  CHECK(counter(&r, "plan_builds") == 0);
+  CHECK(counter(&r, "plans_declined") >= 1);
+  o.conf = "plan:always";
+  CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+  printf("test_zoned: periodic, plan:always: %.0f plans, %.0f steps on it, %llu calls after the first step\n",
+         counter(&r, "plan_builds"), counter(&r, "plan_steps"), (unsigned long long)r.backend_calls_after_first_step);
+  CHECK(counter(&r, "plan_builds") == 1);
+  CHECK(counter(&r, "plan_misses") == 0);
+  o.conf = NULL;
   /* and at a capacity just above its peak it still completes */
   char spec[64];
   snprintf(spec, sizeof spec, "sim:%llu", (unsigned long long)(r.peak_live + 64 * MiB));

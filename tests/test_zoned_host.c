@@ -125,7 +125,7 @@ int main(void) {
     hbm_trace *t = ops ? stepped_to_trace(ops, n) : NULL;
     CHECK(t != NULL);
     if (!t) break;
-    hbm_replay_options o = {.policy = "zoned", .device = "host:2GiB", .verify_data = 1};
+    hbm_replay_options o = {.policy = "zoned", .conf = "plan:always", .device = "host:2GiB", .verify_data = 1};
     hbm_replay_result r;
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
     printf("test_zoned_host: stepped (%d of the steps deviate): %llu allocations, %llu verified, %llu failed, "

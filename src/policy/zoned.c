@@ -52,7 +52,8 @@
  *   slack:SIZE|P%         cache allowed above the touched high-water mark (default 0)
  *   moves:on|off|auto     hold the cache at that bound by moving idle chunks (default auto:
  *                         while a job that marks steps follows no plan)
- *   plan:on|off           plan the large blocks of steps that repeat (default on)
+ *   plan:on|off|always    plan the large blocks of steps that repeat (default on: when
+ *                         the plan pays for the switch to it; always: whenever steps match)
  *   probes:N              candidate holes compared per placement (default 8)
  *   small:on|off          sub-granule requests in their own zones (default on)
  *   streams:on|off        small zones per stream (default on)
@@ -76,6 +77,7 @@
 
 enum { ZONED_UNIT = 512, ZONED_ARENA_RANGES = 8 };
 enum { MOVES_OFF = 0, MOVES_ON = 1, MOVES_AUTO = 2 };
+enum { PLAN_OFF = 0, PLAN_ON = 1, PLAN_ALWAYS = 2 };
 enum { ZONE_PLANNED = 2, PLAN_MAX_RANGES = 4 }; /* the zone planned blocks live in (life 2: no class) */
 #define NIL UINT32_MAX
 
@@ -261,7 +263,8 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
       if (!strcmp(v, "auto")) c->moves = MOVES_AUTO;
       else if (!parse_onoff(v, &c->moves)) goto bad;
     } else if (!strcmp(k, "plan")) {
-      if (!parse_onoff(v, &c->plan)) goto bad;
+      if (!strcmp(v, "always")) c->plan = PLAN_ALWAYS;
+      else if (!parse_onoff(v, &c->plan)) goto bad;
     } else if (!strcmp(k, "small")) {
       if (!parse_onoff(v, &c->small)) goto bad;
     } else if (!strcmp(k, "streams")) {
@@ -284,7 +287,7 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
     if (sep) *sep = sep_char; /* the whole setting in the message */
     hbm_diag_set(diag, "alloc-conf", 0, (uint64_t)(item - buf),
                  "zoned: bad setting '%s' (expected zones:infer|tags|off, large_life:on|off, "
-                 "chunk:SIZE, slack:SIZE|P%%, moves:on|off|auto, plan:on|off, probes:N, small:on|off, streams:on|off, va:N, "
+                 "chunk:SIZE, slack:SIZE|P%%, moves:on|off|auto, plan:on|off|always, probes:N, small:on|off, streams:on|off, va:N, "
                  "vmm:on|off, split:F)", item);
     return HBM_EINVAL;
   }
@@ -1188,6 +1191,7 @@ enum { PLAN_BUILT, PLAN_NOT_WORTH, PLAN_FAILED };
  * touched; or when that step's calls, ten steps of them, outweigh the
  * switch (the cache held at its bound by moves costs calls every step). */
 static int plan_worth(const zoned *z, uint64_t footprint, uint64_t peak, uint64_t step_calls) {
+  if (z->conf.plan == PLAN_ALWAYS) return 1;
   uint64_t g = z->granule, plan_excess = (footprint + g - 1) / g - peak / g;
   uint64_t online_excess = z->step_peak_mapped - z->step_peak_touched;
   uint64_t gain = online_excess > plan_excess ? online_excess - plan_excess : 0;
