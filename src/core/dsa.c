@@ -73,17 +73,14 @@ int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t ali
   *footprint = 0;
   if (!n) return HBM_OK;
   int rc = HBM_EHOSTMEM;
-  uint32_t *order = malloc(n * sizeof *order), *rank = malloc(n * sizeof *rank), *seen = calloc(n, sizeof *seen);
+  uint32_t *rank = malloc(n * sizeof *rank), *seen = calloc(n, sizeof *seen);
   span_off *cand = malloc(n * sizeof *cand);
-  rank_key *keys = malloc(n * sizeof *keys);
+  rank_key *order = malloc(n * sizeof *order); /* placement order */
   uint32_t *start = NULL, *member = NULL, *fill = NULL;
-  if (!order || !rank || !seen || !cand || !keys) goto out;
-  for (size_t i = 0; i < n; i++) keys[i] = (rank_key){b[i].size, b[i].start, (uint32_t)i};
-  qsort(keys, n, sizeof *keys, by_size_desc);
-  for (size_t r = 0; r < n; r++) {
-    order[r] = keys[r].i;
-    rank[keys[r].i] = (uint32_t)r;
-  }
+  if (!rank || !seen || !cand || !order) goto out;
+  for (size_t i = 0; i < n; i++) order[i] = (rank_key){b[i].size, b[i].start, (uint32_t)i};
+  qsort(order, n, sizeof *order, by_size_desc);
+  for (size_t r = 0; r < n; r++) rank[order[r].i] = (uint32_t)r;
 
   /* Windows: each lists, in placement order, the blocks live in it. */
   uint64_t nwin = n / 4 < DSA_MAX_WINDOWS ? (n / 4 ? n / 4 : 1) : DSA_MAX_WINDOWS, width, total;
@@ -109,14 +106,14 @@ int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t ali
   for (uint64_t w = 0; w < nwin; w++) start[w + 1] += start[w];
   for (size_t r = 0; r < n; r++) {
     uint64_t s[4];
-    uint32_t i = order[r];
+    uint32_t i = order[r].i;
     for (int k = 0, ns = spans(&b[i], period, s); k < ns; k++)
       for (uint64_t w = s[2 * k] / width; w <= (s[2 * k + 1] - 1) / width; w++) member[start[w] + fill[w]++] = i;
   }
 
   uint64_t top = 0;
   for (size_t r = 0; r < n; r++) {
-    uint32_t i = order[r];
+    uint32_t i = order[r].i;
     size_t nc = 0;
     uint64_t s[4];
     for (int k = 0, ns = spans(&b[i], period, s); k < ns; k++)
@@ -142,7 +139,6 @@ out:
   free(rank);
   free(seen);
   free(cand);
-  free(keys);
   free(fill);
   free(start);
   free(member);
