@@ -1085,9 +1085,12 @@ static int place_at(zoned *z, uint32_t ri, uint64_t addr, uint64_t size, int pre
   return rc != HBM_OK ? rc : back_placed(z, ri, addr, *block, pressed);
 }
 
+/* 1 if a request goes to the large zone (a granule or more, or small:off). */
+static int is_large(const zoned *z, uint64_t size) { return !(z->conf.small && size < z->granule); }
+
 /* The zone a request goes to. */
 static int zone_for(zoned *z, uint64_t size, hbm_life life, int stream, uint32_t *zi) {
-  int small = z->conf.small && size < z->granule;
+  int small = !is_large(z, size);
   if (!small && !z->conf.large_life) life = HBM_LIFE_TRANSIENT;
   return zone_get(z, (int)life, small, small && z->conf.streams ? stream : 0, zi);
 }
@@ -1095,7 +1098,7 @@ static int zone_for(zoned *z, uint64_t size, hbm_life life, int stream, uint32_t
 /* 1 if the class of a request of this size decides its zone (then its
  * lifetime is tracked). */
 static int class_matters(const zoned *z, uint64_t size) {
-  return z->fallback || (z->conf.small && size < z->granule) || z->conf.large_life;
+  return z->fallback || !is_large(z, size) || z->conf.large_life;
 }
 
 static int vmm_alloc(zoned *z, uint64_t size, hbm_life life, int stream, uint32_t user, uint64_t *addr,
@@ -1139,8 +1142,6 @@ static int vmm_alloc(zoned *z, uint64_t size, hbm_life life, int stream, uint32_
 static int plan_tracks(const zoned *z) {
   return z->conf.plan && z->marks && !z->fallback && !z->conf.large_life;
 }
-
-static int is_large(const zoned *z, uint64_t size) { return !(z->conf.small && size < z->granule); }
 
 static void learn_alloc(zoned *z, uint64_t addr, uint64_t block) {
   zstep *s = &z->learn[z->cur];
@@ -1310,9 +1311,8 @@ static void plan_step(zoned *z) {
 static int plan_alloc(zoned *z, uint64_t size, int stream, uint64_t *addr, uint64_t *block) {
   uint32_t i = z->step_n++;
   z->step_events++;
-  if (i < z->plan_n && !z->plan_addr[i] && z->plan_size[i] == hbm_align_up(size, ZONED_UNIT))
-    return vmm_alloc(z, size, HBM_LIFE_TRANSIENT, stream, NIL, addr, block); /* planned online */
   if (i < z->plan_n && z->plan_size[i] == hbm_align_up(size, ZONED_UNIT)) {
+    if (!z->plan_addr[i]) return vmm_alloc(z, size, HBM_LIFE_TRANSIENT, stream, NIL, addr, block); /* planned online */
     int rc = place_at(z, z->plan_range, z->plan_addr[i], size, 0, block);
     if (rc == HBM_ENOMEM) rc = place_at(z, z->plan_range, z->plan_addr[i], size, 1, block);
     if (rc == HBM_OK) {
