@@ -60,12 +60,13 @@ int cmd_import(int argc, char **argv) {
       default: usage(stderr); return CLI_BAD_INPUT;
     }
   }
-  if (optind != argc - 1 || !output) {
-    cli_error(!output ? "import: -o TRACE is required" : "import: expected one SNAPSHOT.pickle");
+  if (!output) {
+    cli_error("import: -o TRACE is required");
     usage(stderr);
     return CLI_BAD_INPUT;
   }
-  const char *path = argv[optind];
+  const char *path = cli_one_input("import", "SNAPSHOT.pickle", argc, argv, usage);
+  if (!path) return CLI_BAD_INPUT;
   hbm_diag diag = {0};
   char *data;
   size_t len;

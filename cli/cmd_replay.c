@@ -135,9 +135,7 @@ int cmd_replay(int argc, char **argv) {
 
   uint64_t peak_live = hbm_trace_peak_live(trace);
   uint64_t capacity = npolicies ? results[0].capacity : hbm_trace_capacity(trace);
-  if (npolicies == 0) {
-    /* nothing replayed: the error above is the whole answer */
-  } else if (json) {
+  if (json) {
     hbm_json j;
     hbm_json_init(&j);
     hbm_json_object_begin(&j);
