@@ -1518,26 +1518,33 @@ static int zoned_free(hbm_policy *p, uint64_t addr, uint64_t *block_size) {
 /* ==== starting state =======================================================================
  * A recording that starts mid-run begins with blocks already live. They are
  * placed like build-phase allocations (all static), then their pages are
- * mapped together: chunks per run of touched pages, not one per block. */
+ * mapped. In a small zone, chunks per run of touched pages: its pages hold
+ * many blocks each. In a large zone, each block's pages get chunks of their
+ * own, and a page two blocks share is a chunk of its own, so that when a
+ * recorded block dies, what it alone touched is whole idle chunks, which the
+ * cache reuses, stitches or gives back. (Chunks over runs of blocks left the
+ * pages of blocks that died mapped inside chunks their neighbours still used,
+ * until the peak: bcrafton_step's whole excess.) */
 typedef struct seed_ctx {
   zoned *z;
   uint32_t ri, run_first, run_last;
   int in_run, failed;
 } seed_ctx;
 
-static int seed_map_run(seed_ctx *c) {
-  zoned *z = c->z;
+/* Maps the unmapped pages of [first, last] in range ri, a chunk per stretch
+ * within a stripe. */
+static int seed_map(zoned *z, uint32_t ri, uint32_t first, uint32_t last) {
   uint32_t stripe = stripe_pages(z);
-  for (uint32_t q = c->run_first; q <= c->run_last;) {
-    const zrange *r = &z->ranges[c->ri];
+  for (uint32_t q = first; q <= last;) {
+    const zrange *r = &z->ranges[ri];
     if (r->chunk_of[q]) {
       q = z->chunks[r->chunk_of[q] - 1].first + z->chunks[r->chunk_of[q] - 1].npages;
       continue;
     }
     uint32_t n = 1, left = stripe - q % stripe, ch;
-    while (q + n <= c->run_last && n < left && !r->chunk_of[q + n]) n++;
+    while (q + n <= last && n < left && !r->chunk_of[q + n]) n++;
     if (device_room(z) < n) return HBM_ENOMEM;
-    int rc = chunk_create(z, c->ri, q, n, n, &ch);
+    int rc = chunk_create(z, ri, q, n, n, &ch);
     if (rc != HBM_OK) return rc;
     q += n;
   }
@@ -1547,13 +1554,21 @@ static int seed_map_run(seed_ctx *c) {
 static int seed_visit(void *arg, uint64_t addr, uint64_t size, int live) {
   seed_ctx *c = arg;
   if (!live) return 0;
+  zoned *z = c->z;
+  const zrange *r = &z->ranges[c->ri];
   uint32_t p0, p1;
-  block_pages(c->z, &c->z->ranges[c->ri], addr, size, &p0, &p1);
+  block_pages(z, r, addr, size, &p0, &p1);
+  if (!z->zones[r->zone].small) {
+    if (r->edge[p0] > 1) c->failed = seed_map(z, c->ri, p0, p0);
+    if (!c->failed && p1 != p0 && r->edge[p1] > 1) c->failed = seed_map(z, c->ri, p1, p1);
+    if (!c->failed) c->failed = seed_map(z, c->ri, p0, p1);
+    return c->failed != HBM_OK;
+  }
   if (c->in_run && p0 <= c->run_last + 1) {
     if (p1 > c->run_last) c->run_last = p1;
     return 0;
   }
-  if (c->in_run && (c->failed = seed_map_run(c)) != HBM_OK) return 1;
+  if (c->in_run && (c->failed = seed_map(z, c->ri, c->run_first, c->run_last)) != HBM_OK) return 1;
   c->in_run = 1;
   c->run_first = p0;
   c->run_last = p1;
@@ -1596,7 +1611,7 @@ static int zoned_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr) {
     seed_ctx c = {.z = z, .ri = ri};
     hbm_vspace_walk(z->ranges[ri].vs, seed_visit, &c);
     if (c.failed) return c.failed;
-    if (c.in_run && (c.failed = seed_map_run(&c)) != HBM_OK) return c.failed;
+    if (c.in_run && (c.failed = seed_map(z, ri, c.run_first, c.run_last)) != HBM_OK) return c.failed;
   }
   if (z->touched_pages > z->peak_touched_pages) z->peak_touched_pages = z->touched_pages;
   return HBM_OK;

@@ -61,6 +61,32 @@ else
   echo "FAIL: replay --verify on the host device:"; cat "$dir/err"; fail=1
 fi
 
+# A recorded starting state: blocks A, B and C share pages as zoned packs
+# them (A and B share one). Once A dies, the page it alone touched is an idle
+# chunk, so a device one page short is made room for by a move, not by
+# copying B out of a chunk it shares with A (re-chunking).
+cat > "$dir/seeded.trace" <<'EOF'
+hbm-trace 1
+init-seg 0x10000000 10485760 0 large
+init-blk 0x10000000 3145728 A
+init-blk 0x10300000 3145728 B
+init-blk 0x10600000 3145728 C
+init-blk 0x10900000 1048576 -
+f A
+a F 4MiB
+EOF
+out=$("$HBM" replay "$dir/seeded.trace" --policy zoned --device sim:12MiB --json) || { echo "FAIL: seeded replay exited $?"; fail=1; }
+echo "$out"
+echo "$out" | grep -q '"oom":null' || { echo "FAIL: the seeded trace did not fit on sim:12MiB"; fail=1; }
+echo "$out" | grep -q '"chunks_moved":1,' || { echo "FAIL: the dead recorded block's page was not moved"; fail=1; }
+echo "$out" | grep -q '"rechunks":0,' || { echo "FAIL: a recorded block's chunk was copied"; fail=1; }
+
+if out=$("$HBM" replay "$dir/seeded.trace" --policy zoned --device host:12MiB --verify --json 2> "$dir/err"); then
+  echo "$out" | grep -q '"verified_blocks":4,' || { echo "FAIL: the seeded blocks were not all verified"; fail=1; }
+elif ! grep -q "memfd" "$dir/err"; then
+  echo "FAIL: seeded replay --verify on the host device:"; cat "$dir/err"; fail=1
+fi
+
 # Settings for one policy: caching and zoned with moves in one run.
 out=$("$HBM" replay "$dir/job.trace" --policy caching,zoned --device sim:1GiB --alloc-conf zoned=moves:on --json) \
   || { echo "FAIL: --alloc-conf zoned=moves:on beside caching"; fail=1; }
