@@ -85,6 +85,12 @@ int cli_write_output(const char *path, const char *text, size_t len, const char 
 
 const char *cli_size(uint64_t bytes, char buf[32]) { return hbm_size_format(bytes, buf, 32); }
 
+const char *cli_frag(double ratio, int decimals, char buf[32]) {
+  if (ratio >= 1e9) snprintf(buf, 32, "inf");
+  else snprintf(buf, 32, "%.*f", decimals, ratio);
+  return buf;
+}
+
 static int known_policy(const char *name) {
   size_t len = strlen(name);
   for (const char *p = hbm_policy_names(); *p;) {

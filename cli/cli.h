@@ -68,5 +68,8 @@ const char *cli_conf_for(const cli_confs *c, const char *policy);
 int cli_load_trace(const char *path, hbm_trace **out);
 /* Human size. */
 const char *cli_size(uint64_t bytes, char buf[32]);
+/* A fragmentation ratio with `decimals` places; "inf" for the API's 1e9
+ * (memory free, but no block of it usable). */
+const char *cli_frag(double ratio, int decimals, char buf[32]);
 
 #endif

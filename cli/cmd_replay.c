@@ -26,6 +26,8 @@ static void usage(FILE *out) {
           "  --samples               print the samples (fragmentation, largest free) too\n"
           "  --html FILE             write a self-contained report page (inline SVG) to FILE\n"
           "  --verify                fill every block and verify it on free (host device)\n"
+          "  --check N               the policy's invariants after every N events (slow;\n"
+          "                          for bug reports): a broken one fails the replay\n"
           "  --json                  machine-readable output\n"
           "  -h, --help              this text\n"
           "\n"
@@ -65,13 +67,13 @@ int cmd_replay(int argc, char **argv) {
       {"policy", required_argument, 0, 'p'}, {"device", required_argument, 0, 'd'},
       {"capacity", required_argument, 0, 'c'}, {"alloc-conf", required_argument, 0, 'a'},
       {"every", required_argument, 0, 'e'}, {"samples", no_argument, 0, 's'},
-      {"verify", no_argument, 0, 'v'}, {"json", no_argument, 0, 'j'}, {"html", required_argument, 0, 'H'},
+      {"verify", no_argument, 0, 'v'}, {"check", required_argument, 0, 'C'}, {"json", no_argument, 0, 'j'}, {"html", required_argument, 0, 'H'},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   const char *policy_list = "bestfit", *device = NULL, *html_path = NULL;
   cli_confs confs = {0};
   char device_buf[64];
   int json = 0, show_samples = 0, verify_data = 0, c;
-  uint64_t every = 0;
+  uint64_t every = 0, check_every = 0;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
@@ -91,6 +93,12 @@ int cmd_replay(int argc, char **argv) {
         char *end;
         every = strtoull(optarg, &end, 10);
         if (*end || every == 0) { cli_error("--every: expected a positive number of events, got '%s'", optarg); return CLI_BAD_INPUT; }
+        break;
+      }
+      case 'C': {
+        char *end;
+        check_every = strtoull(optarg, &end, 10);
+        if (*end || check_every == 0) { cli_error("--check: expected a positive number of events, got '%s'", optarg); return CLI_BAD_INPUT; }
         break;
       }
       case 's': show_samples = 1; break;
@@ -120,7 +128,7 @@ int cmd_replay(int argc, char **argv) {
                             .verify_data = verify_data, .on_sample = hbm_report_keep_sample,
                             .sample_arg = &runs[i], .on_progress = json ? NULL : show_progress,
                             .progress_arg = policies[i], .on_oom_layout = hbm_report_keep_layout,
-                            .oom_layout_arg = &runs[i]};
+                            .oom_layout_arg = &runs[i], .check_every = check_every};
     rc = hbm_replay(trace, &o, &results[i]);
     cli_progress_end();
     runs[i].result = results[i];
@@ -205,31 +213,31 @@ int cmd_replay(int argc, char **argv) {
     else printf("%s\n", j.buf);
     hbm_json_release(&j);
   } else {
-    char a[32], b[32], d[32], e[32];
+    char a[32], b[32], d[32], e[32], f[32];
     printf("trace %s: %llu events, capacity %s, peak live %s\n\n", path,
            (unsigned long long)hbm_trace_event_count(trace), cli_size(capacity, a), cli_size(peak_live, b));
     printf("%-11s %12s %10s %9s %8s  %s\n", "policy", "peak reserv.", "efficiency", "max frag", "backend", "first failure");
     for (int i = 0; i < npolicies; i++) {
       const hbm_replay_result *r = &results[i];
-      printf("%-11s %12s %10.3f %9.3f %8llu  ", r->policy, cli_size(r->peak_reserved, a), r->efficiency,
-             r->max_frag, (unsigned long long)r->backend_calls);
+      printf("%-11s %12s %10.3f %9s %8llu  ", r->policy, cli_size(r->peak_reserved, a), r->efficiency,
+             cli_frag(r->max_frag, 3, f), (unsigned long long)r->backend_calls);
       if (!r->oom) {
         printf("none\n");
       } else {
-        printf("step %llu (event %llu): request %s, free total %s, largest free %s, ratio %.2f: %s\n",
+        printf("step %llu (event %llu): request %s, free total %s, largest free %s, ratio %s: %s\n",
                (unsigned long long)r->first_oom.step, (unsigned long long)r->first_oom.event,
                cli_size(r->first_oom.request, a), cli_size(r->first_oom.free_total, b),
                cli_size(r->first_oom.largest_free, d),
-               hbm_fragmentation_ratio(r->first_oom.free_total, r->first_oom.largest_free),
+               cli_frag(hbm_fragmentation_ratio(r->first_oom.free_total, r->first_oom.largest_free), 2, f),
                hbm_oom_cause_name(r->first_oom.cause));
       }
       for (int k = 0; k < r->ncounters; k++) printf("%-11s   %s = %.15g\n", "", r->counters[k].name, r->counters[k].value);
       if (show_samples)
         for (size_t k = 0; k < runs[i].nsamples; k++) {
           const hbm_sample *s = &runs[i].samples[k];
-          printf("%-11s   step %llu event %llu: live %s, largest free %s, ratio %.3f\n", "",
+          printf("%-11s   step %llu event %llu: live %s, largest free %s, ratio %s\n", "",
                  (unsigned long long)s->step, (unsigned long long)s->event, cli_size(s->live, a),
-                 cli_size(s->largest_free, e), s->fragmentation);
+                 cli_size(s->largest_free, e), cli_frag(s->fragmentation, 3, f));
         }
     }
   }

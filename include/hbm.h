@@ -330,6 +330,11 @@ typedef struct hbm_replay_options {
    * (live blocks with their tags, and holes, in address order). */
   hbm_scan_fn *on_oom_layout;
   void *oom_layout_arg;
+  /* N > 0: the policy's invariants (those hbm_check() runs) after the
+   * starting state and after every N events; the first broken one ends the
+   * replay with HBM_ECORRUPT, reported through the error callback. Slow, and
+   * counted in ns_per_event: for tests and bug reports. */
+  uint64_t check_every;
 } hbm_replay_options;
 
 typedef struct hbm_oom_report {

@@ -7,12 +7,14 @@
  * exact figures, and step plans: fixed cases with exact figures, a step that
  * leaves the plan, learning that pauses while steps differ, and random
  * stepped jobs (some steps deviating) driven through hbm_heap_step() with
- * hbm_check() after every operation.
+ * hbm_check() after every operation, and random recordings that start
+ * mid-run, replayed with the policy's invariants after every event.
  * Data integrity on the host device is test_zoned_host. */
 #include "device/device.h"
 #include "hbm.h"
 #include "trace/trace.h"
 #include "staged_trace.h"
+#include "seeded_trace.h"
 #include "stepped_trace.h"
 #include "testutil.h"
 
@@ -489,6 +491,26 @@ int main(void) {
   hbm_trace_free(t);
 
   step_plan_tests(&rng, scale);
+
+  /* ---- random recordings that start mid-run: the policy's invariants
+   * after the starting state and after every event, roomy and tight ---- */
+  int recordings = (int)(40 * scale) + 4;
+  uint64_t seeded_ooms = 0;
+  for (int i = 0; i < recordings; i++) {
+    t = seeded_trace(&rng, 400);
+    CHECK(t != NULL);
+    const char *conf = i % 3 == 0 ? NULL : i % 3 == 1 ? "moves:on" : "chunk:8MiB";
+    o = (hbm_replay_options){.policy = "zoned", .conf = conf, .device = "sim:4GiB", .check_every = 1};
+    CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+    CHECK(r.oom == 0);
+    snprintf(spec, sizeof spec, "sim:%llu", (unsigned long long)(hbm_trace_peak_live(t) / 20 * 21 + 16 * MiB));
+    o.device = spec;
+    CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+    seeded_ooms += r.oom != 0;
+    hbm_trace_free(t);
+  }
+  printf("test_zoned: %d random recordings from a starting state checked after every event; %llu ran out of a tight device\n",
+         recordings, (unsigned long long)seeded_ooms);
 
   return test_done("test_zoned");
 }

@@ -3,11 +3,13 @@
  * it on free, through page stitching (a block backed by chunks from anywhere
  * in physical memory), idle chunks moved under pressure, re-chunking (pages
  * copied into new chunks behind live blocks), page reuse, and blocks placed by
- * a step plan (steps that repeat, some that leave it); a heap run on
+ * a step plan (steps that repeat, some that leave it), recordings that start
+ * mid-run (the recorded blocks too); a heap run on
  * the same device fills and verifies every block itself, with hbm_check()
  * throughout. */
 #include "hbm.h"
 #include "trace/trace.h"
+#include "seeded_trace.h"
 #include "staged_trace.h"
 #include "stepped_trace.h"
 #include "testutil.h"
@@ -137,6 +139,23 @@ int main(void) {
     if (!deviated) CHECK(counter(&r, "plan_steps") > 0);
     hbm_trace_free(t);
     free(ops);
+  }
+
+  /* ---- recordings that start mid-run: recorded blocks filled when seeded,
+   * verified when they die, on a device with little to spare ---- */
+  for (int i = 0; i < (int)(6 * scale) + 2; i++) {
+    hbm_trace *t = seeded_trace(&rng, 300);
+    CHECK(t != NULL);
+    if (!t) break;
+    char spec[64];
+    snprintf(spec, sizeof spec, "host:%llu", (unsigned long long)((hbm_trace_peak_live(t) / 20 * 21 + 16 * MiB) / (2 * MiB) * (2 * MiB)));
+    hbm_replay_options o = {.policy = "zoned", .device = spec, .verify_data = 1, .check_every = 7};
+    hbm_replay_result r;
+    CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+    printf("test_zoned_host: seeded on %s: %llu verified, oom %d, %.0f chunks moved, %.0f re-chunked\n", spec,
+           (unsigned long long)r.verified_blocks, r.oom, counter(&r, "chunks_moved"), counter(&r, "rechunks"));
+    CHECK(r.oom || r.verified_blocks > 0);
+    hbm_trace_free(t);
   }
 
   /* ---- a heap that fills and verifies each block itself ---- */

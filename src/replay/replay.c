@@ -105,6 +105,18 @@ static void report_oom_layout(replay_state *s) {
   hbm_addrmap_release(&c.tags);
 }
 
+/* The policy's invariants after `event` events (check_every). */
+typedef struct check_tally { uint64_t event; int failures; } check_tally;
+static void check_failed(void *arg, const char *message) {
+  check_tally *c = arg;
+  if (!c->failures++) hbm_report_error(HBM_ECORRUPT, "replay: after event %llu: %s", (unsigned long long)c->event, message);
+}
+static int check_policy(replay_state *s, uint64_t event) {
+  check_tally c = {event, 0};
+  if (s->p->cls->check) s->p->cls->check(s->p, check_failed, &c);
+  return c.failures ? HBM_ECORRUPT : HBM_OK;
+}
+
 static int do_alloc(replay_state *s, uint32_t id, uint64_t size, hbm_tag tag, int stream,
                     uint64_t event) {
   uint64_t a, block;
@@ -251,6 +263,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
     }
     rc = HBM_OK;
   }
+  if (o->check_every && (rc = check_policy(&s, 0)) != HBM_OK) goto out;
 
   int has_steps = 0;
   for (uint64_t i = 0; i < t->nevents && !has_steps; i++) has_steps = t->events[i].kind == HBM_EV_STEP;
@@ -280,11 +293,12 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
       if (rc == HBM_OK) rc = s.failed;
       goto out;
     }
+    if (o->check_every && (i + 1) % o->check_every == 0 && (rc = check_policy(&s, i + 1)) != HBM_OK) goto out;
     if (every && (i + 1) % every == 0) take_sample(&s, i + 1);
     if (o->on_progress && (i + 1) % progress_every == 0) o->on_progress(i + 1, t->nevents, o->progress_arg);
   }
   double elapsed = now_ns() - t0;
-  take_sample(&s, t->nevents);
+  if (!every || t->nevents % every) take_sample(&s, t->nevents); /* the end, unless just sampled */
   if (o->on_progress) o->on_progress(t->nevents, t->nevents, o->progress_arg);
   res->ns_per_event = t->nevents ? elapsed / (double)t->nevents : 0;
   res->backend_calls = s.dev->backend_calls; /* including the policy's setup */

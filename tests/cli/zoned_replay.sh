@@ -87,6 +87,12 @@ elif ! grep -q "memfd" "$dir/err"; then
   echo "FAIL: seeded replay --verify on the host device:"; cat "$dir/err"; fail=1
 fi
 
+# The policy's invariants after every event, for bug reports.
+"$HBM" replay "$dir/seeded.trace" --policy zoned,caching,compact --device sim:12MiB --check 1 > /dev/null \
+  || { echo "FAIL: --check 1 found a broken invariant"; fail=1; }
+"$HBM" replay "$dir/seeded.trace" --policy zoned --check 0 2> "$dir/err"
+[ $? -eq 2 ] && grep -q "check" "$dir/err" || { echo "FAIL: --check 0 not refused"; fail=1; }
+
 # Settings for one policy: caching and zoned with moves in one run.
 out=$("$HBM" replay "$dir/job.trace" --policy caching,zoned --device sim:1GiB --alloc-conf zoned=moves:on --json) \
   || { echo "FAIL: --alloc-conf zoned=moves:on beside caching"; fail=1; }
