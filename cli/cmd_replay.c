@@ -143,7 +143,9 @@ int cmd_replay(int argc, char **argv) {
 
   uint64_t peak_live = hbm_trace_peak_live(trace);
   uint64_t capacity = npolicies ? results[0].capacity : hbm_trace_capacity(trace);
-  if (json) {
+  if (!npolicies) {
+    /* the first policy failed: its error is the whole report */
+  } else if (json) {
     hbm_json j;
     hbm_json_init(&j);
     hbm_json_object_begin(&j);
