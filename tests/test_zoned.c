@@ -496,6 +496,7 @@ int main(void) {
    * after the starting state and after every event, roomy and tight ---- */
   int recordings = (int)(40 * scale) + 4;
   uint64_t seeded_ooms = 0;
+  double seeded_moves = 0, seeded_rechunks = 0;
   for (int i = 0; i < recordings; i++) {
     t = seeded_trace(&rng, 400);
     CHECK(t != NULL);
@@ -503,14 +504,17 @@ int main(void) {
     o = (hbm_replay_options){.policy = "zoned", .conf = conf, .device = "sim:4GiB", .check_every = 1};
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
     CHECK(r.oom == 0);
-    snprintf(spec, sizeof spec, "sim:%llu", (unsigned long long)(hbm_trace_peak_live(t) / 20 * 21 + 16 * MiB));
+    snprintf(spec, sizeof spec, "sim:%llu", (unsigned long long)(hbm_trace_peak_live(t) / 50 * (uint64_t)(50 + i % 4) + 4 * MiB));
     o.device = spec;
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
     seeded_ooms += r.oom != 0;
+    seeded_moves += counter(&r, "chunks_moved");
+    seeded_rechunks += counter(&r, "rechunks");
     hbm_trace_free(t);
   }
-  printf("test_zoned: %d random recordings from a starting state checked after every event; %llu ran out of a tight device\n",
-         recordings, (unsigned long long)seeded_ooms);
+  printf("test_zoned: %d random recordings from a starting state checked after every event; on tight devices "
+         "%.0f chunks moved, %.0f re-chunked, %llu ran out\n", recordings, seeded_moves, seeded_rechunks,
+         (unsigned long long)seeded_ooms);
 
   return test_done("test_zoned");
 }
