@@ -112,6 +112,11 @@ int main(void) {
   expect_bad("hbm-trace 1\nseg 0x10 1MiB 0 medium\n", 2, "small");
   expect_bad("hbm-trace 1\ninit-blk 0x0 512 -\n", 2, "before any init-seg");
   expect_bad("hbm-trace 1\ninit-seg 0x1000 1MiB 0 large\ninit-blk 0x2000 512 -\n", 3, "tile");
+  /* the last segment is checked too: before the first event, or at the end */
+  expect_bad("hbm-trace 1\ninit-seg 0x1000 4096 0 small\ninit-blk 0x1000 1024 a\na q 1KiB\n", 4, "not tiled");
+  expect_bad("hbm-trace 1\ninit-seg 0x1000 4096 0 small\ninit-blk 0x1000 1024 a\n", 3, "not tiled");
+  expect_bad("hbm-trace 1\ninit-seg 0x1000 4096 0 small\ninit-blk 0x1000 1000 a\n", 3, "multiple of 512");
+  expect_bad("hbm-trace 1\ninit-seg 0x1001 4096 0 small\n", 2, "multiple of 512");
   static const char nul[] = "hbm-trace 1\na x 1\nf x\0\n";
   expect_bad_n(nul, sizeof nul - 1, 3, "NUL");
   expect_bad("hbm-trace 1\na 1 2 3 4 5 6 7 8 9\n", 2, "too many fields");

@@ -140,11 +140,25 @@ uint64_t hbm_trace_peak_live(const hbm_trace *t) {
   return peak;
 }
 
-/* ---- validation: pairing of allocs and frees --------------------------------------- */
+/* ---- validation: the starting state's tiling, pairing of allocs and frees ---------- */
 int hbm_trace_validate(const hbm_trace *t, hbm_diag *diag) {
   uint8_t *live = calloc(t->nids ? t->nids : 1, 1);
   if (!live) return HBM_EHOSTMEM;
   int rc = HBM_OK;
+  for (uint32_t k = 0; k < t->ninit_segments && rc == HBM_OK; k++) { /* tiled whole, in 512-byte units */
+    const hbm_init_segment *seg = &t->init_segments[k];
+    uint64_t at = seg->addr;
+    for (uint32_t i = seg->first_block; i < seg->first_block + seg->nblocks && rc == HBM_OK; i++) {
+      const hbm_init_block *b = &t->init_blocks[i];
+      if (b->addr != at || b->size == 0 || b->size % 512 || b->addr % 512 || b->size > seg->addr + seg->size - at)
+        rc = hbm_diag_set(diag, t->name, 0, 0, "starting state: the segment at %#llx is not tiled in 512-byte blocks at %#llx",
+                          (unsigned long long)seg->addr, (unsigned long long)b->addr);
+      at += b->size;
+    }
+    if (rc == HBM_OK && at != seg->addr + seg->size)
+      rc = hbm_diag_set(diag, t->name, 0, 0, "starting state: the blocks of the segment at %#llx cover %llu of its %llu bytes",
+                        (unsigned long long)seg->addr, (unsigned long long)(at - seg->addr), (unsigned long long)seg->size);
+  }
   for (uint32_t i = 0; i < t->ninit_blocks && rc == HBM_OK; i++) {
     uint32_t id = t->init_blocks[i].id;
     if (id == HBM_NO_ID) continue;
@@ -310,6 +324,18 @@ static int parse_addr_tok(parser *p, tok t, const char *what, uint64_t *v) {
   return HBM_OK;
 }
 
+/* The starting state's last segment must be tiled whole: checked when the
+ * next init-seg, the first event or the end of the input comes. */
+static int last_segment_covered(parser *p, const hbm_trace *t) {
+  if (!t->ninit_segments) return HBM_OK;
+  const hbm_init_segment *seg = &t->init_segments[t->ninit_segments - 1];
+  uint64_t covered = 0;
+  for (uint32_t i = 0; i < seg->nblocks; i++) covered += t->init_blocks[seg->first_block + i].size;
+  if (covered == seg->size) return HBM_OK;
+  return BAD(p, "the init-seg at %#llx is not tiled: its init-blk lines cover %llu of its %llu bytes",
+             (unsigned long long)seg->addr, (unsigned long long)covered, (unsigned long long)seg->size);
+}
+
 int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_trace **out,
                          hbm_diag *diag) {
   if (!text || !out) return HBM_EINVAL;
@@ -428,12 +454,8 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
         s.expandable = 1;
       }
       if (t->nevents) { rc = BAD(&p, "starting state (init-seg) must come before the first event"); break; }
-      if (t->ninit_segments) {
-        const hbm_init_segment *prev = &t->init_segments[t->ninit_segments - 1];
-        uint64_t covered = 0;
-        for (uint32_t i = 0; i < prev->nblocks; i++) covered += t->init_blocks[prev->first_block + i].size;
-        if (covered != prev->size) { rc = BAD(&p, "the previous init-seg's blocks cover %llu of its %llu bytes", (unsigned long long)covered, (unsigned long long)prev->size); break; }
-      }
+      if (s.addr % 512) { rc = BAD(&p, "init-seg address %#llx is not a multiple of 512 bytes", (unsigned long long)s.addr); break; }
+      if ((rc = last_segment_covered(&p, t)) != HBM_OK) break;
       if ((rc = hbm_trace_add_init_segment(t, &s)) != HBM_OK) break;
       continue;
     } else if (tok_eq(tk[0], "init-blk")) {
@@ -442,6 +464,7 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
       if (!t->ninit_segments) { rc = BAD(&p, "init-blk before any init-seg"); break; }
       if ((rc = parse_addr_tok(&p, tk[1], "block address", &b.addr)) != HBM_OK) break;
       if ((rc = parse_size_tok(&p, tk[2], "block size", &b.size)) != HBM_OK) break;
+      if (b.size % 512) { rc = BAD(&p, "block size %llu is not a multiple of 512 bytes (the unit blocks are carved in)", (unsigned long long)b.size); break; }
       const hbm_init_segment *seg = &t->init_segments[t->ninit_segments - 1];
       uint64_t expect = seg->addr;
       if (seg->nblocks) {
@@ -474,8 +497,10 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
       rc = BAD(&p, "unknown directive '%.*s' (expected a, f, s, seg, segfree, init-seg, init-blk, capacity or conf)", (int)tk[0].n, tk[0].s);
       break;
     }
+    if (!t->nevents && (rc = last_segment_covered(&p, t)) != HBM_OK) break;
     if ((rc = hbm_trace_push(t, &e)) != HBM_OK) break;
   }
+  if (rc == HBM_OK && !t->nevents) rc = last_segment_covered(&p, t); /* at the end of the input */
   if (rc == HBM_OK && !saw_header) {
     p.line = 1;
     p.offset = 0;
