@@ -225,6 +225,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
 
   /* The starting state: seeded where the policy can take a recorded layout,
    * otherwise placed like any request. */
+  int unfit = 0; /* the recorded starting state did not fit */
   if (t->ninit_blocks) {
     int seeded = 0;
     if (s.p->cls->seed) {
@@ -247,6 +248,20 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
           if (s.verify) fill(ids[b->id], b->request, b->id);
         }
         track_peaks(&s);
+      } else if (rc == HBM_ENOMEM) {
+        /* The recorded state does not fit this device: the run fails at
+         * its start, a result like any failed request, not an error. */
+        seeded = unfit = 1;
+        rc = HBM_OK;
+        uint64_t recorded = 0;
+        for (uint32_t i = 0; i < t->ninit_blocks; i++)
+          if (t->init_blocks[i].id != HBM_NO_ID) recorded += t->init_blocks[i].request;
+        hbm_policy_usage u;
+        s.p->cls->usage(s.p, &u);
+        res->oom = 1;
+        res->failures = 1;
+        res->first_oom = (hbm_oom_report){.request = recorded, .free_total = res->capacity, .largest_free = u.largest_free,
+                                          .cause = recorded > res->capacity ? HBM_CAUSE_CAPACITY : HBM_CAUSE_FRAGMENTATION};
       } else if (rc != HBM_EUNSUPPORTED) {
         free(ids);
         goto out;
@@ -263,7 +278,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
     }
     rc = HBM_OK;
   }
-  if (o->check_every && (rc = check_policy(&s, 0)) != HBM_OK) goto out;
+  if (o->check_every && !unfit && (rc = check_policy(&s, 0)) != HBM_OK) goto out;
 
   int has_steps = 0;
   for (uint64_t i = 0; i < t->nevents && !has_steps; i++) has_steps = t->events[i].kind == HBM_EV_STEP;
@@ -273,7 +288,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
   int counted_first_step = 0;
   uint64_t calls_after_first_step = 0;
   double t0 = now_ns();
-  for (uint64_t i = 0; i < t->nevents; i++) {
+  for (uint64_t i = 0; !unfit && i < t->nevents; i++) {
     const hbm_event *e = &t->events[i];
     switch (e->kind) {
       case HBM_EV_ALLOC:

@@ -87,6 +87,12 @@ elif ! grep -q "memfd" "$dir/err"; then
   echo "FAIL: seeded replay --verify on the host device:"; cat "$dir/err"; fail=1
 fi
 
+# A starting state larger than the device: a run that fails at its start
+# (a result, exit 0), for the policies that seed it and those that place it.
+out=$("$HBM" replay "$dir/seeded.trace" --policy zoned,caching,bestfit --device sim:8MiB --json) \
+  || { echo "FAIL: a starting state too big for the device is an error, not a result"; fail=1; }
+[ "$(echo "$out" | grep -o '"oom":{"event":0,' | wc -l)" -eq 3 ] || { echo "FAIL: the too-big starting state not reported as a failure at event 0"; echo "$out"; fail=1; }
+
 # The policy's invariants after every event, for bug reports.
 "$HBM" replay "$dir/seeded.trace" --policy zoned,caching,compact --device sim:12MiB --check 1 > /dev/null \
   || { echo "FAIL: --check 1 found a broken invariant"; fail=1; }
