@@ -313,7 +313,8 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
     if (o->on_progress && (i + 1) % progress_every == 0) o->on_progress(i + 1, t->nevents, o->progress_arg);
   }
   double elapsed = now_ns() - t0;
-  if (!every || t->nevents % every) take_sample(&s, t->nevents); /* the end, unless just sampled */
+  if (unfit) take_sample(&s, 0); /* where it ended */
+  else if (!every || t->nevents % every) take_sample(&s, t->nevents); /* the end, unless just sampled */
   if (o->on_progress) o->on_progress(t->nevents, t->nevents, o->progress_arg);
   res->ns_per_event = t->nevents ? elapsed / (double)t->nevents : 0;
   res->backend_calls = s.dev->backend_calls; /* including the policy's setup */
