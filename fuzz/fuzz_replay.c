@@ -1,7 +1,8 @@
 /* fuzz_replay.c: libFuzzer target for replay: any text trace that parses
  * (starting states included) goes through every policy on a small device,
  * with the policy's invariants checked after every event
- * (hbm_replay_options.check_every). A replay must end HBM_OK, a failed
+ * (hbm_replay_options.check_every), and through zoned with plan:always and
+ * with moves over 2 MiB chunks. A replay must end HBM_OK, a failed
  * request being a result (oom), not an error; only running out of host
  * memory may end it otherwise. Traces are capped at 512 events and blocks
  * so that one input stays quick.
@@ -30,8 +31,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     hbm_trace_free(trace);
     return 0;
   }
-  for (int i = 0; i < npolicies; i++) {
-    hbm_replay_options o = {.policy = policies[i], .device = "sim:256MiB", .check_every = 1};
+  /* every policy with its defaults, then zoned's other paths: plans made
+   * whenever two steps match, and moves over the smallest chunks */
+  static const char *const extra[][2] = {{"zoned", "plan:always"}, {"zoned", "moves:on,chunk:2MiB"}};
+  int nextra = (int)(sizeof extra / sizeof extra[0]);
+  for (int i = 0; i < npolicies + nextra; i++) {
+    hbm_replay_options o = {.policy = i < npolicies ? policies[i] : extra[i - npolicies][0],
+                            .conf = i < npolicies ? NULL : extra[i - npolicies][1],
+                            .device = "sim:256MiB", .check_every = 1};
     hbm_replay_result r;
     int rc = hbm_replay(trace, &o, &r);
     if (rc != HBM_OK && rc != HBM_EHOSTMEM) abort();
