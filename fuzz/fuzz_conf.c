@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_policies.h"
 #include "hbm.h"
 
 static int explained;
@@ -21,15 +22,9 @@ static void on_error(int code, const char *message, void *arg) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static const char *policies[16];
-  static int npolicies;
-  static char names[256];
-  if (!npolicies) {
-    strncpy(names, hbm_policy_names(), sizeof names - 1);
-    for (char *save = NULL, *p = strtok_r(names, ",", &save); p && npolicies < 16; p = strtok_r(NULL, ",", &save))
-      policies[npolicies++] = p;
-    hbm_set_error_handler(on_error, NULL);
-  }
+  const char *const *policies;
+  int npolicies = fuzz_policies(&policies);
+  hbm_set_error_handler(on_error, NULL);
   if (size == 0) return 0;
   const char *policy = policies[data[0] % npolicies];
   char *conf = malloc(size);

@@ -11,18 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_policies.h"
 #include "hbm.h"
 #include "trace/trace.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static const char *policies[16];
-  static int npolicies;
-  static char names[256];
-  if (!npolicies) {
-    strncpy(names, hbm_policy_names(), sizeof names - 1);
-    for (char *save = NULL, *p = strtok_r(names, ",", &save); p && npolicies < 16; p = strtok_r(NULL, ",", &save))
-      policies[npolicies++] = p;
-  }
+  const char *const *policies;
+  int npolicies = fuzz_policies(&policies);
   hbm_trace *trace = NULL;
   hbm_diag diag;
   memset(&diag, 0, sizeof diag);
