@@ -651,6 +651,16 @@ static int build(importer *im, hbm_trace *t) {
       live_start *l = &im->ls[li];
       uint64_t limit = li + 1 < im->nls && im->ls[li + 1].addr < end ? im->ls[li + 1].addr : end;
       uint64_t rounded = l->final_size ? l->final_size : hbm_pt_round_size(&im->conf, l->request);
+      if (l->addr % HBM_PT_MIN_BLOCK || rounded % HBM_PT_MIN_BLOCK) { /* PyTorch carves blocks in 512-byte units */
+        if (l->free_entry != UINT32_MAX)
+          rc = fail(im, "device_traces[%d][%u] (free_completed): the block at 0x%llx (%llu bytes), alive at the start, "
+                        "is not in 512-byte units", im->device, im->e[l->free_entry].index,
+                    (unsigned long long)l->addr, (unsigned long long)rounded);
+        else
+          rc = fail(im, "segments: the active block at 0x%llx (%llu bytes) is not in 512-byte units",
+                    (unsigned long long)l->addr, (unsigned long long)rounded);
+        break;
+      }
       if (l->addr + rounded > limit) {
         rc = fail(im, "starting state: the block at 0x%llx (%llu bytes for a request of %llu) overlaps %s at 0x%llx",
                   (unsigned long long)l->addr, (unsigned long long)rounded, (unsigned long long)l->request,
