@@ -259,9 +259,9 @@ static int read_trace(importer *im, const hbm_pk_value *trace) {
     if (kind == E_ALLOC && (x->size == 0 || x->size > HBM_MAX_SIZE))
       return fail(im, "%s: size %llu is not between 1 B and 1 PiB", where, (unsigned long long)x->size);
     if ((kind == E_SEG_ALLOC || kind == E_SEG_FREE || kind == E_MAP || kind == E_UNMAP) &&
-        (x->size == 0 || x->size > HBM_MAX_SIZE || x->size % HBM_PT_MIN_BLOCK))
-      return fail(im, "%s: segment size %llu is not a positive multiple of 512 bytes", where,
-                  (unsigned long long)x->size);
+        (x->size == 0 || x->size > HBM_MAX_SIZE || x->size % HBM_PT_MIN_BLOCK || x->addr % HBM_PT_MIN_BLOCK))
+      return fail(im, "%s: segment of %llu bytes at 0x%llx is not a positive multiple of 512 bytes on a 512-byte boundary",
+                  where, (unsigned long long)x->size, (unsigned long long)x->addr);
     const hbm_pk_value *tv = hbm_pk_get(t, "time_us");
     if (tv && hbm_pk_int(tv, &x->time_us)) x->has_time = 1;
     x->index = (uint32_t)i;
