@@ -225,7 +225,8 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
 
   /* The starting state: seeded where the policy can take a recorded layout,
    * otherwise placed like any request. */
-  int unfit = 0; /* the recorded starting state did not fit */
+  int unfit = 0;   /* the recorded starting state did not fit */
+  int checked = 0; /* the policy's seed was checked already */
   if (t->ninit_blocks) {
     int seeded = 0;
     if (s.p->cls->seed) {
@@ -233,8 +234,12 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
       if (!ids) { rc = HBM_EHOSTMEM; goto out; }
       for (uint32_t i = 0; i < n; i++) ids[i] = HBM_NO_ADDR;
       rc = s.p->cls->seed(s.p, t, ids);
+      if (rc == HBM_OK && o->check_every && (rc = check_policy(&s, 0)) != HBM_OK) { /* before any byte is filled */
+        free(ids);
+        goto out;
+      }
       if (rc == HBM_OK) {
-        seeded = 1;
+        seeded = checked = 1;
         for (uint32_t i = 0; i < t->ninit_blocks; i++) {
           const hbm_init_block *b = &t->init_blocks[i];
           if (b->id == HBM_NO_ID || ids[b->id] == HBM_NO_ADDR) continue;
@@ -278,7 +283,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
     }
     rc = HBM_OK;
   }
-  if (o->check_every && !unfit && (rc = check_policy(&s, 0)) != HBM_OK) goto out;
+  if (o->check_every && !unfit && !checked && (rc = check_policy(&s, 0)) != HBM_OK) goto out;
 
   int has_steps = 0;
   for (uint64_t i = 0; i < t->nevents && !has_steps; i++) has_steps = t->events[i].kind == HBM_EV_STEP;
