@@ -225,10 +225,9 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
 
   /* The starting state: seeded where the policy can take a recorded layout,
    * otherwise placed like any request. */
-  int unfit = 0;   /* the recorded starting state did not fit */
-  int checked = 0; /* the policy's seed was checked already */
+  int unfit = 0;  /* the recorded starting state did not fit */
+  int seeded = 0; /* the policy took the recorded layout (checked already), or it did not fit */
   if (t->ninit_blocks) {
-    int seeded = 0;
     if (s.p->cls->seed) {
       uint64_t *ids = malloc(n * sizeof *ids);
       if (!ids) { rc = HBM_EHOSTMEM; goto out; }
@@ -239,7 +238,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
         goto out;
       }
       if (rc == HBM_OK) {
-        seeded = checked = 1;
+        seeded = 1;
         for (uint32_t i = 0; i < t->ninit_blocks; i++) {
           const hbm_init_block *b = &t->init_blocks[i];
           if (b->id == HBM_NO_ID || ids[b->id] == HBM_NO_ADDR) continue;
@@ -283,7 +282,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
     }
     rc = HBM_OK;
   }
-  if (o->check_every && !unfit && !checked && (rc = check_policy(&s, 0)) != HBM_OK) goto out;
+  if (o->check_every && !seeded && (rc = check_policy(&s, 0)) != HBM_OK) goto out;
 
   int has_steps = 0;
   for (uint64_t i = 0; i < t->nevents && !has_steps; i++) has_steps = t->events[i].kind == HBM_EV_STEP;
