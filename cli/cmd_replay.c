@@ -57,6 +57,17 @@ static int write_html(const hbm_trace *trace, const char *path, const char *html
   return out;
 }
 
+/* A positive number of events for option `opt`; 0 (reported) when the text is not one. */
+static int parse_events(const char *opt, const char *text, uint64_t *out) {
+  char *end;
+  *out = strtoull(text, &end, 10);
+  if (*end || *out == 0) {
+    cli_error("%s: expected a positive number of events, got '%s'", opt, text);
+    return 0;
+  }
+  return 1;
+}
+
 static void show_progress(uint64_t done, uint64_t total, void *arg) {
   cli_progress((const char *)arg, done, total);
 }
@@ -89,18 +100,12 @@ int cmd_replay(int argc, char **argv) {
       case 'a':
         if (!cli_conf_add(&confs, optarg)) return CLI_BAD_INPUT;
         break;
-      case 'e': {
-        char *end;
-        every = strtoull(optarg, &end, 10);
-        if (*end || every == 0) { cli_error("--every: expected a positive number of events, got '%s'", optarg); return CLI_BAD_INPUT; }
+      case 'e':
+        if (!parse_events("--every", optarg, &every)) return CLI_BAD_INPUT;
         break;
-      }
-      case 'C': {
-        char *end;
-        check_every = strtoull(optarg, &end, 10);
-        if (*end || check_every == 0) { cli_error("--check: expected a positive number of events, got '%s'", optarg); return CLI_BAD_INPUT; }
+      case 'C':
+        if (!parse_events("--check", optarg, &check_every)) return CLI_BAD_INPUT;
         break;
-      }
       case 's': show_samples = 1; break;
       case 'v': verify_data = 1; break;
       case 'j': json = 1; break;
