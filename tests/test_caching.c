@@ -471,6 +471,7 @@ static void test_seeding(void) {
   open_env(&e, "caching", NULL, GiB);
   uint64_t ids[2] = {HBM_NO_ADDR, HBM_NO_ADDR};
   CHECK(e.cls->seed(e.p, t, ids) == HBM_OK);
+  const uint64_t seed_calls = e.dev->backend_calls;
   CHECK(e.cls->check(e.p, report, NULL) == 0);
   CHECK_EQ_U64(ids[0], base); /* sim honours the recorded address */
   CHECK(ids[1] != HBM_NO_ADDR);
@@ -489,6 +490,21 @@ static void test_seeding(void) {
   CHECK_EQ_U64(stats(&e).segments, 1);
   F(&e, ids[0]);
   F(&e, base + 4 * MiB);
+  close_env(&e);
+
+  /* A device without room for the whole recorded state: the segment that
+   * holds no live block is cache PyTorch would have released there. */
+  open_env(&e, "caching", NULL, 61 * MiB);
+  CHECK(e.cls->seed(e.p, t, ids) == HBM_OK);
+  CHECK(e.cls->check(e.p, report, NULL) == 0);
+  CHECK_EQ_U64(stats(&e).reserved, 60 * MiB);
+  CHECK_EQ_U64(stats(&e).segments, 2);
+  CHECK_EQ_U64(e.dev->backend_calls, seed_calls - 1); /* the cached segment's */
+  CHECK_EQ_U64(alloc_bs(&e, 16 * MiB, 0, &bs), base + 4 * MiB); /* the free part of a live segment stays */
+  close_env(&e);
+  /* Even without the cache it does not fit: the seed says so. */
+  open_env(&e, "caching", NULL, 59 * MiB);
+  CHECK(e.cls->seed(e.p, t, ids) == HBM_ENOMEM);
   close_env(&e);
   hbm_trace_free(t);
 }

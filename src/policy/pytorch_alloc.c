@@ -1188,14 +1188,33 @@ static int seed_expandable(pt *m, const hbm_trace *t, const seg_ref *refs, uint3
   return HBM_OK;
 }
 
+static int segment_holds_live(const hbm_trace *t, const hbm_init_segment *s) {
+  for (uint32_t k = 0; k < s->nblocks; k++)
+    if (t->init_blocks[s->first_block + k].id != HBM_NO_ID) return 1;
+  return 0;
+}
+
+/* A recorded state larger than the device cannot have existed there: out of
+ * memory, PyTorch releases every cached segment that holds no live block and
+ * retries (release_cached_blocks), so such a state starts without them.
+ * Seeding them and releasing at the first failure would count calls the run
+ * on that device never made. */
+static int seed_drops_cache(const pt *m, const hbm_trace *t) {
+  uint64_t need = 0;
+  for (uint32_t i = 0; i < t->ninit_segments; i++) need += t->init_segments[i].size;
+  const hbm_device *d = m->base.dev;
+  return need > d->caps.capacity - d->phys_used;
+}
+
 int hbm_pt_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr) {
   pt *m = (pt *)p;
   uint32_t n = t->ninit_segments, nexp = 0;
   seg_ref *exp = malloc(((size_t)n + 1) * sizeof *exp);
   if (!exp) return HBM_EHOSTMEM;
-  int rc = HBM_OK;
+  int rc = HBM_OK, drop_cache = seed_drops_cache(m, t);
   for (uint32_t i = 0; i < n && rc == HBM_OK; i++) {
     const hbm_init_segment *s = &t->init_segments[i];
+    if (drop_cache && !segment_holds_live(t, s)) continue;
     if (s->expandable) exp[nexp++] = (seg_ref){s->stream, s->small, s->addr, i};
     else rc = seed_plain(m, t, s, id_addr);
   }
