@@ -99,8 +99,9 @@ static int oom_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag 
 static void report_oom_layout(replay_state *s) {
   oom_scan c = {s, {0}};
   hbm_addrmap_init(&c.tags);
+  /* Best effort: a block left out (host memory short) shows the policy's own tag. */
   for (uint32_t id = 0; id < s->t->nids; id++)
-    if (s->addr[id] != HBM_NO_ADDR) hbm_addrmap_put(&c.tags, s->addr[id], id);
+    if (s->addr[id] != HBM_NO_ADDR && hbm_addrmap_put(&c.tags, s->addr[id], id) != HBM_OK) break;
   s->p->cls->scan(s->p, oom_visit, &c);
   hbm_addrmap_release(&c.tags);
 }
@@ -248,7 +249,11 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
           s.tag[b->id] = b->tag;
           s.live += b->request;
           s.allocated += b->size;
-          if (s.by_addr) hbm_addrmap_put(s.by_addr, ids[b->id], b->id);
+          if (s.by_addr && hbm_addrmap_put(s.by_addr, ids[b->id], b->id) != HBM_OK) {
+            free(ids);
+            rc = HBM_EHOSTMEM;
+            goto out;
+          }
           if (s.verify) fill(ids[b->id], b->request, b->id);
         }
         track_peaks(&s);
