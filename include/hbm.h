@@ -79,6 +79,12 @@ int hbm_tag_parse(const char *name, hbm_tag *tag);
  * of 2; KB/MB/GB/TB powers of 10. Fractions allowed with a unit; the result is
  * rounded to the nearest byte. HBM_EINVAL on anything else or on overflow. */
 int hbm_size_parse(const char *text, uint64_t *bytes);
+/* Parses a whole count: "1024", "7B", "70e9", "1.3B", "16Mi". Digits with an
+ * optional fraction and exponent (e6), then an optional suffix: K, M, G or B,
+ * T (powers of 10, either case) or Ki, Mi, Gi, Ti (of 2). Exact to 2^64 - 1;
+ * HBM_EINVAL on a sign, hexadecimal, anything else, a value that is not whole
+ * ("1.5") or overflow. */
+int hbm_count_parse(const char *text, uint64_t *count);
 /* Writes a human size ("4.20 GiB") into buf; returns buf. */
 char *hbm_size_format(uint64_t bytes, char *buf, size_t len);
 

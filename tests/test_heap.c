@@ -32,6 +32,68 @@ int main(void) {
   CHECK(hbm_size_parse("-5MiB", &v) == HBM_EINVAL);
   CHECK(hbm_size_parse("1.5", &v) == HBM_EINVAL);
   CHECK(hbm_size_parse("99999999999999999999GiB", &v) == HBM_EINVAL);
+  /* counts */
+  CHECK(hbm_count_parse("1024", &v) == HBM_OK && v == 1024);
+  CHECK(hbm_count_parse("18446744073709551615", &v) == HBM_OK && v == UINT64_MAX);
+  CHECK(hbm_count_parse("18446744073709551616", &v) == HBM_EINVAL);
+  CHECK(hbm_count_parse("1.3B", &v) == HBM_OK && v == 1300000000ull);
+  CHECK(hbm_count_parse("70e9", &v) == HBM_OK && v == 70000000000ull);
+  CHECK(hbm_count_parse("16Mi", &v) == HBM_OK && v == 16ull << 20);
+  CHECK(hbm_count_parse("0.5Ki", &v) == HBM_OK && v == 512);
+  CHECK(hbm_count_parse("1k", &v) == HBM_OK && v == 1000);
+  CHECK(hbm_count_parse("1.50", &v) == HBM_EINVAL); /* not whole */
+  CHECK(hbm_count_parse("2.50", &v) == HBM_EINVAL);
+  CHECK(hbm_count_parse("2.000", &v) == HBM_OK && v == 2);
+  CHECK(hbm_count_parse("0e99", &v) == HBM_OK && v == 0);
+  CHECK(hbm_count_parse("1e20", &v) == HBM_EINVAL); /* past 2^64 */
+  CHECK(hbm_count_parse("1e999", &v) == HBM_EINVAL);
+  const char *bad_counts[] = {"", "-1", "+1", ".5", "0x10", "1.", "1e", "1e-3", "1.2.3", "1 ", "5Bi", "1KiB", "inf", "nan", "1Q", "1ki"};
+  for (size_t i = 0; i < sizeof bad_counts / sizeof bad_counts[0]; i++)
+    if (hbm_count_parse(bad_counts[i], &v) != HBM_EINVAL) {
+      fprintf(stderr, "count '%s' accepted\n", bad_counts[i]);
+      CHECK(!"a bad count accepted");
+    }
+  /* Random whole numbers in every spelling the grammar has for them. */
+  for (int i = 0; i < 20000; i++) {
+    int digits = 1 + (int)test_rand_below(&rng, 19);
+    uint64_t want = test_rand(&rng) % 10000000000000000000ull;
+    for (int d = digits; d < 19; d++) want /= 10;
+    char text[64];
+    switch (test_rand_below(&rng, 5)) {
+      case 0: snprintf(text, sizeof text, "%llu", (unsigned long long)want); break;
+      case 1: /* K/M/G/T with the remainder as a fraction */
+      {
+        static const char units[] = "KMGT";
+        int u = (int)test_rand_below(&rng, 4);
+        uint64_t unit = u == 0 ? 1000ull : u == 1 ? 1000000ull : u == 2 ? 1000000000ull : 1000000000000ull;
+        int w = u == 0 ? 3 : u == 1 ? 6 : u == 2 ? 9 : 12;
+        snprintf(text, sizeof text, "%llu.%0*llu%c", (unsigned long long)(want / unit), w,
+                 (unsigned long long)(want % unit), units[u]);
+        break;
+      }
+      case 2: /* binary suffix, the value rounded down to its unit */
+        want &= ~((1ull << 20) - 1);
+        snprintf(text, sizeof text, "%lluMi", (unsigned long long)(want >> 20));
+        break;
+      case 3: /* e-notation: the digits with their trailing zeros as the exponent */
+      {
+        uint64_t m = want;
+        int e = 0;
+        while (m && m % 10 == 0) m /= 10, e++;
+        snprintf(text, sizeof text, "%llue%d", (unsigned long long)m, e);
+        break;
+      }
+      default: /* a fraction that divides out: want x 10 / 10 */
+        snprintf(text, sizeof text, "%llu.%llu0e1", (unsigned long long)(want / 10), (unsigned long long)(want % 10));
+        break;
+    }
+    uint64_t got = 0;
+    if (hbm_count_parse(text, &got) != HBM_OK || got != want) {
+      fprintf(stderr, "count '%s': got %llu, want %llu\n", text, (unsigned long long)got, (unsigned long long)want);
+      CHECK(!"a count misread");
+      break;
+    }
+  }
   char buf[32];
   CHECK(!strcmp(hbm_size_format(3ull << 30, buf, sizeof buf), "3.00 GiB"));
   /* the story's ratio: 14 GiB free in holes of at most 3 GiB */

@@ -70,6 +70,70 @@ int hbm_tag_parse(const char *name, hbm_tag *tag) {
   return HBM_EINVAL;
 }
 
+/* ---- counts ---- */
+static int mul_u64(uint64_t *v, uint64_t m) {
+  if (m && *v > UINT64_MAX / m) return 0;
+  *v *= m;
+  return 1;
+}
+
+int hbm_count_parse(const char *text, uint64_t *count) {
+  if (!text || !isdigit((unsigned char)text[0])) return HBM_EINVAL;
+  const char *p = text;
+  uint64_t mant = 0; /* the digits without the point; the value is mant x 10^exp10 */
+  int exp10 = 0, zeros = 0;
+  for (int frac = 0;; p++) {
+    if (*p == '.' && !frac) {
+      frac = 1;
+      continue;
+    }
+    if (!isdigit((unsigned char)*p)) break;
+    unsigned d = (unsigned)(*p - '0');
+    if (frac && d == 0) { /* held back: trailing zeros of a fraction change nothing */
+      zeros++;
+      continue;
+    }
+    for (; zeros > 0; zeros--, exp10--)
+      if (!mul_u64(&mant, 10)) return HBM_EINVAL;
+    if (!mul_u64(&mant, 10) || mant > UINT64_MAX - d) return HBM_EINVAL;
+    mant += d;
+    exp10 -= frac;
+  }
+  if (p[-1] == '.') return HBM_EINVAL; /* "5." */
+  if (*p == 'e' || *p == 'E') {
+    p++;
+    if (*p == '+') p++;
+    if (!isdigit((unsigned char)*p)) return HBM_EINVAL;
+    int e = 0;
+    while (isdigit((unsigned char)*p) && e < 100) e = e * 10 + (*p++ - '0');
+    if (isdigit((unsigned char)*p)) return HBM_EINVAL;
+    exp10 += e;
+  }
+  static const struct { char c; int dec, bin; } units[] = {{'K', 3, 10}, {'M', 6, 20}, {'G', 9, 30}, {'B', 9, 0}, {'T', 12, 40}};
+  int bin = 0;
+  if (*p) {
+    size_t i = 0, n = sizeof units / sizeof units[0];
+    while (i < n && toupper((unsigned char)*p) != units[i].c) i++;
+    if (i == n) return HBM_EINVAL;
+    if (p[1] == 'i' && !p[2] && units[i].bin && *p == units[i].c) bin = units[i].bin; /* "Ki", as in KiB */
+    else if (!p[1]) exp10 += units[i].dec;
+    else return HBM_EINVAL;
+  }
+  if (mant == 0) { /* 0, 0.0, 0e99, 0Ki */
+    *count = 0;
+    return HBM_OK;
+  }
+  if (!mul_u64(&mant, bin ? 1ull << bin : 1)) return HBM_EINVAL;
+  for (; exp10 < 0; exp10++) { /* a fraction: whole only if the digits divide out */
+    if (mant % 10) return HBM_EINVAL;
+    mant /= 10;
+  }
+  for (; exp10 > 0; exp10--)
+    if (!mul_u64(&mant, 10)) return HBM_EINVAL;
+  *count = mant;
+  return HBM_OK;
+}
+
 /* ---- sizes ---- */
 int hbm_size_parse(const char *text, uint64_t *bytes) {
   if (!text || !isdigit((unsigned char)text[0])) return HBM_EINVAL;
