@@ -15,7 +15,6 @@
  * Traffic per parameter: fused 28 bytes (read grad 2, master 4, m 4, v 4;
  * write master 4, m 4, v 4, weight 2). copy_gbps counts bytes read plus
  * written per second by memcpy on as many threads as the step uses. */
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -283,24 +282,6 @@ static void usage(FILE *out) {
           "               max_rel_err (master weights vs the reference after 10 steps), and more\n");
 }
 
-static int parse_count(const char *text, uint64_t *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(text, &end);
-  if (errno || end == text || v < 0) return 0;
-  double mult = 1;
-  if (!strcmp(end, "K")) mult = 1e3;
-  else if (!strcmp(end, "M")) mult = 1e6;
-  else if (!strcmp(end, "G")) mult = 1e9;
-  else if (!strcmp(end, "Ki")) mult = 1024.0;
-  else if (!strcmp(end, "Mi")) mult = 1048576.0;
-  else if (!strcmp(end, "Gi")) mult = 1073741824.0;
-  else if (*end) return 0;
-  if (v * mult > 1e12) return 0;
-  *out = (uint64_t)(v * mult + 0.5);
-  return 1;
-}
-
 static int threads_in_use(int requested) {
   if (requested > 0) return requested;
   cpu_set_t set;
@@ -319,21 +300,12 @@ int bench_adamw(int argc, char **argv) {
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return CLI_OK; }
     else if (!strcmp(a, "--json")) json = 1;
     else if (!strcmp(a, "--params") && has_value) {
-      if (!parse_count(argv[++i], &params) || params == 0) {
-        cli_error("bench adamw: --params '%s': expected a positive count such as 16Mi", argv[i]);
-        return CLI_BAD_INPUT;
-      }
+      if (!cli_parse_count("bench adamw: --params", argv[++i], 1, 1000000000000ull, &params)) return CLI_BAD_INPUT;
     } else if (!strcmp(a, "--reps") && has_value) {
-      if (!parse_count(argv[++i], &reps) || reps == 0 || reps > 1000) {
-        cli_error("bench adamw: --reps '%s': expected 1 to 1000", argv[i]);
-        return CLI_BAD_INPUT;
-      }
+      if (!cli_parse_count("bench adamw: --reps", argv[++i], 1, 1000, &reps)) return CLI_BAD_INPUT;
     } else if (!strcmp(a, "--threads") && has_value) {
       uint64_t t;
-      if (!parse_count(argv[++i], &t) || t > 64) {
-        cli_error("bench adamw: --threads '%s': expected 0 (one per CPU) to 64", argv[i]);
-        return CLI_BAD_INPUT;
-      }
+      if (!cli_parse_count("bench adamw: --threads (0: one per CPU)", argv[++i], 0, 64, &t)) return CLI_BAD_INPUT;
       o.threads = (int)t;
     } else if (!strcmp(a, "--impl") && has_value) {
       if (hbm_adamw_impl_parse(argv[++i], &o.impl) != HBM_OK) {

@@ -118,21 +118,17 @@ int bench_alloc(int argc, char **argv) {
   uint64_t pairs = 2000000, live = 1024, seed = 437;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    char *end = NULL;
+    int ok = 1;
     switch (c) {
       case 'j': json = 1; break;
-      case 'p': pairs = strtoull(optarg, &end, 10); break;
-      case 'l': live = strtoull(optarg, &end, 10); break;
-      case 's': seed = strtoull(optarg, &end, 10); break;
+      case 'p': ok = cli_parse_count("bench alloc: --pairs", optarg, 1, 1ull << 32, &pairs); break;
+      case 'l': ok = cli_parse_count("bench alloc: --live", optarg, 1, 1u << 20, &live); break;
+      case 's': ok = cli_parse_count("bench alloc: --seed", optarg, 0, UINT64_MAX, &seed); break;
       case 'h': usage(stdout); return CLI_OK;
       default: usage(stderr); return CLI_BAD_INPUT;
     }
-    if (end && (*end || (c != 's' && strtoull(optarg, NULL, 10) == 0))) {
-      cli_error("bench alloc: --%s expects a positive number, got '%s'", c == 'p' ? "pairs" : c == 'l' ? "live" : "seed", optarg);
-      return CLI_BAD_INPUT;
-    }
+    if (!ok) return CLI_BAD_INPUT;
   }
-  if (live > (1u << 20) || pairs > (1ull << 32)) { cli_error("bench alloc: --live at most 1048576, --pairs at most 2^32"); return CLI_BAD_INPUT; }
   op *ops = malloc(pairs * sizeof *ops);
   if (!ops) { cli_error("bench alloc: out of memory"); return CLI_FAILED; }
   size_t nsmall = 0;

@@ -248,21 +248,17 @@ int bench_compact(int argc, char **argv) {
   uint64_t capacity = 4ull << 30, rounds = 5, seed = 437, max_block = 256ull << 20;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    char *end = NULL;
+    int ok = 1;
     switch (c) {
       case 'j': json = 1; break;
       case 'c': if (!cli_parse_size("bench compact: --capacity", optarg, &capacity)) return CLI_BAD_INPUT; break;
       case 'm': if (!cli_parse_size("bench compact: --max-block", optarg, &max_block)) return CLI_BAD_INPUT; break;
-      case 'r': rounds = strtoull(optarg, &end, 10); break;
-      case 's': seed = strtoull(optarg, &end, 10); break;
+      case 'r': ok = cli_parse_count("bench compact: --rounds", optarg, 1, MAX_ROUNDS, &rounds); break;
+      case 's': ok = cli_parse_count("bench compact: --seed", optarg, 0, UINT64_MAX, &seed); break;
       case 'h': usage(stdout); return CLI_OK;
       default: usage(stderr); return CLI_BAD_INPUT;
     }
-    if (end && (*end || (c == 'r' && (rounds == 0 || rounds > MAX_ROUNDS)))) {
-      cli_error("bench compact: --%s expects a number%s, got '%s'", c == 'r' ? "rounds" : "seed",
-                c == 'r' ? " from 1 to 100" : "", optarg);
-      return CLI_BAD_INPUT;
-    }
+    if (!ok) return CLI_BAD_INPUT;
   }
   if (capacity < (256ull << 20)) { cli_error("bench compact: --capacity at least 256MiB"); return CLI_BAD_INPUT; }
   if (max_block < (64 << 10) || max_block % (64 << 10)) {

@@ -32,22 +32,16 @@ int bench_gen(int argc, char **argv) {
                                        {0, 0, 0, 0}};
   int json = 0, opt;
   const char *preset = "910c-dense";
-  long steps = 40;
+  uint64_t steps = 40;
   optind = 1;
   opterr = 0;
   while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (opt) {
       case 'j': json = 1; break;
       case 'p': preset = optarg; break;
-      case 's': {
-        char *end;
-        steps = strtol(optarg, &end, 10);
-        if (*end || steps < 1 || steps > 100000) {
-          cli_error("--steps: expected 1..100000, got '%s'", optarg);
-          return CLI_BAD_INPUT;
-        }
+      case 's':
+        if (!cli_parse_count("--steps", optarg, 1, 100000, &steps)) return CLI_BAD_INPUT;
         break;
-      }
       case 'h': usage(stdout); return CLI_OK;
       default: usage(stderr); return CLI_BAD_INPUT;
     }

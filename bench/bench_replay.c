@@ -38,19 +38,19 @@ int bench_replay(int argc, char **argv) {
       {"alloc-conf", required_argument, 0, 'a'}, {"json", no_argument, 0, 'j'},
       {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
   const char *trace_path = NULL, *preset = "910c-dense", *policy_list = "all", *device = NULL;
-  unsigned long steps = 20, rounds = 3;
+  uint64_t steps = 20, rounds = 3;
   int json = 0, c;
   cli_confs confs = {0};
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    char *end = NULL;
+    int ok = 1;
     switch (c) {
       case 't': trace_path = optarg; break;
       case 'p': preset = optarg; break;
-      case 's': steps = strtoul(optarg, &end, 10); break;
+      case 's': ok = cli_parse_count("bench replay: --steps", optarg, 1, 1000000, &steps); break;
       case 'P': policy_list = optarg; break;
       case 'd': device = optarg; break;
-      case 'r': rounds = strtoul(optarg, &end, 10); break;
+      case 'r': ok = cli_parse_count("bench replay: --rounds", optarg, 1, 1000, &rounds); break;
       case 'a':
         if (!cli_conf_add(&confs, optarg)) return CLI_BAD_INPUT;
         break;
@@ -58,10 +58,7 @@ int bench_replay(int argc, char **argv) {
       case 'h': usage(stdout); return CLI_OK;
       default: usage(stderr); return CLI_BAD_INPUT;
     }
-    if (end && (*end || strtoul(optarg, NULL, 10) == 0)) {
-      cli_error("bench replay: expected a positive number, got '%s'", optarg);
-      return CLI_BAD_INPUT;
-    }
+    if (!ok) return CLI_BAD_INPUT;
   }
   char policies[16][32];
   int npolicies = cli_split_policies(policy_list, policies, 16);
@@ -83,7 +80,7 @@ int bench_replay(int argc, char **argv) {
     }
     cfg.steps = (uint32_t)steps;
     rc = hbm_gen_llm(&cfg, &t, &d);
-    snprintf(name, sizeof name, "generated %s, %lu steps", preset, steps);
+    snprintf(name, sizeof name, "generated %s, %llu steps", preset, (unsigned long long)steps);
   }
   if (rc != HBM_OK) {
     cli_diag(&d);
@@ -97,14 +94,14 @@ int bench_replay(int argc, char **argv) {
   hbm_json_kv_u64(&j, "events", hbm_trace_event_count(t));
   hbm_json_key(&j, "policies");
   hbm_json_array_begin(&j);
-  if (!json) printf("replay speed on %s (%llu events), fastest of %lu rounds\n", name, (unsigned long long)hbm_trace_event_count(t), rounds);
+  if (!json) printf("replay speed on %s (%llu events), fastest of %llu rounds\n", name, (unsigned long long)hbm_trace_event_count(t), (unsigned long long)rounds);
   double first = 0;
   int exit_code = CLI_OK;
   for (int i = 0; i < npolicies; i++) {
     const char *p = policies[i], *conf = cli_conf_for(&confs, p);
     double best = 0;
     hbm_replay_result r;
-    for (unsigned long k = 0; k < rounds; k++) {
+    for (uint64_t k = 0; k < rounds; k++) {
       hbm_replay_options o = {.policy = p, .conf = conf, .device = device};
       rc = hbm_replay(t, &o, &r);
       if (rc != HBM_OK) break;

@@ -47,6 +47,23 @@ int cli_parse_size(const char *what, const char *text, uint64_t *out) {
   return 1;
 }
 
+int cli_parse_count(const char *opt, const char *text, uint64_t min, uint64_t max, uint64_t *out) {
+  uint64_t v = 0;
+  int ok = hbm_count_parse(text, &v) == HBM_OK;
+  if (!ok || v < min || v > max) {
+    if (max < UINT64_MAX)
+      cli_error("%s: expected a whole number %llu..%llu, got '%s'", opt, (unsigned long long)min,
+                (unsigned long long)max, text);
+    else if (min)
+      cli_error("%s: expected a whole number of at least %llu, got '%s'", opt, (unsigned long long)min, text);
+    else
+      cli_error("%s: expected a whole number, got '%s'", opt, text);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
 int cli_is_tty(void) { return isatty(STDERR_FILENO); }
 
 static int progress_shown;

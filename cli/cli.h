@@ -34,6 +34,10 @@ void cli_diag(const hbm_diag *diag);
 int cli_exit_code(int err);
 /* Parses a size argument; on error prints "hbm: <what>: ..." and returns 0. */
 int cli_parse_size(const char *what, const char *text, uint64_t *out);
+/* A count min..max for option `opt`, as hbm_count_parse reads it ("20",
+ * "7B", "16Mi", "1e6"); on error prints "hbm: <opt>: expected a whole number
+ * MIN..MAX, got '<text>'" and returns 0. */
+int cli_parse_count(const char *opt, const char *text, uint64_t min, uint64_t max, uint64_t *out);
 /* 1 if stderr is a terminal (progress bars only then). */
 int cli_is_tty(void);
 /* Progress bar on stderr (only when a terminal): label, done/total. */

@@ -108,25 +108,19 @@ int cmd_demo(int argc, char **argv) {
   optind = 1;
   opterr = 0;
   int opt;
-  char *end;
+  uint64_t v;
   while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     switch (opt) {
       case 'H': html_path = optarg; break;
       case 'j': json = 1; break;
       case 'p': preset = optarg; break;
       case 's':
-        steps = strtol(optarg, &end, 10);
-        if (*end || steps < 1 || steps > 1000000) {
-          cli_error("--steps: expected 1..1000000, got '%s'", optarg);
-          return CLI_BAD_INPUT;
-        }
+        if (!cli_parse_count("--steps", optarg, 1, 1000000, &v)) return CLI_BAD_INPUT;
+        steps = (long)v;
         break;
       case 'S':
-        seed = strtoull(optarg, &end, 10);
-        if (*end || !*optarg || optarg[0] == '-') {
-          cli_error("--seed: expected a whole number, got '%s'", optarg);
-          return CLI_BAD_INPUT;
-        }
+        if (!cli_parse_count("--seed", optarg, 0, UINT64_MAX, &v)) return CLI_BAD_INPUT;
+        seed = v;
         seed_given = 1;
         break;
       case 'P': policy_list = optarg; break;
@@ -134,11 +128,8 @@ int cmd_demo(int argc, char **argv) {
         if (!cli_parse_size("--capacity", optarg, &capacity)) return CLI_BAD_INPUT;
         break;
       case 'J':
-        jobs = (int)strtol(optarg, &end, 10);
-        if (*end || jobs < 1 || jobs > 64) {
-          cli_error("--jobs: expected 1..64, got '%s'", optarg);
-          return CLI_BAD_INPUT;
-        }
+        if (!cli_parse_count("--jobs", optarg, 1, 64, &v)) return CLI_BAD_INPUT;
+        jobs = (int)v;
         break;
       case 'h': usage(stdout); return CLI_OK;
       case ':': cli_error("%s: needs a value (try: hbm demo --help)", argv[optind - 1]); return CLI_BAD_INPUT;

@@ -85,12 +85,8 @@ int cmd_fidelity(int argc, char **argv) {
         break;
       case 'a': fo.conf = optarg; break;
       case 'd': {
-        char *end;
-        long v = strtol(optarg, &end, 10);
-        if (*end || v < 0 || v > 1024) {
-          cli_error("--device: expected a device index (0, 1, ...), got '%s'", optarg);
-          return CLI_BAD_INPUT;
-        }
+        uint64_t v;
+        if (!cli_parse_count("--device", optarg, 0, 1024, &v)) return CLI_BAD_INPUT;
         device = (int)v;
         break;
       }

@@ -1,7 +1,6 @@
 /* hbm gen llm: writes the allocation trace of one device through
  * mixed-precision transformer training, derived from the model's shapes
  * (src/trace/gen_llm.c, docs/workload.md). */
-#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -91,38 +90,9 @@ static void list_presets(FILE *out) {
   for (int i = 0; i < n; i++) fprintf(out, "%-14s %s\n", p[i].name, p[i].summary);
 }
 
-/* A whole number: plain, with a suffix K/M/B/T (powers of 10) or in e-notation. */
-static int parse_count(const char *opt, const char *text, uint64_t max, uint64_t *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(text, &end);
-  double mult = 1;
-  if (end != text && *end) {
-    switch (*end) {
-      case 'k': case 'K': mult = 1e3; break;
-      case 'm': case 'M': mult = 1e6; break;
-      case 'b': case 'B': case 'g': case 'G': mult = 1e9; break;
-      case 't': case 'T': mult = 1e12; break;
-      default: mult = 0;
-    }
-    if (mult) end++;
-  }
-  v *= mult;
-  if (end == text || *end || errno || !(v >= 0) || v > (double)max || v != floor(v) || mult == 0) {
-    cli_error("%s: expected a whole number 0..%llu, got '%s'", opt, (unsigned long long)max, text);
-    return 0;
-  }
-  *out = (uint64_t)v;
-  return 1;
-}
-
 static int parse_u32(const char *opt, const char *text, uint32_t min, uint32_t max, uint32_t *out) {
   uint64_t v;
-  if (!parse_count(opt, text, max, &v)) return 0;
-  if (v < min) {
-    cli_error("%s: expected at least %u, got '%s'", opt, min, text);
-    return 0;
-  }
+  if (!cli_parse_count(opt, text, min, max, &v)) return 0;
   *out = (uint32_t)v;
   return 1;
 }
@@ -306,7 +276,7 @@ int cmd_gen(int argc, char **argv) {
       case O_PRESET: break;
       case O_LIST: list_presets(stdout); return CLI_OK;
       case O_PARAMS:
-        ok = parse_count("--params", optarg, 100000000000000ull, &c.params);
+        ok = cli_parse_count("--params", optarg, 0, 100000000000000ull, &c.params);
         if (ok && !shape_given) c.layers = c.hidden = c.heads = c.ffn = 0;
         break;
       case O_ARCH:
@@ -351,7 +321,7 @@ int cmd_gen(int argc, char **argv) {
       case O_COMMBW: ok = parse_positive("--comm-bw", optarg, &c.comm_gbps); break;
       case O_STEPS: ok = parse_u32("--steps", optarg, 1, 1000000, &c.steps); break;
       case O_SEED:
-        ok = parse_count("--seed", optarg, UINT64_MAX >> 12, &v);
+        ok = cli_parse_count("--seed", optarg, 0, UINT64_MAX, &v);
         if (ok) c.seed = v;
         break;
       case O_CAP: ok = cli_parse_size("--capacity", optarg, &c.capacity); break;

@@ -46,12 +46,8 @@ int cmd_import(int argc, char **argv) {
     switch (c) {
       case 'o': output = optarg; break;
       case 'd': {
-        char *end;
-        long v = strtol(optarg, &end, 10);
-        if (*end || v < 0 || v > 1024) {
-          cli_error("--device: expected a device index (0, 1, ...), got '%s'", optarg);
-          return CLI_BAD_INPUT;
-        }
+        uint64_t v;
+        if (!cli_parse_count("--device", optarg, 0, 1024, &v)) return CLI_BAD_INPUT;
         so.device = (int)v;
         break;
       }

@@ -57,17 +57,6 @@ static int write_html(const hbm_trace *trace, const char *path, const char *html
   return out;
 }
 
-/* A positive number of events for option `opt`; 0 (reported) when the text is not one. */
-static int parse_events(const char *opt, const char *text, uint64_t *out) {
-  char *end;
-  *out = strtoull(text, &end, 10);
-  if (*end || *out == 0) {
-    cli_error("%s: expected a positive number of events, got '%s'", opt, text);
-    return 0;
-  }
-  return 1;
-}
-
 static void show_progress(uint64_t done, uint64_t total, void *arg) {
   cli_progress((const char *)arg, done, total);
 }
@@ -101,10 +90,10 @@ int cmd_replay(int argc, char **argv) {
         if (!cli_conf_add(&confs, optarg)) return CLI_BAD_INPUT;
         break;
       case 'e':
-        if (!parse_events("--every", optarg, &every)) return CLI_BAD_INPUT;
+        if (!cli_parse_count("--every", optarg, 1, UINT64_MAX, &every)) return CLI_BAD_INPUT;
         break;
       case 'C':
-        if (!parse_events("--check", optarg, &check_every)) return CLI_BAD_INPUT;
+        if (!cli_parse_count("--check", optarg, 1, UINT64_MAX, &check_every)) return CLI_BAD_INPUT;
         break;
       case 's': show_samples = 1; break;
       case 'v': verify_data = 1; break;

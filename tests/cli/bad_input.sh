@@ -33,6 +33,31 @@ expect bad_suffix     "expected a size"      'hbm-trace 1\na x 12QB\n'
 [ $rc -eq 2 ] && grep -q "none.trace" "$dir/err" || { echo "FAIL missing file: exit $rc"; cat "$dir/err"; fail=1; }
 "$HBM" replay "$dir/malformed.trace" --policy nosuch > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL unknown policy: expected exit 2"; fail=1; }
 "$HBM" replay "$dir/malformed.trace" --capacity 12QB > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL bad capacity: expected exit 2"; fail=1; }
+
+# Counts: every command reads them one way; a sign, hexadecimal, a fraction or
+# a number past 64 bits is refused by name, and the suffixes are the same everywhere.
+count_bad() { # expected-substring, command...
+  want=$1; shift
+  "$HBM" "$@" > /dev/null 2> "$dir/err"; rc=$?
+  if [ $rc -ne 2 ] || ! grep -q -- "$want" "$dir/err"; then
+    echo "FAIL '$*': exit $rc, expected 2 and '$want':"; cat "$dir/err"; fail=1
+  fi
+}
+good="$dir/good.trace"
+printf 'hbm-trace 1\na x 1KiB\nf x\n' > "$good"
+count_bad "--every: expected a whole number of at least 1, got '-1'" replay "$good" --every -1
+count_bad "--every: expected a whole number of at least 1, got '0x10'" replay "$good" --every 0x10
+count_bad "--check: expected a whole number of at least 1, got '1.5'" replay "$good" --check 1.5
+count_bad "got '18446744073709551616'" replay "$good" --every 18446744073709551616
+count_bad "--device: expected a whole number 0..1024, got ''" import "$good" --device ''
+count_bad "--jobs: expected a whole number 1..64, got '65'" demo --jobs 65
+count_bad "--seed: expected a whole number, got '-1'" gen llm --preset 7b-1gpu-80g --seed -1
+count_bad "--rounds: expected a whole number 1..1000, got '-1'" bench replay --rounds -1
+"$HBM" replay "$good" --capacity 1GiB --every 1e3 > /dev/null || { echo "FAIL --every 1e3 refused"; fail=1; }
+"$HBM" gen llm --preset 7b-1gpu-80g --steps 1 --seed 18446744073709551615 -o "$dir/seed.trace" > /dev/null \
+  || { echo "FAIL a 64-bit --seed refused"; fail=1; }
+"$HBM" gen llm --params 1.3B --seq 1Ki --steps 1 -o "$dir/k.trace" > /dev/null || { echo "FAIL --seq 1Ki refused"; fail=1; }
+
 "$HBM" nosuchcommand > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL unknown command: expected exit 2"; fail=1; }
 "$HBM" --help | grep -q "replay" || { echo "FAIL --help lists no commands"; fail=1; }
 "$HBM" replay --help | grep -q -- "--policy" || { echo "FAIL replay --help"; fail=1; }
