@@ -402,13 +402,16 @@ static uint32_t idle_fit(const zoned *z, uint32_t want, uint32_t window, int by_
   return cover != NIL ? cover : inside;
 }
 
-/* 1 if idle chunk c sat idle through a whole step (or, without step marks,
- * while more than twice the peak live bytes were allocated): it is not part
- * of the working set the steps repeat. */
+/* 1 if idle chunk c sat idle through a whole step: it is not part of the
+ * working set the steps repeat. Before the second step mark, while twice the
+ * peak live bytes were allocated (a whole working set came and went). In a
+ * job that marks no steps there is no step to wait for and the bound has no
+ * moves below a stripe to hold it, so a sixteenth of that (docs/zoned.md,
+ * "Choices measured"). */
 static int chunk_cold(const zoned *z, uint32_t c) {
   uint64_t since = z->chunks[c].idle_since;
   if (z->life.steps_seen >= 2) return since < z->prev_step_clock;
-  return z->clock - since > 2 * z->peak_live_bytes;
+  return z->clock - since > (z->marks ? 2 * z->peak_live_bytes : z->peak_live_bytes / 16);
 }
 
 /* ==== chunks ==================================================================== */
