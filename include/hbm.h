@@ -83,7 +83,7 @@ int hbm_size_parse(const char *text, uint64_t *bytes);
  * optional fraction and exponent (e6), then an optional suffix: K, M, G or B,
  * T (powers of 10, either case) or Ki, Mi, Gi, Ti (of 2). Exact to 2^64 - 1;
  * HBM_EINVAL on a sign, hexadecimal, anything else, a value that is not whole
- * ("1.5") or overflow. */
+ * ("1.5"), overflow or more than 64 characters. */
 int hbm_count_parse(const char *text, uint64_t *count);
 /* Writes a human size ("4.20 GiB") into buf; returns buf. */
 char *hbm_size_format(uint64_t bytes, char *buf, size_t len);

@@ -47,6 +47,8 @@ int main(void) {
   CHECK(hbm_count_parse("0e99", &v) == HBM_OK && v == 0);
   CHECK(hbm_count_parse("1e20", &v) == HBM_EINVAL); /* past 2^64 */
   CHECK(hbm_count_parse("1e999", &v) == HBM_EINVAL);
+  CHECK(hbm_count_parse("1.00000000000000000000000000000000000000000000000000000000000000", &v) == HBM_OK && v == 1);
+  CHECK(hbm_count_parse("1.000000000000000000000000000000000000000000000000000000000000000", &v) == HBM_EINVAL);
   const char *bad_counts[] = {"", "-1", "+1", ".5", "0x10", "1.", "1e", "1e-3", "1.2.3", "1 ", "5Bi", "1KiB", "inf", "nan", "1Q", "1ki"};
   for (size_t i = 0; i < sizeof bad_counts / sizeof bad_counts[0]; i++)
     if (hbm_count_parse(bad_counts[i], &v) != HBM_EINVAL) {

@@ -78,7 +78,9 @@ static int mul_u64(uint64_t *v, uint64_t m) {
 }
 
 int hbm_count_parse(const char *text, uint64_t *count) {
-  if (!text || !isdigit((unsigned char)text[0])) return HBM_EINVAL;
+  /* 64 characters hold any spelling of a 64-bit count, and keep the
+   * exponent bookkeeping below far from int's range. */
+  if (!text || !isdigit((unsigned char)text[0]) || strnlen(text, 65) > 64) return HBM_EINVAL;
   const char *p = text;
   uint64_t mant = 0; /* the digits without the point; the value is mant x 10^exp10 */
   int exp10 = 0, zeros = 0;
