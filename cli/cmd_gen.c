@@ -2,7 +2,6 @@
  * mixed-precision transformer training, derived from the model's shapes
  * (src/trace/gen_llm.c, docs/workload.md). */
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
