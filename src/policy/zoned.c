@@ -65,7 +65,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "core/addrmap.h"
 #include "core/dsa.h"
@@ -106,13 +105,17 @@ typedef struct zchunk {
  * is mapped, by chunk chunk_of[p] - 1; edge[p] == live blocks whose first
  * or last page is p; a page is touched <=> edge[p] > 0 or it lies inside a
  * live block; touched => mapped; fenwick, once built, holds prefix counts of mapped
- * pages. The vspace user value of a block is its lifetime record or NIL. */
+ * pages. chunk_of and edge hold pages [0, cover): cover >= top and > every
+ * page a live block touches, and the entries past it are 0 by definition
+ * (read them through chunk_at). The vspace user value of a block is its
+ * lifetime record or NIL. */
 typedef struct zrange {
   uint64_t base, size;
   uint32_t npages, zone;
   hbm_vspace *vs;
   uint32_t *chunk_of;
   uint32_t *edge;
+  uint32_t cover;    /* pages chunk_of and edge hold, grown by doubling */
   uint32_t *fenwick; /* 1-based; built the first time a page below `top` is unmapped */
   uint32_t fenwick_n; /* pages it covers: >= top (nothing is mapped above), grown by doubling */
   uint32_t mapped;   /* mapped pages */
@@ -295,15 +298,28 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
 }
 
 /* ==== per-page arrays ============================================================
- * A reservation has a page entry per granule of its (large) virtual size, of
- * which a run uses a small part: zero pages from the kernel cost nothing
- * until touched, where calloc of a recycled heap block would clear it all. */
-static void *page_array(size_t n, size_t size) {
-  void *p = mmap(NULL, n * size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  return p == MAP_FAILED ? NULL : p;
-}
-static void page_array_free(void *p, size_t n, size_t size) {
-  if (p) munmap(p, n * size);
+ * A reservation is twice the capacity, and a run uses the pages near its
+ * bottom, so the arrays cover only the pages used so far and double as more
+ * are: a placement costs no page fault on the arrays past the first few. */
+static inline uint32_t chunk_at(const zrange *r, uint32_t p) { return p < r->cover ? r->chunk_of[p] : 0; }
+
+/* Makes chunk_of and edge hold pages [0, end) (end <= npages). On error
+ * nothing changed. */
+static int range_cover(zrange *r, uint32_t end) {
+  if (end <= r->cover) return HBM_OK;
+  uint32_t n = r->cover ? r->cover : 1024;
+  while (n < end) n = n > UINT32_MAX / 2 ? UINT32_MAX : n * 2;
+  if (n > r->npages) n = r->npages;
+  uint32_t *c = realloc(r->chunk_of, (size_t)n * sizeof *c);
+  if (!c) return HBM_EHOSTMEM;
+  r->chunk_of = c;
+  uint32_t *e = realloc(r->edge, (size_t)n * sizeof *e);
+  if (!e) return HBM_EHOSTMEM; /* chunk_of is larger than it needs to be, no harm */
+  r->edge = e;
+  memset(c + r->cover, 0, (size_t)(n - r->cover) * sizeof *c);
+  memset(e + r->cover, 0, (size_t)(n - r->cover) * sizeof *e);
+  r->cover = n;
+  return HBM_OK;
 }
 
 /* ==== mapped-page counts (Fenwick tree per range) ============================== */
@@ -646,7 +662,7 @@ static uint32_t idle_outside_plan(const zoned *z) {
 /* Unmapped pages right after page p of range r, up to `most`. */
 static uint32_t unmapped_after(const zrange *r, uint32_t p, uint32_t most) {
   uint32_t n = 0;
-  while (n < most && p + 1 + n < r->npages && !r->chunk_of[p + 1 + n]) n++;
+  while (n < most && p + 1 + n < r->npages && !chunk_at(r, p + 1 + n)) n++;
   return n;
 }
 
@@ -656,8 +672,8 @@ static uint32_t unmapped_after(const zrange *r, uint32_t p, uint32_t most) {
 static void unmapped_window(const zoned *z, const zrange *r, uint32_t q, uint32_t want, uint32_t *lo, uint32_t *hi) {
   uint32_t s0 = q - q % z->stripe, s1 = s0 + z->stripe < r->npages ? s0 + z->stripe : r->npages;
   uint32_t a = q, b = q + want;
-  while (a > s0 && !r->chunk_of[a - 1]) a--;
-  while (b < s1 && !r->chunk_of[b]) b++;
+  while (a > s0 && !chunk_at(r, a - 1)) a--;
+  while (b < s1 && !chunk_at(r, b)) b++;
   *lo = a;
   *hi = b;
 }
@@ -807,13 +823,12 @@ static int range_add(zoned *z, uint32_t zi, uint32_t *out) {
   if (!zr) return HBM_EHOSTMEM;
   zone->ranges = zr;
   zrange r = {.size = size, .npages = (uint32_t)(size >> z->gshift), .zone = zi};
-  r.chunk_of = page_array(r.npages, sizeof *r.chunk_of);
-  r.edge = page_array(r.npages, sizeof *r.edge);
-  int rc = !r.chunk_of || !r.edge ? HBM_EHOSTMEM : va_take(z, size, &r.base);
+  int rc = range_cover(&r, 1);
+  if (rc == HBM_OK) rc = va_take(z, size, &r.base);
   if (rc == HBM_OK && hbm_vspace_create(r.base, size, ZONED_UNIT, &r.vs) != HBM_OK) rc = HBM_EHOSTMEM;
   if (rc != HBM_OK) { /* carved space is not handed back: it is only address space */
-    page_array_free(r.chunk_of, r.npages, sizeof *r.chunk_of);
-    page_array_free(r.edge, r.npages, sizeof *r.edge);
+    free(r.chunk_of);
+    free(r.edge);
     return rc;
   }
   uint32_t ri = z->nranges++, k = ri;
@@ -1032,7 +1047,7 @@ static uint64_t fresh_cost(void *arg, uint64_t hole, uint64_t hole_size, uint64_
     return p1 < r->top ? 0 : (uint64_t)(p1 - (p0 > r->top ? p0 : r->top) + 1);
   if (p1 - p0 < 32 || !fenwick_build(r)) { /* a few pages (or no host memory for the tree): count directly */
     uint64_t fresh = 0;
-    for (uint32_t q = p0; q <= p1; q++) fresh += !r->chunk_of[q];
+    for (uint32_t q = p0; q <= p1; q++) fresh += !chunk_at(r, q);
     return fresh;
   }
   return (uint64_t)(p1 - p0 + 1) - (fenwick_prefix(r, p1 + 1) - fenwick_prefix(r, p0));
@@ -1045,6 +1060,12 @@ static int back_placed(zoned *z, uint32_t ri, uint64_t addr, uint64_t block, int
   zrange *r = &z->ranges[ri];
   uint32_t p0, p1;
   block_pages(z, r, addr, block, &p0, &p1);
+  /* Backing it may map up to a stripe past its last page (back_run). */
+  uint64_t reach = (uint64_t)p1 + 1 + z->stripe;
+  if (range_cover(r, reach < r->npages ? (uint32_t)reach : r->npages) != HBM_OK) {
+    hbm_vspace_free(r->vs, addr, NULL, NULL);
+    return HBM_EHOSTMEM;
+  }
   uint32_t fresh = touch(z, r, p0, p1);
   if (fresh) {
     if (pressed && device_room(z) < fresh) reclaim(z, fresh);
@@ -1431,8 +1452,8 @@ static void zoned_destroy(hbm_policy *p) {
   for (uint32_t i = 0; i < z->narenas; i++) hbm_dev_unreserve(dev, z->arenas[2 * i], z->arenas[2 * i + 1]);
   for (uint32_t i = 0; i < z->nranges; i++) {
     hbm_vspace_destroy(z->ranges[i].vs);
-    page_array_free(z->ranges[i].chunk_of, z->ranges[i].npages, sizeof *z->ranges[i].chunk_of);
-    page_array_free(z->ranges[i].edge, z->ranges[i].npages, sizeof *z->ranges[i].edge);
+    free(z->ranges[i].chunk_of);
+    free(z->ranges[i].edge);
     free(z->ranges[i].fenwick);
   }
   for (uint32_t i = 0; i < z->nzones; i++) free(z->zones[i].ranges);
@@ -1605,6 +1626,7 @@ static int zoned_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr) {
       if (rc != HBM_OK) return rc; /* replay discards the policy */
       uint32_t p0, p1;
       block_pages(z, &z->ranges[ri], addr, block, &p0, &p1);
+      if ((rc = range_cover(&z->ranges[ri], p1 + 1)) != HBM_OK) return rc;
       touch(z, &z->ranges[ri], p0, p1); /* counted touched now, mapped below */
       id_addr[b->id] = addr;
       count_live(z, (int64_t)block);
@@ -1789,9 +1811,10 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
     }
     hbm_vspace_walk(r->vs, recount_block, &c);
     uint32_t mapped_here = 0;
+    if (r->top > r->cover) fail(&c, "Z1 range %u: pages mapped up to %u, page entries only to %u", ri, r->top, r->cover);
     for (uint32_t q = 0; q < r->npages; q++) {
-      uint32_t ch = r->chunk_of[q];
-      if (c.edge[q] != r->edge[q]) fail(&c, "Z2 range %u page %u: edge count %u, recount %u", ri, q, r->edge[q], c.edge[q]);
+      uint32_t ch = chunk_at(r, q), edge = q < r->cover ? r->edge[q] : 0;
+      if (c.edge[q] != edge) fail(&c, "Z2 range %u page %u: edge count %u, recount %u", ri, q, edge, c.edge[q]);
       if (ch) {
         mapped++;
         mapped_here++;
