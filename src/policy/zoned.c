@@ -1132,14 +1132,14 @@ static int vmm_alloc(zoned *z, uint64_t size, hbm_life life, int stream, uint32_
   if (rc != HBM_OK) return rc;
   uint64_t need = hbm_align_up(size, ZONED_UNIT);
   /* The first reservation with a hole that holds it; a physical shortage is
-   * final (every range draws on the same granules). */
+   * final (every range draws on the same granules). Holes are looked for by
+   * trying (a try that finds none changes nothing); only a failed try asks
+   * which of the two it met. */
   for (uint32_t k = 0; k < z->zones[zi].nranges; k++) {
     ri = z->zones[zi].ranges[k];
-    if (hbm_vspace_largest_free(z->ranges[ri].vs) >= need) {
-      rc = place_in(z, ri, size, 0, user, addr, block);
-      if (rc == HBM_ENOMEM) rc = place_in(z, ri, size, 1, user, addr, block);
-      return rc;
-    }
+    rc = place_in(z, ri, size, 0, user, addr, block);
+    if (rc != HBM_ENOMEM) return rc;
+    if (hbm_vspace_largest_free(z->ranges[ri].vs) >= need) return place_in(z, ri, size, 1, user, addr, block);
   }
   rc = range_add(z, zi, &ri);
   if (rc == HBM_OK) rc = place_in(z, ri, size, 0, user, addr, block);
