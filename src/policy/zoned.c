@@ -116,10 +116,11 @@ typedef struct zrange {
   uint32_t *chunk_of;
   uint32_t *edge;
   uint32_t cover;    /* pages chunk_of and edge hold, grown by doubling */
-  uint32_t *fenwick; /* 1-based; built the first time a page below `top` is unmapped */
+  uint32_t *fenwick; /* 1-based; built when counting pages directly has cost as much (fresh_cost) */
   uint32_t fenwick_n; /* pages it covers: >= top (nothing is mapped above), grown by doubling */
   uint32_t mapped;   /* mapped pages */
   uint32_t top;      /* one past the highest page ever mapped: if mapped == top, all below are */
+  uint64_t counted;  /* pages fresh_cost has counted one by one */
 } zrange;
 
 typedef struct zzone {
@@ -1045,9 +1046,14 @@ static uint64_t fresh_cost(void *arg, uint64_t hole, uint64_t hole_size, uint64_
   block_pages(z, r, hole, size, &p0, &p1);
   if (r->mapped == r->top) /* nothing unmapped below the top: no tree walk */
     return p1 < r->top ? 0 : (uint64_t)(p1 - (p0 > r->top ? p0 : r->top) + 1);
-  if (p1 - p0 < 32 || !fenwick_build(r)) { /* a few pages (or no host memory for the tree): count directly */
+  /* The tree pays for itself once counting pages one by one has cost about
+   * what building it does (a short run never builds it), and only for spans
+   * of more than a few pages. */
+  uint64_t build_cost = 64 * (uint64_t)(r->top > 1024 ? r->top : 1024);
+  if (p1 - p0 < 32 || (!r->fenwick && r->counted < build_cost) || !fenwick_build(r)) {
     uint64_t fresh = 0;
     for (uint32_t q = p0; q <= p1; q++) fresh += !chunk_at(r, q);
+    r->counted += p1 - p0 + 1;
     return fresh;
   }
   return (uint64_t)(p1 - p0 + 1) - (fenwick_prefix(r, p1 + 1) - fenwick_prefix(r, p0));
