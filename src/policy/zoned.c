@@ -560,21 +560,23 @@ static inline void block_pages(const zoned *z, const zrange *r, uint64_t addr, u
 }
 
 /* A block now covers pages [p0, p1]: counts, per chunk, the pages it is the
- * first to touch. Returns how many of them are not mapped (counted touched:
- * the caller maps them). */
+ * first to touch (an edge page another live block touches already is not
+ * one). Returns how many of them are not mapped (counted touched: the caller
+ * maps them). */
 static uint32_t touch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
-  int first_shared = r->edge[p0] > 0, last_shared = p1 != p0 && r->edge[p1] > 0;
-  r->edge[p0]++;
-  if (p1 != p0) r->edge[p1]++;
+  uint32_t a = p0 + (r->edge[p0]++ > 0), b = p1;
+  if (p1 != p0) b -= r->edge[p1]++ > 0;
+  if (a > b) return 0;
   uint32_t fresh = 0, stripe = z->stripe;
+  uint64_t touched = 0;
   /* Stripe by stripe (no chunk crosses one): where each iteration starts
    * does not wait on the previous one's loads. */
-  for (uint32_t s0 = p0 - p0 % stripe; s0 <= p1; s0 += stripe) {
-    uint32_t hi = s0 + stripe - 1 < p1 ? s0 + stripe - 1 : p1;
-    for (uint32_t q = s0 > p0 ? s0 : p0; q <= hi;) {
+  for (uint32_t s0 = a - a % stripe; s0 <= b; s0 += stripe) {
+    uint32_t hi = s0 + stripe - 1 < b ? s0 + stripe - 1 : b;
+    for (uint32_t q = s0 > a ? s0 : a; q <= hi;) {
       uint32_t c = r->chunk_of[q];
-      if (!c) { /* a shared edge is unmapped only while seeding, which maps later */
-        fresh += !((q == p0 && first_shared) || (q == p1 && last_shared));
+      if (!c) {
+        fresh++;
         q++;
         continue;
       }
@@ -582,46 +584,40 @@ static uint32_t touch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
       uint32_t end = ch->first + ch->npages - 1;
       if (end > hi) end = hi;
       uint32_t n = end - q + 1;
-      if (q == p0 && first_shared) n--;
-      if (end == p1 && last_shared) n--;
-      if (n) {
-        if (ch->touched == 0) idle_remove(z, c - 1);
-        ch->touched += n;
-        z->touched_pages += n;
-      }
+      if (ch->touched == 0) idle_remove(z, c - 1);
+      ch->touched += n;
+      touched += n;
       q = end + 1;
     }
   }
-  z->touched_pages += fresh;
+  z->touched_pages += touched + fresh;
   return fresh;
 }
 
 /* The reverse of touch. Unmapped pages are skipped: only an undone placement
  * has them, and its caller uncounts them. */
 static void untouch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
-  r->edge[p0]--;
-  if (p1 != p0) r->edge[p1]--;
-  int first_shared = r->edge[p0] > 0, last_shared = p1 != p0 && r->edge[p1] > 0;
+  uint32_t a = p0 + (--r->edge[p0] > 0), b = p1;
+  if (p1 != p0) b -= --r->edge[p1] > 0;
+  if (a > b) return;
   uint32_t stripe = z->stripe;
-  for (uint32_t s0 = p0 - p0 % stripe; s0 <= p1; s0 += stripe) {
-    uint32_t hi = s0 + stripe - 1 < p1 ? s0 + stripe - 1 : p1;
-    for (uint32_t q = s0 > p0 ? s0 : p0; q <= hi;) {
+  uint64_t touched = 0;
+  for (uint32_t s0 = a - a % stripe; s0 <= b; s0 += stripe) {
+    uint32_t hi = s0 + stripe - 1 < b ? s0 + stripe - 1 : b;
+    for (uint32_t q = s0 > a ? s0 : a; q <= hi;) {
       uint32_t c = r->chunk_of[q];
       if (!c) { q++; continue; }
       zchunk *ch = &z->chunks[c - 1];
       uint32_t end = ch->first + ch->npages - 1;
       if (end > hi) end = hi;
       uint32_t n = end - q + 1;
-      if (q == p0 && first_shared) n--;
-      if (end == p1 && last_shared) n--;
-      if (n) {
-        ch->touched -= n;
-        z->touched_pages -= n;
-        if (ch->touched == 0) idle_push(z, c - 1);
-      }
+      ch->touched -= n;
+      touched += n;
+      if (ch->touched == 0) idle_push(z, c - 1);
       q = end + 1;
     }
   }
+  z->touched_pages -= touched;
 }
 
 /* ==== backing new pages ============================================================ */
