@@ -48,11 +48,13 @@ int hbm_lifetime_observe(hbm_lifetime *l, const hbm_life_stamp *stamp) {
   l->live_bytes -= stamp->size <= l->live_bytes ? stamp->size : l->live_bytes;
   int long_lived = l->steps_seen ? stamp->birth_step != l->step
                                  : l->clock - stamp->birth_clock - stamp->size > 2 * l->peak_live_bytes;
-  uint64_t counter;
-  if (!hbm_addrmap_get(&l->counters, stamp->key, &counter)) counter = long_lived ? COUNTER_STATIC : 0;
+  uint64_t counter = 0;
+  int known = hbm_addrmap_get(&l->counters, stamp->key, &counter), moved = 1;
+  if (!known) counter = long_lived ? COUNTER_STATIC : 0;
   else if (long_lived && counter < COUNTER_MAX) counter++;
   else if (!long_lived && counter > 0) counter--;
-  hbm_addrmap_put(&l->counters, stamp->key, counter);
+  else moved = 0; /* saturated: most frees of a steady run, and no write needed */
+  if (moved) hbm_addrmap_put(&l->counters, stamp->key, counter);
   if (long_lived) l->observed_long++;
   else l->observed_short++;
   return long_lived;
