@@ -45,7 +45,7 @@ int hbm_addrmap_reserve(hbm_addrmap *m, uint64_t extra) {
 }
 
 int hbm_addrmap_put(hbm_addrmap *m, uint64_t key, uint64_t val) {
-  if (hbm_addrmap_reserve(m, 1) != HBM_OK) return HBM_EHOSTMEM;
+  if ((m->used + 1) * 2 > m->cap && hbm_addrmap_reserve(m, 1) != HBM_OK) return HBM_EHOSTMEM; /* the call only to grow */
   uint64_t h = slot_of(key, m->cap);
   while (m->keys[h] != EMPTY && m->keys[h] != key) h = (h + 1) & (m->cap - 1);
   if (m->keys[h] == EMPTY) m->used++;
