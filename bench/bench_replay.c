@@ -1,7 +1,9 @@
 /* hbm bench replay: events per second of each policy on the same trace, in
  * one run, on the sim device. Default input: the 910c-dense workload
  * (hbm gen llm --preset 910c-dense) shortened to --steps steps. Each policy
- * is replayed --rounds times and the fastest round is kept. */
+ * is replayed --rounds times and the fastest round is kept. Rounds take the
+ * policies in turn, so that a spell of a busy machine falls on all of them
+ * alike rather than on whichever was running. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +18,8 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: hbm bench replay [--trace FILE | --preset NAME] [--steps N] [--policy P,Q|all]\n"
-          "                        [--alloc-conf [POLICY=]CONF ...] [--device SPEC] [--rounds N] [--json]\n\n"
+          "                        [--alloc-conf [POLICY=]CONF ...] [--device SPEC] [--rounds N]\n"
+          "                        [--every N] [--json]\n\n"
           "Replay speed per policy on one trace, same run, sim device (no memory touched).\n"
           "  --trace FILE    an hbm trace or PyTorch snapshot (default: a generated workload)\n"
           "  --preset NAME   workload preset for the generated trace (default 910c-dense)\n"
@@ -25,7 +28,10 @@ static void usage(FILE *out) {
           "  --alloc-conf C  policy settings, as for hbm replay; POLICY=C for one policy only\n"
           "                  (e.g. --alloc-conf zoned=moves:off,plan:off); repeatable\n"
           "  --device SPEC   device (default: sim at the trace's capacity)\n"
-          "  --rounds N      replays per policy; the fastest counts (default 3)\n"
+          "  --rounds N      replays per policy, the policies in turn; the fastest counts (default 3)\n"
+          "  --every N       sample every N events, as hbm replay (default: at each step boundary,\n"
+          "                  or every thousandth of a trace without steps); a sample asks the policy\n"
+          "                  for its usage, so a large N times the allocator alone\n"
           "JSON keys: trace, events, policies: [{policy, alloc_conf, events_per_s, ns_per_event,\n"
           "ratio_to_first, failures}]\n");
 }
@@ -35,10 +41,11 @@ int bench_replay(int argc, char **argv) {
       {"trace", required_argument, 0, 't'}, {"preset", required_argument, 0, 'p'},
       {"steps", required_argument, 0, 's'}, {"policy", required_argument, 0, 'P'},
       {"device", required_argument, 0, 'd'}, {"rounds", required_argument, 0, 'r'},
-      {"alloc-conf", required_argument, 0, 'a'}, {"json", no_argument, 0, 'j'},
-      {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+      {"alloc-conf", required_argument, 0, 'a'}, {"every", required_argument, 0, 'e'},
+      {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
   const char *trace_path = NULL, *preset = "910c-dense", *policy_list = "all", *device = NULL;
-  uint64_t steps = 20, rounds = 3;
+  uint64_t steps = 20, rounds = 3, every = 0;
   int json = 0, c;
   cli_confs confs = {0};
   optind = 1;
@@ -51,6 +58,7 @@ int bench_replay(int argc, char **argv) {
       case 'P': policy_list = optarg; break;
       case 'd': device = optarg; break;
       case 'r': ok = cli_parse_count("bench replay: --rounds", optarg, 1, 1000, &rounds); break;
+      case 'e': ok = cli_parse_count("bench replay: --every", optarg, 1, UINT64_MAX, &every); break;
       case 'a':
         if (!cli_conf_add(&confs, optarg)) return CLI_BAD_INPUT;
         break;
@@ -95,38 +103,40 @@ int bench_replay(int argc, char **argv) {
   hbm_json_key(&j, "policies");
   hbm_json_array_begin(&j);
   if (!json) printf("replay speed on %s (%llu events), fastest of %llu rounds\n", name, (unsigned long long)hbm_trace_event_count(t), (unsigned long long)rounds);
+  double best[16] = {0};
+  hbm_replay_result res[16];
+  int err[16] = {0};
+  for (uint64_t k = 0; k < rounds; k++)
+    for (int i = 0; i < npolicies; i++) {
+      if (err[i]) continue;
+      hbm_replay_options o = {.policy = policies[i], .conf = cli_conf_for(&confs, policies[i]), .device = device, .every = every};
+      if ((err[i] = hbm_replay(t, &o, &res[i])) == HBM_OK && (best[i] == 0 || res[i].ns_per_event < best[i]))
+        best[i] = res[i].ns_per_event;
+    }
   double first = 0;
   int exit_code = CLI_OK;
   for (int i = 0; i < npolicies; i++) {
     const char *p = policies[i], *conf = cli_conf_for(&confs, p);
-    double best = 0;
-    hbm_replay_result r;
-    for (uint64_t k = 0; k < rounds; k++) {
-      hbm_replay_options o = {.policy = p, .conf = conf, .device = device};
-      rc = hbm_replay(t, &o, &r);
-      if (rc != HBM_OK) break;
-      if (best == 0 || r.ns_per_event < best) best = r.ns_per_event;
-    }
-    if (rc != HBM_OK) { /* bad settings are bad input; anything else a failed run */
-      cli_error("bench replay: %s%s%s: %s", p, conf ? " with " : "", conf ? conf : "", hbm_strerror(rc));
-      if (cli_exit_code(rc) == CLI_BAD_INPUT) exit_code = CLI_BAD_INPUT;
+    if (err[i] != HBM_OK) { /* bad settings are bad input; anything else a failed run */
+      cli_error("bench replay: %s%s%s: %s", p, conf ? " with " : "", conf ? conf : "", hbm_strerror(err[i]));
+      if (cli_exit_code(err[i]) == CLI_BAD_INPUT) exit_code = CLI_BAD_INPUT;
       else if (exit_code == CLI_OK) exit_code = CLI_FAILED;
       continue;
     }
-    if (first == 0) first = best;
-    double eps = best > 0 ? 1e9 / best : 0;
+    if (first == 0) first = best[i];
+    double eps = best[i] > 0 ? 1e9 / best[i] : 0;
     hbm_json_object_begin(&j);
     hbm_json_kv_string(&j, "policy", p);
     hbm_json_key(&j, "alloc_conf");
     if (conf) hbm_json_string(&j, conf); else hbm_json_null(&j);
     hbm_json_kv_double(&j, "events_per_s", eps);
-    hbm_json_kv_double(&j, "ns_per_event", best);
-    hbm_json_kv_double(&j, "ratio_to_first", best / first);
-    hbm_json_kv_u64(&j, "failures", r.failures);
+    hbm_json_kv_double(&j, "ns_per_event", best[i]);
+    hbm_json_kv_double(&j, "ratio_to_first", best[i] / first);
+    hbm_json_kv_u64(&j, "failures", res[i].failures);
     hbm_json_object_end(&j);
     if (!json)
       printf("  %-11s %10.2f M events/s  %7.1f ns/event  %5.2fx the first  (%llu failed requests)%s%s\n", p, eps / 1e6,
-             best, best / first, (unsigned long long)r.failures, conf ? "  settings " : "", conf ? conf : "");
+             best[i], best[i] / first, (unsigned long long)res[i].failures, conf ? "  settings " : "", conf ? conf : "");
   }
   hbm_json_array_end(&j);
   hbm_json_object_end(&j);

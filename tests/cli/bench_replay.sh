@@ -1,7 +1,8 @@
 #!/bin/sh
 # hbm bench replay: --help works, --json carries its keys and each policy's
-# settings (--alloc-conf POLICY=CONF), an unknown policy or a bad setting
-# exits 2. Small and short: timings are never asserted here.
+# settings (--alloc-conf POLICY=CONF), --every runs the rounds without
+# samples, an unknown policy or a bad setting exits 2. Small and short:
+# timings are never asserted here.
 set -u
 fail=0
 out=$(mktemp)
@@ -10,6 +11,7 @@ trap 'rm -f "$out"' EXIT
 "$HBM" bench replay --help > "$out" 2>&1 || { echo "FAIL --help exits non-zero"; fail=1; }
 grep -q "usage: hbm bench replay" "$out" || { echo "FAIL --help prints no usage"; fail=1; }
 grep -q -- "--alloc-conf" "$out" || { echo "FAIL --help does not name --alloc-conf"; fail=1; }
+grep -q -- "--every" "$out" || { echo "FAIL --help does not name --every"; fail=1; }
 
 "$HBM" bench replay --preset 7b-1gpu-80g --steps 2 --rounds 1 --policy caching,zoned \
   --alloc-conf zoned=moves:off,plan:off --json > "$out" 2>&1
@@ -22,7 +24,13 @@ grep -q '"policy":"caching","alloc_conf":null' "$out" || { echo "FAIL caching's 
 grep -q '"policy":"zoned","alloc_conf":"moves:off,plan:off"' "$out" || { echo "FAIL zoned's settings not reported: $(cat "$out")"; fail=1; }
 echo "ok   json: $(cat "$out")"
 
-for bad in "--policy nosuch" "--policy zoned --alloc-conf zoned=moves:maybe" "--rounds 0" "--frobnicate"; do
+"$HBM" bench replay --preset 7b-1gpu-80g --steps 2 --rounds 2 --policy caching,zoned --every 1000000000 --json > "$out" 2>&1
+rc=$?
+[ $rc -eq 0 ] || { echo "FAIL --every exits $rc:"; cat "$out"; fail=1; }
+[ "$(grep -o '"ns_per_event":' "$out" | wc -l)" -eq 2 ] || { echo "FAIL --every: not two policies timed: $(cat "$out")"; fail=1; }
+echo "ok   --every: $(cat "$out")"
+
+for bad in "--policy nosuch" "--policy zoned --alloc-conf zoned=moves:maybe" "--rounds 0" "--every 0" "--every -5" "--frobnicate"; do
   # shellcheck disable=SC2086
   "$HBM" bench replay --steps 1 --rounds 1 $bad > "$out" 2>&1
   rc=$?
