@@ -19,7 +19,7 @@ void hbm_addrmap_release(hbm_addrmap *m) {
 }
 
 static int grow(hbm_addrmap *m) {
-  uint64_t cap = m->cap ? m->cap * 2 : 256;
+  uint64_t cap = m->cap ? m->cap * 2 : 16;
   uint64_t *k = malloc(cap * sizeof *k), *v = malloc(cap * sizeof *v);
   if (!k || !v) { free(k); free(v); return HBM_EHOSTMEM; }
   memset(k, 0xff, cap * sizeof *k);

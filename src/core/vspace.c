@@ -38,7 +38,7 @@ struct hbm_vspace {
 static uint32_t block_new(hbm_vspace *v) {
   if (v->nspare) return v->spare[--v->nspare];
   if (v->nblocks == v->cap) {
-    uint32_t cap = v->cap ? v->cap * 2 : 256;
+    uint32_t cap = v->cap ? v->cap * 2 : 16;
     vblock *b = realloc(v->blocks, cap * sizeof *b);
     if (!b) return NIL;
     v->blocks = b;

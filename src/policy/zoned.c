@@ -308,7 +308,7 @@ static inline uint32_t chunk_at(const zrange *r, uint32_t p) { return p < r->cov
  * nothing changed. */
 static int range_cover(zrange *r, uint32_t end) {
   if (end <= r->cover) return HBM_OK;
-  uint32_t n = r->cover ? r->cover : 1024;
+  uint32_t n = r->cover ? r->cover : 64;
   while (n < end) n = n > UINT32_MAX / 2 ? UINT32_MAX : n * 2;
   if (n > r->npages) n = r->npages;
   uint32_t *c = realloc(r->chunk_of, (size_t)n * sizeof *c);
