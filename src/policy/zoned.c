@@ -306,8 +306,7 @@ static inline uint32_t chunk_at(const zrange *r, uint32_t p) { return p < r->cov
 
 /* Makes chunk_of and edge hold pages [0, end) (end <= npages). On error
  * nothing changed. */
-static int range_cover(zrange *r, uint32_t end) {
-  if (end <= r->cover) return HBM_OK;
+static int range_grow(zrange *r, uint32_t end) {
   uint32_t n = r->cover ? r->cover : 64;
   while (n < end) n = n > UINT32_MAX / 2 ? UINT32_MAX : n * 2;
   if (n > r->npages) n = r->npages;
@@ -322,6 +321,7 @@ static int range_cover(zrange *r, uint32_t end) {
   r->cover = n;
   return HBM_OK;
 }
+static inline int range_cover(zrange *r, uint32_t end) { return end <= r->cover ? HBM_OK : range_grow(r, end); }
 
 /* ==== mapped-page counts (Fenwick tree per range) ============================== */
 static void fenwick_add(zrange *r, uint32_t page, int delta) {
@@ -563,7 +563,7 @@ static inline void block_pages(const zoned *z, const zrange *r, uint64_t addr, u
  * first to touch (an edge page another live block touches already is not
  * one). Returns how many of them are not mapped (counted touched: the caller
  * maps them). */
-static uint32_t touch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
+static inline uint32_t touch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
   uint32_t a = p0 + (r->edge[p0]++ > 0), b = p1;
   if (p1 != p0) b -= r->edge[p1]++ > 0;
   if (a > b) return 0;
@@ -1058,7 +1058,7 @@ static uint64_t fresh_cost(void *arg, uint64_t hole, uint64_t hole_size, uint64_
 /* Backs the pages of the block just placed at addr of range ri (with
  * `pressed`, partly used chunks may be re-chunked to make room). On error
  * the block is unplaced again. */
-static int back_placed(zoned *z, uint32_t ri, uint64_t addr, uint64_t block, int pressed) {
+static inline int back_placed(zoned *z, uint32_t ri, uint64_t addr, uint64_t block, int pressed) {
   zrange *r = &z->ranges[ri];
   uint32_t p0, p1;
   block_pages(z, r, addr, block, &p0, &p1);
