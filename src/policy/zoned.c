@@ -158,6 +158,7 @@ typedef struct zoned {
   uint64_t granule, capacity;
   unsigned gshift;
   uint32_t stripe;     /* pages per stripe (conf.chunk) */
+  uint32_t stripe_mask; /* stripe - 1 when a power of two (the default), else 0 */
   int fallback;
   /* ---- virtual-memory mode ---- */
   zzone *zones;
@@ -559,6 +560,12 @@ static inline void block_pages(const zoned *z, const zrange *r, uint64_t addr, u
   *p1 = (uint32_t)((addr + size - 1 - r->base) >> z->gshift);
 }
 
+/* The first page of the stripe that holds page p: a mask, not a division,
+ * on the placement path. */
+static inline uint32_t stripe_start(const zoned *z, uint32_t p) {
+  return z->stripe_mask ? p & ~z->stripe_mask : p - p % z->stripe;
+}
+
 /* A block now covers pages [p0, p1]: counts, per chunk, the pages it is the
  * first to touch (an edge page another live block touches already is not
  * one). Returns how many of them are not mapped (counted touched: the caller
@@ -571,7 +578,7 @@ static inline uint32_t touch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
   uint64_t touched = 0;
   /* Stripe by stripe (no chunk crosses one): where each iteration starts
    * does not wait on the previous one's loads. */
-  for (uint32_t s0 = a - a % stripe; s0 <= b; s0 += stripe) {
+  for (uint32_t s0 = stripe_start(z, a); s0 <= b; s0 += stripe) {
     uint32_t hi = s0 + stripe - 1 < b ? s0 + stripe - 1 : b;
     for (uint32_t q = s0 > a ? s0 : a; q <= hi;) {
       uint32_t c = r->chunk_of[q];
@@ -602,7 +609,7 @@ static void untouch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
   if (a > b) return;
   uint32_t stripe = z->stripe;
   uint64_t touched = 0;
-  for (uint32_t s0 = a - a % stripe; s0 <= b; s0 += stripe) {
+  for (uint32_t s0 = stripe_start(z, a); s0 <= b; s0 += stripe) {
     uint32_t hi = s0 + stripe - 1 < b ? s0 + stripe - 1 : b;
     for (uint32_t q = s0 > a ? s0 : a; q <= hi;) {
       uint32_t c = r->chunk_of[q];
@@ -1419,6 +1426,7 @@ static int zoned_create(hbm_device *dev, const char *conf, hbm_policy **out, hbm
   z->capacity = dev->caps.capacity;
   z->gshift = (unsigned)__builtin_ctzll(z->granule);
   z->stripe = (uint32_t)(c.chunk >> z->gshift);
+  z->stripe_mask = hbm_is_pow2(z->stripe) ? z->stripe - 1 : 0;
   z->free_chunk = z->free_rec = NIL;
   hbm_lifetime_init(&z->life);
   hbm_addrmap_init(&z->fixed_live);
