@@ -163,6 +163,7 @@ typedef struct zoned {
   /* ---- virtual-memory mode ---- */
   zzone *zones;
   uint32_t nzones;
+  uint32_t large_zone;  /* the zone of large blocks without large_life, NIL until needed */
   zrange *ranges;
   uint32_t nranges;
   uint32_t *order;      /* range indices by base address */
@@ -1124,8 +1125,11 @@ static int is_large(const zoned *z, uint64_t size) { return !(z->conf.small && s
 /* The zone a request goes to. */
 static int zone_for(zoned *z, uint64_t size, hbm_life life, int stream, uint32_t *zi) {
   int small = !is_large(z, size);
-  if (!small && !z->conf.large_life) life = HBM_LIFE_TRANSIENT;
-  return zone_get(z, (int)life, small, small && z->conf.streams ? stream : 0, zi);
+  if (small || z->conf.large_life) return zone_get(z, (int)life, small, small && z->conf.streams ? stream : 0, zi);
+  /* Large blocks share one zone: found once, then kept. */
+  if (z->large_zone == NIL && zone_get(z, HBM_LIFE_TRANSIENT, 0, 0, &z->large_zone) != HBM_OK) return HBM_EHOSTMEM;
+  *zi = z->large_zone;
+  return HBM_OK;
 }
 
 /* 1 if the class of a request of this size decides its zone (then its
@@ -1427,7 +1431,7 @@ static int zoned_create(hbm_device *dev, const char *conf, hbm_policy **out, hbm
   z->gshift = (unsigned)__builtin_ctzll(z->granule);
   z->stripe = (uint32_t)(c.chunk >> z->gshift);
   z->stripe_mask = hbm_is_pow2(z->stripe) ? z->stripe - 1 : 0;
-  z->free_chunk = z->free_rec = NIL;
+  z->free_chunk = z->free_rec = z->large_zone = NIL;
   hbm_lifetime_init(&z->life);
   hbm_addrmap_init(&z->fixed_live);
   hbm_addrmap_init(&z->learn_at);
