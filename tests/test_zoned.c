@@ -327,7 +327,8 @@ int main(void) {
   /* ---- randomized, hbm_check() after every operation, each setting ---- */
   const char *confs[] = {NULL, "zones:off", "zones:tags", "small:off", "streams:off", "large_life:on",
                          "chunk:2MiB", "chunk:1GiB", "slack:5%", "slack:32MiB,probes:1", "moves:on",
-                         "moves:on,chunk:8MiB", "moves:on,slack:1%", "vmm:off", "vmm:off,split:0.2"};
+                         "moves:on,chunk:8MiB", "moves:on,chunk:6MiB" /* stripes of 3 pages: not a power of two */,
+                         "moves:on,slack:1%", "vmm:off", "vmm:off,split:0.2"};
   for (size_t i = 0; i < sizeof confs / sizeof confs[0]; i++) {
     uint64_t failed = stress("sim:4GiB", confs[i], ops, 200 * MiB, 1, &rng);
     printf("test_zoned: sim:4GiB %-22s %llu ops, %llu failed allocations\n", confs[i] ? confs[i] : "(default)",
@@ -500,7 +501,8 @@ int main(void) {
   for (int i = 0; i < recordings; i++) {
     t = seeded_trace(&rng, 400);
     CHECK(t != NULL);
-    const char *conf = i % 3 == 0 ? NULL : i % 3 == 1 ? "moves:on" : "chunk:8MiB";
+    const char *confs_seeded[] = {NULL, "moves:on", "chunk:8MiB", "moves:on,chunk:6MiB"};
+    const char *conf = confs_seeded[i % 4];
     o = (hbm_replay_options){.policy = "zoned", .conf = conf, .device = "sim:4GiB", .check_every = 1};
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
     CHECK(r.oom == 0);

@@ -306,8 +306,6 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
  * are: a placement costs no page fault on the arrays past the first few. */
 static inline uint32_t chunk_at(const zrange *r, uint32_t p) { return p < r->cover ? r->chunk_of[p] : 0; }
 
-/* Makes chunk_of and edge hold pages [0, end) (end <= npages). On error
- * nothing changed. */
 static int range_grow(zrange *r, uint32_t end) {
   uint32_t n = r->cover ? r->cover : 64;
   while (n < end) n = n > UINT32_MAX / 2 ? UINT32_MAX : n * 2;
@@ -323,6 +321,8 @@ static int range_grow(zrange *r, uint32_t end) {
   r->cover = n;
   return HBM_OK;
 }
+/* Makes chunk_of and edge hold pages [0, end) (end <= npages). On error
+ * nothing changed. */
 static inline int range_cover(zrange *r, uint32_t end) { return end <= r->cover ? HBM_OK : range_grow(r, end); }
 
 /* ==== mapped-page counts (Fenwick tree per range) ============================== */
@@ -675,7 +675,7 @@ static uint32_t unmapped_after(const zrange *r, uint32_t p, uint32_t most) {
  * [*lo, *hi). No live block touches an unmapped page, so a chunk may cover
  * them. */
 static void unmapped_window(const zoned *z, const zrange *r, uint32_t q, uint32_t want, uint32_t *lo, uint32_t *hi) {
-  uint32_t s0 = q - q % z->stripe, s1 = s0 + z->stripe < r->npages ? s0 + z->stripe : r->npages;
+  uint32_t s0 = stripe_start(z, q), s1 = s0 + z->stripe < r->npages ? s0 + z->stripe : r->npages;
   uint32_t a = q, b = q + want;
   while (a > s0 && !chunk_at(r, a - 1)) a--;
   while (b < s1 && !chunk_at(r, b)) b++;
