@@ -68,8 +68,9 @@ int bench_replay(int argc, char **argv) {
     }
     if (!ok) return CLI_BAD_INPUT;
   }
-  char policies[16][32];
-  int npolicies = cli_split_policies(policy_list, policies, 16);
+  enum { MAX_POLICIES = 16 };
+  char policies[MAX_POLICIES][32];
+  int npolicies = cli_split_policies(policy_list, policies, MAX_POLICIES);
   if (!npolicies) return CLI_BAD_INPUT;
   hbm_trace *t = NULL;
   hbm_diag d = {0};
@@ -103,9 +104,9 @@ int bench_replay(int argc, char **argv) {
   hbm_json_key(&j, "policies");
   hbm_json_array_begin(&j);
   if (!json) printf("replay speed on %s (%llu events), fastest of %llu rounds\n", name, (unsigned long long)hbm_trace_event_count(t), (unsigned long long)rounds);
-  double best[16] = {0};
-  hbm_replay_result res[16];
-  int err[16] = {0};
+  double best[MAX_POLICIES] = {0};
+  hbm_replay_result res[MAX_POLICIES];
+  int err[MAX_POLICIES] = {0};
   for (uint64_t k = 0; k < rounds; k++)
     for (int i = 0; i < npolicies; i++) {
       if (err[i]) continue;
