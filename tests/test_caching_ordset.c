@@ -50,6 +50,18 @@ static void run(uint64_t seed, int narrow, int ops) {
       if (hbm_ordref_count(r) && test_rand_below(&rng, 4)) hbm_ordref_lower_bound(r, k, &k, NULL);
       int a = hbm_ordset_erase(s, k), b = hbm_ordref_erase(r, k);
       CHECK(a == b);
+    } else if (op < 8) {
+      /* Replace a present key most of the time; the new key is often near
+       * it (a free block shrinking or growing), sometimes anywhere, or taken. */
+      hbm_okey old = k;
+      if (hbm_ordref_count(r) && test_rand_below(&rng, 4)) hbm_ordref_lower_bound(r, old, &old, NULL);
+      if (test_rand_below(&rng, 3)) {
+        k = old;
+        k.lo += test_rand_below(&rng, 5) - 2;
+        if (test_rand_below(&rng, 2)) k.hi += test_rand_below(&rng, 3) - 1;
+      }
+      int a = hbm_ordset_replace(s, old, k, v), b = hbm_ordref_replace(r, old, k, v);
+      CHECK(a == b);
     }
     hbm_okey ka = {0, 0}, kb = {0, 0};
     uint32_t va = 0, vb = 0;
@@ -112,6 +124,15 @@ static void edge_cases(void) {
   CHECK(hbm_ordset_below(s, k, &got, &v) && v == 4);
   CHECK(hbm_ordset_check(s, report, NULL) == 0);
   CHECK_EQ_U64(hbm_ordset_count(s), 3);
+  /* replace: old absent or key taken leaves the set as it was */
+  CHECK(hbm_ordset_replace(s, (hbm_okey){9, 9}, (hbm_okey){8, 8}, 7) == HBM_EINVAL);
+  CHECK(hbm_ordset_replace(s, k, max, 7) == HBM_EINVAL);
+  CHECK(hbm_ordset_find(s, k, &v) && v == 1 && hbm_ordset_find(s, max, &v) && v == 3);
+  CHECK(hbm_ordset_replace(s, k, k, 9) == HBM_OK && hbm_ordset_find(s, k, &v) && v == 9);
+  CHECK(hbm_ordset_replace(s, k, (hbm_okey){1, 0}, 8) == HBM_OK); /* moves down past nothing */
+  CHECK(!hbm_ordset_find(s, k, NULL) && hbm_ordset_find(s, (hbm_okey){1, 0}, &v) && v == 8);
+  CHECK(hbm_ordset_check(s, report, NULL) == 0);
+  CHECK_EQ_U64(hbm_ordset_count(s), 3);
   hbm_ordset_destroy(s);
 }
 
@@ -127,6 +148,11 @@ int main(void) {
   for (uint64_t i = 0; i < 100000; i++) CHECK(hbm_ordset_insert(s, (hbm_okey){i, 0}, (uint32_t)i) == HBM_OK);
   CHECK(hbm_ordset_check(s, report, NULL) == 0);
   for (uint64_t i = 0; i < 100000; i += 2) CHECK(hbm_ordset_erase(s, (hbm_okey){i, 0}) == HBM_OK);
+  CHECK(hbm_ordset_check(s, report, NULL) == 0);
+  CHECK_EQ_U64(hbm_ordset_count(s), 50000);
+  /* Replacements that stay in their chunk, and that cross many chunks. */
+  for (uint64_t i = 1; i < 100000; i += 2) CHECK(hbm_ordset_replace(s, (hbm_okey){i, 0}, (hbm_okey){i, 1}, 1) == HBM_OK);
+  for (uint64_t i = 1; i < 20000; i += 2) CHECK(hbm_ordset_replace(s, (hbm_okey){i, 1}, (hbm_okey){i + 200000, 0}, 2) == HBM_OK);
   CHECK(hbm_ordset_check(s, report, NULL) == 0);
   CHECK_EQ_U64(hbm_ordset_count(s), 50000);
   hbm_ordset_destroy(s);

@@ -197,6 +197,40 @@ int hbm_ordset_erase(hbm_ordset *s, hbm_okey key) {
   return HBM_OK;
 }
 
+int hbm_ordset_replace(hbm_ordset *s, hbm_okey old, hbm_okey key, uint32_t value) {
+  size_t ci = find_chunk(s, old);
+  if (ci == s->nchunks) return HBM_EINVAL;
+  chunk *c = s->chunks[ci];
+  uint32_t i = find_pos(c, old);
+  if (i == c->n || hbm_okey_cmp(c->e[i].key, old) != 0) return HBM_EINVAL;
+  int dir = hbm_okey_cmp(key, old);
+  if (dir == 0) {
+    c->e[i].value = value;
+    return HBM_OK;
+  }
+  /* key stays in c when it lies between the chunks either side (O1 holds,
+   * and no other chunk can hold it); otherwise insert, then erase. */
+  int above_prev = ci == 0 || lt(s->maxkey[ci - 1], key);
+  int below_next = ci + 1 == s->nchunks || lt(key, s->chunks[ci + 1]->e[0].key);
+  if (!above_prev || !below_next) {
+    int rc = hbm_ordset_insert(s, key, value);
+    if (rc != HBM_OK) return rc;
+    return hbm_ordset_erase(s, old); /* present: cannot fail */
+  }
+  uint32_t j = find_pos(c, key);
+  if (j < c->n && hbm_okey_cmp(c->e[j].key, key) == 0) return HBM_EINVAL;
+  if (dir > 0) { /* j > i: the entries between move down one */
+    memmove(c->e + i, c->e + i + 1, (j - 1 - i) * sizeof *c->e);
+    j--;
+  } else { /* j <= i: they move up one */
+    memmove(c->e + j + 1, c->e + j, (i - j) * sizeof *c->e);
+  }
+  c->e[j].key = key;
+  c->e[j].value = value;
+  s->maxkey[ci] = c->e[c->n - 1].key;
+  return HBM_OK;
+}
+
 static int emit(const chunk *c, uint32_t pos, hbm_okey *found, uint32_t *value) {
   if (found) *found = c->e[pos].key;
   if (value) *value = (uint32_t)c->e[pos].value;

@@ -51,6 +51,11 @@ size_t hbm_ordset_count(const hbm_ordset *s);
 int hbm_ordset_insert(hbm_ordset *s, hbm_okey key, uint32_t value);
 /* HBM_OK, or HBM_EINVAL if the key is absent (set unchanged). */
 int hbm_ordset_erase(hbm_ordset *s, hbm_okey key);
+/* Erases `old` and inserts `key` with `value` (old == key: the value only):
+ * what a free block that shrinks or grows needs, in one pass where both keys
+ * fall in one chunk. HBM_OK; HBM_EINVAL if old is absent or key, not old, is
+ * present; HBM_EHOSTMEM. On error the set is unchanged. */
+int hbm_ordset_replace(hbm_ordset *s, hbm_okey old, hbm_okey key, uint32_t value);
 /* Each returns 1 and fills *found and *value (either may be NULL) when such
  * a key exists, else 0:
  *   find:        the key itself;
@@ -74,6 +79,7 @@ void hbm_ordref_destroy(hbm_ordref *s);
 size_t hbm_ordref_count(const hbm_ordref *s);
 int hbm_ordref_insert(hbm_ordref *s, hbm_okey key, uint32_t value);
 int hbm_ordref_erase(hbm_ordref *s, hbm_okey key);
+int hbm_ordref_replace(hbm_ordref *s, hbm_okey old, hbm_okey key, uint32_t value);
 int hbm_ordref_find(const hbm_ordref *s, hbm_okey key, uint32_t *value);
 int hbm_ordref_lower_bound(const hbm_ordref *s, hbm_okey key, hbm_okey *found, uint32_t *value);
 int hbm_ordref_upper_bound(const hbm_ordref *s, hbm_okey key, hbm_okey *found, uint32_t *value);

@@ -103,3 +103,14 @@ int hbm_ordref_last(const hbm_ordref *s, hbm_okey *found, uint32_t *value) {
   if (!s->n) return 0;
   return emit(s, s->n - 1, found, value);
 }
+
+int hbm_ordref_replace(hbm_ordref *s, hbm_okey old, hbm_okey key, uint32_t value) {
+  if (!hbm_ordref_find(s, old, NULL)) return HBM_EINVAL;
+  if (hbm_okey_cmp(old, key) == 0) {
+    s->e[lb(s, old)].value = value;
+    return HBM_OK;
+  }
+  int rc = hbm_ordref_insert(s, key, value);
+  if (rc != HBM_OK) return rc;
+  return hbm_ordref_erase(s, old);
+}
