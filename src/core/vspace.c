@@ -106,9 +106,10 @@ int hbm_vspace_index_addresses(hbm_vspace *v) {
 
 /* Carves the live block [at, at + size) out of the free block f; what lies
  * before and after stays free (f keeps the part before, so its address key
- * stands). Every key goes in before any comes out and before the chain
- * changes, so when host memory runs out everything is undone and nothing
- * changed. */
+ * stands). Every step that can fail comes before any that cannot and before
+ * the chain changes, so when host memory runs out everything is undone and
+ * nothing changed. A block taken from the front of f (best fit's case)
+ * replaces f's key by its remainder's in one step. */
 static int carve(hbm_vspace *v, uint32_t f, uint64_t at, uint64_t size, uint32_t user) {
   uint64_t fa = v->blocks[f].addr, fs = v->blocks[f].size;
   uint64_t low = at - fa, high = fa + fs - at - size;
@@ -116,11 +117,15 @@ static int carve(hbm_vspace *v, uint32_t f, uint64_t at, uint64_t size, uint32_t
   if (low && (mid = block_new(v)) == NIL) return HBM_EHOSTMEM;
   if (high && (rest = block_new(v)) == NIL) goto no_rest;
   if (hbm_addrmap_put(&v->live, at, mid) != HBM_OK) goto no_live;
-  if (high && hbm_ordset_insert(v->free_set, size_key(at + size, high), rest) != HBM_OK) goto no_high;
-  if (low && hbm_ordset_insert(v->free_set, size_key(fa, low), f) != HBM_OK) goto no_low;
   if (v->by_addr && high && hbm_ordset_insert(v->by_addr, addr_key(at + size), rest) != HBM_OK) goto no_index;
+  if (!low && high) {
+    if (hbm_ordset_replace(v->free_set, size_key(fa, fs), size_key(at + size, high), rest) != HBM_OK) goto no_free;
+  } else {
+    if (high && hbm_ordset_insert(v->free_set, size_key(at + size, high), rest) != HBM_OK) goto no_free;
+    if (low && hbm_ordset_insert(v->free_set, size_key(fa, low), f) != HBM_OK) goto no_low;
+    hbm_ordset_erase(v->free_set, size_key(fa, fs));
+  }
   /* Room taken: nothing below fails. */
-  hbm_ordset_erase(v->free_set, size_key(fa, fs));
   if (v->by_addr && !low) hbm_ordset_erase(v->by_addr, addr_key(fa));
   vblock *b = v->blocks; /* stable now: block_new is done */
   uint32_t next = b[f].next;
@@ -147,11 +152,11 @@ static int carve(hbm_vspace *v, uint32_t f, uint64_t at, uint64_t size, uint32_t
   v->live_bytes += size;
   v->live_blocks++;
   return HBM_OK;
-no_index:
-  if (low) hbm_ordset_erase(v->free_set, size_key(fa, low));
 no_low:
   if (high) hbm_ordset_erase(v->free_set, size_key(at + size, high));
-no_high:
+no_free:
+  if (v->by_addr && high) hbm_ordset_erase(v->by_addr, addr_key(at + size));
+no_index:
   hbm_addrmap_take(&v->live, at, NULL);
 no_live:
   if (high) block_recycle(v, rest);
@@ -212,10 +217,16 @@ int hbm_vspace_free(hbm_vspace *v, uint64_t addr, uint64_t *block_size, uint32_t
   uint32_t keep = join_prev ? prev : i; /* the merged block; its address key stands if it is prev */
   uint64_t at = b[keep].addr;
   uint64_t size = b[i].size + (join_prev ? b[prev].size : 0) + (join_next ? b[next].size : 0);
-  /* Keys in first, so that running out of host memory changes nothing. */
-  if (hbm_ordset_insert(v->free_set, size_key(at, size), keep) != HBM_OK) goto undo;
-  if (v->by_addr && !join_prev && hbm_ordset_insert(v->by_addr, addr_key(at), keep) != HBM_OK) {
-    hbm_ordset_erase(v->free_set, size_key(at, size));
+  /* The steps that can fail first, so that running out of host memory
+   * changes nothing: the merged block's key replaces its free neighbour's,
+   * or goes in. */
+  if (v->by_addr && !join_prev && hbm_ordset_insert(v->by_addr, addr_key(at), keep) != HBM_OK) goto undo;
+  hbm_okey merged = size_key(at, size);
+  int rc = join_prev   ? hbm_ordset_replace(v->free_set, size_key(b[prev].addr, b[prev].size), merged, keep)
+           : join_next ? hbm_ordset_replace(v->free_set, size_key(b[next].addr, b[next].size), merged, keep)
+                       : hbm_ordset_insert(v->free_set, merged, keep);
+  if (rc != HBM_OK) {
+    if (v->by_addr && !join_prev) hbm_ordset_erase(v->by_addr, addr_key(at));
     goto undo;
   }
   if (block_size) *block_size = b[i].size;
@@ -224,13 +235,12 @@ int hbm_vspace_free(hbm_vspace *v, uint64_t addr, uint64_t *block_size, uint32_t
   v->live_blocks--;
   v->free_blocks++;
   if (join_prev) { /* absorbed into prev */
-    hbm_ordset_erase(v->free_set, size_key(b[prev].addr, b[prev].size));
     block_recycle(v, i);
     v->free_blocks--;
   }
   uint32_t after = next;
   if (join_next) { /* absorbs next */
-    hbm_ordset_erase(v->free_set, size_key(b[next].addr, b[next].size));
+    if (join_prev) hbm_ordset_erase(v->free_set, size_key(b[next].addr, b[next].size)); /* else replaced */
     if (v->by_addr) hbm_ordset_erase(v->by_addr, addr_key(b[next].addr));
     after = b[next].next;
     block_recycle(v, next);
