@@ -108,8 +108,8 @@ int hbm_vspace_index_addresses(hbm_vspace *v) {
  * before and after stays free (f keeps the part before, so its address key
  * stands). Every step that can fail comes before any that cannot and before
  * the chain changes, so when host memory runs out everything is undone and
- * nothing changed. A block taken from the front of f (best fit's case)
- * replaces f's key by its remainder's in one step. */
+ * nothing changed. In the free set f's key gives way, in one step, to the
+ * part left free before the block, else to the part after it. */
 static int carve(hbm_vspace *v, uint32_t f, uint64_t at, uint64_t size, uint32_t user) {
   uint64_t fa = v->blocks[f].addr, fs = v->blocks[f].size;
   uint64_t low = at - fa, high = fa + fs - at - size;
@@ -118,11 +118,11 @@ static int carve(hbm_vspace *v, uint32_t f, uint64_t at, uint64_t size, uint32_t
   if (high && (rest = block_new(v)) == NIL) goto no_rest;
   if (hbm_addrmap_put(&v->live, at, mid) != HBM_OK) goto no_live;
   if (v->by_addr && high && hbm_ordset_insert(v->by_addr, addr_key(at + size), rest) != HBM_OK) goto no_index;
-  if (!low && high) {
-    if (hbm_ordset_replace(v->free_set, size_key(fa, fs), size_key(at + size, high), rest) != HBM_OK) goto no_free;
+  if (low && high && hbm_ordset_insert(v->free_set, size_key(at + size, high), rest) != HBM_OK) goto no_free;
+  if (low || high) {
+    hbm_okey left = low ? size_key(fa, low) : size_key(at + size, high);
+    if (hbm_ordset_replace(v->free_set, size_key(fa, fs), left, low ? f : rest) != HBM_OK) goto no_left;
   } else {
-    if (high && hbm_ordset_insert(v->free_set, size_key(at + size, high), rest) != HBM_OK) goto no_free;
-    if (low && hbm_ordset_insert(v->free_set, size_key(fa, low), f) != HBM_OK) goto no_low;
     hbm_ordset_erase(v->free_set, size_key(fa, fs));
   }
   /* Room taken: nothing below fails. */
@@ -152,8 +152,8 @@ static int carve(hbm_vspace *v, uint32_t f, uint64_t at, uint64_t size, uint32_t
   v->live_bytes += size;
   v->live_blocks++;
   return HBM_OK;
-no_low:
-  if (high) hbm_ordset_erase(v->free_set, size_key(at + size, high));
+no_left:
+  if (low && high) hbm_ordset_erase(v->free_set, size_key(at + size, high));
 no_free:
   if (v->by_addr && high) hbm_ordset_erase(v->by_addr, addr_key(at + size));
 no_index:
