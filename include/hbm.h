@@ -352,7 +352,7 @@ typedef struct hbm_oom_report {
   hbm_oom_cause cause;
 } hbm_oom_report;
 
-#define HBM_MAX_COUNTERS 16 /* policy-specific figures a replay reports */
+#define HBM_MAX_COUNTERS 24 /* policy-specific figures a replay reports */
 
 typedef struct hbm_replay_result {
   char policy[32];

@@ -419,21 +419,28 @@ int main(void) {
   CHECK(r.oom == 0);
   hbm_trace_free(t);
 
-  /* ---- moves hold the cache at the touched high-water mark ----
+  /* ---- the cache held at the touched high-water mark ----
    * Three 128 MiB blocks, the outer two freed: idle chunks in a hole a
    * larger request does not fit, so it goes where the last one was and needs
    * new pages past it: 64 MiB for a 192 MiB request, 32 MiB for 160 MiB.
-   * Without moves those are new pages (peak reserved 448 and 416 MiB); with
-   * moves the first block's idle chunks are stitched there instead and the
-   * peak stays at what was ever touched (384 MiB). Without step marks,
-   * moves:auto moves for a run of a stripe (64 MiB) or more only. */
-  struct { uint64_t request; const char *conf; uint64_t reserved; int moved; } holes[] = {
-      {192 * MiB, "moves:off", 448 * MiB, 0}, {192 * MiB, "moves:on", 384 * MiB, 1}, {192 * MiB, NULL, 384 * MiB, 1},
-      {160 * MiB, "moves:off", 416 * MiB, 0}, {160 * MiB, "moves:on", 384 * MiB, 1}, {160 * MiB, NULL, 416 * MiB, 0},
+   * Mapped as new pages, the peak reserved is 448 and 416 MiB; moves stitch
+   * the first block's idle chunks there instead, and the peak stays at what
+   * was ever touched (384 MiB). Without moves, a job that marks no steps
+   * unmaps those idle chunks first, since the new pages would raise the
+   * reserve's high-water mark: 384 MiB too, for more calls. In a job that
+   * marks steps (one mark here) idle chunks go only once cold, so without
+   * moves the new pages are mapped. Without step marks, moves:auto moves for
+   * a run of a stripe (64 MiB) or more only. */
+  struct { uint64_t request; const char *conf; int marked; uint64_t reserved; int moved, released; } holes[] = {
+      {192 * MiB, "moves:off", 1, 448 * MiB, 0, 0}, {192 * MiB, "moves:off", 0, 384 * MiB, 0, 1},
+      {192 * MiB, "moves:on", 0, 384 * MiB, 1, 0},  {192 * MiB, NULL, 0, 384 * MiB, 1, 0},
+      {160 * MiB, "moves:off", 1, 416 * MiB, 0, 0}, {160 * MiB, "moves:off", 0, 384 * MiB, 0, 1},
+      {160 * MiB, "moves:on", 0, 384 * MiB, 1, 0},  {160 * MiB, NULL, 0, 384 * MiB, 0, 1},
   };
   for (size_t i = 0; i < sizeof holes / sizeof holes[0]; i++) {
     t = NULL;
     CHECK(hbm_trace_new("holes", &t) == HBM_OK);
+    if (holes[i].marked) hbm_trace_step(t, 0);
     for (uint32_t k = 0; k < 3; k++) hbm_trace_alloc(t, k, 128 * MiB, HBM_TAG_ACT, 0);
     hbm_trace_free_id(t, 0);
     hbm_trace_free_id(t, 2);
@@ -443,36 +450,43 @@ int main(void) {
     o = (hbm_replay_options){.policy = "zoned", .conf = holes[i].conf, .device = "sim:8GiB"};
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
     CHECK(r.oom == 0);
-    printf("test_zoned: holes, %llu MiB request, %s: peak reserved %llu MiB, %.0f chunks moved\n",
+    printf("test_zoned: holes, %llu MiB request, %s%s: peak reserved %llu MiB, %.0f chunks moved, %.0f released at "
+           "the high-water mark\n",
            (unsigned long long)(holes[i].request / MiB), holes[i].conf ? holes[i].conf : "default",
-           (unsigned long long)(r.peak_reserved / MiB), counter(&r, "bound_moves"));
+           holes[i].marked ? ", steps marked" : "", (unsigned long long)(r.peak_reserved / MiB),
+           counter(&r, "bound_moves"), counter(&r, "peak_releases"));
     CHECK_EQ_U64(r.peak_reserved, holes[i].reserved);
     CHECK((counter(&r, "bound_moves") > 0) == holes[i].moved);
+    CHECK((counter(&r, "peak_releases") > 0) == holes[i].released);
     hbm_trace_free(t);
   }
 
-  /* ---- without step marks, a chunk is cold once a sixteenth of the peak
-   * live bytes were allocated after it went idle: large blocks count too ----
-   * A and B (128 MiB each); A freed; C comes and goes above B; then D
-   * (300 MiB) needs new pages past the high-water mark. A's chunks go if
-   * they sat idle while more than peak live / 16 was allocated: 200 MiB of
-   * 328 MiB, yes; 8 MiB of 256 MiB, no (moves off: by default a run that
-   * long would move them instead). */
-  struct { uint64_t c; int cold; } ages[] = {{200 * MiB, 1}, {8 * MiB, 0}};
+  /* ---- a chunk is cold once twice the peak live bytes were allocated
+   * after it went idle (before the second step mark) ----
+   * A and B (128 MiB each); A freed; C (200 MiB) comes and goes above B,
+   * three or four times; then D (300 MiB) needs new pages past the high-water
+   * mark. A's chunks go if they sat idle while more than twice the peak live
+   * bytes (2 x 328 MiB) were allocated: 800 MiB, yes; 600 MiB, no. One step
+   * mark, moves off: nothing else gives A's chunks back. */
+  struct { int rounds; int cold; } ages[] = {{4, 1}, {3, 0}};
   for (size_t i = 0; i < sizeof ages / sizeof ages[0]; i++) {
     CHECK(hbm_trace_new("cold", &t) == HBM_OK);
+    hbm_trace_step(t, 0);
     hbm_trace_alloc(t, 0, 128 * MiB, HBM_TAG_ACT, 0);
     hbm_trace_alloc(t, 1, 128 * MiB, HBM_TAG_ACT, 0);
     hbm_trace_free_id(t, 0);
-    hbm_trace_alloc(t, 2, ages[i].c, HBM_TAG_ACT, 0);
-    hbm_trace_free_id(t, 2);
+    for (int k = 0; k < ages[i].rounds; k++) {
+      hbm_trace_alloc(t, 2, 200 * MiB, HBM_TAG_ACT, 0);
+      hbm_trace_free_id(t, 2);
+    }
     hbm_trace_alloc(t, 3, 300 * MiB, HBM_TAG_ACT, 0);
     hbm_trace_free_id(t, 3);
     hbm_trace_free_id(t, 1);
     o = (hbm_replay_options){.policy = "zoned", .conf = "moves:off", .device = "sim:8GiB"};
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
-    printf("test_zoned: cold: idle while %llu MiB were allocated: %.0f idle chunks released as cold, peak reserved %llu MiB\n",
-           (unsigned long long)(ages[i].c / MiB), counter(&r, "cold_releases"), (unsigned long long)(r.peak_reserved / MiB));
+    printf("test_zoned: cold: idle while %d x 200 MiB were allocated: %.0f idle chunks released as cold, peak "
+           "reserved %llu MiB\n",
+           ages[i].rounds, counter(&r, "cold_releases"), (unsigned long long)(r.peak_reserved / MiB));
     CHECK((counter(&r, "cold_releases") > 0) == ages[i].cold);
     CHECK_EQ_U64(r.peak_reserved, ages[i].cold ? 456 * MiB : 556 * MiB); /* A idle beside B and C, or beside B and D */
     hbm_trace_free(t);

@@ -177,7 +177,7 @@ typedef struct zoned {
   uint32_t nchunks, chunks_cap, free_chunk;
   uint64_t *idle_bits;  /* bit c set <=> chunk c is idle */
   uint32_t idle_words, idle_chunks;
-  uint64_t mapped_pages, touched_pages, idle_pages, peak_touched_pages;
+  uint64_t mapped_pages, touched_pages, idle_pages, peak_touched_pages, peak_mapped_pages;
   uint32_t *undo;       /* chunks one placement mapped */
   uint32_t nundo, undo_cap;
   /* Bytes allocated through this heap, all sizes (the lifetime clock counts
@@ -215,7 +215,7 @@ typedef struct zoned {
   hbm_range *fixed[2];   /* [HBM_LIFE_TRANSIENT], [HBM_LIFE_STATIC] */
   /* ---- counters ---- */
   uint64_t chunks_created, chunks_released, chunks_moved, pressure_releases, cold_releases, rechunks,
-      staged_rechunks, bound_moves, bound_releases, static_allocs, plan_builds, plan_steps, plan_misses,
+      staged_rechunks, bound_moves, bound_releases, peak_releases, static_allocs, plan_builds, plan_steps, plan_misses,
       plan_drops, plans_declined;
 } zoned;
 
@@ -422,15 +422,13 @@ static uint32_t idle_fit(const zoned *z, uint32_t want, uint32_t window, int by_
 }
 
 /* 1 if idle chunk c sat idle through a whole step: it is not part of the
- * working set the steps repeat. Before the second step mark, while twice the
- * peak live bytes were allocated (a whole working set came and went). In a
- * job that marks no steps there is no step to wait for and the bound has no
- * moves below a stripe to hold it, so a sixteenth of that (docs/zoned.md,
- * "Choices measured"). */
+ * working set the steps repeat. Before the second step mark (or in a job that
+ * marks none), while twice the peak live bytes were allocated: a whole
+ * working set came and went. */
 static int chunk_cold(const zoned *z, uint32_t c) {
   uint64_t since = z->chunks[c].idle_since;
   if (z->life.steps_seen >= 2) return since < z->prev_step_clock;
-  return z->clock - since > (z->marks ? 2 * z->peak_live_bytes : z->peak_live_bytes / 16);
+  return z->clock - since > 2 * z->peak_live_bytes;
 }
 
 /* ==== chunks ==================================================================== */
@@ -488,6 +486,7 @@ static void chunk_install(zoned *z, uint32_t c, uint64_t handle, uint32_t ri, ui
   z->chunks[c] = (zchunk){.handle = handle, .range = ri, .first = first, .npages = n, .touched = touched};
   chunk_set_pages(z, c, 1);
   z->mapped_pages += n;
+  if (z->mapped_pages > z->peak_mapped_pages) z->peak_mapped_pages = z->mapped_pages;
   z->chunks_created++;
   if (!touched) idle_push(z, c);
 }
@@ -703,7 +702,10 @@ static int undo_room(zoned *z) {
  *     of the layout it replaced; unmap idle chunks that sat idle a whole
  *     step; with moves (moves_now), then stitch an idle chunk here as when full (the
  *     highest-addressed that fits the unmapped pages around the piece),
- *     else unmap the coldest;
+ *     else unmap the coldest; without moves, in a job that marks no steps,
+ *     unmap idle chunks (the highest-addressed first) while the new pages
+ *     would raise mapped memory past its high-water mark: the reserve then
+ *     peaks only once no chunk sits idle, whatever the chunks' ages;
  *   - then a new chunk.
  * The caller checked that the device holds the run with every idle chunk
  * gone. Chunks it maps go on z->undo. */
@@ -724,6 +726,11 @@ static int back_run(zoned *z, uint32_t ri, uint32_t q, uint32_t run, int run_end
     if (over && chunk_cold(z, c = idle_coldest(z))) {
       z->cold_releases++;
       chunk_release(z, c);
+      continue;
+    }
+    if (over && !moves && !z->marks && z->mapped_pages + want > z->peak_mapped_pages) {
+      z->peak_releases++;
+      chunk_release(z, idle_fit(z, 1, UINT32_MAX, 1)); /* the highest-addressed */
       continue;
     }
     if (full || (over && moves)) {
@@ -1688,6 +1695,7 @@ static int zoned_counters(hbm_policy *p, hbm_counter *out, int max) {
       {"chunks_moved", (double)z->chunks_moved},
       {"pressure_releases", (double)z->pressure_releases},
       {"cold_releases", (double)z->cold_releases},
+      {"peak_releases", (double)z->peak_releases},
       {"rechunks", (double)z->rechunks},
       {"staged_rechunks", (double)z->staged_rechunks},
       {"bound_moves", (double)z->bound_moves},
@@ -1741,7 +1749,7 @@ static int zoned_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
  *   Z2 edge counts equal a recount; every page a live block touches is mapped;
  *   Z3 each chunk's touched count equals a recount; the idle bits mark exactly
  *      the chunks with none;
- *   Z4 mapped, touched and idle totals equal recounts; touched <= its peak;
+ *   Z4 mapped, touched and idle totals equal recounts; touched and mapped <= their peaks;
  *   Z5 lifetime records: one per tracked live block, none elsewhere;
  *   Z6 while a plan is followed, its range is one of the planned zone's, kept
  *      indexed by address, and every planned span lies inside it. */
@@ -1869,6 +1877,7 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
          (unsigned long long)z->mapped_pages, (unsigned long long)mapped, (unsigned long long)z->touched_pages,
          (unsigned long long)touched, (unsigned long long)z->idle_pages, (unsigned long long)idle);
   if (z->peak_touched_pages < z->touched_pages) fail(&c, "Z4 touched pages above their recorded peak");
+  if (z->peak_mapped_pages < z->mapped_pages) fail(&c, "Z4 mapped pages above their recorded peak");
   if ((z->mapped_pages << z->gshift) > p->dev->phys_used) fail(&c, "Z4 more pages mapped than the device holds");
   for (uint32_t i = z->free_rec; i != NIL && free_recs <= z->nrecs; i = z->recs[i].next_free) free_recs++;
   if (c.tracked + free_recs != z->nrecs)
