@@ -177,7 +177,7 @@ typedef struct zoned {
   uint32_t nchunks, chunks_cap, free_chunk;
   uint64_t *idle_bits;  /* bit c set <=> chunk c is idle */
   uint32_t idle_words, idle_chunks;
-  uint64_t mapped_pages, touched_pages, idle_pages, peak_touched_pages, peak_mapped_pages;
+  uint64_t mapped_pages, touched_pages, idle_pages, peak_touched_pages;
   uint32_t *undo;       /* chunks one placement mapped */
   uint32_t nundo, undo_cap;
   /* Bytes allocated through this heap, all sizes (the lifetime clock counts
@@ -486,7 +486,6 @@ static void chunk_install(zoned *z, uint32_t c, uint64_t handle, uint32_t ri, ui
   z->chunks[c] = (zchunk){.handle = handle, .range = ri, .first = first, .npages = n, .touched = touched};
   chunk_set_pages(z, c, 1);
   z->mapped_pages += n;
-  if (z->mapped_pages > z->peak_mapped_pages) z->peak_mapped_pages = z->mapped_pages;
   z->chunks_created++;
   if (!touched) idle_push(z, c);
 }
@@ -704,12 +703,13 @@ static int undo_room(zoned *z) {
  *     highest-addressed that fits the unmapped pages around the piece),
  *     else unmap the coldest; without moves, in a job that marks no steps,
  *     unmap idle chunks (the highest-addressed first) while the new pages
- *     would raise mapped memory past its high-water mark: the reserve then
+ *     would raise the device's memory in use past its high-water mark: the reserve then
  *     peaks only once no chunk sits idle, whatever the chunks' ages;
  *   - then a new chunk.
  * The caller checked that the device holds the run with every idle chunk
  * gone. Chunks it maps go on z->undo. */
 static int back_run(zoned *z, uint32_t ri, uint32_t q, uint32_t run, int run_ends_block) {
+  const hbm_device *dev = z->base.dev;
   uint32_t stripe = stripe_pages(z);
   int moves = moves_now(z, run >= stripe);
   while (run > 0) {
@@ -728,7 +728,7 @@ static int back_run(zoned *z, uint32_t ri, uint32_t q, uint32_t run, int run_end
       chunk_release(z, c);
       continue;
     }
-    if (over && !moves && !z->marks && z->mapped_pages + want > z->peak_mapped_pages) {
+    if (over && !moves && !z->marks && dev->phys_used + ((uint64_t)want << z->gshift) > dev->peak_phys_used) {
       z->peak_releases++;
       chunk_release(z, idle_fit(z, 1, UINT32_MAX, 1)); /* the highest-addressed */
       continue;
@@ -1749,7 +1749,7 @@ static int zoned_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
  *   Z2 edge counts equal a recount; every page a live block touches is mapped;
  *   Z3 each chunk's touched count equals a recount; the idle bits mark exactly
  *      the chunks with none;
- *   Z4 mapped, touched and idle totals equal recounts; touched and mapped <= their peaks;
+ *   Z4 mapped, touched and idle totals equal recounts; touched <= its peak;
  *   Z5 lifetime records: one per tracked live block, none elsewhere;
  *   Z6 while a plan is followed, its range is one of the planned zone's, kept
  *      indexed by address, and every planned span lies inside it. */
@@ -1877,7 +1877,6 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
          (unsigned long long)z->mapped_pages, (unsigned long long)mapped, (unsigned long long)z->touched_pages,
          (unsigned long long)touched, (unsigned long long)z->idle_pages, (unsigned long long)idle);
   if (z->peak_touched_pages < z->touched_pages) fail(&c, "Z4 touched pages above their recorded peak");
-  if (z->peak_mapped_pages < z->mapped_pages) fail(&c, "Z4 mapped pages above their recorded peak");
   if ((z->mapped_pages << z->gshift) > p->dev->phys_used) fail(&c, "Z4 more pages mapped than the device holds");
   for (uint32_t i = z->free_rec; i != NIL && free_recs <= z->nrecs; i = z->recs[i].next_free) free_recs++;
   if (c.tracked + free_recs != z->nrecs)
