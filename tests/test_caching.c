@@ -509,6 +509,42 @@ static void test_seeding(void) {
   hbm_trace_free(t);
 }
 
+/* ---- a recorded state with free blocks side by side ----
+ * PyTorch merges free neighbours, so a state it recorded has none; the trace
+ * format allows them. The seed merges them: the invariants hold, and one
+ * request as large as both lands where the first began. */
+static void test_seeding_unmerged(void) {
+  const uint64_t base = 0x7f0000000000ull, exp = 0x7f1000000000ull;
+  for (int expandable = 0; expandable <= 1; expandable++) {
+    hbm_trace *t;
+    CHECK(hbm_trace_new("unmerged", &t) == HBM_OK);
+    const uint64_t at = expandable ? exp : base;
+    hbm_init_segment s = {.addr = at, .size = 20 * MiB, .stream = 0, .small = 0, .expandable = expandable};
+    hbm_init_block b0 = {.addr = at, .size = 4 * MiB, .request = 4 * MiB, .id = 0};
+    hbm_init_block f0 = {.addr = at + 4 * MiB, .size = 6 * MiB, .id = HBM_NO_ID};
+    hbm_init_block f1 = {.addr = at + 10 * MiB, .size = 8 * MiB, .id = HBM_NO_ID};
+    hbm_init_block f2 = {.addr = at + 18 * MiB, .size = 2 * MiB, .id = HBM_NO_ID};
+    CHECK(hbm_trace_add_init_segment(t, &s) == HBM_OK && hbm_trace_add_init_block(t, &b0) == HBM_OK);
+    CHECK(hbm_trace_add_init_block(t, &f0) == HBM_OK && hbm_trace_add_init_block(t, &f1) == HBM_OK);
+    CHECK(hbm_trace_add_init_block(t, &f2) == HBM_OK);
+    env e;
+    open_env(&e, expandable ? "expandable" : "caching", NULL, GiB);
+    uint64_t ids[1] = {HBM_NO_ADDR}, bs;
+    CHECK(e.cls->seed(e.p, t, ids) == HBM_OK);
+    CHECK(e.cls->check(e.p, report, NULL) == 0);
+    const uint64_t calls = e.dev->backend_calls;
+    CHECK_EQ_U64(alloc_bs(&e, 16 * MiB, 0, &bs), ids[0] + 4 * MiB);
+    CHECK_EQ_U64(bs, 16 * MiB);
+    CHECK_EQ_U64(e.dev->backend_calls, calls); /* from the cache: no new segment */
+    CHECK(e.cls->check(e.p, report, NULL) == 0);
+    printf("test_caching: %s starting state with three free blocks side by side: merged, a 16 MiB request at "
+           "+4 MiB\n",
+           expandable ? "expandable" : "caching");
+    close_env(&e);
+    hbm_trace_free(t);
+  }
+}
+
 /* ---- usage and scan ---- */
 
 static int sum_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
@@ -616,6 +652,7 @@ int main(void) {
   test_expandable();
   test_invalid();
   test_seeding();
+  test_seeding_unmerged();
   test_usage_scan();
   test_random(seed, test_scale());
   return test_done("test_caching");
