@@ -38,14 +38,17 @@ static int grow(hbm_addrmap *m) {
   return HBM_OK;
 }
 
+/* 1 if `extra` more keys would fill the table past half (its load limit). */
+static inline int over_half(const hbm_addrmap *m, uint64_t extra) { return (m->used + extra) * 2 > m->cap; }
+
 int hbm_addrmap_reserve(hbm_addrmap *m, uint64_t extra) {
-  while ((m->used + extra) * 2 > m->cap)
+  while (over_half(m, extra))
     if (grow(m) != HBM_OK) return HBM_EHOSTMEM;
   return HBM_OK;
 }
 
 int hbm_addrmap_put(hbm_addrmap *m, uint64_t key, uint64_t val) {
-  if ((m->used + 1) * 2 > m->cap && hbm_addrmap_reserve(m, 1) != HBM_OK) return HBM_EHOSTMEM; /* the call only to grow */
+  if (over_half(m, 1) && hbm_addrmap_reserve(m, 1) != HBM_OK) return HBM_EHOSTMEM; /* the call only to grow */
   uint64_t h = slot_of(key, m->cap);
   while (m->keys[h] != EMPTY && m->keys[h] != key) h = (h + 1) & (m->cap - 1);
   if (m->keys[h] == EMPTY) m->used++;
