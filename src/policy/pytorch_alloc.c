@@ -1073,18 +1073,14 @@ static int seed_blocks(pt *m, const hbm_trace *t, const hbm_init_segment *s, uin
   return HBM_OK;
 }
 
-/* After linking: merges free neighbours of the same mapped state, as PyTorch
- * keeps them (P2: a state PyTorch recorded has none, but the trace format
- * allows a free block after a free block), and caches the free blocks. */
+/* After linking: caches the free blocks of a chain in address order, each
+ * merged with a free neighbour before it of the same mapped state, as a free
+ * does (P2: a state PyTorch recorded has none, but the trace format allows a
+ * free block after a free block). */
 static int seed_cache(pt *m, uint32_t first) {
   for (uint32_t j = first; j != NONE; j = B(m, j)->next) {
     if (B(m, j)->allocated) continue;
-    for (uint32_t n; (n = B(m, j)->next) != NONE && !B(m, n)->allocated && B(m, n)->mapped == B(m, j)->mapped;) {
-      B(m, j)->size += B(m, n)->size;
-      B(m, j)->next = B(m, n)->next;
-      if (B(m, n)->next != NONE) B(m, B(m, n)->next)->prev = j;
-      blk_release(m, n);
-    }
+    try_merge_blocks(m, j, B(m, j)->prev); /* the one before is cached already */
     int rc = B(m, j)->mapped ? free_insert(m, j) : unmapped_insert(m, j);
     if (rc != HBM_OK) return rc;
   }
