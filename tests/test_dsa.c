@@ -1,6 +1,7 @@
 /* test_dsa: the step planner (core/dsa.h) on seeded random instances, linear
  * and cyclic, checked by the slow pairwise conflict count; footprints are
- * never below the peak load; cases with a known optimum hit it. */
+ * never below the peak load; cases with a known optimum hit it; every
+ * strategy alone gives a valid plan and the planner keeps the best. */
 #include "core/dsa.h"
 #include "hbm.h"
 #include "testutil.h"
@@ -48,6 +49,31 @@ static void fixed_cases(void) {
   CHECK(hbm_dsa_plan(b, 1, 10, 512, off, &fp) == HBM_EINVAL); /* starts outside it */
   CHECK(hbm_dsa_plan(b, 1, 10, 384, off, &fp) == HBM_EINVAL);
   CHECK(hbm_dsa_plan(NULL, 0, 0, 512, NULL, &fp) == HBM_OK && fp == 0);
+  CHECK(hbm_dsa_plan_with(b, 1, 0, 512, HBM_DSA_STRATEGIES, off, &fp) == HBM_EINVAL);
+}
+
+/* Where largest-first places one block too high and another strategy reaches
+ * the peak load: the planner keeps that one. */
+static void strategy_cases(void) {
+  static const struct {
+    hbm_dsa_strategy wins;
+    uint64_t peak_mib, largest_first_mib;
+    hbm_dsa_block b[5];
+  } cases[] = {
+      {HBM_DSA_START_GAP, 6, 7, {{3 << 20, 2, 7}, {2 << 20, 7, 10}, {1 << 20, 2, 5}, {4 << 20, 9, 10}, {2 << 20, 3, 9}}},
+      {HBM_DSA_LENGTH_LOWEST, 5, 6, {{3 << 20, 9, 13}, {2 << 20, 4, 9}, {2 << 20, 5, 11}, {4 << 20, 0, 4}, {1 << 20, 2, 6}}},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    uint64_t off[5], fp;
+    CHECK_EQ_U64(hbm_dsa_peak(cases[k].b, 5, 0), cases[k].peak_mib << 20);
+    CHECK(hbm_dsa_plan_with(cases[k].b, 5, 0, 512, HBM_DSA_SIZE_LOWEST, off, &fp) == HBM_OK);
+    CHECK_EQ_U64(fp, cases[k].largest_first_mib << 20);
+    CHECK(hbm_dsa_plan_with(cases[k].b, 5, 0, 512, cases[k].wins, off, &fp) == HBM_OK);
+    CHECK_EQ_U64(fp, cases[k].peak_mib << 20);
+    CHECK(hbm_dsa_plan(cases[k].b, 5, 0, 512, off, &fp) == HBM_OK);
+    CHECK_EQ_U64(fp, cases[k].peak_mib << 20);
+    CHECK_EQ_U64(hbm_dsa_conflicts(cases[k].b, 5, 0, off), 0);
+  }
 }
 
 /* Random lifetimes shaped like training steps: a few long blocks and many
@@ -74,8 +100,19 @@ static void random_cases(uint64_t *rng, int rounds) {
     if (rc != HBM_OK) { free(b); free(off); continue; }
     CHECK_EQ_U64(hbm_dsa_conflicts(b, n, period, off), 0);
     CHECK_EQ_U64(fp, top_of(b, n, off));
-    CHECK(fp >= hbm_dsa_peak(b, n, period));
+    uint64_t peak = hbm_dsa_peak(b, n, period), best = UINT64_MAX;
+    CHECK(fp >= peak);
     for (size_t i = 0; i < n; i++) CHECK(off[i] % align == 0);
+    /* Each strategy alone: valid, and never better than the planner unless
+     * the planner stopped at the peak load. */
+    for (int k = 0; k < HBM_DSA_STRATEGIES && n <= 300; k++) {
+      uint64_t fk;
+      CHECK(hbm_dsa_plan_with(b, n, period, align, (hbm_dsa_strategy)k, off, &fk) == HBM_OK);
+      CHECK_EQ_U64(hbm_dsa_conflicts(b, n, period, off), 0);
+      CHECK_EQ_U64(fk, top_of(b, n, off));
+      if (fk < best) best = fk;
+    }
+    if (n <= 300) CHECK(fp == best || fp == peak);
     free(b);
     free(off);
   }
@@ -84,6 +121,7 @@ static void random_cases(uint64_t *rng, int rounds) {
 int main(void) {
   uint64_t rng = test_seed("test_dsa");
   fixed_cases();
+  strategy_cases();
   int rounds = (int)(400 * test_scale());
   random_cases(&rng, rounds < 10 ? 10 : rounds);
   return test_done("test_dsa");

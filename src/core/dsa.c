@@ -7,6 +7,7 @@
 #include "core/dsa.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "hbm.h"
 
@@ -50,7 +51,7 @@ static int by_lo(const void *a, const void *b) {
 }
 
 typedef struct rank_key {
-  uint64_t size, start;
+  uint64_t size, start, length;
   uint32_t i;
 } rank_key;
 
@@ -61,9 +62,55 @@ static int by_size_desc(const void *a, const void *b) {
   return x->i < y->i ? -1 : 1;
 }
 
-int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align, uint64_t *offsets,
-                 uint64_t *footprint) {
-  if ((n && (!b || !offsets)) || !footprint || !align || (align & (align - 1)) || n >= UINT32_MAX)
+static int by_length_desc(const void *a, const void *b) {
+  const rank_key *x = a, *y = b;
+  if (x->length != y->length) return x->length > y->length ? -1 : 1;
+  return by_size_desc(a, b);
+}
+
+static int by_start(const void *a, const void *b) {
+  const rank_key *x = a, *y = b;
+  if (x->start != y->start) return x->start < y->start ? -1 : 1;
+  return by_size_desc(a, b);
+}
+
+/* The order blocks are placed in, and where each goes among the blocks
+ * already placed that it meets: the lowest offset clear of them, or the
+ * smallest gap between them that holds it (else the top). */
+static const struct {
+  int (*order)(const void *, const void *);
+  int smallest_gap;
+} strategies[HBM_DSA_STRATEGIES] = {
+    [HBM_DSA_SIZE_LOWEST] = {by_size_desc, 0},
+    [HBM_DSA_SIZE_GAP] = {by_size_desc, 1},
+    [HBM_DSA_LENGTH_LOWEST] = {by_length_desc, 0},
+    [HBM_DSA_START_GAP] = {by_start, 1},
+};
+
+/* The offset for a block of `size` among the spans cand[0..nc) (sorted by
+ * lo) of the placed blocks it meets. */
+static uint64_t offset_among(const span_off *cand, size_t nc, uint64_t size, uint64_t align, int smallest_gap) {
+  uint64_t off = 0;
+  if (!smallest_gap) {
+    for (size_t k = 0; k < nc && cand[k].lo < off + size; k++)
+      if (cand[k].hi > off) off = (cand[k].hi + align - 1) & ~(align - 1);
+    return off;
+  }
+  uint64_t best = UINT64_MAX, best_off = 0;
+  for (size_t k = 0; k < nc; k++) {
+    if (cand[k].lo >= off + size && cand[k].lo - off < best) {
+      best = cand[k].lo - off;
+      best_off = off;
+    }
+    if (cand[k].hi > off) off = (cand[k].hi + align - 1) & ~(align - 1);
+  }
+  return best != UINT64_MAX ? best_off : off;
+}
+
+int hbm_dsa_plan_with(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align,
+                      hbm_dsa_strategy strategy, uint64_t *offsets, uint64_t *footprint) {
+  if ((n && (!b || !offsets)) || !footprint || !align || (align & (align - 1)) || n >= UINT32_MAX ||
+      (unsigned)strategy >= HBM_DSA_STRATEGIES)
     return HBM_EINVAL;
   uint64_t horizon = period;
   for (size_t i = 0; i < n; i++) {
@@ -78,8 +125,8 @@ int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t ali
   rank_key *order = malloc(n * sizeof *order); /* placement order */
   uint32_t *start = NULL, *member = NULL, *fill = NULL;
   if (!rank || !seen || !cand || !order) goto out;
-  for (size_t i = 0; i < n; i++) order[i] = (rank_key){b[i].size, b[i].start, (uint32_t)i};
-  qsort(order, n, sizeof *order, by_size_desc);
+  for (size_t i = 0; i < n; i++) order[i] = (rank_key){b[i].size, b[i].start, b[i].end - b[i].start, (uint32_t)i};
+  qsort(order, n, sizeof *order, strategies[strategy].order);
   for (size_t r = 0; r < n; r++) rank[order[r].i] = (uint32_t)r;
 
   /* Windows: each lists, in placement order, the blocks live in it. */
@@ -126,9 +173,7 @@ int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t ali
           if (live_together(&b[i], &b[j], period)) cand[nc++] = (span_off){offsets[j], offsets[j] + b[j].size};
         }
     qsort(cand, nc, sizeof *cand, by_lo);
-    uint64_t off = 0;
-    for (size_t k = 0; k < nc && cand[k].lo < off + b[i].size; k++)
-      if (cand[k].hi > off) off = (cand[k].hi + align - 1) & ~(align - 1);
+    uint64_t off = offset_among(cand, nc, b[i].size, align, strategies[strategy].smallest_gap);
     offsets[i] = off;
     if (off + b[i].size > top) top = off + b[i].size;
   }
@@ -143,6 +188,22 @@ out:
   free(start);
   free(member);
   return rc;
+}
+
+int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align, uint64_t *offsets,
+                 uint64_t *footprint) {
+  int rc = hbm_dsa_plan_with(b, n, period, align, HBM_DSA_SIZE_LOWEST, offsets, footprint);
+  if (rc != HBM_OK || n <= 1) return rc;
+  /* Each later strategy is only a chance to do better: one that runs out of
+   * host memory forfeits it, and the plan in hand stands. */
+  uint64_t *trial = malloc(n * sizeof *trial), peak = hbm_dsa_peak(b, n, period), fp;
+  for (int k = 1; trial && k < HBM_DSA_STRATEGIES && *footprint > peak; k++)
+    if (hbm_dsa_plan_with(b, n, period, align, (hbm_dsa_strategy)k, trial, &fp) == HBM_OK && fp < *footprint) {
+      memcpy(offsets, trial, n * sizeof *trial);
+      *footprint = fp;
+    }
+  free(trial);
+  return HBM_OK;
 }
 
 typedef struct dsa_event {

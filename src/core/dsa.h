@@ -8,10 +8,12 @@
  * Lifetimes may be cyclic: a block born late in one step and freed early in
  * the next occupies the end and the start of the period.
  *
- * The planner is greedy: blocks by size, largest first (ties: earlier
- * start, then lower index), each at the lowest offset clear of every block
- * already placed whose lifetime overlaps its own. On the modelled 70B step
- * (14,136 large blocks) it reaches the peak load exactly; the footprint is
+ * The planner is greedy: blocks in one order, each placed clear of every
+ * block already placed whose lifetime overlaps its own. No one order wins
+ * everywhere (docs/zoned.md, "Step plans"), so hbm_dsa_plan() tries the
+ * strategies below in turn and keeps the lowest footprint, stopping early
+ * at the peak load, which no plan beats. On the modelled 70B step (14,136
+ * large blocks) the first reaches the peak load exactly; the footprint is
  * never below hbm_dsa_peak(), and hbm_dsa_conflicts() is the slow, obviously
  * correct check of a plan. */
 #ifndef HBM_DSA_H
@@ -29,9 +31,25 @@ typedef struct hbm_dsa_block {
 
 /* Plans offsets (multiples of align, a power of two) for n blocks; period 0:
  * lifetimes are not cyclic. offsets[i] is block i's; *footprint the highest
- * end. HBM_EINVAL for a malformed block, HBM_EHOSTMEM. */
+ * end. The best of every strategy (ties: the earlier). HBM_EINVAL for a
+ * malformed block, HBM_EHOSTMEM. */
 int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align, uint64_t *offsets,
                  uint64_t *footprint);
+
+/* The greedy strategies: placement order (ties: larger, then earlier start,
+ * then lower index) and where a block goes among the placed blocks it meets. */
+typedef enum hbm_dsa_strategy {
+  HBM_DSA_SIZE_LOWEST = 0, /* largest first, lowest offset clear of them */
+  HBM_DSA_SIZE_GAP,        /* largest first, the smallest gap that holds it, else the top */
+  HBM_DSA_LENGTH_LOWEST,   /* longest-lived first, lowest offset */
+  HBM_DSA_START_GAP,       /* earliest born first, smallest gap */
+  HBM_DSA_STRATEGIES
+} hbm_dsa_strategy;
+
+/* One strategy alone, same contract as hbm_dsa_plan(); HBM_EINVAL for an
+ * unknown strategy. */
+int hbm_dsa_plan_with(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align,
+                      hbm_dsa_strategy strategy, uint64_t *offsets, uint64_t *footprint);
 
 /* The most bytes live at one time: no plan's footprint is lower. */
 uint64_t hbm_dsa_peak(const hbm_dsa_block *b, size_t n, uint64_t period);
