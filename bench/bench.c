@@ -13,6 +13,7 @@ static const bench_entry benches[] = {
     {"adamw", "fused AdamW step vs unfused passes vs memcpy bandwidth", bench_adamw},
     {"gen", "workload model (gen llm) events per second vs the trace builder alone", bench_gen},
     {"compact", "compaction of a fragmented host heap vs memmove of the same copies; partial vs minimum", bench_compact},
+    {"sweep", "zoned's goals on random training jobs from the workload model, vs caching and expandable", bench_sweep},
 };
 static const int nbenches = (int)(sizeof benches / sizeof benches[0]);
 

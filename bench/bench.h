@@ -14,6 +14,7 @@ int bench_replay(int argc, char **argv);
 int bench_adamw(int argc, char **argv);
 int bench_gen(int argc, char **argv);
 int bench_compact(int argc, char **argv);
+int bench_sweep(int argc, char **argv);
 
 /* Monotonic clock in nanoseconds. */
 double bench_now_ns(void);

@@ -1,0 +1,95 @@
+#!/bin/sh
+# hbm bench sweep: --help names the options and JSON keys; --json carries
+# its keys and one object per job; the same seed gives the same JSON (the
+# sweep is reproducible); a row's command regenerates its job (hbm gen llm
+# with it, then hbm replay: the same peak reserved for zoned); bad options
+# exit 2 with a message. Small and short: timings are never asserted here.
+set -u
+fail=0
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+"$HBM" bench sweep --help > "$dir/help" 2>&1 || { echo "FAIL --help exits non-zero"; fail=1; }
+grep -q "usage: hbm bench sweep" "$dir/help" || { echo "FAIL --help prints no usage"; fail=1; }
+for opt in --jobs --seed --steps --capacity --alloc-conf --json "JSON keys"; do
+  grep -q -- "$opt" "$dir/help" || { echo "FAIL --help does not name $opt"; fail=1; }
+done
+"$HBM" bench --help | grep -q "sweep" || { echo "FAIL hbm bench --help does not list sweep"; fail=1; }
+
+args="--jobs 3 --steps 4 --seed 5 --json"
+# shellcheck disable=SC2086
+"$HBM" bench sweep $args > "$dir/a.json" 2> "$dir/a.err"
+rc=$?
+[ $rc -eq 0 ] || { echo "FAIL sweep --json exits $rc:"; cat "$dir/a.err"; exit 1; }
+for key in bench seed steps capacity jobs command peak_live peak_reserved backend_calls \
+           backend_calls_after_first_step alloc_events oom completes allowance goals reserve never_more \
+           calls_after_first_step redraws summary met total; do
+  grep -q "\"$key\":" "$dir/a.json" || { echo "FAIL key $key missing: $(cat "$dir/a.json")"; fail=1; }
+done
+[ "$(grep -c . "$dir/a.json")" -eq 1 ] || { echo "FAIL --json stdout is not one line (progress in it?)"; fail=1; }
+
+# the same seed, the same jobs, byte for byte
+# shellcheck disable=SC2086
+"$HBM" bench sweep $args > "$dir/b.json" 2>/dev/null
+cmp -s "$dir/a.json" "$dir/b.json" || { echo "FAIL the same seed gives different JSON"; diff "$dir/a.json" "$dir/b.json" | head; fail=1; }
+"$HBM" bench sweep --jobs 3 --steps 4 --seed 6 --json > "$dir/c.json" 2>/dev/null
+cmp -s "$dir/a.json" "$dir/c.json" && { echo "FAIL another seed gives the same jobs"; fail=1; }
+
+if command -v python3 >/dev/null; then
+  python3 - "$dir/a.json" > "$dir/jobs" <<'EOF' || { echo "FAIL: JSON values"; fail=1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["seed"] == 5 and d["steps"] == 4 and d["capacity"] == 141 << 30, d
+assert isinstance(d["redraws"], int)
+jobs = d["jobs"]
+assert len(jobs) == 3, len(jobs)
+goals = ("reserve", "never_more", "calls_after_first_step", "completes")
+for g in goals:
+    s = d["summary"][g]
+    assert s["total"] == 3 and s["met"] == sum(1 for j in jobs if j["goals"][g]), (g, s)
+for j in jobs:
+    assert j["command"].startswith("hbm gen llm ") and "--steps 4 " in j["command"], j["command"]
+    assert "--seed " in j["command"] and "--capacity 141GiB" in j["command"], j["command"]
+    assert j["allowance"] == max(j["peak_live"] // 50, 64 << 20), j
+    pol = {p["policy"]: p for p in j["policies"]}
+    assert sorted(pol) == ["caching", "expandable", "zoned"], pol
+    for p in pol.values():
+        for k in ("peak_reserved", "backend_calls", "backend_calls_after_first_step", "alloc_events"):
+            assert isinstance(p[k], int), (k, p)
+        assert p["completes"] == (p.get("oom") is None and p["error"] is None), p
+    assert all(isinstance(j["goals"][g], bool) for g in goals), j["goals"]
+    assert j["goals"]["completes"] == pol["zoned"]["completes"]
+    z = pol["zoned"]
+    assert j["goals"]["reserve"] == (z["peak_reserved"] - j["peak_live"] <= j["allowance"]), j
+    print(z["peak_reserved"], j["command"])
+EOF
+  # each row's command regenerates its job: zoned's peak reserved, replayed from the file
+  while read -r reserved cmd; do
+    # shellcheck disable=SC2086
+    "$HBM" ${cmd#hbm } -o "$dir/job.trace" > /dev/null 2> "$dir/gen.err" || { echo "FAIL '$cmd' exits $?: $(cat "$dir/gen.err")"; fail=1; continue; }
+    got=$("$HBM" replay "$dir/job.trace" --policy caching,expandable,zoned --json |
+          python3 -c 'import json,sys; print([p["peak_reserved"] for p in json.load(sys.stdin)["policies"] if p["policy"] == "zoned"][0])')
+    if [ "$got" = "$reserved" ]; then echo "ok   regenerated: zoned peak reserved $got: $cmd"
+    else echo "FAIL '$cmd': hbm replay gives zoned $got, the sweep $reserved"; fail=1; fi
+  done < "$dir/jobs"
+  [ "$(grep -c . "$dir/jobs")" -eq 3 ] || { echo "FAIL: not 3 jobs to regenerate"; fail=1; }
+else
+  echo "SKIP JSON values and regeneration: no python3"
+fi
+
+# text: a row per job and a summary line per goal
+"$HBM" bench sweep --jobs 3 --steps 4 --seed 5 > "$dir/text" 2>&1 || { echo "FAIL text exits $?"; fail=1; }
+[ "$(grep -c "hbm gen llm " "$dir/text")" -eq 3 ] || { echo "FAIL text: not 3 rows: $(cat "$dir/text")"; fail=1; }
+for g in reserve never_more calls_after_first_step completes; do
+  grep -q "^$g  *[0-9]*/3 jobs" "$dir/text" || { echo "FAIL text: no summary line for $g: $(cat "$dir/text")"; fail=1; }
+done
+
+for bad in "--jobs 0" "--jobs x" "--steps 1" "--capacity lots" "--alloc-conf zoned=moves:maybe" "--frobnicate" "extra"; do
+  # shellcheck disable=SC2086
+  "$HBM" bench sweep --steps 2 $bad > "$dir/out" 2> "$dir/err"
+  rc=$?
+  if [ $rc -ne 2 ]; then echo "FAIL '$bad' exits $rc, expected 2"; fail=1
+  elif ! grep -q "hbm: " "$dir/err"; then echo "FAIL '$bad': no message"; fail=1
+  else echo "ok   '$bad': $(tail -n 1 "$dir/err")"; fi
+done
+exit $fail
