@@ -3,8 +3,8 @@
  * runs: stitching idle chunks, unmapping, exhaustive placement, re-chunking),
  * the largest-free promise, the layout scan, the step-437 layout, settings
  * that are refused, the fixed-zone fallback without virtual memory, a
- * periodic workload whose steady state makes no backend calls, moves with
- * exact figures, and step plans: fixed cases with exact figures, a step that
+ * periodic workload whose steady state makes no backend calls, moves and
+ * trimming with exact figures, and step plans: fixed cases with exact figures, a step that
  * leaves the plan, learning that pauses while steps differ, and random
  * stepped jobs (some steps deviating) driven through hbm_heap_step() with
  * hbm_check() after every operation, and random recordings that start
@@ -16,6 +16,7 @@
 #include "staged_trace.h"
 #include "seeded_trace.h"
 #include "stepped_trace.h"
+#include "trim_trace.h"
 #include "testutil.h"
 
 #define MiB (1ull << 20)
@@ -458,6 +459,28 @@ int main(void) {
     CHECK_EQ_U64(r.peak_reserved, holes[i].reserved);
     CHECK((counter(&r, "bound_moves") > 0) == holes[i].moved);
     CHECK((counter(&r, "peak_releases") > 0) == holes[i].released);
+    hbm_trace_free(t);
+  }
+
+  /* ---- trimming (trim_trace.h): a partly used chunk re-chunked before new
+   * pages raise the high-water mark, in a job that marks steps while moves
+   * hold the cache; not with trim:off, moves:off, or without a step mark ---- */
+  struct { int marked; const char *conf; uint64_t reserved; int trims; } trims[] = {
+      {1, NULL, 124 * MiB, 1}, {1, "trim:off", 180 * MiB, 0}, {1, "moves:off", 180 * MiB, 0}, {0, NULL, 180 * MiB, 0},
+  };
+  for (size_t i = 0; i < sizeof trims / sizeof trims[0]; i++) {
+    t = trim_trace(trims[i].marked);
+    CHECK(t != NULL);
+    if (!t) break;
+    o = (hbm_replay_options){.policy = "zoned", .conf = trims[i].conf, .device = "sim:8GiB", .check_every = 1};
+    CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+    CHECK(r.oom == 0);
+    printf("test_zoned: trim, %s%s: peak reserved %llu MiB, %.0f trims, %.0f re-chunked\n",
+           trims[i].conf ? trims[i].conf : "default", trims[i].marked ? ", steps marked" : "",
+           (unsigned long long)(r.peak_reserved / MiB), counter(&r, "trims"), counter(&r, "rechunks"));
+    CHECK_EQ_U64(r.peak_reserved, trims[i].reserved);
+    CHECK(counter(&r, "trims") == trims[i].trims);
+    CHECK(counter(&r, "rechunks") == trims[i].trims);
     hbm_trace_free(t);
   }
 

@@ -11,6 +11,7 @@
 #include "trace/trace.h"
 #include "seeded_trace.h"
 #include "staged_trace.h"
+#include "trim_trace.h"
 #include "stepped_trace.h"
 #include "testutil.h"
 
@@ -115,6 +116,21 @@ int main(void) {
     CHECK(r.failures == 0);
     CHECK(r.verified_blocks == STAGED_TRACE_BLOCKS);
     CHECK(counter(&r, "staged_rechunks") == 1);
+    hbm_trace_free(t);
+  }
+
+  /* ---- trimming on real memory: C's bytes survive its chunk being remade ---- */
+  {
+    hbm_trace *t = trim_trace(1);
+    CHECK(t != NULL);
+    hbm_replay_options o = {.policy = "zoned", .device = "host:256MiB", .verify_data = 1};
+    hbm_replay_result r;
+    CHECK(t && hbm_replay(t, &o, &r) == HBM_OK);
+    printf("test_zoned_host: trim: %llu failed, %llu verified, %.0f trims\n", (unsigned long long)r.failures,
+           (unsigned long long)r.verified_blocks, counter(&r, "trims"));
+    CHECK(r.failures == 0);
+    CHECK(r.verified_blocks == TRIM_TRACE_BLOCKS);
+    CHECK(counter(&r, "trims") == 1);
     hbm_trace_free(t);
   }
 

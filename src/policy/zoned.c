@@ -84,7 +84,7 @@ typedef enum zone_mode { ZONES_INFER = 0, ZONES_TAGS, ZONES_OFF } zone_mode;
 
 typedef struct zoned_conf {
   zone_mode zones;
-  int large_life, small, streams, vmm, probes, moves, plan;
+  int large_life, small, streams, vmm, probes, moves, plan, trim;
   uint64_t chunk, slack, va_factor;
   double slack_share, split;
 } zoned_conf;
@@ -215,7 +215,7 @@ typedef struct zoned {
   hbm_range *fixed[2];   /* [HBM_LIFE_TRANSIENT], [HBM_LIFE_STATIC] */
   /* ---- counters ---- */
   uint64_t chunks_created, chunks_released, chunks_moved, pressure_releases, cold_releases, rechunks,
-      staged_rechunks, bound_moves, bound_releases, peak_releases, static_allocs, plan_builds, plan_steps, plan_misses,
+      staged_rechunks, trims, bound_moves, bound_releases, peak_releases, static_allocs, plan_builds, plan_steps, plan_misses,
       plan_drops, plans_declined;
 } zoned;
 
@@ -228,7 +228,7 @@ static int parse_onoff(const char *v, int *out) {
 
 static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_diag *diag) {
   *c = (zoned_conf){.zones = ZONES_INFER, .small = 1, .streams = 1, .vmm = 1, .probes = 8, .moves = MOVES_AUTO,
-                    .plan = 1, .chunk = 64ull << 20, .va_factor = 2, .split = 0.5};
+                    .plan = 1, .trim = 1, .chunk = 64ull << 20, .va_factor = 2, .split = 0.5};
   if (c->chunk < granule) c->chunk = granule;
   if (!text) return HBM_OK;
   char buf[512];
@@ -271,6 +271,8 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
     } else if (!strcmp(k, "plan")) {
       if (!strcmp(v, "always")) c->plan = PLAN_ALWAYS;
       else if (!parse_onoff(v, &c->plan)) goto bad;
+    } else if (!strcmp(k, "trim")) {
+      if (!parse_onoff(v, &c->trim)) goto bad;
     } else if (!strcmp(k, "small")) {
       if (!parse_onoff(v, &c->small)) goto bad;
     } else if (!strcmp(k, "streams")) {
@@ -293,7 +295,7 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
     if (sep) *sep = sep_char; /* the whole setting in the message */
     hbm_diag_set(diag, "alloc-conf", 0, (uint64_t)(item - buf),
                  "zoned: bad setting '%s' (expected zones:infer|tags|off, large_life:on|off, "
-                 "chunk:SIZE, slack:SIZE|P%%, moves:on|off|auto, plan:on|off|always, probes:N, small:on|off, streams:on|off, va:N, "
+                 "chunk:SIZE, slack:SIZE|P%%, moves:on|off|auto, plan:on|off|always, trim:on|off, probes:N, small:on|off, streams:on|off, va:N, "
                  "vmm:on|off, split:F)", item);
     return HBM_EINVAL;
   }
@@ -1021,17 +1023,41 @@ static void release_idle(zoned *z) {
   }
 }
 
-/* Makes room for `fresh` pages by re-chunking partly used chunks, the most
- * idle memory first, while the device lacks room: those the room left can
- * hold directly first, then through host memory. */
-static void reclaim(zoned *z, uint64_t fresh) {
-  for (uint32_t ri = 0; ri < z->nranges && device_room(z) < fresh; ri++) {
+/* What reclaim works towards: room on the device for `fresh` pages, or
+ * (`bound`) the mapped total, with them, down to the cache's bound (idle
+ * chunks count as room: moves stitch them in). */
+static int short_of(const zoned *z, uint64_t fresh, int bound) {
+  return bound ? z->mapped_pages + fresh > cache_bound(z) + z->idle_pages : device_room(z) < fresh;
+}
+
+/* Trimming. While moves hold the cache at its bound in a job that marks steps
+ * (the steps a plan is learnt from, or steps that differ), idle chunks are
+ * stitched into new pages, but a chunk that live blocks use only in part
+ * keeps its unused pages mapped: on generated jobs whose steps differ in
+ * block sizes, that was most of what the reserve held over peak live while
+ * the steps were learnt (docs/zoned.md). So when new pages would raise the
+ * device's high-water mark and partly used chunks leave more than 1% of the
+ * touched peak unused (half the reserve goal's 2%: re-chunking costs a copy
+ * and calls), they are re-chunked first, the most unused first, until the
+ * mapped total is back at the bound. */
+static int trim_now(const zoned *z, uint32_t fresh) {
+  const hbm_device *dev = z->base.dev;
+  return z->conf.trim && z->marks && moves_now(z, 0) &&
+         z->mapped_pages + fresh > cache_bound(z) + z->idle_pages + z->peak_touched_pages / 100 &&
+         dev->phys_used + ((uint64_t)fresh << z->gshift) > dev->peak_phys_used;
+}
+
+/* Makes room for `fresh` pages (short_of) by re-chunking partly used
+ * chunks, the most idle memory first: those the room left can hold directly
+ * first, then through host memory. */
+static void reclaim(zoned *z, uint64_t fresh, int bound) {
+  for (uint32_t ri = 0; ri < z->nranges && short_of(z, fresh, bound); ri++) {
     zrange *r = &z->ranges[ri];
     uint8_t *touched = calloc(r->npages, 1);
     if (!touched) return;
     mark_ctx m = {z, r, touched};
     hbm_vspace_walk(r->vs, mark_touched, &m);
-    while (device_room(z) < fresh) {
+    while (short_of(z, fresh, bound)) {
       uint32_t best = NIL, best_idle = 0, staged = NIL, staged_idle = 0;
       uint64_t room = device_room(z);
       for (uint32_t c = 0; c < z->nchunks; c++) {
@@ -1085,7 +1111,11 @@ static inline int back_placed(zoned *z, uint32_t ri, uint64_t addr, uint64_t blo
   }
   uint32_t fresh = touch(z, r, p0, p1);
   if (fresh) {
-    if (pressed && device_room(z) < fresh) reclaim(z, fresh);
+    if (pressed && device_room(z) < fresh) reclaim(z, fresh, 0);
+    else if (trim_now(z, fresh)) {
+      z->trims++;
+      reclaim(z, fresh, 1);
+    }
     int rc = device_room(z) + z->idle_pages >= fresh ? back_block(z, ri, p0, p1) : HBM_ENOMEM;
     if (rc != HBM_OK) {
       r = &z->ranges[ri];
@@ -1698,6 +1728,7 @@ static int zoned_counters(hbm_policy *p, hbm_counter *out, int max) {
       {"peak_releases", (double)z->peak_releases},
       {"rechunks", (double)z->rechunks},
       {"staged_rechunks", (double)z->staged_rechunks},
+      {"trims", (double)z->trims},
       {"bound_moves", (double)z->bound_moves},
       {"bound_releases", (double)z->bound_releases},
       {"static_allocs", (double)z->static_allocs},
