@@ -215,7 +215,7 @@ typedef struct zoned {
   hbm_range *fixed[2];   /* [HBM_LIFE_TRANSIENT], [HBM_LIFE_STATIC] */
   /* ---- counters ---- */
   uint64_t chunks_created, chunks_released, chunks_moved, pressure_releases, cold_releases, rechunks,
-      staged_rechunks, trims, bound_moves, bound_releases, peak_releases, static_allocs, plan_builds, plan_steps, plan_misses,
+      staged_rechunks, trims, switch_moves, bound_moves, bound_releases, peak_releases, static_allocs, plan_builds, plan_steps, plan_misses,
       plan_drops, plans_declined;
 } zoned;
 
@@ -401,11 +401,14 @@ static uint64_t idle_va(const zoned *z, const zchunk *ch) {
  * highest address, so that mapped memory settles low and the holes it leaves
  * lie where placement (lowest address first) looks last; moving recently
  * freed chunks from anywhere kept new blocks landing on unmapped pages, a
- * move for every few allocations. NIL if none. */
-static uint32_t idle_fit(const zoned *z, uint32_t want, uint32_t window, int by_address) {
+ * move for every few allocations. With `skip` (the plan's range; NIL for
+ * none), only chunks of the large zones outside it: the layout a plan
+ * replaces (idle_outside_plan). NIL if none. */
+static uint32_t idle_fit(const zoned *z, uint32_t want, uint32_t window, int by_address, uint32_t skip) {
   uint32_t cover = NIL, inside = NIL;
   FOR_IDLE(z, c) {
     const zchunk *ch = &z->chunks[c];
+    if (skip != NIL && (ch->range == skip || z->zones[z->ranges[ch->range].zone].small)) continue;
     if (ch->npages >= want && ch->npages <= window) {
       if (cover == NIL) { cover = c; continue; }
       const zchunk *b = &z->chunks[cover];
@@ -694,6 +697,16 @@ static int undo_room(zoned *z) {
   return HBM_OK;
 }
 
+/* Stitches idle chunk c into the run of `want` unmapped pages at page q of
+ * range ri, whose unmapped window ends at page hi: a chunk larger than the
+ * run covers unmapped pages beside it too. *touched: the run's pages it
+ * covers. On error the chunk is released. */
+static int stitch(zoned *z, uint32_t c, uint32_t ri, uint32_t q, uint32_t want, uint32_t hi, uint32_t *touched) {
+  uint32_t n = z->chunks[c].npages, at = n <= want || q + n <= hi ? q : hi - n;
+  *touched = n < want ? n : want;
+  return chunk_move(z, c, ri, at, *touched);
+}
+
 /* Backs the run of `run` unmapped pages at page q of range ri (ending at
  * the block's last page when run_ends_block), a stripe at a time:
  *   - device full: stitch an idle chunk here (the smallest that covers the
@@ -721,8 +734,25 @@ static int back_run(zoned *z, uint32_t ri, uint32_t q, uint32_t run, int run_end
     int full = device_room(z) < want && z->idle_chunks;
     int over = !full && z->mapped_pages + want > cache_bound(z) && z->idle_chunks;
     if (over && z->following && (c = idle_outside_plan(z)) != NIL) {
-      z->cold_releases++;
-      chunk_release(z, c);
+      /* The layout the plan replaces: its idle chunks are stitched into the
+       * plan's range (two calls, where giving one back and mapping a new one
+       * cost four), else given back. */
+      uint32_t m = NIL;
+      if (ri == z->plan_range) {
+        unmapped_window(z, &z->ranges[ri], q, want, &lo, &hi);
+        m = idle_fit(z, want, hi - lo, 1, z->plan_range);
+      }
+      if (m == NIL) {
+        z->cold_releases++;
+        chunk_release(z, c);
+        continue;
+      }
+      uint32_t touched;
+      if ((rc = stitch(z, m, ri, q, want, hi, &touched)) != HBM_OK) return rc;
+      z->switch_moves++;
+      q += touched;
+      run -= touched;
+      z->undo[z->nundo++] = m;
       continue;
     }
     if (over && chunk_cold(z, c = idle_coldest(z))) {
@@ -732,7 +762,7 @@ static int back_run(zoned *z, uint32_t ri, uint32_t q, uint32_t run, int run_end
     }
     if (over && !moves && !z->marks && dev->phys_used + ((uint64_t)want << z->gshift) > dev->peak_phys_used) {
       z->peak_releases++;
-      chunk_release(z, idle_fit(z, 1, UINT32_MAX, 1)); /* the highest-addressed */
+      chunk_release(z, idle_fit(z, 1, UINT32_MAX, 1, NIL)); /* the highest-addressed */
       continue;
     }
     if (full || (over && moves)) {
@@ -740,16 +770,14 @@ static int back_run(zoned *z, uint32_t ri, uint32_t q, uint32_t run, int run_end
         hi += unmapped_after(&z->ranges[ri], q + run - 1, stripe);
       else if (!full)
         unmapped_window(z, &z->ranges[ri], q, want, &lo, &hi);
-      c = idle_fit(z, want, hi - lo, !full);
+      c = idle_fit(z, want, hi - lo, !full, NIL);
       if (c == NIL) {
         if (full) z->pressure_releases++; else z->bound_releases++;
         chunk_release(z, idle_coldest(z));
         continue;
       }
-      /* A chunk larger than the piece covers unmapped pages beside it too. */
-      uint32_t n = z->chunks[c].npages, at = n <= want || q + n <= hi ? q : hi - n;
-      uint32_t touched = n < want ? n : want;
-      if ((rc = chunk_move(z, c, ri, at, touched)) != HBM_OK) return rc;
+      uint32_t touched;
+      if ((rc = stitch(z, c, ri, q, want, hi, &touched)) != HBM_OK) return rc;
       if (!full) z->bound_moves++;
       q += touched;
       run -= touched;
@@ -1729,6 +1757,7 @@ static int zoned_counters(hbm_policy *p, hbm_counter *out, int max) {
       {"rechunks", (double)z->rechunks},
       {"staged_rechunks", (double)z->staged_rechunks},
       {"trims", (double)z->trims},
+      {"switch_moves", (double)z->switch_moves},
       {"bound_moves", (double)z->bound_moves},
       {"bound_releases", (double)z->bound_releases},
       {"static_allocs", (double)z->static_allocs},
