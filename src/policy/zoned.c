@@ -215,8 +215,8 @@ typedef struct zoned {
   hbm_range *fixed[2];   /* [HBM_LIFE_TRANSIENT], [HBM_LIFE_STATIC] */
   /* ---- counters ---- */
   uint64_t chunks_created, chunks_released, chunks_moved, pressure_releases, cold_releases, rechunks,
-      staged_rechunks, trims, switch_moves, bound_moves, bound_releases, peak_releases, static_allocs, plan_builds, plan_steps, plan_misses,
-      plan_drops, plans_declined;
+      staged_rechunks, trims, switch_moves, bound_moves, bound_releases, peak_releases, static_allocs, plan_builds,
+      plan_steps, plan_misses, plan_drops, plans_declined;
 } zoned;
 
 /* ==== settings ================================================================ */
@@ -712,8 +712,9 @@ static int stitch(zoned *z, uint32_t c, uint32_t ri, uint32_t q, uint32_t want, 
  *   - device full: stitch an idle chunk here (the smallest that covers the
  *     piece, spilling into free pages after the block, else the largest
  *     that fits inside it), else unmap the coldest idle chunk;
- *   - cache past its bound: while a plan is followed, unmap the idle chunks
- *     of the layout it replaced; unmap idle chunks that sat idle a whole
+ *   - cache past its bound: while a plan is followed, stitch the idle
+ *     chunks of the layout it replaced into the plan's range, else unmap
+ *     them; unmap idle chunks that sat idle a whole
  *     step; with moves (moves_now), then stitch an idle chunk here as when full (the
  *     highest-addressed that fits the unmapped pages around the piece),
  *     else unmap the coldest; without moves, in a job that marks no steps,
