@@ -393,6 +393,12 @@ static uint64_t idle_va(const zoned *z, const zchunk *ch) {
   return z->ranges[ch->range].base + ((uint64_t)ch->first << z->gshift);
 }
 
+/* 1 if chunk ch belongs to the layout a followed plan replaced: a large
+ * zone's, outside the plan's range. */
+static inline int replaced_layout(const zoned *z, const zchunk *ch) {
+  return ch->range != z->plan_range && !z->zones[z->ranges[ch->range].zone].small;
+}
+
 /* The idle chunk to stitch into a run of `want` pages that lies in a window
  * of `window` unmapped pages: one that covers the run and fits the window
  * (its other pages stay mapped, untouched), else the largest that fits
@@ -401,14 +407,13 @@ static uint64_t idle_va(const zoned *z, const zchunk *ch) {
  * highest address, so that mapped memory settles low and the holes it leaves
  * lie where placement (lowest address first) looks last; moving recently
  * freed chunks from anywhere kept new blocks landing on unmapped pages, a
- * move for every few allocations. With `skip` (the plan's range; NIL for
- * none), only chunks of the large zones outside it: the layout a plan
- * replaces (idle_outside_plan). NIL if none. */
-static uint32_t idle_fit(const zoned *z, uint32_t want, uint32_t window, int by_address, uint32_t skip) {
+ * move for every few allocations. With `replaced_only`, only chunks of the
+ * layout a followed plan replaced. NIL if none. */
+static uint32_t idle_fit(const zoned *z, uint32_t want, uint32_t window, int by_address, int replaced_only) {
   uint32_t cover = NIL, inside = NIL;
   FOR_IDLE(z, c) {
     const zchunk *ch = &z->chunks[c];
-    if (skip != NIL && (ch->range == skip || z->zones[z->ranges[ch->range].zone].small)) continue;
+    if (replaced_only && !replaced_layout(z, ch)) continue;
     if (ch->npages >= want && ch->npages <= window) {
       if (cover == NIL) { cover = c; continue; }
       const zchunk *b = &z->chunks[cover];
@@ -660,10 +665,7 @@ static int moves_now(const zoned *z, int big_run) {
 /* While a plan is followed, an idle chunk outside its range (large zones
  * only) is the cache of the layout the plan replaced, or NIL. */
 static uint32_t idle_outside_plan(const zoned *z) {
-  FOR_IDLE(z, c) {
-    const zchunk *ch = &z->chunks[c];
-    if (ch->range != z->plan_range && !z->zones[z->ranges[ch->range].zone].small) return c;
-  }
+  FOR_IDLE(z, c) if (replaced_layout(z, &z->chunks[c])) return c;
   return NIL;
 }
 
@@ -741,7 +743,7 @@ static int back_run(zoned *z, uint32_t ri, uint32_t q, uint32_t run, int run_end
       uint32_t m = NIL;
       if (ri == z->plan_range) {
         unmapped_window(z, &z->ranges[ri], q, want, &lo, &hi);
-        m = idle_fit(z, want, hi - lo, 1, z->plan_range);
+        m = idle_fit(z, want, hi - lo, 1, 1);
       }
       if (m == NIL) {
         z->cold_releases++;
@@ -763,7 +765,7 @@ static int back_run(zoned *z, uint32_t ri, uint32_t q, uint32_t run, int run_end
     }
     if (over && !moves && !z->marks && dev->phys_used + ((uint64_t)want << z->gshift) > dev->peak_phys_used) {
       z->peak_releases++;
-      chunk_release(z, idle_fit(z, 1, UINT32_MAX, 1, NIL)); /* the highest-addressed */
+      chunk_release(z, idle_fit(z, 1, UINT32_MAX, 1, 0)); /* the highest-addressed */
       continue;
     }
     if (full || (over && moves)) {
@@ -771,7 +773,7 @@ static int back_run(zoned *z, uint32_t ri, uint32_t q, uint32_t run, int run_end
         hi += unmapped_after(&z->ranges[ri], q + run - 1, stripe);
       else if (!full)
         unmapped_window(z, &z->ranges[ri], q, want, &lo, &hi);
-      c = idle_fit(z, want, hi - lo, !full, NIL);
+      c = idle_fit(z, want, hi - lo, !full, 0);
       if (c == NIL) {
         if (full) z->pressure_releases++; else z->bound_releases++;
         chunk_release(z, idle_coldest(z));
