@@ -220,27 +220,35 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
   if (c.params && c.layers && c.hidden)
     return bad(diag, "--params conflicts with --layers and --hidden: give the count or the shape");
   if (c.vocab == 0) c.vocab = c.arch == HBM_ARCH_LLAMA ? 32000 : 50304;
+  if (c.tp == 0 || c.tp > 1024) return bad(diag, "--tp %u: expected 1..1024", c.tp);
+  if (c.pp == 0 || c.pp > 1024) return bad(diag, "--pp %u: expected 1..1024", c.pp);
   if (c.params) {
     /* Shape from the count: hidden = 128 x layers (GPT-3's family: 1.3B 24x2048,
      * 6.7B 32x4096, 175B 96x12288), head size 128. With one of the two given, solve
-     * for the other. */
+     * for the other. Only shapes the split can run are candidates (pp divides the
+     * layers, tp the heads and the ffn): the closest count alone may not be one
+     * (7B as GPT is 33 layers, which --pp 2 cannot split). */
     if (c.params < 1000000ull || c.params > 100000000000000ull)
       return bad(diag, "--params %llu: expected between 1M and 100T", (unsigned long long)c.params);
+    uint32_t tp = c.tp, pp = c.pp;
     double best_err = 1e300;
     uint32_t best_L = 0, best_h = 0;
-    for (uint32_t L = 1; L <= 512; L++) {
+    for (uint32_t L = pp; L <= 512; L += pp) {
       if (c.layers && L != c.layers) continue;
       for (uint32_t h = 128; h <= 65536; h += 128) {
         if (c.hidden && h != c.hidden) continue;
         if (!c.layers && !c.hidden && h != 128 * L) continue;
         uint32_t f = c.ffn ? c.ffn : default_ffn(c.arch, h);
-        uint64_t hkv = h; /* kv heads default to heads */
-        if (c.kv_heads && c.heads) hkv = (uint64_t)h / c.heads * c.kv_heads;
+        uint32_t heads = c.heads ? c.heads : h / 128, kv = c.kv_heads ? c.kv_heads : heads;
+        if (h % heads || heads % tp || kv % tp || f % tp) continue;
+        uint64_t hkv = (uint64_t)h / heads * kv;
         double err = fabs((double)model_params(c.arch, L, h, hkv, f, c.vocab) - (double)c.params);
         if (err < best_err) { best_err = err; best_L = L; best_h = h; }
       }
     }
-    if (!best_L) return bad(diag, "--params: no shape found");
+    if (!best_L)
+      return bad(diag, "--params: no shape that --tp %u and --pp %u can split (--pp must divide the layers, --tp the heads and the ffn)",
+                 tp, pp);
     c.layers = best_L;
     c.hidden = best_h;
     if (!c.heads) c.heads = best_h / 128;
@@ -257,8 +265,6 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
   if (c.ffn > 16 * LIMIT_DIM) return bad(diag, "--ffn %u: too large", c.ffn);
   if (c.vocab > 16 * LIMIT_DIM) return bad(diag, "--vocab %u: too large", c.vocab);
   if (c.dropout < 0) c.dropout = c.arch == HBM_ARCH_GPT ? 1 : 0;
-  if (c.tp == 0 || c.tp > 1024) return bad(diag, "--tp %u: expected 1..1024", c.tp);
-  if (c.pp == 0 || c.pp > 1024) return bad(diag, "--pp %u: expected 1..1024", c.pp);
   if (c.dp == 0 || c.dp > 1000000) return bad(diag, "--dp %u: expected 1..1000000", c.dp);
   if (c.heads % c.tp) return bad(diag, "--tp %u does not divide --heads %u", c.tp, c.heads);
   if (c.kv_heads % c.tp) return bad(diag, "--tp %u does not divide --kv-heads %u", c.tp, c.kv_heads);

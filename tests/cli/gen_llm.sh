@@ -47,6 +47,12 @@ done
 grep -q "peak live" "$dir/est" || { echo "FAIL --estimate prints no peak"; cat "$dir/est"; fail=1; }
 "$HBM" gen llm --preset 910c-dense --estimate --json | grep -q '"peak_estimate"' || { echo "FAIL --estimate --json"; fail=1; }
 
+# --params picks a shape the split can run: 7B as GPT is 33 layers alone, which --pp 2 cannot split
+"$HBM" gen llm --params 7B --pp 2 --tp 4 --dp 8 --zero 3 --seq 128 --steps 1 -o "$dir/split.trace" > "$dir/split" 2>&1 ||
+  { echo "FAIL --params 7B --pp 2 --tp 4: $(cat "$dir/split")"; fail=1; }
+grep -q "(32 layers, hidden 4096, 32 heads" "$dir/split" || { echo "FAIL --params 7B --pp 2: shape"; cat "$dir/split"; fail=1; }
+"$HBM" gen llm --params 7B --dp 8 --zero 3 --seq 128 --steps 1 -o "$dir/closest.trace" 2>&1 | grep -q "(33 layers" || { echo "FAIL --params 7B: closest shape"; fail=1; }
+
 # bad options: exit 2, a message naming the option, no output file
 bad() { # name, expected substring, options...
   name=$1; want=$2; shift 2
@@ -69,6 +75,7 @@ bad unknown        "--frobnicate" --frobnicate 3
 bad no_value       "--layers"     --layers
 bad too_big        "--capacity"   --params 70B --dp 1 --capacity 80GiB
 bad params_shape   "--params"     --params 7B --layers 32 --hidden 4096
+bad params_split   "--pp 7"       --params 7B --layers 30 --pp 7
 "$HBM" gen llm --layers 2 > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 2 ] && grep -q -- "-o" "$dir/err" || { echo "FAIL missing -o: exit $rc"; fail=1; }
 "$HBM" gen nosuch > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL unknown generator: expected exit 2"; fail=1; }
