@@ -438,13 +438,7 @@ int bench_adamw(int argc, char **argv) {
     hbm_json_kv_u64(&j, "threads", (uint64_t)threads);
     hbm_json_kv_u64(&j, "reps", reps);
     hbm_json_object_end(&j);
-    if (j.failed) {
-      hbm_json_release(&j);
-      cli_error("bench adamw: out of memory writing JSON");
-      return CLI_FAILED;
-    }
-    printf("%s\n", j.buf);
-    hbm_json_release(&j);
+    if (cli_print_json("bench adamw", &j) != CLI_OK) return CLI_FAILED;
   } else {
     printf("adamw: %" PRIu64 " parameters, impl %s, %d threads, best of %" PRIu64 " interleaved rounds\n", params,
            hbm_adamw_impl_name(impl), threads, reps);

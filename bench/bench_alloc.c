@@ -172,8 +172,7 @@ int bench_alloc(int argc, char **argv) {
     }
     hbm_json_kv_u64(&j, "small_sizes", nsmall);
     hbm_json_object_end(&j);
-    printf("%s\n", j.buf);
-    hbm_json_release(&j);
+    if (cli_print_json("bench alloc", &j) != CLI_OK) return CLI_FAILED;
   } else {
     printf("alloc+free pairs: %llu, live blocks %llu, best of 3 rounds, ns per pair\n",
            (unsigned long long)pairs, (unsigned long long)live);

@@ -342,8 +342,7 @@ int bench_compact(int argc, char **argv) {
     hbm_json_key(&j, "verified");
     hbm_json_bool(&j, verified);
     hbm_json_object_end(&j);
-    printf("%s\n", j.buf);
-    hbm_json_release(&j);
+    if (cli_print_json("bench compact", &j) != CLI_OK) return CLI_FAILED;
   } else {
     char b1[32], b2[32], b3[32], b4[32];
     printf("fragmented heap on %s: %s live in %llu blocks, %s free, largest free %s (median of %llu rounds)\n", spec,

@@ -101,8 +101,7 @@ int bench_gen(int argc, char **argv) {
     hbm_json_key(&j, "meets_goal");
     hbm_json_bool(&j, best_gen >= goal);
     hbm_json_object_end(&j);
-    printf("%s\n", j.buf ? j.buf : "{}");
-    hbm_json_release(&j);
+    if (cli_print_json("bench gen", &j) != CLI_OK) return CLI_FAILED;
   } else {
     printf("gen llm --preset %s, %ld steps: %llu events per round, best of 3\n", preset, steps,
            (unsigned long long)events);

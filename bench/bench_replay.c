@@ -141,8 +141,8 @@ int bench_replay(int argc, char **argv) {
   }
   hbm_json_array_end(&j);
   hbm_json_object_end(&j);
-  if (json) printf("%s\n", j.buf);
-  hbm_json_release(&j);
+  if (!json) hbm_json_release(&j);
+  else if (cli_print_json("bench replay", &j) != CLI_OK) exit_code = CLI_FAILED;
   hbm_trace_free(t);
   return exit_code;
 }

@@ -445,9 +445,7 @@ int bench_sweep(int argc, char **argv) {
     for (int i = 0; i < NPOL; i++) hbm_json_kv_u64(&j, sweep_policies[i], failed[i]);
     hbm_json_object_end(&j);
     hbm_json_object_end(&j);
-    if (j.failed) { cli_error("bench sweep: out of memory formatting the report"); exit_code = CLI_FAILED; }
-    else printf("%s\n", j.buf);
-    hbm_json_release(&j);
+    if (cli_print_json("bench sweep", &j) != CLI_OK) exit_code = CLI_FAILED;
   } else {
     char cap[32];
     printf("sweep: %llu random jobs from the workload model, seed %llu, %llu steps each, sim device %s\n",

@@ -1,6 +1,7 @@
 /* cli.c: helpers shared by the commands. */
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "report/json.h"
 #include "trace/trace.h"
 
 void cli_error(const char *fmt, ...) {
@@ -199,4 +201,24 @@ int cli_load_trace(const char *path, hbm_trace **out) {
   if (rc == HBM_OK) return CLI_OK;
   cli_diag(&diag);
   return cli_exit_code(rc);
+}
+
+int cli_print_json(const char *command, hbm_json *j) {
+  int code = CLI_OK;
+  if (j->failed || !j->buf) {
+    cli_error("%s: out of memory formatting the report", command);
+    code = CLI_FAILED;
+  } else {
+    printf("%s\n", j->buf);
+  }
+  hbm_json_release(j);
+  return code;
+}
+
+int cli_finish_stdout(int code) {
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    cli_error("writing to standard output: %s", strerror(errno));
+    return code ? code : CLI_FAILED;
+  }
+  return code;
 }

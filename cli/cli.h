@@ -43,6 +43,14 @@ int cli_is_tty(void);
 /* Progress bar on stderr (only when a terminal): label, done/total. */
 void cli_progress(const char *label, uint64_t done, uint64_t total);
 void cli_progress_end(void);
+/* Prints a finished JSON report on stdout and releases it. Returns CLI_OK,
+ * or CLI_FAILED after saying so when formatting ran out of host memory (the
+ * report would be cut short). `command` names the command in the message. */
+struct hbm_json;
+int cli_print_json(const char *command, struct hbm_json *j);
+/* At exit: CLI_FAILED after saying why if stdout could not be written
+ * (a full disk, a closed pipe), else `code`. */
+int cli_finish_stdout(int code);
 /* Writes text to path atomically (temp + rename); refuses paths in `inputs`. */
 int cli_write_output(const char *path, const char *text, size_t len, const char *const *inputs,
                      int ninputs);

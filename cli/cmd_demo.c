@@ -294,8 +294,7 @@ int cmd_demo(int argc, char **argv) {
     hbm_json_array_end(&js);
     if (exit_code == CLI_OK) hbm_json_kv_string(&js, "report", shown);
     hbm_json_object_end(&js);
-    printf("%s\n", js.buf ? js.buf : "{}");
-    hbm_json_release(&js);
+    if (cli_print_json("demo", &js) != CLI_OK && exit_code == CLI_OK) exit_code = CLI_FAILED;
   } else {
     printf("%s\n", desc);
     char a[32];

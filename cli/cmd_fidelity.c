@@ -139,13 +139,7 @@ int cmd_fidelity(int argc, char **argv) {
       hbm_json_object_end(&j);
     }
     hbm_json_object_end(&j);
-    if (j.failed) {
-      cli_error("out of memory formatting the report");
-      hbm_json_release(&j);
-      return CLI_FAILED;
-    }
-    printf("%s\n", j.buf);
-    hbm_json_release(&j);
+    if (cli_print_json("fidelity", &j) != CLI_OK) return CLI_FAILED;
   } else {
     char a[32], b[32];
     printf("fidelity of %s on %s (%llu stream%s)\n", r.policy, path, (unsigned long long)r.streams,

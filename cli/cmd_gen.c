@@ -170,7 +170,7 @@ enum {
   O_JSON
 };
 
-static void print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estimate *e, int json) {
+static int print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estimate *e, int json) {
   char a[32], b[32], d[32], f[32], g[32], h[32], k[32], l[32], m[32], n[32], p[32];
   if (json) {
     hbm_json j;
@@ -196,9 +196,7 @@ static void print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estima
     hbm_json_kv_u64(&j, "peak_bound", e->bound);
     hbm_json_kv_string(&j, "peak_phase", e->peak_phase);
     hbm_json_object_end(&j);
-    printf("%s\n", j.buf ? j.buf : "{}");
-    hbm_json_release(&j);
-    return;
+    return cli_print_json("gen llm", &j);
   }
   printf("parameters     %.2fB in the model, %.2fB on this device\n", (double)e->params_total / 1e9,
          (double)e->params_device / 1e9);
@@ -214,6 +212,7 @@ static void print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estima
   printf("peak live      %s estimated (%s), %s with every sequence at %u; capacity %s\n",
          hbm_size_format(e->peak, n, 32), e->peak_phase, hbm_size_format(e->bound, p, 32), c->seq_max,
          hbm_size_format(c->capacity, a, 32));
+  return CLI_OK;
 }
 
 int cmd_gen(int argc, char **argv) {
@@ -353,8 +352,7 @@ int cmd_gen(int argc, char **argv) {
     return CLI_BAD_INPUT;
   }
   if (estimate) {
-    print_estimate(&c, &est, json);
-    return CLI_OK;
+    return print_estimate(&c, &est, json);
   }
   if (!output) {
     cli_error("-o TRACE is required (or --estimate)");
@@ -375,6 +373,7 @@ int cmd_gen(int argc, char **argv) {
     return cli_exit_code(rc);
   }
   char a[32], b[32], d[32];
+  int code = CLI_OK;
   if (json) {
     hbm_json j;
     hbm_json_init(&j);
@@ -388,8 +387,7 @@ int cmd_gen(int argc, char **argv) {
     hbm_json_kv_string(&j, "peak_phase", est.peak_phase);
     hbm_json_kv_u64(&j, "static_bytes", est.static_bytes);
     hbm_json_object_end(&j);
-    printf("%s\n", j.buf ? j.buf : "{}");
-    hbm_json_release(&j);
+    code = cli_print_json("gen llm", &j);
   } else {
     printf("%s\n", hbm_trace_name(t));
     printf("wrote %s: %llu events, peak live %s (closed form %s, %s), capacity %s\n", output,
@@ -398,5 +396,5 @@ int cmd_gen(int argc, char **argv) {
            hbm_size_format(c.capacity, d, sizeof d));
   }
   hbm_trace_free(t);
-  return CLI_OK;
+  return code;
 }

@@ -126,9 +126,7 @@ int cmd_mincap(int argc, char **argv) {
     }
     hbm_json_array_end(&j);
     hbm_json_object_end(&j);
-    if (j.failed) { cli_error("out of memory formatting the report"); exit_code = CLI_FAILED; }
-    else printf("%s\n", j.buf);
-    hbm_json_release(&j);
+    if (cli_print_json("mincap", &j) != CLI_OK) exit_code = CLI_FAILED;
   } else {
     char a[32], b[32];
     printf("trace %s: %llu events, peak live %s\n\n", path, (unsigned long long)hbm_trace_event_count(trace),

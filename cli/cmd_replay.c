@@ -205,9 +205,7 @@ int cmd_replay(int argc, char **argv) {
     }
     hbm_json_array_end(&j);
     hbm_json_object_end(&j);
-    if (j.failed) { cli_error("out of memory formatting the report"); exit_code = CLI_FAILED; }
-    else printf("%s\n", j.buf);
-    hbm_json_release(&j);
+    if (cli_print_json("replay", &j) != CLI_OK) exit_code = CLI_FAILED;
   } else {
     char a[32], b[32], d[32], e[32], f[32];
     printf("trace %s: %llu events, capacity %s, peak live %s\n\n", path,

@@ -40,14 +40,14 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     usage(stdout);
-    return CLI_OK;
+    return cli_finish_stdout(CLI_OK);
   }
   if (!strcmp(argv[1], "--version")) {
     printf("hbm %s\n", hbm_version());
-    return CLI_OK;
+    return cli_finish_stdout(CLI_OK);
   }
   for (int i = 0; i < ncommands; i++)
-    if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    if (!strcmp(argv[1], commands[i].name)) return cli_finish_stdout(commands[i].run(argc - 1, argv + 1));
   cli_error("unknown command '%s' (try: hbm --help)", argv[1]);
   return CLI_BAD_INPUT;
 }

@@ -58,6 +58,18 @@ count_bad "--rounds: expected a whole number 1..1000, got '-1'" bench replay --r
   || { echo "FAIL a 64-bit --seed refused"; fail=1; }
 "$HBM" gen llm --params 1.3B --seq 1Ki --steps 1 -o "$dir/k.trace" > /dev/null || { echo "FAIL --seq 1Ki refused"; fail=1; }
 
+# a report that cannot be written is a failed run, said on stderr, not a silent exit 0
+if [ -w /dev/full ]; then
+  for cmd in "replay $good --capacity 1GiB --json" "replay $good --capacity 1GiB" "gen llm --preset 910c-dense --estimate --json" "--help"; do
+    # shellcheck disable=SC2086
+    "$HBM" $cmd > /dev/full 2> "$dir/err"; rc=$?
+    [ $rc -eq 1 ] && grep -q "writing to standard output" "$dir/err" ||
+      { echo "FAIL hbm $cmd > /dev/full: exit $rc, $(cat "$dir/err")"; fail=1; }
+  done
+else
+  echo "skip: no /dev/full to test write errors on"
+fi
+
 "$HBM" nosuchcommand > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL unknown command: expected exit 2"; fail=1; }
 "$HBM" --help | grep -q "replay" || { echo "FAIL --help lists no commands"; fail=1; }
 "$HBM" replay --help | grep -q -- "--policy" || { echo "FAIL replay --help"; fail=1; }
