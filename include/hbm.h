@@ -108,6 +108,10 @@ void hbm_device_close(hbm_device *dev);
 int hbm_device_get_caps(const hbm_device *dev, hbm_device_caps *caps);
 /* Backend calls made so far (segment alloc/free, map/unmap, create/release). */
 uint64_t hbm_device_backend_calls(const hbm_device *dev);
+/* The most physical memory the device has held at once, moments inside one
+ * call included (a policy that maps new memory before it gives old memory
+ * back); heap statistics see only the state between calls. */
+uint64_t hbm_device_peak_used(const hbm_device *dev);
 
 /* ---- telemetry ----------------------------------------------------------------- */
 /* Every field is declared once here, and expanded for the struct, the text

@@ -469,24 +469,55 @@ int main(void) {
 
   /* ---- trimming (trim_trace.h): a partly used chunk re-chunked before new
    * pages raise the high-water mark, in a job that marks steps while moves
-   * hold the cache; not with trim:off, moves:off, or without a step mark ---- */
-  struct { int marked; const char *conf; uint64_t reserved; int trims; } trims[] = {
-      {1, NULL, 124 * MiB, 1}, {1, "trim:off", 180 * MiB, 0}, {1, "moves:off", 180 * MiB, 0}, {0, NULL, 180 * MiB, 0},
+   * hold the cache; not with trim:off, moves:off, or without a step mark.
+   * The re-chunk goes through host memory: in place, new memory first, it
+   * would raise the device's high-water mark on the way (below) ---- */
+  struct { int marked; const char *conf; uint64_t c, d, reserved; int trims, staged; } trims[] = {
+      {1, NULL, 4, 60, 124 * MiB, 1, 1},     {1, "trim:off", 4, 60, 180 * MiB, 0, 0},
+      {1, "moves:off", 4, 60, 180 * MiB, 0, 0}, {0, NULL, 4, 60, 180 * MiB, 0, 0},
+      {1, NULL, 20, 50, 130 * MiB, 1, 1},    {1, "trim:off", 20, 50, 170 * MiB, 0, 0},
   };
   for (size_t i = 0; i < sizeof trims / sizeof trims[0]; i++) {
-    t = trim_trace(trims[i].marked);
+    t = trim_trace_sized(trims[i].marked, trims[i].c, trims[i].d);
     CHECK(t != NULL);
     if (!t) break;
     o = (hbm_replay_options){.policy = "zoned", .conf = trims[i].conf, .device = "sim:8GiB", .check_every = 1};
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
     CHECK(r.oom == 0);
-    printf("test_zoned: trim, %s%s: peak reserved %llu MiB, %.0f trims, %.0f re-chunked\n",
-           trims[i].conf ? trims[i].conf : "default", trims[i].marked ? ", steps marked" : "",
-           (unsigned long long)(r.peak_reserved / MiB), counter(&r, "trims"), counter(&r, "rechunks"));
+    printf("test_zoned: trim, C %llu D %llu MiB, %s%s: peak reserved %llu MiB, %.0f trims, %.0f re-chunked "
+           "(%.0f through host memory)\n",
+           (unsigned long long)trims[i].c, (unsigned long long)trims[i].d, trims[i].conf ? trims[i].conf : "default",
+           trims[i].marked ? ", steps marked" : "", (unsigned long long)(r.peak_reserved / MiB),
+           counter(&r, "trims"), counter(&r, "rechunks"), counter(&r, "staged_rechunks"));
     CHECK_EQ_U64(r.peak_reserved, trims[i].reserved);
     CHECK(counter(&r, "trims") == trims[i].trims);
     CHECK(counter(&r, "rechunks") == trims[i].trims);
+    CHECK(counter(&r, "staged_rechunks") == trims[i].staged);
     hbm_trace_free(t);
+  }
+
+  /* ---- trimming never raises the device's high-water mark on the way: with C
+   * 20 and D 50 MiB (trim_trace.h), re-chunking A's chunk in place would hold
+   * 140 MiB for a moment, where D takes the device to 130 (heap statistics,
+   * taken between calls, see 130 either way) ---- */
+  {
+    hbm_device *tdev;
+    hbm_heap *hh;
+    uint64_t x[4];
+    CHECK(hbm_device_open("sim:8GiB", &tdev) == HBM_OK);
+    CHECK(hbm_heap_create(tdev, "zoned", NULL, &hh) == HBM_OK);
+    CHECK(hbm_heap_step(hh, 0) == HBM_OK);
+    CHECK(hbm_alloc(hh, 60 * MiB, HBM_TAG_ACT, 0, &x[0]) == HBM_OK);
+    CHECK(hbm_alloc(hh, 60 * MiB, HBM_TAG_ACT, 0, &x[1]) == HBM_OK);
+    CHECK(hbm_free(hh, x[0]) == HBM_OK);
+    CHECK(hbm_alloc(hh, 20 * MiB, HBM_TAG_ACT, 0, &x[2]) == HBM_OK);
+    CHECK(hbm_alloc(hh, 50 * MiB, HBM_TAG_ACT, 0, &x[3]) == HBM_OK);
+    CHECK(hbm_check(hh) == HBM_OK);
+    printf("test_zoned: trim through host memory: the device peaked at %llu MiB\n",
+           (unsigned long long)(hbm_device_peak_used(tdev) / MiB));
+    CHECK_EQ_U64(hbm_device_peak_used(tdev), 130 * MiB);
+    hbm_heap_destroy(hh);
+    hbm_device_close(tdev);
   }
 
   /* ---- a chunk is cold once twice the peak live bytes were allocated

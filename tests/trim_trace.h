@@ -15,9 +15,12 @@
 
 enum { TRIM_TRACE_BLOCKS = 4 };
 
-/* With `marked`, one step mark first (trimming needs one). NULL if host
- * memory ran out. */
-static inline hbm_trace *trim_trace(int marked) {
+/* The same with C of c_mib and D of d_mib MiB. With C 20 and D 50, re-chunking
+ * A's chunk in place would map C's 10 pages before A's 30 go, above the
+ * high-water mark (140 MiB) that D alone reaches (130): so that re-chunk goes
+ * through host memory. With `marked`, one step mark first (trimming needs
+ * one). NULL if host memory ran out. */
+static inline hbm_trace *trim_trace_sized(int marked, uint64_t c_mib, uint64_t d_mib) {
   const uint64_t mib = 1ull << 20;
   hbm_trace *t;
   if (hbm_trace_new("trim", &t) != HBM_OK) return NULL;
@@ -25,12 +28,15 @@ static inline hbm_trace *trim_trace(int marked) {
   hbm_trace_alloc(t, 0, 60 * mib, HBM_TAG_ACT, 0);
   hbm_trace_alloc(t, 1, 60 * mib, HBM_TAG_ACT, 0);
   hbm_trace_free_id(t, 0);
-  hbm_trace_alloc(t, 2, 4 * mib, HBM_TAG_ACT, 0);
-  hbm_trace_alloc(t, 3, 60 * mib, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, 2, c_mib * mib, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, 3, d_mib * mib, HBM_TAG_ACT, 0);
   hbm_trace_free_id(t, 3);
   hbm_trace_free_id(t, 2);
   hbm_trace_free_id(t, 1);
   return t;
 }
+
+/* C 4 MiB, D 60 MiB: the trace above. */
+static inline hbm_trace *trim_trace(int marked) { return trim_trace_sized(marked, 4, 60); }
 
 #endif

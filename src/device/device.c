@@ -58,3 +58,4 @@ int hbm_device_get_caps(const hbm_device *dev, hbm_device_caps *caps) {
 }
 
 uint64_t hbm_device_backend_calls(const hbm_device *dev) { return dev ? dev->backend_calls : 0; }
+uint64_t hbm_device_peak_used(const hbm_device *dev) { return dev ? dev->peak_phys_used : 0; }

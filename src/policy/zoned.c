@@ -977,7 +977,11 @@ static int rechunk_staged(zoned *z, uint32_t c, uint32_t nruns, const uint32_t *
   return HBM_OK;
 }
 
-static int rechunk(zoned *z, uint32_t c, const uint8_t *touched_page) {
+/* Re-chunks chunk c in place (new memory first, the used pages copied over
+ * from the old, then the old given back), or through host memory when the
+ * device lacks room for both, or (where the device can) when both at once
+ * would take the device's memory in use past `ceiling` (0: no limit). */
+static int rechunk(zoned *z, uint32_t c, const uint8_t *touched_page, uint64_t ceiling) {
   hbm_device *dev = z->base.dev;
   zchunk old = z->chunks[c];
   uint64_t bytes = (uint64_t)old.npages << z->gshift, va = page_va(z, old.range, old.first);
@@ -997,7 +1001,12 @@ static int rechunk(zoned *z, uint32_t c, const uint8_t *touched_page) {
     q += n;
   }
   if (nruns == 0) return HBM_EINVAL; /* an idle chunk: released, not re-chunked */
-  if (device_room(z) < old.touched) return rechunk_staged(z, c, nruns, first, len);
+  int no_room = device_room(z) < old.touched;
+  if (no_room || (ceiling && dev->phys_used + ((uint64_t)old.touched << z->gshift) > ceiling)) {
+    int rc = rechunk_staged(z, c, nruns, first, len);
+    if (no_room || rc != HBM_EUNSUPPORTED) return rc;
+    /* A device that cannot stage through host memory: in place, past the ceiling. */
+  }
   /* New memory and records first: if they cannot be had, nothing changed. */
   int rc = HBM_OK;
   uint32_t made = 0;
@@ -1099,7 +1108,10 @@ static void reclaim(zoned *z, uint64_t fresh, int bound) {
         if (ch->touched > room && idle > staged_idle) { staged = c; staged_idle = idle; }
       }
       if (best == NIL) best = staged;
-      if (best == NIL || rechunk(z, best, touched) != HBM_OK) break;
+      if (best == NIL) break;
+      /* Trimming holds the device's high-water mark: a re-chunk in place,
+       * new memory before the old goes, must not raise it on the way. */
+      if (rechunk(z, best, touched, bound ? z->base.dev->peak_phys_used : 0) != HBM_OK) break;
     }
     free(touched);
   }
