@@ -156,6 +156,7 @@ int cmd_replay(int argc, char **argv) {
       hbm_json_key(&j, "alloc_conf");
       if (cli_conf_for(&confs, r->policy)) hbm_json_string(&j, cli_conf_for(&confs, r->policy)); else hbm_json_null(&j);
       hbm_json_kv_u64(&j, "peak_reserved", r->peak_reserved);
+      hbm_json_kv_u64(&j, "peak_device", r->peak_device);
       hbm_json_kv_u64(&j, "peak_allocated", r->peak_allocated);
       hbm_json_kv_double(&j, "efficiency", r->efficiency);
       hbm_json_kv_double(&j, "max_frag", r->max_frag);

@@ -490,6 +490,7 @@ int main(void) {
            trims[i].marked ? ", steps marked" : "", (unsigned long long)(r.peak_reserved / MiB),
            counter(&r, "trims"), counter(&r, "rechunks"), counter(&r, "staged_rechunks"));
     CHECK_EQ_U64(r.peak_reserved, trims[i].reserved);
+    CHECK_EQ_U64(r.peak_device, trims[i].reserved); /* no moment above it inside an event */
     CHECK(counter(&r, "trims") == trims[i].trims);
     CHECK(counter(&r, "rechunks") == trims[i].trims);
     CHECK(counter(&r, "staged_rechunks") == trims[i].staged);

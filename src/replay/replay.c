@@ -327,6 +327,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
   if (o->on_progress) o->on_progress(t->nevents, t->nevents, o->progress_arg);
   res->ns_per_event = t->nevents ? elapsed / (double)t->nevents : 0;
   res->backend_calls = s.dev->backend_calls; /* including the policy's setup */
+  res->peak_device = hbm_device_peak_used(s.dev);
   res->backend_calls_after_first_step = counted_first_step ? s.dev->backend_calls - calls_after_first_step : 0;
   res->efficiency = res->peak_reserved ? (double)res->peak_live / (double)res->peak_reserved : 0;
   if (s.p->cls->counters) {

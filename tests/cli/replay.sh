@@ -5,7 +5,7 @@ fail=0
 trace="$HBM_ROOT/tests/fixtures/step437.trace"
 out=$("$HBM" replay "$trace" --policy bestfit --device sim:96GiB --json) || { echo "FAIL replay exited $?"; exit 1; }
 echo "$out"
-for key in '"trace"' '"events"' '"capacity"' '"peak_live"' '"policies"' '"policy":"bestfit"' '"peak_reserved"' \
+for key in '"trace"' '"events"' '"capacity"' '"peak_live"' '"policies"' '"policy":"bestfit"' '"peak_reserved"' '"peak_device"' \
            '"peak_allocated"' '"efficiency"' '"max_frag"' '"backend_calls"' '"ns_per_event"' '"oom":{' \
            '"step":437' '"free_total":15032385536' '"largest_free":3221225472' '"cause":"fragmentation"'; do
   echo "$out" | grep -q "$key" || { echo "FAIL: JSON lacks $key"; fail=1; }
