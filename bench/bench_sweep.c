@@ -201,11 +201,11 @@ static void usage(FILE *out) {
           "JSON keys: bench, seed, steps, capacity, policies, alloc_conf, jobs: [{index,\n"
           "command, workload, events, peak_live, allowance, policies: [{policy, completes,\n"
           "error, peak_reserved, peak_device, over_live, backend_calls,\n"
-          "backend_calls_after_first_step,\n"
-          "alloc_events, failures, last_step_reserved, last_step_live, oom}], goals:\n"
-          "{reserve, never_more, calls_after_first_step, completes}}], redraws,\n"
-          "redraw_reasons: {invalid, static_over_capacity, peak_over_capacity},\n"
-          "summary: {GOAL: {met, total}}, policy_failures: {POLICY: count}.\n");
+          "backend_calls_after_first_step, alloc_events, failures, last_step_reserved,\n"
+          "last_step_live, oom}], goals: {reserve, never_more, calls_after_first_step,\n"
+          "completes}}], redraws, redraw_reasons: {invalid, static_over_capacity,\n"
+          "peak_over_capacity}, summary: {GOAL: {met, total}}, policy_failures: {POLICY:\n"
+          "count}.\n");
 }
 
 static void json_job(hbm_json *j, int index, const sweep_job *job) {

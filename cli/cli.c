@@ -216,8 +216,9 @@ int cli_print_json(const char *command, hbm_json *j) {
 }
 
 int cli_finish_stdout(int code) {
-  if (fflush(stdout) != 0 || ferror(stdout)) {
-    cli_error("writing to standard output: %s", strerror(errno));
+  errno = 0;
+  if (fflush(stdout) != 0 || ferror(stdout)) { /* an earlier write may have failed, errno long gone */
+    cli_error("writing to standard output: %s", errno ? strerror(errno) : "a write failed");
     return code ? code : CLI_FAILED;
   }
   return code;

@@ -365,7 +365,8 @@ typedef struct hbm_replay_result {
   uint64_t peak_reserved;  /* the most the policy reported reserved, between events */
   uint64_t peak_device;    /* the device's high-water mark, moments inside an event included
                               (hbm_device_peak_used); a policy that takes the device as one
-                              segment (bestfit, compact) holds all of it */
+                              segment (bestfit, compact, zoned without virtual memory) holds
+                              all of it */
   double efficiency;       /* peak_live / peak_reserved */
   double max_frag;         /* highest fragmentation ratio over samples */
   uint64_t backend_calls;
