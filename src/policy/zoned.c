@@ -35,7 +35,8 @@
  *     and no call while steps repeat. A request off the plan ends it. Until
  *     a plan is followed (and in jobs whose steps differ) the cache is held
  *     at its bound by moves (`moves:auto`); steps that repeat but would not
- *     gain by a plan keep their online layout, without moves.
+ *     gain by a plan keep their online layout, without moves, until that
+ *     layout drifts past the bound (then it is planned after all).
  *   - Lifetime. Small zones are per class; without tags the class is
  *     inferred online (core/lifetime.h). For large blocks classes cost more
  *     than they save (idle memory of one zone cannot serve another without
@@ -194,6 +195,7 @@ typedef struct zoned {
   zstep learn[2];        /* learn[cur]: the step under way; learn[!cur]: the one before */
   int cur, following;
   int settled;           /* steps repeat and their online layout is worth keeping: no plan, no moves */
+  int drifted;           /* this step unsettled: its layout did not repeat, so a plan pays */
   uint64_t step_calls0;  /* backend calls at the last step mark */
   /* Recording costs a map entry per large block: after 4 evaluations in a
    * row that made no plan (steps that differ, or plans that would not pay),
@@ -215,7 +217,7 @@ typedef struct zoned {
   hbm_range *fixed[2];   /* [HBM_LIFE_TRANSIENT], [HBM_LIFE_STATIC] */
   /* ---- counters ---- */
   uint64_t chunks_created, chunks_released, chunks_moved, pressure_releases, cold_releases, rechunks,
-      staged_rechunks, trims, switch_moves, bound_moves, bound_releases, peak_releases, static_allocs, plan_builds,
+      staged_rechunks, trims, unsettles, switch_moves, bound_moves, bound_releases, peak_releases, static_allocs, plan_builds,
       plan_steps, plan_misses, plan_drops, plans_declined;
 } zoned;
 
@@ -1154,6 +1156,14 @@ static inline int back_placed(zoned *z, uint32_t ri, uint64_t addr, uint64_t blo
   }
   uint32_t fresh = touch(z, r, p0, p1);
   if (fresh) {
+    /* A settled layout repeats: one that needs new pages past the bound while
+     * chunks sit idle has drifted, and the bound is held again (moves, trims)
+     * until the next step mark decides anew. */
+    if (z->settled && z->idle_chunks && z->mapped_pages + fresh > cache_bound(z) + z->peak_touched_pages / 100) {
+      z->settled = 0;
+      z->drifted = 1;
+      z->unsettles++;
+    }
     if (pressed && device_room(z) < fresh) reclaim(z, fresh, 0);
     else if (trim_now(z, fresh)) {
       z->trims++;
@@ -1309,7 +1319,7 @@ enum { PLAN_BUILT, PLAN_NOT_WORTH, PLAN_FAILED };
  * touched; or when that step's calls, ten steps of them, outweigh the
  * switch (the cache held at its bound by moves costs calls every step). */
 static int plan_worth(const zoned *z, uint64_t footprint, uint64_t peak, uint64_t step_calls) {
-  if (z->conf.plan == PLAN_ALWAYS) return 1;
+  if (z->conf.plan == PLAN_ALWAYS || z->drifted) return 1;
   uint64_t g = z->granule, plan_excess = (footprint + g - 1) / g - peak / g;
   uint64_t online_excess = z->step_peak_mapped - z->step_peak_touched;
   uint64_t gain = online_excess > plan_excess ? online_excess - plan_excess : 0;
@@ -1416,6 +1426,7 @@ static void plan_step(zoned *z) {
   }
   z->step_peak_mapped = z->mapped_pages;
   z->step_peak_touched = z->touched_pages;
+  z->drifted = 0;
   if (z->following) return;
   z->cur = !z->cur;
   zstep *s = &z->learn[z->cur];
@@ -1782,6 +1793,7 @@ static int zoned_counters(hbm_policy *p, hbm_counter *out, int max) {
       {"plan_misses", (double)z->plan_misses},
       {"plan_drops", (double)z->plan_drops},
       {"plans_declined", (double)z->plans_declined},
+      {"unsettles", (double)z->unsettles},
   };
   int n = (int)(sizeof c / sizeof c[0]);
   if (n > max) n = max;
