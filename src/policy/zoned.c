@@ -1072,20 +1072,24 @@ static int short_of(const zoned *z, uint64_t fresh, int bound) {
   return bound ? z->mapped_pages + fresh > cache_bound(z) + z->idle_pages : device_room(z) < fresh;
 }
 
+/* How far past the cache's bound the mapped total may stand before trimming
+ * or a drifted settled layout acts: 1% of the touched peak, half the reserve
+ * goal's 2% (acting costs copies and calls, so small waste is left alone). */
+static uint64_t bound_tolerance(const zoned *z) { return z->peak_touched_pages / 100; }
+
 /* Trimming. While moves hold the cache at its bound in a job that marks steps
  * (the steps a plan is learnt from, or steps that differ), idle chunks are
  * stitched into new pages, but a chunk that live blocks use only in part
  * keeps its unused pages mapped: on generated jobs whose steps differ in
  * block sizes, that was most of what the reserve held over peak live while
  * the steps were learnt (docs/zoned.md). So when new pages would raise the
- * device's high-water mark and partly used chunks leave more than 1% of the
- * touched peak unused (half the reserve goal's 2%: re-chunking costs a copy
- * and calls), they are re-chunked first, the most unused first, until the
- * mapped total is back at the bound. */
+ * device's high-water mark and partly used chunks leave more than the
+ * tolerance (1% of the touched peak) unused, they are re-chunked first, the
+ * most unused first, until the mapped total is back at the bound. */
 static int trim_now(const zoned *z, uint32_t fresh) {
   const hbm_device *dev = z->base.dev;
   return z->conf.trim && z->marks && moves_now(z, 0) &&
-         z->mapped_pages + fresh > cache_bound(z) + z->idle_pages + z->peak_touched_pages / 100 &&
+         z->mapped_pages + fresh > cache_bound(z) + z->idle_pages + bound_tolerance(z) &&
          dev->phys_used + ((uint64_t)fresh << z->gshift) > dev->peak_phys_used;
 }
 
@@ -1159,7 +1163,7 @@ static inline int back_placed(zoned *z, uint32_t ri, uint64_t addr, uint64_t blo
     /* A settled layout repeats: one that needs new pages past the bound while
      * chunks sit idle has drifted, and the bound is held again (moves, trims)
      * until the next step mark decides anew. */
-    if (z->settled && z->idle_chunks && z->mapped_pages + fresh > cache_bound(z) + z->peak_touched_pages / 100) {
+    if (z->settled && z->idle_chunks && z->mapped_pages + fresh > cache_bound(z) + bound_tolerance(z)) {
       z->settled = 0;
       z->drifted = 1;
       z->unsettles++;
