@@ -198,6 +198,7 @@ int cmd_replay(int argc, char **argv) {
           hbm_json_kv_u64(&j, "free_total", s->free_total);
           hbm_json_kv_u64(&j, "largest_free", s->largest_free);
           hbm_json_kv_double(&j, "fragmentation", s->fragmentation);
+          hbm_json_kv_u64(&j, "backend_calls", s->backend_calls);
           hbm_json_object_end(&j);
         }
         hbm_json_array_end(&j);
@@ -230,9 +231,10 @@ int cmd_replay(int argc, char **argv) {
       if (show_samples)
         for (size_t k = 0; k < runs[i].nsamples; k++) {
           const hbm_sample *s = &runs[i].samples[k];
-          printf("%-11s   step %llu event %llu: live %s, largest free %s, ratio %s\n", "",
+          printf("%-11s   step %llu event %llu: live %s, largest free %s, ratio %s, calls %llu\n", "",
                  (unsigned long long)s->step, (unsigned long long)s->event, cli_size(s->live, a),
-                 cli_size(s->largest_free, e), cli_frag(s->fragmentation, 3, f));
+                 cli_size(s->largest_free, e), cli_frag(s->fragmentation, 3, f),
+                 (unsigned long long)s->backend_calls);
         }
     }
   }

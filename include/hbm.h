@@ -321,6 +321,9 @@ typedef struct hbm_sample {
   uint64_t event, step;
   uint64_t live, allocated, reserved, free_total, largest_free;
   double fragmentation;
+  uint64_t backend_calls;  /* device calls so far, the policy's setup included:
+                              the difference between two samples is what the
+                              events between them cost */
 } hbm_sample;
 typedef void hbm_sample_fn(const hbm_sample *sample, void *arg);
 /* Progress: done of total events. */

@@ -22,7 +22,11 @@ assert p["oom"] is None, p["oom"]
 fr = [s["fragmentation"] for s in p["samples"]]
 assert len(fr) >= 2 and max(fr) <= 0.05, fr
 assert p["max_frag"] <= 0.05
-print("step437 under zoned: fragmentation at the boundaries", fr)
+# each sample carries the calls so far: what the steps between samples cost
+calls = [s["backend_calls"] for s in p["samples"]]
+assert calls == sorted(calls) and calls[-1] == p["backend_calls"], (calls, p["backend_calls"])
+assert calls[-1] - calls[1] == p["backend_calls_after_first_step"], (calls, p["backend_calls_after_first_step"])
+print("step437 under zoned: fragmentation at the boundaries", fr, "calls", calls)
 ' || { echo "FAIL: step 437 fragmentation"; fail=1; }
 fi
 
