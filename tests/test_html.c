@@ -80,7 +80,8 @@ int main(void) {
     CHECK(strstr(html, "test &lt;report&gt; &amp; more") != NULL); /* escaped */
     CHECK(strstr(html, "Layout at the first failure") != NULL);
     CHECK(strstr(html, "first failure, step") != NULL);
-    CHECK(count(html, "<svg") >= 4); /* memory, fragmentation, free, layout */
+    CHECK(count(html, "<svg") >= 5); /* memory, fragmentation, free, calls, layout */
+    CHECK(strstr(html, "<h3>Backend calls so far (") != NULL);
     CHECK(strstr(html, "#4e79a7") != NULL); /* param blocks in the strip */
   }
   free(html);

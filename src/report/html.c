@@ -526,7 +526,7 @@ static void frame(sb *b, const plot *p, const hbm_report_run *r, double unit, co
   sb_printf(b, "<text x='%d' y='%d' class='xname'>step</text>\n", CHART_W - MR, CHART_H - 2);
 }
 
-typedef enum { F_LIVE, F_ALLOCATED, F_RESERVED, F_LARGEST, F_FREE, F_FRAG } field;
+typedef enum { F_LIVE, F_ALLOCATED, F_RESERVED, F_LARGEST, F_FREE, F_FRAG, F_CALLS } field;
 
 static double field_of(const hbm_sample *s, field f) {
   switch (f) {
@@ -536,6 +536,7 @@ static double field_of(const hbm_sample *s, field f) {
     case F_LARGEST: return (double)s->largest_free;
     case F_FREE: return (double)s->free_total;
     case F_FRAG: return s->fragmentation;
+    case F_CALLS: return (double)s->backend_calls;
   }
   return 0;
 }
@@ -712,6 +713,19 @@ static void chart_free(sb *b, const hbm_report *rep, const hbm_report_run *r) {
   sb_printf(b, "</svg>\n");
 }
 
+/* Backend calls so far: a step that churns shows as a climb, steady steps
+ * that reuse their memory as a flat line. */
+static void chart_calls(sb *b, const hbm_report *rep, const hbm_report_run *r) {
+  double top = r->nsamples ? (double)r->samples[r->nsamples - 1].backend_calls : 0;
+  top = top < 4 ? 4 : top * 1.08;
+  plot p = {r->nsamples ? r->samples[0].event : 0, rep->events ? rep->events : 1, top};
+  svg_open(b, "backend calls so far over time");
+  frame(b, &p, r, 1.0, "", 0);
+  line(b, &p, r, F_CALLS, 0, "calls", 0);
+  failure_marker(b, &p, r);
+  sb_printf(b, "</svg>\n");
+}
+
 /* Spreads `bytes` of one class over the strip's columns from byte position
  * *pos. Column c holds bytes [c * all / COLUMNS, (c + 1) * all / COLUMNS);
  * integer arithmetic, so a boundary never swallows a whole block. */
@@ -884,6 +898,7 @@ static const char *css =
     ".peakline{stroke:#4e79a7;stroke-dasharray:2 3}.peaklab{font-size:11px;fill:#4e79a7}"
     ".freetotal{fill:#999;fill-opacity:.25;stroke:#999;stroke-width:.6}"
     ".largest{fill:none;stroke:#1b7f79;stroke-width:1.5}"
+    ".calls{fill:none;stroke:#59a14f;stroke-width:1.5}"
     ".momentline{stroke:#555;stroke-dasharray:4 3}.momentlab{font-size:11px;fill:#555}"
     ".oomline{stroke:#b00020;stroke-width:1.5}.oomlab{font-size:11px;fill:#b00020;font-weight:600}"
     ".lableft{font-size:11px;fill:#555;text-anchor:start}.labright{font-size:11px;fill:#555;text-anchor:end}"
@@ -1002,6 +1017,9 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
     if (rep->largest_comm_request) legend_item(&b, "#e15759", "largest communication buffer", 1);
     sb_printf(&b, "</div>\n");
     chart_free(&b, rep, r);
+    sb_printf(&b, "<h3>Backend calls so far (%llu after the first step)</h3>\n",
+              (unsigned long long)r->result.backend_calls_after_first_step);
+    chart_calls(&b, rep, r);
     if (r->nlayout || r->result.oom) {
       if (r->result.oom)
         sb_printf(&b, "<h3>Layout at the first failure (step %llu, a %s request, largest free %s)</h3>",
