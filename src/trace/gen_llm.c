@@ -209,6 +209,17 @@ static uint32_t default_ffn(int arch, uint32_t h) {
   return 4 * h;
 }
 
+/* |parameters - c->params| for layers L and hidden h, or +inf where the
+ * split cannot run the shape (tp must divide the heads, the kv heads and
+ * the ffn; head size 128 unless --heads says otherwise). */
+static double shape_error(const hbm_gen_llm_config *c, uint32_t L, uint32_t h) {
+  uint32_t f = c->ffn ? c->ffn : default_ffn(c->arch, h);
+  uint32_t heads = c->heads ? c->heads : h / 128, kv = c->kv_heads ? c->kv_heads : heads;
+  if (!heads || h % heads || heads % c->tp || kv % c->tp || f % c->tp) return INFINITY;
+  uint64_t hkv = (uint64_t)h / heads * kv;
+  return fabs((double)model_params(c->arch, L, h, hkv, f, c->vocab) - (double)c->params);
+}
+
 #define LIMIT_DIM (1u << 20)
 #define LIMIT_SEQ (1u << 20)
 
@@ -230,21 +241,36 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
      * (7B as GPT is 33 layers, which --pp 2 cannot split). */
     if (c.params < 1000000ull || c.params > 100000000000000ull)
       return bad(diag, "--params %llu: expected between 1M and 100T", (unsigned long long)c.params);
-    uint32_t tp = c.tp, pp = c.pp;
+    uint32_t tp = c.tp, pp = c.pp, best_L = 0, best_h = 0;
     double best_err = 1e300;
-    uint32_t best_L = 0, best_h = 0;
     for (uint32_t L = pp; L <= 512; L += pp) {
       if (c.layers && L != c.layers) continue;
       for (uint32_t h = 128; h <= 65536; h += 128) {
         if (c.hidden && h != c.hidden) continue;
         if (!c.layers && !c.hidden && h != 128 * L) continue;
-        uint32_t f = c.ffn ? c.ffn : default_ffn(c.arch, h);
-        uint32_t heads = c.heads ? c.heads : h / 128, kv = c.kv_heads ? c.kv_heads : heads;
-        if (h % heads || heads % tp || kv % tp || f % tp) continue;
-        uint64_t hkv = (uint64_t)h / heads * kv;
-        double err = fabs((double)model_params(c.arch, L, h, hkv, f, c.vocab) - (double)c.params);
+        double err = shape_error(&c, L, h);
         if (err < best_err) { best_err = err; best_L = L; best_h = h; }
       }
+    }
+    /* A split can leave the family few members (70B as llama with --tp 8
+     * --pp 4: 63.1B or 100B). Names round by a few percent (GPT-3's 6.7B is
+     * a "7B"), so where the family misses by more than 6%, widths of 96 to
+     * 160 per layer count too, as real models have (LLaMA 65B: 80 x 8192,
+     * 102; GPT-3 175B: 128): of those within 1% of the count (or the
+     * closest, if none is), the one nearest the family. */
+    if (!c.layers && !c.hidden && best_err > 0.06 * (double)c.params) {
+      double closest = best_err;
+      for (uint32_t L = pp; L <= 512; L += pp)
+        for (uint32_t h = 96 * L + 127 - (96 * L + 127) % 128; h <= 160 * L && h <= 65536; h += 128) {
+          double err = shape_error(&c, L, h);
+          if (err < closest) closest = err;
+        }
+      double within = closest > 0.01 * (double)c.params ? closest : 0.01 * (double)c.params, off = 1e300;
+      for (uint32_t L = pp; L <= 512; L += pp)
+        for (uint32_t h = 96 * L + 127 - (96 * L + 127) % 128; h <= 160 * L && h <= 65536; h += 128) {
+          double d = fabs((double)h - 128.0 * L) / L;
+          if (shape_error(&c, L, h) <= within && d < off) { off = d; best_L = L; best_h = h; }
+        }
     }
     if (!best_L)
       return bad(diag, "--params: no shape that --tp %u and --pp %u can split (--pp must divide the layers, --tp the heads and the ffn)",

@@ -52,6 +52,11 @@ grep -q "peak live" "$dir/est" || { echo "FAIL --estimate prints no peak"; cat "
   { echo "FAIL --params 7B --pp 2 --tp 4: $(cat "$dir/split")"; fail=1; }
 grep -q "(32 layers, hidden 4096, 32 heads" "$dir/split" || { echo "FAIL --params 7B --pp 2: shape"; cat "$dir/split"; fail=1; }
 "$HBM" gen llm --params 7B --dp 8 --zero 3 --seq 128 --steps 1 -o "$dir/closest.trace" 2>&1 | grep -q "(33 layers" || { echo "FAIL --params 7B: closest shape"; fail=1; }
+# where a split leaves the family far from the count (70B as llama, --tp 8 --pp 4: 63.1B or
+# 100B there), a width off the family's 128 per layer comes closer
+"$HBM" gen llm --params 70B --arch llama --kv-heads 8 --tp 8 --pp 4 --seq 128 --steps 1 -o "$dir/wide.trace" > "$dir/wide" 2>&1 ||
+  { echo "FAIL --params 70B --tp 8 --pp 4: $(cat "$dir/wide")"; fail=1; }
+grep -q "llama 70.1B (80 layers, hidden 9216, 72 heads/8 kv" "$dir/wide" || { echo "FAIL --params 70B --tp 8 --pp 4: shape"; cat "$dir/wide"; fail=1; }
 
 # bad options: exit 2, a message naming the option, no output file
 bad() { # name, expected substring, options...
