@@ -329,6 +329,33 @@ static void step_plan_tests(uint64_t *rng, double scale) {
       CHECK(held <= r.peak_live + r.peak_live / 50);
       hbm_trace_free(t);
     }
+
+    /* The same job with sequences of 1024..4096: its steps differ, so moves
+     * hold the cache at the touched peak every step. headroom:1% lets it
+     * stand up to 1% over peak live instead: fewer calls, a reserve still
+     * inside the goal's 2%. */
+    g.seq_kind = HBM_SEQ_UNIFORM;
+    g.seq_min = 1024;
+    g.seq_max = 4096;
+    t = NULL;
+    CHECK(hbm_gen_llm(&g, &t, &gd) == HBM_OK);
+    if (t) {
+      hbm_replay_result tight, roomy;
+      o = (hbm_replay_options){.policy = "zoned", .device = "sim:141GiB"};
+      CHECK(hbm_replay(t, &o, &tight) == HBM_OK);
+      o.conf = "headroom:1%";
+      o.check_every = 997;
+      CHECK(hbm_replay(t, &o, &roomy) == HBM_OK);
+      printf("test_zoned: steps that differ, headroom 0 / 1%%: %.2f%% / %.2f%% over peak live, %llu / %llu calls\n",
+             100.0 * ((double)tight.peak_reserved / (double)tight.peak_live - 1),
+             100.0 * ((double)roomy.peak_reserved / (double)roomy.peak_live - 1),
+             (unsigned long long)tight.backend_calls, (unsigned long long)roomy.backend_calls);
+      CHECK(!roomy.oom && roomy.peak_device == roomy.peak_reserved);
+      CHECK(roomy.peak_reserved > tight.peak_reserved);
+      CHECK(roomy.peak_reserved <= roomy.peak_live + roomy.peak_live / 50);
+      CHECK(roomy.backend_calls < tight.backend_calls);
+      hbm_trace_free(t);
+    }
   }
 
   /* ---- random stepped jobs: hbm_check() after every operation ---- */
@@ -379,7 +406,7 @@ int main(void) {
   const char *confs[] = {NULL, "zones:off", "zones:tags", "small:off", "streams:off", "large_life:on",
                          "chunk:2MiB", "chunk:1GiB", "slack:5%", "slack:32MiB,probes:1", "moves:on",
                          "moves:on,chunk:8MiB", "moves:on,chunk:6MiB" /* stripes of 3 pages: not a power of two */,
-                         "moves:on,slack:1%", "vmm:off", "vmm:off,split:0.2"};
+                         "moves:on,slack:1%", "headroom:2%,moves:on", "vmm:off", "vmm:off,split:0.2"};
   for (size_t i = 0; i < sizeof confs / sizeof confs[0]; i++) {
     uint64_t failed = stress("sim:4GiB", confs[i], ops, 200 * MiB, 1, &rng);
     printf("test_zoned: sim:4GiB %-22s %llu ops, %llu failed allocations\n", confs[i] ? confs[i] : "(default)",
@@ -402,7 +429,7 @@ int main(void) {
   hbm_heap *h;
   errors_seen = 0;
   const char *bad[] = {"zones:maybe", "chunk:3MiB", "chunk:1KiB", "probes:0", "slack:-1%", "nosuch:1", "zones", "va:0", "split:1",
-                       "moves:maybe", "plan:maybe", "plan:sometimes"};
+                       "moves:maybe", "plan:maybe", "plan:sometimes", "headroom:1", "headroom:60%", "headroom:-1%"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(hbm_heap_create(dev, "zoned", bad[i], &h) == HBM_EINVAL);
   CHECK(errors_seen >= (int)(sizeof bad / sizeof bad[0]));
   /* edges through the public API */

@@ -51,6 +51,8 @@
  *   large_life:on|off     classes for large blocks too (default off)
  *   chunk:SIZE            stripe: the largest chunk (default 64MiB, a granule multiple)
  *   slack:SIZE|P%         cache allowed above the touched high-water mark (default 0)
+ *   headroom:P%           in a job that marks steps, the bound is at least P% over peak
+ *                         live bytes: fewer moves and trims for that reserve (default 0)
  *   moves:on|off|auto     hold the cache at that bound by moving idle chunks (default auto:
  *                         while a job that marks steps follows no plan)
  *   plan:on|off|always    plan the large blocks of steps that repeat (default on: when
@@ -87,7 +89,7 @@ typedef struct zoned_conf {
   zone_mode zones;
   int large_life, small, streams, vmm, probes, moves, plan, trim;
   uint64_t chunk, slack, va_factor;
-  double slack_share, split;
+  double slack_share, headroom, split;
 } zoned_conf;
 
 /* A physical chunk: `npages` granules from one phys_create, mapped at pages
@@ -263,6 +265,10 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
       } else if (hbm_size_parse(v, &c->slack) != HBM_OK) {
         goto bad;
       }
+    } else if (!strcmp(k, "headroom")) {
+      size_t len = strlen(v);
+      c->headroom = strtod(v, &end) / 100.0;
+      if (len < 2 || v[len - 1] != '%' || *end != '%' || !(c->headroom >= 0 && c->headroom <= 0.5)) goto bad;
     } else if (!strcmp(k, "probes")) {
       long n = strtol(v, &end, 10);
       if (*end || n < 1 || n > 1024) goto bad;
@@ -297,7 +303,7 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
     if (sep) *sep = sep_char; /* the whole setting in the message */
     hbm_diag_set(diag, "alloc-conf", 0, (uint64_t)(item - buf),
                  "zoned: bad setting '%s' (expected zones:infer|tags|off, large_life:on|off, "
-                 "chunk:SIZE, slack:SIZE|P%%, moves:on|off|auto, plan:on|off|always, trim:on|off, probes:N, small:on|off, streams:on|off, va:N, "
+                 "chunk:SIZE, slack:SIZE|P%%, headroom:P%%, moves:on|off|auto, plan:on|off|always, trim:on|off, probes:N, small:on|off, streams:on|off, va:N, "
                  "vmm:on|off, split:F)", item);
     return HBM_EINVAL;
   }
@@ -647,9 +653,15 @@ static uint64_t device_room(const zoned *z) { /* pages the device can still give
 static uint32_t stripe_pages(const zoned *z) { return z->stripe; }
 
 /* Mapped pages may pass the most pages ever touched at once by `slack`
- * before cold idle chunks are unmapped. */
+ * before cold idle chunks are unmapped. With `headroom`, in a job that
+ * marks steps, the bound is at least that share over the peak live bytes:
+ * the reserve goal's allowance spent on fewer moves and trims. */
 static uint64_t cache_bound(const zoned *z) {
   uint64_t high = z->peak_touched_pages > z->touched_pages ? z->peak_touched_pages : z->touched_pages;
+  if (z->marks && z->conf.headroom > 0) {
+    uint64_t room = (uint64_t)((double)z->peak_live_bytes * (1.0 + z->conf.headroom)) >> z->gshift;
+    if (room > high) high = room;
+  }
   return high + (z->conf.slack >> z->gshift) + (uint64_t)((double)high * z->conf.slack_share);
 }
 
