@@ -268,8 +268,8 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
       double within = closest > 0.01 * (double)c.params ? closest : 0.01 * (double)c.params, off = 1e300;
       for (uint32_t L = pp; L <= 512; L += pp)
         for (uint32_t h = 96 * L + 127 - (96 * L + 127) % 128; h <= 160 * L && h <= 65536; h += 128) {
-          double d = fabs((double)h - 128.0 * L) / L;
-          if (shape_error(&c, L, h) <= within && d < off) { off = d; best_L = L; best_h = h; }
+          double d = fabs((double)h - 128.0 * L) / L, err = shape_error(&c, L, h);
+          if (err < INFINITY && err <= within && d < off) { off = d; best_L = L; best_h = h; }
         }
     }
     if (!best_L)

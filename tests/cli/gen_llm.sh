@@ -81,6 +81,7 @@ bad no_value       "--layers"     --layers
 bad too_big        "--capacity"   --params 70B --dp 1 --capacity 80GiB
 bad params_shape   "--params"     --params 7B --layers 32 --hidden 4096
 bad params_split   "--pp 7"       --params 7B --layers 30 --pp 7
+bad params_heads   "--params: no shape" --params 7B --heads 7 --tp 4
 "$HBM" gen llm --layers 2 > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 2 ] && grep -q -- "-o" "$dir/err" || { echo "FAIL missing -o: exit $rc"; fail=1; }
 "$HBM" gen nosuch > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL unknown generator: expected exit 2"; fail=1; }
