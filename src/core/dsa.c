@@ -52,6 +52,7 @@ static int by_lo(const void *a, const void *b) {
 
 typedef struct rank_key {
   uint64_t size, start, length;
+  uint64_t breadth; /* the most bytes live at one time during its lifetime */
   uint32_t i;
 } rank_key;
 
@@ -65,6 +66,12 @@ static int by_size_desc(const void *a, const void *b) {
 static int by_length_desc(const void *a, const void *b) {
   const rank_key *x = a, *y = b;
   if (x->length != y->length) return x->length > y->length ? -1 : 1;
+  return by_size_desc(a, b);
+}
+
+static int by_breadth_desc(const void *a, const void *b) {
+  const rank_key *x = a, *y = b;
+  if (x->breadth != y->breadth) return x->breadth > y->breadth ? -1 : 1;
   return by_size_desc(a, b);
 }
 
@@ -85,7 +92,78 @@ static const struct {
     [HBM_DSA_SIZE_GAP] = {by_size_desc, 1},
     [HBM_DSA_LENGTH_LOWEST] = {by_length_desc, 0},
     [HBM_DSA_START_GAP] = {by_start, 1},
+    [HBM_DSA_BREADTH_LOWEST] = {by_breadth_desc, 0},
+    [HBM_DSA_BREADTH_GAP] = {by_breadth_desc, 1},
 };
+
+static int u64_cmp(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static size_t lower_index(const uint64_t *t, size_t nt, uint64_t v) {
+  size_t lo = 0, hi = nt;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (t[mid] < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* order[r].breadth for every block: the live bytes over the elementary
+ * intervals between span ends (at most 4n), then the maximum over each of
+ * the block's spans from a bottom-up segment tree (2 entries an interval). */
+static int fill_breadth(const hbm_dsa_block *b, size_t n, uint64_t period, rank_key *order) {
+  size_t nt = 0;
+  uint64_t *t = malloc(4 * n * sizeof *t), *tree = NULL;
+  int64_t *delta = NULL;
+  if (!t) return HBM_EHOSTMEM;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t s[4];
+    for (int k = 0, ns = spans(&b[i], period, s); k < ns; k++) {
+      t[nt++] = s[2 * k];
+      t[nt++] = s[2 * k + 1];
+    }
+  }
+  qsort(t, nt, sizeof *t, u64_cmp);
+  size_t u = 0;
+  for (size_t k = 0; k < nt; k++)
+    if (!u || t[k] != t[u - 1]) t[u++] = t[k];
+  nt = u; /* interval k is [t[k], t[k + 1]) */
+  delta = calloc(nt, sizeof *delta);
+  tree = calloc(2 * nt, sizeof *tree);
+  if (!delta || !tree) {
+    free(t);
+    free(delta);
+    free(tree);
+    return HBM_EHOSTMEM;
+  }
+  for (size_t i = 0; i < n; i++) {
+    uint64_t s[4];
+    for (int k = 0, ns = spans(&b[i], period, s); k < ns; k++) {
+      delta[lower_index(t, nt, s[2 * k])] += (int64_t)b[i].size;
+      delta[lower_index(t, nt, s[2 * k + 1])] -= (int64_t)b[i].size;
+    }
+  }
+  int64_t live = 0;
+  for (size_t k = 0; k < nt; k++) tree[nt + k] = (uint64_t)(live += delta[k]);
+  for (size_t k = nt - 1; k > 0; k--) tree[k] = tree[2 * k] > tree[2 * k + 1] ? tree[2 * k] : tree[2 * k + 1];
+  for (size_t r = 0; r < n; r++) {
+    uint64_t s[4], most = 0;
+    for (int k = 0, ns = spans(&b[order[r].i], period, s); k < ns; k++)
+      for (size_t lo = lower_index(t, nt, s[2 * k]) + nt, hi = lower_index(t, nt, s[2 * k + 1]) + nt; lo < hi;
+           lo /= 2, hi /= 2) {
+        if (lo & 1) { if (tree[lo] > most) most = tree[lo]; lo++; }
+        if (hi & 1) { hi--; if (tree[hi] > most) most = tree[hi]; }
+      }
+    order[r].breadth = most;
+  }
+  free(t);
+  free(delta);
+  free(tree);
+  return HBM_OK;
+}
 
 /* The offset for a block of `size` among the spans cand[0..nc) (sorted by
  * lo) of the placed blocks it meets. */
@@ -125,7 +203,8 @@ int hbm_dsa_plan_with(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_
   rank_key *order = malloc(n * sizeof *order); /* placement order */
   uint32_t *start = NULL, *member = NULL, *fill = NULL;
   if (!rank || !seen || !cand || !order) goto out;
-  for (size_t i = 0; i < n; i++) order[i] = (rank_key){b[i].size, b[i].start, b[i].end - b[i].start, (uint32_t)i};
+  for (size_t i = 0; i < n; i++) order[i] = (rank_key){b[i].size, b[i].start, b[i].end - b[i].start, 0, (uint32_t)i};
+  if (strategies[strategy].order == by_breadth_desc && fill_breadth(b, n, period, order) != HBM_OK) goto out;
   qsort(order, n, sizeof *order, strategies[strategy].order);
   for (size_t r = 0; r < n; r++) rank[order[r].i] = (uint32_t)r;
 

@@ -43,6 +43,8 @@ typedef enum hbm_dsa_strategy {
   HBM_DSA_SIZE_GAP,        /* largest first, the smallest gap that holds it, else the top */
   HBM_DSA_LENGTH_LOWEST,   /* longest-lived first, lowest offset */
   HBM_DSA_START_GAP,       /* earliest born first, smallest gap */
+  HBM_DSA_BREADTH_LOWEST,  /* most live bytes around it first, lowest offset */
+  HBM_DSA_BREADTH_GAP,     /* most live bytes around it first, smallest gap */
   HBM_DSA_STRATEGIES
 } hbm_dsa_strategy;
 
