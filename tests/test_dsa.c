@@ -78,6 +78,34 @@ static void strategy_cases(void) {
   }
 }
 
+/* Whether block x is live at time t (t < the period, when there is one). */
+static int live_at(const hbm_dsa_block *x, uint64_t period, uint64_t t) {
+  if (period && x->end > period) return t >= x->start || t < x->end - period;
+  return t >= x->start && t < x->end;
+}
+
+/* hbm_dsa_breadth against the slow way: the load at every time point, and
+ * each block's highest over the times it is live. */
+static void check_breadth(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t horizon) {
+  uint64_t *load = calloc(horizon, sizeof *load), *fast = malloc(n * sizeof *fast);
+  CHECK(load && fast);
+  if (load && fast && hbm_dsa_breadth(b, n, period, fast) == HBM_OK) {
+    for (uint64_t t = 0; t < horizon; t++)
+      for (size_t j = 0; j < n; j++)
+        if (live_at(&b[j], period, t)) load[t] += b[j].size;
+    for (size_t i = 0; i < n; i++) {
+      uint64_t most = 0;
+      for (uint64_t t = 0; t < horizon; t++)
+        if (live_at(&b[i], period, t) && load[t] > most) most = load[t];
+      CHECK_EQ_U64(fast[i], most);
+    }
+  } else {
+    CHECK(0);
+  }
+  free(load);
+  free(fast);
+}
+
 /* Random lifetimes shaped like training steps: a few long blocks and many
  * short ones, sizes from a few KiB to many MiB, some equal. */
 static void random_cases(uint64_t *rng, int rounds) {
@@ -115,6 +143,7 @@ static void random_cases(uint64_t *rng, int rounds) {
       if (fk < best) best = fk;
     }
     if (n <= 300) CHECK(fp == best || fp == peak);
+    if (n <= 300) check_breadth(b, n, period, horizon);
     free(b);
     free(off);
   }

@@ -111,10 +111,11 @@ static size_t lower_index(const uint64_t *t, size_t nt, uint64_t v) {
   return lo;
 }
 
-/* order[r].breadth for every block: the live bytes over the elementary
- * intervals between span ends (at most 4n), then the maximum over each of
- * the block's spans from a bottom-up segment tree (2 entries an interval). */
-static int fill_breadth(const hbm_dsa_block *b, size_t n, uint64_t period, rank_key *order) {
+/* The live bytes over the elementary intervals between span ends (at most
+ * 4n), then the maximum over each block's spans from a bottom-up segment
+ * tree (two entries an interval). */
+int hbm_dsa_breadth(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t *breadth) {
+  if (!n) return HBM_OK;
   size_t nt = 0;
   uint64_t *t = malloc(4 * n * sizeof *t), *tree = NULL;
   int64_t *delta = NULL;
@@ -149,15 +150,15 @@ static int fill_breadth(const hbm_dsa_block *b, size_t n, uint64_t period, rank_
   int64_t live = 0;
   for (size_t k = 0; k < nt; k++) tree[nt + k] = (uint64_t)(live += delta[k]);
   for (size_t k = nt - 1; k > 0; k--) tree[k] = tree[2 * k] > tree[2 * k + 1] ? tree[2 * k] : tree[2 * k + 1];
-  for (size_t r = 0; r < n; r++) {
+  for (size_t i = 0; i < n; i++) {
     uint64_t s[4], most = 0;
-    for (int k = 0, ns = spans(&b[order[r].i], period, s); k < ns; k++)
+    for (int k = 0, ns = spans(&b[i], period, s); k < ns; k++)
       for (size_t lo = lower_index(t, nt, s[2 * k]) + nt, hi = lower_index(t, nt, s[2 * k + 1]) + nt; lo < hi;
            lo /= 2, hi /= 2) {
         if (lo & 1) { if (tree[lo] > most) most = tree[lo]; lo++; }
         if (hi & 1) { hi--; if (tree[hi] > most) most = tree[hi]; }
       }
-    order[r].breadth = most;
+    breadth[i] = most;
   }
   free(t);
   free(delta);
@@ -204,7 +205,13 @@ int hbm_dsa_plan_with(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_
   uint32_t *start = NULL, *member = NULL, *fill = NULL;
   if (!rank || !seen || !cand || !order) goto out;
   for (size_t i = 0; i < n; i++) order[i] = (rank_key){b[i].size, b[i].start, b[i].end - b[i].start, 0, (uint32_t)i};
-  if (strategies[strategy].order == by_breadth_desc && fill_breadth(b, n, period, order) != HBM_OK) goto out;
+  if (strategies[strategy].order == by_breadth_desc) {
+    uint64_t *breadth = malloc(n * sizeof *breadth);
+    int ok = breadth && hbm_dsa_breadth(b, n, period, breadth) == HBM_OK;
+    for (size_t i = 0; ok && i < n; i++) order[i].breadth = breadth[i];
+    free(breadth);
+    if (!ok) goto out;
+  }
   qsort(order, n, sizeof *order, strategies[strategy].order);
   for (size_t r = 0; r < n; r++) rank[order[r].i] = (uint32_t)r;
 

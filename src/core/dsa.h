@@ -53,6 +53,10 @@ typedef enum hbm_dsa_strategy {
 int hbm_dsa_plan_with(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align,
                       hbm_dsa_strategy strategy, uint64_t *offsets, uint64_t *footprint);
 
+/* breadth[i]: the most bytes live at one time while block i is (what the
+ * BREADTH orders sort by). HBM_EHOSTMEM. */
+int hbm_dsa_breadth(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t *breadth);
+
 /* The most bytes live at one time: no plan's footprint is lower. */
 uint64_t hbm_dsa_peak(const hbm_dsa_block *b, size_t n, uint64_t period);
 
