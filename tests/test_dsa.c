@@ -62,7 +62,7 @@ static void strategy_cases(void) {
   } cases[] = {
       {HBM_DSA_START_GAP, 6, 7, {{3 << 20, 2, 7}, {2 << 20, 7, 10}, {1 << 20, 2, 5}, {4 << 20, 9, 10}, {2 << 20, 3, 9}}},
       {HBM_DSA_LENGTH_LOWEST, 5, 6, {{3 << 20, 9, 13}, {2 << 20, 4, 9}, {2 << 20, 5, 11}, {4 << 20, 0, 4}, {1 << 20, 2, 6}}},
-      /* only the most contended blocks first reach the peak here: the four orders before it give 11 or 12 */
+      /* only the most contended blocks first reach the peak here: the four orders before it give 12 or 13 */
       {HBM_DSA_BREADTH_LOWEST, 10, 12, {{4 << 20, 9, 10}, {4 << 20, 1, 5}, {3 << 20, 6, 11}, {2 << 20, 1, 7}, {3 << 20, 5, 10}}},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
