@@ -23,7 +23,7 @@ static void usage(FILE *out) {
           "  --alloc-conf CONF       policy settings (PyTorch syntax for caching/expandable);\n"
           "                          POLICY=CONF for one policy only; repeatable\n"
           "  --every N               sample every N events (default: at each step boundary)\n"
-          "  --samples               print the samples (fragmentation, largest free) too\n"
+          "  --samples               print the samples (fragmentation, largest free, calls so far) too\n"
           "  --html FILE             write a self-contained report page (inline SVG) to FILE\n"
           "  --verify                fill every block and verify it on free (host device)\n"
           "  --check N               the policy's invariants after every N events (slow;\n"
