@@ -665,6 +665,13 @@ static uint64_t cache_bound(const zoned *z) {
   return high + (z->conf.slack >> z->gshift) + (uint64_t)((double)high * z->conf.slack_share);
 }
 
+/* Whether `fresh` more mapped pages would stand past the cache's bound by
+ * more than `beyond` pages: the one test moves, trimming, reclaim and a
+ * drifting settled layout each make, with their own margin. */
+static int past_bound(const zoned *z, uint64_t fresh, uint64_t beyond) {
+  return z->mapped_pages + fresh > cache_bound(z) + beyond;
+}
+
 /* moves:auto holds the cache at its bound, in a job that marks steps,
  * while it follows no plan and its steps have not settled: the bound then
  * costs calls only in the steps a plan is learnt from, or, where steps
@@ -749,7 +756,7 @@ static int back_run(zoned *z, uint32_t ri, uint32_t q, uint32_t run, int run_end
     int rc = undo_room(z);
     if (rc != HBM_OK) return rc;
     int full = device_room(z) < want && z->idle_chunks;
-    int over = !full && z->mapped_pages + want > cache_bound(z) && z->idle_chunks;
+    int over = !full && past_bound(z, want, 0) && z->idle_chunks;
     if (over && z->following && (c = idle_outside_plan(z)) != NIL) {
       /* The layout the plan replaces: its idle chunks are stitched into the
        * plan's range (two calls, where giving one back and mapping a new one
@@ -1081,7 +1088,7 @@ static void release_idle(zoned *z) {
  * (`bound`) the mapped total, with them, down to the cache's bound (idle
  * chunks count as room: moves stitch them in). */
 static int short_of(const zoned *z, uint64_t fresh, int bound) {
-  return bound ? z->mapped_pages + fresh > cache_bound(z) + z->idle_pages : device_room(z) < fresh;
+  return bound ? past_bound(z, fresh, z->idle_pages) : device_room(z) < fresh;
 }
 
 /* How far past the cache's bound the mapped total may stand before trimming
@@ -1101,7 +1108,7 @@ static uint64_t bound_tolerance(const zoned *z) { return z->peak_touched_pages /
 static int trim_now(const zoned *z, uint32_t fresh) {
   const hbm_device *dev = z->base.dev;
   return z->conf.trim && z->marks && moves_now(z, 0) &&
-         z->mapped_pages + fresh > cache_bound(z) + z->idle_pages + bound_tolerance(z) &&
+         past_bound(z, fresh, z->idle_pages + bound_tolerance(z)) &&
          dev->phys_used + ((uint64_t)fresh << z->gshift) > dev->peak_phys_used;
 }
 
@@ -1175,7 +1182,7 @@ static inline int back_placed(zoned *z, uint32_t ri, uint64_t addr, uint64_t blo
     /* A settled layout repeats: one that needs new pages past the bound while
      * chunks sit idle has drifted, and the bound is held again (moves, trims)
      * until the next step mark decides anew. */
-    if (z->settled && z->idle_chunks && z->mapped_pages + fresh > cache_bound(z) + bound_tolerance(z)) {
+    if (z->settled && z->idle_chunks && past_bound(z, fresh, bound_tolerance(z))) {
       z->settled = 0;
       z->drifted = 1;
       z->unsettles++;
