@@ -25,12 +25,14 @@
 enum { NPOL = 3, ZONED = 2, MAX_DRAWS = 10000 };
 static const char *const sweep_policies[NPOL] = {"caching", "expandable", "zoned"};
 
-enum { G_RESERVE, G_NEVER_MORE, G_CALLS, G_COMPLETES, NGOALS };
-static const char *const goal_names[NGOALS] = {"reserve", "never_more", "calls_after_first_step", "completes"};
+enum { G_RESERVE, G_NEVER_MORE, G_CALLS, G_CALLS_LATE, G_COMPLETES, NGOALS };
+static const char *const goal_names[NGOALS] = {"reserve", "never_more", "calls_after_first_step",
+                                               "calls_second_half", "completes"};
 static const char *const goal_text[NGOALS] = {
     "zoned's peak reserved - peak live <= max(2% of peak live, 64 MiB)",
     "zoned's peak reserved <= caching's and expandable's",
     "zoned's backend calls after the first step <= 1% of allocations",
+    "the same, over the second half of the steps only (what a long run pays)",
     "zoned places every request",
 };
 
@@ -120,6 +122,11 @@ typedef struct sweep_run {
   uint64_t last_reserved;  /* reserved at the last sample: the end of the last step */
   uint64_t last_live;      /* live then */
   int sampled;
+  /* Calls and allocations so far at each sample (a step mark, and the end),
+   * while the replay runs; then what the second half of the steps made. */
+  uint64_t (*so_far)[2];
+  size_t nsamples, cap;
+  uint64_t late_calls, late_allocs;
 } sweep_run;
 
 typedef struct sweep_job {
@@ -130,11 +137,35 @@ typedef struct sweep_job {
   int goal[NGOALS];
 } sweep_job;
 
-static void keep_last_sample(const hbm_sample *s, void *arg) {
+static void keep_sample(const hbm_sample *s, void *arg) {
   sweep_run *run = arg;
   run->last_reserved = s->reserved;
   run->last_live = s->live;
   run->sampled = 1;
+  if (run->nsamples == run->cap) {
+    size_t cap = run->cap ? 2 * run->cap : 64;
+    uint64_t(*grown)[2] = realloc(run->so_far, cap * sizeof *grown);
+    if (!grown) return; /* out of host memory: the halves count the samples kept */
+    run->so_far = grown;
+    run->cap = cap;
+  }
+  run->so_far[run->nsamples][0] = s->backend_calls;
+  run->so_far[run->nsamples][1] = s->alloc_events;
+  run->nsamples++;
+}
+
+/* The second half of the steps: from the sample at the end of step
+ * steps / 2 (samples fall at each step mark, the first after the build
+ * phase, and at the end) to the last. */
+static void count_second_half(sweep_run *run) {
+  if (run->nsamples >= 2) {
+    const uint64_t *from = run->so_far[run->nsamples / 2], *to = run->so_far[run->nsamples - 1];
+    run->late_calls = to[0] - from[0];
+    run->late_allocs = to[1] - from[1];
+  }
+  free(run->so_far);
+  run->so_far = NULL;
+  run->nsamples = run->cap = 0;
 }
 
 static int completes(const sweep_run *run) { return run->error == HBM_OK && !run->r.oom; }
@@ -155,6 +186,10 @@ static double calls_share(const hbm_replay_result *r) {
   return r->alloc_events ? (double)r->backend_calls_after_first_step / (double)r->alloc_events : 0;
 }
 
+static double late_share(const sweep_run *run) {
+  return run->late_allocs ? (double)run->late_calls / (double)run->late_allocs : 0;
+}
+
 static void judge(sweep_job *j) {
   const sweep_run *z = &j->run[ZONED];
   const uint64_t min_allowance = 64ull << 20;
@@ -173,6 +208,7 @@ static void judge(sweep_job *j) {
   }
   j->goal[G_NEVER_MORE] = never_more;
   j->goal[G_CALLS] = (double)z->r.backend_calls_after_first_step <= 0.01 * (double)z->r.alloc_events;
+  j->goal[G_CALLS_LATE] = (double)z->late_calls <= 0.01 * (double)z->late_allocs;
 }
 
 /* ---- output ------------------------------------------------------------------- */
@@ -187,8 +223,10 @@ static void usage(FILE *out) {
           "zoned's goals hold per job and in total: reserve (peak reserved - peak live <=\n"
           "max(2%% of peak live, 64 MiB)), never_more (peak reserved <= caching's and\n"
           "expandable's), calls_after_first_step (backend calls after the first step <= 1%%\n"
-          "of allocations), completes (every request placed). A draw the model rejects\n"
-          "(split, or static state or peak live over the capacity) is redrawn and counted.\n"
+          "of allocations), calls_second_half (the same over the second half of the\n"
+          "steps: what a long run keeps paying once its layout is learnt), completes\n"
+          "(every request placed). A draw the model rejects (split, or static state or\n"
+          "peak live over the capacity) is redrawn and counted.\n"
           "Each row's command regenerates its job (add -o TRACE). Exit 0 whatever the\n"
           "goals show; 1 when a replay could not run, 2 for bad options.\n"
           "  --jobs N        jobs to draw (default 40)\n"
@@ -201,8 +239,9 @@ static void usage(FILE *out) {
           "JSON keys: bench, seed, steps, capacity, policies, alloc_conf, jobs: [{index,\n"
           "command, workload, events, peak_live, allowance, policies: [{policy, completes,\n"
           "error, peak_reserved, peak_device, over_live, backend_calls,\n"
-          "backend_calls_after_first_step, alloc_events, failures, last_step_reserved,\n"
-          "last_step_live, oom}], goals: {reserve, never_more, calls_after_first_step,\n"
+          "backend_calls_after_first_step, alloc_events, backend_calls_second_half,\n"
+          "alloc_events_second_half, failures, last_step_reserved, last_step_live, oom}],\n"
+          "goals: {reserve, never_more, calls_after_first_step, calls_second_half,\n"
           "completes}}], redraws, redraw_reasons: {invalid, static_over_capacity,\n"
           "peak_over_capacity}, summary: {GOAL: {met, total}}, policy_failures: {POLICY:\n"
           "count}.\n");
@@ -234,6 +273,8 @@ static void json_job(hbm_json *j, int index, const sweep_job *job) {
       hbm_json_kv_u64(j, "backend_calls", r->backend_calls);
       hbm_json_kv_u64(j, "backend_calls_after_first_step", r->backend_calls_after_first_step);
       hbm_json_kv_u64(j, "alloc_events", r->alloc_events);
+      hbm_json_kv_u64(j, "backend_calls_second_half", run->late_calls);
+      hbm_json_kv_u64(j, "alloc_events_second_half", run->late_allocs);
       hbm_json_kv_u64(j, "failures", r->failures);
       hbm_json_key(j, "last_step_reserved");
       if (run->sampled) hbm_json_u64(j, run->last_reserved); else hbm_json_null(j);
@@ -267,9 +308,10 @@ static void json_job(hbm_json *j, int index, const sweep_job *job) {
 }
 
 /* One table row: index, peak live, the three reserves over live, zoned's
- * calls after the first step, missed goals, then the command. */
+ * calls after the first step and over the second half, missed goals, then
+ * the command. */
 static void text_row(int index, const sweep_job *job) {
-  char live[32], col[NPOL][16], end[16], calls[16], miss[160] = "";
+  char live[32], col[NPOL][16], end[16], calls[16], late[16], miss[160] = "";
   for (int i = 0; i < NPOL; i++) {
     const sweep_run *run = &job->run[i];
     if (run->error != HBM_OK) snprintf(col[i], sizeof col[i], "error");
@@ -281,13 +323,15 @@ static void text_row(int index, const sweep_job *job) {
   else snprintf(end, sizeof end, "%.2f%%", 100 * over_live(z->last_reserved, job->peak_live));
   if (z->error != HBM_OK) snprintf(calls, sizeof calls, "-");
   else snprintf(calls, sizeof calls, "%.3f%%", 100 * calls_share(&z->r));
+  if (z->error != HBM_OK) snprintf(late, sizeof late, "-");
+  else snprintf(late, sizeof late, "%.3f%%", 100 * late_share(z));
   for (int g = 0; g < NGOALS; g++)
     if (!job->goal[g]) {
       size_t n = strlen(miss);
       snprintf(miss + n, sizeof miss - n, "%s%s", n ? "," : "", goal_names[g]);
     }
-  printf("%4d %11s %9s %10s %8s %9s %9s  %-41s %s\n", index, cli_size(job->peak_live, live), col[0], col[1],
-         col[2], end, calls, miss[0] ? miss : "-", job->command);
+  printf("%4d %11s %9s %10s %8s %9s %9s %9s  %-41s %s\n", index, cli_size(job->peak_live, live), col[0], col[1],
+         col[2], end, calls, late, miss[0] ? miss : "-", job->command);
 }
 
 /* ---- the sweep ------------------------------------------------------------------ */
@@ -388,8 +432,9 @@ int bench_sweep(int argc, char **argv) {
     for (int i = 0; i < NPOL; i++) {
       sweep_run *run = &job->run[i];
       hbm_replay_options o = {.policy = sweep_policies[i], .conf = cli_conf_for(&confs, sweep_policies[i]),
-                              .on_sample = keep_last_sample, .sample_arg = run};
+                              .on_sample = keep_sample, .sample_arg = run};
       run->error = hbm_replay(t, &o, &run->r);
+      count_second_half(run);
       if (run->error != HBM_OK) {
         if (progress) fprintf(stderr, "\n");
         cli_error("bench sweep: job %llu: replay through %s failed: %s", (unsigned long long)k + 1,
@@ -466,9 +511,10 @@ int bench_sweep(int argc, char **argv) {
     }
     printf("caching, expandable, zoned: (peak reserved - peak live) / peak live; at end: zoned's reserved at the\n"
            "end of the last step, over peak live; calls: zoned's backend calls after the first step per\n"
-           "allocation; oom: a request the policy could not place; misses: zoned's goals not met\n\n");
-    printf("%4s %11s %9s %10s %8s %9s %9s  %-41s %s\n", "job", "peak live", "caching", "expandable", "zoned",
-           "at end", "calls", "misses", "command (add -o TRACE)");
+           "allocation; 2nd half: the same over the second half of the steps; oom: a request the policy\n"
+           "could not place; misses: zoned's goals not met\n\n");
+    printf("%4s %11s %9s %10s %8s %9s %9s %9s  %-41s %s\n", "job", "peak live", "caching", "expandable", "zoned",
+           "at end", "calls", "2nd half", "misses", "command (add -o TRACE)");
     for (uint64_t k = 0; k < njobs; k++) text_row((int)k + 1, &jobs[k]);
     printf("\nredraws: %llu (%llu invalid split, %llu static state over capacity, %llu peak live over capacity)\n",
            (unsigned long long)redraws, (unsigned long long)redraw_invalid, (unsigned long long)redraw_static,

@@ -23,7 +23,8 @@ static void usage(FILE *out) {
           "  --alloc-conf CONF       policy settings (PyTorch syntax for caching/expandable);\n"
           "                          POLICY=CONF for one policy only; repeatable\n"
           "  --every N               sample every N events (default: at each step boundary)\n"
-          "  --samples               print the samples (fragmentation, largest free, calls so far) too\n"
+          "  --samples               print the samples too: fragmentation, largest free,\n"
+          "                          backend calls and allocations so far\n"
           "  --html FILE             write a self-contained report page (inline SVG) to FILE\n"
           "  --verify                fill every block and verify it on free (host device)\n"
           "  --check N               the policy's invariants after every N events (slow;\n"
@@ -199,6 +200,7 @@ int cmd_replay(int argc, char **argv) {
           hbm_json_kv_u64(&j, "largest_free", s->largest_free);
           hbm_json_kv_double(&j, "fragmentation", s->fragmentation);
           hbm_json_kv_u64(&j, "backend_calls", s->backend_calls);
+          hbm_json_kv_u64(&j, "alloc_events", s->alloc_events);
           hbm_json_object_end(&j);
         }
         hbm_json_array_end(&j);
@@ -231,10 +233,10 @@ int cmd_replay(int argc, char **argv) {
       if (show_samples)
         for (size_t k = 0; k < runs[i].nsamples; k++) {
           const hbm_sample *s = &runs[i].samples[k];
-          printf("%-11s   step %llu event %llu: live %s, largest free %s, ratio %s, calls %llu\n", "",
-                 (unsigned long long)s->step, (unsigned long long)s->event, cli_size(s->live, a),
+          printf("%-11s   step %llu event %llu: live %s, largest free %s, ratio %s, calls %llu, allocs %llu\n",
+                 "", (unsigned long long)s->step, (unsigned long long)s->event, cli_size(s->live, a),
                  cli_size(s->largest_free, e), cli_frag(s->fragmentation, 3, f),
-                 (unsigned long long)s->backend_calls);
+                 (unsigned long long)s->backend_calls, (unsigned long long)s->alloc_events);
         }
     }
   }

@@ -324,6 +324,9 @@ typedef struct hbm_sample {
   uint64_t backend_calls;  /* device calls so far, the policy's setup included:
                               the difference between two samples is what the
                               events between them cost */
+  uint64_t alloc_events;   /* allocation requests replayed so far: with
+                              backend_calls, calls per allocation over any
+                              span of samples */
 } hbm_sample;
 typedef void hbm_sample_fn(const hbm_sample *sample, void *arg);
 /* Progress: done of total events. */

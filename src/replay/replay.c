@@ -83,7 +83,8 @@ static void take_sample(replay_state *s, uint64_t event) {
                     .reserved = u.reserved,
                     .free_total = s->res->capacity - s->live,
                     .largest_free = u.largest_free,
-                    .backend_calls = s->dev->backend_calls};
+                    .backend_calls = s->dev->backend_calls,
+                    .alloc_events = s->res->alloc_events};
   smp.fragmentation = hbm_fragmentation_ratio(smp.free_total, smp.largest_free);
   if (smp.fragmentation > s->res->max_frag) s->res->max_frag = smp.fragmentation;
   if (s->o->on_sample) s->o->on_sample(&smp, s->o->sample_arg);

@@ -2,8 +2,9 @@
 # hbm bench sweep: --help names the options and JSON keys; --json carries
 # its keys and one object per job; the same seed gives the same JSON (the
 # sweep is reproducible); a row's command regenerates its job (hbm gen llm
-# with it, then hbm replay: the same peak reserved for zoned); bad options
-# exit 2 with a message. Small and short: timings are never asserted here.
+# with it, then hbm replay: the same peak reserved for zoned, and the same
+# calls and allocations over the second half of the steps, counted from the
+# replay's samples); bad options exit 2 with a message. Small and short: timings are never asserted here.
 set -u
 fail=0
 dir=$(mktemp -d)
@@ -22,8 +23,9 @@ args="--jobs 3 --steps 4 --seed 5 --json"
 rc=$?
 [ $rc -eq 0 ] || { echo "FAIL sweep --json exits $rc:"; cat "$dir/a.err"; exit 1; }
 for key in bench seed steps capacity jobs command peak_live peak_reserved backend_calls \
-           backend_calls_after_first_step alloc_events oom completes allowance goals reserve never_more \
-           calls_after_first_step redraws summary met total; do
+           backend_calls_after_first_step alloc_events backend_calls_second_half alloc_events_second_half \
+           oom completes allowance goals reserve never_more calls_after_first_step calls_second_half \
+           redraws summary met total; do
   grep -q "\"$key\":" "$dir/a.json" || { echo "FAIL key $key missing: $(cat "$dir/a.json")"; fail=1; }
 done
 [ "$(grep -c . "$dir/a.json")" -eq 1 ] || { echo "FAIL --json stdout is not one line (progress in it?)"; fail=1; }
@@ -43,7 +45,7 @@ assert d["seed"] == 5 and d["steps"] == 4 and d["capacity"] == 141 << 30, d
 assert isinstance(d["redraws"], int)
 jobs = d["jobs"]
 assert len(jobs) == 3, len(jobs)
-goals = ("reserve", "never_more", "calls_after_first_step", "completes")
+goals = ("reserve", "never_more", "calls_after_first_step", "calls_second_half", "completes")
 for g in goals:
     s = d["summary"][g]
     assert s["total"] == 3 and s["met"] == sum(1 for j in jobs if j["goals"][g]), (g, s)
@@ -54,23 +56,33 @@ for j in jobs:
     pol = {p["policy"]: p for p in j["policies"]}
     assert sorted(pol) == ["caching", "expandable", "zoned"], pol
     for p in pol.values():
-        for k in ("peak_reserved", "backend_calls", "backend_calls_after_first_step", "alloc_events"):
+        for k in ("peak_reserved", "backend_calls", "backend_calls_after_first_step", "alloc_events",
+                  "backend_calls_second_half", "alloc_events_second_half"):
             assert isinstance(p[k], int), (k, p)
+        # steps 3 and 4 of 4: after the first step, and some of its allocations
+        assert p["backend_calls_second_half"] <= p["backend_calls_after_first_step"], p
+        assert 0 < p["alloc_events_second_half"] < p["alloc_events"], p
         assert p["completes"] == (p.get("oom") is None and p["error"] is None), p
     assert all(isinstance(j["goals"][g], bool) for g in goals), j["goals"]
     assert j["goals"]["completes"] == pol["zoned"]["completes"]
     z = pol["zoned"]
     assert j["goals"]["reserve"] == (z["peak_reserved"] - j["peak_live"] <= j["allowance"]), j
-    print(z["peak_reserved"], j["command"])
+    assert j["goals"]["calls_second_half"] == (z["backend_calls_second_half"] * 100 <= z["alloc_events_second_half"]), j
+    print(z["peak_reserved"], z["backend_calls_second_half"], z["alloc_events_second_half"], j["command"])
 EOF
-  # each row's command regenerates its job: zoned's peak reserved, replayed from the file
-  while read -r reserved cmd; do
+  # each row's command regenerates its job: zoned's peak reserved, and what the
+  # samples from the end of step 2 to the end say of the second half, replayed from the file
+  while read -r reserved late_calls late_allocs cmd; do
     # shellcheck disable=SC2086
     "$HBM" ${cmd#hbm } -o "$dir/job.trace" > /dev/null 2> "$dir/gen.err" || { echo "FAIL '$cmd' exits $?: $(cat "$dir/gen.err")"; fail=1; continue; }
-    got=$("$HBM" replay "$dir/job.trace" --policy caching,expandable,zoned --json |
-          python3 -c 'import json,sys; print([p["peak_reserved"] for p in json.load(sys.stdin)["policies"] if p["policy"] == "zoned"][0])')
-    if [ "$got" = "$reserved" ]; then echo "ok   regenerated: zoned peak reserved $got: $cmd"
-    else echo "FAIL '$cmd': hbm replay gives zoned $got, the sweep $reserved"; fail=1; fi
+    got=$("$HBM" replay "$dir/job.trace" --policy zoned --samples --json | python3 -c '
+import json, sys
+p = json.load(sys.stdin)["policies"][0]
+s = p["samples"]
+assert len(s) == 5, len(s)  # the end of the build phase and of each of the 4 steps
+print(p["peak_reserved"], s[-1]["backend_calls"] - s[2]["backend_calls"], s[-1]["alloc_events"] - s[2]["alloc_events"])')
+    if [ "$got" = "$reserved $late_calls $late_allocs" ]; then echo "ok   regenerated: zoned peak reserved, second-half calls, allocations $got: $cmd"
+    else echo "FAIL '$cmd': hbm replay gives zoned $got, the sweep $reserved $late_calls $late_allocs"; fail=1; fi
   done < "$dir/jobs"
   [ "$(grep -c . "$dir/jobs")" -eq 3 ] || { echo "FAIL: not 3 jobs to regenerate"; fail=1; }
 else
@@ -80,7 +92,7 @@ fi
 # text: a row per job and a summary line per goal
 "$HBM" bench sweep --jobs 3 --steps 4 --seed 5 > "$dir/text" 2>&1 || { echo "FAIL text exits $?"; fail=1; }
 [ "$(grep -c "hbm gen llm " "$dir/text")" -eq 3 ] || { echo "FAIL text: not 3 rows: $(cat "$dir/text")"; fail=1; }
-for g in reserve never_more calls_after_first_step completes; do
+for g in reserve never_more calls_after_first_step calls_second_half completes; do
   grep -q "^$g  *[0-9]*/3 jobs" "$dir/text" || { echo "FAIL text: no summary line for $g: $(cat "$dir/text")"; fail=1; }
 done
 

@@ -26,6 +26,9 @@ assert p["max_frag"] <= 0.05
 calls = [s["backend_calls"] for s in p["samples"]]
 assert calls == sorted(calls) and calls[-1] == p["backend_calls"], (calls, p["backend_calls"])
 assert calls[-1] - calls[1] == p["backend_calls_after_first_step"], (calls, p["backend_calls_after_first_step"])
+# and the allocations so far: the last sample has them all
+allocs = [s["alloc_events"] for s in p["samples"]]
+assert allocs == sorted(allocs) and allocs[0] < allocs[-1] == p["alloc_events"], (allocs, p["alloc_events"])
 print("step437 under zoned: fragmentation at the boundaries", fr, "calls", calls)
 ' || { echo "FAIL: step 437 fragmentation"; fail=1; }
 fi
