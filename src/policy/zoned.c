@@ -958,10 +958,10 @@ static int rechunk_staged(zoned *z, uint32_t c, uint32_t nruns, const uint32_t *
   uint32_t slot[RECHUNK_MAX_RUNS];
   for (uint32_t i = 0; i < nruns; i++) used += (uint64_t)len[i] << z->gshift;
   if (!dev->ops->to_host || !dev->ops->from_host) return HBM_EUNSUPPORTED;
-  if (z->stage_bytes < used) {
-    void *b = realloc(z->stage, used);
-    if (!b) return HBM_EHOSTMEM;
-    z->stage = b;
+  if (z->stage_bytes < used) { /* nothing in it to keep: no realloc, whose copy touches every page */
+    free(z->stage);
+    z->stage_bytes = 0;
+    if (!(z->stage = malloc(used))) return HBM_EHOSTMEM;
     z->stage_bytes = used;
   }
   /* Records first: if they cannot be had, nothing changed. */
