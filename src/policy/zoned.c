@@ -1367,8 +1367,14 @@ static int plan_build(zoned *z, const zstep *s, uint64_t step_calls) {
       b[m++] = (hbm_dsa_block){x->size, x->born, x->died};
     }
   }
-  ok = ok && m && hbm_dsa_plan(b, m, s->events, ZONED_UNIT, off, &footprint) == HBM_OK && footprint <= z->capacity;
-  int worth = !ok || plan_worth(z, footprint, hbm_dsa_peak(b, m, s->events), step_calls);
+  /* No plan's footprint is below the peak load, and a plan pays less the
+   * larger its footprint: where one at the peak would not pay, none would,
+   * and the planner (the costliest part of a step mark) need not run. */
+  uint64_t peak = ok && m ? hbm_dsa_peak(b, m, s->events) : 0;
+  int hopeless = ok && m && peak && !plan_worth(z, peak, peak, step_calls); /* peak 0: out of host memory */
+  ok = ok && m && !hopeless && hbm_dsa_plan(b, m, s->events, ZONED_UNIT, off, &footprint) == HBM_OK &&
+       footprint <= z->capacity;
+  int worth = !hopeless && (!ok || plan_worth(z, footprint, peak, step_calls));
   ok = ok && worth;
   /* A range of the plan's own: an empty one again, else a new one. */
   for (uint32_t k = 0; ok && k < z->zones[zi].nranges && ri == NIL; k++)
