@@ -1,8 +1,8 @@
 /* fuzz_replay.c: libFuzzer target for replay: any text trace that parses
  * (starting states included) goes through every policy on a small device,
  * with the policy's invariants checked after every event
- * (hbm_replay_options.check_every), and through zoned with plan:always and
- * with moves over 2 MiB chunks. A replay must end HBM_OK, a failed
+ * (hbm_replay_options.check_every), and through zoned with plan:always,
+ * with moves over 2 MiB chunks, and with slots for blocks of 4 MiB and more. A replay must end HBM_OK, a failed
  * request being a result (oom), not an error; only running out of host
  * memory may end it otherwise. Traces are capped at 512 events and blocks
  * so that one input stays quick.
@@ -27,8 +27,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   /* every policy with its defaults, then zoned's other paths: plans made
-   * whenever two steps match, and moves over the smallest chunks */
-  static const char *const extra[][2] = {{"zoned", "plan:always"}, {"zoned", "moves:on,chunk:2MiB"}};
+   * whenever two steps match, moves over the smallest chunks, and slots */
+  static const char *const extra[][2] = {
+      {"zoned", "plan:always"}, {"zoned", "moves:on,chunk:2MiB"}, {"zoned", "slot:4MiB"}};
   int nextra = (int)(sizeof extra / sizeof extra[0]);
   for (int i = 0; i < npolicies + nextra; i++) {
     hbm_replay_options o = {.policy = i < npolicies ? policies[i] : extra[i - npolicies][0],

@@ -356,6 +356,47 @@ static void step_plan_tests(uint64_t *rng, double scale) {
       CHECK(roomy.backend_calls < tight.backend_calls);
       hbm_trace_free(t);
     }
+
+    /* Eager attention over sequences of 1024..4096: score blocks of a GiB
+     * and more whose size changes every micro-batch. Each lands where its
+     * predecessor's hole is too small, and the predecessor's chunks are
+     * stitched over: slot:1GiB gives such blocks address ranges of their
+     * own, where the next one starts on pages already mapped. Fewer calls,
+     * the reserve inside the goal, the invariants held throughout. */
+    g.layers = 40;
+    g.hidden = 5120;
+    g.heads = g.kv_heads = 40;
+    g.pp = 4;
+    g.pp_stage = 0;
+    g.zero = 3;
+    g.micro_batch = 2;
+    g.grad_accum = 2;
+    g.checkpoint_every = 2;
+    g.fused_optimizer = 1;
+    g.attention = HBM_ATTN_EAGER;
+    g.seed = 8;
+    t = NULL;
+    CHECK(hbm_gen_llm(&g, &t, &gd) == HBM_OK);
+    if (t) {
+      hbm_replay_result plain, slots;
+      o = (hbm_replay_options){.policy = "zoned", .device = "sim:141GiB"};
+      CHECK(hbm_replay(t, &o, &plain) == HBM_OK);
+      o.conf = "slot:1GiB";
+      o.check_every = 997;
+      CHECK(hbm_replay(t, &o, &slots) == HBM_OK);
+      printf("test_zoned: huge blocks that change size, slot off / 1GiB: %.2f%% / %.2f%% over peak live, "
+             "%llu / %llu calls, %.0f slot placements\n",
+             100.0 * ((double)plain.peak_reserved / (double)plain.peak_live - 1),
+             100.0 * ((double)slots.peak_reserved / (double)slots.peak_live - 1),
+             (unsigned long long)plain.backend_calls, (unsigned long long)slots.backend_calls,
+             counter(&slots, "slot_allocs"));
+      CHECK(counter(&plain, "slot_allocs") == 0);
+      CHECK(counter(&slots, "slot_allocs") > 0);
+      CHECK(!slots.oom && slots.peak_device == slots.peak_reserved);
+      CHECK(slots.peak_reserved <= slots.peak_live + slots.peak_live / 50);
+      CHECK(slots.backend_calls < plain.backend_calls);
+      hbm_trace_free(t);
+    }
   }
 
   /* ---- random stepped jobs: hbm_check() after every operation ---- */
@@ -406,7 +447,8 @@ int main(void) {
   const char *confs[] = {NULL, "zones:off", "zones:tags", "small:off", "streams:off", "large_life:on",
                          "chunk:2MiB", "chunk:1GiB", "slack:5%", "slack:32MiB,probes:1", "moves:on",
                          "moves:on,chunk:8MiB", "moves:on,chunk:6MiB" /* stripes of 3 pages: not a power of two */,
-                         "moves:on,slack:1%", "headroom:2%,moves:on", "vmm:off", "vmm:off,split:0.2"};
+                         "moves:on,slack:1%", "headroom:2%,moves:on", "slot:16MiB", "slot:8MiB,moves:on",
+                         "vmm:off", "vmm:off,split:0.2"};
   for (size_t i = 0; i < sizeof confs / sizeof confs[0]; i++) {
     uint64_t failed = stress("sim:4GiB", confs[i], ops, 200 * MiB, 1, &rng);
     printf("test_zoned: sim:4GiB %-22s %llu ops, %llu failed allocations\n", confs[i] ? confs[i] : "(default)",
@@ -420,6 +462,9 @@ int main(void) {
   printf("test_zoned: sim:512MiB, one-stripe chunks, under pressure: %llu failed\n", (unsigned long long)failed);
   failed = stress("sim:512MiB", "moves:on", ops, 96 * MiB, 1, &rng);
   printf("test_zoned: sim:512MiB, cache held at its bound, under pressure: %llu failed\n", (unsigned long long)failed);
+  failed = stress("sim:512MiB", "slot:16MiB", ops, 96 * MiB, 1, &rng);
+  printf("test_zoned: sim:512MiB, slots for blocks of 16 MiB and more, under pressure: %llu failed\n",
+         (unsigned long long)failed);
   failed = stress("sim:256MiB,granule=64KiB", NULL, ops, 32 * MiB, 1, &rng);
   printf("test_zoned: 64 KiB granules under pressure: %llu failed\n", (unsigned long long)failed);
 
@@ -429,7 +474,8 @@ int main(void) {
   hbm_heap *h;
   errors_seen = 0;
   const char *bad[] = {"zones:maybe", "chunk:3MiB", "chunk:1KiB", "probes:0", "slack:-1%", "nosuch:1", "zones", "va:0", "split:1",
-                       "moves:maybe", "plan:maybe", "plan:sometimes", "headroom:1", "headroom:60%", "headroom:-1%"};
+                       "moves:maybe", "plan:maybe", "plan:sometimes", "headroom:1", "headroom:60%", "headroom:-1%",
+                       "slot:1KiB", "slot:maybe", "slot:"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(hbm_heap_create(dev, "zoned", bad[i], &h) == HBM_EINVAL);
   CHECK(errors_seen >= (int)(sizeof bad / sizeof bad[0]));
   /* edges through the public API */

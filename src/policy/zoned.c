@@ -53,6 +53,8 @@
  *   slack:SIZE|P%         cache allowed above the touched high-water mark (default 0)
  *   headroom:P%           in a job that marks steps, the bound is at least P% over peak
  *                         live bytes: fewer moves and trims for that reserve (default 0)
+ *   slot:SIZE|off         a block of SIZE or more may take an address range of its own,
+ *                         where the next such block finds its pages mapped (default off)
  *   moves:on|off|auto     hold the cache at that bound by moving idle chunks (default auto:
  *                         while a job that marks steps follows no plan)
  *   plan:on|off|always    plan the large blocks of steps that repeat (default on: when
@@ -81,6 +83,7 @@ enum { ZONED_UNIT = 512, ZONED_ARENA_RANGES = 8 };
 enum { MOVES_OFF = 0, MOVES_ON = 1, MOVES_AUTO = 2 };
 enum { PLAN_OFF = 0, PLAN_ON = 1, PLAN_ALWAYS = 2 };
 enum { ZONE_PLANNED = 2, PLAN_MAX_RANGES = 4 }; /* the zone planned blocks live in (life 2: no class) */
+enum { ZONE_SLOTS = 3, MAX_SLOTS = 64 }; /* the zone of slots (life 3: no class), a range each */
 #define NIL UINT32_MAX
 
 typedef enum zone_mode { ZONES_INFER = 0, ZONES_TAGS, ZONES_OFF } zone_mode;
@@ -88,7 +91,7 @@ typedef enum zone_mode { ZONES_INFER = 0, ZONES_TAGS, ZONES_OFF } zone_mode;
 typedef struct zoned_conf {
   zone_mode zones;
   int large_life, small, streams, vmm, probes, moves, plan, trim;
-  uint64_t chunk, slack, va_factor;
+  uint64_t chunk, slack, va_factor, slot; /* slot: 0 off */
   double slack_share, headroom, split;
 } zoned_conf;
 
@@ -219,7 +222,7 @@ typedef struct zoned {
   hbm_range *fixed[2];   /* [HBM_LIFE_TRANSIENT], [HBM_LIFE_STATIC] */
   /* ---- counters ---- */
   uint64_t chunks_created, chunks_released, chunks_moved, pressure_releases, cold_releases, rechunks,
-      staged_rechunks, trims, unsettles, switch_moves, bound_moves, bound_releases, peak_releases, static_allocs, plan_builds,
+      staged_rechunks, trims, unsettles, switch_moves, bound_moves, bound_releases, peak_releases, static_allocs, slot_allocs, plan_builds,
       plan_steps, plan_misses, plan_drops, plans_declined;
 } zoned;
 
@@ -269,6 +272,9 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
       size_t len = strlen(v);
       c->headroom = strtod(v, &end) / 100.0;
       if (len < 2 || v[len - 1] != '%' || *end != '%' || !(c->headroom >= 0 && c->headroom <= 0.5)) goto bad;
+    } else if (!strcmp(k, "slot")) {
+      if (!strcmp(v, "off")) c->slot = 0;
+      else if (hbm_size_parse(v, &c->slot) != HBM_OK || c->slot < granule || c->slot > HBM_MAX_SIZE) goto bad;
     } else if (!strcmp(k, "probes")) {
       long n = strtol(v, &end, 10);
       if (*end || n < 1 || n > 1024) goto bad;
@@ -303,7 +309,7 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
     if (sep) *sep = sep_char; /* the whole setting in the message */
     hbm_diag_set(diag, "alloc-conf", 0, (uint64_t)(item - buf),
                  "zoned: bad setting '%s' (expected zones:infer|tags|off, large_life:on|off, "
-                 "chunk:SIZE, slack:SIZE|P%%, headroom:P%%, moves:on|off|auto, plan:on|off|always, trim:on|off, probes:N, small:on|off, streams:on|off, va:N, "
+                 "chunk:SIZE, slack:SIZE|P%%, headroom:P%%, slot:SIZE|off, moves:on|off|auto, plan:on|off|always, trim:on|off, probes:N, small:on|off, streams:on|off, va:N, "
                  "vmm:on|off, split:F)", item);
     return HBM_EINVAL;
   }
@@ -1251,11 +1257,68 @@ static int class_matters(const zoned *z, uint64_t size) {
   return z->fallback || !is_large(z, size) || z->conf.large_life;
 }
 
+/* ==== slots (slot:SIZE) =========================================================
+ * A block of `slot` bytes or more may take an address range of its own, at
+ * its start. Where such blocks come and go with sizes that change (attention
+ * scores over sequences of varying length), the next one is larger than the
+ * hole its predecessor left in the large zone, lands elsewhere, and the
+ * predecessor's chunks are stitched over to it, a move a stripe. In a slot it
+ * starts on the pages its predecessor left mapped and needs only the rest.
+ * A slot is taken only where it needs no more new pages than the block's
+ * place in the large zone; a new slot (all its pages new) wins a tie, so that
+ * the next block of the kind has one to come back to. At most MAX_SLOTS.
+ * Only without large_life: a large block then carries no lifetime record. */
+
+/* The empty slot whose mapped pages cover most of a block of `size` at its
+ * start (*fresh: the pages it lacks), or NIL. */
+static uint32_t best_slot(zoned *z, uint32_t zi, uint64_t size, uint64_t *fresh) {
+  uint32_t best = NIL;
+  *fresh = UINT64_MAX;
+  for (uint32_t k = 0; k < z->zones[zi].nranges; k++) {
+    uint32_t ri = z->zones[zi].ranges[k];
+    zrange *r = &z->ranges[ri];
+    void *arg[2] = {z, r};
+    uint64_t f;
+    if (!hbm_vspace_live_blocks(r->vs) && (f = fresh_cost(arg, r->base, r->size, size)) < *fresh) {
+      *fresh = f;
+      best = ri;
+    }
+  }
+  return best;
+}
+
+/* A large request of slot size or more: placed in the large zone (range li,
+ * at *addr) or in a slot, whichever needs fewer new pages (see above).
+ * HBM_ENOMEM when neither could be backed: the caller's pressed path then
+ * tries the large zone again. */
+static int slot_or_zone(zoned *z, uint32_t li, uint64_t size, uint32_t user, uint64_t *addr, uint64_t *block) {
+  uint32_t si_zone, si;
+  if (zone_get(z, ZONE_SLOTS, 0, 0, &si_zone) != HBM_OK) return HBM_EHOSTMEM;
+  uint64_t slot_fresh, zone_fresh = UINT64_MAX, pages = (hbm_align_up(size, ZONED_UNIT) + z->granule - 1) >> z->gshift;
+  if ((si = best_slot(z, si_zone, size, &slot_fresh)) == NIL)
+    slot_fresh = z->zones[si_zone].nranges < MAX_SLOTS ? pages : UINT64_MAX;
+  void *arg[2] = {z, &z->ranges[li]};
+  int placed = hbm_vspace_alloc(z->ranges[li].vs, size, fresh_cost, arg, z->conf.probes, user, addr, block) == HBM_OK;
+  if (placed) zone_fresh = fresh_cost(arg, *addr, *block, *block);
+  if (placed && zone_fresh < slot_fresh) return back_placed(z, li, *addr, *block, 0);
+  if (slot_fresh == UINT64_MAX) return HBM_ENOMEM; /* no hole, no slot */
+  if (placed) hbm_vspace_free(z->ranges[li].vs, *addr, NULL, NULL);
+  int rc = si == NIL ? range_add(z, si_zone, &si) : HBM_OK;
+  if (rc == HBM_OK && hbm_vspace_index_addresses(z->ranges[si].vs) != HBM_OK) rc = HBM_EHOSTMEM;
+  if (rc == HBM_OK && (rc = place_at(z, si, z->ranges[si].base, size, 0, block)) == HBM_OK) *addr = z->ranges[si].base;
+  z->slot_allocs += rc == HBM_OK;
+  return rc == HBM_EBUSY ? HBM_ENOMEM : rc;
+}
+
 static int vmm_alloc(zoned *z, uint64_t size, hbm_life life, int stream, uint32_t user, uint64_t *addr,
                      uint64_t *block) {
   uint32_t zi, ri;
   int rc = zone_for(z, size, life, stream, &zi);
   if (rc != HBM_OK) return rc;
+  if (z->conf.slot && size >= z->conf.slot && is_large(z, size) && !z->conf.large_life && z->zones[zi].nranges) {
+    rc = slot_or_zone(z, z->zones[zi].ranges[0], size, user, addr, block);
+    if (rc != HBM_ENOMEM) return rc;
+  }
   uint64_t need = hbm_align_up(size, ZONED_UNIT);
   /* The first reservation with a hole that holds it; a physical shortage is
    * final (every range draws on the same granules). Holes are looked for by
@@ -1822,6 +1885,7 @@ static int zoned_counters(hbm_policy *p, hbm_counter *out, int max) {
       {"plan_misses", (double)z->plan_misses},
       {"plan_drops", (double)z->plan_drops},
       {"plans_declined", (double)z->plans_declined},
+      {"slot_allocs", (double)z->slot_allocs},
       {"unsettles", (double)z->unsettles},
   };
   int n = (int)(sizeof c / sizeof c[0]);
