@@ -148,6 +148,20 @@ static double counter(const hbm_replay_result *r, const char *name) {
   return -1;
 }
 
+/* A generated job through zoned on a 141 GiB device, with its defaults and
+ * with `conf` (the invariants checked every 997 events). */
+static void replay_both(const hbm_trace *t, const char *conf, hbm_replay_result *plain, hbm_replay_result *with) {
+  hbm_replay_options o = {.policy = "zoned", .device = "sim:141GiB"};
+  CHECK(hbm_replay(t, &o, plain) == HBM_OK);
+  o.conf = conf;
+  o.check_every = 997;
+  CHECK(hbm_replay(t, &o, with) == HBM_OK);
+}
+
+static double over_live_pct(const hbm_replay_result *r) {
+  return 100.0 * ((double)r->peak_reserved / (double)r->peak_live - 1);
+}
+
 /* A step whose online layout leaves a hole: A (128 MiB) and B (64 MiB); A
  * freed; C (192 MiB) does not fit A's hole and goes above B. Peak live 256
  * MiB (B and C); placed online the step touches 384 MiB of addresses. The
@@ -341,15 +355,10 @@ static void step_plan_tests(uint64_t *rng, double scale) {
     CHECK(hbm_gen_llm(&g, &t, &gd) == HBM_OK);
     if (t) {
       hbm_replay_result tight, roomy;
-      o = (hbm_replay_options){.policy = "zoned", .device = "sim:141GiB"};
-      CHECK(hbm_replay(t, &o, &tight) == HBM_OK);
-      o.conf = "headroom:1%";
-      o.check_every = 997;
-      CHECK(hbm_replay(t, &o, &roomy) == HBM_OK);
+      replay_both(t, "headroom:1%", &tight, &roomy);
       printf("test_zoned: steps that differ, headroom 0 / 1%%: %.2f%% / %.2f%% over peak live, %llu / %llu calls\n",
-             100.0 * ((double)tight.peak_reserved / (double)tight.peak_live - 1),
-             100.0 * ((double)roomy.peak_reserved / (double)roomy.peak_live - 1),
-             (unsigned long long)tight.backend_calls, (unsigned long long)roomy.backend_calls);
+             over_live_pct(&tight), over_live_pct(&roomy), (unsigned long long)tight.backend_calls,
+             (unsigned long long)roomy.backend_calls);
       CHECK(!roomy.oom && roomy.peak_device == roomy.peak_reserved);
       CHECK(roomy.peak_reserved > tight.peak_reserved);
       CHECK(roomy.peak_reserved <= roomy.peak_live + roomy.peak_live / 50);
@@ -379,15 +388,9 @@ static void step_plan_tests(uint64_t *rng, double scale) {
     CHECK(hbm_gen_llm(&g, &t, &gd) == HBM_OK);
     if (t) {
       hbm_replay_result plain, slots;
-      o = (hbm_replay_options){.policy = "zoned", .device = "sim:141GiB"};
-      CHECK(hbm_replay(t, &o, &plain) == HBM_OK);
-      o.conf = "slot:1GiB";
-      o.check_every = 997;
-      CHECK(hbm_replay(t, &o, &slots) == HBM_OK);
+      replay_both(t, "slot:1GiB", &plain, &slots);
       printf("test_zoned: huge blocks that change size, slot off / 1GiB: %.2f%% / %.2f%% over peak live, "
-             "%llu / %llu calls, %.0f slot placements\n",
-             100.0 * ((double)plain.peak_reserved / (double)plain.peak_live - 1),
-             100.0 * ((double)slots.peak_reserved / (double)slots.peak_live - 1),
+             "%llu / %llu calls, %.0f slot placements\n", over_live_pct(&plain), over_live_pct(&slots),
              (unsigned long long)plain.backend_calls, (unsigned long long)slots.backend_calls,
              counter(&slots, "slot_allocs"));
       CHECK(counter(&plain, "slot_allocs") == 0);
