@@ -122,11 +122,12 @@ typedef struct sweep_run {
   uint64_t last_reserved;  /* reserved at the last sample: the end of the last step */
   uint64_t last_live;      /* live then */
   int sampled;
-  /* Calls and allocations so far at each sample (a step mark, and the end),
-   * while the replay runs; then what the second half of the steps made. */
-  uint64_t (*so_far)[2];
-  size_t nsamples, cap;
-  uint64_t late_calls, late_allocs;
+  /* The second half of the steps: samples fall at each step mark (the
+   * first after the build phase) and at the end, steps + 1 in all, so it
+   * runs from sample (steps + 1) / 2, the end of step steps / 2, to the
+   * last. Calls and allocations so far at those two, then between them. */
+  uint64_t nsamples, half;
+  uint64_t half_calls, half_allocs, late_calls, late_allocs;
 } sweep_run;
 
 typedef struct sweep_job {
@@ -142,30 +143,14 @@ static void keep_sample(const hbm_sample *s, void *arg) {
   run->last_reserved = s->reserved;
   run->last_live = s->live;
   run->sampled = 1;
-  if (run->nsamples == run->cap) {
-    size_t cap = run->cap ? 2 * run->cap : 64;
-    uint64_t(*grown)[2] = realloc(run->so_far, cap * sizeof *grown);
-    if (!grown) return; /* out of host memory: the halves count the samples kept */
-    run->so_far = grown;
-    run->cap = cap;
+  if (run->nsamples++ == run->half) {
+    run->half_calls = s->backend_calls;
+    run->half_allocs = s->alloc_events;
   }
-  run->so_far[run->nsamples][0] = s->backend_calls;
-  run->so_far[run->nsamples][1] = s->alloc_events;
-  run->nsamples++;
-}
-
-/* The second half of the steps: from the sample at the end of step
- * steps / 2 (samples fall at each step mark, the first after the build
- * phase, and at the end) to the last. */
-static void count_second_half(sweep_run *run) {
-  if (run->nsamples >= 2) {
-    const uint64_t *from = run->so_far[run->nsamples / 2], *to = run->so_far[run->nsamples - 1];
-    run->late_calls = to[0] - from[0];
-    run->late_allocs = to[1] - from[1];
+  if (run->nsamples > run->half) {
+    run->late_calls = s->backend_calls - run->half_calls;
+    run->late_allocs = s->alloc_events - run->half_allocs;
   }
-  free(run->so_far);
-  run->so_far = NULL;
-  run->nsamples = run->cap = 0;
 }
 
 static int completes(const sweep_run *run) { return run->error == HBM_OK && !run->r.oom; }
@@ -433,8 +418,8 @@ int bench_sweep(int argc, char **argv) {
       sweep_run *run = &job->run[i];
       hbm_replay_options o = {.policy = sweep_policies[i], .conf = cli_conf_for(&confs, sweep_policies[i]),
                               .on_sample = keep_sample, .sample_arg = run};
+      run->half = (steps + 1) / 2;
       run->error = hbm_replay(t, &o, &run->r);
-      count_second_half(run);
       if (run->error != HBM_OK) {
         if (progress) fprintf(stderr, "\n");
         cli_error("bench sweep: job %llu: replay through %s failed: %s", (unsigned long long)k + 1,
