@@ -1,5 +1,5 @@
 /* cli.h: shared pieces of the hbm command-line tool, a thin layer over the
- * library. Exit codes (DESIGN.md §6): 0 success, 1 a failed check, 2 bad input
+ * library. Exit codes (docs/design.md §4): 0 success, 1 a failed check, 2 bad input
  * or usage. Each command lives in cli/cmd_<name>.c (or bench/ for benchmarks). */
 #ifndef HBM_CLI_H
 #define HBM_CLI_H

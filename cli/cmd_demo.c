@@ -1,4 +1,4 @@
-/* hbm demo: the story of DESIGN.md 1 end to end, with no input files.
+/* hbm demo: the story of docs/design.md §1 end to end, with no input files.
  * Generates the 910c-dense workload from its shapes, replays it through every
  * policy at the device's capacity, prints the table and writes report.html. */
 #include <getopt.h>
@@ -19,7 +19,7 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: hbm demo [options]\n"
           "\n"
-          "Generates the 910c-dense workload (DESIGN.md 1: a 98B dense model on 1024 NPUs\n"
+          "Generates the 910c-dense workload (docs/design.md §1: a 98B dense model on 1024 NPUs\n"
           "of 96 GiB, BF16/FP32 mixed precision, sequences up to 8192 tokens, 4.2 GB\n"
           "AllReduce buckets, 500 steps) from its shapes, replays it through every\n"
           "policy at the device's capacity, prints a table and writes an HTML report.\n"

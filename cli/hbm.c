@@ -8,7 +8,7 @@ static const cli_command commands[] = {
     {"replay", "replay a trace or PyTorch snapshot through allocator policies", cmd_replay},
     {"bench", "benchmarks, side by side in one run (alloc, ...)", cmd_bench},
     {"gen", "generate a workload trace from a model's shapes (gen llm)", cmd_gen},
-    {"demo", "the DESIGN.md story end to end: generate, replay every policy, report.html", cmd_demo},
+    {"demo", "the docs/design.md story end to end: generate, replay every policy, report.html", cmd_demo},
     {"import", "convert a PyTorch memory snapshot to an hbm trace", cmd_import},
     {"fidelity", "compare the PyTorch caching model with what a snapshot recorded", cmd_fidelity},
     {"mincap", "smallest capacity at which each policy completes a trace", cmd_mincap},

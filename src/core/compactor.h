@@ -1,4 +1,4 @@
-/* compactor.h: planning and moving live blocks of one range (DESIGN.md §3,
+/* compactor.h: planning and moving live blocks of one range (docs/design.md §3,
  * docs/compaction.md). Used by the `compact` policy; independent of it.
  *
  * A layout is the range's tiling read once (live blocks and holes in address

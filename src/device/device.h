@@ -1,4 +1,4 @@
-/* device.h: the contract every backend implements (DESIGN.md §3).
+/* device.h: the contract every backend implements (docs/design.md §3).
  *
  * A backend hands out two things: address ranges (virtual space, costless) and
  * physical memory (what capacity counts). Backends with virtual-memory mapping

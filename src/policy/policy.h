@@ -1,4 +1,4 @@
-/* policy.h: what an allocator policy is (DESIGN.md §3).
+/* policy.h: what an allocator policy is (docs/design.md §3).
  *
  * A policy places requests over a device. It knows nothing of traces or of
  * live/peak accounting: the heap (public API) and replay keep those, so every
@@ -21,7 +21,7 @@ typedef struct hbm_policy {
   hbm_device *dev;
 } hbm_policy;
 
-/* What only the policy knows. `largest_free` follows DESIGN.md §2: the largest
+/* What only the policy knows. `largest_free` follows docs/design.md §2: the largest
  * single request that would succeed now without moving data, counting what the
  * policy would release on pressure (cached segments, unmapped capacity). */
 typedef struct hbm_policy_usage {

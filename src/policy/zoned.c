@@ -1,4 +1,4 @@
-/* zoned.c: hbm's own allocator (DESIGN.md §3; docs/zoned.md has the
+/* zoned.c: hbm's own allocator (docs/design.md §3; docs/zoned.md has the
  * measurements behind every choice below): page stitching plus lifetime
  * zones, so that holes between live blocks never block a request.
  *

@@ -1048,7 +1048,7 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
         if (lf > f.largest_hole)
           sb_printf(&b, " Its largest free (%s) exceeds the largest hole because it counts what the policy "
                         "would release or map on pressure (idle cached segments, unmapped pages, unreserved "
-                        "capacity), as DESIGN.md defines it.",
+                        "capacity), as docs/design.md defines it.",
                     size_text(lf, a, 32));
         sb_printf(&b, "</p>\n");
       } else {
@@ -1063,7 +1063,7 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
     sb_printf(&b, "</div>\n");
   }
 
-  sb_printf(&b, "<footer>Words as in DESIGN.md: <b>live</b> = sum of requests not freed; <b>allocated</b> = "
+  sb_printf(&b, "<footer>Words as in docs/design.md: <b>live</b> = sum of requests not freed; <b>allocated</b> = "
                 "blocks handed out; <b>reserved</b> = held from the device; <b>free total</b> = capacity &minus; "
                 "live; <b>largest free</b> = the largest request that would succeed now without moving data; "
                 "<b>efficiency</b> = peak live / peak reserved. Lines keep each bucket's worst value "

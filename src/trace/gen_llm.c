@@ -55,7 +55,7 @@ void hbm_gen_llm_defaults(hbm_gen_llm_config *c) {
 
 static const hbm_gen_llm_preset_info presets[] = {
     {"910c-dense",
-     "DESIGN.md 1: 98B dense GPT (96 layers, hidden 9216) on 1024 x 96 GiB NPUs: tp 8, pp 4, "
+     "docs/design.md §1: 98B dense GPT (96 layers, hidden 9216) on 1024 x 96 GiB NPUs: tp 8, pp 4, "
      "dp 32, eager attention, sequences 1024-8192, checkpoint every 6 layers, 4.2 GB AllReduce "
      "buckets, 500 steps"},
     {"7b-1gpu-80g",
@@ -74,7 +74,7 @@ const hbm_gen_llm_preset_info *hbm_gen_llm_presets(int *count) {
 int hbm_gen_llm_preset(const char *name, hbm_gen_llm_config *c) {
   if (!name) return HBM_EINVAL;
   if (!strcmp(name, "910c-dense")) {
-    /* The field report's run (notes/field-reports.md A, DESIGN.md 1). ~200 GB of BF16 weights
+    /* The field report's run (docs/design.md §1). ~200 GB of BF16 weights
      * and ~800 GB of Adam m+v in total => ~98B parameters. 1024 devices in nodes of 8:
      * tensor parallel inside a node (8), 4 pipeline stages, 32 data-parallel replicas
      * that all-reduce FP32 gradients in 4.2 GB buckets. The optimizer state is sharded
