@@ -21,9 +21,11 @@ static void usage(FILE *out) {
           "                        [--alloc-conf [POLICY=]CONF ...] [--device SPEC] [--rounds N]\n"
           "                        [--every N] [--json]\n\n"
           "Replay speed per policy on one trace, same run, sim device (no memory touched).\n"
-          "  --trace FILE    an hbm trace or PyTorch snapshot (default: a generated workload)\n"
-          "  --preset NAME   workload preset for the generated trace (default 910c-dense)\n"
-          "  --steps N       steps of the generated trace (default 20)\n"
+          "  --trace FILE    an hbm trace or PyTorch snapshot (default: a generated workload);\n"
+          "                  a snapshot names no capacity: give --device sim:SIZE with it\n"
+          "  --preset NAME   workload preset for the generated trace (default 910c-dense);\n"
+          "                  not with --trace\n"
+          "  --steps N       steps of the generated trace (default 20); not with --trace\n"
           "  --policy LIST   policies (default all)\n"
           "  --alloc-conf C  policy settings, as for hbm replay; POLICY=C for one policy only\n"
           "                  (e.g. --alloc-conf zoned=moves:off,plan:off); repeatable\n"
@@ -46,15 +48,18 @@ int bench_replay(int argc, char **argv) {
       {0, 0, 0, 0}};
   const char *trace_path = NULL, *preset = "910c-dense", *policy_list = "all", *device = NULL;
   uint64_t steps = 20, rounds = 3, every = 0;
-  int json = 0, c;
+  int json = 0, preset_given = 0, steps_given = 0, c;
   cli_confs confs = {0};
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     int ok = 1;
     switch (c) {
       case 't': trace_path = optarg; break;
-      case 'p': preset = optarg; break;
-      case 's': ok = cli_parse_count("bench replay: --steps", optarg, 1, 1000000, &steps); break;
+      case 'p': preset = optarg; preset_given = 1; break;
+      case 's':
+        ok = cli_parse_count("bench replay: --steps", optarg, 1, 1000000, &steps);
+        steps_given = 1;
+        break;
       case 'P': policy_list = optarg; break;
       case 'd': device = optarg; break;
       case 'r': ok = cli_parse_count("bench replay: --rounds", optarg, 1, 1000, &rounds); break;
@@ -72,6 +77,17 @@ int bench_replay(int argc, char **argv) {
   char policies[MAX_POLICIES][32];
   int npolicies = cli_split_policies(policy_list, policies, MAX_POLICIES);
   if (!npolicies) return CLI_BAD_INPUT;
+  if (trace_path && (preset_given || steps_given)) {
+    cli_error("bench replay: %s shapes the generated workload, not a --trace file; give one or the other",
+              preset_given ? "--preset" : "--steps");
+    return CLI_BAD_INPUT;
+  }
+  if (device) { /* a bad spec is said once here, not once per policy */
+    hbm_device *dev = NULL;
+    int drc = hbm_device_open(device, &dev);
+    if (drc != HBM_OK) return cli_exit_code(drc);
+    hbm_device_close(dev);
+  }
   hbm_trace *t = NULL;
   hbm_diag d = {0};
   char name[128];
@@ -95,15 +111,13 @@ int bench_replay(int argc, char **argv) {
     cli_diag(&d);
     return cli_exit_code(rc);
   }
-  hbm_json j;
-  hbm_json_init(&j);
-  hbm_json_object_begin(&j);
-  hbm_json_kv_string(&j, "bench", "replay");
-  hbm_json_kv_string(&j, "trace", name);
-  hbm_json_kv_u64(&j, "events", hbm_trace_event_count(t));
-  hbm_json_key(&j, "policies");
-  hbm_json_array_begin(&j);
-  if (!json) printf("replay speed on %s (%llu events), fastest of %llu rounds\n", name, (unsigned long long)hbm_trace_event_count(t), (unsigned long long)rounds);
+  if (!device && !hbm_trace_capacity(t)) {
+    cli_error("bench replay: %s names no capacity: give --device sim:SIZE (e.g. sim:80GiB)", name);
+    hbm_trace_free(t);
+    return CLI_BAD_INPUT;
+  }
+  /* Every round first, then the report: settings a policy refuses (bad input)
+   * end the run before anything is printed. */
   double best[MAX_POLICIES] = {0};
   hbm_replay_result res[MAX_POLICIES];
   int err[MAX_POLICIES] = {0};
@@ -114,16 +128,31 @@ int bench_replay(int argc, char **argv) {
       if ((err[i] = hbm_replay(t, &o, &res[i])) == HBM_OK && (best[i] == 0 || res[i].ns_per_event < best[i]))
         best[i] = res[i].ns_per_event;
     }
-  double first = 0;
   int exit_code = CLI_OK;
   for (int i = 0; i < npolicies; i++) {
     const char *p = policies[i], *conf = cli_conf_for(&confs, p);
-    if (err[i] != HBM_OK) { /* bad settings are bad input; anything else a failed run */
-      cli_error("bench replay: %s%s%s: %s", p, conf ? " with " : "", conf ? conf : "", hbm_strerror(err[i]));
-      if (cli_exit_code(err[i]) == CLI_BAD_INPUT) exit_code = CLI_BAD_INPUT;
-      else if (exit_code == CLI_OK) exit_code = CLI_FAILED;
-      continue;
-    }
+    if (err[i] == HBM_OK) continue; /* bad settings are bad input; anything else a failed run */
+    cli_error("bench replay: %s%s%s: %s", p, conf ? " with " : "", conf ? conf : "", hbm_strerror(err[i]));
+    if (cli_exit_code(err[i]) == CLI_BAD_INPUT) exit_code = CLI_BAD_INPUT;
+    else if (exit_code == CLI_OK) exit_code = CLI_FAILED;
+  }
+  if (exit_code == CLI_BAD_INPUT) {
+    hbm_trace_free(t);
+    return exit_code;
+  }
+  hbm_json j;
+  hbm_json_init(&j);
+  hbm_json_object_begin(&j);
+  hbm_json_kv_string(&j, "bench", "replay");
+  hbm_json_kv_string(&j, "trace", name);
+  hbm_json_kv_u64(&j, "events", hbm_trace_event_count(t));
+  hbm_json_key(&j, "policies");
+  hbm_json_array_begin(&j);
+  if (!json) printf("replay speed on %s (%llu events), fastest of %llu rounds\n", name, (unsigned long long)hbm_trace_event_count(t), (unsigned long long)rounds);
+  double first = 0;
+  for (int i = 0; i < npolicies; i++) {
+    const char *p = policies[i], *conf = cli_conf_for(&confs, p);
+    if (err[i] != HBM_OK) continue; /* said above */
     if (first == 0) first = best[i];
     double eps = best[i] > 0 ? 1e9 / best[i] : 0;
     hbm_json_object_begin(&j);

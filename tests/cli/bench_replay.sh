@@ -37,4 +37,29 @@ for bad in "--policy nosuch" "--policy zoned --alloc-conf zoned=moves:maybe" "--
   if [ $rc -ne 2 ]; then echo "FAIL '$bad' exits $rc, expected 2"; fail=1
   else echo "ok   '$bad': $(tail -n 1 "$out")"; fi
 done
+# A snapshot names no capacity: said once, before anything is printed, JSON or
+# text; --preset or --steps beside --trace is refused, not ignored.
+snap="$HBM_ROOT/tests/fixtures/snapshots/snapshot_basic_p4.pickle"
+err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
+for mode in --json ""; do
+  # shellcheck disable=SC2086
+  "$HBM" bench replay --trace "$snap" --rounds 1 $mode > "$out" 2> "$err"
+  rc=$?
+  if [ $rc -ne 2 ] || [ -s "$out" ] || [ "$(wc -l < "$err")" -ne 1 ] || ! grep -q "names no capacity" "$err"; then
+    echo "FAIL snapshot without --device ($mode): exit $rc, stdout '$(cat "$out")', stderr '$(cat "$err")'"; fail=1
+  else echo "ok   snapshot without --device ($mode): $(cat "$err")"; fi
+done
+"$HBM" bench replay --trace "$snap" --device sim:1GiB --rounds 1 --policy caching --json > "$out" 2> "$err" ||
+  { echo "FAIL snapshot with --device: $(cat "$err")"; fail=1; }
+for extra in "--preset 7b-1gpu-80g" "--steps 2"; do
+  # shellcheck disable=SC2086
+  "$HBM" bench replay --trace "$snap" --device sim:1GiB --rounds 1 $extra > "$out" 2> "$err"
+  rc=$?
+  [ $rc -eq 2 ] && [ ! -s "$out" ] && grep -q "give one or the other" "$err" ||
+    { echo "FAIL --trace with $extra: exit $rc, $(cat "$out" "$err")"; fail=1; }
+done
+"$HBM" bench replay --steps 1 --rounds 1 --policy caching,zoned --alloc-conf zoned=moves:maybe > "$out" 2> "$err"
+rc=$?
+[ $rc -eq 2 ] && [ ! -s "$out" ] || { echo "FAIL a bad setting printed a report or exit $rc: $(cat "$out")"; fail=1; }
 exit $fail
