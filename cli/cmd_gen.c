@@ -28,7 +28,8 @@ static void usage(FILE *out) {
           "\n"
           "model (give --params, or the shape):\n"
           "  --preset NAME           start from a preset, then apply the other options\n"
-          "  --list-presets          list the presets and exit\n"
+          "  --list-presets          list the presets and exit; with --json an object with\n"
+          "                          presets: [{name, summary}]\n"
           "  --params N              total parameters: 1.3B, 70e9 (derives layers/hidden/heads)\n"
           "  --arch gpt|llama        gpt: LayerNorm, biases, GELU, tied embeddings; llama: RMSNorm,\n"
           "                          SwiGLU, grouped-query attention, untied head (default: gpt)\n"
@@ -87,6 +88,29 @@ static void list_presets(FILE *out) {
   int n;
   const hbm_gen_llm_preset_info *p = hbm_gen_llm_presets(&n);
   for (int i = 0; i < n; i++) fprintf(out, "%-14s %s\n", p[i].name, p[i].summary);
+}
+
+static int print_presets(int json) {
+  int n;
+  const hbm_gen_llm_preset_info *p = hbm_gen_llm_presets(&n);
+  if (!json) {
+    list_presets(stdout);
+    return CLI_OK;
+  }
+  hbm_json j;
+  hbm_json_init(&j);
+  hbm_json_object_begin(&j);
+  hbm_json_key(&j, "presets");
+  hbm_json_array_begin(&j);
+  for (int i = 0; i < n; i++) {
+    hbm_json_object_begin(&j);
+    hbm_json_kv_string(&j, "name", p[i].name);
+    hbm_json_kv_string(&j, "summary", p[i].summary);
+    hbm_json_object_end(&j);
+  }
+  hbm_json_array_end(&j);
+  hbm_json_object_end(&j);
+  return cli_print_json("gen llm", &j);
 }
 
 static int parse_u32(const char *opt, const char *text, uint32_t min, uint32_t max, uint32_t *out) {
@@ -261,7 +285,7 @@ int cmd_gen(int argc, char **argv) {
     }
   }
   const char *output = NULL;
-  int estimate = 0, json = 0, ok = 1;
+  int estimate = 0, json = 0, list = 0, ok = 1;
   uint64_t v;
   uint32_t u;
   int shape_given = 0;
@@ -272,7 +296,7 @@ int cmd_gen(int argc, char **argv) {
     const char *name = optind > 1 && optind - 1 < argc ? argv[optind - 1] : "";
     switch (opt) {
       case O_PRESET: break;
-      case O_LIST: list_presets(stdout); return CLI_OK;
+      case O_LIST: list = 1; break;
       case O_PARAMS:
         ok = cli_parse_count("--params", optarg, 0, 100000000000000ull, &c.params);
         if (ok && !shape_given) c.layers = c.hidden = c.heads = c.ffn = 0;
@@ -336,6 +360,7 @@ int cmd_gen(int argc, char **argv) {
     cli_error("unexpected argument '%s' (try: hbm gen llm --help)", argv[optind]);
     return CLI_BAD_INPUT;
   }
+  if (list) return print_presets(json);
   if (c.params && shape_given && c.layers && c.hidden) {
     cli_error("--params conflicts with --layers and --hidden: give the count or the shape");
     return CLI_BAD_INPUT;

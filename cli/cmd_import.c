@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "report/json.h"
 #include "trace/pickle.h"
 #include "trace/snapshot.h"
 #include "trace/trace.h"
@@ -25,7 +26,10 @@ static void usage(FILE *out) {
           "  -o, --output TRACE   where to write (required; written atomically, never over the input)\n"
           "  --device N           which device of a multi-device snapshot (default: the first\n"
           "                       with trace entries)\n"
-          "  -q, --quiet          no summary\n"
+          "  -q, --quiet          no summary (text or JSON)\n"
+          "  --json               the summary as JSON: input, output, allocations, frees,\n"
+          "                       segment_allocs, segment_frees, steps, init_segments,\n"
+          "                       init_segment_bytes, init_live_blocks, peak_live, conf\n"
           "  -h, --help           this text\n"
           "\n"
           "exit: 0 written, 1 could not write, 2 bad input or usage\n");
@@ -36,10 +40,11 @@ int cmd_import(int argc, char **argv) {
   static const struct option opts[] = {{"output", required_argument, 0, 'o'},
                                        {"device", required_argument, 0, 'd'},
                                        {"quiet", no_argument, 0, 'q'},
+                                       {"json", no_argument, 0, 'j'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   const char *output = NULL;
-  int quiet = 0, c;
+  int quiet = 0, json = 0, c;
   hbm_snapshot_options so = {.device = -1};
   optind = 1;
   while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
@@ -52,6 +57,7 @@ int cmd_import(int argc, char **argv) {
         break;
       }
       case 'q': quiet = 1; break;
+      case 'j': json = 1; break;
       case 'h': usage(stdout); return CLI_OK;
       default: usage(stderr); return CLI_BAD_INPUT;
     }
@@ -96,6 +102,7 @@ int cmd_import(int argc, char **argv) {
     hbm_trace_free(t);
     return cli_exit_code(rc);
   }
+  int code = CLI_OK;
   if (!quiet) {
     uint64_t allocs = 0, frees = 0, segs = 0, segfrees = 0, steps = 0, live = 0, init_bytes = 0;
     for (uint64_t i = 0; i < t->nevents; i++) {
@@ -110,6 +117,27 @@ int cmd_import(int argc, char **argv) {
     }
     for (uint32_t i = 0; i < t->ninit_blocks; i++) live += t->init_blocks[i].id != HBM_NO_ID;
     for (uint32_t i = 0; i < t->ninit_segments; i++) init_bytes += t->init_segments[i].size;
+    if (json) {
+      hbm_json j;
+      hbm_json_init(&j);
+      hbm_json_object_begin(&j);
+      hbm_json_kv_string(&j, "input", path);
+      hbm_json_kv_string(&j, "output", output);
+      hbm_json_kv_u64(&j, "allocations", allocs);
+      hbm_json_kv_u64(&j, "frees", frees);
+      hbm_json_kv_u64(&j, "segment_allocs", segs);
+      hbm_json_kv_u64(&j, "segment_frees", segfrees);
+      hbm_json_kv_u64(&j, "steps", steps);
+      hbm_json_kv_u64(&j, "init_segments", t->ninit_segments);
+      hbm_json_kv_u64(&j, "init_segment_bytes", init_bytes);
+      hbm_json_kv_u64(&j, "init_live_blocks", live);
+      hbm_json_kv_u64(&j, "peak_live", hbm_trace_peak_live(t));
+      hbm_json_kv_string(&j, "conf", t->conf ? t->conf : "");
+      hbm_json_object_end(&j);
+      code = cli_print_json("import", &j);
+      hbm_trace_free(t);
+      return code;
+    }
     char a[32], b[32];
     printf("%s -> %s: %llu allocations, %llu frees, %llu segment allocations, %llu releases, %llu steps\n",
            path, output, (unsigned long long)allocs, (unsigned long long)frees, (unsigned long long)segs,
@@ -119,5 +147,5 @@ int cmd_import(int argc, char **argv) {
            cli_size(hbm_trace_peak_live(t), b), t->conf ? t->conf : "");
   }
   hbm_trace_free(t);
-  return CLI_OK;
+  return code;
 }

@@ -43,6 +43,22 @@ done
 for p in 910c-dense 7b-1gpu-80g 70b-zero3-64; do
   grep -q "^$p " "$dir/presets" || { echo "FAIL --list-presets lacks $p"; fail=1; }
 done
+"$HBM" gen llm --list-presets --json > "$dir/presets.json" || { echo "FAIL --list-presets --json exits non-zero"; fail=1; }
+if command -v python3 >/dev/null; then
+python3 - "$dir/presets.json" "$dir/presets" <<'PY' || fail=1
+import json, sys
+r = json.load(open(sys.argv[1]))
+text = [l.split(None, 1) for l in open(sys.argv[2]).read().splitlines()]
+if list(r) != ["presets"] or any(list(p) != ["name", "summary"] for p in r["presets"]):
+    print("FAIL --list-presets --json keys:", r); sys.exit(1)
+if [[p["name"], p["summary"]] for p in r["presets"]] != text:
+    print("FAIL --list-presets --json differs from the text list:", r); sys.exit(1)
+if not {"910c-dense", "7b-1gpu-80g", "70b-zero3-64"} <= {p["name"] for p in r["presets"]}:
+    print("FAIL --list-presets --json lacks a preset:", r); sys.exit(1)
+PY
+else
+  echo "skip: JSON values (no python3)"
+fi
 "$HBM" gen llm --preset 910c-dense --estimate > "$dir/est" || { echo "FAIL --estimate"; fail=1; }
 grep -q "peak live" "$dir/est" || { echo "FAIL --estimate prints no peak"; cat "$dir/est"; fail=1; }
 "$HBM" gen llm --preset 910c-dense --estimate --json | grep -q '"peak_estimate"' || { echo "FAIL --estimate --json"; fail=1; }

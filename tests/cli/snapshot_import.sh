@@ -21,6 +21,35 @@ grep -q "^a .* @0x" "$dir/basic.trace" || { echo "FAIL import: no recorded addre
 grep -q "^segfree " "$dir/basic.trace" || { echo "FAIL import: no recorded segment releases"; fail=1; }
 grep -q "starting state" "$dir/out" || { echo "FAIL import: no summary"; cat "$dir/out"; fail=1; }
 
+# --json: the summary as one object with the documented keys, agreeing with the trace written.
+"$HBM" import "$fx/snapshot_basic_p4.pickle" -o "$dir/basic_json.trace" --json > "$dir/json" 2> "$dir/err"
+rc=$?
+[ $rc -eq 0 ] && cmp -s "$dir/basic.trace" "$dir/basic_json.trace" || { echo "FAIL import --json: exit $rc"; cat "$dir/err"; fail=1; }
+if command -v python3 >/dev/null; then
+python3 - "$dir/json" "$dir/basic_json.trace" <<'PY' || fail=1
+import json, sys
+r = json.load(open(sys.argv[1]))
+want = ["input", "output", "allocations", "frees", "segment_allocs", "segment_frees", "steps",
+        "init_segments", "init_segment_bytes", "init_live_blocks", "peak_live", "conf"]
+if list(r) != want:
+    print("FAIL import --json keys:", list(r)); sys.exit(1)
+lines = open(sys.argv[2]).read().splitlines()
+count = lambda w: sum(1 for l in lines if l.split(" ", 1)[0] == w)
+expect = {"output": sys.argv[2], "allocations": count("a"), "frees": count("f"), "segment_allocs": count("seg"),
+          "segment_frees": count("segfree"), "steps": count("s"), "init_segments": count("init-seg")}
+bad = {k: (r[k], v) for k, v in expect.items() if r[k] != v}
+if bad or not r["input"].endswith("snapshot_basic_p4.pickle") or not r["peak_live"] > 0 \
+        or not 0 < r["init_live_blocks"] <= count("init-blk") or not isinstance(r["conf"], str):
+    print("FAIL import --json values:", bad, r); sys.exit(1)
+print("ok   import --json:", r)
+PY
+else
+  echo "skip: JSON values (no python3)"
+fi
+"$HBM" import "$fx/snapshot_basic_p4.pickle" -o "$dir/basic_json.trace" --json -q > "$dir/json" 2>&1
+[ $? -eq 0 ] && [ ! -s "$dir/json" ] || { echo "FAIL import --json -q printed: $(cat "$dir/json")"; fail=1; }
+"$HBM" import --help | grep -q "init_live_blocks" || { echo "FAIL import --help names no JSON keys"; fail=1; }
+
 # The written trace replays and compares as the snapshot does.
 for input in "$fx/snapshot_basic_p4.pickle" "$dir/basic.trace" "$fx/snapshot_expandable_p5.pickle"; do
   "$HBM" fidelity "$input" --json --check > "$dir/json" 2> "$dir/err"
