@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,6 +38,14 @@ int cli_exit_code(int err) {
     case HBM_EINVAL:
     case HBM_EIO:
     case HBM_EUNSUPPORTED: return CLI_BAD_INPUT;
+    default: return CLI_FAILED;
+  }
+}
+
+int cli_write_exit_code(int err) {
+  switch (err) {
+    case HBM_OK: return CLI_OK;
+    case HBM_EINVAL: return CLI_BAD_INPUT; /* e.g. the output path is an input */
     default: return CLI_FAILED;
   }
 }
@@ -97,7 +106,7 @@ int cli_write_output(const char *path, const char *text, size_t len, const char 
   int rc = hbm_write_file_atomic(path, text, len, &d);
   if (rc != HBM_OK) {
     cli_diag(&d);
-    return cli_exit_code(rc);
+    return cli_write_exit_code(rc);
   }
   return CLI_OK;
 }
@@ -215,9 +224,24 @@ int cli_print_json(const char *command, hbm_json *j) {
   return code;
 }
 
+static volatile sig_atomic_t broken_pipe;
+static void on_sigpipe(int sig) {
+  (void)sig;
+  broken_pipe = 1; /* the write itself fails with EPIPE */
+}
+
+void cli_catch_sigpipe(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigpipe;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGPIPE, &sa, NULL);
+}
+
 int cli_finish_stdout(int code) {
   errno = 0;
   if (fflush(stdout) != 0 || ferror(stdout)) { /* an earlier write may have failed, errno long gone */
+    if (!errno && broken_pipe) errno = EPIPE;
     cli_error("writing to standard output: %s", errno ? strerror(errno) : "a write failed");
     return code ? code : CLI_FAILED;
   }

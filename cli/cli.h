@@ -30,8 +30,13 @@ int cmd_mincap(int argc, char **argv);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints a diag as "file:line: message" (or file: byte N:) to stderr. */
 void cli_diag(const hbm_diag *diag);
-/* Maps a library error to an exit code (EPARSE/EINVAL/EIO -> 2, others 1). */
+/* Maps a library error from reading the input or running on it to an exit
+ * code (EPARSE/EINVAL/EIO/EUNSUPPORTED -> 2, others 1). */
 int cli_exit_code(int err);
+/* Maps an error from writing an output file: refusing the path (EINVAL, e.g.
+ * an input file) -> 2; failing to write it (EIO: cannot create, a full disk,
+ * cannot replace) is no fault of the input -> 1. */
+int cli_write_exit_code(int err);
 /* Parses a size argument; on error prints "hbm: <what>: ..." and returns 0. */
 int cli_parse_size(const char *what, const char *text, uint64_t *out);
 /* A count min..max for option `opt`, as hbm_count_parse reads it ("20",
@@ -48,10 +53,15 @@ void cli_progress_end(void);
  * report would be cut short). `command` names the command in the message. */
 struct hbm_json;
 int cli_print_json(const char *command, struct hbm_json *j);
+/* A reader that stops early (| head) makes writes fail with EPIPE instead of
+ * ending the process by SIGPIPE; cli_finish_stdout then says so once. */
+void cli_catch_sigpipe(void);
 /* At exit: CLI_FAILED after saying why if stdout could not be written
  * (a full disk, a closed pipe), else `code`. */
 int cli_finish_stdout(int code);
-/* Writes text to path atomically (temp + rename); refuses paths in `inputs`. */
+/* Writes text to path atomically (temp + rename); refuses paths in `inputs`
+ * (exit 2). Returns the exit code: CLI_FAILED when the file could not be
+ * written, after saying why. */
 int cli_write_output(const char *path, const char *text, size_t len, const char *const *inputs,
                      int ninputs);
 /* Splits "a,b,c" (or "all": every policy this build knows) into names.

@@ -37,7 +37,8 @@ static void usage(FILE *out) {
           "  -h, --help        this text\n"
           "\n"
           "exit: 0 done (whether or not requests failed: that is the finding), 1 a replay\n"
-          "could not run, 2 bad options\n",
+          "could not run or an output (--html FILE, standard output) could not be written,\n"
+          "2 bad options\n",
           hbm_policy_names());
 }
 

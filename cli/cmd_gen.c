@@ -77,7 +77,8 @@ static void usage(FILE *out) {
           "  --json                  the summary as JSON\n"
           "  -h, --help              this text\n"
           "\n"
-          "exit: 0 written, 1 could not generate, 2 bad options\n",
+          "exit: 0 written, 1 could not generate or write TRACE (or standard output),\n"
+          "2 bad options\n",
           d.layers, d.hidden, d.seq_max, d.seq_align, d.micro_batch, d.grad_accum, d.dp, d.tp,
           d.pp, d.zero, d.checkpoint_every, hbm_size_format(d.bucket_bytes, bucket, sizeof bucket),
           d.tflops, d.comm_gbps, d.steps, (unsigned long long)d.seed,
@@ -393,9 +394,10 @@ int cmd_gen(int argc, char **argv) {
   uint64_t events = hbm_trace_event_count(t), peak = hbm_trace_peak_live(t);
   rc = hbm_trace_save(t, output, &diag);
   if (rc != HBM_OK) {
-    cli_diag(&diag);
+    if (diag.message[0]) cli_diag(&diag);
+    else cli_error("%s: cannot write: %s", output, hbm_strerror(rc));
     hbm_trace_free(t);
-    return cli_exit_code(rc);
+    return cli_write_exit_code(rc);
   }
   char a[32], b[32], d[32];
   int code = CLI_OK;

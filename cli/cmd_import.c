@@ -32,7 +32,8 @@ static void usage(FILE *out) {
           "                       init_segment_bytes, init_live_blocks, peak_live, conf\n"
           "  -h, --help           this text\n"
           "\n"
-          "exit: 0 written, 1 could not write, 2 bad input or usage\n");
+          "exit: 0 written, 1 could not write TRACE (or standard output), 2 bad input or\n"
+          "usage (TRACE the same file as the input included)\n");
 }
 
 
@@ -96,11 +97,13 @@ int cmd_import(int argc, char **argv) {
     cli_error("out of host memory");
     return CLI_FAILED;
   }
+  memset(&diag, 0, sizeof diag);
   rc = hbm_trace_save(t, output, &diag);
   if (rc != HBM_OK) {
-    cli_diag(&diag);
+    if (diag.message[0]) cli_diag(&diag);
+    else cli_error("%s: cannot write: %s", output, hbm_strerror(rc));
     hbm_trace_free(t);
-    return cli_exit_code(rc);
+    return cli_write_exit_code(rc);
   }
   int code = CLI_OK;
   if (!quiet) {

@@ -32,7 +32,8 @@ static void usage(FILE *out) {
           "  --json                  machine-readable output\n"
           "  -h, --help              this text\n"
           "\n"
-          "exit: 0 replayed (even if requests failed: see oom), 1 replay error, 2 bad input\n",
+          "exit: 0 replayed (even if requests failed: see oom), 1 replay error or an output\n"
+          "(--html FILE, standard output) that could not be written, 2 bad input\n",
           hbm_policy_names());
 }
 

@@ -23,7 +23,8 @@ static void usage(FILE *out) {
           hbm_version());
   for (int i = 0; i < ncommands; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
   fprintf(out,
-          "\nexit codes: 0 success, 1 a failed check or run, 2 bad input or usage\n"
+          "\nexit codes: 0 success, 1 a failed check or run (or an output not written),\n"
+          "2 bad input or usage\n"
           "policies: %s\n",
           hbm_policy_names());
 }
@@ -34,6 +35,7 @@ static void print_error(int err, const char *message, void *arg) { cli_error("%s
 
 int main(int argc, char **argv) {
   hbm_set_error_handler(print_error, NULL);
+  cli_catch_sigpipe();
   if (argc < 2) {
     usage(stderr);
     return CLI_BAD_INPUT;

@@ -70,6 +70,39 @@ else
   echo "skip: no /dev/full to test write errors on"
 fi
 
+# An output file that cannot be written is a failed run (1), not bad input (2):
+# a missing directory ("cannot create"), a directory in the way ("cannot replace").
+# Reading an input that is not there stays bad input.
+snap="$HBM_ROOT/tests/fixtures/snapshots/snapshot_basic_p2.pickle"
+mkdir "$dir/adir"
+write_fails() { # what, command...
+  what=$1; shift
+  "$HBM" "$@" > /dev/null 2> "$dir/err"; rc=$?
+  [ $rc -eq 1 ] && grep -q "$what" "$dir/err" || { echo "FAIL hbm $*: exit $rc, expected 1 and '$what': $(cat "$dir/err")"; fail=1; }
+}
+for out in "$dir/none/x" "$dir/adir"; do
+  what="cannot create"; [ "$out" = "$dir/adir" ] && what="cannot replace"
+  write_fails "$what" import "$snap" -o "$out"
+  write_fails "$what" import "$snap" -o "$out" --json
+  write_fails "$what" gen llm --preset 7b-1gpu-80g --steps 1 -o "$out"
+  write_fails "$what" replay "$good" --capacity 1GiB --html "$out"
+  write_fails "$what" demo --steps 1 --policy bestfit --html "$out"
+done
+ls "$dir/adir" | grep -q . && { echo "FAIL a failed write left files behind: $(ls "$dir/adir")"; fail=1; }
+"$HBM" import "$dir/none.pickle" -o "$dir/x.trace" > /dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] || { echo "FAIL import of a missing input: exit $rc, expected 2"; fail=1; }
+
+# A reader that stops early (| head) is a failed write too: exit 1 with one
+# line on stderr, not a death by SIGPIPE (141).
+awk 'BEGIN { print "hbm-trace 1"; print "capacity 1GiB"; for (i = 1; i <= 3000; i++) { print "a x" i " 1KiB"; print "s " i } }' > "$dir/long.trace"
+for json in "" --json; do
+  # shellcheck disable=SC2086
+  { "$HBM" replay "$dir/long.trace" --policy all --samples --every 1 $json 2> "$dir/err"; echo $? > "$dir/rc"; } | head -c 100 > /dev/null
+  rc=$(cat "$dir/rc")
+  [ "$rc" -eq 1 ] && [ "$(wc -l < "$dir/err")" -eq 1 ] && grep -q "writing to standard output" "$dir/err" ||
+    { echo "FAIL replay $json | head -c 100: exit $rc, stderr '$(cat "$dir/err")'"; fail=1; }
+done
+
 "$HBM" nosuchcommand > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL unknown command: expected exit 2"; fail=1; }
 "$HBM" --help | grep -q "replay" || { echo "FAIL --help lists no commands"; fail=1; }
 "$HBM" replay --help | grep -q -- "--policy" || { echo "FAIL replay --help"; fail=1; }
