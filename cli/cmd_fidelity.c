@@ -38,6 +38,10 @@ static void usage(FILE *out) {
           "                       first_mismatch (null or {event, real, model})\n"
           "  -h, --help           this text\n"
           "\n"
+          "A trace with no allocations at recorded addresses has nothing to compare: exit 2.\n"
+          "Where PyTorch's peak reserved is 0 B the difference prints n/a (and --check\n"
+          "needs the model's to be 0 B too).\n"
+          "\n"
           "exit: 0 compared, 1 the model failed (or --check failed), 2 bad input or usage\n");
 }
 
@@ -113,11 +117,14 @@ int cmd_fidelity(int argc, char **argv) {
     else cli_error("%s: fidelity failed: %s", path, hbm_strerror(rc));
     return cli_exit_code(rc);
   }
+  /* Against a recorded peak of 0 there is no relative difference: only equal
+   * peaks pass, and the text says n/a. */
   double peak_diff = r.peak_reserved_real
       ? ((double)r.peak_reserved_model - (double)r.peak_reserved_real) / (double)r.peak_reserved_real
       : 0.0;
+  int peak_close = r.peak_reserved_real ? fabs(peak_diff) <= 0.005 : r.peak_reserved_model == 0;
   int passed = r.address_match >= 0.99 && r.segment_allocs_real == r.segment_allocs_model &&
-               r.segment_sizes_equal && fabs(peak_diff) <= 0.005;
+               r.segment_sizes_equal && peak_close;
   if (json) {
     hbm_json j;
     hbm_json_init(&j);
@@ -141,7 +148,9 @@ int cmd_fidelity(int argc, char **argv) {
     hbm_json_object_end(&j);
     if (cli_print_json("fidelity", &j) != CLI_OK) return CLI_FAILED;
   } else {
-    char a[32], b[32];
+    char a[32], b[32], pct[32];
+    if (r.peak_reserved_real) snprintf(pct, sizeof pct, "%+.2f%%", 100.0 * peak_diff);
+    else snprintf(pct, sizeof pct, "n/a");
     printf("fidelity of %s on %s (%llu stream%s)\n", r.policy, path, (unsigned long long)r.streams,
            r.streams == 1 ? "" : "s");
     printf("  allocations          %llu, at PyTorch's address: %llu (%.2f%%)\n", (unsigned long long)r.allocs,
@@ -151,8 +160,8 @@ int cmd_fidelity(int argc, char **argv) {
            r.segment_sizes_equal ? "same sizes in the same order" : "sizes differ");
     printf("  segment releases     %llu recorded, %llu applied to the model\n",
            (unsigned long long)r.segment_frees_real, (unsigned long long)r.segment_frees_applied);
-    printf("  peak reserved        PyTorch %s, model %s (%+.2f%%)\n", cli_size(r.peak_reserved_real, a),
-           cli_size(r.peak_reserved_model, b), 100.0 * peak_diff);
+    printf("  peak reserved        PyTorch %s, model %s (%s)\n", cli_size(r.peak_reserved_real, a),
+           cli_size(r.peak_reserved_model, b), pct);
     if (r.failed_allocs) printf("  failed requests      %llu (the model ran out where PyTorch did not)\n",
                                 (unsigned long long)r.failed_allocs);
     if (r.has_mismatch) {

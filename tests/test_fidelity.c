@@ -107,5 +107,13 @@ int main(void) {
   CHECK(hbm_fidelity(t, NULL, &(hbm_fidelity_result){0}, &d) == HBM_EINVAL);
   CHECK(strstr(d.message, "no addresses") != NULL);
   hbm_trace_free(t);
+
+  /* Nor does one without allocations: 0 of 0 is no match rate, and no pass. */
+  text = "hbm-trace 1\nconf expandable_segments:True\n";
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_parse_text(text, strlen(text), "empty", &t, &d) == HBM_OK);
+  CHECK(hbm_fidelity(t, NULL, &(hbm_fidelity_result){0}, &d) == HBM_EINVAL);
+  CHECK(strstr(d.message, "no allocations with recorded addresses to compare") != NULL);
+  hbm_trace_free(t);
   return test_done("test_fidelity");
 }

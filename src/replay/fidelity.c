@@ -103,7 +103,11 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
     allocs++;
     if (t->events[i].addr != HBM_NO_ADDR) recorded++;
   }
-  if (allocs && !recorded) {
+  if (!allocs) { /* a match of 0 of 0 would read as a pass */
+    hbm_diag_set(diag, t->name, 0, 0, "no allocations with recorded addresses to compare");
+    return HBM_EINVAL;
+  }
+  if (!recorded) {
     hbm_diag_set(diag, t->name, 0, 0, "the trace records no addresses (@ADDR): nothing to compare with; "
                  "import a PyTorch snapshot, or replay the trace instead");
     return HBM_EINVAL;

@@ -29,7 +29,7 @@ typedef struct hbm_fidelity_result {
   uint64_t streams;                /* distinct streams in the trace */
   uint64_t allocs;                 /* allocation events */
   uint64_t address_matches;        /* placed at exactly the recorded address */
-  double address_match;            /* address_matches / allocs (1 when allocs is 0) */
+  double address_match;            /* address_matches / allocs (allocs is never 0) */
   uint64_t segment_allocs_real;    /* recorded segment_alloc + segment_map */
   uint64_t segment_allocs_model;   /* the model's cudaMalloc + map calls */
   int segment_sizes_equal;         /* the two lists hold the same sizes, in the same order */
@@ -46,7 +46,8 @@ typedef struct hbm_fidelity_result {
 } hbm_fidelity_result;
 
 /* HBM_OK with *result filled. HBM_EINVAL (diag says why) when the trace has
- * no recorded addresses, names an unknown policy, or the conf is bad;
+ * no allocations, or none with a recorded address (nothing to compare), names
+ * an unknown policy, or the conf is bad;
  * HBM_EPARSE when the trace's starting state does not fit the model. */
 int hbm_fidelity(const hbm_trace *trace, const hbm_fidelity_options *options,
                  hbm_fidelity_result *result, hbm_diag *diag);

@@ -77,5 +77,16 @@ cp "$fx/snapshot_basic_p2.pickle" "$dir/in.pickle"
 "$HBM" fidelity "$dir/in.pickle" --policy bestfit > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL fidelity --policy bestfit"; fail=1; }
 "$HBM" fidelity "$dir/in.pickle" --alloc-conf "max_split_size_mb:1" > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "too small" "$dir/err" || { echo "FAIL fidelity bad --alloc-conf: exit $rc"; cat "$dir/err"; fail=1; }
+# Nothing to compare is bad input, not a pass; a percentage of a recorded 0 is n/a.
+printf 'hbm-trace 1\nconf expandable_segments:True\n' > "$dir/empty.trace"
+"$HBM" fidelity "$dir/empty.trace" --check > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && [ ! -s "$dir/out" ] && grep -q "empty.trace: no allocations with recorded addresses to compare" "$dir/err" ||
+  { echo "FAIL fidelity with no allocations: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
+printf 'hbm-trace 1\nconf expandable_segments:True\na x 1KiB @0x7f0000000000\n' > "$dir/one.trace"
+"$HBM" fidelity "$dir/one.trace" > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 0 ] && grep -q "peak reserved .*PyTorch 0 B, model 2.00 MiB (n/a)" "$dir/out" ||
+  { echo "FAIL fidelity against a recorded peak of 0: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
+"$HBM" fidelity "$dir/one.trace" --check > /dev/null 2>&1; rc=$?
+[ $rc -eq 1 ] || { echo "FAIL fidelity --check against a recorded peak of 0: exit $rc"; fail=1; }
 [ $fail -eq 0 ] && echo "ok   import and fidelity"
 exit $fail
