@@ -26,7 +26,7 @@ static void usage(FILE *out) {
           "  --preset NAME   workload preset for the generated trace (default 910c-dense);\n"
           "                  not with --trace\n"
           "  --steps N       steps of the generated trace (default 20); not with --trace\n"
-          "  --policy LIST   policies (default all)\n"
+          "  --policy LIST   policies, each once (default all)\n"
           "  --alloc-conf C  policy settings, as for hbm replay; POLICY=C for one policy only\n"
           "                  (e.g. --alloc-conf zoned=moves:off,plan:off); repeatable\n"
           "  --device SPEC   device (default: sim at the trace's capacity)\n"

@@ -131,15 +131,20 @@ static int known_policy(const char *name) {
 }
 
 int cli_split_policies(const char *list, char names[][32], int max) {
+  const char *given = list;
   if (!strcmp(list, "all")) list = hbm_policy_names();
   int n = 0;
-  const char *p = list;
-  while (*p && n < max) {
+  for (const char *p = list;;) { /* every item, the one after a trailing comma included */
     const char *c = strchr(p, ',');
     size_t len = c ? (size_t)(c - p) : strlen(p);
-    if (len == 0 || len >= 32) {
-      n = 0;
-      break;
+    if (len == 0) {
+      cli_error("--policy: an empty name in '%s' (expected a comma-separated list of %s, or all)", given,
+                hbm_policy_names());
+      return 0;
+    }
+    if (len >= 32 || n == max) {
+      cli_error("--policy: '%s' is too long a list (at most %d of %s, or all)", given, max, hbm_policy_names());
+      return 0;
     }
     memcpy(names[n], p, len);
     names[n][len] = 0;
@@ -147,10 +152,15 @@ int cli_split_policies(const char *list, char names[][32], int max) {
       cli_error("--policy: unknown policy '%s' (known: %s)", names[n], hbm_policy_names());
       return 0;
     }
+    for (int i = 0; i < n; i++)
+      if (!strcmp(names[i], names[n])) {
+        cli_error("--policy: '%s' given twice in '%s'; each policy runs once", names[n], given);
+        return 0;
+      }
     n++;
-    p = c ? c + 1 : p + len;
+    if (!c) break;
+    p = c + 1;
   }
-  if (!n) cli_error("--policy: expected a comma-separated list of %s, or all", hbm_policy_names());
   return n;
 }
 

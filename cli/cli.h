@@ -65,8 +65,8 @@ int cli_finish_stdout(int code);
 int cli_write_output(const char *path, const char *text, size_t len, const char *const *inputs,
                      int ninputs);
 /* Splits "a,b,c" (or "all": every policy this build knows) into names.
- * Returns the count; 0 for an empty or unknown name, after saying what
- * --policy expects. */
+ * Returns the count; 0 for an empty (",a", "a,", "a,,b"), unknown or repeated
+ * name, or more than `max`, after saying what --policy expects. */
 int cli_split_policies(const char *list, char names[][32], int max);
 /* The one input file of `command` (argv[optind]), or NULL after saying what
  * was expected (`what`: e.g. "TRACE or SNAPSHOT file") and printing usage. */

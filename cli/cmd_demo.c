@@ -31,7 +31,7 @@ static void usage(FILE *out) {
           "  --preset NAME     another workload (default: 910c-dense; hbm gen llm --list-presets)\n"
           "  --steps N         steps to generate (default: the preset's, 500 for 910c-dense)\n"
           "  --seed N          sequence-length draws (default: 1)\n"
-          "  --policy P[,Q]    policies (default: all: %s)\n"
+          "  --policy P[,Q]    policies, each once (default: all: %s)\n"
           "  --capacity SIZE   device capacity (default: the preset's, 96GiB for 910c-dense)\n"
           "  --jobs N          replays at a time (default: 2)\n"
           "  -h, --help        this text\n"

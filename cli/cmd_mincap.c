@@ -20,7 +20,7 @@ static void usage(FILE *out) {
           "runtime calls) the policy makes that close to the edge.\n"
           "\n"
           "options:\n"
-          "  --policy P[,Q...]|all  policies to search (default: all); known: %s\n"
+          "  --policy P[,Q...]|all  policies to search, each once (default: all); known: %s\n"
           "  --alloc-conf CONF      policy settings (PyTorch syntax for caching/expandable);\n"
           "                         POLICY=CONF for one policy only; repeatable\n"
           "  --resolution SIZE      bisection step (default 16MiB; a multiple of 2MiB)\n"
@@ -139,7 +139,8 @@ int cmd_mincap(int argc, char **argv) {
                (unsigned long long)r->replays);
         continue;
       }
-      snprintf(b, sizeof b, "%+.2f%%", peak_live ? 100.0 * ((double)r->min_capacity / (double)peak_live - 1.0) : 0.0);
+      if (peak_live) snprintf(b, sizeof b, "%+.2f%%", 100.0 * ((double)r->min_capacity / (double)peak_live - 1.0));
+      else snprintf(b, sizeof b, "n/a"); /* as the JSON's null: nothing live to be over */
       printf("%-11s %14s %15s %14llu %8llu\n", r->policy, cli_size(r->min_capacity, a), b,
              (unsigned long long)r->backend_calls, (unsigned long long)r->replays);
     }

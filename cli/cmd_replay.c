@@ -17,7 +17,7 @@ static void usage(FILE *out) {
           "efficiency, fragmentation and the first failed request with its cause.\n"
           "\n"
           "options:\n"
-          "  --policy P[,Q...]|all   policies to compare (default: bestfit); known: %s\n"
+          "  --policy P[,Q...]|all   policies to compare, each once (default: bestfit); known: %s\n"
           "  --device SPEC           sim:96GiB (default: sim at the trace's capacity) or host:4GiB\n"
           "  --capacity SIZE         shorthand for --device sim:SIZE\n"
           "  --alloc-conf CONF       policy settings (PyTorch syntax for caching/expandable);\n"

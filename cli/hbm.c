@@ -18,7 +18,7 @@ static const int ncommands = (int)(sizeof commands / sizeof commands[0]);
 static void usage(FILE *out) {
   fprintf(out,
           "hbm %s: keeps accelerator memory usable through long training runs\n\n"
-          "usage: hbm COMMAND [options]   (hbm COMMAND --help for its options)\n\n"
+          "usage: hbm COMMAND [options]   (hbm COMMAND --help, or hbm help COMMAND, for its options)\n\n"
           "commands:\n",
           hbm_version());
   for (int i = 0; i < ncommands; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
@@ -38,6 +38,19 @@ int main(int argc, char **argv) {
   cli_catch_sigpipe();
   if (argc < 2) {
     usage(stderr);
+    return CLI_BAD_INPUT;
+  }
+  if (!strcmp(argv[1], "help") && argc > 2) { /* hbm help CMD [SUB]: CMD [SUB] --help */
+    for (int i = 0; i < ncommands; i++)
+      if (!strcmp(argv[2], commands[i].name)) {
+        char *sub[8];
+        int n = 0;
+        for (int k = 2; k < argc && n < 6; k++) sub[n++] = argv[k];
+        sub[n++] = "--help";
+        sub[n] = NULL;
+        return cli_finish_stdout(commands[i].run(n, sub));
+      }
+    cli_error("help: unknown command '%s' (try: hbm --help)", argv[2]);
     return CLI_BAD_INPUT;
   }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {

@@ -21,6 +21,9 @@ bad two_inputs "$trace" "$trace"
 bad missing_file "$dir/nosuch.trace" --policy zoned
 bad unknown_policy "$trace" --policy nosuch
 bad empty_policy "$trace" --policy ,
+bad trailing_comma "$trace" --policy caching,
+bad empty_item "$trace" --policy caching,,zoned
+bad repeated_policy "$trace" --policy caching,zoned,caching
 bad bad_resolution "$trace" --resolution 3MiB
 bad bad_size "$trace" --resolution lots
 bad bad_conf "$trace" --policy zoned --alloc-conf zones:maybe
@@ -48,4 +51,9 @@ fi
 text=$("$HBM" mincap "$trace" --policy zoned) || { echo "FAIL text mincap exited $?"; fail=1; }
 echo "$text"
 echo "$text" | grep -q "^zoned  *96.00 GiB" || { echo "FAIL: text table lacks zoned's answer"; fail=1; }
+# Nothing live: over peak live is null in the JSON and n/a in the text, not +0.00%.
+printf 'hbm-trace 1\ncapacity 1GiB\n' > "$dir/empty.trace"
+"$HBM" mincap "$dir/empty.trace" --policy bestfit --json | grep -q '"over_peak_live":null' || { echo "FAIL: empty trace's JSON"; fail=1; }
+"$HBM" mincap "$dir/empty.trace" --policy bestfit | grep -q "^bestfit  *[0-9.]* MiB  *n/a " ||
+  { echo "FAIL: empty trace's text: $("$HBM" mincap "$dir/empty.trace" --policy bestfit)"; fail=1; }
 exit $fail

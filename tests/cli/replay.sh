@@ -25,4 +25,21 @@ ls "$dir" | grep -q tmp && { echo "FAIL: a temporary file was left behind"; fail
 cp "$trace" "$dir/in.trace"
 "$HBM" replay "$dir/in.trace" --html "$dir/in.trace" > /dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] && cmp -s "$trace" "$dir/in.trace" || { echo "FAIL: --html over the input: exit $rc or input changed"; fail=1; }
+# --policy: every name once; an empty item (a trailing comma) or a repeat is refused
+for p in "caching," ",caching" "caching,,zoned" "caching,caching" "zoned,caching,zoned" "all,"; do
+  "$HBM" replay "$trace" --policy "$p" > "$dir/out" 2> "$dir/err"; rc=$?
+  [ $rc -eq 2 ] && [ ! -s "$dir/out" ] && grep -q -- "--policy" "$dir/err" ||
+    { echo "FAIL --policy '$p': exit $rc, $(cat "$dir/err")"; fail=1; }
+done
+n=$("$HBM" replay "$trace" --policy all --json | grep -o '"policy":' | wc -l)
+[ "$n" -eq "$("$HBM" --help | sed -n 's/^policies: //p' | tr ',' '\n' | wc -l)" ] || { echo "FAIL --policy all: $n policies"; fail=1; }
+"$HBM" replay "$trace" --policy caching,zoned --alloc-conf zoned=moves:off --alloc-conf caching=expandable_segments:True --json \
+  > "$dir/out" 2> "$dir/err" || { echo "FAIL --policy with per-policy --alloc-conf: $(cat "$dir/err")"; fail=1; }
+grep -q '"policy":"zoned","alloc_conf":"moves:off"' "$dir/out" || { echo "FAIL per-policy settings: $(cat "$dir/out")"; fail=1; }
+# hbm help CMD is CMD --help; an unknown CMD is a usage error
+"$HBM" help replay > "$dir/out" 2>&1 && grep -q "usage: hbm replay" "$dir/out" || { echo "FAIL hbm help replay: $(head -n 2 "$dir/out")"; fail=1; }
+"$HBM" help bench replay 2>&1 | grep -q "usage: hbm bench replay" || { echo "FAIL hbm help bench replay"; fail=1; }
+"$HBM" help nosuch > /dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] || { echo "FAIL hbm help nosuch: exit $rc"; fail=1; }
+"$HBM" help | grep -q "^commands:" || { echo "FAIL hbm help"; fail=1; }
 exit $fail
