@@ -11,11 +11,13 @@
  * The planner is greedy: blocks in one order, each placed clear of every
  * block already placed whose lifetime overlaps its own. No one order wins
  * everywhere (docs/zoned.md, "Step plans"), so hbm_dsa_plan() tries the
- * strategies below in turn and keeps the lowest footprint, stopping early
- * at the peak load, which no plan beats. On the modelled 70B step (14,136
- * large blocks) the first reaches the peak load exactly; the footprint is
- * never below hbm_dsa_peak(), and hbm_dsa_conflicts() is the slow, obviously
- * correct check of a plan. */
+ * strategies below in turn, then a few squeaky-wheel rounds from each
+ * order's plan (the blocks it put above the peak load go first in the
+ * next), and keeps the lowest footprint, stopping early at the peak load,
+ * which no plan beats. On the modelled 70B step (14,136 large blocks) the
+ * first order reaches the peak load exactly; the footprint is never below
+ * hbm_dsa_peak(), and hbm_dsa_conflicts() is the slow, obviously correct
+ * check of a plan. */
 #ifndef HBM_DSA_H
 #define HBM_DSA_H
 
@@ -31,8 +33,8 @@ typedef struct hbm_dsa_block {
 
 /* Plans offsets (multiples of align, a power of two) for n blocks; period 0:
  * lifetimes are not cyclic. offsets[i] is block i's; *footprint the highest
- * end. The best of every strategy (ties: the earlier). HBM_EINVAL for a
- * malformed block, HBM_EHOSTMEM. */
+ * end. Never above the best single strategy's (ties: the earlier plan).
+ * HBM_EINVAL for a malformed block, HBM_EHOSTMEM. */
 int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align, uint64_t *offsets,
                  uint64_t *footprint);
 
