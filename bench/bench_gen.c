@@ -61,7 +61,7 @@ int bench_gen(int argc, char **argv) {
     int rc = hbm_gen_llm(&c, &t, &diag);
     double ns = bench_now_ns() - t0;
     if (rc != HBM_OK) {
-      cli_error("gen: %s", rc == HBM_EINVAL ? diag.message : hbm_strerror(rc));
+      cli_error("gen: %s", rc == HBM_EINVAL && diag.message[0] ? diag.message : hbm_strerror(rc));
       return CLI_FAILED;
     }
     events = t->nevents;

@@ -108,7 +108,7 @@ int bench_replay(int argc, char **argv) {
     snprintf(name, sizeof name, "generated %s, %llu steps", preset, (unsigned long long)steps);
   }
   if (rc != HBM_OK) {
-    cli_diag(&d);
+    cli_diag(&d, rc, name);
     return cli_exit_code(rc);
   }
   if (!device && !hbm_trace_capacity(t)) {

@@ -22,13 +22,18 @@ void cli_error(const char *fmt, ...) {
   va_end(ap);
 }
 
-void cli_diag(const hbm_diag *d) {
-  if (d->line)
-    fprintf(stderr, "%s:%llu: %s\n", d->file, (unsigned long long)d->line, d->message);
+void cli_diag(const hbm_diag *d, int err, const char *path) {
+  /* A library call that failed without filling the diag still gets a message. */
+  const char *file = d->file[0] ? d->file : path;
+  const char *message = d->message[0] ? d->message : hbm_strerror(err);
+  if (!file || !file[0])
+    cli_error("%s", message);
+  else if (d->line)
+    fprintf(stderr, "%s:%llu: %s\n", file, (unsigned long long)d->line, message);
   else if (d->offset)
-    fprintf(stderr, "%s: byte %llu: %s\n", d->file, (unsigned long long)d->offset, d->message);
+    fprintf(stderr, "%s: byte %llu: %s\n", file, (unsigned long long)d->offset, message);
   else
-    fprintf(stderr, "%s: %s\n", d->file, d->message);
+    fprintf(stderr, "%s: %s\n", file, message);
 }
 
 int cli_exit_code(int err) {
@@ -105,7 +110,7 @@ int cli_write_output(const char *path, const char *text, size_t len, const char 
   hbm_diag d = {0};
   int rc = hbm_write_file_atomic(path, text, len, &d);
   if (rc != HBM_OK) {
-    cli_diag(&d);
+    cli_diag(&d, rc, path);
     return cli_write_exit_code(rc);
   }
   return CLI_OK;
@@ -218,7 +223,7 @@ int cli_load_trace(const char *path, hbm_trace **out) {
   hbm_diag diag = {0};
   int rc = hbm_trace_load(path, out, &diag);
   if (rc == HBM_OK) return CLI_OK;
-  cli_diag(&diag);
+  cli_diag(&diag, rc, path);
   return cli_exit_code(rc);
 }
 

@@ -28,10 +28,13 @@ int cmd_mincap(int argc, char **argv);
 
 /* Prints "hbm: <message>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Prints a diag as "file:line: message" (or file: byte N:) to stderr. */
-void cli_diag(const hbm_diag *diag);
-/* Maps a library error from reading the input or running on it to an exit
- * code (EPARSE/EINVAL/EIO/EUNSUPPORTED -> 2, others 1). */
+/* Prints a diag as "file:line: message" (or file: byte N:) to stderr. An
+ * empty diag falls back to `path` and to hbm_strerror(err), so a failure is
+ * never printed without words. */
+void cli_diag(const hbm_diag *diag, int err, const char *path);
+/* Maps a library error to an exit code: bad input (EPARSE/EINVAL/EIO/
+ * EUNSUPPORTED) -> 2; others, out of host memory (EHOSTMEM) among them -> 1:
+ * the input may be fine, the machine could not hold it. */
 int cli_exit_code(int err);
 /* Maps an error from writing an output file: refusing the path (EINVAL, e.g.
  * an input file) -> 2; failing to write it (EIO: cannot create, a full disk,

@@ -165,7 +165,7 @@ int cmd_demo(int argc, char **argv) {
     if (cli_is_tty()) fprintf(stderr, "\r%60s\r", "");
   }
   if (rc != HBM_OK) {
-    if (rc == HBM_EINVAL) cli_error("%s", diag.message);
+    if (rc == HBM_EINVAL && diag.message[0]) cli_error("%s", diag.message);
     else cli_error("cannot generate the workload: %s", hbm_strerror(rc));
     return cli_exit_code(rc);
   }

@@ -106,14 +106,14 @@ int cmd_fidelity(int argc, char **argv) {
   hbm_trace *t = NULL;
   int rc = load(path, device, &t, &diag);
   if (rc != HBM_OK) {
-    cli_diag(&diag);
+    cli_diag(&diag, rc, path);
     return cli_exit_code(rc);
   }
   hbm_fidelity_result r;
   rc = hbm_fidelity(t, &fo, &r, &diag);
   hbm_trace_free(t);
   if (rc != HBM_OK) {
-    if (diag.message[0]) cli_diag(&diag);
+    if (diag.message[0]) cli_diag(&diag, rc, path);
     else cli_error("%s: fidelity failed: %s", path, hbm_strerror(rc));
     return cli_exit_code(rc);
   }

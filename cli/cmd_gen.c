@@ -368,13 +368,14 @@ int cmd_gen(int argc, char **argv) {
   }
   hbm_diag diag;
   memset(&diag, 0, sizeof diag);
-  if (hbm_gen_llm_resolve(&c, &diag) != HBM_OK) {
-    cli_error("%s", diag.message);
+  int rc = hbm_gen_llm_resolve(&c, &diag);
+  if (rc != HBM_OK) {
+    cli_error("%s", diag.message[0] ? diag.message : hbm_strerror(rc));
     return CLI_BAD_INPUT;
   }
   hbm_gen_llm_estimate est;
-  if (hbm_gen_llm_estimate_peak(&c, &est, &diag) != HBM_OK) {
-    cli_error("%s", diag.message);
+  if ((rc = hbm_gen_llm_estimate_peak(&c, &est, &diag)) != HBM_OK) {
+    cli_error("%s", diag.message[0] ? diag.message : hbm_strerror(rc));
     return CLI_BAD_INPUT;
   }
   if (estimate) {
@@ -385,16 +386,16 @@ int cmd_gen(int argc, char **argv) {
     return CLI_BAD_INPUT;
   }
   hbm_trace *t = NULL;
-  int rc = hbm_gen_llm(&c, &t, &diag);
+  rc = hbm_gen_llm(&c, &t, &diag);
   if (rc != HBM_OK) {
-    if (rc == HBM_EINVAL) cli_error("%s", diag.message);
+    if (rc == HBM_EINVAL && diag.message[0]) cli_error("%s", diag.message);
     else cli_error("cannot generate: %s", hbm_strerror(rc));
     return cli_exit_code(rc);
   }
   uint64_t events = hbm_trace_event_count(t), peak = hbm_trace_peak_live(t);
   rc = hbm_trace_save(t, output, &diag);
   if (rc != HBM_OK) {
-    if (diag.message[0]) cli_diag(&diag);
+    if (diag.message[0]) cli_diag(&diag, rc, output);
     else cli_error("%s: cannot write: %s", output, hbm_strerror(rc));
     hbm_trace_free(t);
     return cli_write_exit_code(rc);

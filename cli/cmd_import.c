@@ -75,7 +75,7 @@ int cmd_import(int argc, char **argv) {
   size_t len;
   int rc = hbm_read_file(path, &data, &len, &diag);
   if (rc != HBM_OK) {
-    cli_diag(&diag);
+    cli_diag(&diag, rc, path);
     return cli_exit_code(rc);
   }
   if (!hbm_pickle_sniff((const uint8_t *)data, len)) {
@@ -88,7 +88,7 @@ int cmd_import(int argc, char **argv) {
   rc = hbm_snapshot_import((const uint8_t *)data, len, path, &so, &t, &diag);
   free(data);
   if (rc != HBM_OK) {
-    cli_diag(&diag);
+    cli_diag(&diag, rc, path);
     return cli_exit_code(rc);
   }
   t->source_path = strdup(path); /* so the writer refuses to overwrite it */
@@ -100,7 +100,7 @@ int cmd_import(int argc, char **argv) {
   memset(&diag, 0, sizeof diag);
   rc = hbm_trace_save(t, output, &diag);
   if (rc != HBM_OK) {
-    if (diag.message[0]) cli_diag(&diag);
+    if (diag.message[0]) cli_diag(&diag, rc, output);
     else cli_error("%s: cannot write: %s", output, hbm_strerror(rc));
     hbm_trace_free(t);
     return cli_write_exit_code(rc);

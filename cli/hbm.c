@@ -31,7 +31,10 @@ static void usage(FILE *out) {
 
 /* What the library reports (double free, bad policy settings, failed checks)
  * reaches the user as "hbm: <message>", whatever the command. */
-static void print_error(int err, const char *message, void *arg) { cli_error("%s", message); }
+static void print_error(int err, const char *message, void *arg) {
+  (void)arg;
+  cli_error("%s", message && message[0] ? message : hbm_strerror(err));
+}
 
 int main(int argc, char **argv) {
   hbm_set_error_handler(print_error, NULL);

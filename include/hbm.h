@@ -294,7 +294,8 @@ int hbm_compact_stats_get(hbm_heap *heap, hbm_compact_stats *out);
 typedef struct hbm_trace hbm_trace;
 
 /* Reads a trace file: hbm text trace v1, or a PyTorch memory snapshot pickle
- * (detected by content). On HBM_EPARSE/HBM_EIO, diag says where and what. */
+ * (detected by content). On HBM_EPARSE/HBM_EIO, diag says where and what; a
+ * file over 16 GiB is HBM_EPARSE, unread. On HBM_EHOSTMEM diag names the file. */
 int hbm_trace_load(const char *path, hbm_trace **out, hbm_diag *diag);
 /* Parses a text trace from memory; `name` is used in diagnostics. */
 int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_trace **out,

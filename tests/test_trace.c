@@ -120,5 +120,29 @@ int main(void) {
   static const char nul[] = "hbm-trace 1\na x 1\nf x\0\n";
   expect_bad_n(nul, sizeof nul - 1, 3, "NUL");
   expect_bad("hbm-trace 1\na 1 2 3 4 5 6 7 8 9\n", 2, "too many fields");
+
+  /* the input size limit: a regular file by its size, before reading; an
+   * endless device once past the limit; out of memory is never wordless */
+  {
+    char big[] = "/tmp/hbm-test-big-XXXXXX";
+    int bfd = mkstemp(big);
+    CHECK(bfd >= 0);
+    char block[4096];
+    memset(block, 'x', sizeof block);
+    CHECK(write(bfd, block, sizeof block) == (ssize_t)sizeof block);
+    close(bfd);
+    char *data = NULL;
+    size_t len = 0;
+    memset(&d, 0, sizeof d);
+    CHECK(hbm_read_file_max(big, 4096, &data, &len, &d) == HBM_OK && len == 4096);
+    free(data);
+    memset(&d, 0, sizeof d);
+    CHECK(hbm_read_file_max(big, 4095, &data, &len, &d) == HBM_EPARSE);
+    CHECK(!strcmp(d.file, big) && strstr(d.message, "4096 bytes, more than the 4.00 KiB the reader takes"));
+    unlink(big);
+    memset(&d, 0, sizeof d);
+    CHECK(hbm_read_file_max("/dev/zero", 1 << 20, &data, &len, &d) == HBM_EPARSE);
+    CHECK(!strcmp(d.file, "/dev/zero") && strstr(d.message, "more than the 1.00 MiB the reader takes"));
+  }
   return test_done("test_trace");
 }

@@ -536,8 +536,12 @@ int hbm_trace_load(const char *path, hbm_trace **out, hbm_diag *diag) {
     if (!(*out)->source_path) {
       hbm_trace_free(*out);
       *out = NULL;
-      return HBM_EHOSTMEM;
+      rc = HBM_EHOSTMEM;
     }
+  }
+  if (rc == HBM_EHOSTMEM) { /* the readers' own out-of-memory returns say nothing */
+    hbm_diag_set(diag, path, 0, 0, "out of host memory reading %llu bytes", (unsigned long long)len);
+    return HBM_EHOSTMEM;
   }
   return rc;
 }

@@ -103,8 +103,18 @@ int hbm_snapshot_to_trace(const uint8_t *data, size_t len, const char *name, hbm
 int hbm_diag_set(hbm_diag *diag, const char *file, uint64_t line, uint64_t offset,
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-/* Reads a whole file into a malloc'd buffer (NUL-terminated). */
+/* The largest input the readers take: 16 GiB. Real traces reach a few hundred
+ * MB and PyTorch snapshots a few GB; a larger file is a mistake (a disk image,
+ * /dev/zero) that would otherwise run the host out of memory. */
+#define HBM_MAX_INPUT (16ull << 30)
+
+/* Reads a whole file into a malloc'd buffer (NUL-terminated), at most
+ * HBM_MAX_INPUT bytes. Past that: HBM_EPARSE, "N bytes, more than the 16.00 GiB
+ * the reader takes" (a pipe or device is read up to the limit, then refused).
+ * Out of host memory: HBM_EHOSTMEM with diag naming the file and the bytes. */
 int hbm_read_file(const char *path, char **data, size_t *len, hbm_diag *diag);
+/* The same with another limit (tests). */
+int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, hbm_diag *diag);
 /* Writes data to path atomically: path.tmp.PID then rename. */
 int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_diag *diag);
 

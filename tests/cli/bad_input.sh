@@ -103,6 +103,32 @@ for json in "" --json; do
     { echo "FAIL replay $json | head -c 100: exit $rc, stderr '$(cat "$dir/err")'"; fail=1; }
 done
 
+# an input past the reader's limit (16 GiB) is refused by its size, before a
+# byte is read, by every command that reads one (a sparse file: no disk used)
+if truncate -s 17G "$dir/huge.trace" 2> /dev/null; then
+  for cmd in "replay HUGE --capacity 1GiB" "mincap HUGE" "fidelity HUGE" "import HUGE -o $dir/huge.out" \
+             "bench replay --trace HUGE"; do
+    # shellcheck disable=SC2086
+    "$HBM" $(echo "$cmd" | sed "s|HUGE|$dir/huge.trace|") > /dev/null 2> "$dir/err"; rc=$?
+    [ $rc -eq 2 ] && grep -q "huge.trace: 18253611008 bytes, more than the 16.00 GiB the reader takes" "$dir/err" ||
+      { echo "FAIL hbm $cmd on a 17 GiB file: exit $rc, $(cat "$dir/err")"; fail=1; }
+  done
+  [ -e "$dir/huge.out" ] && { echo "FAIL import of a 17 GiB file left an output"; fail=1; }
+  rm -f "$dir/huge.trace"
+else
+  echo "skip: no sparse files here to test the input limit on"
+fi
+
+# out of host memory is a failed run (exit 1), still with the file and the words
+# (skipped where the binary cannot start under the limit, e.g. AddressSanitizer)
+if (ulimit -v 600000 && "$HBM" --version) > /dev/null 2>&1; then
+  (ulimit -v 600000 && exec "$HBM" replay /dev/zero --capacity 1GiB) > /dev/null 2> "$dir/err"; rc=$?
+  [ $rc -eq 1 ] && grep -q "^/dev/zero: out of host memory reading [0-9]* bytes" "$dir/err" ||
+    { echo "FAIL replay /dev/zero under ulimit -v: exit $rc, $(cat "$dir/err")"; fail=1; }
+else
+  echo "skip: hbm does not start under ulimit -v 600000"
+fi
+
 "$HBM" nosuchcommand > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL unknown command: expected exit 2"; fail=1; }
 "$HBM" --help | grep -q "replay" || { echo "FAIL --help lists no commands"; fail=1; }
 "$HBM" replay --help | grep -q -- "--policy" || { echo "FAIL replay --help"; fail=1; }
