@@ -117,6 +117,35 @@ int main(void) {
   expect_bad("hbm-trace 1\ninit-seg 0x1000 4096 0 small\ninit-blk 0x1000 1024 a\n", 3, "not tiled");
   expect_bad("hbm-trace 1\ninit-seg 0x1000 4096 0 small\ninit-blk 0x1000 1000 a\n", 3, "multiple of 512");
   expect_bad("hbm-trace 1\ninit-seg 0x1001 4096 0 small\n", 2, "multiple of 512");
+  /* starting states that cannot exist: segments sharing bytes, or running past 2^64 */
+  expect_bad("hbm-trace 1\ninit-seg 0x0 2MiB 0 large\ninit-blk 0x0 2MiB -\n"
+             "init-seg 0x100000 2MiB 0 large\ninit-blk 0x100000 2MiB -\na x 10\n", 4,
+             "the segment [0x100000, 0x300000) overlaps the segment [0x0, 0x200000) at line 2");
+  expect_bad("hbm-trace 1\ninit-seg 0x100000 2MiB 0 large\ninit-blk 0x100000 2MiB -\n"
+             "init-seg 0x0 2MiB 0 large\ninit-blk 0x0 2MiB -\n", 4,
+             "the segment [0x0, 0x200000) overlaps the segment [0x100000, 0x300000) at line 2");
+  expect_bad("hbm-trace 1\ninit-seg 0x0 8MiB 0 large\ninit-blk 0x0 8MiB -\ninit-seg 0x800000 2MiB 0 large\n"
+             "init-blk 0x800000 2MiB -\ninit-seg 0x200000 512 0 small\ninit-blk 0x200000 512 -\n", 6,
+             "overlaps the segment [0x0, 0x800000) at line 2");
+  expect_bad("hbm-trace 1\ninit-seg 0x0 2MiB 0 large\ninit-blk 0x0 2MiB -\ninit-seg 0x0 2MiB 0 large\n"
+             "init-blk 0x0 2MiB -\n", 4, "overlaps the segment [0x0, 0x200000) at line 2");
+  expect_bad("hbm-trace 1\ninit-seg 0xfffffffffffffe00 2MiB 0 large\ninit-blk 0xfffffffffffffe00 2MiB -\n", 2,
+             "wrap past the top of the address space");
+  expect_bad("hbm-trace 1\ninit-seg 0xffffffffffe00000 2MiB 0 large\n", 2, "wrap past the top");
+  expect_bad("hbm-trace 1\nseg 0xfffffffffffffe00 2MiB 0 large\n", 2, "wrap past the top");
+  /* side by side is fine, in either order */
+  CHECK(parse("hbm-trace 1\ninit-seg 0x200000 2MiB 0 large\ninit-blk 0x200000 2MiB -\n"
+              "init-seg 0x0 2MiB 0 large\ninit-blk 0x0 2MiB -\na x 10\n", &t, &d) == HBM_OK);
+  CHECK(hbm_trace_validate(t, &d) == HBM_OK);
+  /* hbm_trace_validate refuses the same for traces built in memory (importers) */
+  t->init_segments[1].addr = 0x100000;
+  t->init_blocks[1].addr = 0x100000;
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_validate(t, &d) == HBM_EPARSE && strstr(d.message, "[0x100000, 0x300000) overlaps the segment [0x200000, 0x400000) at line 2"));
+  t->init_segments[1].addr = 0xfffffffffffffe00ull;
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_validate(t, &d) == HBM_EPARSE && strstr(d.message, "wraps past the top"));
+  hbm_trace_free(t);
   static const char nul[] = "hbm-trace 1\na x 1\nf x\0\n";
   expect_bad_n(nul, sizeof nul - 1, 3, "NUL");
   expect_bad("hbm-trace 1\na 1 2 3 4 5 6 7 8 9\n", 2, "too many fields");

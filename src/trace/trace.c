@@ -140,11 +140,61 @@ uint64_t hbm_trace_peak_live(const hbm_trace *t) {
   return peak;
 }
 
-/* ---- validation: the starting state's tiling, pairing of allocs and frees ---------- */
+/* ---- validation: the starting state's segments and tiling, pairing of allocs and frees -- */
+typedef struct seg_span { uint64_t lo, hi; uint32_t k; } seg_span;
+static int seg_span_cmp(const void *a, const void *b) {
+  const seg_span *x = a, *y = b;
+  if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
+  return x->k < y->k ? -1 : x->k > y->k;
+}
+
+static void where_line(char *buf, size_t len, uint32_t line) {
+  if (line) snprintf(buf, len, " at line %u", line);
+  else buf[0] = 0;
+}
+
+/* Two segments of one starting state share no byte: a replay would place
+ * blocks twice over and count the memory twice. Sorted by address, an
+ * overlap shows against the segment reaching furthest so far. */
+int hbm_trace_check_segments(const hbm_trace *t, const char *file, hbm_diag *diag) {
+  if (!file) file = t->name;
+  for (uint32_t k = 0; k < t->ninit_segments; k++) {
+    const hbm_init_segment *g = &t->init_segments[k];
+    if (hbm_range_wraps(g->addr, g->size))
+      return hbm_diag_set(diag, file, g->line, 0, "starting state: the segment at %#llx (%llu bytes) wraps past the top of the address space",
+                          (unsigned long long)g->addr, (unsigned long long)g->size);
+  }
+  if (t->ninit_segments < 2) return HBM_OK;
+  seg_span *s = malloc(t->ninit_segments * sizeof *s);
+  if (!s) return HBM_EHOSTMEM;
+  for (uint32_t k = 0; k < t->ninit_segments; k++)
+    s[k] = (seg_span){t->init_segments[k].addr, t->init_segments[k].addr + t->init_segments[k].size, k};
+  qsort(s, t->ninit_segments, sizeof *s, seg_span_cmp);
+  int rc = HBM_OK;
+  uint32_t far = 0; /* index into s of the segment that reaches highest so far */
+  for (uint32_t i = 1; i < t->ninit_segments; i++) {
+    if (s[i].lo < s[far].hi) {
+      /* report at the one that comes later in the trace, naming the other */
+      const seg_span *a = s[far].k < s[i].k ? &s[far] : &s[i], *b = a == &s[far] ? &s[i] : &s[far];
+      char at[32];
+      where_line(at, sizeof at, t->init_segments[a->k].line);
+      rc = hbm_diag_set(diag, file, t->init_segments[b->k].line, 0,
+                        "starting state: the segment [0x%llx, 0x%llx) overlaps the segment [0x%llx, 0x%llx)%s",
+                        (unsigned long long)b->lo, (unsigned long long)b->hi, (unsigned long long)a->lo,
+                        (unsigned long long)a->hi, at);
+      break;
+    }
+    if (s[i].hi > s[far].hi) far = i;
+  }
+  free(s);
+  return rc;
+}
+
 int hbm_trace_validate(const hbm_trace *t, hbm_diag *diag) {
+  int rc = hbm_trace_check_segments(t, NULL, diag);
+  if (rc != HBM_OK) return rc;
   uint8_t *live = calloc(t->nids ? t->nids : 1, 1);
   if (!live) return HBM_EHOSTMEM;
-  int rc = HBM_OK;
   for (uint32_t k = 0; k < t->ninit_segments && rc == HBM_OK; k++) { /* tiled whole, in 512-byte units */
     const hbm_init_segment *seg = &t->init_segments[k];
     uint64_t at = seg->addr;
@@ -336,6 +386,13 @@ static int last_segment_covered(parser *p, const hbm_trace *t) {
              (unsigned long long)seg->addr, (unsigned long long)covered, (unsigned long long)seg->size);
 }
 
+/* The starting state is complete (first event, or end of input): its last
+ * segment tiled, no two segments overlapping. */
+static int starting_state_done(parser *p, const hbm_trace *t) {
+  int rc = last_segment_covered(p, t);
+  return rc != HBM_OK ? rc : hbm_trace_check_segments(t, p->file, p->diag);
+}
+
 int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_trace **out,
                          hbm_diag *diag) {
   if (!text || !out) return HBM_EINVAL;
@@ -435,6 +492,7 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
       if (n < 3 || (is_free && n != 3) || n > 5) { rc = BAD(&p, is_free ? "expected 'segfree ADDR SIZE'" : "expected 'seg ADDR SIZE [STREAM] [small|large]'"); break; }
       if ((rc = parse_addr_tok(&p, tk[1], "segment address", &e.addr)) != HBM_OK) break;
       if ((rc = parse_size_tok(&p, tk[2], "segment size", &e.size)) != HBM_OK) break;
+      if (hbm_range_wraps(e.addr, e.size)) { rc = BAD(&p, "segment at %#llx: %llu bytes from there wrap past the top of the address space", (unsigned long long)e.addr, (unsigned long long)e.size); break; }
       if (n >= 4 && !tok_stream(tk[3], &e.stream)) { rc = BAD(&p, "expected a stream number, got '%.*s'", (int)tk[3].n, tk[3].s); break; }
       if (n == 5) {
         if (tok_eq(tk[4], "small")) e.tag = 1;
@@ -455,6 +513,8 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
       }
       if (t->nevents) { rc = BAD(&p, "starting state (init-seg) must come before the first event"); break; }
       if (s.addr % 512) { rc = BAD(&p, "init-seg address %#llx is not a multiple of 512 bytes", (unsigned long long)s.addr); break; }
+      if (hbm_range_wraps(s.addr, s.size)) { rc = BAD(&p, "init-seg at %#llx: %llu bytes from there wrap past the top of the address space", (unsigned long long)s.addr, (unsigned long long)s.size); break; }
+      s.line = (uint32_t)(p.line > UINT32_MAX ? UINT32_MAX : p.line);
       if ((rc = last_segment_covered(&p, t)) != HBM_OK) break;
       if ((rc = hbm_trace_add_init_segment(t, &s)) != HBM_OK) break;
       continue;
@@ -497,10 +557,10 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
       rc = BAD(&p, "unknown directive '%.*s' (expected a, f, s, seg, segfree, init-seg, init-blk, capacity or conf)", (int)tk[0].n, tk[0].s);
       break;
     }
-    if (!t->nevents && (rc = last_segment_covered(&p, t)) != HBM_OK) break;
+    if (!t->nevents && (rc = starting_state_done(&p, t)) != HBM_OK) break;
     if ((rc = hbm_trace_push(t, &e)) != HBM_OK) break;
   }
-  if (rc == HBM_OK && !t->nevents) rc = last_segment_covered(&p, t); /* at the end of the input */
+  if (rc == HBM_OK && !t->nevents) rc = starting_state_done(&p, t); /* at the end of the input */
   if (rc == HBM_OK && !saw_header) {
     p.line = 1;
     p.offset = 0;

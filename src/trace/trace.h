@@ -53,6 +53,7 @@ typedef struct hbm_init_segment {
   uint8_t small;      /* 1: small pool, 0: large pool */
   uint8_t expandable;
   uint32_t first_block, nblocks; /* into hbm_trace.init_blocks */
+  uint32_t line;      /* source line (text traces), for messages; 0 if none */
 } hbm_init_segment;
 
 typedef struct hbm_init_block {
@@ -92,8 +93,16 @@ int hbm_trace_add_init_block(hbm_trace *t, const hbm_init_block *blk);
 void hbm_trace_reserve_ids(hbm_trace *t, uint32_t n);
 
 /* Checks alloc/free pairing (no free of a dead id, no alloc of a live id) and
- * init-state tiling. HBM_EPARSE with diag naming the event. */
+ * the starting state: segments that neither wrap past the top of the address
+ * space nor overlap, each tiled in 512-byte blocks. HBM_EPARSE with diag
+ * naming the event or segment (and its line, for text traces). */
 int hbm_trace_validate(const hbm_trace *t, hbm_diag *diag);
+/* The starting state's segments alone: none wraps, no two overlap. HBM_OK,
+ * HBM_EPARSE (diag in `file`, NULL for the trace's name, at the line of the
+ * later of two overlapping segments, naming the other), or HBM_EHOSTMEM. */
+int hbm_trace_check_segments(const hbm_trace *t, const char *file, hbm_diag *diag);
+/* 1 if [addr, addr + size) runs past the top of the 64-bit address space. */
+static inline int hbm_range_wraps(uint64_t addr, uint64_t size) { return size > UINT64_MAX - addr; }
 
 /* Loads a PyTorch snapshot pickle from memory as a trace (snapshot.c). */
 int hbm_snapshot_to_trace(const uint8_t *data, size_t len, const char *name, hbm_trace **out,

@@ -26,6 +26,10 @@ expect zero_size      "at least 1 byte"      'hbm-trace 1\na x 0\n'
 expect absurd_size    "absurd"               'hbm-trace 1\na x 5000TiB\n'
 expect missing_header "header"               'a x 1KiB\n'
 expect bad_suffix     "expected a size"      'hbm-trace 1\na x 12QB\n'
+expect init_overlap   "overlaps the segment \[0x0, 0x200000) at line 2" \
+  'hbm-trace 1\ninit-seg 0x0 2MiB 0 large\ninit-blk 0x0 2MiB -\ninit-seg 0x100000 2MiB 0 large\ninit-blk 0x100000 2MiB -\na x 10\n'
+expect init_wrap      "wrap past the top of the address space" \
+  'hbm-trace 1\ninit-seg 0xfffffffffffffe00 2MiB 0 large\ninit-blk 0xfffffffffffffe00 2MiB -\na x 10\n'
 
 # usage errors exit 2 too
 "$HBM" replay > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL no input: expected exit 2"; fail=1; }
