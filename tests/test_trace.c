@@ -117,6 +117,19 @@ int main(void) {
   expect_bad("hbm-trace 1\ninit-seg 0x1000 4096 0 small\ninit-blk 0x1000 1024 a\n", 3, "not tiled");
   expect_bad("hbm-trace 1\ninit-seg 0x1000 4096 0 small\ninit-blk 0x1000 1000 a\n", 3, "multiple of 512");
   expect_bad("hbm-trace 1\ninit-seg 0x1001 4096 0 small\n", 2, "multiple of 512");
+  /* a conf PyTorch would refuse: the line, and the byte within the setting */
+  expect_bad("hbm-trace 1\nconf max_split_size_mb:abc\na x 1\n", 2,
+             "conf: byte 18 of the setting 'max_split_size_mb:abc': max_split_size_mb: expected a non-negative integer");
+  expect_bad("hbm-trace 1\nconf bogus:1\n", 2, "Unrecognized CachingAllocator option: bogus");
+  expect_bad("hbm-trace 1\nconf max_split_size_mb:10\n", 2, "too small");
+  CHECK(parse("hbm-trace 1\nconf expandable_segments:True,roundup_power2_divisions:[256:1,>:4]\n", &t, &d) == HBM_OK);
+  /* ... and hbm_trace_validate refuses it in a trace built in memory */
+  free(t->conf);
+  t->conf = strdup("garbage_collection_threshold:2");
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_validate(t, &d) == HBM_EPARSE && strstr(d.message, "garbage_collect_threshold is invalid"));
+  hbm_trace_free(t);
+
   /* starting states that cannot exist: segments sharing bytes, or running past 2^64 */
   expect_bad("hbm-trace 1\ninit-seg 0x0 2MiB 0 large\ninit-blk 0x0 2MiB -\n"
              "init-seg 0x100000 2MiB 0 large\ninit-blk 0x100000 2MiB -\na x 10\n", 4,

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "core/util.h"
+#include "policy/pytorch_alloc.h"
 
 /* ---- builder ------------------------------------------------------------------ */
 int hbm_trace_new(const char *name, hbm_trace **out) {
@@ -190,8 +191,24 @@ int hbm_trace_check_segments(const hbm_trace *t, const char *file, hbm_diag *dia
   return rc;
 }
 
+/* A trace's conf is PYTORCH_CUDA_ALLOC_CONF text (fidelity replays with it):
+ * what PyTorch would refuse is refused where the trace is read, not later by
+ * one command and never by others. `offset` is where the text starts in the
+ * file; the message says the byte within the setting. */
+static int check_conf(const char *conf, const char *file, uint64_t line, uint64_t offset, hbm_diag *diag) {
+  hbm_pt_conf c;
+  hbm_pt_conf_default(&c, 0);
+  hbm_diag why = {0};
+  int rc = hbm_pt_conf_parse(conf, &c, &why);
+  if (rc == HBM_OK || rc == HBM_EHOSTMEM) return rc;
+  hbm_diag_set(diag, file, line, offset + why.offset, "conf: byte %llu of the setting '%.80s%s': %s",
+               (unsigned long long)why.offset, conf, strlen(conf) > 80 ? "..." : "", why.message);
+  return HBM_EPARSE;
+}
+
 int hbm_trace_validate(const hbm_trace *t, hbm_diag *diag) {
   int rc = hbm_trace_check_segments(t, NULL, diag);
+  if (rc == HBM_OK && t->conf) rc = check_conf(t->conf, t->name, 0, 0, diag);
   if (rc != HBM_OK) return rc;
   uint8_t *live = calloc(t->nids ? t->nids : 1, 1);
   if (!live) return HBM_EHOSTMEM;
@@ -484,6 +501,7 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
       if (n != 2) { rc = BAD(&p, "expected 'conf KEY:VALUE[,KEY:VALUE...]' (no spaces)"); break; }
       char *conf = strndup(tk[1].s, tk[1].n);
       if (!conf) { rc = HBM_EHOSTMEM; break; }
+      if ((rc = check_conf(conf, p.file, p.line, (uint64_t)(tk[1].s - text), diag)) != HBM_OK) { free(conf); break; }
       free(t->conf);
       t->conf = conf;
       continue;

@@ -94,8 +94,9 @@ void hbm_trace_reserve_ids(hbm_trace *t, uint32_t n);
 
 /* Checks alloc/free pairing (no free of a dead id, no alloc of a live id) and
  * the starting state: segments that neither wrap past the top of the address
- * space nor overlap, each tiled in 512-byte blocks. HBM_EPARSE with diag
- * naming the event or segment (and its line, for text traces). */
+ * space nor overlap, each tiled in 512-byte blocks; and a conf that PyTorch's
+ * settings parser takes. HBM_EPARSE with diag naming the event, segment or
+ * setting (and its line, for text traces). */
 int hbm_trace_validate(const hbm_trace *t, hbm_diag *diag);
 /* The starting state's segments alone: none wraps, no two overlap. HBM_OK,
  * HBM_EPARSE (diag in `file`, NULL for the trace's name, at the line of the

@@ -30,6 +30,15 @@ expect init_overlap   "overlaps the segment \[0x0, 0x200000) at line 2" \
   'hbm-trace 1\ninit-seg 0x0 2MiB 0 large\ninit-blk 0x0 2MiB -\ninit-seg 0x100000 2MiB 0 large\ninit-blk 0x100000 2MiB -\na x 10\n'
 expect init_wrap      "wrap past the top of the address space" \
   'hbm-trace 1\ninit-seg 0xfffffffffffffe00 2MiB 0 large\ninit-blk 0xfffffffffffffe00 2MiB -\na x 10\n'
+expect conf           "conf: byte 18 of the setting 'max_split_size_mb:abc': max_split_size_mb: expected" \
+  'hbm-trace 1\nconf max_split_size_mb:abc\na x 10 @0x0\nf x\n'
+# ... refused by every command that reads the trace, not only by the one that uses it
+for cmd in "replay --policy caching --capacity 1GiB" "mincap --policy caching" "fidelity"; do
+  # shellcheck disable=SC2086
+  "$HBM" $cmd "$dir/conf.trace" > /dev/null 2> "$dir/err"; rc=$?
+  [ $rc -eq 2 ] && grep -q "conf.trace:2: conf: byte 18 of the setting" "$dir/err" ||
+    { echo "FAIL hbm $cmd with a bad conf: exit $rc, $(cat "$dir/err")"; fail=1; }
+done
 
 # usage errors exit 2 too
 "$HBM" replay > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL no input: expected exit 2"; fail=1; }
