@@ -222,6 +222,10 @@ int cmd_replay(int argc, char **argv) {
              cli_frag(r->max_frag, 3, f), (unsigned long long)r->backend_calls);
       if (!r->oom) {
         printf("none\n");
+      } else if (r->first_oom.cause == HBM_CAUSE_START) {
+        printf("before event 0: the starting state does not fit as recorded (%s live, free total %s, "
+               "largest free %s): start\n", cli_size(r->first_oom.request, a), cli_size(r->first_oom.free_total, b),
+               cli_size(r->first_oom.largest_free, d));
       } else {
         printf("step %llu (event %llu): request %s, free total %s, largest free %s, ratio %s: %s\n",
                (unsigned long long)r->first_oom.step, (unsigned long long)r->first_oom.event,

@@ -314,6 +314,10 @@ typedef enum hbm_oom_cause {
   HBM_CAUSE_NONE = 0,
   HBM_CAUSE_CAPACITY,      /* live + request > capacity */
   HBM_CAUSE_FRAGMENTATION, /* free total >= request > largest free */
+  HBM_CAUSE_START,         /* the recorded starting state does not fit as recorded (its
+                              segments holding live blocks exceed the capacity), though
+                              its live bytes (the report's request) alone would: the run
+                              fails before its first event */
 } hbm_oom_cause;
 const char *hbm_oom_cause_name(hbm_oom_cause cause);
 

@@ -1,6 +1,7 @@
 /* test_mincap: the capacity search on traces with known answers: a single
  * block, a layout that fragments a flat arena but not zoned, the resolution,
- * a limit too small to complete, the re-check's backend calls, and errors. */
+ * a limit too small to complete, the re-check's backend calls, errors, and a
+ * recorded starting state that does not fit (its cause, and not completing). */
 #include "hbm.h"
 #include "replay/mincap.h"
 #include "testutil.h"
@@ -73,5 +74,35 @@ int main(void) {
   CHECK_EQ_U64(zoned.min_capacity, 640 * MiB);
   CHECK(flat.below_fails);
   hbm_trace_free(frag);
+
+  /* A starting state that does not fit as recorded: 100 B live in a 1 GiB
+   * segment on a 512 MiB device. The live bytes would fit, so the cause is
+   * the starting state, not fragmentation; live bytes over the capacity are
+   * capacity. Either way the run fails before event 0 and mincap goes on. */
+  static const char unfit_text[] = "hbm-trace 1\ninit-seg 0x0 1GiB 0 large\ninit-blk 0x0 1GiB b0 100\na x 10\n";
+  static const char over_text[] = "hbm-trace 1\ninit-seg 0x0 1GiB 0 large\ninit-blk 0x0 1GiB b0 600MiB\na x 10\n";
+  hbm_trace *unfit, *over;
+  hbm_diag d = {0};
+  CHECK(hbm_trace_parse_text(unfit_text, sizeof unfit_text - 1, "unfit", &unfit, &d) == HBM_OK);
+  CHECK(hbm_trace_parse_text(over_text, sizeof over_text - 1, "over", &over, &d) == HBM_OK);
+  for (int i = 2; i < 4; i++) { /* caching, expandable: the policies that take a recorded state */
+    hbm_replay_options ro = {.policy = policies[i], .device = "sim:512MiB"};
+    hbm_replay_result rr;
+    CHECK(hbm_replay(unfit, &ro, &rr) == HBM_OK);
+    printf("test_mincap: unfit starting state, %s: cause %s, request %llu\n", policies[i],
+           hbm_oom_cause_name(rr.first_oom.cause), (unsigned long long)rr.first_oom.request);
+    CHECK(rr.oom && rr.first_oom.cause == HBM_CAUSE_START && rr.first_oom.event == 0);
+    CHECK_EQ_U64(rr.first_oom.request, 100);
+    CHECK(!strcmp(hbm_oom_cause_name(rr.first_oom.cause), "start"));
+    CHECK(hbm_replay(over, &ro, &rr) == HBM_OK);
+    CHECK(rr.oom && rr.first_oom.cause == HBM_CAUSE_CAPACITY);
+    ro.device = "sim:2GiB";
+    CHECK(hbm_replay(unfit, &ro, &rr) == HBM_OK && !rr.oom);
+  }
+  hbm_mincap_options wide = {.limit = 4ull << 30};
+  CHECK(hbm_mincap(unfit, "caching", &wide, &r) == HBM_OK);
+  CHECK(r.found && r.min_capacity > (1ull << 30) && r.below_fails);
+  hbm_trace_free(unfit);
+  hbm_trace_free(over);
   return test_done("test_mincap");
 }

@@ -261,7 +261,10 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
         track_peaks(&s);
       } else if (rc == HBM_ENOMEM) {
         /* The recorded state does not fit this device: the run fails at
-         * its start, a result like any failed request, not an error. */
+         * its start, a result like any failed request, not an error. Its
+         * live bytes alone may fit: then the recorded layout is what does
+         * not (a segment holding a live block is kept whole), which is
+         * neither over capacity nor a fragmented free space. */
         seeded = unfit = 1;
         rc = HBM_OK;
         uint64_t recorded = 0;
@@ -272,7 +275,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
         res->oom = 1;
         res->failures = 1;
         res->first_oom = (hbm_oom_report){.request = recorded, .free_total = res->capacity, .largest_free = u.largest_free,
-                                          .cause = recorded > res->capacity ? HBM_CAUSE_CAPACITY : HBM_CAUSE_FRAGMENTATION};
+                                          .cause = recorded > res->capacity ? HBM_CAUSE_CAPACITY : HBM_CAUSE_START};
       } else if (rc != HBM_EUNSUPPORTED) {
         free(ids);
         goto out;
@@ -365,6 +368,7 @@ const char *hbm_oom_cause_name(hbm_oom_cause cause) {
   switch (cause) {
     case HBM_CAUSE_CAPACITY: return "capacity";
     case HBM_CAUSE_FRAGMENTATION: return "fragmentation";
+    case HBM_CAUSE_START: return "start";
     default: return "none";
   }
 }

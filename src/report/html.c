@@ -412,6 +412,11 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
   if (res->oom) {
     const hbm_oom_report *o = &res->first_oom;
     uint64_t live = cap - o->free_total;
+    if (o->cause == HBM_CAUSE_START)
+      return snprintf(buf, len, "The recorded starting state does not fit %s as recorded: its %s live alone "
+                      "would, but not in the segments that hold them, which the policy keeps whole; the run "
+                      "fails before its first event.",
+                      size_text(cap, a, 32), size_text(o->request, b, 32));
     int n = snprintf(buf, len, "At step %llu a %s request failed with %s free in total (capacity %s minus %s live) ",
                      (unsigned long long)o->step, size_text(o->request, a, 32), size_text(o->free_total, b, 32),
                      size_text(cap, c, 32), size_text(live, d, 32));

@@ -42,4 +42,14 @@ grep -q '"policy":"zoned","alloc_conf":"moves:off"' "$dir/out" || { echo "FAIL p
 "$HBM" help nosuch > /dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] || { echo "FAIL hbm help nosuch: exit $rc"; fail=1; }
 "$HBM" help | grep -q "^commands:" || { echo "FAIL hbm help"; fail=1; }
+# a recorded starting state that does not fit as recorded is named as such,
+# not as fragmentation (100 B live would fit; its 1 GiB segment does not)
+printf 'hbm-trace 1\ninit-seg 0x0 1GiB 0 large\ninit-blk 0x0 1GiB b0 100\na x 10\n' > "$dir/unfit.trace"
+text=$("$HBM" replay "$dir/unfit.trace" --capacity 512MiB --policy caching,expandable) || { echo "FAIL unfit replay exited $?"; fail=1; }
+echo "$text"
+[ "$(echo "$text" | grep -c "before event 0: the starting state does not fit as recorded (100 B live.*: start$")" -eq 2 ] ||
+  { echo "FAIL: the unfit starting state is not named as the cause"; fail=1; }
+echo "$text" | grep -q "fragmentation" && { echo "FAIL: the unfit starting state is called fragmentation"; fail=1; }
+"$HBM" replay "$dir/unfit.trace" --capacity 512MiB --policy caching --json | grep -q '"request":100,.*"cause":"start"' ||
+  { echo "FAIL: JSON cause of the unfit starting state is not start"; fail=1; }
 exit $fail
