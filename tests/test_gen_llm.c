@@ -230,6 +230,24 @@ int main(void) {
   c.checkpoint_every = 1;
   c.steps = 3;
   check_config("llama-3b-zero3", &c);
+  /* ZeRO-2 over 16 with lengths from 1024 to 4096 and 25 MiB buckets: a short
+   * micro-batch's backward outruns its reduce-scatters. The run synchronizes the
+   * reduction stream at the end of every backward; a trace that carried those
+   * buckets into the next micro-batch peaked ~7% above the estimate by step 21. */
+  hbm_gen_llm_defaults(&c);
+  c.layers = c.hidden = c.heads = 0;
+  c.params = 13000000000ull;
+  c.seq_kind = HBM_SEQ_UNIFORM;
+  c.seq_min = 1024;
+  c.seq_max = 4096;
+  c.micro_batch = 2;
+  c.grad_accum = 8;
+  c.dp = 16;
+  c.zero = 2;
+  c.checkpoint_every = 4;
+  c.capacity = 141ull << 30;
+  c.steps = 25;
+  check_config("13b-zero2-varlen", &c);
 
   check_preset("910c-dense", 3);
   check_preset("7b-1gpu-80g", 3);

@@ -1040,6 +1040,16 @@ static void backward_mb(gen *g, uint32_t slot, uint64_t seq) {
   }
   if (S->first) embed_bwd(g, &z, dy);
   else F(g, dy); /* sent to the previous stage */
+  /* ZeRO-2/3 and offload reduce in every micro-batch; the engine's epilogue at the
+   * end of each backward (DeepSpeed's independent_gradient_partition_epilogue)
+   * reduces the partly filled bucket and synchronizes the reduction stream. So
+   * no bucket of this micro-batch is still in flight when the next one runs: a
+   * backward that outpaces its reductions waits for them here, as the run does. */
+  const hbm_gen_llm_config *c = g->c;
+  if ((c->zero >= 2 || c->offload) && (c->offload || c->dp > 1)) {
+    bucket_launch(g);
+    wait_all(g);
+  }
 }
 
 /* ---- optimizer ---------------------------------------------------------------- */
