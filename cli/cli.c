@@ -147,7 +147,11 @@ int cli_split_policies(const char *list, char names[][32], int max) {
                 hbm_policy_names());
       return 0;
     }
-    if (len >= 32 || n == max) {
+    if (len >= 32) { /* no policy has so long a name */
+      cli_error("--policy: unknown policy '%.*s' (known: %s)", (int)len, p, hbm_policy_names());
+      return 0;
+    }
+    if (n == max) {
       cli_error("--policy: '%s' is too long a list (at most %d of %s, or all)", given, max, hbm_policy_names());
       return 0;
     }
