@@ -102,6 +102,10 @@ int main(void) {
   hbm_mincap_options wide = {.limit = 4ull << 30};
   CHECK(hbm_mincap(unfit, "caching", &wide, &r) == HBM_OK);
   CHECK(r.found && r.min_capacity > (1ull << 30) && r.below_fails);
+  /* The default limit makes room for the recorded segments (1 GiB here),
+   * not only for 8 x the 100 B live. */
+  CHECK(hbm_mincap(unfit, "caching", NULL, &r) == HBM_OK);
+  CHECK(r.found && r.min_capacity > (1ull << 30) && r.below_fails);
   hbm_trace_free(unfit);
   hbm_trace_free(over);
   return test_done("test_mincap");

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "trace/trace.h"
 
 #define MINCAP_DEFAULT_RESOLUTION (16ull << 20)
 
@@ -30,7 +31,12 @@ int hbm_mincap(const hbm_trace *t, const char *policy, const hbm_mincap_options 
   snprintf(out->policy, sizeof out->policy, "%s", policy);
   uint64_t peak = hbm_trace_peak_live(t);
   out->peak_live = peak;
-  uint64_t limit = o.limit ? o.limit : 8 * peak + (1ull << 30);
+  /* A recorded starting state is rebuilt as recorded, its segments whole, so
+   * a trace with one needs room for them however little of them is live. */
+  uint64_t recorded = 0;
+  for (uint32_t k = 0; k < t->ninit_segments; k++) recorded += t->init_segments[k].size;
+  uint64_t base = recorded > peak ? recorded : peak;
+  uint64_t limit = o.limit ? o.limit : 8 * base + (1ull << 30);
   limit = limit / step * step;
   if (limit > HBM_MAX_SIZE) limit = HBM_MAX_SIZE / step * step;
   hbm_replay_result res;

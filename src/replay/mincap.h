@@ -20,7 +20,8 @@
 typedef struct hbm_mincap_options {
   const char *conf;      /* policy settings, or NULL */
   uint64_t resolution;   /* 0: 16 MiB; must be a multiple of the granule */
-  uint64_t limit;        /* largest capacity tried; 0: 8 x peak live + 1 GiB */
+  uint64_t limit;        /* largest capacity tried; 0: 8 x the larger of peak live and the
+                            starting state's recorded segments, + 1 GiB */
 } hbm_mincap_options;
 
 typedef struct hbm_mincap_result {
