@@ -82,12 +82,8 @@ int bench_replay(int argc, char **argv) {
               preset_given ? "--preset" : "--steps");
     return CLI_BAD_INPUT;
   }
-  if (device) { /* a bad spec is said once here, not once per policy */
-    hbm_device *dev = NULL;
-    int drc = hbm_device_open(device, &dev);
-    if (drc != HBM_OK) return cli_exit_code(drc);
-    hbm_device_close(dev);
-  }
+  int drc = cli_check_device(device);
+  if (drc != CLI_OK) return drc;
   hbm_trace *t = NULL;
   hbm_diag d = {0};
   char name[128];

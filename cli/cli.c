@@ -223,6 +223,15 @@ const char *cli_conf_for(const cli_confs *c, const char *policy) {
   return c->all;
 }
 
+int cli_check_device(const char *spec) {
+  if (!spec) return CLI_OK;
+  hbm_device *dev = NULL;
+  int rc = hbm_device_open(spec, &dev);
+  if (rc != HBM_OK) return cli_exit_code(rc);
+  hbm_device_close(dev);
+  return CLI_OK;
+}
+
 int cli_load_trace(const char *path, hbm_trace **out) {
   hbm_diag diag = {0};
   int rc = hbm_trace_load(path, out, &diag);

@@ -91,6 +91,9 @@ const char *cli_conf_for(const cli_confs *c, const char *policy);
 /* Loads a trace or snapshot; on error prints the diagnostic (file, line or
  * byte offset) and returns the exit code, else CLI_OK. */
 int cli_load_trace(const char *path, hbm_trace **out);
+/* Opens and closes a --device SPEC once, so that a bad one is said once, not
+ * once per policy: CLI_OK (also for NULL), else the exit code. */
+int cli_check_device(const char *spec);
 /* Human size. */
 const char *cli_size(uint64_t bytes, char buf[32]);
 /* A fragmentation ratio with `decimals` places; "inf" for the API's 1e9

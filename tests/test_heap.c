@@ -27,6 +27,9 @@ int main(void) {
   CHECK(hbm_size_parse("4.2GB", &v) == HBM_OK && v == 4200000000ull);
   CHECK(hbm_size_parse("1.5KiB", &v) == HBM_OK && v == 1536);
   CHECK(hbm_size_parse("1024", &v) == HBM_OK && v == 1024);
+  /* 1 PiB, the largest size any reader takes, can be written as one */
+  CHECK(hbm_size_parse("1PiB", &v) == HBM_OK && v == 1ull << 50);
+  CHECK(hbm_size_parse("2PB", &v) == HBM_OK && v == 2000000000000000ull);
   CHECK(hbm_size_parse("12QB", &v) == HBM_EINVAL);
   CHECK(hbm_size_parse("", &v) == HBM_EINVAL);
   CHECK(hbm_size_parse("-5MiB", &v) == HBM_EINVAL);

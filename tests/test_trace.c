@@ -102,7 +102,8 @@ int main(void) {
   expect_bad("hbm-trace 1\na x 1\nf x\nf x\n", 4, "double free");
   expect_bad("hbm-trace 1\na x 1\na x 2\n", 3, "already live");
   expect_bad("hbm-trace 1\na x 0\n", 2, "at least 1 byte");
-  expect_bad("hbm-trace 1\na x 5PiB\n", 2, "expected a size");
+  expect_bad("hbm-trace 1\na x 5EiB\n", 2, "expected a size");
+  expect_bad("hbm-trace 1\na x 5PiB\n", 2, "absurd"); /* a size, over the 1 PiB limit */
   expect_bad("hbm-trace 1\na x 2000000TiB\n", 2, "absurd");
   expect_bad("hbm-trace 1\na x 12QB\n", 2, "expected a size");
   expect_bad("hbm-trace 1\na x 1 act act\n", 2, "unexpected field");

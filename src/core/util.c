@@ -166,10 +166,12 @@ int hbm_size_parse(const char *text, uint64_t *bytes) {
       {"MiB", 1ull << 20},
       {"GiB", 1ull << 30},
       {"TiB", 1ull << 40},
+      {"PiB", 1ull << 50},
       {"KB", 1000ull},
       {"MB", 1000000ull},
       {"GB", 1000000000ull},
       {"TB", 1000000000000ull},
+      {"PB", 1000000000000000ull},
   };
   for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
     if (strcmp(p, units[i].suffix) != 0) continue;
@@ -186,10 +188,10 @@ int hbm_size_parse(const char *text, uint64_t *bytes) {
 }
 
 char *hbm_size_format(uint64_t bytes, char *buf, size_t len) {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double v = (double)bytes;
   int u = 0;
-  while (v >= 1024 && u < 4) {
+  while (v >= 1024 && u < 5) {
     v /= 1024;
     u++;
   }

@@ -36,6 +36,11 @@ n=$("$HBM" replay "$trace" --policy all --json | grep -o '"policy":' | wc -l)
 "$HBM" replay "$trace" --policy caching,zoned --alloc-conf zoned=moves:off --alloc-conf caching=expandable_segments:True --json \
   > "$dir/out" 2> "$dir/err" || { echo "FAIL --policy with per-policy --alloc-conf: $(cat "$dir/err")"; fail=1; }
 grep -q '"policy":"zoned","alloc_conf":"moves:off"' "$dir/out" || { echo "FAIL per-policy settings: $(cat "$dir/out")"; fail=1; }
+# a bad --device is said once, not once per policy, and nothing is printed
+"$HBM" replay "$trace" --device sim:2PiB --policy bestfit,caching > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && [ ! -s "$dir/out" ] && [ "$(wc -l < "$dir/err")" -eq 1 ] ||
+  { echo "FAIL bad --device: exit $rc, $(cat "$dir/err")"; fail=1; }
+"$HBM" replay "$trace" --device sim:1PiB --policy bestfit > /dev/null || { echo "FAIL --device sim:1PiB refused"; fail=1; }
 # hbm help CMD is CMD --help; an unknown CMD is a usage error
 "$HBM" help replay > "$dir/out" 2>&1 && grep -q "usage: hbm replay" "$dir/out" || { echo "FAIL hbm help replay: $(head -n 2 "$dir/out")"; fail=1; }
 "$HBM" help bench replay 2>&1 | grep -q "usage: hbm bench replay" || { echo "FAIL hbm help bench replay"; fail=1; }
