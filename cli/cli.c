@@ -47,12 +47,10 @@ int cli_exit_code(int err) {
   }
 }
 
-int cli_write_exit_code(int err) {
-  switch (err) {
-    case HBM_OK: return CLI_OK;
-    case HBM_EINVAL: return CLI_BAD_INPUT; /* e.g. the output path is an input */
-    default: return CLI_FAILED;
-  }
+int cli_write_failed(const hbm_diag *diag, int err, const char *path) {
+  if (diag->message[0]) cli_diag(diag, err, path);
+  else cli_error("%s: cannot write: %s", path, hbm_strerror(err));
+  return err == HBM_EINVAL ? CLI_BAD_INPUT : CLI_FAILED; /* EINVAL: e.g. the output path is an input */
 }
 
 int cli_parse_size(const char *what, const char *text, uint64_t *out) {
@@ -109,11 +107,7 @@ int cli_write_output(const char *path, const char *text, size_t len, const char 
   }
   hbm_diag d = {0};
   int rc = hbm_write_file_atomic(path, text, len, &d);
-  if (rc != HBM_OK) {
-    cli_diag(&d, rc, path);
-    return cli_write_exit_code(rc);
-  }
-  return CLI_OK;
+  return rc == HBM_OK ? CLI_OK : cli_write_failed(&d, rc, path);
 }
 
 const char *cli_size(uint64_t bytes, char buf[32]) { return hbm_size_format(bytes, buf, 32); }

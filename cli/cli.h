@@ -36,10 +36,11 @@ void cli_diag(const hbm_diag *diag, int err, const char *path);
  * EUNSUPPORTED) -> 2; others, out of host memory (EHOSTMEM) among them -> 1:
  * the input may be fine, the machine could not hold it. */
 int cli_exit_code(int err);
-/* Maps an error from writing an output file: refusing the path (EINVAL, e.g.
- * an input file) -> 2; failing to write it (EIO: cannot create, a full disk,
+/* Says why an output file could not be written (the diag, else "PATH: cannot
+ * write: ...") and returns the exit code: refusing the path (EINVAL, e.g. an
+ * input file) -> 2; failing to write it (EIO: cannot create, a full disk,
  * cannot replace) is no fault of the input -> 1. */
-int cli_write_exit_code(int err);
+int cli_write_failed(const hbm_diag *diag, int err, const char *path);
 /* Parses a size argument; on error prints "hbm: <what>: ..." and returns 0. */
 int cli_parse_size(const char *what, const char *text, uint64_t *out);
 /* A count min..max for option `opt`, as hbm_count_parse reads it ("20",

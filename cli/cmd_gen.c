@@ -395,10 +395,8 @@ int cmd_gen(int argc, char **argv) {
   uint64_t events = hbm_trace_event_count(t), peak = hbm_trace_peak_live(t);
   rc = hbm_trace_save(t, output, &diag);
   if (rc != HBM_OK) {
-    if (diag.message[0]) cli_diag(&diag, rc, output);
-    else cli_error("%s: cannot write: %s", output, hbm_strerror(rc));
     hbm_trace_free(t);
-    return cli_write_exit_code(rc);
+    return cli_write_failed(&diag, rc, output);
   }
   char a[32], b[32], d[32];
   int code = CLI_OK;

@@ -100,10 +100,8 @@ int cmd_import(int argc, char **argv) {
   memset(&diag, 0, sizeof diag);
   rc = hbm_trace_save(t, output, &diag);
   if (rc != HBM_OK) {
-    if (diag.message[0]) cli_diag(&diag, rc, output);
-    else cli_error("%s: cannot write: %s", output, hbm_strerror(rc));
     hbm_trace_free(t);
-    return cli_write_exit_code(rc);
+    return cli_write_failed(&diag, rc, output);
   }
   int code = CLI_OK;
   if (!quiet) {
