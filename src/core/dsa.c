@@ -351,6 +351,14 @@ static int strategy_order(const hbm_dsa_block *b, size_t n, uint64_t period, hbm
   return HBM_OK;
 }
 
+/* One strategy: its order into order[0..n), its plan into offsets. */
+static int plan_strategy(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t horizon, uint64_t align,
+                         hbm_dsa_strategy strategy, uint32_t *order, uint64_t *offsets, uint64_t *footprint) {
+  int rc = strategy_order(b, n, period, strategy, order);
+  if (rc != HBM_OK) return rc;
+  return place_in_order(b, n, period, horizon, align, order, strategies[strategy].smallest_gap, offsets, footprint);
+}
+
 int hbm_dsa_plan_with(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align,
                       hbm_dsa_strategy strategy, uint64_t *offsets, uint64_t *footprint) {
   uint64_t horizon;
@@ -359,9 +367,7 @@ int hbm_dsa_plan_with(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_
   *footprint = 0;
   if (!n) return HBM_OK;
   uint32_t *order = malloc(n * sizeof *order);
-  rc = order ? strategy_order(b, n, period, strategy, order) : HBM_EHOSTMEM;
-  if (rc == HBM_OK)
-    rc = place_in_order(b, n, period, horizon, align, order, strategies[strategy].smallest_gap, offsets, footprint);
+  rc = order ? plan_strategy(b, n, period, horizon, align, strategy, order, offsets, footprint) : HBM_EHOSTMEM;
   free(order);
   return rc;
 }
@@ -399,20 +405,27 @@ int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t ali
   if (rc != HBM_OK) return rc;
   *footprint = 0;
   if (!n) return HBM_OK;
-  rc = hbm_dsa_plan_with(b, n, period, align, HBM_DSA_SIZE_LOWEST, offsets, footprint);
-  if (rc != HBM_OK || n == 1) return rc;
+  /* Each strategy's order is kept: the rounds start from it. */
+  uint32_t *orders = malloc(HBM_DSA_STRATEGIES * n * sizeof *orders), *spare = malloc(n * sizeof *spare);
+  uint64_t *plans = NULL, *trial;
+  if (!orders || !spare) {
+    rc = HBM_EHOSTMEM;
+    goto out;
+  }
+  rc = plan_strategy(b, n, period, horizon, align, HBM_DSA_SIZE_LOWEST, orders, offsets, footprint);
+  if (rc != HBM_OK || n == 1) goto out;
   /* Everything after the first order is only a chance to do better: what
    * runs out of host memory forfeits it, and the plan in hand stands. */
   uint64_t peak = hbm_dsa_peak(b, n, period), fp[HBM_DSA_STRATEGIES] = {*footprint};
-  uint64_t *plans = malloc(HBM_DSA_STRATEGIES * n * sizeof *plans), *trial;
-  uint32_t *order = malloc(n * sizeof *order), *next = malloc(n * sizeof *next);
   int tried = 1, by_fp[HBM_DSA_STRATEGIES];
-  if (!plans || !order || !next) goto out;
+  if (!(plans = malloc(HBM_DSA_STRATEGIES * n * sizeof *plans))) goto out;
   memcpy(plans, offsets, n * sizeof *plans);
   /* Each order once, then rounds from each order's plan, the best first. */
   for (; tried < HBM_DSA_STRATEGIES && *footprint > peak; tried++) {
     trial = plans + (size_t)tried * n;
-    if (hbm_dsa_plan_with(b, n, period, align, (hbm_dsa_strategy)tried, trial, &fp[tried]) != HBM_OK) goto out;
+    if (plan_strategy(b, n, period, horizon, align, (hbm_dsa_strategy)tried, orders + (size_t)tried * n, trial,
+                      &fp[tried]) != HBM_OK)
+      goto out;
     if (fp[tried] < *footprint) {
       memcpy(offsets, trial, n * sizeof *trial);
       *footprint = fp[tried];
@@ -423,10 +436,11 @@ int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t ali
     for (; j > 0 && fp[by_fp[j - 1]] > fp[k]; j--) by_fp[j] = by_fp[j - 1];
     by_fp[j] = k;
   }
+  uint32_t *next = spare; /* scratch for the next order: the spare, or an order already used up */
   for (int k = 0; k < tried && *footprint > peak && *footprint - peak > peak / DSA_SQUEAKY_ABOVE; k++) {
     int s = by_fp[k];
+    uint32_t *order = orders + (size_t)s * n;
     trial = plans + (size_t)s * n;
-    if (strategy_order(b, n, period, (hbm_dsa_strategy)s, order) != HBM_OK) goto out;
     uint64_t own = fp[s]; /* this order's best so far */
     for (int round = 0, stalled = 0; round < DSA_SQUEAKY_ROUNDS && stalled < DSA_SQUEAKY_STALLS && *footprint > peak;
          round++) {
@@ -446,10 +460,10 @@ int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t ali
     }
   }
 out:
+  free(orders);
+  free(spare);
   free(plans);
-  free(order);
-  free(next);
-  return HBM_OK;
+  return rc;
 }
 
 typedef struct dsa_event {
