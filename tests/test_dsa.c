@@ -1,7 +1,9 @@
 /* test_dsa: the step planner (core/dsa.h) on seeded random instances, linear
  * and cyclic, checked by the slow pairwise conflict count; footprints are
  * never below the peak load; cases with a known optimum hit it; every
- * strategy alone gives a valid plan and the planner keeps the best. */
+ * strategy alone gives a valid plan and the planner keeps the best. The fast
+ * sweep check (hbm_dsa_first_conflict) agrees with the slow count on every
+ * plan and on plans spoiled at random. */
 #include "core/dsa.h"
 #include "hbm.h"
 #include "testutil.h"
@@ -50,6 +52,50 @@ static void fixed_cases(void) {
   CHECK(hbm_dsa_plan(b, 1, 10, 384, off, &fp) == HBM_EINVAL);
   CHECK(hbm_dsa_plan(NULL, 0, 0, 512, NULL, &fp) == HBM_OK && fp == 0);
   CHECK(hbm_dsa_plan_with(b, 1, 0, 512, HBM_DSA_STRATEGIES, off, &fp) == HBM_EINVAL);
+}
+
+/* The fast check against the slow count: the same verdict, and a pair it
+ * names really meets and overlaps. */
+static void check_fast(const hbm_dsa_block *b, size_t n, uint64_t period, const uint64_t *off) {
+  size_t first = 0, second = 0;
+  int rc = hbm_dsa_first_conflict(b, n, period, off, &first, &second);
+  size_t slow = hbm_dsa_conflicts(b, n, period, off);
+  CHECK(rc == (slow > 0));
+  if (rc == 1) {
+    CHECK(first < second && second < n);
+    hbm_dsa_block pair[2] = {b[first], b[second]};
+    uint64_t pair_off[2] = {off[first], off[second]};
+    CHECK_EQ_U64(hbm_dsa_conflicts(pair, 2, period, pair_off), 1);
+  }
+}
+
+/* A valid plan spoiled: one block moved onto another's offset, or anywhere
+ * below the footprint (which may still be valid). */
+static void check_fast_spoiled(const hbm_dsa_block *b, size_t n, uint64_t period, const uint64_t *off, uint64_t fp,
+                               uint64_t *rng) {
+  uint64_t *spoiled = malloc(n * sizeof *spoiled);
+  for (int k = 0; k < 4; k++) {
+    memcpy(spoiled, off, n * sizeof *off);
+    size_t i = (size_t)test_rand_below(rng, n);
+    spoiled[i] = k % 2 ? off[test_rand_below(rng, n)] : test_rand_below(rng, fp + 1);
+    check_fast(b, n, period, spoiled);
+  }
+  free(spoiled);
+}
+
+static void fast_check_cases(void) {
+  hbm_dsa_block b[3] = {{4, 0, 10}, {4, 5, 15}, {4, 10, 20}};
+  uint64_t off[3] = {0, 2, 0};
+  size_t first, second;
+  CHECK(hbm_dsa_first_conflict(b, 3, 0, off, &first, &second) == 1 && first == 0 && second == 1);
+  off[1] = 4; /* touching ranges, and a block born as another dies at its offset */
+  CHECK(hbm_dsa_first_conflict(b, 3, 0, off, &first, &second) == 0);
+  CHECK(hbm_dsa_first_conflict(b, 3, 18, off, &first, &second) == 1); /* [10, 20) wraps onto [0, 2) */
+  off[2] = UINT64_MAX - 2;
+  CHECK(hbm_dsa_first_conflict(b, 3, 0, off, &first, &second) == HBM_EINVAL);
+  CHECK(hbm_dsa_first_conflict(NULL, 0, 0, NULL, &first, &second) == 0);
+  CHECK_EQ_U64(strcmp(hbm_dsa_strategy_name(HBM_DSA_START_GAP), "start-gap"), 0);
+  CHECK(hbm_dsa_strategy_name(HBM_DSA_STRATEGIES) == NULL);
 }
 
 /* Where largest-first places one block too high and another strategy reaches
@@ -145,6 +191,8 @@ static void random_cases(uint64_t *rng, int rounds, int *improved) {
     if (rc != HBM_OK) { free(b); free(off); continue; }
     CHECK_EQ_U64(hbm_dsa_conflicts(b, n, period, off), 0);
     CHECK_EQ_U64(fp, top_of(b, n, off));
+    check_fast(b, n, period, off);
+    check_fast_spoiled(b, n, period, off, fp, rng);
     uint64_t peak = hbm_dsa_peak(b, n, period), best = UINT64_MAX;
     CHECK(fp >= peak);
     for (size_t i = 0; i < n; i++) CHECK(off[i] % align == 0);
@@ -172,6 +220,7 @@ int main(void) {
   fixed_cases();
   strategy_cases();
   squeaky_case();
+  fast_check_cases();
   int rounds = (int)(400 * test_scale());
   int improved = 0;
   random_cases(&rng, rounds < 10 ? 10 : rounds, &improved);

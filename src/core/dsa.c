@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ordset.h"
 #include "hbm.h"
 
 enum { DSA_MAX_WINDOWS = 1024 };
@@ -127,14 +128,19 @@ static int by_start(const void *a, const void *b) {
 static const struct {
   int (*order)(const void *, const void *);
   int smallest_gap;
+  const char *name;
 } strategies[HBM_DSA_STRATEGIES] = {
-    [HBM_DSA_SIZE_LOWEST] = {by_size_desc, 0},
-    [HBM_DSA_SIZE_GAP] = {by_size_desc, 1},
-    [HBM_DSA_LENGTH_LOWEST] = {by_length_desc, 0},
-    [HBM_DSA_START_GAP] = {by_start, 1},
-    [HBM_DSA_BREADTH_LOWEST] = {by_breadth_desc, 0},
-    [HBM_DSA_BREADTH_GAP] = {by_breadth_desc, 1},
+    [HBM_DSA_SIZE_LOWEST] = {by_size_desc, 0, "size-lowest"},
+    [HBM_DSA_SIZE_GAP] = {by_size_desc, 1, "size-gap"},
+    [HBM_DSA_LENGTH_LOWEST] = {by_length_desc, 0, "length-lowest"},
+    [HBM_DSA_START_GAP] = {by_start, 1, "start-gap"},
+    [HBM_DSA_BREADTH_LOWEST] = {by_breadth_desc, 0, "breadth-lowest"},
+    [HBM_DSA_BREADTH_GAP] = {by_breadth_desc, 1, "breadth-gap"},
 };
+
+const char *hbm_dsa_strategy_name(hbm_dsa_strategy strategy) {
+  return (unsigned)strategy < HBM_DSA_STRATEGIES ? strategies[strategy].name : NULL;
+}
 
 static int u64_cmp(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -504,4 +510,64 @@ size_t hbm_dsa_conflicts(const hbm_dsa_block *b, size_t n, uint64_t period, cons
           live_together(&b[i], &b[j], period))
         bad++;
   return bad;
+}
+
+/* ---- the fast check: a sweep through time --------------------------------- */
+
+typedef struct sweep_event {
+  uint64_t t;
+  uint32_t block;
+  uint32_t born; /* 0: the block dies at t; 1: it is born. Deaths sort first: lifetimes are half-open */
+} sweep_event;
+
+static int sweep_order(const void *a, const void *b) {
+  const sweep_event *x = a, *y = b;
+  if (x->t != y->t) return x->t < y->t ? -1 : 1;
+  if (x->born != y->born) return (int)x->born - (int)y->born;
+  return (x->block > y->block) - (x->block < y->block);
+}
+
+/* While no two live blocks overlap, the live blocks sorted by offset lie in
+ * increasing, disjoint ranges: a new block overlaps one of them if and only if
+ * it overlaps the one just below it or the one just above. */
+int hbm_dsa_first_conflict(const hbm_dsa_block *b, size_t n, uint64_t period, const uint64_t *offsets,
+                           size_t *first, size_t *second) {
+  if ((n && (!b || !offsets)) || !first || !second || n >= UINT32_MAX) return HBM_EINVAL;
+  for (size_t i = 0; i < n; i++)
+    if (!well_formed(&b[i], period) || b[i].size > UINT64_MAX - offsets[i]) return HBM_EINVAL;
+  sweep_event *ev = malloc(4 * (n ? n : 1) * sizeof *ev);
+  hbm_ordset *live = NULL;
+  if (!ev || hbm_ordset_create(&live) != HBM_OK) {
+    free(ev);
+    return HBM_EHOSTMEM;
+  }
+  size_t ne = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t s[4];
+    for (int k = 0, ns = spans(&b[i], period, s); k < ns; k++) {
+      ev[ne++] = (sweep_event){s[2 * k], (uint32_t)i, 1};
+      ev[ne++] = (sweep_event){s[2 * k + 1], (uint32_t)i, 0};
+    }
+  }
+  qsort(ev, ne, sizeof *ev, sweep_order);
+  int rc = 0;
+  for (size_t k = 0; k < ne && rc == 0; k++) {
+    uint32_t i = ev[k].block;
+    hbm_okey key = {offsets[i], i}, near;
+    uint32_t j;
+    if (!ev[k].born) {
+      hbm_ordset_erase(live, key);
+      continue;
+    }
+    if (hbm_ordset_below(live, key, &near, &j) && near.hi + b[j].size > offsets[i]) rc = 1;
+    else if (hbm_ordset_upper_bound(live, key, &near, &j) && offsets[i] + b[i].size > near.hi) rc = 1;
+    else if (hbm_ordset_insert(live, key, i) != HBM_OK) rc = HBM_EHOSTMEM;
+    if (rc == 1) {
+      *first = j < i ? j : i;
+      *second = j < i ? i : j;
+    }
+  }
+  hbm_ordset_destroy(live);
+  free(ev);
+  return rc;
 }

@@ -63,7 +63,19 @@ int hbm_dsa_breadth(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t 
 uint64_t hbm_dsa_peak(const hbm_dsa_block *b, size_t n, uint64_t period);
 
 /* Pairs of blocks live at the same time whose [offset, offset + size)
- * overlap: 0 for a valid plan. O(n^2): for tests. */
+ * overlap: 0 for a valid plan. O(n^2): the slow, obviously correct check,
+ * for tests. */
 size_t hbm_dsa_conflicts(const hbm_dsa_block *b, size_t n, uint64_t period, const uint64_t *offsets);
+
+/* The same check in O(n log n), for plans of any size: a sweep through time
+ * keeping the live blocks by offset, each new one compared with its two
+ * neighbours there. 0: valid. 1: not, and *first, *second are two blocks that
+ * are live together and overlap (the first such meeting in time). HBM_EINVAL
+ * for a malformed block or an offset + size past 2^64, HBM_EHOSTMEM. */
+int hbm_dsa_first_conflict(const hbm_dsa_block *b, size_t n, uint64_t period, const uint64_t *offsets,
+                           size_t *first, size_t *second);
+
+/* The strategy's name ("size-lowest", ...), NULL for an unknown one. */
+const char *hbm_dsa_strategy_name(hbm_dsa_strategy strategy);
 
 #endif
