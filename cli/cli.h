@@ -25,6 +25,7 @@ int cmd_demo(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_fidelity(int argc, char **argv);
 int cmd_mincap(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 /* Prints "hbm: <message>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

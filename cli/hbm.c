@@ -12,6 +12,7 @@ static const cli_command commands[] = {
     {"import", "convert a PyTorch memory snapshot to an hbm trace", cmd_import},
     {"fidelity", "compare the PyTorch caching model with what a snapshot recorded", cmd_fidelity},
     {"mincap", "smallest capacity at which each policy completes a trace", cmd_mincap},
+    {"plan", "plan a static-planning problem (MiniMalloc CSV) with zoned's step planner", cmd_plan},
 };
 static const int ncommands = (int)(sizeof commands / sizeof commands[0]);
 

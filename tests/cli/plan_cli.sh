@@ -1,0 +1,104 @@
+#!/bin/sh
+# hbm plan: --help, bad input exits 2 naming file:line, the JSON keys, a plan
+# written with -o reads back as a valid plan of the same footprint, the
+# input is never overwritten, --capacity and an overlapping given plan exit 1,
+# and a problem with a known optimum reaches it.
+set -u
+fail=0
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+"$HBM" plan --help > "$dir/help" || { echo "FAIL --help exited $?"; fail=1; }
+for opt in --align --orders --capacity --output --json; do
+  grep -q -- "$opt" "$dir/help" || { echo "FAIL --help lacks $opt"; fail=1; }
+done
+
+# Four buffers: a and b live together, c after a, d after b. The optimum
+# puts c where a was and d where b was: footprint 30 = the peak load.
+cat > "$dir/p.csv" <<EOF
+id,lower,upper,size
+a,0,10,10
+b,0,20,20
+c,10,30,10
+d,20,30,20
+EOF
+
+bad() { # name, args...
+  name=$1; shift
+  "$HBM" plan "$@" > "$dir/out" 2> "$dir/err"
+  rc=$?
+  if [ $rc -ne 2 ]; then echo "FAIL $name: exit $rc, expected 2"; cat "$dir/err"; fail=1; else echo "ok   $name: $(head -n 1 "$dir/err")"; fi
+}
+bad no_input
+bad two_inputs "$dir/p.csv" "$dir/p.csv"
+bad missing_file "$dir/nosuch.csv"
+bad bad_align "$dir/p.csv" --align 3
+bad zero_align "$dir/p.csv" --align 0
+bad bad_capacity "$dir/p.csv" --capacity lots
+bad unknown_option "$dir/p.csv" --frobnicate
+bad over_input "$dir/p.csv" -o "$dir/p.csv"
+cmp -s "$dir/p.csv" - <<EOF || { echo "FAIL over_input: the input changed"; fail=1; }
+id,lower,upper,size
+a,0,10,10
+b,0,20,20
+c,10,30,10
+d,20,30,20
+EOF
+printf 'id,lower,upper,size\na,0,10,10\nb,7,3,1\n' > "$dir/malformed.csv"
+bad malformed "$dir/malformed.csv"
+grep -q "malformed.csv:3: lifetime \[7, 3): expected lower < upper" "$dir/err" || { echo "FAIL malformed: message"; fail=1; }
+printf 'hbm-trace 1\na x 1MiB\n' > "$dir/trace.csv"
+bad not_csv "$dir/trace.csv"
+grep -q "trace.csv:1: no 'id' column" "$dir/err" || { echo "FAIL not_csv: message"; cat "$dir/err"; fail=1; }
+
+out=$("$HBM" plan "$dir/p.csv" --orders --json -o "$dir/plan.csv") || { echo "FAIL plan exited $?"; exit 1; }
+echo "$out"
+for key in '"problem"' '"buffers":4' '"peak_load":30' '"plan":{"footprint":30' '"valid":true' '"orders":[' \
+           '"order":"size-lowest"' '"given":null' '"output"'; do
+  echo "$out" | grep -qF "$key" || { echo "FAIL: JSON lacks $key"; fail=1; }
+done
+head -n 1 "$dir/plan.csv" | grep -qx 'id,lower,upper,size,offset' || { echo "FAIL: plan header"; fail=1; }
+[ "$(wc -l < "$dir/plan.csv")" -eq 5 ] || { echo "FAIL: plan lines"; fail=1; }
+
+# The written plan read back: the file's offsets are valid, footprint 30.
+"$HBM" plan "$dir/plan.csv" > "$dir/back" || { echo "FAIL: plan of the written plan exited $?"; fail=1; }
+cat "$dir/back"
+grep -q "the file's offsets .* 30 .* valid" "$dir/back" || { echo "FAIL: the written plan is not read back valid"; fail=1; }
+
+# A given plan that overlaps: exit 1, naming both buffers and their lines.
+printf 'id,lower,upper,size,offset\na,0,10,4,0\nb,5,15,4,2\n' > "$dir/overlap.csv"
+"$HBM" plan "$dir/overlap.csv" > "$dir/out" 2>&1
+rc=$?
+[ $rc -eq 1 ] || { echo "FAIL overlap: exit $rc, expected 1"; fail=1; }
+grep -q "INVALID: buffers 'a' (line 2) and 'b' (line 3) overlap" "$dir/out" || { echo "FAIL overlap: message"; cat "$dir/out"; fail=1; }
+
+# --capacity: below the footprint exits 1, at it 0.
+"$HBM" plan "$dir/p.csv" --capacity 29 > "$dir/out"; rc=$?
+[ $rc -eq 1 ] || { echo "FAIL capacity 29: exit $rc, expected 1"; fail=1; }
+grep -q "does NOT fit" "$dir/out" || { echo "FAIL capacity 29: message"; fail=1; }
+"$HBM" plan "$dir/p.csv" --capacity 30 > "$dir/out" || { echo "FAIL capacity 30: exit $?"; fail=1; }
+
+# --align: every offset a multiple of it.
+"$HBM" plan "$dir/p.csv" --align 16 -o "$dir/aligned.csv" > /dev/null || { echo "FAIL align: exit $?"; fail=1; }
+awk -F, 'NR > 1 && $5 % 16 { bad = 1 } END { exit bad }' "$dir/aligned.csv" || { echo "FAIL align: an offset off 16"; fail=1; }
+
+# The public planning inputs, where present: every plan valid, resnet50
+# within 1% of its peak load.
+plans="$HBM_ROOT/../shared/data/plans"
+if [ -f "$plans/resnet50.csv" ]; then
+  out=$("$HBM" plan "$plans/resnet50.csv" --json) || { echo "FAIL resnet50 exited $?"; fail=1; }
+  echo "$out"
+  if command -v python3 >/dev/null; then
+    echo "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["buffers"] == 1042 and d["plan"]["valid"], d
+assert d["peak_load"] <= d["plan"]["footprint"] <= d["peak_load"] * 1.01, d
+' || { echo "FAIL: resnet50"; fail=1; }
+  fi
+else
+  echo "note: ../shared/data/plans absent: the public planning inputs were not run"
+fi
+
+[ $fail -eq 0 ] && echo "plan_cli: ok"
+exit $fail
