@@ -110,6 +110,12 @@ int cli_write_output(const char *path, const char *text, size_t len, const char 
   return rc == HBM_OK ? CLI_OK : cli_write_failed(&d, rc, path);
 }
 
+const char *cli_output_path(const char *opt, const char *arg) {
+  if (arg && arg[0]) return arg;
+  cli_error("%s: expected a file path, got an empty one", opt);
+  return NULL;
+}
+
 const char *cli_size(uint64_t bytes, char buf[32]) { return hbm_size_format(bytes, buf, 32); }
 
 const char *cli_frag(double ratio, int decimals, char buf[32]) {

@@ -69,6 +69,10 @@ int cli_finish_stdout(int code);
  * written, after saying why. */
 int cli_write_output(const char *path, const char *text, size_t len, const char *const *inputs,
                      int ninputs);
+/* An output path option's value (-o, --html): `arg`, or NULL after saying
+ * "hbm: OPT: expected a file path, got an empty one" (exit 2 then), checked
+ * before any work is done. */
+const char *cli_output_path(const char *opt, const char *arg);
 /* Splits "a,b,c" (or "all": every policy this build knows) into names.
  * Returns the count; 0 for an empty (",a", "a,", "a,,b"), unknown or repeated
  * name, or more than `max`, after saying what --policy expects. */

@@ -112,7 +112,9 @@ int cmd_demo(int argc, char **argv) {
   uint64_t v;
   while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     switch (opt) {
-      case 'H': html_path = optarg; break;
+      case 'H':
+        if (!(html_path = cli_output_path("--html", optarg))) return CLI_BAD_INPUT;
+        break;
       case 'j': json = 1; break;
       case 'p': preset = optarg; break;
       case 's':

@@ -350,7 +350,9 @@ int cmd_gen(int argc, char **argv) {
       case O_CAP: ok = cli_parse_size("--capacity", optarg, &c.capacity); break;
       case O_EST: estimate = 1; break;
       case O_JSON: json = 1; break;
-      case 'o': output = optarg; break;
+      case 'o':
+        if (!(output = cli_output_path("-o", optarg))) return CLI_BAD_INPUT;
+        break;
       case 'h': usage(stdout); return CLI_OK;
       case ':': cli_error("%s: needs a value (try: hbm gen llm --help)", name); return CLI_BAD_INPUT;
       default: cli_error("unknown option '%s' (try: hbm gen llm --help)", name); return CLI_BAD_INPUT;

@@ -50,7 +50,9 @@ int cmd_import(int argc, char **argv) {
   optind = 1;
   while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
     switch (c) {
-      case 'o': output = optarg; break;
+      case 'o':
+        if (!(output = cli_output_path("-o", optarg))) return CLI_BAD_INPUT;
+        break;
       case 'd': {
         uint64_t v;
         if (!cli_parse_count("--device", optarg, 0, 1024, &v)) return CLI_BAD_INPUT;

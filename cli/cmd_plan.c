@@ -116,7 +116,9 @@ int cmd_plan(int argc, char **argv) {
         if (!cli_parse_size("--capacity", optarg, &capacity)) return CLI_BAD_INPUT;
         has_capacity = 1;
         break;
-      case 'o': output = optarg; break;
+      case 'o':
+        if (!(output = cli_output_path("-o", optarg))) return CLI_BAD_INPUT;
+        break;
       case 'j': json = 1; break;
       case 'h': usage(stdout); return CLI_OK;
       default: usage(stderr); return CLI_BAD_INPUT;

@@ -100,7 +100,9 @@ int cmd_replay(int argc, char **argv) {
       case 's': show_samples = 1; break;
       case 'v': verify_data = 1; break;
       case 'j': json = 1; break;
-      case 'H': html_path = optarg; break;
+      case 'H':
+        if (!(html_path = cli_output_path("--html", optarg))) return CLI_BAD_INPUT;
+        break;
       case 'h': usage(stdout); return CLI_OK;
       default: usage(stderr); return CLI_BAD_INPUT;
     }
@@ -116,6 +118,11 @@ int cmd_replay(int argc, char **argv) {
   hbm_trace *trace;
   rc = cli_load_trace(path, &trace);
   if (rc != CLI_OK) return rc;
+  if (!device && !hbm_trace_capacity(trace)) { /* snapshots name none: say how to give one */
+    cli_error("%s names no device capacity: pass --capacity SIZE (e.g. --capacity 80GiB) or --device SPEC", path);
+    hbm_trace_free(trace);
+    return CLI_BAD_INPUT;
+  }
 
   hbm_replay_result results[16];
   hbm_report_run runs[16]; /* samples and the layout at the first failure, per policy */

@@ -113,39 +113,78 @@ int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, 
   return HBM_OK;
 }
 
-int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_diag *diag) {
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 32);
-  if (!tmp) return HBM_EHOSTMEM;
-  snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) { int rc = io_error(diag, path, "cannot create"); free(tmp); return rc; }
+/* Writes into what is already there, for a path that is not a regular file:
+ * a device (/dev/null, /dev/stdout) or a FIFO, which a rename would replace. */
+static int write_in_place(const char *path, const void *data, size_t len, hbm_diag *diag) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return io_error(diag, path, "cannot open for writing");
   const char *p = data;
-  size_t left = len;
-  while (left) {
+  for (size_t left = len; left;) {
     ssize_t w = write(fd, p, left);
     if (w < 0) {
       if (errno == EINTR) continue;
       int rc = io_error(diag, path, "write failed");
       close(fd);
-      unlink(tmp);
-      free(tmp);
       return rc;
     }
     p += w;
     left -= (size_t)w;
   }
-  if (fsync(fd) != 0 && errno != EINVAL) {
-    int rc = io_error(diag, path, "fsync failed");
-    close(fd); unlink(tmp); free(tmp);
-    return rc;
+  return close(fd) == 0 ? HBM_OK : io_error(diag, path, "write failed");
+}
+
+int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_diag *diag) {
+  if (!path || !path[0]) {
+    if (diag) {
+      memset(diag, 0, sizeof *diag);
+      snprintf(diag->file, sizeof diag->file, "%s", "<output>");
+      snprintf(diag->message, sizeof diag->message, "an empty path: expected a file name");
+    }
+    return HBM_EINVAL;
   }
-  if (close(fd) != 0 || rename(tmp, path) != 0) {
-    int rc = io_error(diag, path, "cannot replace");
-    unlink(tmp);
-    free(tmp);
-    return rc;
+  /* Atomic means a temporary file renamed over the path: right for a regular
+   * file (through a symbolic link, the file it names), wrong for anything
+   * else a path can name. */
+  struct stat st, lst;
+  char *resolved = NULL;
+  const char *target = path;
+  if (stat(path, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      errno = EISDIR;
+      return io_error(diag, path, "cannot write");
+    }
+    if (!S_ISREG(st.st_mode)) return write_in_place(path, data, len, diag);
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && (resolved = realpath(path, NULL))) target = resolved;
   }
+  size_t plen = strlen(target);
+  char *tmp = malloc(plen + 32);
+  if (!tmp) {
+    free(resolved);
+    return HBM_EHOSTMEM;
+  }
+  snprintf(tmp, plen + 32, "%s.tmp.%ld", target, (long)getpid());
+  int rc = HBM_OK, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    rc = io_error(diag, path, "cannot create");
+    goto out;
+  }
+  const char *p = data;
+  for (size_t left = len; left;) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      rc = io_error(diag, path, "write failed");
+      break;
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  if (rc == HBM_OK && fsync(fd) != 0 && errno != EINVAL) rc = io_error(diag, path, "fsync failed");
+  if (close(fd) != 0 && rc == HBM_OK) rc = io_error(diag, path, "cannot replace");
+  if (rc == HBM_OK && rename(tmp, target) != 0) rc = io_error(diag, path, "cannot replace");
+  if (rc != HBM_OK) unlink(tmp);
+out:
   free(tmp);
-  return HBM_OK;
+  free(resolved);
+  return rc;
 }

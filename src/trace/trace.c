@@ -380,7 +380,7 @@ typedef struct parser {
 
 static int parse_size_tok(parser *p, tok t, const char *what, uint64_t *v) {
   if (!tok_size(t, v))
-    return BAD(p, "%s: expected a size like 512MiB, 4.2GB or 1024 (B/KiB/MiB/GiB/TiB or KB/MB/GB/TB), got '%.*s'", what, (int)t.n, t.s);
+    return BAD(p, "%s: expected a size like 512MiB, 4.2GB or 1024 (B/KiB/MiB/GiB/TiB/PiB or KB/MB/GB/TB/PB), got '%.*s'", what, (int)t.n, t.s);
   if (*v == 0) return BAD(p, "%s: size must be at least 1 byte", what);
   if (*v > HBM_MAX_SIZE) return BAD(p, "%s: size %.*s is absurd (more than 1 PiB)", what, (int)t.n, t.s);
   return HBM_OK;

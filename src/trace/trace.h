@@ -125,7 +125,10 @@ int hbm_diag_set(hbm_diag *diag, const char *file, uint64_t line, uint64_t offse
 int hbm_read_file(const char *path, char **data, size_t *len, hbm_diag *diag);
 /* The same with another limit (tests). */
 int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, hbm_diag *diag);
-/* Writes data to path atomically: path.tmp.PID then rename. */
+/* Writes data to path atomically: path.tmp.PID then rename (through a
+ * symbolic link, next to the file it names). A path that is neither a regular
+ * file nor absent (a device such as /dev/stdout, a FIFO) is written in place,
+ * not replaced. An empty path: HBM_EINVAL with diag saying so. */
 int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_diag *diag);
 
 #endif

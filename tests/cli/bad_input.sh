@@ -84,7 +84,7 @@ else
 fi
 
 # An output file that cannot be written is a failed run (1), not bad input (2):
-# a missing directory ("cannot create"), a directory in the way ("cannot replace").
+# a missing directory ("cannot create"), a directory in the way ("cannot write: Is a directory").
 # Reading an input that is not there stays bad input.
 snap="$HBM_ROOT/tests/fixtures/snapshots/snapshot_basic_p2.pickle"
 mkdir "$dir/adir"
@@ -94,7 +94,7 @@ write_fails() { # what, command...
   [ $rc -eq 1 ] && grep -q "$what" "$dir/err" || { echo "FAIL hbm $*: exit $rc, expected 1 and '$what': $(cat "$dir/err")"; fail=1; }
 }
 for out in "$dir/none/x" "$dir/adir"; do
-  what="cannot create"; [ "$out" = "$dir/adir" ] && what="cannot replace"
+  what="cannot create"; [ "$out" = "$dir/adir" ] && what="cannot write: Is a directory"
   write_fails "$what" import "$snap" -o "$out"
   write_fails "$what" import "$snap" -o "$out" --json
   write_fails "$what" gen llm --preset 7b-1gpu-80g --steps 1 -o "$out"

@@ -1,0 +1,64 @@
+#!/bin/sh
+# Where outputs go: a regular file is replaced atomically (through a symbolic
+# link, the file it names, the link kept); a FIFO or a device is written in
+# place, never replaced by a regular file; an empty path is refused as usage
+# before any work; a directory is not written.
+set -u
+fail=0
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+printf 'id,lower,upper,size\na,0,1,2\nb,0,1,3\n' > "$dir/p.csv"
+
+# Through a symbolic link: the target gets the plan, the link stays a link.
+echo old > "$dir/real.csv"
+ln -s real.csv "$dir/link.csv"
+"$HBM" plan "$dir/p.csv" -o "$dir/link.csv" > /dev/null || { echo "FAIL symlink: exit $?"; fail=1; }
+[ -L "$dir/link.csv" ] || { echo "FAIL symlink: the link was replaced"; fail=1; }
+grep -q '^a,0,1,2,' "$dir/real.csv" || { echo "FAIL symlink: the target does not hold the plan"; fail=1; }
+ls "$dir" | grep -q tmp && { echo "FAIL symlink: a temporary file was left"; fail=1; }
+
+# A FIFO: written into, and still a FIFO.
+if mkfifo "$dir/fifo" 2>/dev/null; then
+  cat "$dir/fifo" > "$dir/from_fifo" &
+  reader=$!
+  "$HBM" plan "$dir/p.csv" -o "$dir/fifo" > /dev/null || { echo "FAIL fifo: exit $?"; fail=1; }
+  if [ -p "$dir/fifo" ]; then
+    wait $reader
+    grep -q '^b,0,1,3,' "$dir/from_fifo" || { echo "FAIL fifo: the reader did not get the plan"; fail=1; }
+    echo "ok   fifo"
+  else
+    kill $reader 2>/dev/null  # nobody will write to it now
+    echo "FAIL fifo: replaced by a regular file"; fail=1
+  fi
+else
+  echo "note: mkfifo unavailable: the FIFO case was not run"
+fi
+
+# A character device (a private copy of /dev/null, where this user may make one).
+if mknod "$dir/null" c 1 3 2>/dev/null; then
+  "$HBM" gen llm --preset 7b-1gpu-80g --steps 2 -o "$dir/null" > /dev/null || { echo "FAIL device: exit $?"; fail=1; }
+  if [ -c "$dir/null" ]; then echo "ok   device"; else echo "FAIL device: replaced by a regular file"; fail=1; fi
+else
+  echo "note: mknod not permitted: the device case was not run"
+fi
+
+# An empty path: usage, exit 2, before any work.
+for cmd in "plan $dir/p.csv -o" "gen llm --preset 7b-1gpu-80g -o" "import $dir/p.csv -o" \
+           "replay $HBM_ROOT/tests/fixtures/step437.trace --html" "demo --html"; do
+  # shellcheck disable=SC2086
+  "$HBM" $cmd '' > "$dir/out" 2> "$dir/err"
+  rc=$?
+  if [ $rc -ne 2 ] || ! grep -q "expected a file path, got an empty one" "$dir/err"; then
+    echo "FAIL empty path ($cmd): exit $rc: $(cat "$dir/err")"; fail=1
+  fi
+done
+
+# A directory: not written, exit 1, the directory intact.
+mkdir "$dir/adir"
+"$HBM" plan "$dir/p.csv" -o "$dir/adir" > /dev/null 2> "$dir/err"
+rc=$?
+[ $rc -eq 1 ] && [ -d "$dir/adir" ] && grep -q "adir: cannot write: Is a directory" "$dir/err" ||
+  { echo "FAIL directory: exit $rc: $(cat "$dir/err")"; fail=1; }
+
+[ $fail -eq 0 ] && echo "output_paths: ok"
+exit $fail
