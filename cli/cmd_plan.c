@@ -39,11 +39,17 @@ static void usage(FILE *out) {
           "  -o, --output FILE  write the plan as MiniMalloc writes a solution\n"
           "                     (id,lower,upper,size[,alignment],offset), atomically and\n"
           "                     never over the input\n"
-          "  --json             machine-readable output\n"
+          "  --json             machine-readable output: problem, buffers, align, first_time,\n"
+          "                     last_time, peak_load, plan {footprint, over_peak_load,\n"
+          "                     seconds, valid}, orders [{order, footprint, over_peak_load,\n"
+          "                     seconds}] (null without --orders), given {footprint,\n"
+          "                     over_peak_load, valid, reason} (null without an offset\n"
+          "                     column), capacity, fits, output\n"
           "  -h, --help         this text\n"
           "\n"
-          "exit: 0 planned, 1 the plan does not fit --capacity, the file's own plan has\n"
-          "      overlapping buffers, or FILE (or standard output) could not be written,\n"
+          "exit: 0 planned, 1 the plan does not fit --capacity, the file's own plan is\n"
+          "      invalid (buffers that overlap while both are live, or an offset off its\n"
+          "      buffer's alignment), or FILE (or standard output) could not be written,\n"
           "      2 bad input or usage\n");
 }
 
@@ -82,15 +88,30 @@ static int check_given(const hbm_plan_input *in, given_plan *g) {
   return HBM_OK;
 }
 
-static void say_given(const hbm_plan_input *in, const given_plan *g, char *buf, size_t cap) {
+/* An id as a terminal may show it: at most 40 bytes, control bytes as '?'
+ * (ids are the file's text; --json escapes them instead). */
+static const char *id_shown(const char *id, char buf[48]) {
+  size_t k = 0;
+  for (; id[k] && k < 40; k++) buf[k] = (unsigned char)id[k] < 0x20 || id[k] == 0x7f ? '?' : id[k];
+  if (id[k]) buf[k++] = '.', buf[k++] = '.', buf[k++] = '.';
+  buf[k] = 0;
+  return buf;
+}
+
+/* What is wrong with the file's plan, for the text report; raw ids (the JSON's) when `raw`. */
+static void say_given(const hbm_plan_input *in, const given_plan *g, int raw, char *buf, size_t cap) {
+  char a[48], b[48];
+  const char *first = raw ? in->ids[g->first] : id_shown(in->ids[g->first], a);
+  const char *second = raw ? in->ids[g->second] : id_shown(in->ids[g->second], b);
+  const char *misaligned = raw ? in->ids[g->misaligned] : id_shown(in->ids[g->misaligned], a);
   if (g->valid) snprintf(buf, cap, "valid");
   else if (g->first == g->second)
     snprintf(buf, cap, "INVALID: buffer '%s' (line %u) at offset %llu, not a multiple of its alignment %llu",
-             in->ids[g->misaligned], in->lines[g->misaligned], (unsigned long long)in->offsets[g->misaligned],
+             misaligned, in->lines[g->misaligned], (unsigned long long)in->offsets[g->misaligned],
              1ull << in->align_log2[g->misaligned]);
   else
-    snprintf(buf, cap, "INVALID: buffers '%s' (line %u) and '%s' (line %u) overlap while both are live",
-             in->ids[g->first], in->lines[g->first], in->ids[g->second], in->lines[g->second]);
+    snprintf(buf, cap, "INVALID: buffers '%s' (line %u) and '%s' (line %u) overlap while both are live", first,
+             in->lines[g->first], second, in->lines[g->second]);
 }
 
 int cmd_plan(int argc, char **argv) {
@@ -179,8 +200,8 @@ int cmd_plan(int argc, char **argv) {
   rc = hbm_dsa_first_conflict(in.blocks, in.n, 0, offsets, &first, &second);
   if (rc != 0) { /* the planner's own plan must hold: anything else is a bug to report */
     if (rc == 1)
-      cli_error("%s: internal error: the plan overlaps buffers '%s' and '%s' (please report it with the file)",
-                path, in.ids[first], in.ids[second]);
+      cli_error("%s: internal error: the plan overlaps buffers on lines %u and %u (please report it with the file)",
+                path, in.lines[first], in.lines[second]);
     else cli_error("%s: checking the plan failed: %s", path, hbm_strerror(rc));
     exit_code = CLI_FAILED;
     goto out;
@@ -216,7 +237,7 @@ int cmd_plan(int argc, char **argv) {
   }
   if (!in.n) first_time = 0;
   char given_text[1024] = "";
-  if (in.offsets) say_given(&in, &given, given_text, sizeof given_text);
+  if (in.offsets) say_given(&in, &given, json, given_text, sizeof given_text);
   if (json) {
     hbm_json j;
     hbm_json_init(&j);
@@ -255,7 +276,7 @@ int cmd_plan(int argc, char **argv) {
       hbm_json_kv_double(&j, "over_peak_load", over(given.footprint, peak));
       hbm_json_key(&j, "valid");
       hbm_json_bool(&j, given.valid);
-      hbm_json_key(&j, "problem");
+      hbm_json_key(&j, "reason");
       if (given.valid) hbm_json_null(&j);
       else hbm_json_string(&j, given_text + strlen("INVALID: "));
       hbm_json_object_end(&j);
@@ -269,7 +290,7 @@ int cmd_plan(int argc, char **argv) {
     hbm_json_object_end(&j);
     if (cli_print_json("plan", &j) != CLI_OK) exit_code = CLI_FAILED;
   } else {
-    printf("problem %s: %zu buffers over times %llu..%llu, peak load %llu\n", path, in.n,
+    printf("problem %s: %zu buffer%s over times %llu..%llu, peak load %llu\n", path, in.n, in.n == 1 ? "" : "s",
            (unsigned long long)first_time, (unsigned long long)last_time, (unsigned long long)peak);
     if (align > 1) printf("offsets aligned to %llu\n", (unsigned long long)align);
     printf("\n");

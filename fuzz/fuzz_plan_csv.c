@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!in.align || (in.align & (in.align - 1)) || in.align > HBM_PLAN_MAX_ALIGN) abort();
   for (size_t i = 0; i < in.n; i++) {
     const hbm_dsa_block *b = &in.blocks[i];
-    if (!b->size || b->start >= b->end || b->end > HBM_PLAN_MAX_VALUE || !in.ids[i][0]) abort();
+    if (!b->size || b->start >= b->end || b->end >= HBM_PLAN_MAX_VALUE || !in.ids[i][0]) abort();
     if ((total += b->size) > HBM_PLAN_MAX_TOTAL) abort();
     if (in.offsets && in.offsets[i] + b->size > HBM_PLAN_MAX_VALUE) abort();
     if (in.align_log2 && (1ull << in.align_log2[i]) > in.align) abort();

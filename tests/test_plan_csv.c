@@ -59,6 +59,16 @@ static void good_inputs(void) {
   free(text);
   hbm_plan_input_free(&in);
 
+  /* The latest end there is reads back as an upper. */
+  CHECK(parse("begin,end,buffer,size\n0,4611686018427387902,a,10\n", &in, &d) == HBM_OK);
+  CHECK_EQ_U64(in.blocks[0].end, HBM_PLAN_MAX_VALUE - 1);
+  CHECK(hbm_plan_csv_render(&in, (uint64_t[]){0}, &text, &len) == HBM_OK);
+  hbm_plan_input_free(&in);
+  CHECK(hbm_plan_csv_parse(text, len, "t.csv", &in, &d) == HBM_OK);
+  CHECK_EQ_U64(in.n, 1);
+  free(text);
+  hbm_plan_input_free(&in);
+
   /* A header alone is a problem with nothing to place. */
   CHECK(parse("id,lower,upper,size\n", &in, &d) == HBM_OK);
   CHECK_EQ_U64(in.n, 0);
@@ -90,6 +100,9 @@ static void bad_inputs(void) {
       {"id,lower,upper,size\na,0,1.5,2\n", 2, "upper '1.5'"},
       {"id,start,end,size\na,0,,2\n", 2, "end ''"},
       {"id,lower,upper,size\na,5,5,2\n", 2, "expected lower < upper"},
+      {"id,start,end,size\na,5,3,2\n", 2, "lower 5, end 3: expected lower <= end"},
+      {"id,start,end,size\na,0,4611686018427387903,2\n", 2, "end '4611686018427387903'"}, /* 2^62 - 1 */
+      {"id,lower,upper,size\ra,0,1,2\r", 1, "a carriage return inside the line"},
       {"id,lower,upper,size\na,0,4611686018427387904,2\n", 2, "upper"}, /* 2^62 */
       {"id,lower,upper,size\na,0,1,0\n", 2, "size '0'"},
       {"id,lower,upper,size\na,0,1,99999999999999999999999\n", 2, "size '"},

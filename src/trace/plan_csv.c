@@ -147,6 +147,11 @@ int hbm_plan_csv_parse(const char *text, size_t len, const char *name, hbm_plan_
       if (pos >= len) break;
       continue;
     }
+    if (memchr(whole_line.at, '\r', whole_line.len)) {
+      rc = hbm_diag_set(diag, name, line, pos,
+                        "a carriage return inside the line: expected lines that end in LF or CR LF");
+      goto fail;
+    }
     if (memchr(whole_line.at, '"', whole_line.len)) {
       rc = hbm_diag_set(diag, name, line, pos, "a quoted field: expected plain comma-separated values");
       goto fail;
@@ -213,9 +218,15 @@ int hbm_plan_csv_parse(const char *text, size_t len, const char *name, hbm_plan_
                         column_names[COL_LOWER], shown(f[col[COL_LOWER]], buf));
       goto fail;
     }
-    if (!whole(f[col[COL_UPPER]], HBM_PLAN_MAX_VALUE - 1, &upper)) {
-      rc = hbm_diag_set(diag, name, line, pos, "%s '%s': expected a whole number 0..2^62 - 1",
-                        inclusive_end ? "end" : "upper", shown(f[col[COL_UPPER]], buf));
+    /* upper <= 2^62 - 1 either way, so that what the writer writes reads back */
+    if (!whole(f[col[COL_UPPER]], HBM_PLAN_MAX_VALUE - 1 - (uint64_t)inclusive_end, &upper)) {
+      rc = hbm_diag_set(diag, name, line, pos, "%s '%s': expected a whole number 0..2^62 - %d",
+                        inclusive_end ? "end" : "upper", shown(f[col[COL_UPPER]], buf), 1 + inclusive_end);
+      goto fail;
+    }
+    if (inclusive_end && lower > upper) {
+      rc = hbm_diag_set(diag, name, line, pos, "lower %llu, end %llu: expected lower <= end (the last time it lives)",
+                        (unsigned long long)lower, (unsigned long long)upper);
       goto fail;
     }
     if (inclusive_end) upper++;

@@ -6,13 +6,15 @@
  *   id,lower,upper,size          header: column names, in any order
  *   0,45,247,589825              a buffer live over [lower, upper), `size` units
  *
- * Columns: id (aliases buffer, buffer_id), lower (start, begin), upper, or
- * end (an inclusive last time: upper = end + 1), size; optional alignment (a
- * power of two; the plan aligns every buffer to the largest) and offset (a
+ * Columns (at most 64): id (aliases buffer, buffer_id), lower (start,
+ * begin), upper, or end (an inclusive last time: upper = end + 1), size;
+ * optional alignment (a power of two; the plan aligns every buffer to the
+ * largest) and offset (a
  * plan already made, e.g. MiniMalloc's solution, checked and measured beside
  * hbm's). Other columns are read past; `gaps` (MiniMalloc's lifetimes with
  * holes) is refused, as the planner has no such lifetimes. Blank lines and
- * CR line ends are taken; quoted fields are not (no field needs them).
+ * CR LF line ends are taken; quoted fields and lines ending in CR alone are
+ * not.
  */
 #ifndef HBM_PLAN_CSV_H
 #define HBM_PLAN_CSV_H
@@ -31,7 +33,7 @@
 #define HBM_PLAN_MAX_BUFFERS (1u << 30)
 
 /* A parsed problem. Invariants: blocks[i] is well formed (1 <= size, the
- * sizes' total <= HBM_PLAN_MAX_TOTAL; start < end <= HBM_PLAN_MAX_VALUE); ids
+ * sizes' total <= HBM_PLAN_MAX_TOTAL; start < end < HBM_PLAN_MAX_VALUE); ids
  * are non-empty and distinct; align is a power of two <= HBM_PLAN_MAX_ALIGN;
  * a given offset + its size <= HBM_PLAN_MAX_VALUE (a given plan is checked by
  * its user, not trusted by the reader). */
