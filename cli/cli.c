@@ -110,6 +110,14 @@ int cli_write_output(const char *path, const char *text, size_t len, const char 
   return rc == HBM_OK ? CLI_OK : cli_write_failed(&d, rc, path);
 }
 
+int cli_read_input(const char *path, char **data, size_t *len) {
+  hbm_diag diag = {0};
+  int rc = hbm_read_file(path, data, len, &diag);
+  if (rc == HBM_OK) return CLI_OK;
+  cli_diag(&diag, rc, path);
+  return cli_exit_code(rc);
+}
+
 const char *cli_output_path(const char *opt, const char *arg) {
   if (arg && arg[0]) return arg;
   cli_error("%s: expected a file path, got an empty one", opt);

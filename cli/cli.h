@@ -94,6 +94,9 @@ typedef struct cli_confs {
 int cli_conf_add(cli_confs *c, const char *arg);
 /* The settings for `policy`: its own, else the common ones, else NULL. */
 const char *cli_conf_for(const cli_confs *c, const char *policy);
+/* Reads a whole input file (at most 16 GiB): CLI_OK, else the exit code
+ * after printing the diagnostic. *data is malloc'd and NUL-terminated. */
+int cli_read_input(const char *path, char **data, size_t *len);
 /* Loads a trace or snapshot; on error prints the diagnostic (file, line or
  * byte offset) and returns the exit code, else CLI_OK. */
 int cli_load_trace(const char *path, hbm_trace **out);

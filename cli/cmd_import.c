@@ -72,14 +72,11 @@ int cmd_import(int argc, char **argv) {
   }
   const char *path = cli_one_input("import", "SNAPSHOT.pickle", argc, argv, usage);
   if (!path) return CLI_BAD_INPUT;
-  hbm_diag diag = {0};
   char *data;
   size_t len;
-  int rc = hbm_read_file(path, &data, &len, &diag);
-  if (rc != HBM_OK) {
-    cli_diag(&diag, rc, path);
-    return cli_exit_code(rc);
-  }
+  int rc = cli_read_input(path, &data, &len);
+  if (rc != CLI_OK) return rc;
+  hbm_diag diag = {0};
   if (!hbm_pickle_sniff((const uint8_t *)data, len)) {
     free(data);
     cli_error("%s: byte 0: not a pickle (a PyTorch snapshot starts with PROTO 2..5); "

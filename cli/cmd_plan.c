@@ -148,14 +148,11 @@ int cmd_plan(int argc, char **argv) {
   const char *path = cli_one_input("plan", "PROBLEM.csv file", argc, argv, usage);
   if (!path) return CLI_BAD_INPUT;
 
-  hbm_diag diag = {0};
   char *data;
   size_t len;
-  int rc = hbm_read_file(path, &data, &len, &diag);
-  if (rc != HBM_OK) {
-    cli_diag(&diag, rc, path);
-    return cli_exit_code(rc);
-  }
+  int rc = cli_read_input(path, &data, &len);
+  if (rc != CLI_OK) return rc;
+  hbm_diag diag = {0};
   hbm_plan_input in;
   rc = hbm_plan_csv_parse(data, len, path, &in, &diag);
   free(data);
