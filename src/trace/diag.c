@@ -113,22 +113,30 @@ int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, 
   return HBM_OK;
 }
 
-/* Writes into what is already there, for a path that is not a regular file:
- * a device (/dev/null, /dev/stdout) or a FIFO, which a rename would replace. */
-static int write_in_place(const char *path, const void *data, size_t len, hbm_diag *diag) {
-  int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return io_error(diag, path, "cannot open for writing");
+/* All of data to fd: 0, or -1 with errno set. */
+static int write_all(int fd, const void *data, size_t len) {
   const char *p = data;
   for (size_t left = len; left;) {
     ssize_t w = write(fd, p, left);
     if (w < 0) {
       if (errno == EINTR) continue;
-      int rc = io_error(diag, path, "write failed");
-      close(fd);
-      return rc;
+      return -1;
     }
     p += w;
     left -= (size_t)w;
+  }
+  return 0;
+}
+
+/* Writes into what is already there, for a path that is not a regular file:
+ * a device (/dev/null, /dev/stdout) or a FIFO, which a rename would replace. */
+static int write_in_place(const char *path, const void *data, size_t len, hbm_diag *diag) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return io_error(diag, path, "cannot open for writing");
+  if (write_all(fd, data, len) != 0) {
+    int rc = io_error(diag, path, "write failed");
+    close(fd);
+    return rc;
   }
   return close(fd) == 0 ? HBM_OK : io_error(diag, path, "write failed");
 }
@@ -168,17 +176,7 @@ int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_di
     rc = io_error(diag, path, "cannot create");
     goto out;
   }
-  const char *p = data;
-  for (size_t left = len; left;) {
-    ssize_t w = write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      rc = io_error(diag, path, "write failed");
-      break;
-    }
-    p += w;
-    left -= (size_t)w;
-  }
+  if (write_all(fd, data, len) != 0) rc = io_error(diag, path, "write failed");
   if (rc == HBM_OK && fsync(fd) != 0 && errno != EINVAL) rc = io_error(diag, path, "fsync failed");
   if (close(fd) != 0 && rc == HBM_OK) rc = io_error(diag, path, "cannot replace");
   if (rc == HBM_OK && rename(tmp, target) != 0) rc = io_error(diag, path, "cannot replace");
