@@ -101,17 +101,18 @@ static const char *id_shown(const char *id, char buf[48]) {
 /* What is wrong with the file's plan, for the text report; raw ids (the JSON's) when `raw`. */
 static void say_given(const hbm_plan_input *in, const given_plan *g, int raw, char *buf, size_t cap) {
   char a[48], b[48];
-  const char *first = raw ? in->ids[g->first] : id_shown(in->ids[g->first], a);
-  const char *second = raw ? in->ids[g->second] : id_shown(in->ids[g->second], b);
-  const char *misaligned = raw ? in->ids[g->misaligned] : id_shown(in->ids[g->misaligned], a);
-  if (g->valid) snprintf(buf, cap, "valid");
-  else if (g->first == g->second)
+  if (g->valid) {
+    snprintf(buf, cap, "valid");
+  } else if (g->first == g->second) {
+    size_t m = g->misaligned;
     snprintf(buf, cap, "INVALID: buffer '%s' (line %u) at offset %llu, not a multiple of its alignment %llu",
-             misaligned, in->lines[g->misaligned], (unsigned long long)in->offsets[g->misaligned],
-             1ull << in->align_log2[g->misaligned]);
-  else
-    snprintf(buf, cap, "INVALID: buffers '%s' (line %u) and '%s' (line %u) overlap while both are live", first,
-             in->lines[g->first], second, in->lines[g->second]);
+             raw ? in->ids[m] : id_shown(in->ids[m], a), in->lines[m], (unsigned long long)in->offsets[m],
+             1ull << in->align_log2[m]);
+  } else {
+    snprintf(buf, cap, "INVALID: buffers '%s' (line %u) and '%s' (line %u) overlap while both are live",
+             raw ? in->ids[g->first] : id_shown(in->ids[g->first], a), in->lines[g->first],
+             raw ? in->ids[g->second] : id_shown(in->ids[g->second], b), in->lines[g->second]);
+  }
 }
 
 int cmd_plan(int argc, char **argv) {

@@ -60,12 +60,13 @@ head -n 1 "$dir/plan.csv" | grep -qx 'id,lower,upper,size,offset' || { echo "FAI
 cat "$dir/back"
 grep -q "the file's offsets .* 30 .* valid" "$dir/back" || { echo "FAIL: the written plan is not read back valid"; fail=1; }
 
-# A given plan that overlaps: exit 1, naming both buffers and their lines.
-printf 'id,lower,upper,size,offset\na,0,10,4,0\nb,5,15,4,2\n' > "$dir/overlap.csv"
+# A given plan that overlaps: exit 1, naming both buffers and their lines
+# (neither of them the file's first buffer).
+printf 'id,lower,upper,size,offset\nz,0,3,4,100\na,0,10,4,0\nb,5,15,4,2\n' > "$dir/overlap.csv"
 "$HBM" plan "$dir/overlap.csv" > "$dir/out" 2>&1
 rc=$?
 [ $rc -eq 1 ] || { echo "FAIL overlap: exit $rc, expected 1"; fail=1; }
-grep -q "INVALID: buffers 'a' (line 2) and 'b' (line 3) overlap" "$dir/out" || { echo "FAIL overlap: message"; cat "$dir/out"; fail=1; }
+grep -q "INVALID: buffers 'a' (line 3) and 'b' (line 4) overlap" "$dir/out" || { echo "FAIL overlap: message"; cat "$dir/out"; fail=1; }
 
 # --capacity: below the footprint exits 1, at it 0.
 "$HBM" plan "$dir/p.csv" --capacity 29 > "$dir/out"; rc=$?
