@@ -88,15 +88,9 @@ static int check_given(const hbm_plan_input *in, given_plan *g) {
   return HBM_OK;
 }
 
-/* An id as a terminal may show it: at most 40 bytes, control bytes as '?'
- * (ids are the file's text; --json escapes them instead). */
-static const char *id_shown(const char *id, char buf[48]) {
-  size_t k = 0;
-  for (; id[k] && k < 40; k++) buf[k] = (unsigned char)id[k] < 0x20 || id[k] == 0x7f ? '?' : id[k];
-  if (id[k]) buf[k++] = '.', buf[k++] = '.', buf[k++] = '.';
-  buf[k] = 0;
-  return buf;
-}
+/* An id as a terminal may show it (ids are the file's text; --json escapes
+ * them instead). */
+static const char *id_shown(const char *id, char buf[48]) { return hbm_plan_csv_quote(id, strlen(id), buf); }
 
 /* What is wrong with the file's plan, for the text report; raw ids (the JSON's) when `raw`. */
 static void say_given(const hbm_plan_input *in, const given_plan *g, int raw, char *buf, size_t cap) {

@@ -46,14 +46,15 @@ static int split(const char *at, size_t n, field *f, int max) {
 
 static int field_is(field f, const char *name) { return f.len == strlen(name) && !memcmp(f.at, name, f.len); }
 
-/* A field quoted for a message: at most 40 bytes, control bytes as '?'. */
-static const char *shown(field f, char buf[48]) {
-  size_t n = f.len > 40 ? 40 : f.len, k = 0;
-  for (size_t i = 0; i < n; i++) buf[k++] = (unsigned char)f.at[i] < 0x20 || f.at[i] == 0x7f ? '?' : f.at[i];
-  if (f.len > n) buf[k++] = '.', buf[k++] = '.', buf[k++] = '.';
+const char *hbm_plan_csv_quote(const char *text, size_t len, char buf[48]) {
+  size_t n = len > 40 ? 40 : len, k = 0;
+  for (size_t i = 0; i < n; i++) buf[k++] = (unsigned char)text[i] < 0x20 || text[i] == 0x7f ? '?' : text[i];
+  if (len > n) buf[k++] = '.', buf[k++] = '.', buf[k++] = '.';
   buf[k] = 0;
   return buf;
 }
+
+static const char *shown(field f, char buf[48]) { return hbm_plan_csv_quote(f.at, f.len, buf); }
 
 /* A whole number in plain decimal digits (a '+' allowed), at most max. */
 static int whole(field f, uint64_t max, uint64_t *out) {

@@ -56,6 +56,11 @@ int hbm_plan_csv_parse(const char *text, size_t len, const char *name, hbm_plan_
 /* Frees what parse allocated; the struct is zeroed. */
 void hbm_plan_input_free(hbm_plan_input *in);
 
+/* Text from a file as a message may quote it: at most 40 bytes (then
+ * "..."), control bytes as '?' so that no escape reaches a terminal. Returns
+ * buf. The reader's diagnostics and `hbm plan`'s report use it. */
+const char *hbm_plan_csv_quote(const char *text, size_t len, char buf[48]);
+
 /* Renders the problem with `offsets` as MiniMalloc writes a solution:
  * id,lower,upper,size[,alignment],offset, half-open lifetimes, one line per
  * buffer in the input's order. *text is malloc'd and NUL-terminated.
