@@ -162,7 +162,7 @@ int cmd_demo(int argc, char **argv) {
   int rc = hbm_gen_llm_estimate_peak(&c, &est, &diag);
   hbm_trace *t = NULL;
   if (rc == HBM_OK) {
-    if (cli_is_tty()) fprintf(stderr, "generating %s (%u steps)...", preset, c.steps);
+    if (cli_is_tty()) fprintf(stderr, "generating %s (%u step%s)...", preset, c.steps, c.steps == 1 ? "" : "s");
     rc = hbm_gen_llm(&c, &t, &diag);
     if (cli_is_tty()) fprintf(stderr, "\r%60s\r", "");
   }
@@ -301,8 +301,9 @@ int cmd_demo(int argc, char **argv) {
   } else {
     printf("%s\n", desc);
     char a[32];
-    printf("capacity %s, %llu events, %llu steps, peak live %s (closed form %s)\n\n", cli_size(c.capacity, cap),
-           (unsigned long long)rep.events, (unsigned long long)rep.steps, cli_size(rep.peak_live, a),
+    printf("capacity %s, %llu event%s, %llu step%s, peak live %s (closed form %s)\n\n", cli_size(c.capacity, cap),
+           (unsigned long long)rep.events, rep.events == 1 ? "" : "s", (unsigned long long)rep.steps,
+           rep.steps == 1 ? "" : "s", cli_size(rep.peak_live, a),
            cli_size(est.peak, pk));
     printf("%-11s %13s %10s %9s | %-14s %11s %11s %12s  %s\n", "policy", "peak reserved", "efficiency",
            "max frag", "first failure", "request", "free total", "largest free", "cause");

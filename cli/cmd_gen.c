@@ -418,8 +418,8 @@ int cmd_gen(int argc, char **argv) {
     code = cli_print_json("gen llm", &j);
   } else {
     printf("%s\n", hbm_trace_name(t));
-    printf("wrote %s: %llu events, peak live %s (closed form %s, %s), capacity %s\n", output,
-           (unsigned long long)events, hbm_size_format(peak, a, sizeof a),
+    printf("wrote %s: %llu event%s, peak live %s (closed form %s, %s), capacity %s\n", output,
+           (unsigned long long)events, events == 1 ? "" : "s", hbm_size_format(peak, a, sizeof a),
            hbm_size_format(est.peak, b, sizeof b), est.peak_phase,
            hbm_size_format(c.capacity, d, sizeof d));
   }

@@ -139,11 +139,13 @@ int cmd_import(int argc, char **argv) {
       return code;
     }
     char a[32], b[32];
-    printf("%s -> %s: %llu allocations, %llu frees, %llu segment allocations, %llu releases, %llu steps\n",
-           path, output, (unsigned long long)allocs, (unsigned long long)frees, (unsigned long long)segs,
-           (unsigned long long)segfrees, (unsigned long long)steps);
-    printf("starting state: %u segments (%s), %llu blocks alive; peak live %s; conf '%s'\n",
-           t->ninit_segments, cli_size(init_bytes, a), (unsigned long long)live,
+    printf("%s -> %s: %llu allocation%s, %llu free%s, %llu segment allocation%s, %llu release%s, %llu step%s\n",
+           path, output, (unsigned long long)allocs, allocs == 1 ? "" : "s", (unsigned long long)frees,
+           frees == 1 ? "" : "s", (unsigned long long)segs, segs == 1 ? "" : "s", (unsigned long long)segfrees,
+           segfrees == 1 ? "" : "s", (unsigned long long)steps, steps == 1 ? "" : "s");
+    printf("starting state: %u segment%s (%s), %llu block%s alive; peak live %s; conf '%s'\n",
+           t->ninit_segments, t->ninit_segments == 1 ? "" : "s", cli_size(init_bytes, a), (unsigned long long)live,
+           live == 1 ? "" : "s",
            cli_size(hbm_trace_peak_live(t), b), t->conf ? t->conf : "");
   }
   hbm_trace_free(t);

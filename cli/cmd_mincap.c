@@ -130,7 +130,8 @@ int cmd_mincap(int argc, char **argv) {
     if (cli_print_json("mincap", &j) != CLI_OK) exit_code = CLI_FAILED;
   } else {
     char a[32], b[32];
-    printf("trace %s: %llu events, peak live %s\n\n", path, (unsigned long long)hbm_trace_event_count(trace),
+    uint64_t events = hbm_trace_event_count(trace);
+    printf("trace %s: %llu event%s, peak live %s\n\n", path, (unsigned long long)events, events == 1 ? "" : "s",
            cli_size(peak_live, a));
     printf("%-11s %14s %15s %14s %8s\n", "policy", "min capacity", "over peak live", "backend calls", "replays");
     for (int i = 0; i < done; i++) {

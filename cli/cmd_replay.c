@@ -222,8 +222,9 @@ int cmd_replay(int argc, char **argv) {
     if (cli_print_json("replay", &j) != CLI_OK) exit_code = CLI_FAILED;
   } else {
     char a[32], b[32], d[32], e[32], f[32];
-    printf("trace %s: %llu events, capacity %s, peak live %s\n\n", path,
-           (unsigned long long)hbm_trace_event_count(trace), cli_size(capacity, a), cli_size(peak_live, b));
+    uint64_t events = hbm_trace_event_count(trace);
+    printf("trace %s: %llu event%s, capacity %s, peak live %s\n\n", path, (unsigned long long)events,
+           events == 1 ? "" : "s", cli_size(capacity, a), cli_size(peak_live, b));
     printf("%-11s %12s %10s %9s %8s  %s\n", "policy", "peak reserv.", "efficiency", "max frag", "backend", "first failure");
     for (int i = 0; i < npolicies; i++) {
       const hbm_replay_result *r = &results[i];

@@ -447,9 +447,9 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
   for (int k = 0; k < res->ncounters; k++)
     if (!strcmp(res->counters[k].name, "alloc_retries")) retries = res->counters[k].value;
   int n = snprintf(buf, len,
-                   "No request failed in %llu steps. Peak reserved %s of %s (%s to spare), peak live %s: "
+                   "No request failed in %llu step%s. Peak reserved %s of %s (%s to spare), peak live %s: "
                    "efficiency %.3f. ",
-                   (unsigned long long)rep->steps, size_text(res->peak_reserved, a, 32), size_text(cap, b, 32),
+                   (unsigned long long)rep->steps, rep->steps == 1 ? "" : "s", size_text(res->peak_reserved, a, 32), size_text(cap, b, 32),
                    size_text(cap > res->peak_reserved ? cap - res->peak_reserved : 0, c, 32),
                    size_text(res->peak_live, d, 32), res->efficiency);
   if (f.worst_frag > 0)
@@ -958,8 +958,9 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
   sb_esc(&b, title);
   sb_printf(&b, "</h1>\n<p class='sub'>");
   sb_esc(&b, rep->workload ? rep->workload : "");
-  sb_printf(&b, "<br>capacity %s &middot; %llu events &middot; %llu steps &middot; peak live %s",
-            size_text(rep->capacity, a, 32), (unsigned long long)rep->events, (unsigned long long)rep->steps,
+  sb_printf(&b, "<br>capacity %s &middot; %llu event%s &middot; %llu step%s &middot; peak live %s",
+            size_text(rep->capacity, a, 32), (unsigned long long)rep->events, rep->events == 1 ? "" : "s",
+            (unsigned long long)rep->steps, rep->steps == 1 ? "" : "s",
             size_text(rep->peak_live, c, 32));
   if (rep->largest_comm_request)
     sb_printf(&b, " &middot; largest communication buffer %s", size_text(rep->largest_comm_request, d, 32));

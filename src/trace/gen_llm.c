@@ -1155,14 +1155,14 @@ int hbm_gen_llm_describe(const hbm_gen_llm_config *cfg, char *buf, size_t len) {
   return snprintf(buf, len,
                   "%s%s%s %.1fB (%u layers, hidden %u, %u heads/%u kv, ffn %u, vocab %u), %s "
                   "attention, seq %s x micro-batch %u x %u, tp %u pp %u (stage %u) dp %u, "
-                  "zero %d%s, checkpoint every %u, buckets %s, %u steps, seed %llu",
+                  "zero %d%s, checkpoint every %u, buckets %s, %u step%s, seed %llu",
                   c->preset[0] ? c->preset : "", c->preset[0] ? ": " : "",
                   c->arch == HBM_ARCH_LLAMA ? "llama" : "gpt", (double)S.total_params / 1e9,
                   c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->vocab,
                   c->attention == HBM_ATTN_EAGER ? "eager" : "flash", seq, c->micro_batch,
                   c->grad_accum, c->tp, c->pp, c->pp_stage, c->dp, c->zero,
                   c->offload ? " + offload" : "", c->checkpoint_every, bucket, c->steps,
-                  (unsigned long long)c->seed);
+                  c->steps == 1 ? "" : "s", (unsigned long long)c->seed);
 }
 
 static void gen_release(gen *g) {
