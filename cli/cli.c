@@ -1,6 +1,7 @@
 /* cli.c: helpers shared by the commands. */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -54,11 +55,31 @@ int cli_write_failed(const hbm_diag *diag, int err, const char *path) {
 }
 
 int cli_parse_size(const char *what, const char *text, uint64_t *out) {
-  if (hbm_size_parse(text, out) != HBM_OK || *out == 0) {
-    cli_error("%s: expected a size like 96GiB, 512MiB or 4.2GB, got '%s'", what, text);
-    return 0;
+  uint64_t v = 0;
+  if (hbm_size_parse(text, &v) == HBM_OK && v > 0) {
+    *out = v;
+    return 1;
   }
-  return 1;
+  /* Say which part is wrong: a number that reads but lands on zero bytes, a
+   * fraction of a byte, a unit hbm does not know, or a size past 2^64. */
+  size_t digits = strspn(text, "0123456789");
+  size_t number = digits;
+  if (digits && text[digits] == '.' && isdigit((unsigned char)text[digits + 1]))
+    number += 1 + strspn(text + digits + 1, "0123456789");
+  const char *unit = text + number;
+  static const char *const units[] = {"", "B", "KiB", "MiB", "GiB", "TiB", "PiB", "KB", "MB", "GB", "TB", "PB"};
+  int known = 0;
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) known |= !strcmp(unit, units[i]);
+  if (!digits || !known)
+    cli_error("%s: expected a size like 96GiB, 512MiB or 4.2GB (B/KiB/MiB/GiB/TiB/PiB or KB/MB/GB/TB/PB), "
+              "got '%s'", what, text);
+  else if (number > digits && (!*unit || !strcmp(unit, "B")))
+    cli_error("%s: expected a whole number of bytes, got '%s'", what, text);
+  else if (hbm_size_parse(text, &v) == HBM_OK)
+    cli_error("%s: expected a size above zero, got '%s'%s", what, text, number > digits ? " (0 bytes once rounded)" : "");
+  else
+    cli_error("%s: '%s' is too large (at most 16 EiB, 2^64 - 1 bytes)", what, text);
+  return 0;
 }
 
 int cli_parse_count(const char *opt, const char *text, uint64_t min, uint64_t max, uint64_t *out) {

@@ -66,6 +66,14 @@ count_bad "--device: expected a whole number 0..1024, got ''" import "$good" --d
 count_bad "--jobs: expected a whole number 1..64, got '65'" demo --jobs 65
 count_bad "--seed: expected a whole number, got '-1'" gen llm --preset 7b-1gpu-80g --seed -1
 count_bad "--rounds: expected a whole number 1..1000, got '-1'" bench replay --rounds -1
+# Sizes: each way a size can be wrong is said as that way.
+count_bad "--capacity: expected a whole number of bytes, got '1.5B'" replay "$good" --capacity 1.5B
+count_bad "--capacity: expected a whole number of bytes, got '0.1'" replay "$good" --capacity 0.1
+count_bad "--capacity: expected a size above zero, got '0'" replay "$good" --capacity 0
+count_bad "got '0.0001KiB' (0 bytes once rounded)" replay "$good" --capacity 0.0001KiB
+count_bad "--capacity: '99999999TiB' is too large" replay "$good" --capacity 99999999TiB
+count_bad "--capacity: expected a size like 96GiB, 512MiB or 4.2GB (B/KiB" replay "$good" --capacity 12QB
+count_bad "--resolution: expected a size like" mincap "$good" --resolution -1MiB
 "$HBM" replay "$good" --capacity 1GiB --every 1e3 > /dev/null || { echo "FAIL --every 1e3 refused"; fail=1; }
 "$HBM" gen llm --preset 7b-1gpu-80g --steps 1 --seed 18446744073709551615 -o "$dir/seed.trace" > /dev/null \
   || { echo "FAIL a 64-bit --seed refused"; fail=1; }
