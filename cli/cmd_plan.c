@@ -63,6 +63,14 @@ static double over(uint64_t footprint, uint64_t peak) {
   return peak ? (double)footprint / (double)peak - 1.0 : 0.0;
 }
 
+/* "over peak load" for the table: two decimals, or an exponent where a plan is
+ * so far over that the column would not hold the digits. */
+static const char *over_text(uint64_t footprint, uint64_t peak, char buf[32]) {
+  double pct = 100.0 * over(footprint, peak);
+  snprintf(buf, 32, pct < 1e9 ? "%+.2f%%" : "%+.2e%%", pct);
+  return buf;
+}
+
 /* What the file's own offsets amount to. */
 typedef struct given_plan {
   uint64_t footprint;
@@ -169,7 +177,7 @@ int cmd_plan(int argc, char **argv) {
     exit_code = CLI_FAILED;
     goto out;
   }
-  if (cli_is_tty()) fprintf(stderr, "plan: %zu buffers...", in.n);
+  if (cli_is_tty()) fprintf(stderr, "plan: %zu buffer%s...", in.n, in.n == 1 ? "" : "s");
   struct timespec t0;
   for (int s = 0; orders && s < HBM_DSA_STRATEGIES; s++) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -286,15 +294,16 @@ int cmd_plan(int argc, char **argv) {
            (unsigned long long)first_time, (unsigned long long)last_time, (unsigned long long)peak);
     if (align > 1) printf("offsets aligned to %llu\n", (unsigned long long)align);
     printf("\n");
+    char pct[32];
     printf("%-22s %20s %15s %9s\n", "plan", "footprint", "over peak load", "seconds");
     for (int s = 0; orders && s < HBM_DSA_STRATEGIES; s++)
-      printf("%-22s %20llu %+14.2f%% %9.3f\n", hbm_dsa_strategy_name((hbm_dsa_strategy)s),
-             (unsigned long long)order_fp[s], 100.0 * over(order_fp[s], peak), order_s[s]);
-    printf("%-22s %20llu %+14.2f%% %9.3f  valid\n", "hbm (orders + rounds)", (unsigned long long)footprint,
-           100.0 * over(footprint, peak), plan_s);
+      printf("%-22s %20llu %15s %9.3f\n", hbm_dsa_strategy_name((hbm_dsa_strategy)s),
+             (unsigned long long)order_fp[s], over_text(order_fp[s], peak, pct), order_s[s]);
+    printf("%-22s %20llu %15s %9.3f  valid\n", "hbm (orders + rounds)", (unsigned long long)footprint,
+           over_text(footprint, peak, pct), plan_s);
     if (in.offsets)
-      printf("%-22s %20llu %+14.2f%% %9s  %s\n", "the file's offsets", (unsigned long long)given.footprint,
-             100.0 * over(given.footprint, peak), "-", given_text);
+      printf("%-22s %20llu %15s %9s  %s\n", "the file's offsets", (unsigned long long)given.footprint,
+             over_text(given.footprint, peak, pct), "-", given_text);
     if (has_capacity)
       printf("\ncapacity %llu: %s\n", (unsigned long long)capacity,
              fits ? "the plan fits" : "the plan does NOT fit");

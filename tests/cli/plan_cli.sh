@@ -78,6 +78,13 @@ grep -q "does NOT fit" "$dir/out" || { echo "FAIL capacity 29: message"; fail=1;
 "$HBM" plan "$dir/p.csv" --align 16 -o "$dir/aligned.csv" > /dev/null || { echo "FAIL align: exit $?"; fail=1; }
 awk -F, 'NR > 1 && $5 % 16 { bad = 1 } END { exit bad }' "$dir/aligned.csv" || { echo "FAIL align: an offset off 16"; fail=1; }
 
+# A given plan far over the peak load keeps the table's columns: the percent
+# takes an exponent rather than running into the next column.
+printf 'id,lower,upper,size,offset\nb1,0,10,100,4611686018427387000\nb2,5,15,50,0\n' > "$dir/far.csv"
+"$HBM" plan "$dir/far.csv" > "$dir/out" || { echo "FAIL far plan: exit $?"; fail=1; }
+grep -q "^the file's offsets      4611686018427387100      +3.07e+18%  " "$dir/out" ||
+  { echo "FAIL far plan: table row"; cat "$dir/out"; fail=1; }
+
 # The public planning inputs, where present: every plan valid, resnet50
 # within 1% of its peak load.
 plans="$HBM_ROOT/../shared/data/plans"
