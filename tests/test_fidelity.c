@@ -92,6 +92,10 @@ int main(void) {
     hbm_fidelity_result c;
     CHECK(hbm_fidelity(t, &o, &c, &d) == HBM_OK);
     CHECK_EQ_U64(c.check_failures, 0);
+    CHECK(!strcmp(c.policy, o.policy));
+    /* ... and it is the other allocator that ran, not the recorded settings'
+     * under the other's name: it does not reproduce the recording. */
+    CHECK(c.address_matches < c.allocs || c.segment_allocs_model != c.segment_allocs_real || !c.segment_sizes_equal);
     o.policy = "bestfit";
     CHECK(hbm_fidelity(t, &o, &c, &d) == HBM_EINVAL);
     CHECK(strstr(d.message, "caching or expandable") != NULL);

@@ -830,6 +830,19 @@ int hbm_pt_create(hbm_device *dev, const char *conf, int expandable_default, hbm
   hbm_pt_conf_default(&c, expandable_default);
   int rc = hbm_pt_conf_parse(conf, &c, diag);
   if (rc != HBM_OK) return rc;
+  /* The policy's name says which allocator ran: a setting that turns caching
+   * into expandable (or back) would report one under the other's name. */
+  if (c.expandable != (expandable_default != 0)) {
+    if (diag) {
+      memset(diag, 0, sizeof *diag);
+      snprintf(diag->file, sizeof diag->file, "alloc-conf");
+      snprintf(diag->message, sizeof diag->message,
+               "expandable_segments:%s contradicts policy %s: PyTorch's allocator %s expandable segments "
+               "is policy %s", c.expandable ? "True" : "False", expandable_default ? "expandable" : "caching",
+               c.expandable ? "with" : "without", c.expandable ? "expandable" : "caching");
+    }
+    return HBM_EINVAL;
+  }
   if (c.expandable && (!dev->caps.vmm || !dev->caps.granule || HBM_PT_SMALL_BUFFER % dev->caps.granule)) {
     if (diag) {
       memset(diag, 0, sizeof *diag);

@@ -75,13 +75,18 @@ static void on_action(void *arg, hbm_pt_action action, uint64_t addr, uint64_t s
 
 static void count_report(void *arg, const char *message) { (*(int *)arg)++; }
 
+/* The policy (asked for, else the one the recorded settings name) and its
+ * settings (given, else recorded). Asked for caching over a recording made
+ * with expandable segments (or the reverse), the recorded settings run with
+ * expandable_segments turned to the policy's, written into `own`: the
+ * policy's name says which allocator ran. */
 static int pick_policy(const hbm_trace *t, const hbm_fidelity_options *o, const char **conf,
-                       const hbm_policy_class **cls, hbm_diag *diag) {
+                       char own[512], const hbm_policy_class **cls, hbm_diag *diag) {
   *conf = o && o->conf ? o->conf : t->conf;
   const char *name = o ? o->policy : NULL;
+  hbm_pt_conf c;
+  hbm_pt_conf_default(&c, name && !strcmp(name, "expandable"));
   if (!name) {
-    hbm_pt_conf c;
-    hbm_pt_conf_default(&c, 0);
     if (hbm_pt_conf_parse(*conf, &c, diag) != HBM_OK) return HBM_EINVAL;
     name = c.expandable ? "expandable" : "caching";
   }
@@ -90,6 +95,15 @@ static int pick_policy(const hbm_trace *t, const hbm_fidelity_options *o, const 
     hbm_diag_set(diag, "fidelity", 0, 0, "policy '%s': fidelity compares PyTorch's allocator "
                  "(caching or expandable) with a recording", name);
     return HBM_EINVAL;
+  }
+  int expandable = !strcmp(name, "expandable");
+  if (!(o && o->conf) && *conf && hbm_pt_conf_parse(*conf, &c, NULL) == HBM_OK && c.expandable != expandable) {
+    /* a later key overrides an earlier one, as in PyTorch */
+    if ((size_t)snprintf(own, 512, "%s,expandable_segments:%s", *conf, expandable ? "True" : "False") >= 512) {
+      hbm_diag_set(diag, t->name, 0, 0, "recorded settings too long (more than 480 bytes)");
+      return HBM_EINVAL;
+    }
+    *conf = own;
   }
   return HBM_OK;
 }
@@ -113,8 +127,9 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
     return HBM_EINVAL;
   }
   const char *conf;
+  char own_conf[512];
   const hbm_policy_class *cls;
-  int rc = pick_policy(t, o, &conf, &cls, diag);
+  int rc = pick_policy(t, o, &conf, own_conf, &cls, diag);
   if (rc != HBM_OK) return rc;
   snprintf(res->policy, sizeof res->policy, "%s", cls->name);
 

@@ -18,7 +18,8 @@
 
 typedef struct hbm_fidelity_options {
   const char *policy; /* NULL: "expandable" if the trace's conf enables expandable_segments, else "caching" */
-  const char *conf;   /* NULL: the trace's conf */
+  const char *conf;   /* NULL: the trace's conf, its expandable_segments turned to the
+                       * policy's (settings that contradict the policy are refused) */
   uint64_t capacity;  /* device capacity for the model; 0: 1 PiB (recorded releases are
                        * applied as recorded, so the model needs none to follow an OOM) */
 } hbm_fidelity_options;

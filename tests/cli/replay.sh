@@ -33,7 +33,7 @@ for p in "caching," ",caching" "caching,,zoned" "caching,caching" "zoned,caching
 done
 n=$("$HBM" replay "$trace" --policy all --json | grep -o '"policy":' | wc -l)
 [ "$n" -eq "$("$HBM" --help | sed -n 's/^policies: //p' | tr ',' '\n' | wc -l)" ] || { echo "FAIL --policy all: $n policies"; fail=1; }
-"$HBM" replay "$trace" --policy caching,zoned --alloc-conf zoned=moves:off --alloc-conf caching=expandable_segments:True --json \
+"$HBM" replay "$trace" --policy caching,zoned --alloc-conf zoned=moves:off --alloc-conf caching=max_split_size_mb:64 --json \
   > "$dir/out" 2> "$dir/err" || { echo "FAIL --policy with per-policy --alloc-conf: $(cat "$dir/err")"; fail=1; }
 grep -q '"policy":"zoned","alloc_conf":"moves:off"' "$dir/out" || { echo "FAIL per-policy settings: $(cat "$dir/out")"; fail=1; }
 # a bad --device is said once, not once per policy, and nothing is printed
