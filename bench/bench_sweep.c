@@ -337,7 +337,7 @@ int bench_sweep(int argc, char **argv) {
       case 'n': ok = cli_parse_count("bench sweep: --jobs", optarg, 1, 100000, &njobs); break;
       case 'S': ok = cli_parse_count("bench sweep: --seed", optarg, 0, UINT64_MAX, &seed); break;
       case 's': ok = cli_parse_count("bench sweep: --steps", optarg, 2, 1000000, &steps); break;
-      case 'c': ok = cli_parse_size("bench sweep: --capacity", optarg, &capacity); break;
+      case 'c': ok = cli_parse_capacity("bench sweep: --capacity", optarg, &capacity); break;
       case 'a': ok = cli_conf_add(&confs, optarg); break;
       case 'j': json = 1; break;
       case 'h': usage(stdout); return CLI_OK;

@@ -82,6 +82,17 @@ int cli_parse_size(const char *what, const char *text, uint64_t *out) {
   return 0;
 }
 
+int cli_parse_capacity(const char *what, const char *text, uint64_t *out) {
+  uint64_t v;
+  if (!cli_parse_size(what, text, &v)) return 0;
+  if (v < (2ull << 20) || v > (1ull << 50)) {
+    cli_error("%s: expected a device capacity of 2MiB (one page) to 1PiB, got '%s'", what, text);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
 int cli_parse_count(const char *opt, const char *text, uint64_t min, uint64_t max, uint64_t *out) {
   uint64_t v = 0;
   int ok = hbm_count_parse(text, &v) == HBM_OK;
@@ -116,16 +127,28 @@ void cli_progress_end(void) {
   progress_shown = 0;
 }
 
-int cli_write_output(const char *path, const char *text, size_t len, const char *const *inputs,
-                     int ninputs) {
+int cli_check_output(const char *path, const char *const *inputs, int ninputs) {
   struct stat so, si;
+  if (stat(path, &so) != 0) return CLI_OK; /* not there yet (a missing directory is said on writing) */
   for (int i = 0; i < ninputs; i++) {
-    if (inputs[i] && stat(path, &so) == 0 && stat(inputs[i], &si) == 0 && so.st_dev == si.st_dev &&
-        so.st_ino == si.st_ino) {
+    if (inputs[i] && stat(inputs[i], &si) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino) {
       cli_error("%s: refusing to overwrite an input file; choose another output path", path);
       return CLI_BAD_INPUT;
     }
   }
+  if (S_ISDIR(so.st_mode)) { /* said as writing it would say it */
+    hbm_diag d = {0};
+    snprintf(d.file, sizeof d.file, "%s", path);
+    snprintf(d.message, sizeof d.message, "cannot write: %s", strerror(EISDIR));
+    return cli_write_failed(&d, HBM_EIO, path);
+  }
+  return CLI_OK;
+}
+
+int cli_write_output(const char *path, const char *text, size_t len, const char *const *inputs,
+                     int ninputs) {
+  int rc0 = cli_check_output(path, inputs, ninputs);
+  if (rc0 != CLI_OK) return rc0;
   hbm_diag d = {0};
   int rc = hbm_write_file_atomic(path, text, len, &d);
   return rc == HBM_OK ? CLI_OK : cli_write_failed(&d, rc, path);
@@ -259,6 +282,29 @@ int cli_check_device(const char *spec) {
   if (rc != HBM_OK) return cli_exit_code(rc);
   hbm_device_close(dev);
   return CLI_OK;
+}
+
+int cli_check_policies(const char *device, char names[][32], int n, const cli_confs *confs) {
+  for (int i = 0; i < confs->n; i++) {
+    int run = 0;
+    for (int k = 0; k < n; k++) run |= !strcmp(names[k], confs->one[i].policy);
+    if (!run) {
+      cli_error("--alloc-conf: settings for %s, which --policy does not run", confs->one[i].policy);
+      return CLI_BAD_INPUT;
+    }
+  }
+  hbm_device *dev = NULL;
+  int rc = hbm_device_open(device ? device : "sim:96GiB", &dev);
+  if (rc != HBM_OK) return cli_exit_code(rc);
+  for (int i = 0; i < n && rc == HBM_OK; i++) {
+    hbm_heap *heap = NULL;
+    rc = hbm_heap_create(dev, names[i], cli_conf_for(confs, names[i]), &heap);
+    if (heap) hbm_heap_destroy(heap);
+    if (rc == HBM_EINVAL && n > 1 && confs->all && !strcmp(cli_conf_for(confs, names[i]), confs->all))
+      cli_error("--alloc-conf '%s' went to every policy; POLICY=SETTINGS gives settings to one", confs->all);
+  }
+  hbm_device_close(dev);
+  return rc == HBM_OK ? CLI_OK : cli_exit_code(rc);
 }
 
 int cli_load_trace(const char *path, hbm_trace **out) {

@@ -44,6 +44,9 @@ int cli_exit_code(int err);
 int cli_write_failed(const hbm_diag *diag, int err, const char *path);
 /* Parses a size argument; on error prints "hbm: <what>: ..." and returns 0. */
 int cli_parse_size(const char *what, const char *text, uint64_t *out);
+/* A device's capacity: a size from 2 MiB (one page at the default granule)
+ * to 1 PiB, the most a trace or device takes; on error prints why, returns 0. */
+int cli_parse_capacity(const char *what, const char *text, uint64_t *out);
 /* A count min..max for option `opt`, as hbm_count_parse reads it ("20",
  * "7B", "16Mi", "1e6"); on error prints "hbm: <opt>: expected a whole number
  * MIN..MAX, got '<text>'" and returns 0. */
@@ -69,6 +72,9 @@ int cli_finish_stdout(int code);
  * written, after saying why. */
 int cli_write_output(const char *path, const char *text, size_t len, const char *const *inputs,
                      int ninputs);
+/* Before any work: refuses an output path that names an input (exit 2) or a
+ * directory (exit 1, "cannot write: Is a directory"), as writing it would. */
+int cli_check_output(const char *path, const char *const *inputs, int ninputs);
 /* An output path option's value (-o, --html): `arg`, or NULL after saying
  * "hbm: OPT: expected a file path, got an empty one" (exit 2 then), checked
  * before any work is done. */
@@ -103,6 +109,11 @@ int cli_load_trace(const char *path, hbm_trace **out);
 /* Opens and closes a --device SPEC once, so that a bad one is said once, not
  * once per policy: CLI_OK (also for NULL), else the exit code. */
 int cli_check_device(const char *spec);
+/* Before any work: refuses POLICY=SETTINGS for a policy not in `names`, and
+ * creates each policy with its settings over the device (`device`, or a sim
+ * device where the trace will name the capacity), so that a bad device or
+ * setting is said once, before the first replay: CLI_OK, else the exit code. */
+int cli_check_policies(const char *device, char names[][32], int n, const cli_confs *confs);
 /* Human size. */
 const char *cli_size(uint64_t bytes, char buf[32]);
 /* A fragmentation ratio with `decimals` places; "inf" for the API's 1e9

@@ -128,7 +128,7 @@ int cmd_demo(int argc, char **argv) {
         break;
       case 'P': policy_list = optarg; break;
       case 'c':
-        if (!cli_parse_size("--capacity", optarg, &capacity)) return CLI_BAD_INPUT;
+        if (!cli_parse_capacity("--capacity", optarg, &capacity)) return CLI_BAD_INPUT;
         break;
       case 'J':
         if (!cli_parse_count("--jobs", optarg, 1, 64, &v)) return CLI_BAD_INPUT;
@@ -146,6 +146,8 @@ int cmd_demo(int argc, char **argv) {
   char names[16][32];
   int npol = cli_split_policies(policy_list, names, 16);
   if (npol == 0) return CLI_BAD_INPUT;
+  int out_rc = cli_check_output(html_path, NULL, 0);
+  if (out_rc != CLI_OK) return out_rc;
 
   /* 1. the workload, from shapes */
   hbm_gen_llm_config c;

@@ -347,7 +347,7 @@ int cmd_gen(int argc, char **argv) {
         ok = cli_parse_count("--seed", optarg, 0, UINT64_MAX, &v);
         if (ok) c.seed = v;
         break;
-      case O_CAP: ok = cli_parse_size("--capacity", optarg, &c.capacity); break;
+      case O_CAP: ok = cli_parse_capacity("--capacity", optarg, &c.capacity); break;
       case O_EST: estimate = 1; break;
       case O_JSON: json = 1; break;
       case 'o':
@@ -387,6 +387,7 @@ int cmd_gen(int argc, char **argv) {
     cli_error("-o TRACE is required (or --estimate)");
     return CLI_BAD_INPUT;
   }
+  if ((rc = cli_check_output(output, NULL, 0)) != CLI_OK) return rc;
   hbm_trace *t = NULL;
   rc = hbm_gen_llm(&c, &t, &diag);
   if (rc != HBM_OK) {

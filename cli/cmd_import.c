@@ -76,6 +76,10 @@ int cmd_import(int argc, char **argv) {
   size_t len;
   int rc = cli_read_input(path, &data, &len);
   if (rc != CLI_OK) return rc;
+  if ((rc = cli_check_output(output, &path, 1)) != CLI_OK) {
+    free(data);
+    return rc;
+  }
   hbm_diag diag = {0};
   if (!hbm_pickle_sniff((const uint8_t *)data, len)) {
     free(data);

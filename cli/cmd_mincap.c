@@ -77,8 +77,10 @@ int cmd_mincap(int argc, char **argv) {
   char policies[16][32];
   int npolicies = cli_split_policies(policy_list, policies, 16);
   if (!npolicies) return CLI_BAD_INPUT;
+  int rc = cli_check_policies(NULL, policies, npolicies, &confs);
+  if (rc != CLI_OK) return rc;
   hbm_trace *trace;
-  int rc = cli_load_trace(path, &trace);
+  rc = cli_load_trace(path, &trace);
   if (rc != CLI_OK) return rc;
 
   hbm_mincap_result *results = calloc((size_t)npolicies, sizeof *results);

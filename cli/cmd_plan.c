@@ -163,6 +163,10 @@ int cmd_plan(int argc, char **argv) {
     cli_diag(&diag, rc, path);
     return cli_exit_code(rc);
   }
+  if (output && (rc = cli_check_output(output, &path, 1)) != CLI_OK) {
+    hbm_plan_input_free(&in);
+    return rc;
+  }
   if (in.align > align) align = in.align;
 
   int exit_code = CLI_OK;

@@ -59,6 +59,16 @@ static int write_html(const hbm_trace *trace, const char *path, const char *html
   return out;
 }
 
+/* 1 if `spec` opens a device whose addresses are host pointers (--verify). */
+static int device_host_visible(const char *spec) {
+  hbm_device *dev = NULL;
+  hbm_device_caps caps = {0};
+  if (!spec || hbm_device_open(spec, &dev) != HBM_OK) return 0;
+  hbm_device_get_caps(dev, &caps);
+  hbm_device_close(dev);
+  return caps.host_visible;
+}
+
 static void show_progress(uint64_t done, uint64_t total, void *arg) {
   cli_progress((const char *)arg, done, total);
 }
@@ -83,7 +93,7 @@ int cmd_replay(int argc, char **argv) {
       case 'd': device = optarg; break;
       case 'c': {
         uint64_t cap;
-        if (!cli_parse_size("--capacity", optarg, &cap)) return CLI_BAD_INPUT;
+        if (!cli_parse_capacity("--capacity", optarg, &cap)) return CLI_BAD_INPUT;
         snprintf(device_buf, sizeof device_buf, "sim:%llu", (unsigned long long)cap);
         device = device_buf;
         break;
@@ -112,12 +122,20 @@ int cmd_replay(int argc, char **argv) {
   char policies[16][32];
   int npolicies = cli_split_policies(policy_list, policies, 16);
   if (!npolicies) return CLI_BAD_INPUT;
-  int rc = cli_check_device(device);
+  int rc = cli_check_policies(device, policies, npolicies, &confs);
   if (rc != CLI_OK) return rc;
+  if (verify_data && !device_host_visible(device)) {
+    cli_error("--verify fills and checks real memory: it needs the host device (e.g. --device host:4GiB)");
+    return CLI_BAD_INPUT;
+  }
 
   hbm_trace *trace;
   rc = cli_load_trace(path, &trace);
   if (rc != CLI_OK) return rc;
+  if (html_path && (rc = cli_check_output(html_path, &path, 1)) != CLI_OK) {
+    hbm_trace_free(trace);
+    return rc;
+  }
   if (!device && !hbm_trace_capacity(trace)) { /* snapshots name none: say how to give one */
     cli_error("%s names no device capacity: pass --capacity SIZE (e.g. --capacity 80GiB) or --device SPEC", path);
     hbm_trace_free(trace);

@@ -41,7 +41,8 @@ int hbm_device_open(const char *spec, hbm_device **out) {
     return hbm_report_error(HBM_EINVAL, "device '%s': capacity '%s' is not a size between 1 B and 1 PiB", spec, rest);
   capacity = capacity / granule * granule;
   if (capacity == 0)
-    return hbm_report_error(HBM_EINVAL, "device '%s': capacity is smaller than one granule", spec);
+    return hbm_report_error(HBM_EINVAL, "device '%s': capacity '%s' is smaller than one granule (%llu B)", spec,
+                            rest, (unsigned long long)granule);
   if (!strcmp(kind, "sim")) return hbm_sim_open(capacity, granule, out);
   if (!strcmp(kind, "host")) return hbm_host_open(capacity, granule, out);
   return hbm_report_error(HBM_EUNSUPPORTED, "device '%s': unknown kind '%s' (known: sim, host)", spec, kind);

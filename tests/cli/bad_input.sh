@@ -79,6 +79,47 @@ count_bad "--resolution: expected a size like" mincap "$good" --resolution -1MiB
   || { echo "FAIL a 64-bit --seed refused"; fail=1; }
 "$HBM" gen llm --params 1.3B --seq 1Ki --steps 1 -o "$dir/k.trace" > /dev/null || { echo "FAIL --seq 1Ki refused"; fail=1; }
 
+# Settings and devices are checked before the first replay: nothing is printed
+# on stdout, and a setting that would run one allocator under the other's name
+# is refused.
+before_work() { # expected-substring, command...
+  want=$1; shift
+  "$HBM" "$@" > "$dir/out" 2> "$dir/err"; rc=$?
+  if [ $rc -ne 2 ] || [ -s "$dir/out" ] || ! grep -q -- "$want" "$dir/err"; then
+    echo "FAIL '$*': exit $rc, stdout $(wc -c < "$dir/out") bytes, expected 2, none and '$want':"; cat "$dir/err"; fail=1
+  fi
+}
+before_work "expandable_segments:False contradicts policy expandable" replay "$good" --capacity 1GiB \
+  --policy caching,expandable --alloc-conf expandable_segments:False
+before_work "expandable_segments:True contradicts policy caching" replay "$good" --capacity 1GiB \
+  --policy caching --alloc-conf caching=expandable_segments:True
+before_work "policy bestfit takes no settings" replay "$good" --capacity 1GiB --policy caching,bestfit \
+  --alloc-conf max_split_size_mb:128
+before_work "settings for expandable, which --policy does not run" replay "$good" --capacity 1GiB \
+  --policy caching --alloc-conf expandable=max_split_size_mb:128
+before_work "policy bestfit takes no settings" mincap "$good" --policy caching,bestfit --alloc-conf max_split_size_mb:128
+before_work "contradicts policy caching" bench replay --trace "$good" --rounds 1 --policy caching \
+  --alloc-conf expandable_segments:True
+before_work "--verify fills and checks real memory" replay "$good" --capacity 1GiB --verify
+before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '1B'" replay "$good" --capacity 1B
+before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '2PiB'" \
+  gen llm --preset 7b-1gpu-80g --steps 1 --capacity 2PiB -o "$dir/never.trace"
+[ -e "$dir/never.trace" ] && { echo "FAIL gen --capacity 2PiB wrote a trace"; fail=1; }
+cp "$good" "$dir/in.trace"
+before_work "in.trace: refusing to overwrite an input file" replay "$dir/in.trace" --capacity 1GiB --html "$dir/in.trace"
+mkdir -p "$dir/outdir"
+"$HBM" replay "$good" --capacity 1GiB --html "$dir/outdir" > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 1 ] && [ ! -s "$dir/out" ] && grep -q "cannot write: Is a directory" "$dir/err" ||
+  { echo "FAIL replay --html DIR: exit $rc, stdout $(wc -c < "$dir/out") bytes, $(cat "$dir/err")"; fail=1; }
+printf 'hbm-trace 1\nconf expandable_segments:True\na x 1KiB @0x7f0000000000\nf x\n' > "$dir/es.trace"
+# fidelity: the recorded expandable_segments gives way to the policy asked for
+"$HBM" fidelity "$dir/es.trace" | grep -q "^fidelity of expandable" || { echo "FAIL fidelity's own pick"; fail=1; }
+"$HBM" fidelity "$dir/es.trace" --policy caching | grep -q "^fidelity of caching" || { echo "FAIL fidelity --policy caching"; fail=1; }
+before_work "expandable_segments:True contradicts policy caching" fidelity "$dir/es.trace" --policy caching \
+  --alloc-conf expandable_segments:True
+"$HBM" replay "$good" --capacity 1GiB --policy caching,expandable --alloc-conf caching=expandable_segments:False \
+  > /dev/null || { echo "FAIL caching=expandable_segments:False (the default, said) refused"; fail=1; }
+
 # a report that cannot be written is a failed run, said on stderr, not a silent exit 0
 if [ -w /dev/full ]; then
   for cmd in "replay $good --capacity 1GiB --json" "replay $good --capacity 1GiB" "gen llm --preset 910c-dense --estimate --json" "--help"; do
