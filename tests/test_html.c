@@ -136,5 +136,21 @@ int main(void) {
   for (int i = 0; i < n; i++) hbm_report_run_release(&runs[i]);
   hbm_report_release(&rep);
   hbm_trace_free(t);
+
+  /* 3. free memory with no block of it usable: the API's ratio 1e9 reads as
+   * "infinite" in the words, never as the number. */
+  hbm_sample s[2] = {{.event = 1, .step = 1, .free_total = 1 << 20, .largest_free = 1 << 20},
+                     {.event = 2, .step = 2, .free_total = 90 << 20, .largest_free = 0, .fragmentation = 1e9}};
+  hbm_report_run hand;
+  memset(&hand, 0, sizeof hand);
+  hand.samples = s;
+  hand.nsamples = 2;
+  hand.result.capacity = 1ull << 30;
+  memset(&rep, 0, sizeof rep);
+  rep.capacity = 1ull << 30;
+  rep.steps = 2;
+  hbm_report_diagnosis(&rep, &hand, words, sizeof words);
+  CHECK(strstr(words, "The worst fragmentation ratio, infinite, came at step 2") != NULL);
+  CHECK(strstr(words, "1000000000") == NULL);
   return test_done("test_html");
 }

@@ -334,6 +334,14 @@ static const char *size_text(uint64_t bytes, char *buf, size_t len) {
   return hbm_size_format(bytes, buf, len);
 }
 
+/* A fragmentation ratio in words: the API's 1e9 (memory free, no block of it
+ * usable) is "infinite", not a number. */
+static const char *frag_text(double ratio, char *buf, size_t len) {
+  if (ratio >= 1e9) snprintf(buf, len, "infinite");
+  else snprintf(buf, len, "%.2f", ratio);
+  return buf;
+}
+
 /* ==== what a run says ============================================================ */
 
 static const char *tag_colors[HBM_TAG_COUNT] = {
@@ -435,8 +443,8 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
     }
     if (r->nlayout)
       n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
-                    " The layout then: %llu holes holding %s, the largest %s, across %d range%s.",
-                    (unsigned long long)f.holes, size_text(f.hole_bytes, a, 32),
+                    " The layout then: %llu hole%s holding %s, the largest %s, across %d range%s.",
+                    (unsigned long long)f.holes, f.holes == 1 ? "" : "s", size_text(f.hole_bytes, a, 32),
                     size_text(f.largest_hole, b, 32), f.ranges, f.ranges == 1 ? "" : "s");
     n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
                   " %llu request%s failed in all (each skipped, its free ignored).",
@@ -454,8 +462,8 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
                    size_text(res->peak_live, d, 32), res->efficiency);
   if (f.worst_frag > 0)
     n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
-                  "The worst fragmentation ratio, %.2f, came at step %llu (%s free, largest block %s). ",
-                  f.worst_frag, (unsigned long long)f.worst_frag_step, size_text(f.worst_frag_free, a, 32),
+                  "The worst fragmentation ratio, %s, came at step %llu (%s free, largest block %s). ",
+                  frag_text(f.worst_frag, c, 32), (unsigned long long)f.worst_frag_step, size_text(f.worst_frag_free, a, 32),
                   size_text(f.worst_frag_largest, b, 32));
   if (rep->largest_comm_request)
     n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
