@@ -358,7 +358,7 @@ int bench_adamw(int argc, char **argv) {
   for (uint64_t round = 0; round <= reps && rc == HBM_OK; round++) {
     o.step = round + 1;
     adamw_scalars s;
-    adamw_scalars_init(&s, &o);
+    hbm_adamw_scalars_init(&s, &o);
     double t0 = bench_now_ns();
     rc = hbm_adamw_step(&tensor, 1, &o);
     double t1 = bench_now_ns();

@@ -411,7 +411,7 @@ static void test_index_past_4g(void) {
   hbm_adamw_options_init(&o);
   o.rounding = HBM_ADAMW_ROUND_STOCHASTIC;
   o.seed = 3;
-  adamw_scalars_init(&s, &o);
+  hbm_adamw_scalars_init(&s, &o);
   uint16_t grad[N], weight[2][N];
   float initial[N], master[2][N], m[2][N], v[2][N];
   for (int i = 0; i < N; i++) {
@@ -419,7 +419,7 @@ static void test_index_past_4g(void) {
     initial[i] = (float)(uniform() - 0.5);
   }
 #ifdef HBM_ADAMW_X86
-  adamw_range_fn *fns[] = {adamw_range_avx2, adamw_range_avx512};
+  adamw_range_fn *fns[] = {hbm_adamw_range_avx2, hbm_adamw_range_avx512};
   const hbm_adamw_impl fn_impl[] = {HBM_ADAMW_AVX2, HBM_ADAMW_AVX512};
   for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++) {
     if (!hbm_adamw_impl_available(fn_impl[f])) continue;
@@ -436,7 +436,7 @@ static void test_index_past_4g(void) {
                                 (float *)((uintptr_t)m[c] - begin * 4),
                                 (float *)((uintptr_t)v[c] - begin * 4), end, 1};
     }
-    adamw_range_scalar(&s, &t[0], 0x1234567890ABCDEFull, begin, end);
+    hbm_adamw_range_scalar(&s, &t[0], 0x1234567890ABCDEFull, begin, end);
     fns[f](&s, &t[1], 0x1234567890ABCDEFull, begin, end);
     CHECK(memcmp(weight[0], weight[1], sizeof weight[0]) == 0);
     CHECK(memcmp(master[0], master[1], sizeof master[0]) == 0);

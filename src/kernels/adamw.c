@@ -164,7 +164,7 @@ static int validate_no_overlap(const hbm_adamw_tensor *tensors, size_t ntensors)
   return rc;
 }
 
-int adamw_validate(const hbm_adamw_tensor *tensors, size_t ntensors, const hbm_adamw_options *options) {
+int hbm_adamw_validate(const hbm_adamw_tensor *tensors, size_t ntensors, const hbm_adamw_options *options) {
   if (!options) return hbm_report_error(HBM_EINVAL, "adamw: options is NULL");
   if (!tensors) return hbm_report_error(HBM_EINVAL, "adamw: tensors is NULL");
   if (ntensors == 0) return hbm_report_error(HBM_EINVAL, "adamw: no tensors");
@@ -183,7 +183,7 @@ int adamw_validate(const hbm_adamw_tensor *tensors, size_t ntensors, const hbm_a
 }
 
 /* ---- scalars ---------------------------------------------------------------------------- */
-void adamw_scalars_init(adamw_scalars *s, const hbm_adamw_options *o) {
+void hbm_adamw_scalars_init(adamw_scalars *s, const hbm_adamw_options *o) {
   /* In double, as Python computes them; each rounded to float once. */
   double step = (double)o->step;
   double bias_correction1 = 1.0 - pow(o->beta1, step);
@@ -204,7 +204,7 @@ void adamw_scalars_init(adamw_scalars *s, const hbm_adamw_options *o) {
 }
 
 /* ---- the scalar paths ------------------------------------------------------------------ */
-void adamw_range_scalar(const adamw_scalars *s, const hbm_adamw_tensor *t, uint64_t tensor_key,
+void hbm_adamw_range_scalar(const adamw_scalars *s, const hbm_adamw_tensor *t, uint64_t tensor_key,
                         uint64_t begin, uint64_t end) {
   int decay = t->weight_decay != 0;
   for (uint64_t i = begin; i < end; i++)
@@ -323,20 +323,20 @@ static int run_threaded(const adamw_scalars *s, const hbm_adamw_tensor *tensors,
 
 /* ---- entry point ------------------------------------------------------------------------ */
 int hbm_adamw_step(const hbm_adamw_tensor *tensors, size_t ntensors, const hbm_adamw_options *options) {
-  int rc = adamw_validate(tensors, ntensors, options);
+  int rc = hbm_adamw_validate(tensors, ntensors, options);
   if (rc != HBM_OK) return rc;
   hbm_adamw_impl impl = options->impl == HBM_ADAMW_AUTO ? hbm_adamw_impl_best() : options->impl;
   if (!hbm_adamw_impl_available(impl))
     return hbm_report_error(HBM_EUNSUPPORTED, "adamw: impl %s is not available on this CPU",
                             hbm_adamw_impl_name(impl));
   adamw_scalars s;
-  adamw_scalars_init(&s, options);
-  adamw_range_fn *range = adamw_range_scalar;
+  hbm_adamw_scalars_init(&s, options);
+  adamw_range_fn *range = hbm_adamw_range_scalar;
   switch (impl) {
     case HBM_ADAMW_REFERENCE: adamw_reference(&s, tensors, ntensors); return HBM_OK;
 #ifdef HBM_ADAMW_X86
-    case HBM_ADAMW_AVX2: range = adamw_range_avx2; break;
-    case HBM_ADAMW_AVX512: range = adamw_range_avx512; break;
+    case HBM_ADAMW_AVX2: range = hbm_adamw_range_avx2; break;
+    case HBM_ADAMW_AVX512: range = hbm_adamw_range_avx512; break;
 #endif
     default: break;
   }

@@ -101,13 +101,13 @@ static void CUDART_CB free_host_table(void *table) { free(table); }
 
 extern "C" int hbm_adamw_step_cuda(const hbm_adamw_tensor *tensors, size_t ntensors,
                                    const hbm_adamw_options *options, void *cuda_stream) {
-  int rc = adamw_validate(tensors, ntensors, options);
+  int rc = hbm_adamw_validate(tensors, ntensors, options);
   if (rc != HBM_OK) return rc;
   if (ntensors > (size_t)INT32_MAX)
     return hbm_report_error(HBM_EINVAL, "adamw (cuda): %zu tensors is more than one launch takes", ntensors);
   cudaStream_t stream = (cudaStream_t)cuda_stream;
   adamw_scalars s;
-  adamw_scalars_init(&s, options);
+  hbm_adamw_scalars_init(&s, options);
 
   /* One host buffer: the tensor table, then the chunk prefix table. */
   size_t table_bytes = ntensors * sizeof(adamw_device_tensor);

@@ -46,7 +46,7 @@ AVX2 static inline __m128i narrow_bf16(__m256 w, __m256i addend) {
   return _mm_packus_epi32(_mm256_castsi256_si128(out), _mm256_extracti128_si256(out, 1));
 }
 
-AVX2 void adamw_range_avx2(const adamw_scalars *s, const hbm_adamw_tensor *t, uint64_t tensor_key,
+AVX2 void hbm_adamw_range_avx2(const adamw_scalars *s, const hbm_adamw_tensor *t, uint64_t tensor_key,
                            uint64_t begin, uint64_t end) {
   const __m256 decay_factor = _mm256_set1_ps(s->decay_factor);
   const __m256 lerp_weight = _mm256_set1_ps(s->lerp_weight);
@@ -90,7 +90,7 @@ AVX2 void adamw_range_avx2(const adamw_scalars *s, const hbm_adamw_tensor *t, ui
     }
     _mm_storeu_si128((__m128i *)(weight + i), narrow_bf16(w, addend));
   }
-  adamw_range_scalar(s, t, tensor_key, i, end);
+  hbm_adamw_range_scalar(s, t, tensor_key, i, end);
 }
 
 #endif

@@ -44,7 +44,7 @@ AVX512 static inline __m256i narrow_bf16(__m512 w, __m512i addend) {
   return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(is_nan, rounded, quiet_nan));
 }
 
-AVX512 void adamw_range_avx512(const adamw_scalars *s, const hbm_adamw_tensor *t, uint64_t tensor_key,
+AVX512 void hbm_adamw_range_avx512(const adamw_scalars *s, const hbm_adamw_tensor *t, uint64_t tensor_key,
                              uint64_t begin, uint64_t end) {
   const __m512 decay_factor = _mm512_set1_ps(s->decay_factor);
   const __m512 lerp_weight = _mm512_set1_ps(s->lerp_weight);
@@ -88,7 +88,7 @@ AVX512 void adamw_range_avx512(const adamw_scalars *s, const hbm_adamw_tensor *t
     }
     _mm256_storeu_si256((__m256i *)(weight + i), narrow_bf16(w, addend));
   }
-  adamw_range_scalar(s, t, tensor_key, i, end);
+  hbm_adamw_range_scalar(s, t, tensor_key, i, end);
 }
 
 #endif

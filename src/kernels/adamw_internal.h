@@ -170,10 +170,10 @@ extern "C" {
 
 /* ---- shared by the CPU and CUDA entry points (adamw.c) ------------------------------- */
 /* Checks every argument; reports and returns HBM_EINVAL on the first bad one. */
-int adamw_validate(const hbm_adamw_tensor *tensors, size_t ntensors,
+int hbm_adamw_validate(const hbm_adamw_tensor *tensors, size_t ntensors,
                    const hbm_adamw_options *options);
 /* Rounds the hyper-parameters to the floats the element loop uses. */
-void adamw_scalars_init(adamw_scalars *s, const hbm_adamw_options *options);
+void hbm_adamw_scalars_init(adamw_scalars *s, const hbm_adamw_options *options);
 
 /* ---- SIMD bodies (adamw_avx2.c, adamw_avx512.c) ------------------------------------- */
 /* Updates elements [begin, end) of one tensor. `begin` must be a multiple of
@@ -181,11 +181,11 @@ void adamw_scalars_init(adamw_scalars *s, const hbm_adamw_options *options);
  * adamw_random16); the scalar element function finishes any tail. */
 typedef void adamw_range_fn(const adamw_scalars *s, const hbm_adamw_tensor *t, uint64_t tensor_key,
                             uint64_t begin, uint64_t end);
-adamw_range_fn adamw_range_scalar;
+adamw_range_fn hbm_adamw_range_scalar;
 #if defined(__x86_64__) || defined(__i386__)
 #define HBM_ADAMW_X86 1
-adamw_range_fn adamw_range_avx2;
-adamw_range_fn adamw_range_avx512;
+adamw_range_fn hbm_adamw_range_avx2;
+adamw_range_fn hbm_adamw_range_avx512;
 #endif
 
 #ifdef __cplusplus

@@ -28,3 +28,10 @@ for bin in quick_shared quick_static; do
   echo "$out" | grep -q "free total 16.0 GiB, largest free 4.0 GiB, fragmentation ratio 3.00"
   echo "$out" | grep -q "4.2 GiB AllReduce buffer: out of device memory"
 done
+# The shared library exports only hbm_ names: nothing of its own can clash
+# with a symbol of the program that links it.
+if command -v nm >/dev/null; then
+  so=$(ls "$(dirname "$libdir")"/libhbm.so* | head -n 1)
+  stray=$(nm -D --defined-only "$so" | awk '$3 !~ /^(hbm_|_)/ { print $3 }')
+  [ -z "$stray" ] || { echo "FAIL libhbm.so exports names without the hbm_ prefix: $stray"; exit 1; }
+fi
