@@ -24,8 +24,10 @@
 #define GiB (1ull << 30)
 
 static int errors_seen;
+static char last_error[512];
 static void count_error(int err, const char *message, void *arg) {
   errors_seen++;
+  snprintf(last_error, sizeof last_error, "%s", message);
   if (getenv("HBM_VERBOSE")) fprintf(stderr, "  error: %s\n", message);
 }
 
@@ -481,6 +483,18 @@ int main(void) {
                        "slot:1KiB", "slot:maybe", "slot:"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(hbm_heap_create(dev, "zoned", bad[i], &h) == HBM_EINVAL);
   CHECK(errors_seen >= (int)(sizeof bad / sizeof bad[0]));
+  /* a known key says what it takes, limits included */
+  static const struct { const char *conf, *says; } why[] = {
+      {"chunk:3MiB", "(expected chunk:SIZE, a multiple of the device's granule (2097152 B) up to 1 PiB)"},
+      {"headroom:60%", "(expected headroom:P% with P from 0 to 50)"},
+      {"nosuch:1", "(expected zones:infer|tags|off, large_life:on|off, chunk:SIZE"},
+  };
+  for (size_t i = 0; i < sizeof why / sizeof why[0]; i++) {
+    last_error[0] = 0;
+    CHECK(hbm_heap_create(dev, "zoned", why[i].conf, &h) == HBM_EINVAL);
+    if (!strstr(last_error, why[i].says)) fprintf(stderr, "zoned '%s' said: %s\n", why[i].conf, last_error);
+    CHECK(strstr(last_error, why[i].says) != NULL);
+  }
   /* edges through the public API */
   CHECK(hbm_heap_create(dev, "zoned", NULL, &h) == HBM_OK);
   uint64_t a, b;

@@ -21,7 +21,7 @@ typedef struct bestfit {
 
 static int bestfit_create(hbm_device *dev, const char *conf, hbm_policy **out, hbm_diag *diag) {
   if (conf && *conf) {
-    hbm_diag_set(diag, "alloc-conf", 0, 0, "policy bestfit takes no settings (got '%s')", conf);
+    hbm_diag_set(diag, "alloc-conf", 0, 0, "takes no settings (got '%s')", conf);
     return HBM_EINVAL;
   }
   bestfit *b = calloc(1, sizeof *b);

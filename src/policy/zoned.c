@@ -240,7 +240,7 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
   if (!text) return HBM_OK;
   char buf[512];
   if (strlen(text) >= sizeof buf) {
-    hbm_diag_set(diag, "alloc-conf", 0, 0, "zoned: settings longer than %zu bytes", sizeof buf - 1);
+    hbm_diag_set(diag, "alloc-conf", 0, 0, "settings longer than %zu bytes", sizeof buf - 1);
     return HBM_EINVAL;
   }
   strcpy(buf, text);
@@ -249,18 +249,24 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
     if (!sep) goto bad;
     *sep = 0;
     const char *k = item, *v = sep + 1;
+    char want[160] = ""; /* what a known key takes, for the message */
     if (!strcmp(k, "zones")) {
+      snprintf(want, sizeof want, "zones:infer|tags|off");
       if (!strcmp(v, "infer")) c->zones = ZONES_INFER;
       else if (!strcmp(v, "tags")) c->zones = ZONES_TAGS;
       else if (!strcmp(v, "off")) c->zones = ZONES_OFF;
       else goto bad;
     } else if (!strcmp(k, "large_life")) {
+      snprintf(want, sizeof want, "large_life:on|off");
       if (!parse_onoff(v, &c->large_life)) goto bad;
     } else if (!strcmp(k, "chunk")) {
+      snprintf(want, sizeof want, "chunk:SIZE, a multiple of the device's granule (%llu B) up to 1 PiB",
+               (unsigned long long)granule);
       if (hbm_size_parse(v, &c->chunk) != HBM_OK || c->chunk < granule || c->chunk % granule ||
           c->chunk > HBM_MAX_SIZE)
         goto bad;
     } else if (!strcmp(k, "slack")) {
+      snprintf(want, sizeof want, "slack:SIZE, or slack:P%% with P from 0 to 1000");
       size_t len = strlen(v);
       if (len > 1 && v[len - 1] == '%') {
         c->slack_share = strtod(v, &end) / 100.0;
@@ -269,35 +275,47 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
         goto bad;
       }
     } else if (!strcmp(k, "headroom")) {
+      snprintf(want, sizeof want, "headroom:P%% with P from 0 to 50");
       size_t len = strlen(v);
       c->headroom = strtod(v, &end) / 100.0;
       if (len < 2 || v[len - 1] != '%' || *end != '%' || !(c->headroom >= 0 && c->headroom <= 0.5)) goto bad;
     } else if (!strcmp(k, "slot")) {
+      snprintf(want, sizeof want, "slot:off, or slot:SIZE of at least the device's granule (%llu B) up to 1 PiB",
+               (unsigned long long)granule);
       if (!strcmp(v, "off")) c->slot = 0;
       else if (hbm_size_parse(v, &c->slot) != HBM_OK || c->slot < granule || c->slot > HBM_MAX_SIZE) goto bad;
     } else if (!strcmp(k, "probes")) {
+      snprintf(want, sizeof want, "probes:N with N from 1 to 1024");
       long n = strtol(v, &end, 10);
       if (*end || n < 1 || n > 1024) goto bad;
       c->probes = (int)n;
     } else if (!strcmp(k, "moves")) {
+      snprintf(want, sizeof want, "moves:on|off|auto");
       if (!strcmp(v, "auto")) c->moves = MOVES_AUTO;
       else if (!parse_onoff(v, &c->moves)) goto bad;
     } else if (!strcmp(k, "plan")) {
+      snprintf(want, sizeof want, "plan:on|off|always");
       if (!strcmp(v, "always")) c->plan = PLAN_ALWAYS;
       else if (!parse_onoff(v, &c->plan)) goto bad;
     } else if (!strcmp(k, "trim")) {
+      snprintf(want, sizeof want, "trim:on|off");
       if (!parse_onoff(v, &c->trim)) goto bad;
     } else if (!strcmp(k, "small")) {
+      snprintf(want, sizeof want, "small:on|off");
       if (!parse_onoff(v, &c->small)) goto bad;
     } else if (!strcmp(k, "streams")) {
+      snprintf(want, sizeof want, "streams:on|off");
       if (!parse_onoff(v, &c->streams)) goto bad;
     } else if (!strcmp(k, "va")) {
+      snprintf(want, sizeof want, "va:N with N from 1 to 64");
       long n = strtol(v, &end, 10);
       if (*end || n < 1 || n > 64) goto bad;
       c->va_factor = (uint64_t)n;
     } else if (!strcmp(k, "vmm")) {
+      snprintf(want, sizeof want, "vmm:on|off");
       if (!parse_onoff(v, &c->vmm)) goto bad;
     } else if (!strcmp(k, "split")) {
+      snprintf(want, sizeof want, "split:F with F between 0 and 1, both excluded");
       double f = strtod(v, &end);
       if (*end || !(f > 0 && f < 1)) goto bad;
       c->split = f;
@@ -307,8 +325,13 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
     continue;
   bad:
     if (sep) *sep = sep_char; /* the whole setting in the message */
+    if (want[0]) {
+      hbm_diag_set(diag, "alloc-conf", 0, (uint64_t)(item - buf), "bad setting '%s' (expected %s)", item,
+                   want);
+      return HBM_EINVAL;
+    }
     hbm_diag_set(diag, "alloc-conf", 0, (uint64_t)(item - buf),
-                 "zoned: bad setting '%s' (expected zones:infer|tags|off, large_life:on|off, "
+                 "bad setting '%s' (expected zones:infer|tags|off, large_life:on|off, "
                  "chunk:SIZE, slack:SIZE|P%%, headroom:P%%, slot:SIZE|off, moves:on|off|auto, plan:on|off|always, trim:on|off, probes:N, small:on|off, streams:on|off, va:N, "
                  "vmm:on|off, split:F)", item);
     return HBM_EINVAL;

@@ -93,11 +93,11 @@ before_work "expandable_segments:False contradicts policy expandable" replay "$g
   --policy caching,expandable --alloc-conf expandable_segments:False
 before_work "expandable_segments:True contradicts policy caching" replay "$good" --capacity 1GiB \
   --policy caching --alloc-conf caching=expandable_segments:True
-before_work "policy bestfit takes no settings" replay "$good" --capacity 1GiB --policy caching,bestfit \
+before_work "policy bestfit: takes no settings" replay "$good" --capacity 1GiB --policy caching,bestfit \
   --alloc-conf max_split_size_mb:128
 before_work "settings for expandable, which --policy does not run" replay "$good" --capacity 1GiB \
   --policy caching --alloc-conf expandable=max_split_size_mb:128
-before_work "policy bestfit takes no settings" mincap "$good" --policy caching,bestfit --alloc-conf max_split_size_mb:128
+before_work "policy bestfit: takes no settings" mincap "$good" --policy caching,bestfit --alloc-conf max_split_size_mb:128
 before_work "contradicts policy caching" bench replay --trace "$good" --rounds 1 --policy caching \
   --alloc-conf expandable_segments:True
 before_work "--verify fills and checks real memory" replay "$good" --capacity 1GiB --verify
