@@ -106,7 +106,20 @@ int main(void) {
   expect_bad("hbm-trace 1\na x 5PiB\n", 2, "absurd"); /* a size, over the 1 PiB limit */
   expect_bad("hbm-trace 1\na x 2000000TiB\n", 2, "absurd");
   expect_bad("hbm-trace 1\na x 12QB\n", 2, "expected a size");
-  expect_bad("hbm-trace 1\na x 1 act act\n", 2, "unexpected field");
+  expect_bad("hbm-trace 1\na x 1 act act\n", 2, "a second tag 'act': one tag per allocation");
+  expect_bad("hbm-trace 1\na x 1 act 1 2\n", 2, "a second stream number '2'");
+  expect_bad("hbm-trace 1\na x 1 2147483648\n", 2, "stream '2147483648' out of range: expected 0..2147483647");
+  expect_bad("hbm-trace 1\na x 1 @0x1000 @0x2000\n", 2, "a second @ADDR '@0x2000'");
+  expect_bad("hbm-trace 1\na x 1 act 1 zzz\n", 2, "unexpected field 'zzz'");
+  { /* the optional fields in any order, as docs/trace-format.md says */
+    hbm_trace *any = NULL;
+    hbm_diag why;
+    CHECK(parse("hbm-trace 1\na x 1 @0x1000 3 act\nf x\n", &any, &why) == HBM_OK);
+    if (any) {
+      CHECK(any->events[0].tag == HBM_TAG_ACT && any->events[0].stream == 3 && any->events[0].addr == 0x1000);
+      hbm_trace_free(any);
+    }
+  }
   expect_bad("hbm-trace 1\na x 1 @zz\n", 2, "address");
   expect_bad("hbm-trace 1\ncapacity\n", 2, "capacity SIZE");
   expect_bad("hbm-trace 1\ns x\n", 2, "step number");

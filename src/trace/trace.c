@@ -460,13 +460,21 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
       int have_tag = 0, have_stream = 0;
       for (int i = 3; i < n && rc == HBM_OK; i++) {
         hbm_tag tag;
+        uint64_t num;
+        int is_tag = tok_tag(tk[i], &tag);
         if (tk[i].n > 1 && tk[i].s[0] == '@') {
-          rc = parse_addr_tok(&p, (tok){tk[i].s + 1, tk[i].n - 1}, "recorded address", &e.addr);
-        } else if (!have_tag && !have_stream && tok_tag(tk[i], &tag)) {
+          if (e.addr != HBM_NO_ADDR) rc = BAD(&p, "a second @ADDR '%.*s': one recorded address per allocation", (int)tk[i].n, tk[i].s);
+          else rc = parse_addr_tok(&p, (tok){tk[i].s + 1, tk[i].n - 1}, "recorded address", &e.addr);
+        } else if (!have_tag && is_tag) {
           e.tag = (uint8_t)tag;
           have_tag = 1;
         } else if (!have_stream && tok_stream(tk[i], &e.stream)) {
           have_stream = 1;
+        } else if (is_tag) {
+          rc = BAD(&p, "a second tag '%.*s': one tag per allocation", (int)tk[i].n, tk[i].s);
+        } else if (tok_u64(tk[i], &num)) {
+          rc = have_stream ? BAD(&p, "a second stream number '%.*s': one stream per allocation", (int)tk[i].n, tk[i].s)
+                           : BAD(&p, "stream '%.*s' out of range: expected 0..2147483647", (int)tk[i].n, tk[i].s);
         } else {
           rc = BAD(&p, "unexpected field '%.*s': expected a tag (param grad optim act comm temp other), a stream number or @ADDR", (int)tk[i].n, tk[i].s);
         }
