@@ -137,6 +137,13 @@ static int get_u64(importer *im, const hbm_pk_value *obj, const char *key, uint6
   return HBM_OK;
 }
 
+static int get_str(importer *im, const hbm_pk_value *obj, const char *key, const char **out, const char *where) {
+  const hbm_pk_value *v = hbm_pk_get(obj, key);
+  if (!v) return fail(im, "%s: missing '%s'", where, key);
+  if (!(*out = hbm_pk_str(v))) return fail(im, "%s: '%s' has type %s, expected a str", where, key, hbm_pk_type_name(v->type));
+  return HBM_OK;
+}
+
 static int get_i64(importer *im, const hbm_pk_value *obj, const char *key, int64_t *out, int64_t dflt,
                    const char *where) {
   const hbm_pk_value *v = hbm_pk_get(obj, key);
@@ -196,8 +203,8 @@ static int read_segments(importer *im, const hbm_pk_value *segments) {
         return fail(im, "%s: block 0x%llx+%llu does not follow the previous block at 0x%llx", where,
                     (unsigned long long)fb->addr, (unsigned long long)fb->size, (unsigned long long)at);
       at += fb->size;
-      const char *state = hbm_pk_str(hbm_pk_get(b, "state"));
-      if (!state) return fail(im, "%s: missing 'state'", where);
+      const char *state;
+      if ((rc = get_str(im, b, "state", &state, where))) return rc;
       fb->active = !strncmp(state, "active", 6);
       if (fb->active) {
         uint64_t rq = fb->size;
@@ -236,8 +243,9 @@ static int read_trace(importer *im, const hbm_pk_value *trace) {
     const hbm_pk_value *t = hbm_pk_item(trace, i);
     snprintf(where, sizeof where, "device_traces[%d][%zu]", im->device, i);
     if (!t || t->type != HBM_PK_DICT) return fail(im, "%s: expected a dict", where);
-    const char *a = hbm_pk_str(hbm_pk_get(t, "action"));
-    if (!a) return fail(im, "%s: missing 'action'", where);
+    const char *a;
+    int arc = get_str(im, t, "action", &a, where);
+    if (arc) return arc;
     int kind = action_kind(a);
     if (kind == E_OTHER) continue;
     if (i > UINT32_MAX - 2) return fail(im, "%s: too many entries", where);

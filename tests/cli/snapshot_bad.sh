@@ -43,6 +43,10 @@ echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRLAFgHAAAAYWRkcmVzc3
   | base64 -d > "$dir/double_free.pickle"
 expect double_free "$dir/double_free.pickle" "device_traces\[0\]\[2\] (free_completed): free of 0x7f0000000000, which no allocation holds"
 
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQV9cQYoWAYAAABhY3Rpb25xB0sBWAQAAABhZGRycQhNABBYBAAAAHNpemVxCU0AAlgGAAAAc3RyZWFtcQpLAHVhYXUu' \
+  | base64 -d > "$dir/int_action.pickle"
+expect int_action "$dir/int_action.pickle" "device_traces\[0\]\[0\]: 'action' has type int, expected a str"
+
 # A text trace is not a snapshot to import.
 printf 'hbm-trace 1\na x 1KiB\n' > "$dir/plain.trace"
 "$HBM" import "$dir/plain.trace" -o "$dir/out.trace" > /dev/null 2> "$dir/err"; rc=$?
