@@ -51,8 +51,11 @@ typedef struct hbm_diag {
 } hbm_diag;
 
 /* ---- callbacks ------------------------------------------------------------------ */
-/* Errors the library detects (double free, unknown address, failed check) are
- * described here before the error code is returned. Default: silent. */
+/* Errors the library detects (double free, unknown address, failed check, bad
+ * settings) are described here before the error code is returned. Not
+ * reported here: HBM_ENOMEM from an allocation (an answer the caller handles,
+ * and hbm_stats says why), and a NULL handle or pointer argument (HBM_EINVAL
+ * alone). Default: silent. */
 typedef void hbm_error_fn(int err, const char *message, void *arg);
 void hbm_set_error_handler(hbm_error_fn *fn, void *arg);
 /* Informational output (e.g. hbm_check() findings). Default: silent. */
