@@ -111,6 +111,10 @@ int main(void) {
   expect_bad("hbm-trace 1\na x 1 2147483648\n", 2, "stream '2147483648' out of range: expected 0..2147483647");
   expect_bad("hbm-trace 1\na x 1 @0x1000 @0x2000\n", 2, "a second @ADDR '@0x2000'");
   expect_bad("hbm-trace 1\na x 1 act 1 zzz\n", 2, "unexpected field 'zzz'");
+  expect_bad("hbm-trace 1\ns 5\na x 1\ns 3\n", 4, "step 3 after step 5 (line 2): steps only go forward");
+  expect_bad("hbm-trace 1\ns 5\ns 5\n", 3, "step 5 after step 5");
+  expect_bad("hbm-trace 1\ncapacity 1GiB\ncapacity 2GiB\n", 3, "a second 'capacity' (the first at line 2)");
+  expect_bad("hbm-trace 1\nconf max_split_size_mb:64\nconf max_split_size_mb:32\n", 3, "a second 'conf' (the first at line 2)");
   { /* the optional fields in any order, as docs/trace-format.md says */
     hbm_trace *any = NULL;
     hbm_diag why;

@@ -418,7 +418,7 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
   id_table ids = {0};
   parser p = {name ? name : "<input>", 0, 0, diag};
   int rc = HBM_OK, saw_header = 0;
-  uint64_t step = 0;
+  uint64_t step = 0, step_line = 0, capacity_line = 0, conf_line = 0; /* lines of the last mark, the settings */
   const char *pos = text, *end = text + len;
   while (pos < end && rc == HBM_OK) {
     const char *eol = memchr(pos, '\n', (size_t)(end - pos));
@@ -498,15 +498,25 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
       if (n > 2) { rc = BAD(&p, "expected 's [STEP]'"); break; }
       uint64_t s = step + 1;
       if (n == 2 && !tok_u64(tk[1], &s)) { rc = BAD(&p, "expected a step number, got '%.*s'", (int)tk[1].n, tk[1].s); break; }
+      if (step_line && s <= step) {
+        rc = BAD(&p, "step %llu after step %llu (line %llu): steps only go forward", (unsigned long long)s,
+                 (unsigned long long)step, (unsigned long long)step_line);
+        break;
+      }
       step = s;
+      step_line = p.line;
       e.kind = HBM_EV_STEP;
       e.size = s;
     } else if (tok_eq(tk[0], "capacity")) {
       if (n != 2) { rc = BAD(&p, "expected 'capacity SIZE'"); break; }
+      if (capacity_line) { rc = BAD(&p, "a second 'capacity' (the first at line %llu)", (unsigned long long)capacity_line); break; }
+      capacity_line = p.line;
       if ((rc = parse_size_tok(&p, tk[1], "capacity", &t->capacity)) != HBM_OK) break;
       continue;
     } else if (tok_eq(tk[0], "conf")) {
       if (n != 2) { rc = BAD(&p, "expected 'conf KEY:VALUE[,KEY:VALUE...]' (no spaces)"); break; }
+      if (conf_line) { rc = BAD(&p, "a second 'conf' (the first at line %llu)", (unsigned long long)conf_line); break; }
+      conf_line = p.line;
       char *conf = strndup(tk[1].s, tk[1].n);
       if (!conf) { rc = HBM_EHOSTMEM; break; }
       if ((rc = check_conf(conf, p.file, p.line, (uint64_t)(tk[1].s - text), diag)) != HBM_OK) { free(conf); break; }
