@@ -90,8 +90,16 @@ int cmd_replay(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
       case 'p': policy_list = optarg; break;
-      case 'd': device = optarg; break;
+      case 'd':
       case 'c': {
+        if (device) { /* both, or one twice: which would win is a guess */
+          cli_error("--capacity and --device each name the device: give one of them, once (a second: '%s')", optarg);
+          return CLI_BAD_INPUT;
+        }
+        if (c == 'd') {
+          device = optarg;
+          break;
+        }
         uint64_t cap;
         if (!cli_parse_capacity("--capacity", optarg, &cap)) return CLI_BAD_INPUT;
         snprintf(device_buf, sizeof device_buf, "sim:%llu", (unsigned long long)cap);

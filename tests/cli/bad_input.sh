@@ -100,6 +100,9 @@ before_work "settings for expandable, which --policy does not run" replay "$good
 before_work "policy bestfit: takes no settings" mincap "$good" --policy caching,bestfit --alloc-conf max_split_size_mb:128
 before_work "contradicts policy caching" bench replay --trace "$good" --rounds 1 --policy caching \
   --alloc-conf expandable_segments:True
+before_work "--capacity and --device each name the device: give one of them, once (a second: 'sim:2GiB')" \
+  replay "$good" --capacity 1GiB --device sim:2GiB
+before_work "give one of them, once (a second: '2GiB')" replay "$good" --capacity 1GiB --capacity 2GiB
 before_work "--verify fills and checks real memory" replay "$good" --capacity 1GiB --verify
 before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '1B'" replay "$good" --capacity 1B
 before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '2PiB'" \
