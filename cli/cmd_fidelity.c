@@ -155,8 +155,13 @@ int cmd_fidelity(int argc, char **argv) {
     else snprintf(pct, sizeof pct, "n/a");
     printf("fidelity of %s on %s (%llu stream%s)\n", r.policy, path, (unsigned long long)r.streams,
            r.streams == 1 ? "" : "s");
-    printf("  allocations          %llu, at PyTorch's address: %llu (%.2f%%)\n", (unsigned long long)r.allocs,
-           (unsigned long long)r.address_matches, 100.0 * r.address_match);
+    printf("  allocations          %llu, at PyTorch's address: %llu", (unsigned long long)r.allocs,
+           (unsigned long long)r.address_matches);
+    if (r.unrecorded)
+      printf(" of %llu compared (%.2f%%); %llu without a recorded address, not compared\n",
+             (unsigned long long)(r.allocs - r.unrecorded), 100.0 * r.address_match, (unsigned long long)r.unrecorded);
+    else
+      printf(" (%.2f%%)\n", 100.0 * r.address_match);
     printf("  segment allocations  PyTorch %llu, model %llu (%s)\n", (unsigned long long)r.segment_allocs_real,
            (unsigned long long)r.segment_allocs_model,
            r.segment_sizes_equal ? "same sizes in the same order" : "sizes differ");

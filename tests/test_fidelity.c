@@ -112,6 +112,31 @@ int main(void) {
   CHECK(strstr(d.message, "no addresses") != NULL);
   hbm_trace_free(t);
 
+  /* Allocations without a recorded address are placed but not compared:
+   * neither a mismatch nor part of the match share. */
+  text = "hbm-trace 1\nseg 0x7f0000000000 2MiB 0 small\na x 1KiB @0x7f0000000000\na w0 2KiB\nf x\n";
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_parse_text(text, strlen(text), "mixed", &t, &d) == HBM_OK);
+  hbm_fidelity_result m;
+  CHECK(hbm_fidelity(t, NULL, &m, &d) == HBM_OK);
+  CHECK_EQ_U64(m.allocs, 2);
+  CHECK_EQ_U64(m.unrecorded, 1);
+  CHECK_EQ_U64(m.address_matches, 1);
+  CHECK(m.address_match == 1.0);
+  CHECK(!m.has_mismatch);
+  hbm_trace_free(t);
+  /* ... and the first mismatch is a recorded allocation, never the sentinel. */
+  text = "hbm-trace 1\na w0 2GiB param\na x 1KiB @0x7f0000000000\nf x\n";
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_parse_text(text, strlen(text), "unmatched", &t, &d) == HBM_OK);
+  CHECK(hbm_fidelity(t, NULL, &m, &d) == HBM_OK);
+  CHECK_EQ_U64(m.unrecorded, 1);
+  CHECK_EQ_U64(m.address_matches, 0);
+  CHECK(m.has_mismatch);
+  CHECK_EQ_U64(m.mismatch_event, 1);
+  CHECK_EQ_U64(m.mismatch_real, 0x7f0000000000ull);
+  hbm_trace_free(t);
+
   /* Nor does one without allocations: 0 of 0 is no match rate, and no pass. */
   text = "hbm-trace 1\nconf expandable_segments:True\n";
   memset(&d, 0, sizeof d);

@@ -221,7 +221,9 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
         } else {
           goto done;
         }
-        if (e->addr != HBM_NO_ADDR && addr == e->addr) {
+        if (e->addr == HBM_NO_ADDR) {
+          res->unrecorded++; /* nothing to compare with */
+        } else if (addr == e->addr) {
           res->address_matches++;
         } else if (!res->has_mismatch) {
           res->has_mismatch = 1;
@@ -247,7 +249,8 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
     res->events++;
   }
   rc = r.failed ? HBM_EHOSTMEM : HBM_OK;
-  res->address_match = res->allocs ? (double)res->address_matches / (double)res->allocs : 1.0;
+  res->address_match = res->allocs > res->unrecorded
+                           ? (double)res->address_matches / (double)(res->allocs - res->unrecorded) : 1.0;
   res->segment_allocs_model = r.nmodel;
   res->peak_reserved_model = r.peak_model;
   res->segment_sizes_equal = nreal == r.nmodel;

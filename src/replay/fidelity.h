@@ -29,8 +29,9 @@ typedef struct hbm_fidelity_result {
   uint64_t events;                 /* events replayed */
   uint64_t streams;                /* distinct streams in the trace */
   uint64_t allocs;                 /* allocation events */
+  uint64_t unrecorded;             /* of those, with no recorded address: placed, not compared */
   uint64_t address_matches;        /* placed at exactly the recorded address */
-  double address_match;            /* address_matches / allocs (allocs is never 0) */
+  double address_match;            /* address_matches / (allocs - unrecorded), never 0 / 0 */
   uint64_t segment_allocs_real;    /* recorded segment_alloc + segment_map */
   uint64_t segment_allocs_model;   /* the model's cudaMalloc + map calls */
   int segment_sizes_equal;         /* the two lists hold the same sizes, in the same order */
@@ -40,7 +41,7 @@ typedef struct hbm_fidelity_result {
   uint64_t peak_reserved_model;
   uint64_t failed_allocs;          /* requests the model could not place (should be 0) */
   int check_failures;              /* the model's invariant check at the end */
-  int has_mismatch;                /* first allocation placed elsewhere than recorded: */
+  int has_mismatch;                /* first recorded allocation placed elsewhere: */
   uint64_t mismatch_event;         /*   its 0-based event index in the trace */
   uint64_t mismatch_real, mismatch_model;
   uint32_t mismatch_line;          /*   the event's line (a snapshot: device trace entry + 1) */

@@ -88,5 +88,11 @@ printf 'hbm-trace 1\nconf expandable_segments:True\na x 1KiB @0x7f0000000000\n' 
   { echo "FAIL fidelity against a recorded peak of 0: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
 "$HBM" fidelity "$dir/one.trace" --check > /dev/null 2>&1; rc=$?
 [ $rc -eq 1 ] || { echo "FAIL fidelity --check against a recorded peak of 0: exit $rc"; fail=1; }
+# Allocations without a recorded address are said, not compared, never the first mismatch.
+printf 'hbm-trace 1\na w0 2GiB param\na x 1KiB @0x7f0000000000\nf x\n' > "$dir/mixed.trace"
+"$HBM" fidelity "$dir/mixed.trace" > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 0 ] && grep -q "at PyTorch's address: 0 of 1 compared (0.00%); 1 without a recorded address, not compared" "$dir/out" &&
+  grep -q "first mismatch       event 1 (line/entry 3): PyTorch 0x7f0000000000" "$dir/out" && ! grep -q "0xffffffffffffffff" "$dir/out" ||
+  { echo "FAIL fidelity with unrecorded addresses: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
 [ $fail -eq 0 ] && echo "ok   import and fidelity"
 exit $fail
