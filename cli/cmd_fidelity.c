@@ -173,7 +173,7 @@ int cmd_fidelity(int argc, char **argv) {
                                 (unsigned long long)r.failed_allocs);
     if (r.has_mismatch) {
       printf("  first mismatch       event %llu", (unsigned long long)r.mismatch_event);
-      if (r.mismatch_line) printf(" (line/entry %u)", r.mismatch_line);
+      if (r.mismatch_where[0]) printf(" (%s)", r.mismatch_where);
       printf(": PyTorch 0x%llx, model ", (unsigned long long)r.mismatch_real);
       if (r.mismatch_model == HBM_NO_ADDR) printf("failed\n");
       else printf("0x%llx\n", (unsigned long long)r.mismatch_model);

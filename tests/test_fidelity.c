@@ -96,6 +96,12 @@ int main(void) {
     /* ... and it is the other allocator that ran, not the recorded settings'
      * under the other's name: it does not reproduce the recording. */
     CHECK(c.address_matches < c.allocs || c.segment_allocs_model != c.segment_allocs_real || !c.segment_sizes_equal);
+    /* A mismatch is named by its snapshot entry, 0-based, as the importer names entries. */
+    if (c.has_mismatch) {
+      char want[48];
+      snprintf(want, sizeof want, "device_traces[0][%u]", c.mismatch_line - 1);
+      CHECK(c.mismatch_line > 0 && !strcmp(c.mismatch_where, want));
+    }
     o.policy = "bestfit";
     CHECK(hbm_fidelity(t, &o, &c, &d) == HBM_EINVAL);
     CHECK(strstr(d.message, "caching or expandable") != NULL);
@@ -135,6 +141,7 @@ int main(void) {
   CHECK(m.has_mismatch);
   CHECK_EQ_U64(m.mismatch_event, 1);
   CHECK_EQ_U64(m.mismatch_real, 0x7f0000000000ull);
+  CHECK(!strcmp(m.mismatch_where, "line 3")); /* a text trace keeps its line */
   hbm_trace_free(t);
 
   /* Nor does one without allocations: 0 of 0 is no match rate, and no pass. */

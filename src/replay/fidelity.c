@@ -231,14 +231,18 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
           res->mismatch_real = e->addr;
           res->mismatch_model = addr;
           res->mismatch_line = e->line;
+          hbm_trace_where(t, e->line, res->mismatch_where, sizeof res->mismatch_where);
         }
         break;
       case HBM_EV_FREE:
         if (e->id <= t->nids && id_addr[e->id] != HBM_NO_ADDR) {
           rc = cls->free(p, id_addr[e->id], &bs);
           if (rc != HBM_OK) {
-            hbm_diag_set(diag, t->name, e->line, 0, "event %llu: the model cannot free id %u (%s)",
-                         (unsigned long long)i, e->id, hbm_strerror(rc));
+            /* a snapshot's entry is no line of the file */
+            char where[48];
+            hbm_trace_where(t, t->from_snapshot ? e->line : 0, where, sizeof where);
+            hbm_diag_set(diag, t->name, t->from_snapshot ? 0 : e->line, 0, "%s%sevent %llu: the model cannot free id %u (%s)",
+                         where, where[0] ? ": " : "", (unsigned long long)i, e->id, hbm_strerror(rc));
             goto done;
           }
           id_addr[e->id] = HBM_NO_ADDR;

@@ -45,6 +45,8 @@ typedef struct hbm_fidelity_result {
   uint64_t mismatch_event;         /*   its 0-based event index in the trace */
   uint64_t mismatch_real, mismatch_model;
   uint32_t mismatch_line;          /*   the event's line (a snapshot: device trace entry + 1) */
+  char mismatch_where[48];         /*   that named: "line N", or "device_traces[D][I]" as the importer
+                                    *   names entries; "" when the trace has no lines */
 } hbm_fidelity_result;
 
 /* HBM_OK with *result filled. HBM_EINVAL (diag says why) when the trace has

@@ -853,6 +853,8 @@ int hbm_snapshot_import(const uint8_t *data, size_t len, const char *name, const
     goto done;
   if ((rc = hbm_trace_new(name, &t))) goto done;
   if (im.have_conf && (rc = hbm_trace_set_conf(t, im.conf_text))) goto done;
+  t->from_snapshot = 1;
+  t->snapshot_device = im.device;
   rc = build(&im, t);
 done:
   if (rc != HBM_OK) {

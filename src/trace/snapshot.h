@@ -23,6 +23,7 @@ int hbm_snapshot_import(const uint8_t *data, size_t len, const char *name,
                         const hbm_snapshot_options *options, hbm_trace **out, hbm_diag *diag);
 
 /* Trace events made from snapshot entries carry the entry's index + 1 in
- * hbm_event.line (so messages can name "device_traces[D][line - 1]"). */
+ * hbm_event.line, and the trace its device (hbm_trace_where names the entry
+ * "device_traces[D][line - 1]"). */
 
 #endif

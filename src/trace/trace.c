@@ -149,6 +149,13 @@ static int seg_span_cmp(const void *a, const void *b) {
   return x->k < y->k ? -1 : x->k > y->k;
 }
 
+const char *hbm_trace_where(const hbm_trace *t, uint32_t line, char *buf, size_t len) {
+  if (!line) snprintf(buf, len, "%s", "");
+  else if (t && t->from_snapshot) snprintf(buf, len, "device_traces[%d][%u]", (int)t->snapshot_device, line - 1);
+  else snprintf(buf, len, "line %u", line);
+  return buf;
+}
+
 static void where_line(char *buf, size_t len, uint32_t line) {
   if (line) snprintf(buf, len, " at line %u", line);
   else buf[0] = 0;

@@ -77,6 +77,8 @@ struct hbm_trace {
   hbm_init_block *init_blocks;
   uint32_t ninit_blocks, init_blocks_cap;
   uint64_t peak_live_cache; /* 0 = not computed */
+  uint8_t from_snapshot;  /* events came from device_traces[snapshot_device]: line = entry + 1 */
+  int32_t snapshot_device;
 };
 
 /* ---- building a trace (generators, importers) ----
@@ -104,6 +106,10 @@ int hbm_trace_validate(const hbm_trace *t, hbm_diag *diag);
 int hbm_trace_check_segments(const hbm_trace *t, const char *file, hbm_diag *diag);
 /* 1 if [addr, addr + size) runs past the top of the 64-bit address space. */
 static inline int hbm_range_wraps(uint64_t addr, uint64_t size) { return size > UINT64_MAX - addr; }
+
+/* Names an event's source for messages, as the importer does: "line N" in a
+ * text trace, "device_traces[D][N - 1]" in a snapshot's; "" when line is 0. */
+const char *hbm_trace_where(const hbm_trace *t, uint32_t line, char *buf, size_t len);
 
 /* Loads a PyTorch snapshot pickle from memory as a trace (snapshot.c). */
 int hbm_snapshot_to_trace(const uint8_t *data, size_t len, const char *name, hbm_trace **out,

@@ -65,6 +65,9 @@ done
 # The text report, and other settings than recorded (mismatches are reported, not errors).
 "$HBM" fidelity "$fx/snapshot_expandable_p4.pickle" --alloc-conf expandable_segments:False > "$dir/out" 2>&1; rc=$?
 [ $rc -eq 0 ] && grep -q "first mismatch       event" "$dir/out" || { echo "FAIL fidelity with expandable_segments:False: exit $rc"; cat "$dir/out"; fail=1; }
+# a snapshot's event is named by its entry, 0-based, as import names entries (entry 4 is that alloc)
+grep -q "first mismatch       event 2 (device_traces\[0\]\[4\]): PyTorch 0x7f2c45a00400" "$dir/out" ||
+  { echo "FAIL fidelity names the wrong snapshot entry: $(grep mismatch "$dir/out")"; fail=1; }
 "$HBM" fidelity "$fx/snapshot_expandable_p4.pickle" --alloc-conf expandable_segments:False --check > /dev/null 2>&1
 [ $? -eq 1 ] || { echo "FAIL fidelity --check should fail for the wrong model"; fail=1; }
 
@@ -92,7 +95,7 @@ printf 'hbm-trace 1\nconf expandable_segments:True\na x 1KiB @0x7f0000000000\n' 
 printf 'hbm-trace 1\na w0 2GiB param\na x 1KiB @0x7f0000000000\nf x\n' > "$dir/mixed.trace"
 "$HBM" fidelity "$dir/mixed.trace" > "$dir/out" 2> "$dir/err"; rc=$?
 [ $rc -eq 0 ] && grep -q "at PyTorch's address: 0 of 1 compared (0.00%); 1 without a recorded address, not compared" "$dir/out" &&
-  grep -q "first mismatch       event 1 (line/entry 3): PyTorch 0x7f0000000000" "$dir/out" && ! grep -q "0xffffffffffffffff" "$dir/out" ||
+  grep -q "first mismatch       event 1 (line 3): PyTorch 0x7f0000000000" "$dir/out" && ! grep -q "0xffffffffffffffff" "$dir/out" ||
   { echo "FAIL fidelity with unrecorded addresses: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
 [ $fail -eq 0 ] && echo "ok   import and fidelity"
 exit $fail
