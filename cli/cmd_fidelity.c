@@ -35,12 +35,19 @@ static void usage(FILE *out) {
           "                       with trace entries)\n"
           "  --check              exit 1 unless address match >= 0.99, segment allocations are\n"
           "                       the same in number and sizes, and peak reserved is within 0.5%%\n"
-          "  --json               one JSON object: allocs, address_match, segment_allocs_real,\n"
-          "                       segment_allocs_model, peak_reserved_real, peak_reserved_model,\n"
-          "                       first_mismatch (null or {event, real, model})\n"
+          "                       (what failed is said on standard error)\n"
+          "  --json               one JSON object: trace, policy, streams, allocs, unrecorded,\n"
+          "                       address_matches, address_match, segment_allocs_real,\n"
+          "                       segment_allocs_model, segment_sizes_equal,\n"
+          "                       segment_releases_real, segment_releases_applied,\n"
+          "                       peak_reserved_real, peak_reserved_model, peak_reserved_diff,\n"
+          "                       failed_allocs, invariant_failures, first_mismatch (null or\n"
+          "                       {event, where, real, model}), check (null without --check,\n"
+          "                       else {passed, failed: [what failed]})\n"
           "  -h, --help           this text\n"
           "\n"
           "A trace with no allocations at recorded addresses has nothing to compare: exit 2.\n"
+          "Allocations without a recorded address are placed, not compared (unrecorded).\n"
           "Where PyTorch's peak reserved is 0 B the difference prints n/a (and --check\n"
           "needs the model's to be 0 B too).\n"
           "\n"
@@ -67,6 +74,28 @@ static void json_addr(hbm_json *j, const char *key, uint64_t addr) {
   hbm_json_key(j, key);
   if (addr == HBM_NO_ADDR) hbm_json_null(j);
   else hbm_json_u64(j, addr);
+}
+
+/* What --check finds wrong, one phrase each (none: it passes). */
+static int check_reasons(const hbm_fidelity_result *r, double peak_diff, int peak_close, char why[4][128]) {
+  int n = 0;
+  char a[32], b[32];
+  if (r->address_match < 0.99)
+    snprintf(why[n++], 128, "address match %.6g (%llu of %llu), below 0.99", r->address_match,
+             (unsigned long long)r->address_matches, (unsigned long long)(r->allocs - r->unrecorded));
+  if (r->segment_allocs_real != r->segment_allocs_model)
+    snprintf(why[n++], 128, "segment allocations: PyTorch %llu, model %llu", (unsigned long long)r->segment_allocs_real,
+             (unsigned long long)r->segment_allocs_model);
+  else if (!r->segment_sizes_equal)
+    snprintf(why[n++], 128, "segment allocation sizes differ");
+  if (!peak_close) {
+    if (r->peak_reserved_real)
+      snprintf(why[n++], 128, "peak reserved %+.2f%%, beyond 0.5%%", 100.0 * peak_diff);
+    else
+      snprintf(why[n++], 128, "peak reserved: PyTorch %s, model %s (needs 0 B)", cli_size(r->peak_reserved_real, a),
+               cli_size(r->peak_reserved_model, b));
+  }
+  return n;
 }
 
 int cmd_fidelity(int argc, char **argv) {
@@ -125,26 +154,56 @@ int cmd_fidelity(int argc, char **argv) {
       ? ((double)r.peak_reserved_model - (double)r.peak_reserved_real) / (double)r.peak_reserved_real
       : 0.0;
   int peak_close = r.peak_reserved_real ? fabs(peak_diff) <= 0.005 : r.peak_reserved_model == 0;
-  int passed = r.address_match >= 0.99 && r.segment_allocs_real == r.segment_allocs_model &&
-               r.segment_sizes_equal && peak_close;
+  char why[4][128];
+  int nwhy = check_reasons(&r, peak_diff, peak_close, why);
   if (json) {
     hbm_json j;
     hbm_json_init(&j);
     hbm_json_object_begin(&j);
+    hbm_json_kv_string(&j, "trace", path);
+    hbm_json_kv_string(&j, "policy", r.policy);
+    hbm_json_kv_u64(&j, "streams", r.streams);
     hbm_json_kv_u64(&j, "allocs", r.allocs);
+    hbm_json_kv_u64(&j, "unrecorded", r.unrecorded);
+    hbm_json_kv_u64(&j, "address_matches", r.address_matches);
     hbm_json_kv_double(&j, "address_match", r.address_match);
     hbm_json_kv_u64(&j, "segment_allocs_real", r.segment_allocs_real);
     hbm_json_kv_u64(&j, "segment_allocs_model", r.segment_allocs_model);
+    hbm_json_key(&j, "segment_sizes_equal");
+    hbm_json_bool(&j, r.segment_sizes_equal);
+    hbm_json_kv_u64(&j, "segment_releases_real", r.segment_frees_real);
+    hbm_json_kv_u64(&j, "segment_releases_applied", r.segment_frees_applied);
     hbm_json_kv_u64(&j, "peak_reserved_real", r.peak_reserved_real);
     hbm_json_kv_u64(&j, "peak_reserved_model", r.peak_reserved_model);
+    hbm_json_key(&j, "peak_reserved_diff"); /* relative; none against a recorded 0 */
+    if (r.peak_reserved_real) hbm_json_double(&j, peak_diff);
+    else hbm_json_null(&j);
+    hbm_json_kv_u64(&j, "failed_allocs", r.failed_allocs);
+    hbm_json_kv_u64(&j, "invariant_failures", (uint64_t)r.check_failures);
     hbm_json_key(&j, "first_mismatch");
     if (!r.has_mismatch) {
       hbm_json_null(&j);
     } else {
       hbm_json_object_begin(&j);
       hbm_json_kv_u64(&j, "event", r.mismatch_event);
+      hbm_json_key(&j, "where");
+      if (r.mismatch_where[0]) hbm_json_string(&j, r.mismatch_where);
+      else hbm_json_null(&j);
       json_addr(&j, "real", r.mismatch_real);
       json_addr(&j, "model", r.mismatch_model);
+      hbm_json_object_end(&j);
+    }
+    hbm_json_key(&j, "check"); /* null without --check */
+    if (!check) {
+      hbm_json_null(&j);
+    } else {
+      hbm_json_object_begin(&j);
+      hbm_json_key(&j, "passed");
+      hbm_json_bool(&j, nwhy == 0);
+      hbm_json_key(&j, "failed");
+      hbm_json_array_begin(&j);
+      for (int k = 0; k < nwhy; k++) hbm_json_string(&j, why[k]);
+      hbm_json_array_end(&j);
       hbm_json_object_end(&j);
     }
     hbm_json_object_end(&j);
@@ -182,10 +241,17 @@ int cmd_fidelity(int argc, char **argv) {
     }
     if (r.check_failures) printf("  model invariants     %d failure(s)\n", r.check_failures);
   }
-  if (r.check_failures) return CLI_FAILED;
-  if (check && !passed) {
-    if (!json) printf("check failed: needs address match >= 0.99, equal segment allocations, peak within 0.5%%\n");
-    return CLI_FAILED;
+  /* exit 1 says why on stderr, whatever the output format */
+  if (r.check_failures)
+    cli_error("%s: the %s model broke its invariants (%d failure%s)", path, r.policy, r.check_failures,
+              r.check_failures == 1 ? "" : "s");
+  if (check && nwhy) {
+    char line[4 * 128 + 16] = "";
+    for (int k = 0; k < nwhy; k++) {
+      strcat(line, k ? "; " : "");
+      strcat(line, why[k]);
+    }
+    cli_error("%s: check failed: %s", path, line);
   }
-  return CLI_OK;
+  return r.check_failures || (check && nwhy) ? CLI_FAILED : CLI_OK;
 }

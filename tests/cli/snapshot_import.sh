@@ -56,10 +56,15 @@ for input in "$fx/snapshot_basic_p4.pickle" "$dir/basic.trace" "$fx/snapshot_exp
   rc=$?
   [ $rc -eq 0 ] || { echo "FAIL fidelity $input: exit $rc"; cat "$dir/err"; fail=1; continue; }
   keys=$(tr ',{}' '\n\n\n' < "$dir/json" | sed -n 's/^"\([a-z_]*\)":.*/\1/p' | tr '\n' ' ')
-  want="allocs address_match segment_allocs_real segment_allocs_model peak_reserved_real peak_reserved_model first_mismatch "
+  want="trace policy streams allocs unrecorded address_matches address_match segment_allocs_real segment_allocs_model"
+  want="$want segment_sizes_equal segment_releases_real segment_releases_applied peak_reserved_real peak_reserved_model"
+  want="$want peak_reserved_diff failed_allocs invariant_failures first_mismatch check passed failed "
   [ "$keys" = "$want" ] || { echo "FAIL fidelity keys: '$keys'"; fail=1; }
   grep -q '"address_match":1,' "$dir/json" || { echo "FAIL fidelity $input: $(cat "$dir/json")"; fail=1; }
   grep -q '"first_mismatch":null' "$dir/json" || { echo "FAIL fidelity $input: a mismatch"; fail=1; }
+  grep -q "^{\"trace\":\"$input\",\"policy\":\"[a-z]*\",\"streams\":[1-9]" "$dir/json" &&
+    grep -q '"segment_sizes_equal":true,.*"failed_allocs":0,.*"check":{"passed":true,"failed":\[\]}' "$dir/json" ||
+    { echo "FAIL fidelity --json values $input: $(cat "$dir/json")"; fail=1; }
 done
 
 # The text report, and other settings than recorded (mismatches are reported, not errors).
@@ -68,8 +73,18 @@ done
 # a snapshot's event is named by its entry, 0-based, as import names entries (entry 4 is that alloc)
 grep -q "first mismatch       event 2 (device_traces\[0\]\[4\]): PyTorch 0x7f2c45a00400" "$dir/out" ||
   { echo "FAIL fidelity names the wrong snapshot entry: $(grep mismatch "$dir/out")"; fail=1; }
-"$HBM" fidelity "$fx/snapshot_expandable_p4.pickle" --alloc-conf expandable_segments:False --check > /dev/null 2>&1
-[ $? -eq 1 ] || { echo "FAIL fidelity --check should fail for the wrong model"; fail=1; }
+# --check says what failed on stderr, in text and JSON; the JSON says it too.
+"$HBM" fidelity "$fx/snapshot_expandable_p4.pickle" --alloc-conf expandable_segments:False --check > "$dir/out" 2> "$dir/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "snapshot_expandable_p4.pickle: check failed: address match .*, below 0.99" "$dir/err" ||
+  { echo "FAIL fidelity --check should fail for the wrong model, saying why: exit $rc, $(cat "$dir/err")"; fail=1; }
+"$HBM" fidelity "$fx/snapshot_expandable_p4.pickle" --alloc-conf expandable_segments:False --check --json > "$dir/out" 2> "$dir/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "check failed: address match" "$dir/err" &&
+  grep -q '"check":{"passed":false,"failed":\["address match [^"]*, below 0.99"' "$dir/out" ||
+  { echo "FAIL fidelity --check --json should fail saying why: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
+"$HBM" fidelity "$fx/snapshot_expandable_p4.pickle" --alloc-conf expandable_segments:False --json > "$dir/out" 2>&1
+grep -q '"where":"device_traces\[0\]\[[0-9]*\]".*"check":null}$' "$dir/out" || { echo "FAIL fidelity --json without --check: $(cat "$dir/out")"; fail=1; }
 
 # Never over the input; usage errors exit 2.
 cp "$fx/snapshot_basic_p2.pickle" "$dir/in.pickle"
@@ -89,8 +104,9 @@ printf 'hbm-trace 1\nconf expandable_segments:True\na x 1KiB @0x7f0000000000\n' 
 "$HBM" fidelity "$dir/one.trace" > "$dir/out" 2> "$dir/err"; rc=$?
 [ $rc -eq 0 ] && grep -q "peak reserved .*PyTorch 0 B, model 2.00 MiB (n/a)" "$dir/out" ||
   { echo "FAIL fidelity against a recorded peak of 0: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
-"$HBM" fidelity "$dir/one.trace" --check > /dev/null 2>&1; rc=$?
-[ $rc -eq 1 ] || { echo "FAIL fidelity --check against a recorded peak of 0: exit $rc"; fail=1; }
+"$HBM" fidelity "$dir/one.trace" --check > /dev/null 2> "$dir/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "check failed: .*peak reserved: PyTorch 0 B, model 2.00 MiB (needs 0 B)" "$dir/err" ||
+  { echo "FAIL fidelity --check against a recorded peak of 0: exit $rc, $(cat "$dir/err")"; fail=1; }
 # Allocations without a recorded address are said, not compared, never the first mismatch.
 printf 'hbm-trace 1\na w0 2GiB param\na x 1KiB @0x7f0000000000\nf x\n' > "$dir/mixed.trace"
 "$HBM" fidelity "$dir/mixed.trace" > "$dir/out" 2> "$dir/err"; rc=$?
