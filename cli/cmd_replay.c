@@ -218,7 +218,9 @@ int cmd_replay(int argc, char **argv) {
         hbm_json_kv_u64(&j, "request", r->first_oom.request);
         hbm_json_kv_u64(&j, "free_total", r->first_oom.free_total);
         hbm_json_kv_u64(&j, "largest_free", r->first_oom.largest_free);
-        hbm_json_kv_double(&j, "fragmentation", hbm_fragmentation_ratio(r->first_oom.free_total, r->first_oom.largest_free));
+        hbm_json_key(&j, "fragmentation"); /* none where no request failed: the start did not fit */
+        if (r->first_oom.cause == HBM_CAUSE_START) hbm_json_null(&j);
+        else hbm_json_double(&j, hbm_fragmentation_ratio(r->first_oom.free_total, r->first_oom.largest_free));
         hbm_json_kv_string(&j, "cause", hbm_oom_cause_name(r->first_oom.cause));
         hbm_json_object_end(&j);
       }
@@ -258,6 +260,9 @@ int cmd_replay(int argc, char **argv) {
              cli_frag(r->max_frag, 3, f), (unsigned long long)r->backend_calls);
       if (!r->oom) {
         printf("none\n");
+      } else if (r->first_oom.cause == HBM_CAUSE_START && r->first_oom.request > r->capacity) {
+        printf("before event 0: the starting state does not fit (%s live, more than the capacity %s): start\n",
+               cli_size(r->first_oom.request, a), cli_size(r->capacity, b));
       } else if (r->first_oom.cause == HBM_CAUSE_START) {
         printf("before event 0: the starting state does not fit as recorded (%s live, free total %s, "
                "largest free %s): start\n", cli_size(r->first_oom.request, a), cli_size(r->first_oom.free_total, b),

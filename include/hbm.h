@@ -317,10 +317,11 @@ typedef enum hbm_oom_cause {
   HBM_CAUSE_NONE = 0,
   HBM_CAUSE_CAPACITY,      /* live + request > capacity */
   HBM_CAUSE_FRAGMENTATION, /* free total >= request > largest free */
-  HBM_CAUSE_START,         /* the recorded starting state does not fit as recorded (its
-                              segments holding live blocks exceed the capacity), though
-                              its live bytes (the report's request) alone would: the run
-                              fails before its first event */
+  HBM_CAUSE_START,         /* the trace's starting state (init-seg/init-blk) does not fit:
+                              its live bytes (the report's request) exceed the capacity
+                              (request > free_total), or the policy cannot hold them (as
+                              recorded, segments whole). The run fails before its first
+                              event (event 0, nothing replayed; max_frag 0) */
 } hbm_oom_cause;
 const char *hbm_oom_cause_name(hbm_oom_cause cause);
 
@@ -382,7 +383,8 @@ typedef struct hbm_replay_result {
                               segment (bestfit, compact, zoned without virtual memory) holds
                               all of it */
   double efficiency;       /* peak_live / peak_reserved */
-  double max_frag;         /* highest fragmentation ratio over samples */
+  double max_frag;         /* highest fragmentation ratio over samples (0 when the starting
+                              state did not fit: its one sample has no ratio) */
   uint64_t backend_calls;
   uint64_t backend_calls_after_first_step;
   uint64_t alloc_events;

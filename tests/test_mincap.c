@@ -78,7 +78,9 @@ int main(void) {
   /* A starting state that does not fit as recorded: 100 B live in a 1 GiB
    * segment on a 512 MiB device. The live bytes would fit, so the cause is
    * the starting state, not fragmentation; live bytes over the capacity are
-   * capacity. Either way the run fails before event 0 and mincap goes on. */
+   * the starting state too, whatever the policy, not a request at event 0
+   * with a made-up ratio. Either way the run fails before event 0, nothing
+   * is replayed, and mincap goes on. */
   static const char unfit_text[] = "hbm-trace 1\ninit-seg 0x0 1GiB 0 large\ninit-blk 0x0 1GiB b0 100\na x 10\n";
   static const char over_text[] = "hbm-trace 1\ninit-seg 0x0 1GiB 0 large\ninit-blk 0x0 1GiB b0 600MiB\na x 10\n";
   hbm_trace *unfit, *over;
@@ -93,11 +95,24 @@ int main(void) {
            hbm_oom_cause_name(rr.first_oom.cause), (unsigned long long)rr.first_oom.request);
     CHECK(rr.oom && rr.first_oom.cause == HBM_CAUSE_START && rr.first_oom.event == 0);
     CHECK_EQ_U64(rr.first_oom.request, 100);
+    CHECK(rr.max_frag == 0); /* no sample of a run that never started has a ratio */
     CHECK(!strcmp(hbm_oom_cause_name(rr.first_oom.cause), "start"));
     CHECK(hbm_replay(over, &ro, &rr) == HBM_OK);
-    CHECK(rr.oom && rr.first_oom.cause == HBM_CAUSE_CAPACITY);
+    CHECK(rr.oom && rr.first_oom.cause == HBM_CAUSE_START);
     ro.device = "sim:2GiB";
     CHECK(hbm_replay(unfit, &ro, &rr) == HBM_OK && !rr.oom);
+  }
+  for (int i = 0; i < 4; i++) { /* seeded or placing the blocks as requests */
+    hbm_replay_options ro = {.policy = policies[i], .device = "sim:512MiB"};
+    hbm_replay_result rr;
+    CHECK(hbm_replay(over, &ro, &rr) == HBM_OK);
+    printf("test_mincap: starting state over the capacity, %s: cause %s, event %llu, max_frag %g\n", policies[i],
+           hbm_oom_cause_name(rr.first_oom.cause), (unsigned long long)rr.first_oom.event, rr.max_frag);
+    CHECK(rr.oom && rr.first_oom.cause == HBM_CAUSE_START && rr.first_oom.event == 0);
+    CHECK_EQ_U64(rr.first_oom.request, 600 * MiB);
+    CHECK_EQ_U64(rr.failures, 1);
+    CHECK_EQ_U64(rr.alloc_events, 0);
+    CHECK(rr.max_frag == 0);
   }
   hbm_mincap_options wide = {.limit = 4ull << 30};
   CHECK(hbm_mincap(unfit, "caching", &wide, &r) == HBM_OK);

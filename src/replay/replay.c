@@ -4,7 +4,8 @@
  *
  * A failed request is skipped (its later free ignored); the first failure is
  * classified: capacity when live + request > capacity, else fragmentation
- * (free total >= request > largest free). */
+ * (free total >= request > largest free). A starting state that does not fit
+ * is no request: the run ends before its first event, cause start. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,8 @@ typedef struct replay_state {
   uint64_t live_by_tag[HBM_TAG_COUNT];
   int verify;          /* fill and check data (host device) */
   int failed;          /* a fatal error inside a callback */
+  int placing_start;   /* placing the starting state's blocks as requests */
+  int start_unfit;     /* ... and one of them did not fit */
 } replay_state;
 
 static double now_ns(void) {
@@ -85,7 +88,9 @@ static void take_sample(replay_state *s, uint64_t event) {
                     .largest_free = u.largest_free,
                     .backend_calls = s->dev->backend_calls,
                     .alloc_events = s->res->alloc_events};
-  smp.fragmentation = hbm_fragmentation_ratio(smp.free_total, smp.largest_free);
+  /* Where the starting state did not fit, nothing ran: live leaves out what
+   * the policy did place, so a ratio would be made up. */
+  if (!s->start_unfit) smp.fragmentation = hbm_fragmentation_ratio(smp.free_total, smp.largest_free);
   if (smp.fragmentation > s->res->max_frag) s->res->max_frag = smp.fragmentation;
   if (s->o->on_sample) s->o->on_sample(&smp, s->o->sample_arg);
 }
@@ -124,6 +129,10 @@ static int do_alloc(replay_state *s, uint32_t id, uint64_t size, hbm_tag tag, in
                     uint64_t event) {
   uint64_t a, block;
   int rc = s->p->cls->alloc(s->p, size, tag, stream, &a, &block);
+  if (rc == HBM_ENOMEM && s->placing_start) {
+    s->start_unfit = 1; /* reported by start_unfit(), not as a request */
+    return HBM_OK;
+  }
   if (rc == HBM_ENOMEM) {
     hbm_replay_result *r = s->res;
     r->failures++;
@@ -171,6 +180,24 @@ static int do_free(replay_state *s, uint32_t id) {
   s->allocated -= s->block[id];
   s->addr[id] = HBM_NO_ADDR;
   return HBM_OK;
+}
+
+/* The starting state did not fit: the run fails before its first event,
+ * whatever the policy (seeded or placing the blocks as requests). The report's
+ * request is its live bytes; over the capacity or not, the cause is start. */
+static void start_unfit(replay_state *s) {
+  hbm_replay_result *res = s->res;
+  const hbm_trace *t = s->t;
+  uint64_t recorded = 0;
+  for (uint32_t i = 0; i < t->ninit_blocks; i++)
+    if (t->init_blocks[i].id != HBM_NO_ID) recorded += t->init_blocks[i].request;
+  hbm_policy_usage u;
+  s->p->cls->usage(s->p, &u);
+  s->start_unfit = 1;
+  res->oom = 1;
+  res->failures = 1;
+  res->first_oom = (hbm_oom_report){.request = recorded, .free_total = res->capacity, .largest_free = u.largest_free,
+                                    .cause = HBM_CAUSE_START};
 }
 
 int hbm_replay_open_policy(const hbm_trace *t, const char *policy, const char *conf,
@@ -263,32 +290,29 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
         /* The recorded state does not fit this device: the run fails at
          * its start, a result like any failed request, not an error. Its
          * live bytes alone may fit: then the recorded layout is what does
-         * not (a segment holding a live block is kept whole), which is
-         * neither over capacity nor a fragmented free space. */
+         * not (a segment holding a live block is kept whole). */
         seeded = unfit = 1;
         rc = HBM_OK;
-        uint64_t recorded = 0;
-        for (uint32_t i = 0; i < t->ninit_blocks; i++)
-          if (t->init_blocks[i].id != HBM_NO_ID) recorded += t->init_blocks[i].request;
-        hbm_policy_usage u;
-        s.p->cls->usage(s.p, &u);
-        res->oom = 1;
-        res->failures = 1;
-        res->first_oom = (hbm_oom_report){.request = recorded, .free_total = res->capacity, .largest_free = u.largest_free,
-                                          .cause = recorded > res->capacity ? HBM_CAUSE_CAPACITY : HBM_CAUSE_START};
+        start_unfit(&s);
       } else if (rc != HBM_EUNSUPPORTED) {
         free(ids);
         goto out;
       }
       free(ids);
     }
-    for (uint32_t i = 0; !seeded && i < t->ninit_blocks; i++) {
+    s.placing_start = 1;
+    for (uint32_t i = 0; !seeded && !s.start_unfit && i < t->ninit_blocks; i++) {
       const hbm_init_block *b = &t->init_blocks[i];
       if (b->id == HBM_NO_ID) continue;
       const hbm_init_segment *seg = NULL;
       for (uint32_t k = 0; k < t->ninit_segments && !seg; k++)
         if (i >= t->init_segments[k].first_block && i < t->init_segments[k].first_block + t->init_segments[k].nblocks) seg = &t->init_segments[k];
       if ((rc = do_alloc(&s, b->id, b->request, (hbm_tag)b->tag, seg ? seg->stream : 0, 0)) != HBM_OK) goto out;
+    }
+    s.placing_start = 0;
+    if (!seeded && s.start_unfit) {
+      unfit = 1;
+      start_unfit(&s);
     }
     rc = HBM_OK;
   }

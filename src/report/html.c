@@ -420,6 +420,9 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
   if (res->oom) {
     const hbm_oom_report *o = &res->first_oom;
     uint64_t live = cap - o->free_total;
+    if (o->cause == HBM_CAUSE_START && o->request > cap)
+      return snprintf(buf, len, "The trace's starting state does not fit: its %s live exceed the capacity %s; "
+                      "the run fails before its first event.", size_text(o->request, b, 32), size_text(cap, a, 32));
     if (o->cause == HBM_CAUSE_START)
       return snprintf(buf, len, "The recorded starting state does not fit %s as recorded: its %s live alone "
                       "would, but not in the segments that hold them, which the policy keeps whole; the run "
@@ -623,8 +626,11 @@ static void failure_marker(sb *b, const plot *p, const hbm_report_run *r) {
   if (!r->result.oom) return;
   double x = px(p, (double)r->result.first_oom.event);
   sb_printf(b, "<line x1='%.1f' x2='%.1f' y1='%d' y2='%d' class='oomline'/>", x, x, MT, CHART_H - MB);
-  sb_printf(b, "<text x='%.1f' y='%d' class='oomlab'>first failure, step %llu</text>\n", x + 4, MT + 12,
-            (unsigned long long)r->result.first_oom.step);
+  if (r->result.first_oom.cause == HBM_CAUSE_START)
+    sb_printf(b, "<text x='%.1f' y='%d' class='oomlab'>the starting state did not fit</text>\n", x + 4, MT + 12);
+  else
+    sb_printf(b, "<text x='%.1f' y='%d' class='oomlab'>first failure, step %llu</text>\n", x + 4, MT + 12,
+              (unsigned long long)r->result.first_oom.step);
 }
 
 static void hline(sb *b, const plot *p, double v, const char *cls, const char *label) {
@@ -942,9 +948,12 @@ static void summary_table(sb *b, const hbm_report *rep) {
     }
     sb_printf(b, "</a></td><td>%s</td><td>%.3f</td><td>%.2f</td>", size_text(x->peak_reserved, a, 32),
               x->efficiency, x->max_frag >= 1e9 ? INFINITY : x->max_frag);
+    char step[32];
+    if (x->first_oom.cause == HBM_CAUSE_START) snprintf(step, sizeof step, "before event 0");
+    else snprintf(step, sizeof step, "%llu", (unsigned long long)x->first_oom.step);
     if (x->oom)
-      sb_printf(b, "<td class='fail'>%llu</td><td>%s</td><td>%s</td><td>%s</td><td class='fail'>%s</td><td>%llu</td></tr>\n",
-                (unsigned long long)x->first_oom.step, size_text(x->first_oom.request, c, 32),
+      sb_printf(b, "<td class='fail'>%s</td><td>%s</td><td>%s</td><td>%s</td><td class='fail'>%s</td><td>%llu</td></tr>\n",
+                step, size_text(x->first_oom.request, c, 32),
                 size_text(x->first_oom.free_total, d, 32), size_text(x->first_oom.largest_free, e, 32),
                 hbm_oom_cause_name(x->first_oom.cause), (unsigned long long)x->failures);
     else
@@ -1034,7 +1043,10 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
     sb_printf(&b, "<h3>Backend calls so far (%llu after the first step)</h3>\n",
               (unsigned long long)r->result.backend_calls_after_first_step);
     chart_calls(&b, rep, r);
-    if (r->nlayout || r->result.oom) {
+    if (r->result.oom && r->result.first_oom.cause == HBM_CAUSE_START) {
+      sb_printf(&b, "<h3>No layout: the starting state (%s live) did not fit, and no event ran</h3>\n",
+                size_text(r->result.first_oom.request, a, 32));
+    } else if (r->nlayout || r->result.oom) {
       if (r->result.oom)
         sb_printf(&b, "<h3>Layout at the first failure (step %llu, a %s request, largest free %s)</h3>",
                   (unsigned long long)r->result.first_oom.step, size_text(r->result.first_oom.request, a, 32),
@@ -1082,7 +1094,7 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
                 "live; <b>largest free</b> = the largest request that would succeed now without moving data; "
                 "<b>efficiency</b> = peak live / peak reserved. Lines keep each bucket's worst value "
                 "(at most %d points per line). Cause: <i>capacity</i> when live + request &gt; capacity, "
-                "else <i>fragmentation</i>.",
+                "else <i>fragmentation</i>; <i>start</i> when the trace's starting state does not fit.",
             PLOT_POINTS);
   if (rep->command) {
     sb_printf(&b, "<br>Reproduce: <span class='mono'>");
