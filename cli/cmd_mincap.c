@@ -10,7 +10,7 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: hbm mincap TRACE|SNAPSHOT --policy P[,Q...]|all [options]\n"
+          "usage: hbm mincap TRACE|SNAPSHOT [options]\n"
           "\n"
           "Finds, for each policy, the smallest device capacity at which the trace (an\n"
           "hbm text trace or a PyTorch memory snapshot) completes with no failed request:\n"
@@ -23,10 +23,16 @@ static void usage(FILE *out) {
           "  --policy P[,Q...]|all  policies to search, each once (default: all); known: %s\n"
           "  --alloc-conf CONF      policy settings (PyTorch syntax for caching/expandable);\n"
           "                         POLICY=CONF for one policy only; repeatable\n"
-          "  --resolution SIZE      bisection step (default 16MiB; a multiple of 2MiB)\n"
-          "  --limit SIZE           largest capacity tried (default 8 x peak live, or 8 x the\n"
-          "                         starting state's recorded segments if larger, + 1GiB)\n"
-          "  --json                 machine-readable output\n"
+          "  --resolution SIZE      bisection step (default 16MiB; a multiple of 2MiB, at most\n"
+          "                         1PiB and the limit)\n"
+          "  --limit SIZE           largest capacity tried, rounded down to the resolution\n"
+          "                         (default 8 x peak live, or 8 x the starting state's\n"
+          "                         recorded segments if larger, + 1GiB; at least peak live,\n"
+          "                         at most 1PiB)\n"
+          "  --json                 machine-readable output: trace, events, peak_live,\n"
+          "                         resolution, limit, policies (policy, alloc_conf,\n"
+          "                         min_capacity, backend_calls, over_peak_live, below_fails,\n"
+          "                         replays)\n"
           "  -h, --help             this text\n"
           "\n"
           "exit: 0 searched (a policy that never completes is reported, not an error),\n"
@@ -40,6 +46,26 @@ static void show_progress(const char *policy, int i, int n) {
   fprintf(stderr, "\rmincap: searching %s (%d of %d)...%20s", policy, i + 1, n, "");
 }
 
+
+/* The search must try one capacity at least: say up front why it could not
+ * (else it would report "fails up to the limit" having replayed nothing). */
+static int bounds_ok(const hbm_trace *t, const char *path, const hbm_mincap_options *mo, uint64_t peak,
+                     uint64_t *resolution, uint64_t *first, uint64_t *limit) {
+  if (hbm_mincap_bounds(t, mo, resolution, first, limit)) return 1;
+  char a[32], b[32], d[32];
+  uint64_t given = mo->limit ? mo->limit : hbm_mincap_default_limit(t);
+  const char *which = mo->limit ? "--limit" : "the default limit";
+  if (given < peak)
+    cli_error("%s: %s %s is below the trace's peak live %s: nothing can complete there", path, which,
+              cli_size(given, a), cli_size(peak, b));
+  else if (*resolution > given)
+    cli_error("%s: --resolution %s is above %s %s: no capacity to try", path, cli_size(*resolution, a), which,
+              cli_size(given, b));
+  else
+    cli_error("%s: %s %s leaves no capacity to try: the first is peak live %s rounded up to the resolution, %s",
+              path, which, cli_size(given, a), cli_size(peak, b), cli_size(*first, d));
+  return 0;
+}
 
 int cmd_mincap(int argc, char **argv) {
   static const struct option opts[] = {
@@ -59,13 +85,13 @@ int cmd_mincap(int argc, char **argv) {
         break;
       case 'r':
         if (!cli_parse_size("--resolution", optarg, &mo.resolution)) return CLI_BAD_INPUT;
-        if (mo.resolution % (2ull << 20)) {
-          cli_error("--resolution: expected a multiple of 2MiB (the device granule), got '%s'", optarg);
+        if (mo.resolution % (2ull << 20) || mo.resolution > (1ull << 50)) {
+          cli_error("--resolution: expected a multiple of 2MiB (the device granule) up to 1PiB, got '%s'", optarg);
           return CLI_BAD_INPUT;
         }
         break;
       case 'l':
-        if (!cli_parse_size("--limit", optarg, &mo.limit)) return CLI_BAD_INPUT;
+        if (!cli_parse_capacity("--limit", optarg, &mo.limit)) return CLI_BAD_INPUT;
         break;
       case 'j': json = 1; break;
       case 'h': usage(stdout); return CLI_OK;
@@ -74,6 +100,12 @@ int cmd_mincap(int argc, char **argv) {
   }
   const char *path = cli_one_input("mincap", "TRACE or SNAPSHOT file", argc, argv, usage);
   if (!path) return CLI_BAD_INPUT;
+  if (mo.resolution && mo.limit && mo.resolution > mo.limit) {
+    char a[32], b[32];
+    cli_error("--resolution %s is above --limit %s: no capacity to try", cli_size(mo.resolution, a),
+              cli_size(mo.limit, b));
+    return CLI_BAD_INPUT;
+  }
   char policies[16][32];
   int npolicies = cli_split_policies(policy_list, policies, 16);
   if (!npolicies) return CLI_BAD_INPUT;
@@ -82,6 +114,11 @@ int cmd_mincap(int argc, char **argv) {
   hbm_trace *trace;
   rc = cli_load_trace(path, &trace);
   if (rc != CLI_OK) return rc;
+  uint64_t peak_live = hbm_trace_peak_live(trace), resolution, first, limit;
+  if (!bounds_ok(trace, path, &mo, peak_live, &resolution, &first, &limit)) {
+    hbm_trace_free(trace);
+    return CLI_BAD_INPUT;
+  }
 
   hbm_mincap_result *results = calloc((size_t)npolicies, sizeof *results);
   if (!results) { cli_error("out of memory"); hbm_trace_free(trace); return CLI_FAILED; }
@@ -99,14 +136,16 @@ int cmd_mincap(int argc, char **argv) {
   }
   if (cli_is_tty()) fprintf(stderr, "\r%70s\r", "");
 
-  uint64_t peak_live = hbm_trace_peak_live(trace);
+  uint64_t events = hbm_trace_event_count(trace);
   if (json) {
     hbm_json j;
     hbm_json_init(&j);
     hbm_json_object_begin(&j);
     hbm_json_kv_string(&j, "trace", path);
+    hbm_json_kv_u64(&j, "events", events);
     hbm_json_kv_u64(&j, "peak_live", peak_live);
-    hbm_json_kv_u64(&j, "resolution", mo.resolution ? mo.resolution : 16ull << 20);
+    hbm_json_kv_u64(&j, "resolution", resolution);
+    hbm_json_kv_u64(&j, "limit", limit);
     hbm_json_key(&j, "policies");
     hbm_json_array_begin(&j);
     for (int i = 0; i < done; i++) {
@@ -131,16 +170,16 @@ int cmd_mincap(int argc, char **argv) {
     hbm_json_object_end(&j);
     if (cli_print_json("mincap", &j) != CLI_OK) exit_code = CLI_FAILED;
   } else {
-    char a[32], b[32];
-    uint64_t events = hbm_trace_event_count(trace);
-    printf("trace %s: %llu event%s, peak live %s\n\n", path, (unsigned long long)events, events == 1 ? "" : "s",
+    char a[32], b[32], d[32];
+    printf("trace %s: %llu event%s, peak live %s\n", path, (unsigned long long)events, events == 1 ? "" : "s",
            cli_size(peak_live, a));
+    printf("search %s to %s in steps of %s\n\n", cli_size(first, a), cli_size(limit, b), cli_size(resolution, d));
     printf("%-11s %14s %15s %14s %8s\n", "policy", "min capacity", "over peak live", "backend calls", "replays");
     for (int i = 0; i < done; i++) {
       const hbm_mincap_result *r = &results[i];
       if (!r->found) {
-        printf("%-11s %14s %15s %14s %8llu  (fails up to the limit)\n", r->policy, "none", "-", "-",
-               (unsigned long long)r->replays);
+        printf("%-11s %14s %15s %14s %8llu  (fails up to the limit, %s)\n", r->policy, "none", "-", "-",
+               (unsigned long long)r->replays, cli_size(limit, a));
         continue;
       }
       if (peak_live) snprintf(b, sizeof b, "%+.2f%%", 100.0 * ((double)r->min_capacity / (double)peak_live - 1.0));

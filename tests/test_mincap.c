@@ -37,16 +37,33 @@ int main(void) {
   hbm_mincap_options fine = {.resolution = 2 * MiB};
   CHECK(hbm_mincap(one, "zoned", &fine, &r) == HBM_OK);
   CHECK(r.found && r.min_capacity == 100 * MiB);
-  /* A limit below the need: not found. */
-  hbm_mincap_options low = {.limit = 64 * MiB};
-  CHECK(hbm_mincap(one, "zoned", &low, &r) == HBM_OK);
-  CHECK(!r.found);
+  CHECK_EQ_U64(r.resolution, 2 * MiB);
+  CHECK_EQ_U64(r.limit, 8 * 100 * MiB + 1024 * MiB); /* the default, as used */
   /* Errors: an unknown policy, a bad setting. */
   errors_seen = 0;
   CHECK(hbm_mincap(one, "nosuch", NULL, &r) == HBM_EINVAL);
   hbm_mincap_options bad = {.conf = "zones:maybe"};
   CHECK(hbm_mincap(one, "zoned", &bad, &r) == HBM_EINVAL);
   CHECK(errors_seen >= 2);
+  /* Options under which nothing would be tried are refused, not reported as
+   * "fails up to the limit" after 0 replays: a limit below peak live, a
+   * resolution above the limit (given or default) or above 1 PiB, a
+   * resolution off the 2 MiB granule, a limit that rounds below the first
+   * capacity. */
+  static const hbm_mincap_options none[] = {
+      {.limit = 64 * MiB}, {.resolution = 1ull << 50}, {.resolution = 2ull << 50, .limit = 1ull << 50},
+      {.resolution = 64 * MiB, .limit = 32 * MiB}, {.resolution = 3 * MiB}, {.limit = 100 * MiB},
+      {.limit = 2ull << 50}};
+  for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+    errors_seen = 0;
+    r.replays = 99;
+    CHECK(!hbm_mincap_bounds(one, &none[i], NULL, NULL, NULL));
+    CHECK(hbm_mincap(one, "zoned", &none[i], &r) == HBM_EINVAL);
+    CHECK(errors_seen == 1 && r.replays == 0 && !r.found);
+  }
+  uint64_t res, first, lim;
+  CHECK(hbm_mincap_bounds(one, &(hbm_mincap_options){.limit = 112 * MiB}, &res, &first, &lim));
+  CHECK(res == 16 * MiB && first == 112 * MiB && lim == 112 * MiB);
   hbm_trace_free(one);
 
   /* The field report in miniature: 48 MiB blocks alternate with 32 MiB ones;
@@ -73,6 +90,10 @@ int main(void) {
   CHECK_EQ_U64(flat.min_capacity, 8 * 48 * MiB + 7 * 32 * MiB + 160 * MiB); /* 768: the block above the last param */
   CHECK_EQ_U64(zoned.min_capacity, 640 * MiB);
   CHECK(flat.below_fails);
+  /* A limit between peak live and the need: tried, and not found. */
+  hbm_mincap_options low = {.limit = 704 * MiB};
+  CHECK(hbm_mincap(frag, "bestfit", &low, &r) == HBM_OK);
+  CHECK(!r.found && r.replays > 0 && r.limit == 704 * MiB);
   hbm_trace_free(frag);
 
   /* A starting state that does not fit as recorded: 100 B live in a 1 GiB

@@ -8,6 +8,7 @@
 #include "trace/trace.h"
 
 #define MINCAP_DEFAULT_RESOLUTION (16ull << 20)
+#define MINCAP_GRANULE (2ull << 20) /* the sim device's */
 
 /* Replays at one capacity: 1 completed, 0 a request failed, < 0 an error. */
 static int try_capacity(const hbm_trace *t, const char *policy, const char *conf, uint64_t capacity,
@@ -22,28 +23,53 @@ static int try_capacity(const hbm_trace *t, const char *policy, const char *conf
   return res->oom ? 0 : 1;
 }
 
-int hbm_mincap(const hbm_trace *t, const char *policy, const hbm_mincap_options *options,
-               hbm_mincap_result *out) {
-  if (!t || !policy || !out) return HBM_EINVAL;
-  hbm_mincap_options o = options ? *options : (hbm_mincap_options){0};
-  uint64_t step = o.resolution ? o.resolution : MINCAP_DEFAULT_RESOLUTION;
-  memset(out, 0, sizeof *out);
-  snprintf(out->policy, sizeof out->policy, "%s", policy);
+uint64_t hbm_mincap_default_limit(const hbm_trace *t) {
   uint64_t peak = hbm_trace_peak_live(t);
-  out->peak_live = peak;
   /* A recorded starting state is rebuilt as recorded, its segments whole, so
    * a trace with one needs room for them however little of them is live. */
   uint64_t recorded = 0;
   for (uint32_t k = 0; k < t->ninit_segments; k++) recorded += t->init_segments[k].size;
   uint64_t base = recorded > peak ? recorded : peak;
-  uint64_t limit = o.limit ? o.limit : 8 * base + (1ull << 30);
-  limit = limit / step * step;
-  if (limit > HBM_MAX_SIZE) limit = HBM_MAX_SIZE / step * step;
+  if (base >= HBM_MAX_SIZE / 8) return HBM_MAX_SIZE; /* and no overflow */
+  uint64_t lim = 8 * base + (1ull << 30);
+  return lim > HBM_MAX_SIZE ? HBM_MAX_SIZE : lim;
+}
+
+int hbm_mincap_bounds(const hbm_trace *t, const hbm_mincap_options *options, uint64_t *resolution,
+                      uint64_t *first, uint64_t *limit) {
+  hbm_mincap_options o = options ? *options : (hbm_mincap_options){0};
+  uint64_t step = o.resolution ? o.resolution : MINCAP_DEFAULT_RESOLUTION;
+  uint64_t peak = hbm_trace_peak_live(t);
+  uint64_t lim = o.limit ? o.limit : hbm_mincap_default_limit(t);
+  int valid = step % MINCAP_GRANULE == 0 && step <= HBM_MAX_SIZE && lim <= HBM_MAX_SIZE;
+  lim = lim / step * step;
+  uint64_t lo = valid ? hbm_align_up(peak ? peak : 1, step) : 0;
+  if (resolution) *resolution = step;
+  if (first) *first = lo;
+  if (limit) *limit = lim;
+  return valid && lo <= lim;
+}
+
+int hbm_mincap(const hbm_trace *t, const char *policy, const hbm_mincap_options *options,
+               hbm_mincap_result *out) {
+  if (!t || !policy || !out) return HBM_EINVAL;
+  hbm_mincap_options o = options ? *options : (hbm_mincap_options){0};
+  memset(out, 0, sizeof *out);
+  snprintf(out->policy, sizeof out->policy, "%s", policy);
+  uint64_t peak = hbm_trace_peak_live(t);
+  out->peak_live = peak;
+  uint64_t step, first, limit;
+  if (!hbm_mincap_bounds(t, &o, &step, &first, &limit)) /* "fails up to the limit" having tried nothing */
+    return hbm_report_error(HBM_EINVAL, "mincap: no capacity to try with resolution %llu and limit %llu "
+                            "(peak live %llu): a resolution is a multiple of 2 MiB, and resolution and limit "
+                            "at most 1 PiB and at least peak live", (unsigned long long)step,
+                            (unsigned long long)(o.limit ? o.limit : limit), (unsigned long long)peak);
+  out->resolution = step;
+  out->limit = limit;
   hbm_replay_result res;
 
   /* Nothing completes below peak live: `fail` is the largest capacity known
    * (or, below peak live, certain) to fail; `ok` the smallest seen to complete. */
-  uint64_t first = hbm_align_up(peak ? peak : 1, step);
   uint64_t fail = first - step, ok = 0, probe = first, gap = step;
   int fail_seen = 0;
   while (!ok) {

@@ -25,6 +25,17 @@ bad trailing_comma "$trace" --policy caching,
 bad empty_item "$trace" --policy caching,,zoned
 bad repeated_policy "$trace" --policy caching,zoned,caching
 bad bad_resolution "$trace" --resolution 3MiB
+# nothing to try is bad input up front, not "none ... 0 replays (fails up to the limit)"
+for opts in "--resolution 1PiB" "--resolution 2PiB" "--limit 1B" "--limit 1GiB" "--resolution 64MiB --limit 32MiB" \
+            "--limit 2PiB" "--limit 96GiB --resolution 1TiB"; do
+  bad "nothing to try ($opts)" "$trace" --policy bestfit $opts
+  [ ! -s "$dir/out" ] || { echo "FAIL nothing to try ($opts) printed: $(cat "$dir/out")"; fail=1; }
+done
+"$HBM" mincap "$trace" --policy bestfit --limit 1GiB 2>&1 | grep -q "below the trace's peak live 96.00 GiB" ||
+  { echo "FAIL a limit below peak live does not say the peak live"; fail=1; }
+"$HBM" mincap "$trace" --policy bestfit --resolution 1PiB 2>&1 | grep -q "above the default limit 769.00 GiB" ||
+  { echo "FAIL a resolution above the default limit does not say the limit"; fail=1; }
+"$HBM" mincap --help | grep -q "^usage: hbm mincap TRACE|SNAPSHOT \[options\]$" || { echo "FAIL usage shows --policy as required"; fail=1; }
 bad bad_size "$trace" --resolution lots
 bad bad_conf "$trace" --policy zoned --alloc-conf zones:maybe
 bad unknown_option "$trace" --frobnicate
@@ -34,8 +45,8 @@ grep -q "malformed.trace:2:" "$dir/err" || { echo "FAIL malformed: message does 
 
 out=$("$HBM" mincap "$trace" --policy bestfit,zoned --json) || { echo "FAIL mincap exited $?"; exit 1; }
 echo "$out"
-for key in '"trace"' '"peak_live":103079215104' '"policies"' '"policy":"bestfit"' '"policy":"zoned"' \
-           '"min_capacity"' '"backend_calls"'; do
+for key in '"trace"' '"events":21,' '"peak_live":103079215104' '"resolution":16777216,"limit":825707462656,' \
+           '"policies"' '"policy":"bestfit"' '"policy":"zoned"' '"min_capacity"' '"backend_calls"'; do
   echo "$out" | grep -q "$key" || { echo "FAIL: JSON lacks $key"; fail=1; }
 done
 if command -v python3 >/dev/null; then
@@ -51,6 +62,9 @@ fi
 text=$("$HBM" mincap "$trace" --policy zoned) || { echo "FAIL text mincap exited $?"; fail=1; }
 echo "$text"
 echo "$text" | grep -q "^zoned  *96.00 GiB" || { echo "FAIL: text table lacks zoned's answer"; fail=1; }
+echo "$text" | grep -q "^search 96.00 GiB to 769.00 GiB in steps of 16.00 MiB$" || { echo "FAIL: text lacks the limit and resolution"; fail=1; }
+"$HBM" mincap "$trace" --policy bestfit --limit 96GiB | grep -q "^bestfit  *none .* 1  (fails up to the limit, 96.00 GiB)$" ||
+  { echo "FAIL: a search up to the limit: $("$HBM" mincap "$trace" --policy bestfit --limit 96GiB)"; fail=1; }
 # Nothing live: over peak live is null in the JSON and n/a in the text, not +0.00%.
 printf 'hbm-trace 1\ncapacity 1GiB\n' > "$dir/empty.trace"
 "$HBM" mincap "$dir/empty.trace" --policy bestfit --json | grep -q '"over_peak_live":null' || { echo "FAIL: empty trace's JSON"; fail=1; }
