@@ -265,19 +265,7 @@ static void json_job(hbm_json *j, int index, const sweep_job *job) {
       if (run->sampled) hbm_json_u64(j, run->last_reserved); else hbm_json_null(j);
       hbm_json_key(j, "last_step_live");
       if (run->sampled) hbm_json_u64(j, run->last_live); else hbm_json_null(j);
-      hbm_json_key(j, "oom");
-      if (!r->oom) {
-        hbm_json_null(j);
-      } else {
-        hbm_json_object_begin(j);
-        hbm_json_kv_u64(j, "event", r->first_oom.event);
-        hbm_json_kv_u64(j, "step", r->first_oom.step);
-        hbm_json_kv_u64(j, "request", r->first_oom.request);
-        hbm_json_kv_u64(j, "free_total", r->first_oom.free_total);
-        hbm_json_kv_u64(j, "largest_free", r->first_oom.largest_free);
-        hbm_json_kv_string(j, "cause", hbm_oom_cause_name(r->first_oom.cause));
-        hbm_json_object_end(j);
-      }
+      cli_json_oom(j, r);
     }
     hbm_json_object_end(j);
   }

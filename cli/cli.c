@@ -284,6 +284,25 @@ int cli_check_device(const char *spec) {
   return CLI_OK;
 }
 
+void cli_json_oom(hbm_json *j, const hbm_replay_result *r) {
+  hbm_json_key(j, "oom");
+  if (!r->oom) {
+    hbm_json_null(j);
+    return;
+  }
+  hbm_json_object_begin(j);
+  hbm_json_kv_u64(j, "event", r->first_oom.event);
+  hbm_json_kv_u64(j, "step", r->first_oom.step);
+  hbm_json_kv_u64(j, "request", r->first_oom.request);
+  hbm_json_kv_u64(j, "free_total", r->first_oom.free_total);
+  hbm_json_kv_u64(j, "largest_free", r->first_oom.largest_free);
+  hbm_json_key(j, "fragmentation"); /* none where no request failed: the start did not fit */
+  if (r->first_oom.cause == HBM_CAUSE_START) hbm_json_null(j);
+  else hbm_json_double(j, hbm_fragmentation_ratio(r->first_oom.free_total, r->first_oom.largest_free));
+  hbm_json_kv_string(j, "cause", hbm_oom_cause_name(r->first_oom.cause));
+  hbm_json_object_end(j);
+}
+
 int cli_check_policies(const char *device, char names[][32], int n, const cli_confs *confs) {
   for (int i = 0; i < confs->n; i++) {
     int run = 0;

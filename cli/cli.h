@@ -61,6 +61,9 @@ void cli_progress_end(void);
  * report would be cut short). `command` names the command in the message. */
 struct hbm_json;
 int cli_print_json(const char *command, struct hbm_json *j);
+/* Writes "oom": the replay's first failure (event, step, request, free_total,
+ * largest_free, fragmentation, cause), or null: one shape in every report. */
+void cli_json_oom(struct hbm_json *j, const hbm_replay_result *r);
 /* A reader that stops early (| head) makes writes fail with EPIPE instead of
  * ending the process by SIGPIPE; cli_finish_stdout then says so once. */
 void cli_catch_sigpipe(void);

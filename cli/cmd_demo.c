@@ -234,7 +234,7 @@ int cmd_demo(int argc, char **argv) {
   if (hbm_report_trace_facts(t, &rep) != HBM_OK) cli_error("out of host memory: live is drawn from samples");
   char *html = NULL;
   size_t html_len = 0;
-  int exit_code = CLI_OK;
+  int exit_code = CLI_OK, written = 0;
   rc = hbm_report_html(&rep, &html, &html_len);
   if (rc != HBM_OK) {
     cli_error("cannot build the report: %s", hbm_strerror(rc));
@@ -242,11 +242,12 @@ int cmd_demo(int argc, char **argv) {
   } else {
     int wrc = cli_write_output(html_path, html, html_len, NULL, 0);
     if (wrc != CLI_OK) exit_code = wrc;
+    else written = 1;
   }
   free(html);
   char where[PATH_MAX];
   const char *shown = html_path;
-  if (exit_code == CLI_OK && realpath(html_path, where)) shown = where;
+  if (written && realpath(html_path, where)) shown = where;
 
   /* 4. the table */
   for (int i = 0; i < npol; i++)
@@ -278,26 +279,15 @@ int cmd_demo(int argc, char **argv) {
       hbm_json_kv_double(&js, "efficiency", r->efficiency);
       hbm_json_kv_double(&js, "max_frag", r->max_frag);
       hbm_json_kv_u64(&js, "failures", r->failures);
-      hbm_json_key(&js, "first_failure");
-      if (r->oom) {
-        hbm_json_object_begin(&js);
-        hbm_json_kv_u64(&js, "step", r->first_oom.step);
-        hbm_json_kv_u64(&js, "event", r->first_oom.event);
-        hbm_json_kv_u64(&js, "request", r->first_oom.request);
-        hbm_json_kv_u64(&js, "free_total", r->first_oom.free_total);
-        hbm_json_kv_u64(&js, "largest_free", r->first_oom.largest_free);
-        hbm_json_kv_string(&js, "cause", hbm_oom_cause_name(r->first_oom.cause));
-        hbm_json_object_end(&js);
-      } else {
-        hbm_json_null(&js);
-      }
+      cli_json_oom(&js, r);
       char text[2048];
       hbm_report_diagnosis(&rep, &runs[i], text, sizeof text);
       hbm_json_kv_string(&js, "diagnosis", text);
       hbm_json_object_end(&js);
     }
     hbm_json_array_end(&js);
-    if (exit_code == CLI_OK) hbm_json_kv_string(&js, "report", shown);
+    hbm_json_key(&js, "report"); /* the page, written even where a replay failed; null if not */
+    if (written) hbm_json_string(&js, shown); else hbm_json_null(&js);
     hbm_json_object_end(&js);
     if (cli_print_json("demo", &js) != CLI_OK && exit_code == CLI_OK) exit_code = CLI_FAILED;
   } else {
@@ -329,7 +319,7 @@ int cmd_demo(int argc, char **argv) {
       hbm_report_diagnosis(&rep, &runs[i], text, sizeof text);
       printf("%s: %s\n", names[i], text);
     }
-    if (exit_code == CLI_OK) printf("\nreport: %s\n", shown);
+    if (written) printf("\nreport: %s\n", shown);
   }
   for (int i = 0; i < npol; i++) hbm_report_run_release(&runs[i]);
   hbm_report_release(&rep);

@@ -208,22 +208,7 @@ int cmd_replay(int argc, char **argv) {
         else hbm_json_kv_double(&j, r->counters[k].name, v);
       }
       if (verify_data) hbm_json_kv_u64(&j, "verified_blocks", r->verified_blocks);
-      hbm_json_key(&j, "oom");
-      if (!r->oom) {
-        hbm_json_null(&j);
-      } else {
-        hbm_json_object_begin(&j);
-        hbm_json_kv_u64(&j, "event", r->first_oom.event);
-        hbm_json_kv_u64(&j, "step", r->first_oom.step);
-        hbm_json_kv_u64(&j, "request", r->first_oom.request);
-        hbm_json_kv_u64(&j, "free_total", r->first_oom.free_total);
-        hbm_json_kv_u64(&j, "largest_free", r->first_oom.largest_free);
-        hbm_json_key(&j, "fragmentation"); /* none where no request failed: the start did not fit */
-        if (r->first_oom.cause == HBM_CAUSE_START) hbm_json_null(&j);
-        else hbm_json_double(&j, hbm_fragmentation_ratio(r->first_oom.free_total, r->first_oom.largest_free));
-        hbm_json_kv_string(&j, "cause", hbm_oom_cause_name(r->first_oom.cause));
-        hbm_json_object_end(&j);
-      }
+      cli_json_oom(&j, r);
       if (show_samples) {
         hbm_json_key(&j, "samples");
         hbm_json_array_begin(&j);

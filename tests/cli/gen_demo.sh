@@ -29,6 +29,21 @@ grep -q '"policies":\[' json || { echo "FAIL demo --json: no policies"; cat json
 grep -q '"report":".*other.html"' json || { echo "FAIL demo --json: no report path"; fail=1; }
 [ -s other.html ] || { echo "FAIL demo --html: nothing written"; fail=1; }
 
+# A first failure has one shape in every report: demo's is replay's.
+if command -v python3 > /dev/null; then
+  "$HBM" demo --steps 2 --capacity 73.6GiB --policy zoned,caching --json --html tight.html > json 2> err
+  python3 - json <<'PY' || { echo "FAIL demo --json: first failure's shape"; cat json; fail=1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+ooms = [p["oom"] for p in d["policies"]]
+assert any(ooms), ooms
+for o in ooms:
+    assert o is None or sorted(o) == sorted(["event", "step", "request", "free_total", "largest_free",
+                                             "fragmentation", "cause"]), o
+assert d["report"].endswith("tight.html"), d["report"]
+PY
+fi
+
 "$HBM" demo --help | grep -q -- "--html" || { echo "FAIL demo --help"; fail=1; }
 "$HBM" demo input.trace > /dev/null 2> err; rc=$?
 [ $rc -eq 2 ] && grep -q "no input files" err || { echo "FAIL demo with an argument: exit $rc"; fail=1; }
