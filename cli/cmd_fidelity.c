@@ -28,7 +28,8 @@ static void usage(FILE *out) {
           "options:\n"
           "  --policy caching|expandable  the model (default: expandable when the recorded\n"
           "                       settings have expandable_segments:True, else caching)\n"
-          "  --alloc-conf CONF    settings in PYTORCH_CUDA_ALLOC_CONF syntax (default: the\n"
+          "  --alloc-conf CONF    settings in PYTORCH_CUDA_ALLOC_CONF syntax, once (or\n"
+          "                       POLICY=CONF, which picks the policy) (default: the\n"
           "                       recorded ones, their expandable_segments turned to the\n"
           "                       --policy asked for)\n"
           "  --device N           which device of a multi-device snapshot (default: the first\n"
@@ -108,6 +109,7 @@ int cmd_fidelity(int argc, char **argv) {
                                        {0, 0, 0, 0}};
   hbm_fidelity_options fo = {0};
   int json = 0, check = 0, device = -1, c;
+  cli_confs confs = {0};
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
@@ -118,7 +120,9 @@ int cmd_fidelity(int argc, char **argv) {
         }
         fo.policy = optarg;
         break;
-      case 'a': fo.conf = optarg; break;
+      case 'a':
+        if (!cli_conf_add(&confs, optarg)) return CLI_BAD_INPUT;
+        break;
       case 'd': {
         uint64_t v;
         if (!cli_parse_count("--device", optarg, 0, 1024, &v)) return CLI_BAD_INPUT;
@@ -130,6 +134,26 @@ int cmd_fidelity(int argc, char **argv) {
       case 'h': usage(stdout); return CLI_OK;
       default: usage(stderr); return CLI_BAD_INPUT;
     }
+  }
+  /* One model runs: its settings once, as SETTINGS or as POLICY=SETTINGS
+   * (which picks the policy, as in replay). */
+  if (confs.n + (confs.all != NULL) > 1) {
+    cli_error("--alloc-conf: fidelity runs one policy: give its settings once");
+    return CLI_BAD_INPUT;
+  }
+  fo.conf = confs.all;
+  if (confs.n == 1) {
+    const char *named = confs.one[0].policy;
+    if (strcmp(named, "caching") && strcmp(named, "expandable")) {
+      cli_error("--alloc-conf: settings for %s: fidelity models caching or expandable", named);
+      return CLI_BAD_INPUT;
+    }
+    if (fo.policy && strcmp(fo.policy, named)) {
+      cli_error("--alloc-conf: settings for %s, but --policy %s", named, fo.policy);
+      return CLI_BAD_INPUT;
+    }
+    fo.policy = named;
+    fo.conf = confs.one[0].conf;
   }
   const char *path = cli_one_input("fidelity", "SNAPSHOT.pickle or TRACE", argc, argv, usage);
   if (!path) return CLI_BAD_INPUT;

@@ -120,6 +120,11 @@ printf 'hbm-trace 1\nconf expandable_segments:True\na x 1KiB @0x7f0000000000\nf 
 "$HBM" fidelity "$dir/es.trace" --policy caching | grep -q "^fidelity of caching" || { echo "FAIL fidelity --policy caching"; fail=1; }
 before_work "expandable_segments:True contradicts policy caching" fidelity "$dir/es.trace" --policy caching \
   --alloc-conf expandable_segments:True
+"$HBM" fidelity "$dir/es.trace" --alloc-conf caching=max_split_size_mb:30 | grep -q "^fidelity of caching" ||
+  { echo "FAIL fidelity --alloc-conf caching=..."; fail=1; }
+before_work "settings for expandable, but --policy caching" fidelity "$dir/es.trace" --policy caching \
+  --alloc-conf expandable=max_split_size_mb:30
+before_work "given twice" fidelity "$dir/es.trace" --alloc-conf max_split_size_mb:30 --alloc-conf max_split_size_mb:40
 "$HBM" replay "$good" --capacity 1GiB --policy caching,expandable --alloc-conf caching=expandable_segments:False \
   > /dev/null || { echo "FAIL caching=expandable_segments:False (the default, said) refused"; fail=1; }
 
