@@ -27,7 +27,7 @@ static void usage(FILE *out) {
           "  --device N           which device of a multi-device snapshot (default: the first\n"
           "                       with trace entries)\n"
           "  -q, --quiet          no summary (text or JSON)\n"
-          "  --json               the summary as JSON: input, output, allocations, frees,\n"
+          "  --json               the summary as JSON: input, output, device, allocations, frees,\n"
           "                       segment_allocs, segment_frees, steps, init_segments,\n"
           "                       init_segment_bytes, init_live_blocks, peak_live, conf\n"
           "  -h, --help           this text\n"
@@ -127,6 +127,7 @@ int cmd_import(int argc, char **argv) {
       hbm_json_object_begin(&j);
       hbm_json_kv_string(&j, "input", path);
       hbm_json_kv_string(&j, "output", output);
+      hbm_json_kv_u64(&j, "device", (uint64_t)t->snapshot_device);
       hbm_json_kv_u64(&j, "allocations", allocs);
       hbm_json_kv_u64(&j, "frees", frees);
       hbm_json_kv_u64(&j, "segment_allocs", segs);
@@ -143,8 +144,8 @@ int cmd_import(int argc, char **argv) {
       return code;
     }
     char a[32], b[32];
-    printf("%s -> %s: %llu allocation%s, %llu free%s, %llu segment allocation%s, %llu release%s, %llu step%s\n",
-           path, output, (unsigned long long)allocs, allocs == 1 ? "" : "s", (unsigned long long)frees,
+    printf("%s (device %d) -> %s: %llu allocation%s, %llu free%s, %llu segment allocation%s, %llu release%s, %llu step%s\n",
+           path, (int)t->snapshot_device, output, (unsigned long long)allocs, allocs == 1 ? "" : "s", (unsigned long long)frees,
            frees == 1 ? "" : "s", (unsigned long long)segs, segs == 1 ? "" : "s", (unsigned long long)segfrees,
            segfrees == 1 ? "" : "s", (unsigned long long)steps, steps == 1 ? "" : "s");
     printf("starting state: %u segment%s (%s), %llu block%s alive; peak live %s; conf '%s'\n",

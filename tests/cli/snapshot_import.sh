@@ -29,13 +29,13 @@ if command -v python3 >/dev/null; then
 python3 - "$dir/json" "$dir/basic_json.trace" <<'PY' || fail=1
 import json, sys
 r = json.load(open(sys.argv[1]))
-want = ["input", "output", "allocations", "frees", "segment_allocs", "segment_frees", "steps",
+want = ["input", "output", "device", "allocations", "frees", "segment_allocs", "segment_frees", "steps",
         "init_segments", "init_segment_bytes", "init_live_blocks", "peak_live", "conf"]
 if list(r) != want:
     print("FAIL import --json keys:", list(r)); sys.exit(1)
 lines = open(sys.argv[2]).read().splitlines()
 count = lambda w: sum(1 for l in lines if l.split(" ", 1)[0] == w)
-expect = {"output": sys.argv[2], "allocations": count("a"), "frees": count("f"), "segment_allocs": count("seg"),
+expect = {"output": sys.argv[2], "device": 0, "allocations": count("a"), "frees": count("f"), "segment_allocs": count("seg"),
           "segment_frees": count("segfree"), "steps": count("s"), "init_segments": count("init-seg")}
 bad = {k: (r[k], v) for k, v in expect.items() if r[k] != v}
 if bad or not r["input"].endswith("snapshot_basic_p4.pickle") or not r["peak_live"] > 0 \
