@@ -33,6 +33,9 @@
 #include "report/json.h"
 
 #define FUSED_BYTES_PER_PARAM 28.0
+/* Host bytes per parameter: the fused state 16, the two unfused states 24
+ * each (with their FP32 temporaries), and the copy's source and destination 28. */
+#define HOST_BYTES_PER_PARAM (16.0 + 24.0 * 2 + FUSED_BYTES_PER_PARAM)
 
 typedef struct adamw_state {
   uint64_t n;
@@ -321,6 +324,13 @@ int bench_adamw(int argc, char **argv) {
       return CLI_BAD_INPUT;
     }
   }
+  /* Refused up front: the buffers are touched page by page, so an overcommitted
+   * allocation would succeed and the OOM killer end the run instead. */
+  char what[96];
+  snprintf(what, sizeof what, "bench adamw: --params %" PRIu64 " (%.0f bytes per parameter)", params,
+           HOST_BYTES_PER_PARAM);
+  int mem_rc = cli_check_host_memory(what, (uint64_t)(params * HOST_BYTES_PER_PARAM), "give fewer --params");
+  if (mem_rc != CLI_OK) return mem_rc;
   int threads = threads_in_use(o.threads);
   if (threads > 64) threads = 64;
   o.threads = threads;
@@ -340,7 +350,7 @@ int bench_adamw(int argc, char **argv) {
   }
   if (!ok) {
     cli_error("bench adamw: cannot allocate %.0f MiB for %" PRIu64 " parameters (try --params)",
-              params * (16.0 * 3 + 16 + FUSED_BYTES_PER_PARAM) / 1048576.0, params);
+              params * HOST_BYTES_PER_PARAM / 1048576.0, params);
     state_free(&fused); state_free(&unfused); state_free(&five);
     free(copy_src); free(copy_dst);
     return CLI_FAILED;

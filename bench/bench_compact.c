@@ -225,7 +225,8 @@ static void usage(FILE *out) {
           "Compaction of a fragmented heap on the host device against bare memmove of\n"
           "the same copies, in one run; and a partial pass for a request that fails for\n"
           "fragmentation, against the minimum any plan needs and against full compaction.\n"
-          "  --capacity SIZE  host device size (default 4GiB; needs that much free RAM)\n"
+          "  --capacity SIZE  host device size (default 4GiB; needs that much free RAM and\n"
+          "                   256 MiB more, or it is refused)\n"
           "  --rounds N       rounds; times are medians, ratios medians of per-round ratios\n"
           "                   (default 5)\n"
           "  --seed S         heap layout (default 437)\n"
@@ -245,13 +246,17 @@ int bench_compact(int argc, char **argv) {
                                        {"max-block", required_argument, 0, 'm'},
                                        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   int json = 0, c;
+  const char *cap_arg = "4GiB";
   uint64_t capacity = 4ull << 30, rounds = 5, seed = 437, max_block = 256ull << 20;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     int ok = 1;
     switch (c) {
       case 'j': json = 1; break;
-      case 'c': if (!cli_parse_size("bench compact: --capacity", optarg, &capacity)) return CLI_BAD_INPUT; break;
+      case 'c':
+        if (!cli_parse_size("bench compact: --capacity", optarg, &capacity)) return CLI_BAD_INPUT;
+        cap_arg = optarg;
+        break;
       case 'm': if (!cli_parse_size("bench compact: --max-block", optarg, &max_block)) return CLI_BAD_INPUT; break;
       case 'r': ok = cli_parse_count("bench compact: --rounds", optarg, 1, MAX_ROUNDS, &rounds); break;
       case 's': ok = cli_parse_count("bench compact: --seed", optarg, 0, UINT64_MAX, &seed); break;
@@ -265,6 +270,12 @@ int bench_compact(int argc, char **argv) {
     cli_error("bench compact: --max-block a multiple of 64KiB");
     return CLI_BAD_INPUT;
   }
+  /* The heap is real host memory, filled to 92% and touched, plus the
+   * scratch buffer: refused up front rather than left to the OOM killer. */
+  char what[128];
+  snprintf(what, sizeof what, "bench compact: --capacity %s (a host heap that size, plus 256 MiB)", cap_arg);
+  int mem_rc = cli_check_host_memory(what, capacity + SCRATCH, "give a smaller --capacity");
+  if (mem_rc != CLI_OK) return mem_rc;
   char spec[64];
   snprintf(spec, sizeof spec, "host:%llu", (unsigned long long)(capacity & ~((2ull << 20) - 1)));
   fragmented f = {.seed = seed, .max_block = max_block};

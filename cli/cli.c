@@ -110,6 +110,53 @@ int cli_parse_count(const char *opt, const char *text, uint64_t min, uint64_t ma
   return 1;
 }
 
+/* The first number on the line of `path` that starts with `key` (the whole
+ * file when key is ""), times `unit`; 0 when absent. */
+static uint64_t read_number(const char *path, const char *key, uint64_t unit) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[256];
+  uint64_t v = 0;
+  size_t klen = strlen(key);
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, key, klen)) continue;
+    unsigned long long n;
+    if (sscanf(line + klen, " %llu", &n) == 1 && n <= UINT64_MAX / unit) v = (uint64_t)n * unit;
+    break;
+  }
+  fclose(f);
+  return v;
+}
+
+uint64_t cli_host_memory(void) {
+  uint64_t avail = read_number("/proc/meminfo", "MemAvailable:", 1024);
+  if (!avail) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) avail = (uint64_t)pages * (uint64_t)page;
+  }
+  /* a container's limit (cgroup v2, else v1) can be far below the machine's */
+  static const char *const limits[][2] = {{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
+                                          {"/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                           "/sys/fs/cgroup/memory/memory.usage_in_bytes"}};
+  for (int i = 0; i < 2; i++) {
+    uint64_t limit = read_number(limits[i][0], "", 1), used = read_number(limits[i][1], "", 1);
+    if (!limit) continue; /* absent, or "max" */
+    uint64_t left = limit > used ? limit - used : 0;
+    if (!avail || left < avail) avail = left;
+    break;
+  }
+  return avail;
+}
+
+int cli_check_host_memory(const char *what, uint64_t need, const char *remedy) {
+  uint64_t avail = cli_host_memory();
+  if (!avail || need <= avail) return CLI_OK; /* unknown: let the run try */
+  char n[32], a[32];
+  cli_error("%s needs about %s of host memory, more than the %s available%s%s", what, cli_size(need, n),
+            cli_size(avail, a), remedy && remedy[0] ? "; " : "", remedy ? remedy : "");
+  return CLI_BAD_INPUT;
+}
+
 int cli_is_tty(void) { return isatty(STDERR_FILENO); }
 
 static int progress_shown;

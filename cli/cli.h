@@ -51,6 +51,14 @@ int cli_parse_capacity(const char *what, const char *text, uint64_t *out);
  * "7B", "16Mi", "1e6"); on error prints "hbm: <opt>: expected a whole number
  * MIN..MAX, got '<text>'" and returns 0. */
 int cli_parse_count(const char *opt, const char *text, uint64_t min, uint64_t max, uint64_t *out);
+/* Host memory this process can still take, in bytes: MemAvailable from
+ * /proc/meminfo (else physical pages x page size), lowered to what a cgroup
+ * memory limit leaves; 0 when none of these can be read. */
+uint64_t cli_host_memory(void);
+/* Before work that holds about `need` bytes of host memory: CLI_OK, or
+ * CLI_BAD_INPUT after saying "hbm: WHAT needs about X of host memory, more
+ * than the Y available; REMEDY" (refused up front, not left to the OOM killer). */
+int cli_check_host_memory(const char *what, uint64_t need, const char *remedy);
 /* 1 if stderr is a terminal (progress bars only then). */
 int cli_is_tty(void);
 /* Progress bar on stderr (only when a terminal): label, done/total. */

@@ -27,4 +27,11 @@ for bad in "--params 0" "--params lots" "--reps 0" "--threads 65" "--impl avx3" 
   if [ $rc -ne 2 ]; then echo "FAIL '$bad' exits $rc, expected 2"; fail=1
   else echo "ok   '$bad': $(cat "$out")"; fi
 done
+# more parameters than the host can hold: refused before anything is allocated
+# (exit 2, naming the memory needed and available), not left to the OOM killer
+"$HBM" bench adamw --params 1000000000000 --reps 1 > "$out" 2>&1
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "host memory, more than the .* available" "$out"; then
+  echo "FAIL --params 1e12: exit $rc, expected 2 naming host memory: $(cat "$out")"; fail=1
+else echo "ok   --params 1e12: $(cat "$out")"; fi
 exit $fail

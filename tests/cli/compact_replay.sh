@@ -49,4 +49,10 @@ echo "$out"
 for key in '"compact_gbps"' '"memmove_gbps"' '"moved_bytes"' '"min_moved_bytes"' '"verified":true'; do
   echo "$out" | grep -q "$key" || { echo "FAIL: bench JSON lacks $key"; fail=1; }
 done
+# a heap larger than the host's memory is refused up front (exit 2, naming the
+# memory), not created and left to the OOM killer
+err=$("$HBM" bench compact --capacity 1PiB --rounds 1 2>&1); rc=$?
+if [ $rc -ne 2 ] || ! echo "$err" | grep -q "host memory, more than the .* available"; then
+  echo "FAIL: bench compact --capacity 1PiB: exit $rc, expected 2 naming host memory: $err"; fail=1
+fi
 exit $fail
