@@ -52,6 +52,8 @@ int bench_gen(int argc, char **argv) {
     return CLI_BAD_INPUT;
   }
   c.steps = (uint32_t)steps;
+  int mrc = cli_check_trace_memory("bench gen", &c, sizeof(hbm_event));
+  if (mrc != CLI_OK) return mrc;
   double best_gen = 0, best_builder = 0;
   uint64_t events = 0;
   for (int round = 0; round < 3; round++) {

@@ -100,6 +100,8 @@ int bench_replay(int argc, char **argv) {
       return CLI_BAD_INPUT;
     }
     cfg.steps = (uint32_t)steps;
+    int mrc = cli_check_trace_memory("bench replay", &cfg, sizeof(hbm_event));
+    if (mrc != CLI_OK) return mrc;
     rc = hbm_gen_llm(&cfg, &t, &d);
     snprintf(name, sizeof name, "generated %s, %llu steps", preset, (unsigned long long)steps);
   }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "report/json.h"
+#include "trace/gen_llm.h"
 #include "trace/trace.h"
 
 void cli_error(const char *fmt, ...) {
@@ -155,6 +156,22 @@ int cli_check_host_memory(const char *what, uint64_t need, const char *remedy) {
   cli_error("%s needs about %s of host memory, more than the %s available%s%s", what, cli_size(need, n),
             cli_size(avail, a), remedy && remedy[0] ? "; " : "", remedy ? remedy : "");
   return CLI_BAD_INPUT;
+}
+
+int cli_check_trace_memory(const char *command, const hbm_gen_llm_config *cfg, uint64_t bytes_per_event) {
+  uint64_t first, later;
+  hbm_diag d;
+  memset(&d, 0, sizeof d);
+  if (hbm_gen_llm_count_events(cfg, &first, &later, &d) != HBM_OK) return CLI_OK;
+  uint64_t steps = cfg->steps, events = first + (steps - 1) * later, avail = cli_host_memory();
+  if (!avail || events * bytes_per_event <= avail) return CLI_OK;
+  uint64_t fit = avail / bytes_per_event > first && later ? 1 + (avail / bytes_per_event - first) / later : 0;
+  char what[160], remedy[96];
+  snprintf(what, sizeof what, "%s: --steps %llu (%llu events, held in memory at %llu bytes each)", command,
+           (unsigned long long)steps, (unsigned long long)events, (unsigned long long)bytes_per_event);
+  if (fit) snprintf(remedy, sizeof remedy, "give --steps %llu or fewer", (unsigned long long)fit);
+  else snprintf(remedy, sizeof remedy, "not even one step fits");
+  return cli_check_host_memory(what, events * bytes_per_event, remedy);
 }
 
 int cli_is_tty(void) { return isatty(STDERR_FILENO); }

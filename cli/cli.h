@@ -59,6 +59,12 @@ uint64_t cli_host_memory(void);
  * CLI_BAD_INPUT after saying "hbm: WHAT needs about X of host memory, more
  * than the Y available; REMEDY" (refused up front, not left to the OOM killer). */
 int cli_check_host_memory(const char *what, uint64_t need, const char *remedy);
+/* Before generating cfg's trace into memory, `bytes_per_event` host bytes per
+ * event: CLI_OK, or CLI_BAD_INPUT after saying what the steps need, what is
+ * available and how many steps fit. `command` names the command ("demo"). A
+ * configuration the generator refuses passes: the run says why. */
+struct hbm_gen_llm_config;
+int cli_check_trace_memory(const char *command, const struct hbm_gen_llm_config *cfg, uint64_t bytes_per_event);
 /* 1 if stderr is a terminal (progress bars only then). */
 int cli_is_tty(void);
 /* Progress bar on stderr (only when a terminal): label, done/total. */

@@ -29,7 +29,9 @@ static void usage(FILE *out) {
           "  --html FILE       where to write the report (default: report.html)\n"
           "  --json            the table as JSON on stdout\n"
           "  --preset NAME     another workload (default: 910c-dense; hbm gen llm --list-presets)\n"
-          "  --steps N         steps to generate (default: the preset's, 500 for 910c-dense)\n"
+          "  --steps N         steps to generate (default: the preset's, 500 for 910c-dense);\n"
+          "                    the trace is held in memory, about 1.8 MB per step of\n"
+          "                    910c-dense: more steps than the host can hold are refused\n"
           "  --seed N          sequence-length draws (default: 1)\n"
           "  --policy P[,Q]    policies, each once (default: all: %s)\n"
           "  --capacity SIZE   device capacity (default: the preset's, 96GiB for 910c-dense)\n"
@@ -163,6 +165,10 @@ int cmd_demo(int argc, char **argv) {
   hbm_gen_llm_estimate est;
   int rc = hbm_gen_llm_estimate_peak(&c, &est, &diag);
   hbm_trace *t = NULL;
+  if (rc == HBM_OK) { /* the whole trace is held in memory while every policy replays it */
+    int mrc = cli_check_trace_memory("demo", &c, sizeof(hbm_event));
+    if (mrc != CLI_OK) return mrc;
+  }
   if (rc == HBM_OK) {
     if (cli_is_tty()) fprintf(stderr, "generating %s (%u step%s)...", preset, c.steps, c.steps == 1 ? "" : "s");
     rc = hbm_gen_llm(&c, &t, &diag);

@@ -388,6 +388,8 @@ int cmd_gen(int argc, char **argv) {
     return CLI_BAD_INPUT;
   }
   if ((rc = cli_check_output(output, NULL, 0)) != CLI_OK) return rc;
+  /* the events, then their text, are held in memory before the file is written */
+  if ((rc = cli_check_trace_memory("gen llm", &c, sizeof(hbm_event) + 32)) != CLI_OK) return rc;
   hbm_trace *t = NULL;
   rc = hbm_gen_llm(&c, &t, &diag);
   if (rc != HBM_OK) {

@@ -103,6 +103,10 @@ static void check_config(const char *label, hbm_gen_llm_config *c) {
     CHECK(w.stream1 > 0);
   }
   CHECK(hbm_trace_validate(t, &diag) == HBM_OK);
+  /* the count the CLI sizes host memory by, from two steps, is the trace's */
+  uint64_t first = 0, later = 0;
+  CHECK(hbm_gen_llm_count_events(c, &first, &later, &diag) == HBM_OK);
+  CHECK_EQ_U64(first + (c->steps - 1) * later, t->nevents);
   hbm_trace_free(t);
 }
 

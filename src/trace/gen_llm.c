@@ -1241,6 +1241,25 @@ int hbm_gen_llm(const hbm_gen_llm_config *cfg, hbm_trace **out, hbm_diag *diag) 
   return HBM_OK;
 }
 
+int hbm_gen_llm_count_events(const hbm_gen_llm_config *cfg, uint64_t *first, uint64_t *later,
+                             hbm_diag *diag) {
+  hbm_gen_llm_config c = *cfg;
+  c.steps = 2; /* every step after the first has as many events as the second */
+  hbm_trace *t = NULL;
+  int rc = hbm_gen_llm(&c, &t, diag);
+  if (rc) return rc;
+  uint64_t second = t->nevents;
+  for (uint64_t i = 0; i < t->nevents; i++)
+    if (t->events[i].kind == HBM_EV_STEP && t->events[i].size == 2) {
+      second = i;
+      break;
+    }
+  *first = second;
+  *later = t->nevents - second;
+  hbm_trace_free(t);
+  return HBM_OK;
+}
+
 /* ==== the closed-form estimate (docs/workload.md 5) ================================
  * Peak = static state + what the in-flight micro-batches keep + the working set of
  * the layer being computed + gradient buffers and collectives in flight. Each term

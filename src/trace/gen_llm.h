@@ -129,6 +129,13 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
  * refused with HBM_EINVAL naming the options to change. */
 int hbm_gen_llm(const hbm_gen_llm_config *cfg, hbm_trace **out, hbm_diag *diag);
 
+/* Events the trace of cfg holds, without generating it: *first is the setup
+ * and step 1 (which creates Adam's state), *later each step after it, so
+ * cfg->steps steps make first + (steps - 1) * later events (the generator
+ * runs two steps to count them). Errors as hbm_gen_llm(). */
+int hbm_gen_llm_count_events(const hbm_gen_llm_config *cfg, uint64_t *first, uint64_t *later,
+                             hbm_diag *diag);
+
 /* One line describing the resolved configuration (for the trace name and the
  * CLI); returns the length needed, like snprintf. */
 int hbm_gen_llm_describe(const hbm_gen_llm_config *cfg, char *buf, size_t len);

@@ -62,4 +62,17 @@ done
 "$HBM" bench replay --steps 1 --rounds 1 --policy caching,zoned --alloc-conf zoned=moves:maybe > "$out" 2> "$err"
 rc=$?
 [ $rc -eq 2 ] && [ ! -s "$out" ] || { echo "FAIL a bad setting printed a report or exit $rc: $(cat "$out")"; fail=1; }
+# a generated trace larger than the host's memory is refused before generating
+"$HBM" bench replay --steps 1000000 --rounds 1 > "$out" 2>&1; rc=$?
+if [ $rc -ne 2 ] || ! grep -q "host memory, more than the .* available" "$out"; then
+  echo "FAIL --steps 1000000: exit $rc, expected 2 naming host memory: $(cat "$out")"; fail=1
+else echo "ok   --steps 1000000: $(cat "$out")"; fi
+# bench gen's most steps need ~166 GiB: checked only where that is more than the host has
+avail=$(sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo 2>/dev/null)
+if [ -n "$avail" ] && [ "$avail" -lt 150000000 ]; then
+  "$HBM" bench gen --steps 100000 > "$out" 2>&1; rc=$?
+  if [ $rc -ne 2 ] || ! grep -q "host memory, more than the .* available" "$out"; then
+    echo "FAIL bench gen --steps 100000: exit $rc, expected 2 naming host memory: $(cat "$out")"; fail=1
+  else echo "ok   bench gen --steps 100000: $(cat "$out")"; fi
+fi
 exit $fail

@@ -51,4 +51,10 @@ fi
 [ $rc -eq 2 ] && grep -q "nosuch" err || { echo "FAIL demo --policy nosuch: exit $rc"; fail=1; }
 "$HBM" demo --steps 0 > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL demo --steps 0: expected exit 2"; fail=1; }
 "$HBM" demo --frobnicate > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL demo --frobnicate: expected exit 2"; fail=1; }
+# the trace is held in memory: a million steps (1.6 TiB) are refused up front,
+# naming the memory and the steps that fit, not left to grow until the OOM killer
+"$HBM" demo --steps 1000000 --html big.html > /dev/null 2> err; rc=$?
+[ $rc -eq 2 ] && grep -q "host memory, more than the .* available; give --steps [0-9]* or fewer" err ||
+  { echo "FAIL demo --steps 1000000: exit $rc, expected 2 naming host memory: $(cat err)"; fail=1; }
+[ -e big.html ] && { echo "FAIL demo --steps 1000000: wrote a report"; fail=1; }
 exit $fail

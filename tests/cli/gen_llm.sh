@@ -101,4 +101,7 @@ bad params_heads   "--params: no shape" --params 7B --heads 7 --tp 4
 "$HBM" gen llm --layers 2 > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 2 ] && grep -q -- "-o" "$dir/err" || { echo "FAIL missing -o: exit $rc"; fail=1; }
 "$HBM" gen nosuch > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL unknown generator: expected exit 2"; fail=1; }
+# a trace larger than the host's memory (a million 910c-dense steps, 3 TiB with
+# its text) is refused before generating, naming the memory and the steps that fit
+bad host_memory "host memory, more than the .* available; give --steps" --preset 910c-dense --steps 1000000
 exit $fail
