@@ -299,7 +299,11 @@ int cmd_gen(int argc, char **argv) {
       case O_PRESET: break;
       case O_LIST: list = 1; break;
       case O_PARAMS:
-        ok = cli_parse_count("--params", optarg, 0, 100000000000000ull, &c.params);
+        /* only the sign and form here: which counts a shape reaches, resolve says */
+        if (hbm_count_parse(optarg, &c.params) != HBM_OK || c.params == 0) {
+          cli_error("--params: expected a positive parameter count like 1.3B or 70e9, got '%s'", optarg);
+          ok = 0;
+        }
         if (ok && !shape_given) c.layers = c.hidden = c.heads = c.ffn = 0;
         break;
       case O_ARCH:

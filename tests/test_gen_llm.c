@@ -190,6 +190,11 @@ static void check_bad_options(void) {
   c.params = 70000000000ull;
   c.dp = 1;
   expect_bad("capacity", &c, "--capacity");
+  /* a count past the largest shape the search reaches is refused, not shrunk to it */
+  hbm_gen_llm_defaults(&c);
+  c.layers = c.hidden = c.heads = 0;
+  c.params = 100000000000000ull;
+  expect_bad("params", &c, "largest model --params reaches, 26.39T");
 }
 
 int main(void) {

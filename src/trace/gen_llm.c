@@ -209,15 +209,39 @@ static uint32_t default_ffn(int arch, uint32_t h) {
   return 4 * h;
 }
 
-/* |parameters - c->params| for layers L and hidden h, or +inf where the
- * split cannot run the shape (tp must divide the heads, the kv heads and
- * the ffn; head size 128 unless --heads says otherwise). */
-static double shape_error(const hbm_gen_llm_config *c, uint32_t L, uint32_t h) {
+/* Parameters of layers L and hidden h, or -1 where the split cannot run the
+ * shape (tp must divide the heads, the kv heads and the ffn; head size 128
+ * unless --heads says otherwise). */
+static double shape_params(const hbm_gen_llm_config *c, uint32_t L, uint32_t h) {
   uint32_t f = c->ffn ? c->ffn : default_ffn(c->arch, h);
   uint32_t heads = c->heads ? c->heads : h / 128, kv = c->kv_heads ? c->kv_heads : heads;
-  if (!heads || h % heads || heads % c->tp || kv % c->tp || f % c->tp) return INFINITY;
+  if (!heads || h % heads || heads % c->tp || kv % c->tp || f % c->tp) return -1;
   uint64_t hkv = (uint64_t)h / heads * kv;
-  return fabs((double)model_params(c->arch, L, h, hkv, f, c->vocab) - (double)c->params);
+  return (double)model_params(c->arch, L, h, hkv, f, c->vocab);
+}
+
+/* |parameters - c->params|, or +inf where the split cannot run the shape. */
+static double shape_error(const hbm_gen_llm_config *c, uint32_t L, uint32_t h) {
+  double p = shape_params(c, L, h);
+  return p < 0 ? INFINITY : fabs(p - (double)c->params);
+}
+
+/* The smallest and largest shapes the search below can reach. */
+typedef struct reach { double lo, hi; uint32_t lo_L, lo_h, hi_L, hi_h; } reach;
+static void reach_add(reach *r, const hbm_gen_llm_config *c, uint32_t L, uint32_t h) {
+  double p = shape_params(c, L, h);
+  if (p < 0) return;
+  if (!r->lo_L || p < r->lo) { r->lo = p; r->lo_L = L; r->lo_h = h; }
+  if (!r->hi_L || p > r->hi) { r->hi = p; r->hi_L = L; r->hi_h = h; }
+}
+
+/* A parameter count as a model is named: 6.74B, 26.39T, 6.55M. */
+static const char *count_text(double v, char buf[32]) {
+  if (v >= 1e12) snprintf(buf, 32, "%.2fT", v / 1e12);
+  else if (v >= 1e9) snprintf(buf, 32, "%.2fB", v / 1e9);
+  else if (v >= 1e6) snprintf(buf, 32, "%.2fM", v / 1e6);
+  else snprintf(buf, 32, "%.0f", v);
+  return buf;
 }
 
 #define LIMIT_DIM (1u << 20)
@@ -239,10 +263,9 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
      * for the other. Only shapes the split can run are candidates (pp divides the
      * layers, tp the heads and the ffn): the closest count alone may not be one
      * (7B as GPT is 33 layers, which --pp 2 cannot split). */
-    if (c.params < 1000000ull || c.params > 100000000000000ull)
-      return bad(diag, "--params %llu: expected between 1M and 100T", (unsigned long long)c.params);
     uint32_t tp = c.tp, pp = c.pp, best_L = 0, best_h = 0;
     double best_err = 1e300;
+    reach r = {0, 0, 0, 0, 0, 0};
     for (uint32_t L = pp; L <= 512; L += pp) {
       if (c.layers && L != c.layers) continue;
       for (uint32_t h = 128; h <= 65536; h += 128) {
@@ -250,6 +273,7 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
         if (!c.layers && !c.hidden && h != 128 * L) continue;
         double err = shape_error(&c, L, h);
         if (err < best_err) { best_err = err; best_L = L; best_h = h; }
+        reach_add(&r, &c, L, h);
       }
     }
     /* A split can leave the family few members (70B as llama with --tp 8
@@ -264,6 +288,7 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
         for (uint32_t h = 96 * L + 127 - (96 * L + 127) % 128; h <= 160 * L && h <= 65536; h += 128) {
           double err = shape_error(&c, L, h);
           if (err < closest) closest = err;
+          reach_add(&r, &c, L, h);
         }
       double within = closest > 0.01 * (double)c.params ? closest : 0.01 * (double)c.params, off = 1e300;
       for (uint32_t L = pp; L <= 512; L += pp)
@@ -275,6 +300,21 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
     if (!best_L)
       return bad(diag, "--params: no shape that --tp %u and --pp %u can split (--pp must divide the layers, --tp the heads and the ffn)",
                  tp, pp);
+    /* Past either end of what the search reaches (by more than names round),
+     * the closest shape is not the model asked for: say so, not build it. */
+    if (best_err > 0.06 * (double)c.params && (c.params > r.hi || c.params < r.lo)) {
+      int above = c.params > r.hi;
+      char want[32], got[32], with[64] = "";
+      if (c.layers) snprintf(with, sizeof with, " with --layers %u", c.layers);
+      else if (c.hidden) snprintf(with, sizeof with, " with --hidden %u", c.hidden);
+      return bad(diag,
+                 "--params %s: %s than the %s model --params reaches%s, %s (%u layer%s, hidden %u, vocab %u); "
+                 "give --layers and --hidden%s instead for %s model",
+                 count_text((double)c.params, want), above ? "more" : "less", above ? "largest" : "smallest", with,
+                 count_text(above ? r.hi : r.lo, got), above ? r.hi_L : r.lo_L,
+                 (above ? r.hi_L : r.lo_L) == 1 ? "" : "s", above ? r.hi_h : r.lo_h, c.vocab,
+                 above ? "" : " (and a smaller --vocab)", above ? "a larger" : "a smaller");
+    }
     c.layers = best_L;
     c.hidden = best_h;
     if (!c.heads) c.heads = best_h / 128;

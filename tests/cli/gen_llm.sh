@@ -98,6 +98,12 @@ bad too_big        "--capacity"   --params 70B --dp 1 --capacity 80GiB
 bad params_shape   "--params"     --params 7B --layers 32 --hidden 4096
 bad params_split   "--pp 7"       --params 7B --layers 30 --pp 7
 bad params_heads   "--params: no shape" --params 7B --heads 7 --tp 4
+# counts past what the shape search reaches are refused, naming the largest or
+# smallest model it reaches; zero and negative counts name --params, no range
+bad params_huge    "more than the largest model --params reaches, 26.39T (512 layers, hidden 65536" --params 100T
+bad params_tiny    "less than the smallest model --params reaches, 6.64M (1 layer, hidden 128" --params 1M
+bad params_zero    "^hbm: --params: expected a positive parameter count like 1.3B or 70e9, got '0'$" --params 0
+bad params_minus   "^hbm: --params: expected a positive parameter count like 1.3B or 70e9, got '-7B'$" --params -7B
 "$HBM" gen llm --layers 2 > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 2 ] && grep -q -- "-o" "$dir/err" || { echo "FAIL missing -o: exit $rc"; fail=1; }
 "$HBM" gen nosuch > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL unknown generator: expected exit 2"; fail=1; }
