@@ -29,14 +29,37 @@ static void usage(FILE *out) {
   fprintf(out, "  %-10s every benchmark above, one after another\n", "all");
 }
 
+static void usage_all(FILE *out) {
+  fprintf(out, "usage: hbm bench all [--json]\n\n"
+               "Runs every benchmark one after another, each with its defaults:\n ");
+  for (int i = 0; i < nbenches; i++) fprintf(out, " %s", benches[i].name);
+  fprintf(out, "\n"
+               "  --json   each benchmark's JSON object, one per line\n"
+               "Every other option belongs to one benchmark: hbm bench NAME --help.\n"
+               "exit: the highest of the benchmarks' exit codes\n");
+}
+
 int cmd_bench(int argc, char **argv) {
   if (argc < 2) { usage(stderr); return CLI_BAD_INPUT; }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) { usage(stdout); return CLI_OK; }
   if (!strcmp(argv[1], "all")) {
+    /* --json is the only option every benchmark takes: anything else is refused
+     * before any benchmark runs, not handed to some and choked on by others */
+    for (int i = 2; i < argc; i++) {
+      if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage_all(stdout); return CLI_OK; }
+      if (strcmp(argv[i], "--json")) {
+        cli_error("bench all: '%s' is not an option of every benchmark; all takes only --json "
+                  "(give it to one: hbm bench NAME %s ...)", argv[i], argv[i]);
+        return CLI_BAD_INPUT;
+      }
+    }
     int worst = CLI_OK;
     for (int i = 0; i < nbenches; i++) {
-      char *sub[] = {(char *)benches[i].name, argc > 2 ? argv[2] : NULL, NULL};
-      int rc = benches[i].run(argc > 2 ? 2 : 1, sub);
+      char *sub[8] = {(char *)benches[i].name};
+      int n = 1;
+      for (int k = 2; k < argc && n < 7; k++) sub[n++] = argv[k];
+      sub[n] = NULL;
+      int rc = benches[i].run(n, sub);
       if (rc > worst) worst = rc;
     }
     return worst;
