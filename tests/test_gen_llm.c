@@ -103,6 +103,28 @@ static void check_config(const char *label, hbm_gen_llm_config *c) {
     CHECK(w.stream1 > 0);
   }
   CHECK(hbm_trace_validate(t, &diag) == HBM_OK);
+  /* the estimate's buckets are the generator's: its largest is the largest
+   * stream-1 buffer (ZeRO-3's gathers are stream 1 too: there, one of them) */
+  uint64_t comm1_max = 0, comm1_n = 0, has_max = 0;
+  for (uint64_t i = 0; i < t->nevents; i++) {
+    const hbm_event *e = &t->events[i];
+    if (e->kind != HBM_EV_ALLOC || e->stream != 1 || e->tag != HBM_TAG_COMM) continue;
+    comm1_n++;
+    if (e->size > comm1_max) comm1_max = e->size;
+    has_max |= e->size == est.bucket_max_bytes;
+  }
+  if (c->dp > 1 || c->offload) {
+    if (c->zero < 3) CHECK_EQ_U64(comm1_max, est.bucket_max_bytes);
+    CHECK(has_max);
+  }
+  /* and as many: ZeRO-0/1 reduce once a step, ZeRO-2 and offload every
+   * micro-batch; ZeRO-1/2 all-gather the updated weights a bucket at a time */
+  if (c->zero < 3 && (c->dp > 1 || c->offload)) {
+    int sharded = c->zero == 2 || c->offload;
+    uint64_t bucket = c->bucket_bytes, gathers = 0;
+    if (!c->offload && c->zero >= 1) gathers = (2 * est.params_device + bucket - 1) / bucket;
+    CHECK_EQ_U64(comm1_n, c->steps * ((sharded ? c->grad_accum : 1) * est.nbuckets + gathers));
+  }
   /* the count the CLI sizes host memory by, from two steps, is the trace's */
   uint64_t first = 0, later = 0;
   CHECK(hbm_gen_llm_count_events(c, &first, &later, &diag) == HBM_OK);

@@ -406,6 +406,10 @@ enum {
   T_LN1W, T_LN1B, T_QKVW, T_QKVB, T_PROJW, T_PROJB,
   T_LN2W, T_LN2B, T_FC1W, T_FC1B, T_FC2W, T_FC2B, NT_LAYER
 };
+/* The order in which bwd_layer() produces a layer's weight gradients: the
+ * order they fill gradient buckets, which the estimate follows too. */
+static const int wgrad_order[NT_LAYER] = {T_FC2W, T_FC2B, T_FC1W, T_FC1B, T_LN2W, T_LN2B,
+                                          T_PROJW, T_PROJB, T_QKVW, T_QKVB, T_LN1W, T_LN1B};
 /* Unit tensors outside the layers. */
 enum { X_EMB, X_FNORMW, X_FNORMB, X_HEAD, NX };
 
@@ -1437,8 +1441,6 @@ static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, uint6
     bsim_add(&b, S->x_numel[X_FNORMW], now);
     bsim_add(&b, S->x_numel[X_FNORMB], now);
   }
-  static const int order[NT_LAYER] = {T_FC2W, T_FC2B, T_FC1W, T_FC1B, T_LN2W, T_LN2B,
-                                      T_PROJW, T_PROJB, T_QKVW, T_QKVB, T_LN1W, T_LN1B};
   uint64_t wpeak = layer_bwd_peak(S, &z, wg);
   uint64_t fpeak = layer_fwd_peak(S, &z, 1);
   for (uint64_t l = S->Ls; l-- > 0;) {
@@ -1455,7 +1457,7 @@ static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, uint6
     }
     now += layer_flops(S, seq, 1) / rate;
     POINT(act + tied);
-    for (int i = 0; i < NT_LAYER; i++) bsim_add(&b, S->layer_numel[order[i]], now);
+    for (int i = 0; i < NT_LAYER; i++) bsim_add(&b, S->layer_numel[wgrad_order[i]], now);
   }
   bsim_add(&b, S->x_numel[X_EMB], now);
   bsim_launch(&b, now);
@@ -1517,7 +1519,7 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
 
   int sharded = c.zero >= 2 || c.offload;
   int comm = c.offload || c.dp > 1;
-  if (comm) { /* the buckets of one reduction, at seq_max */
+  if (comm) { /* the buckets of one reduction, tensor by tensor in the generator's order */
     static bucket_sim b;
     memset(&b, 0, sizeof b);
     b.c = &c;
@@ -1525,9 +1527,11 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
     b.active = 1;
     b.factor = 1;
     b.rate = 1e9;
-    bsim_add(&b, S.x_numel[X_HEAD] + S.x_numel[X_FNORMW] + S.x_numel[X_FNORMB], 0);
+    bsim_add(&b, S.x_numel[X_HEAD], 0);
+    bsim_add(&b, S.x_numel[X_FNORMW], 0);
+    bsim_add(&b, S.x_numel[X_FNORMB], 0);
     for (uint64_t l = 0; l < S.Ls; l++)
-      for (int t = 0; t < NT_LAYER; t++) bsim_add(&b, S.layer_numel[t], 0);
+      for (int t = 0; t < NT_LAYER; t++) bsim_add(&b, S.layer_numel[wgrad_order[t]], 0);
     bsim_add(&b, S.x_numel[X_EMB], 0);
     bsim_launch(&b, 0);
     est->nbuckets = b.n;
