@@ -164,6 +164,15 @@ int cmd_demo(int argc, char **argv) {
   memset(&diag, 0, sizeof diag);
   hbm_gen_llm_estimate est;
   int rc = hbm_gen_llm_estimate_peak(&c, &est, &diag);
+  if (rc == HBM_OK && est.static_bytes > c.capacity) {
+    /* the generator's remedy names gen llm's options; demo has none of them */
+    char need[32], cap[32];
+    cli_error("demo: %s's weights, gradients and optimizer state need %s per device, more than --capacity %s: "
+              "give a larger --capacity, or split the model with hbm gen llm --preset %s (--tp, --pp, --zero "
+              "with --dp, --offload) -o TRACE and replay it with hbm replay TRACE",
+              preset, cli_size(est.static_bytes, need), cli_size(c.capacity, cap), preset);
+    return CLI_BAD_INPUT;
+  }
   hbm_trace *t = NULL;
   if (rc == HBM_OK) { /* the whole trace is held in memory while every policy replays it */
     int mrc = cli_check_trace_memory("demo", &c, sizeof(hbm_event));

@@ -51,6 +51,11 @@ fi
 [ $rc -eq 2 ] && grep -q "nosuch" err || { echo "FAIL demo --policy nosuch: exit $rc"; fail=1; }
 "$HBM" demo --steps 0 > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL demo --steps 0: expected exit 2"; fail=1; }
 "$HBM" demo --frobnicate > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL demo --frobnicate: expected exit 2"; fail=1; }
+# a capacity below the static state points to demo's --capacity and to gen llm's
+# split options with hbm replay, not to options demo does not have
+"$HBM" demo --capacity 10GiB --html small.html > /dev/null 2> err; rc=$?
+[ $rc -eq 2 ] && grep -q "give a larger --capacity, or split the model with hbm gen llm --preset 910c-dense (--tp.*hbm replay" err ||
+  { echo "FAIL demo --capacity 10GiB: exit $rc: $(cat err)"; fail=1; }
 # the trace is held in memory: a million steps (1.6 TiB) are refused up front,
 # naming the memory and the steps that fit, not left to grow until the OOM killer
 "$HBM" demo --steps 1000000 --html big.html > /dev/null 2> err; rc=$?
