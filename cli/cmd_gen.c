@@ -207,6 +207,7 @@ static int print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estimat
     hbm_json_kv_u64(&j, "capacity", c->capacity);
     hbm_json_kv_u64(&j, "params_total", e->params_total);
     hbm_json_kv_u64(&j, "params_device", e->params_device);
+    hbm_json_kv_u64(&j, "params_resident", e->params_resident);
     hbm_json_kv_u64(&j, "param_bytes", e->param_bytes);
     hbm_json_kv_u64(&j, "master_bytes", e->master_bytes);
     hbm_json_kv_u64(&j, "grad_bytes", e->grad_bytes);
@@ -223,8 +224,13 @@ static int print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estimat
     hbm_json_object_end(&j);
     return cli_print_json("gen llm", &j);
   }
-  printf("parameters     %.2fB in the model, %.2fB on this device\n", (double)e->params_total / 1e9,
-         (double)e->params_device / 1e9);
+  if (e->params_resident < e->params_device) /* ZeRO-3: only a shard stays; layers are gathered to compute */
+    printf("parameters     %.2fB in the model, %.2fB computed on this device, %.2fB of them held at rest "
+           "(its ZeRO-3 shard, 1/%u; each layer's are gathered for use)\n",
+           (double)e->params_total / 1e9, (double)e->params_device / 1e9, (double)e->params_resident / 1e9, c->dp);
+  else
+    printf("parameters     %.2fB in the model, %.2fB on this device\n", (double)e->params_total / 1e9,
+           (double)e->params_device / 1e9);
   printf("static         %s = BF16 weights %s + FP32 master %s + FP32 grads %s + Adam m,v %s\n",
          hbm_size_format(e->static_bytes, a, 32), hbm_size_format(e->param_bytes, b, 32),
          hbm_size_format(e->master_bytes, d, 32), hbm_size_format(e->grad_bytes, f, 32),

@@ -1513,6 +1513,7 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
     max_numel = max2(max_numel, S.layer_numel[t]);
   }
   est->static_bytes = est->param_bytes + est->grad_bytes + est->master_bytes + est->optim_bytes;
+  est->params_resident = est->param_bytes / 2; /* BF16 */
   act_sizes zmax;
   act_init(&S, c.seq_max, &zmax);
   est->act_layer_bytes = zmax.layer;

@@ -103,6 +103,7 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag);
 typedef struct hbm_gen_llm_estimate {
   uint64_t params_total;     /* whole model */
   uint64_t params_device;    /* parameters this device computes with (its TP/PP share) */
+  uint64_t params_resident;  /* of those, held between uses: all, or the ZeRO-3 shard */
   uint64_t param_bytes;      /* BF16 weights held on the device (shard under ZeRO-3) */
   uint64_t master_bytes;     /* FP32 master weights on the device */
   uint64_t grad_bytes;       /* FP32 gradient accumulation on the device */

@@ -63,6 +63,12 @@ fi
 grep -q "peak live" "$dir/est" || { echo "FAIL --estimate prints no peak"; cat "$dir/est"; fail=1; }
 "$HBM" gen llm --preset 910c-dense --estimate --json | grep -q '"peak_estimate"' || { echo "FAIL --estimate --json"; fail=1; }
 
+# under ZeRO-3 a device holds a shard of the weights at rest: the estimate says so
+"$HBM" gen llm --preset 70b-zero3-64 --estimate > "$dir/z3" || { echo "FAIL 70b-zero3-64 --estimate"; fail=1; }
+grep -q "^parameters .*68.98B in the model, 68.98B computed on this device, 1.08B of them held at rest (its ZeRO-3 shard, 1/64" "$dir/z3" ||
+  { echo "FAIL ZeRO-3 estimate: $(head -n 1 "$dir/z3")"; fail=1; }
+"$HBM" gen llm --preset 70b-zero3-64 --estimate --json | grep -q '"params_resident":1077760128,' || { echo "FAIL --json params_resident"; fail=1; }
+
 # docs/workload.md quotes the 3-step peaks the tests see; 910c-dense's is not its full run's
 "$HBM" gen llm --preset 910c-dense --steps 3 -o "$dir/three.trace" > "$dir/three" 2>&1 || { echo "FAIL 910c-dense 3 steps"; fail=1; }
 peak=$(sed -n 's/.*peak live \([0-9.]* GiB\) (closed form \([0-9.]* GiB\).*/\1 (closed form \2)/p' "$dir/three")
