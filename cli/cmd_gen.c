@@ -73,7 +73,8 @@ static void usage(FILE *out) {
           "  --capacity SIZE         device capacity written into the trace (default: %s)\n"
           "output:\n"
           "  -o, --output TRACE      where to write the trace (atomically)\n"
-          "  --estimate              print the closed-form memory estimate; no trace needed\n"
+          "  --estimate              print the closed-form memory estimate instead of a trace\n"
+          "                          (not with -o)\n"
           "  --json                  the summary as JSON\n"
           "  -h, --help              this text\n"
           "\n"
@@ -374,6 +375,10 @@ int cmd_gen(int argc, char **argv) {
     return CLI_BAD_INPUT;
   }
   if (list) return print_presets(json);
+  if (estimate && output) { /* it would exit 0 having written nothing */
+    cli_error("--estimate prints the closed form and writes no trace: drop -o %s, or --estimate to write it", output);
+    return CLI_BAD_INPUT;
+  }
   if (c.params && shape_given && c.layers && c.hidden) {
     cli_error("--params conflicts with --layers and --hidden: give the count or the shape");
     return CLI_BAD_INPUT;

@@ -111,6 +111,7 @@ bad too_big        "--capacity"   --params 70B --dp 1 --capacity 80GiB
 bad params_shape   "--params"     --params 7B --layers 32 --hidden 4096
 bad params_split   "--pp 7"       --params 7B --layers 30 --pp 7
 bad params_heads   "--params: no shape" --params 7B --heads 7 --tp 4
+bad estimate_o     "--estimate prints the closed form and writes no trace: drop -o" --steps 1 --estimate
 # counts past what the shape search reaches are refused, naming the largest or
 # smallest model it reaches; zero and negative counts name --params, no range
 bad params_huge    "more than the largest model --params reaches, 26.39T (512 layers, hidden 65536" --params 100T
