@@ -1188,7 +1188,8 @@ int hbm_gen_llm_describe(const hbm_gen_llm_config *cfg, char *buf, size_t len) {
   hbm_gen_llm_config resolved = *cfg;
   const hbm_gen_llm_config *c = cfg;
   if (hbm_gen_llm_resolve(&resolved, NULL) == HBM_OK) c = &resolved;
-  char seq[64], bucket[48], gib[32];
+  char seq[64], bucket[48], gib[32], ckpt[40] = "no checkpointing";
+  if (c->checkpoint_every) snprintf(ckpt, sizeof ckpt, "checkpoint every %u", c->checkpoint_every);
   if (c->seq_kind == HBM_SEQ_FIXED) snprintf(seq, sizeof seq, "%u", c->seq_max);
   else if (c->seq_kind == HBM_SEQ_UNIFORM) snprintf(seq, sizeof seq, "%u..%u", c->seq_min, c->seq_max);
   else snprintf(seq, sizeof seq, "%d lengths in %u..%u", c->nseq_list, c->seq_min, c->seq_max);
@@ -1199,13 +1200,13 @@ int hbm_gen_llm_describe(const hbm_gen_llm_config *cfg, char *buf, size_t len) {
   return snprintf(buf, len,
                   "%s%s%s %.1fB (%u layers, hidden %u, %u heads/%u kv, ffn %u, vocab %u), %s "
                   "attention, seq %s x micro-batch %u x %u, tp %u pp %u (stage %u) dp %u, "
-                  "zero %d%s, checkpoint every %u, buckets %s, %u step%s, seed %llu",
+                  "zero %d%s, %s, buckets %s, %u step%s, seed %llu",
                   c->preset[0] ? c->preset : "", c->preset[0] ? ": " : "",
                   c->arch == HBM_ARCH_LLAMA ? "llama" : "gpt", (double)S.total_params / 1e9,
                   c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->vocab,
                   c->attention == HBM_ATTN_EAGER ? "eager" : "flash", seq, c->micro_batch,
                   c->grad_accum, c->tp, c->pp, c->pp_stage, c->dp, c->zero,
-                  c->offload ? " + offload" : "", c->checkpoint_every, bucket, c->steps,
+                  c->offload ? " + offload" : "", ckpt, bucket, c->steps,
                   c->steps == 1 ? "" : "s", (unsigned long long)c->seed);
 }
 

@@ -69,6 +69,12 @@ grep -q "^parameters .*68.98B in the model, 68.98B computed on this device, 1.08
   { echo "FAIL ZeRO-3 estimate: $(head -n 1 "$dir/z3")"; fail=1; }
 "$HBM" gen llm --preset 70b-zero3-64 --estimate --json | grep -q '"params_resident":1077760128,' || { echo "FAIL --json params_resident"; fail=1; }
 
+# the description says when nothing is checkpointed, not "checkpoint every 0"
+"$HBM" gen llm --layers 2 --hidden 256 --seq 128 --steps 1 --estimate --json > "$dir/nockpt"
+grep -q '"workload":"[^"]*, no checkpointing, buckets' "$dir/nockpt" || { echo "FAIL no checkpointing: $(cat "$dir/nockpt")"; fail=1; }
+"$HBM" gen llm --layers 2 --hidden 256 --seq 128 --steps 1 --checkpoint-every 1 --estimate --json > "$dir/ckpt"
+grep -q '"workload":"[^"]*, checkpoint every 1, buckets' "$dir/ckpt" || { echo "FAIL checkpoint every 1: $(cat "$dir/ckpt")"; fail=1; }
+
 # docs/workload.md quotes the 3-step peaks the tests see; 910c-dense's is not its full run's
 "$HBM" gen llm --preset 910c-dense --steps 3 -o "$dir/three.trace" > "$dir/three" 2>&1 || { echo "FAIL 910c-dense 3 steps"; fail=1; }
 peak=$(sed -n 's/.*peak live \([0-9.]* GiB\) (closed form \([0-9.]* GiB\).*/\1 (closed form \2)/p' "$dir/three")
