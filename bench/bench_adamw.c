@@ -450,8 +450,8 @@ int bench_adamw(int argc, char **argv) {
     hbm_json_object_end(&j);
     if (cli_print_json("bench adamw", &j) != CLI_OK) return CLI_FAILED;
   } else {
-    printf("adamw: %" PRIu64 " parameters, impl %s, %d threads, best of %" PRIu64 " interleaved rounds\n", params,
-           hbm_adamw_impl_name(impl), threads, reps);
+    printf("adamw: %" PRIu64 " parameters, impl %s, %d thread%s, best of %" PRIu64 " interleaved round%s\n", params,
+           hbm_adamw_impl_name(impl), threads, threads == 1 ? "" : "s", reps, reps == 1 ? "" : "s");
     printf("  %-34s %9.3f ms  %7.2f GB/s (28 B/param)\n", "fused step", fused_ms, fused_gbps);
     printf("  %-34s %9.3f ms  %7.2f GB/s-equivalent  %.2fx the fused time\n", "unfused: PyTorch's 10 ops",
            unfused_ms, unfused_gbps, unfused_ms / fused_ms);

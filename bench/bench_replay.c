@@ -103,7 +103,8 @@ int bench_replay(int argc, char **argv) {
     int mrc = cli_check_trace_memory("bench replay", &cfg, sizeof(hbm_event));
     if (mrc != CLI_OK) return mrc;
     rc = hbm_gen_llm(&cfg, &t, &d);
-    snprintf(name, sizeof name, "generated %s, %llu steps", preset, (unsigned long long)steps);
+    snprintf(name, sizeof name, "generated %s, %llu step%s", preset, (unsigned long long)steps,
+             steps == 1 ? "" : "s");
   }
   if (rc != HBM_OK) {
     cli_diag(&d, rc, name);
@@ -146,7 +147,9 @@ int bench_replay(int argc, char **argv) {
   hbm_json_kv_u64(&j, "events", hbm_trace_event_count(t));
   hbm_json_key(&j, "policies");
   hbm_json_array_begin(&j);
-  if (!json) printf("replay speed on %s (%llu events), fastest of %llu rounds\n", name, (unsigned long long)hbm_trace_event_count(t), (unsigned long long)rounds);
+  if (!json)
+    printf("replay speed on %s (%llu events), fastest of %llu round%s\n", name,
+           (unsigned long long)hbm_trace_event_count(t), (unsigned long long)rounds, rounds == 1 ? "" : "s");
   double first = 0;
   for (int i = 0; i < npolicies; i++) {
     const char *p = policies[i], *conf = cli_conf_for(&confs, p);

@@ -476,8 +476,9 @@ int bench_sweep(int argc, char **argv) {
     if (cli_print_json("bench sweep", &j) != CLI_OK) exit_code = CLI_FAILED;
   } else {
     char cap[32];
-    printf("sweep: %llu random jobs from the workload model, seed %llu, %llu steps each, sim device %s\n",
-           (unsigned long long)njobs, (unsigned long long)seed, (unsigned long long)steps, cli_size(capacity, cap));
+    printf("sweep: %llu random job%s from the workload model, seed %llu, %llu steps each, sim device %s\n",
+           (unsigned long long)njobs, njobs == 1 ? "" : "s", (unsigned long long)seed, (unsigned long long)steps,
+           cli_size(capacity, cap));
     for (int i = 0; i < NPOL; i++) {
       const char *conf = cli_conf_for(&confs, sweep_policies[i]);
       if (conf) printf("  %s settings: %s\n", sweep_policies[i], conf);

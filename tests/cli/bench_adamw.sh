@@ -27,6 +27,9 @@ for bad in "--params 0" "--params lots" "--reps 0" "--threads 65" "--impl avx3" 
   if [ $rc -ne 2 ]; then echo "FAIL '$bad' exits $rc, expected 2"; fail=1
   else echo "ok   '$bad': $(cat "$out")"; fi
 done
+# one thread, one round: said in the singular
+"$HBM" bench adamw --params 64Ki --reps 1 --threads 1 > "$out" 2>&1
+head -n 1 "$out" | grep -q ", 1 thread, best of 1 interleaved round$" || { echo "FAIL plurals: $(head -n 1 "$out")"; fail=1; }
 # more parameters than the host can hold: refused before anything is allocated
 # (exit 2, naming the memory needed and available), not left to the OOM killer
 "$HBM" bench adamw --params 1000000000000 --reps 1 > "$out" 2>&1

@@ -62,6 +62,9 @@ done
 "$HBM" bench replay --steps 1 --rounds 1 --policy caching,zoned --alloc-conf zoned=moves:maybe > "$out" 2> "$err"
 rc=$?
 [ $rc -eq 2 ] && [ ! -s "$out" ] || { echo "FAIL a bad setting printed a report or exit $rc: $(cat "$out")"; fail=1; }
+# one round: said in the singular
+"$HBM" bench replay --preset 7b-1gpu-80g --steps 1 --rounds 1 --policy bestfit > "$out" 2>&1
+head -n 1 "$out" | grep -q "7b-1gpu-80g, 1 step (.*), fastest of 1 round$" || { echo "FAIL plurals: $(head -n 1 "$out")"; fail=1; }
 # a generated trace larger than the host's memory is refused before generating
 "$HBM" bench replay --steps 1000000 --rounds 1 > "$out" 2>&1; rc=$?
 if [ $rc -ne 2 ] || ! grep -q "host memory, more than the .* available" "$out"; then

@@ -96,6 +96,10 @@ for g in reserve never_more calls_after_first_step calls_second_half completes; 
   grep -q "^$g  *[0-9]*/3 jobs" "$dir/text" || { echo "FAIL text: no summary line for $g: $(cat "$dir/text")"; fail=1; }
 done
 
+# one job: said in the singular
+"$HBM" bench sweep --jobs 1 --steps 2 > "$dir/one" 2>&1
+head -n 1 "$dir/one" | grep -q "^sweep: 1 random job from" || { echo "FAIL plurals: $(head -n 1 "$dir/one")"; fail=1; }
+
 for bad in "--jobs 0" "--jobs x" "--steps 1" "--capacity lots" "--alloc-conf zoned=moves:maybe" "--frobnicate" "extra"; do
   # shellcheck disable=SC2086
   "$HBM" bench sweep --steps 2 $bad > "$dir/out" 2> "$dir/err"

@@ -49,6 +49,9 @@ echo "$out"
 for key in '"compact_gbps"' '"memmove_gbps"' '"moved_bytes"' '"min_moved_bytes"' '"verified":true'; do
   echo "$out" | grep -q "$key" || { echo "FAIL: bench JSON lacks $key"; fail=1; }
 done
+# one round: said in the singular
+out=$("$HBM" bench compact --capacity 256MiB --rounds 1 | head -n 1)
+echo "$out" | grep -q "(median of 1 round)$" || { echo "FAIL: plurals: $out"; fail=1; }
 # a heap larger than the host's memory is refused up front (exit 2, naming the
 # memory), not created and left to the OOM killer
 err=$("$HBM" bench compact --capacity 1PiB --rounds 1 2>&1); rc=$?
