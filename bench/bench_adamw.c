@@ -15,6 +15,7 @@
  * Traffic per parameter: fused 28 bytes (read grad 2, master 4, m 4, v 4;
  * write master 4, m 4, v 4, weight 2). copy_gbps counts bytes read plus
  * written per second by memcpy on as many threads as the step uses. */
+#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -297,32 +298,50 @@ int bench_adamw(int argc, char **argv) {
   int json = 0;
   hbm_adamw_options o;
   hbm_adamw_options_init(&o);
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int has_value = i + 1 < argc;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return CLI_OK; }
-    else if (!strcmp(a, "--json")) json = 1;
-    else if (!strcmp(a, "--params") && has_value) {
-      if (!cli_parse_count("bench adamw: --params", argv[++i], 1, 1000000000000ull, &params)) return CLI_BAD_INPUT;
-    } else if (!strcmp(a, "--reps") && has_value) {
-      if (!cli_parse_count("bench adamw: --reps", argv[++i], 1, 1000, &reps)) return CLI_BAD_INPUT;
-    } else if (!strcmp(a, "--threads") && has_value) {
-      uint64_t t;
-      if (!cli_parse_count("bench adamw: --threads (0: one per CPU)", argv[++i], 0, 64, &t)) return CLI_BAD_INPUT;
-      o.threads = (int)t;
-    } else if (!strcmp(a, "--impl") && has_value) {
-      if (hbm_adamw_impl_parse(argv[++i], &o.impl) != HBM_OK) {
-        cli_error("bench adamw: --impl '%s': expected auto, reference, scalar, avx2 or avx512", argv[i]);
+  /* getopt_long, as every other command: --params=1Mi as well as --params 1Mi */
+  static const struct option opts[] = {{"json", no_argument, 0, 'j'},          {"params", required_argument, 0, 'p'},
+                                       {"reps", required_argument, 0, 'r'},    {"threads", required_argument, 0, 't'},
+                                       {"impl", required_argument, 0, 'i'},    {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+  int c;
+  uint64_t t;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+    switch (c) {
+      case 'h': usage(stdout); return CLI_OK;
+      case 'j': json = 1; break;
+      case 'p':
+        if (!cli_parse_count("bench adamw: --params", optarg, 1, 1000000000000ull, &params)) return CLI_BAD_INPUT;
+        break;
+      case 'r':
+        if (!cli_parse_count("bench adamw: --reps", optarg, 1, 1000, &reps)) return CLI_BAD_INPUT;
+        break;
+      case 't':
+        if (!cli_parse_count("bench adamw: --threads (0: one per CPU)", optarg, 0, 64, &t)) return CLI_BAD_INPUT;
+        o.threads = (int)t;
+        break;
+      case 'i':
+        if (hbm_adamw_impl_parse(optarg, &o.impl) != HBM_OK) {
+          cli_error("bench adamw: --impl '%s': expected auto, reference, scalar, avx2 or avx512", optarg);
+          return CLI_BAD_INPUT;
+        }
+        if (!hbm_adamw_impl_available(o.impl)) {
+          cli_error("bench adamw: --impl %s is not available on this CPU", optarg);
+          return CLI_BAD_INPUT;
+        }
+        break;
+      case ':':
+        cli_error("bench adamw: %s needs a value (try: hbm bench adamw --help)", argv[optind - 1]);
         return CLI_BAD_INPUT;
-      }
-      if (!hbm_adamw_impl_available(o.impl)) {
-        cli_error("bench adamw: --impl %s is not available on this CPU", argv[i]);
+      default:
+        cli_error("bench adamw: unknown option '%s' (try: hbm bench adamw --help)", argv[optind - 1]);
         return CLI_BAD_INPUT;
-      }
-    } else {
-      cli_error("bench adamw: unknown or incomplete option '%s' (try: hbm bench adamw --help)", a);
-      return CLI_BAD_INPUT;
     }
+  }
+  if (optind < argc) {
+    cli_error("bench adamw: unexpected argument '%s' (try: hbm bench adamw --help)", argv[optind]);
+    return CLI_BAD_INPUT;
   }
   /* Refused up front: the buffers are touched page by page, so an overcommitted
    * allocation would succeed and the OOM killer end the run instead. */

@@ -20,7 +20,11 @@ grep -q '"params":100003' "$out" || { echo "FAIL params not echoed: $(cat "$out"
 grep -q '"max_rel_err":0[,}]' "$out" || { echo "FAIL fused step differs from the reference: $(cat "$out")"; fail=1; }
 echo "ok   json: $(cat "$out")"
 
-for bad in "--params 0" "--params lots" "--reps 0" "--threads 65" "--impl avx3" "--frobnicate"; do
+# --opt=value, as every command takes it
+"$HBM" bench adamw --params=64Ki --reps=1 --threads=1 --json > "$out" 2>&1
+grep -q '"params":65536,' "$out" || { echo "FAIL --params=64Ki: $(cat "$out")"; fail=1; }
+
+for bad in "--params 0" "--params lots" "--reps 0" "--threads 65" "--impl avx3" "--frobnicate" "--params" "extra"; do
   # shellcheck disable=SC2086
   "$HBM" bench adamw $bad > "$out" 2>&1
   rc=$?
