@@ -132,11 +132,12 @@ static int parse_onoff(const char *opt, const char *text, int *out) {
   return 1;
 }
 
-static int parse_positive(const char *opt, const char *text, double *out) {
+/* A rate above 0 and below 1e6 (the generator's bound) in `unit`. */
+static int parse_positive(const char *opt, const char *unit, const char *text, double *out) {
   char *end;
   double v = strtod(text, &end);
-  if (end == text || (*end && strcmp(end, "GB/s")) || !(v > 0) || v > 1e6) {
-    cli_error("%s: expected a positive number, got '%s'", opt, text);
+  if (end == text || (*end && strcmp(end, unit)) || !(v > 0) || !(v < 1e6)) { /* "40GB/s" reads too */
+    cli_error("%s: expected a number of %s above 0 and below 1000000, got '%s'", opt, unit, text);
     return 0;
   }
   *out = v;
@@ -345,14 +346,20 @@ int cmd_gen(int argc, char **argv) {
         break;
       case O_OFFLOAD: c.offload = 1; break;
       case O_CKPT: ok = parse_u32("--checkpoint-every", optarg, 0, 10000, &c.checkpoint_every); break;
-      case O_BUCKET: ok = cli_parse_size("--bucket", optarg, &c.bucket_bytes); break;
+      case O_BUCKET:
+        ok = cli_parse_size("--bucket", optarg, &c.bucket_bytes);
+        if (ok && (c.bucket_bytes < 4096 || c.bucket_bytes > (1ull << 44))) { /* the generator's range */
+          cli_error("--bucket: expected a size from 4KiB to 16TiB, got '%s'", optarg);
+          ok = 0;
+        }
+        break;
       case O_OPTIM:
         if (!strcmp(optarg, "fused")) c.fused_optimizer = 1;
         else if (!strcmp(optarg, "unfused")) c.fused_optimizer = 0;
         else { cli_error("--optimizer: expected fused or unfused, got '%s'", optarg); ok = 0; }
         break;
-      case O_TFLOPS: ok = parse_positive("--tflops", optarg, &c.tflops); break;
-      case O_COMMBW: ok = parse_positive("--comm-bw", optarg, &c.comm_gbps); break;
+      case O_TFLOPS: ok = parse_positive("--tflops", "TFLOP/s", optarg, &c.tflops); break;
+      case O_COMMBW: ok = parse_positive("--comm-bw", "GB/s", optarg, &c.comm_gbps); break;
       case O_STEPS: ok = parse_u32("--steps", optarg, 1, 1000000, &c.steps); break;
       case O_SEED:
         ok = cli_parse_count("--seed", optarg, 0, UINT64_MAX, &v);

@@ -371,9 +371,11 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
     return bad(diag, "--seq %u x --micro-batch %u: more than 16M tokens per micro-batch", c.seq_max, c.micro_batch);
   if (c.checkpoint_every > c.layers) c.checkpoint_every = c.layers / c.pp;
   if (c.bucket_bytes < 4096 || c.bucket_bytes > (1ull << 44))
-    return bad(diag, "--bucket: expected 4KiB..16TiB");
-  if (!(c.tflops > 0 && c.tflops < 1e6)) return bad(diag, "--tflops: expected a positive number");
-  if (!(c.comm_gbps > 0 && c.comm_gbps < 1e6)) return bad(diag, "--comm-bw: expected a positive number");
+    return bad(diag, "--bucket %llu bytes: expected 4KiB..16TiB", (unsigned long long)c.bucket_bytes);
+  if (!(c.tflops > 0 && c.tflops < 1e6))
+    return bad(diag, "--tflops %g: expected a number of TFLOP/s above 0 and below 1000000", c.tflops);
+  if (!(c.comm_gbps > 0 && c.comm_gbps < 1e6))
+    return bad(diag, "--comm-bw %g: expected a number of GB/s above 0 and below 1000000", c.comm_gbps);
   if (c.steps == 0 || c.steps > 1000000) return bad(diag, "--steps %u: expected 1..1000000", c.steps);
   if (c.capacity == 0) return bad(diag, "--capacity: expected a positive size");
   if (c.offload && c.zero == 0) c.zero = 2; /* ZeRO-Offload runs on top of stage 2 */

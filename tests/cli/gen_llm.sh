@@ -117,6 +117,9 @@ bad too_big        "--capacity"   --params 70B --dp 1 --capacity 80GiB
 bad params_shape   "--params"     --params 7B --layers 32 --hidden 4096
 bad params_split   "--pp 7"       --params 7B --layers 30 --pp 7
 bad params_heads   "--params: no shape" --params 7B --heads 7 --tp 4
+bad tflops_huge    "^hbm: --tflops: expected a number of TFLOP/s above 0 and below 1000000, got '1e308'$" --tflops 1e308
+bad commbw_zero    "^hbm: --comm-bw: expected a number of GB/s above 0 and below 1000000, got '0'$" --comm-bw 0
+bad bucket_small   "^hbm: --bucket: expected a size from 4KiB to 16TiB, got '1B'$" --bucket 1B
 bad estimate_o     "--estimate prints the closed form and writes no trace: drop -o" --steps 1 --estimate
 # counts past what the shape search reaches are refused, naming the largest or
 # smallest model it reaches; zero and negative counts name --params, no range
