@@ -246,7 +246,7 @@ int bench_compact(int argc, char **argv) {
                                        {"max-block", required_argument, 0, 'm'},
                                        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   int json = 0, c;
-  const char *cap_arg = "4GiB";
+  const char *cap_arg = "4GiB", *block_arg = "256MiB";
   uint64_t capacity = 4ull << 30, rounds = 5, seed = 437, max_block = 256ull << 20;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -257,7 +257,10 @@ int bench_compact(int argc, char **argv) {
         if (!cli_parse_size("bench compact: --capacity", optarg, &capacity)) return CLI_BAD_INPUT;
         cap_arg = optarg;
         break;
-      case 'm': if (!cli_parse_size("bench compact: --max-block", optarg, &max_block)) return CLI_BAD_INPUT; break;
+      case 'm':
+        if (!cli_parse_size("bench compact: --max-block", optarg, &max_block)) return CLI_BAD_INPUT;
+        block_arg = optarg;
+        break;
       case 'r': ok = cli_parse_count("bench compact: --rounds", optarg, 1, MAX_ROUNDS, &rounds); break;
       case 's': ok = cli_parse_count("bench compact: --seed", optarg, 0, UINT64_MAX, &seed); break;
       case 'h': usage(stdout); return CLI_OK;
@@ -265,9 +268,12 @@ int bench_compact(int argc, char **argv) {
     }
     if (!ok) return CLI_BAD_INPUT;
   }
-  if (capacity < (256ull << 20)) { cli_error("bench compact: --capacity at least 256MiB"); return CLI_BAD_INPUT; }
+  if (capacity < (256ull << 20)) {
+    cli_error("bench compact: --capacity: expected at least 256MiB, got '%s'", cap_arg);
+    return CLI_BAD_INPUT;
+  }
   if (max_block < (64 << 10) || max_block % (64 << 10)) {
-    cli_error("bench compact: --max-block a multiple of 64KiB");
+    cli_error("bench compact: --max-block: expected a multiple of 64KiB, got '%s'", block_arg);
     return CLI_BAD_INPUT;
   }
   /* The heap is real host memory, filled to 92% and touched, plus the
@@ -279,13 +285,18 @@ int bench_compact(int argc, char **argv) {
   char spec[64];
   snprintf(spec, sizeof spec, "host:%llu", (unsigned long long)(capacity & ~((2ull << 20) - 1)));
   fragmented f = {.seed = seed, .max_block = max_block};
-  if (hbm_device_open(spec, &f.dev) != HBM_OK) { cli_error("bench compact: cannot open %s", spec); return CLI_FAILED; }
+  int orc = hbm_device_open(spec, &f.dev);
+  if (orc != HBM_OK) {
+    cli_error("bench compact: cannot open %s: %s", spec, hbm_strerror(orc));
+    return CLI_FAILED;
+  }
   hbm_device_caps caps;
   hbm_device_get_caps(f.dev, &caps);
   f.capacity = caps.capacity;
-  if (hbm_heap_create(f.dev, "compact", "on_failure:off", &f.heap) != HBM_OK) {
+  int hrc = hbm_heap_create(f.dev, "compact", "on_failure:off", &f.heap);
+  if (hrc != HBM_OK) { /* say why, not only that */
     hbm_device_close(f.dev);
-    cli_error("bench compact: cannot create the heap");
+    cli_error("bench compact: cannot create the heap on %s: %s", spec, hbm_strerror(hrc));
     return CLI_FAILED;
   }
   /* The layout and a request that fails for fragmentation in it. */

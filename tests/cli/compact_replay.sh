@@ -49,6 +49,21 @@ echo "$out"
 for key in '"compact_gbps"' '"memmove_gbps"' '"moved_bytes"' '"min_moved_bytes"' '"verified":true'; do
   echo "$out" | grep -q "$key" || { echo "FAIL: bench JSON lacks $key"; fail=1; }
 done
+# size errors name the option, what it expects and the value given
+for bad in "--max-block 100KiB|--max-block: expected a multiple of 64KiB, got '100KiB'" \
+           "--capacity 100MiB|--capacity: expected at least 256MiB, got '100MiB'"; do
+  args=${bad%%|*}; want=${bad#*|}
+  # shellcheck disable=SC2086
+  err=$("$HBM" bench compact $args --rounds 1 2>&1); rc=$?
+  [ $rc -eq 2 ] && echo "$err" | grep -q "^hbm: bench compact: $want$" || { echo "FAIL: bench compact $args: exit $rc: $err"; fail=1; }
+done
+# a heap that cannot be created says why: address space held to 300 MB
+# (skipped where the binary cannot start so held, as under a sanitizer)
+if (ulimit -v 300000 && "$HBM" --version) > /dev/null 2>&1; then
+  err=$(ulimit -v 300000 && "$HBM" bench compact --capacity 1GiB --rounds 1 2>&1); rc=$?
+  [ $rc -eq 1 ] && echo "$err" | grep -q "^hbm: bench compact: cannot create the heap on host:1073741824: out of host memory$" ||
+    { echo "FAIL: heap creation failure: exit $rc: $err"; fail=1; }
+fi
 # one round: said in the singular
 out=$("$HBM" bench compact --capacity 256MiB --rounds 1 | head -n 1)
 echo "$out" | grep -q "(median of 1 round)$" || { echo "FAIL: plurals: $out"; fail=1; }
