@@ -197,6 +197,13 @@ enum {
   O_JSON
 };
 
+/* A parameter count as people say it: 6.74B, or 24.6M under a billion. */
+static const char *params_text(uint64_t n, char buf[32]) {
+  if (n < 1000000000) snprintf(buf, 32, "%.1fM", (double)n / 1e6);
+  else snprintf(buf, 32, "%.2fB", (double)n / 1e9);
+  return buf;
+}
+
 static int print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estimate *e, int json) {
   char a[32], b[32], d[32], f[32], g[32], h[32], k[32], l[32], m[32], n[32], p[32];
   if (json) {
@@ -226,13 +233,14 @@ static int print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estimat
     hbm_json_object_end(&j);
     return cli_print_json("gen llm", &j);
   }
+  char pt[32], pd[32], pr[32];
   if (e->params_resident < e->params_device) /* ZeRO-3: only a shard stays; layers are gathered to compute */
-    printf("parameters     %.2fB in the model, %.2fB computed on this device, %.2fB of them held at rest "
+    printf("parameters     %s in the model, %s computed on this device, %s of them held at rest "
            "(its ZeRO-3 shard, 1/%u; each layer's are gathered for use)\n",
-           (double)e->params_total / 1e9, (double)e->params_device / 1e9, (double)e->params_resident / 1e9, c->dp);
+           params_text(e->params_total, pt), params_text(e->params_device, pd), params_text(e->params_resident, pr), c->dp);
   else
-    printf("parameters     %.2fB in the model, %.2fB on this device\n", (double)e->params_total / 1e9,
-           (double)e->params_device / 1e9);
+    printf("parameters     %s in the model, %s on this device\n", params_text(e->params_total, pt),
+           params_text(e->params_device, pd));
   printf("static         %s = BF16 weights %s + FP32 master %s + FP32 grads %s + Adam m,v %s\n",
          hbm_size_format(e->static_bytes, a, 32), hbm_size_format(e->param_bytes, b, 32),
          hbm_size_format(e->master_bytes, d, 32), hbm_size_format(e->grad_bytes, f, 32),

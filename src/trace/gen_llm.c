@@ -1200,11 +1200,13 @@ int hbm_gen_llm_describe(const hbm_gen_llm_config *cfg, char *buf, size_t len) {
   shape S;
   shape_init(c, &S);
   return snprintf(buf, len,
-                  "%s%s%s %.1fB (%u layers, hidden %u, %u heads/%u kv, ffn %u, vocab %u), %s "
+                  "%s%s%s %.1f%s (%u layers, hidden %u, %u heads/%u kv, ffn %u, vocab %u), %s "
                   "attention, seq %s x micro-batch %u x %u, tp %u pp %u (stage %u) dp %u, "
                   "zero %d%s, %s, buckets %s, %u step%s, seed %llu",
                   c->preset[0] ? c->preset : "", c->preset[0] ? ": " : "",
-                  c->arch == HBM_ARCH_LLAMA ? "llama" : "gpt", (double)S.total_params / 1e9,
+                  c->arch == HBM_ARCH_LLAMA ? "llama" : "gpt", /* a model under 1B in millions: "0.0B" says nothing */
+                  (double)S.total_params / (S.total_params < 1000000000 ? 1e6 : 1e9),
+                  S.total_params < 1000000000 ? "M" : "B",
                   c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->vocab,
                   c->attention == HBM_ATTN_EAGER ? "eager" : "flash", seq, c->micro_batch,
                   c->grad_accum, c->tp, c->pp, c->pp_stage, c->dp, c->zero,

@@ -133,4 +133,9 @@ bad params_minus   "^hbm: --params: expected a positive parameter count like 1.3
 # a trace larger than the host's memory (a million 910c-dense steps, 3 TiB with
 # its text) is refused before generating, naming the memory and the steps that fit
 bad host_memory "host memory, more than the .* available; give --steps" --preset 910c-dense --steps 1000000
+# a model under a billion parameters is counted in millions, in the estimate and the trace's name
+"$HBM" gen llm --params 20M --steps 1 --estimate > "$dir/small" 2>&1
+grep -q "^parameters     24.6M in the model" "$dir/small" || { echo "FAIL small model estimate: $(head -1 "$dir/small")"; fail=1; }
+"$HBM" gen llm --params 20M --steps 1 -o "$dir/small.trace" > /dev/null 2>&1
+grep -q "^# gpt 24.6M (3 layers" "$dir/small.trace" || { echo "FAIL small model name: $(sed -n 2p "$dir/small.trace")"; fail=1; }
 exit $fail
