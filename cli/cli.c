@@ -390,9 +390,9 @@ int cli_check_policies(const char *device, char names[][32], int n, const cli_co
   return rc == HBM_OK ? CLI_OK : cli_exit_code(rc);
 }
 
-int cli_load_trace(const char *path, hbm_trace **out) {
+int cli_load_trace(const char *path, int device, hbm_trace **out) {
   hbm_diag diag = {0};
-  int rc = hbm_trace_load(path, out, &diag);
+  int rc = hbm_trace_load_device(path, device, out, &diag);
   if (rc == HBM_OK) return CLI_OK;
   cli_diag(&diag, rc, path);
   return cli_exit_code(rc);

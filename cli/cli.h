@@ -120,9 +120,10 @@ const char *cli_conf_for(const cli_confs *c, const char *policy);
 /* Reads a whole input file (at most 16 GiB): CLI_OK, else the exit code
  * after printing the diagnostic. *data is malloc'd and NUL-terminated. */
 int cli_read_input(const char *path, char **data, size_t *len);
-/* Loads a trace or snapshot; on error prints the diagnostic (file, line or
- * byte offset) and returns the exit code, else CLI_OK. */
-int cli_load_trace(const char *path, hbm_trace **out);
+/* Loads a trace or snapshot (of snapshot device `device`; -1: the first with
+ * trace entries); on error prints the diagnostic (file, line or byte offset)
+ * and returns the exit code, else CLI_OK. */
+int cli_load_trace(const char *path, int device, hbm_trace **out);
 /* Opens and closes a --device SPEC once, so that a bad one is said once, not
  * once per policy: CLI_OK (also for NULL), else the exit code. */
 int cli_check_device(const char *spec);

@@ -56,21 +56,6 @@ static void usage(FILE *out) {
 }
 
 
-static int load(const char *path, int device, hbm_trace **out, hbm_diag *diag) {
-  char *data;
-  size_t len;
-  int rc = hbm_read_file(path, &data, &len, diag);
-  if (rc != HBM_OK) return rc;
-  if (hbm_pickle_sniff((const uint8_t *)data, len)) {
-    hbm_snapshot_options so = {.device = device};
-    rc = hbm_snapshot_import((const uint8_t *)data, len, path, &so, out, diag);
-  } else {
-    rc = hbm_trace_parse_text(data, len, path, out, diag);
-  }
-  free(data);
-  return rc;
-}
-
 static void json_addr(hbm_json *j, const char *key, uint64_t addr) {
   hbm_json_key(j, key);
   if (addr == HBM_NO_ADDR) hbm_json_null(j);
@@ -159,11 +144,8 @@ int cmd_fidelity(int argc, char **argv) {
   if (!path) return CLI_BAD_INPUT;
   hbm_diag diag = {0};
   hbm_trace *t = NULL;
-  int rc = load(path, device, &t, &diag);
-  if (rc != HBM_OK) {
-    cli_diag(&diag, rc, path);
-    return cli_exit_code(rc);
-  }
+  int rc = cli_load_trace(path, device, &t);
+  if (rc != CLI_OK) return rc;
   hbm_fidelity_result r;
   rc = hbm_fidelity(t, &fo, &r, &diag);
   hbm_trace_free(t);

@@ -23,6 +23,8 @@ static void usage(FILE *out) {
           "  --policy P[,Q...]|all  policies to search, each once (default: all); known: %s\n"
           "  --alloc-conf CONF      policy settings (PyTorch syntax for caching/expandable);\n"
           "                         POLICY=CONF for one policy only; repeatable\n"
+          "  --snapshot-device N    which device of a multi-device snapshot (default: the\n"
+          "                         first with trace entries)\n"
           "  --resolution SIZE      bisection step (default 16MiB; a multiple of 2MiB, at most\n"
           "                         1PiB and the limit)\n"
           "  --limit SIZE           largest capacity tried, rounded down to the resolution\n"
@@ -71,8 +73,10 @@ int cmd_mincap(int argc, char **argv) {
   static const struct option opts[] = {
       {"policy", required_argument, 0, 'p'}, {"alloc-conf", required_argument, 0, 'a'},
       {"resolution", required_argument, 0, 'r'}, {"limit", required_argument, 0, 'l'},
-      {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"snapshot-device", required_argument, 0, 'D'}, {"json", no_argument, 0, 'j'},
+      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   const char *policy_list = "all";
+  uint64_t snapshot_device = UINT64_MAX; /* not given */
   hbm_mincap_options mo = {0};
   cli_confs confs = {0};
   int json = 0, c;
@@ -80,6 +84,9 @@ int cmd_mincap(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
       case 'p': policy_list = optarg; break;
+      case 'D':
+        if (!cli_parse_count("--snapshot-device", optarg, 0, 1024, &snapshot_device)) return CLI_BAD_INPUT;
+        break;
       case 'a':
         if (!cli_conf_add(&confs, optarg)) return CLI_BAD_INPUT;
         break;
@@ -112,7 +119,7 @@ int cmd_mincap(int argc, char **argv) {
   int rc = cli_check_policies(NULL, policies, npolicies, &confs);
   if (rc != CLI_OK) return rc;
   hbm_trace *trace;
-  rc = cli_load_trace(path, &trace);
+  rc = cli_load_trace(path, snapshot_device == UINT64_MAX ? -1 : (int)snapshot_device, &trace);
   if (rc != CLI_OK) return rc;
   uint64_t peak_live = hbm_trace_peak_live(trace), resolution, first, limit;
   if (!bounds_ok(trace, path, &mo, peak_live, &resolution, &first, &limit)) {

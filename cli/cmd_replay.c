@@ -20,6 +20,8 @@ static void usage(FILE *out) {
           "  --policy P[,Q...]|all   policies to compare, each once (default: bestfit); known: %s\n"
           "  --device SPEC           sim:96GiB (default: sim at the trace's capacity) or host:4GiB\n"
           "  --capacity SIZE         shorthand for --device sim:SIZE\n"
+          "  --snapshot-device N     which device of a multi-device snapshot (default: the\n"
+          "                          first with trace entries)\n"
           "  --alloc-conf CONF       policy settings (PyTorch syntax for caching/expandable);\n"
           "                          POLICY=CONF for one policy only; repeatable\n"
           "  --every N               sample every N events (default: at each step boundary)\n"
@@ -77,6 +79,7 @@ static void show_progress(uint64_t done, uint64_t total, void *arg) {
 int cmd_replay(int argc, char **argv) {
   static const struct option opts[] = {
       {"policy", required_argument, 0, 'p'}, {"device", required_argument, 0, 'd'},
+      {"snapshot-device", required_argument, 0, 'D'},
       {"capacity", required_argument, 0, 'c'}, {"alloc-conf", required_argument, 0, 'a'},
       {"every", required_argument, 0, 'e'}, {"samples", no_argument, 0, 's'},
       {"verify", no_argument, 0, 'v'}, {"check", required_argument, 0, 'C'}, {"json", no_argument, 0, 'j'}, {"html", required_argument, 0, 'H'},
@@ -85,11 +88,14 @@ int cmd_replay(int argc, char **argv) {
   cli_confs confs = {0};
   char device_buf[64];
   int json = 0, show_samples = 0, verify_data = 0, c;
-  uint64_t every = 0, check_every = 0;
+  uint64_t every = 0, check_every = 0, snapshot_device = UINT64_MAX; /* not given */
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
       case 'p': policy_list = optarg; break;
+      case 'D':
+        if (!cli_parse_count("--snapshot-device", optarg, 0, 1024, &snapshot_device)) return CLI_BAD_INPUT;
+        break;
       case 'd':
       case 'c': {
         if (device) { /* both, or one twice: which would win is a guess */
@@ -138,7 +144,7 @@ int cmd_replay(int argc, char **argv) {
   }
 
   hbm_trace *trace;
-  rc = cli_load_trace(path, &trace);
+  rc = cli_load_trace(path, snapshot_device == UINT64_MAX ? -1 : (int)snapshot_device, &trace);
   if (rc != CLI_OK) return rc;
   if (html_path && (rc = cli_check_output(html_path, &path, 1)) != CLI_OK) {
     hbm_trace_free(trace);

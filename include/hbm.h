@@ -300,6 +300,10 @@ typedef struct hbm_trace hbm_trace;
  * (detected by content). On HBM_EPARSE/HBM_EIO, diag says where and what; a
  * file over 16 GiB is HBM_EPARSE, unread. On HBM_EHOSTMEM diag names the file. */
 int hbm_trace_load(const char *path, hbm_trace **out, hbm_diag *diag);
+/* The same, reading device `device` of a snapshot (-1: the first with trace
+ * entries, as hbm_trace_load does). A text trace, or a device the snapshot
+ * lacks, with device >= 0: HBM_EPARSE, diag says why. */
+int hbm_trace_load_device(const char *path, int device, hbm_trace **out, hbm_diag *diag);
 /* Parses a text trace from memory; `name` is used in diagnostics. */
 int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_trace **out,
                          hbm_diag *diag);

@@ -12,6 +12,7 @@
 
 #include "core/util.h"
 #include "policy/pytorch_alloc.h"
+#include "trace/snapshot.h"
 
 /* ---- builder ------------------------------------------------------------------ */
 int hbm_trace_new(const char *name, hbm_trace **out) {
@@ -622,6 +623,10 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
 }
 
 int hbm_trace_load(const char *path, hbm_trace **out, hbm_diag *diag) {
+  return hbm_trace_load_device(path, -1, out, diag);
+}
+
+int hbm_trace_load_device(const char *path, int device, hbm_trace **out, hbm_diag *diag) {
   if (!path || !out) return HBM_EINVAL;
   char *data;
   size_t len;
@@ -629,7 +634,12 @@ int hbm_trace_load(const char *path, hbm_trace **out, hbm_diag *diag) {
   if (rc != HBM_OK) return rc;
   /* A pickle starts with PROTO (0x80) and a protocol number; text never does. */
   if (len >= 2 && (unsigned char)data[0] == 0x80 && data[1] >= 2 && data[1] <= 5) {
-    rc = hbm_snapshot_to_trace((const uint8_t *)data, len, path, out, diag);
+    hbm_snapshot_options so = {.device = device < 0 ? -1 : device};
+    rc = hbm_snapshot_import((const uint8_t *)data, len, path, &so, out, diag);
+  } else if (device >= 0) { /* a text trace is one device's already */
+    hbm_diag_set(diag, path, 0, 0, "a text trace holds one device's events: a snapshot device (%d) applies "
+                 "to PyTorch snapshots only", device);
+    rc = HBM_EPARSE;
   } else {
     rc = hbm_trace_parse_text(data, len, path, out, diag);
   }
