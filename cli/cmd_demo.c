@@ -162,8 +162,12 @@ int cmd_demo(int argc, char **argv) {
   if (capacity) c.capacity = capacity;
   hbm_diag diag;
   memset(&diag, 0, sizeof diag);
+  /* the whole trace is held in memory while every policy replays it: said
+   * before the closed form, which walks every step */
+  int rc = cli_check_trace_memory("demo", &c, sizeof(hbm_event));
+  if (rc != CLI_OK) return rc;
   hbm_gen_llm_estimate est;
-  int rc = hbm_gen_llm_estimate_peak(&c, &est, &diag);
+  rc = hbm_gen_llm_estimate_peak(&c, &est, &diag);
   if (rc == HBM_OK && est.static_bytes > c.capacity) {
     /* the generator's remedy names gen llm's options; demo has none of them */
     char need[32], cap[32];
@@ -174,10 +178,6 @@ int cmd_demo(int argc, char **argv) {
     return CLI_BAD_INPUT;
   }
   hbm_trace *t = NULL;
-  if (rc == HBM_OK) { /* the whole trace is held in memory while every policy replays it */
-    int mrc = cli_check_trace_memory("demo", &c, sizeof(hbm_event));
-    if (mrc != CLI_OK) return mrc;
-  }
   if (rc == HBM_OK) {
     if (cli_is_tty()) fprintf(stderr, "generating %s (%u step%s)...", preset, c.steps, c.steps == 1 ? "" : "s");
     rc = hbm_gen_llm(&c, &t, &diag);

@@ -405,6 +405,15 @@ int cmd_gen(int argc, char **argv) {
     cli_error("%s", diag.message[0] ? diag.message : hbm_strerror(rc));
     return CLI_BAD_INPUT;
   }
+  if (!estimate) { /* before the closed form, which walks every step */
+    if (!output) {
+      cli_error("-o TRACE is required (or --estimate)");
+      return CLI_BAD_INPUT;
+    }
+    if ((rc = cli_check_output(output, NULL, 0)) != CLI_OK) return rc;
+    /* the events, then their text, are held in memory before the file is written */
+    if ((rc = cli_check_trace_memory("gen llm", &c, sizeof(hbm_event) + 32)) != CLI_OK) return rc;
+  }
   hbm_gen_llm_estimate est;
   if ((rc = hbm_gen_llm_estimate_peak(&c, &est, &diag)) != HBM_OK) {
     cli_error("%s", diag.message[0] ? diag.message : hbm_strerror(rc));
@@ -413,13 +422,6 @@ int cmd_gen(int argc, char **argv) {
   if (estimate) {
     return print_estimate(&c, &est, json);
   }
-  if (!output) {
-    cli_error("-o TRACE is required (or --estimate)");
-    return CLI_BAD_INPUT;
-  }
-  if ((rc = cli_check_output(output, NULL, 0)) != CLI_OK) return rc;
-  /* the events, then their text, are held in memory before the file is written */
-  if ((rc = cli_check_trace_memory("gen llm", &c, sizeof(hbm_event) + 32)) != CLI_OK) return rc;
   hbm_trace *t = NULL;
   rc = hbm_gen_llm(&c, &t, &diag);
   if (rc != HBM_OK) {
