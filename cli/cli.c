@@ -339,15 +339,6 @@ const char *cli_conf_for(const cli_confs *c, const char *policy) {
   return c->all;
 }
 
-int cli_check_device(const char *spec) {
-  if (!spec) return CLI_OK;
-  hbm_device *dev = NULL;
-  int rc = hbm_device_open(spec, &dev);
-  if (rc != HBM_OK) return cli_exit_code(rc);
-  hbm_device_close(dev);
-  return CLI_OK;
-}
-
 void cli_json_oom(hbm_json *j, const hbm_replay_result *r) {
   hbm_json_key(j, "oom");
   if (!r->oom) {

@@ -124,9 +124,6 @@ int cli_read_input(const char *path, char **data, size_t *len);
  * trace entries); on error prints the diagnostic (file, line or byte offset)
  * and returns the exit code, else CLI_OK. */
 int cli_load_trace(const char *path, int device, hbm_trace **out);
-/* Opens and closes a --device SPEC once, so that a bad one is said once, not
- * once per policy: CLI_OK (also for NULL), else the exit code. */
-int cli_check_device(const char *spec);
 /* Before any work: refuses POLICY=SETTINGS for a policy not in `names`, and
  * creates each policy with its settings over the device (`device`, or a sim
  * device where the trace will name the capacity), so that a bad device or

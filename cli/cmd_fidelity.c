@@ -8,8 +8,6 @@
 #include "cli.h"
 #include "replay/fidelity.h"
 #include "report/json.h"
-#include "trace/pickle.h"
-#include "trace/snapshot.h"
 #include "trace/trace.h"
 
 static void usage(FILE *out) {

@@ -12,6 +12,7 @@
 
 #include "core/util.h"
 #include "policy/pytorch_alloc.h"
+#include "trace/pickle.h"
 #include "trace/snapshot.h"
 
 /* ---- builder ------------------------------------------------------------------ */
@@ -633,7 +634,7 @@ int hbm_trace_load_device(const char *path, int device, hbm_trace **out, hbm_dia
   int rc = hbm_read_file(path, &data, &len, diag);
   if (rc != HBM_OK) return rc;
   /* A pickle starts with PROTO (0x80) and a protocol number; text never does. */
-  if (len >= 2 && (unsigned char)data[0] == 0x80 && data[1] >= 2 && data[1] <= 5) {
+  if (hbm_pickle_sniff((const uint8_t *)data, len)) {
     hbm_snapshot_options so = {.device = device < 0 ? -1 : device};
     rc = hbm_snapshot_import((const uint8_t *)data, len, path, &so, out, diag);
   } else if (device >= 0) { /* a text trace is one device's already */
