@@ -1,5 +1,6 @@
 /* hbm replay: replays a trace (or a PyTorch snapshot) through policies. */
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,14 +62,26 @@ static int write_html(const hbm_trace *trace, const char *path, const char *html
   return out;
 }
 
-/* 1 if `spec` opens a device whose addresses are host pointers (--verify). */
-static int device_host_visible(const char *spec) {
+/* The capacity and abilities of the device `spec` opens; 0 if it opens none
+ * (the replay then says why). */
+static int device_caps(const char *spec, hbm_device_caps *caps) {
   hbm_device *dev = NULL;
-  hbm_device_caps caps = {0};
   if (!spec || hbm_device_open(spec, &dev) != HBM_OK) return 0;
-  hbm_device_get_caps(dev, &caps);
+  hbm_device_get_caps(dev, caps);
   hbm_device_close(dev);
-  return caps.host_visible;
+  return 1;
+}
+
+/* --verify writes every live byte, so the host device's memory becomes real
+ * host memory: up to the trace's peak live, or the device's capacity where
+ * that is less (the run fails there). Refused up front rather than left to
+ * the OOM killer, which may pick another process. */
+static int check_verify_memory(const hbm_trace *trace, const hbm_device_caps *caps, const char *path) {
+  uint64_t need = hbm_trace_peak_live(trace);
+  if (caps->capacity < need) need = caps->capacity;
+  char what[PATH_MAX + 64];
+  snprintf(what, sizeof what, "--verify on %s (every live byte written)", path);
+  return cli_check_host_memory(what, need, "replay without --verify, or on a smaller trace");
 }
 
 static void show_progress(uint64_t done, uint64_t total, void *arg) {
@@ -138,7 +151,8 @@ int cmd_replay(int argc, char **argv) {
   if (!npolicies) return CLI_BAD_INPUT;
   int rc = cli_check_policies(device, policies, npolicies, &confs);
   if (rc != CLI_OK) return rc;
-  if (verify_data && !device_host_visible(device)) {
+  hbm_device_caps caps = {0};
+  if (verify_data && !(device_caps(device, &caps) && caps.host_visible)) {
     cli_error("--verify fills and checks real memory: it needs the host device (e.g. --device host:4GiB)");
     return CLI_BAD_INPUT;
   }
@@ -154,6 +168,10 @@ int cmd_replay(int argc, char **argv) {
     cli_error("%s names no device capacity: pass --capacity SIZE (e.g. --capacity 80GiB) or --device SPEC", path);
     hbm_trace_free(trace);
     return CLI_BAD_INPUT;
+  }
+  if (verify_data && (rc = check_verify_memory(trace, &caps, path)) != CLI_OK) {
+    hbm_trace_free(trace);
+    return rc;
   }
 
   hbm_replay_result results[16];

@@ -104,6 +104,9 @@ before_work "--capacity and --device each name the device: give one of them, onc
   replay "$good" --capacity 1GiB --device sim:2GiB
 before_work "give one of them, once (a second: '2GiB')" replay "$good" --capacity 1GiB --capacity 2GiB
 before_work "--verify fills and checks real memory" replay "$good" --capacity 1GiB --verify
+printf 'hbm-trace 1\na x 900TiB\nf x\n' > "$dir/huge.trace" # --verify would write 900 TiB
+before_work "huge.trace (every live byte written) needs about 900.00 TiB of host memory, more than the" \
+  replay "$dir/huge.trace" --policy zoned --device host:1PiB --verify
 before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '1B'" replay "$good" --capacity 1B
 before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '2PiB'" \
   gen llm --preset 7b-1gpu-80g --steps 1 --capacity 2PiB -o "$dir/never.trace"
