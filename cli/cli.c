@@ -111,6 +111,17 @@ int cli_parse_count(const char *opt, const char *text, uint64_t min, uint64_t ma
   return 1;
 }
 
+int cli_parse_snapshot_device(const char *opt, const char *text, int *device) {
+  if (*device >= 0) { /* a second one: which would win is a guess */
+    cli_error("%s: the snapshot's device is given twice (a second: '%s')", opt, text);
+    return 0;
+  }
+  uint64_t v;
+  if (!cli_parse_count(opt, text, 0, 1024, &v)) return 0;
+  *device = (int)v;
+  return 1;
+}
+
 /* The first number on the line of `path` that starts with `key` (the whole
  * file when key is ""), times `unit`; 0 when absent. */
 static uint64_t read_number(const char *path, const char *key, uint64_t unit) {

@@ -51,6 +51,11 @@ int cli_parse_capacity(const char *what, const char *text, uint64_t *out);
  * "7B", "16Mi", "1e6"); on error prints "hbm: <opt>: expected a whole number
  * MIN..MAX, got '<text>'" and returns 0. */
 int cli_parse_count(const char *opt, const char *text, uint64_t min, uint64_t max, uint64_t *out);
+/* The device of a multi-device snapshot, 0..1024, for option `opt`
+ * (--snapshot-device, or import's and fidelity's --device) into *device,
+ * which is -1 until given; a second one is refused. On error prints why and
+ * returns 0. */
+int cli_parse_snapshot_device(const char *opt, const char *text, int *device);
 /* Host memory this process can still take, in bytes: MemAvailable from
  * /proc/meminfo (else physical pages x page size), lowered to what a cgroup
  * memory limit leaves; 0 when none of these can be read. */

@@ -31,7 +31,7 @@ static void usage(FILE *out) {
           "                       recorded ones, their expandable_segments turned to the\n"
           "                       --policy asked for)\n"
           "  --device N           which device of a multi-device snapshot (default: the first\n"
-          "                       with trace entries)\n"
+          "                       with trace entries); also --snapshot-device N, as in replay\n"
           "  --check              exit 1 unless address match >= 0.99, segment allocations are\n"
           "                       the same in number and sizes, and peak reserved is within 0.5%%\n"
           "                       (what failed is said on standard error)\n"
@@ -85,7 +85,7 @@ static int check_reasons(const hbm_fidelity_result *r, double peak_diff, int pea
 int cmd_fidelity(int argc, char **argv) {
   static const struct option opts[] = {{"policy", required_argument, 0, 'p'},
                                        {"alloc-conf", required_argument, 0, 'a'},
-                                       {"device", required_argument, 0, 'd'},
+                                       {"device", required_argument, 0, 'd'}, {"snapshot-device", required_argument, 0, 'D'},
                                        {"check", no_argument, 0, 'c'},
                                        {"json", no_argument, 0, 'j'},
                                        {"help", no_argument, 0, 'h'},
@@ -106,12 +106,10 @@ int cmd_fidelity(int argc, char **argv) {
       case 'a':
         if (!cli_conf_add(&confs, optarg)) return CLI_BAD_INPUT;
         break;
-      case 'd': {
-        uint64_t v;
-        if (!cli_parse_count("--device", optarg, 0, 1024, &v)) return CLI_BAD_INPUT;
-        device = (int)v;
+      case 'd':
+      case 'D':
+        if (!cli_parse_snapshot_device(c == 'd' ? "--device" : "--snapshot-device", optarg, &device)) return CLI_BAD_INPUT;
         break;
-      }
       case 'c': check = 1; break;
       case 'j': json = 1; break;
       case 'h': usage(stdout); return CLI_OK;

@@ -25,7 +25,7 @@ static void usage(FILE *out) {
           "options:\n"
           "  -o, --output TRACE   where to write (required; written atomically, never over the input)\n"
           "  --device N           which device of a multi-device snapshot (default: the first\n"
-          "                       with trace entries)\n"
+          "                       with trace entries); also --snapshot-device N, as in replay\n"
           "  -q, --quiet          no summary (text or JSON)\n"
           "  --json               the summary as JSON: input, output, device, allocations, frees,\n"
           "                       segment_allocs, segment_frees, steps, init_segments,\n"
@@ -39,7 +39,7 @@ static void usage(FILE *out) {
 
 int cmd_import(int argc, char **argv) {
   static const struct option opts[] = {{"output", required_argument, 0, 'o'},
-                                       {"device", required_argument, 0, 'd'},
+                                       {"device", required_argument, 0, 'd'}, {"snapshot-device", required_argument, 0, 'D'},
                                        {"quiet", no_argument, 0, 'q'},
                                        {"json", no_argument, 0, 'j'},
                                        {"help", no_argument, 0, 'h'},
@@ -53,12 +53,10 @@ int cmd_import(int argc, char **argv) {
       case 'o':
         if (!(output = cli_output_path("-o", optarg))) return CLI_BAD_INPUT;
         break;
-      case 'd': {
-        uint64_t v;
-        if (!cli_parse_count("--device", optarg, 0, 1024, &v)) return CLI_BAD_INPUT;
-        so.device = (int)v;
+      case 'd':
+      case 'D':
+        if (!cli_parse_snapshot_device(c == 'd' ? "--device" : "--snapshot-device", optarg, &so.device)) return CLI_BAD_INPUT;
         break;
-      }
       case 'q': quiet = 1; break;
       case 'j': json = 1; break;
       case 'h': usage(stdout); return CLI_OK;

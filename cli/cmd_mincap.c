@@ -76,7 +76,7 @@ int cmd_mincap(int argc, char **argv) {
       {"snapshot-device", required_argument, 0, 'D'}, {"json", no_argument, 0, 'j'},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   const char *policy_list = "all";
-  uint64_t snapshot_device = UINT64_MAX; /* not given */
+  int snapshot_device = -1; /* not given */
   hbm_mincap_options mo = {0};
   cli_confs confs = {0};
   int json = 0, c;
@@ -85,7 +85,7 @@ int cmd_mincap(int argc, char **argv) {
     switch (c) {
       case 'p': policy_list = optarg; break;
       case 'D':
-        if (!cli_parse_count("--snapshot-device", optarg, 0, 1024, &snapshot_device)) return CLI_BAD_INPUT;
+        if (!cli_parse_snapshot_device("--snapshot-device", optarg, &snapshot_device)) return CLI_BAD_INPUT;
         break;
       case 'a':
         if (!cli_conf_add(&confs, optarg)) return CLI_BAD_INPUT;
@@ -119,7 +119,7 @@ int cmd_mincap(int argc, char **argv) {
   int rc = cli_check_policies(NULL, policies, npolicies, &confs);
   if (rc != CLI_OK) return rc;
   hbm_trace *trace;
-  rc = cli_load_trace(path, snapshot_device == UINT64_MAX ? -1 : (int)snapshot_device, &trace);
+  rc = cli_load_trace(path, snapshot_device, &trace);
   if (rc != CLI_OK) return rc;
   uint64_t peak_live = hbm_trace_peak_live(trace), resolution, first, limit;
   if (!bounds_ok(trace, path, &mo, peak_live, &resolution, &first, &limit)) {

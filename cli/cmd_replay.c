@@ -101,13 +101,14 @@ int cmd_replay(int argc, char **argv) {
   cli_confs confs = {0};
   char device_buf[64];
   int json = 0, show_samples = 0, verify_data = 0, c;
-  uint64_t every = 0, check_every = 0, snapshot_device = UINT64_MAX; /* not given */
+  uint64_t every = 0, check_every = 0;
+  int snapshot_device = -1; /* not given */
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
       case 'p': policy_list = optarg; break;
       case 'D':
-        if (!cli_parse_count("--snapshot-device", optarg, 0, 1024, &snapshot_device)) return CLI_BAD_INPUT;
+        if (!cli_parse_snapshot_device("--snapshot-device", optarg, &snapshot_device)) return CLI_BAD_INPUT;
         break;
       case 'd':
       case 'c': {
@@ -158,7 +159,7 @@ int cmd_replay(int argc, char **argv) {
   }
 
   hbm_trace *trace;
-  rc = cli_load_trace(path, snapshot_device == UINT64_MAX ? -1 : (int)snapshot_device, &trace);
+  rc = cli_load_trace(path, snapshot_device, &trace);
   if (rc != CLI_OK) return rc;
   if (html_path && (rc = cli_check_output(html_path, &path, 1)) != CLI_OK) {
     hbm_trace_free(trace);

@@ -124,6 +124,17 @@ echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQQoXXEFKH1xBi
 "$HBM" mincap "$dir/two.pickle" --policy bestfit --snapshot-device 1 --json | grep -q '"peak_live":3145728' ||
   { echo "FAIL mincap --snapshot-device 1"; fail=1; }
 "$HBM" import "$dir/two.pickle" --device 1 -o "$dir/two1.trace" | grep -q "(device 1)" || { echo "FAIL import --device 1"; fail=1; }
+"$HBM" import "$dir/two.pickle" --snapshot-device 1 -o "$dir/two1s.trace" | grep -q "(device 1)" ||
+  { echo "FAIL import --snapshot-device 1"; fail=1; }
+"$HBM" fidelity "$dir/two.pickle" --snapshot-device 1 --json | grep -q '"allocs":1,' ||
+  { echo "FAIL fidelity --snapshot-device 1: $("$HBM" fidelity "$dir/two.pickle" --snapshot-device 1 --json 2>&1)"; fail=1; }
+for cmd in "import -o $dir/never.trace --device 0" "replay --capacity 1GiB --snapshot-device 1" "mincap --snapshot-device 0"; do
+  # shellcheck disable=SC2086 # a second device, whichever its name, is refused
+  "$HBM" $cmd --snapshot-device 1 "$dir/two.pickle" > /dev/null 2> "$dir/err"; rc=$?
+  [ $rc -eq 2 ] && grep -q "snapshot's device is given twice (a second: '1')" "$dir/err" ||
+    { echo "FAIL hbm $cmd --snapshot-device 1: exit $rc, $(cat "$dir/err")"; fail=1; }
+done
+[ -e "$dir/never.trace" ] && { echo "FAIL import with two devices wrote a trace"; fail=1; }
 "$HBM" replay "$dir/two.pickle" --capacity 1GiB --snapshot-device 3 > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "two.pickle: device 3: the snapshot has traces for 2 device" "$dir/err" ||
   { echo "FAIL --snapshot-device 3: exit $rc, $(cat "$dir/err")"; fail=1; }
