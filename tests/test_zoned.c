@@ -488,6 +488,7 @@ int main(void) {
       {"chunk:3MiB", "(expected chunk:SIZE, a multiple of the device's granule (2097152 B) up to 1 PiB)"},
       {"headroom:60%", "(expected headroom:P% with P from 0 to 50)"},
       {"nosuch:1", "(expected zones:infer|tags|off, large_life:on|off, chunk:SIZE"},
+      {"zones", "bad setting 'zones' (expected zones:infer|tags|off, large_life:on|off, chunk:SIZE"},
   };
   for (size_t i = 0; i < sizeof why / sizeof why[0]; i++) {
     last_error[0] = 0;

@@ -246,10 +246,10 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
   strcpy(buf, text);
   for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
     char *sep = strpbrk(item, ":="), *end, sep_char = sep ? *sep : 0;
+    char want[160] = ""; /* what a known key takes, for the message: set before any jump to bad */
     if (!sep) goto bad;
     *sep = 0;
     const char *k = item, *v = sep + 1;
-    char want[160] = ""; /* what a known key takes, for the message */
     if (!strcmp(k, "zones")) {
       snprintf(want, sizeof want, "zones:infer|tags|off");
       if (!strcmp(v, "infer")) c->zones = ZONES_INFER;
