@@ -24,6 +24,29 @@ static void check_page_is_self_contained(const char *html) {
   CHECK(count(html, "<svg") == count(html, "</svg>"));
 }
 
+/* Every x drawn in the charts lies on the page: points of lines and bands,
+ * and vertical markers (x1). */
+static int xs_on_page(const char *html) {
+  int bad = 0;
+  for (const char *p = html; (p = strstr(p, "points='")); ) {
+    p += 8;
+    while (*p && *p != '\'') {
+      char *end;
+      double x = strtod(p, &end);
+      if (end == p) break;
+      if (x < 0 || x > 960) bad++;
+      p = end;
+      if (*p == ',') strtod(p + 1, &end), p = end;
+      while (*p == ' ') p++;
+    }
+  }
+  for (const char *p = html; (p = strstr(p, " x1='")); p += 5) {
+    double x = strtod(p + 5, NULL);
+    if (x < 0 || x > 960) bad++;
+  }
+  return bad;
+}
+
 int main(void) {
   /* 1. below the peak: a capacity failure, its layout and its words */
   hbm_trace *t = small_workload(1ull << 40, 6);
@@ -152,5 +175,37 @@ int main(void) {
   hbm_report_diagnosis(&rep, &hand, words, sizeof words);
   CHECK(strstr(words, "The worst fragmentation ratio, infinite, came at step 2") != NULL);
   CHECK(strstr(words, "1000000000") == NULL);
+
+  /* 4. a trace whose only step mark comes near its end (as in a PyTorch
+   * snapshot): the samples start there, but the charts span every event, so
+   * the live band and the failure marker (event 40) are on the page. */
+  char text[4096];
+  int tl = snprintf(text, sizeof text, "hbm-trace 1\ncapacity 1GiB\n");
+  for (int i = 0; i < 40; i++) tl += snprintf(text + tl, sizeof text - (size_t)tl, "a b%d 16MiB act\n", i);
+  tl += snprintf(text + tl, sizeof text - (size_t)tl, "a big 900MiB comm\n");
+  for (int i = 0; i < 40; i++) tl += snprintf(text + tl, sizeof text - (size_t)tl, "f b%d\n", i);
+  tl += snprintf(text + tl, sizeof text - (size_t)tl, "s 1\na last 1MiB temp\n");
+  hbm_diag d;
+  CHECK(hbm_trace_parse_text(text, (size_t)tl, "late-step", &t, &d) == HBM_OK);
+  memset(&rep, 0, sizeof rep);
+  rep.workload = "late-step";
+  rep.capacity = 1ull << 30;
+  CHECK(hbm_report_trace_facts(t, &rep) == HBM_OK);
+  CHECK(hbm_report_run_policy(t, "bestfit", NULL, NULL, 0, NULL, NULL, &hand) == HBM_OK);
+  CHECK(hand.result.oom && hand.result.first_oom.event == 40);
+  CHECK(hand.nsamples > 0 && hand.samples[0].event > 40);
+  rep.runs = &hand;
+  rep.nruns = 1;
+  html = NULL;
+  CHECK(hbm_report_html(&rep, &html, &len) == HBM_OK);
+  if (html) {
+    check_page_is_self_contained(html);
+    CHECK(strstr(html, "class='oomline'") != NULL);
+    CHECK(xs_on_page(html) == 0);
+  }
+  free(html);
+  hbm_report_run_release(&hand);
+  hbm_report_release(&rep);
+  hbm_trace_free(t);
   return test_done("test_html");
 }

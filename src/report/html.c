@@ -490,7 +490,8 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
 enum { CHART_W = 960, CHART_H = 210, ML = 64, MR = 16, MT = 14, MB = 30 };
 
 typedef struct plot {
-  uint64_t x0, x1;   /* event range */
+  uint64_t x0, x1;   /* event range: every event, not from the first sample, which a trace
+                      * whose one step mark is near its end (a snapshot) takes late */
   double y1;         /* top of the y axis (y0 = 0) */
 } plot;
 
@@ -652,7 +653,7 @@ static void svg_open(sb *b, const char *label) {
 
 static void chart_memory(sb *b, const hbm_report *rep, const hbm_report_run *r) {
   uint64_t cap = r->result.capacity ? r->result.capacity : rep->capacity;
-  plot p = {r->nsamples ? r->samples[0].event : 0, rep->events ? rep->events : 1, (double)cap * 1.06};
+  plot p = {0, rep->events ? rep->events : 1, (double)cap * 1.06};
   svg_open(b, "live, allocated and reserved bytes over time");
   frame(b, &p, r, GIB, " GiB", 0);
   if (!r->result.oom && rep->live_buckets && rep->events) {
@@ -694,7 +695,7 @@ static void chart_frag(sb *b, const hbm_report *rep, const hbm_report_run *r, do
     top = 12;
     clipped = 1;
   }
-  plot p = {r->nsamples ? r->samples[0].event : 0, rep->events ? rep->events : 1, top};
+  plot p = {0, rep->events ? rep->events : 1, top};
   svg_open(b, "fragmentation ratio over time");
   frame(b, &p, r, 1.0, "", top < 2 ? 2 : 1);
   band(b, &p, r, F_FRAG, "fragband");
@@ -717,7 +718,7 @@ static void chart_free(sb *b, const hbm_report *rep, const hbm_report_run *r) {
   if (top < (double)rep->largest_comm_request) top = (double)rep->largest_comm_request;
   if (top <= 0) top = (double)cap;
   top *= 1.08;
-  plot p = {r->nsamples ? r->samples[0].event : 0, rep->events ? rep->events : 1, top};
+  plot p = {0, rep->events ? rep->events : 1, top};
   svg_open(b, "free total and largest free block over time");
   frame(b, &p, r, GIB, " GiB", top / GIB < 8 ? 1 : 0);
   band(b, &p, r, F_FREE, "freetotal");
@@ -737,7 +738,7 @@ static void chart_free(sb *b, const hbm_report *rep, const hbm_report_run *r) {
 static void chart_calls(sb *b, const hbm_report *rep, const hbm_report_run *r) {
   double top = r->nsamples ? (double)r->samples[r->nsamples - 1].backend_calls : 0;
   top = top < 4 ? 4 : top * 1.08;
-  plot p = {r->nsamples ? r->samples[0].event : 0, rep->events ? rep->events : 1, top};
+  plot p = {0, rep->events ? rep->events : 1, top};
   svg_open(b, "backend calls so far over time");
   frame(b, &p, r, 1.0, "", 0);
   line(b, &p, r, F_CALLS, 0, "calls", 0);
