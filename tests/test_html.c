@@ -207,5 +207,30 @@ int main(void) {
   hbm_report_run_release(&hand);
   hbm_report_release(&rep);
   hbm_trace_free(t);
+
+  /* 5. a trace with no step marks at all: every sample is step 0, and the
+   * words still come from them (the table's max frag, the tightest moment). */
+  const char *plain = "hbm-trace 1\ncapacity 16GiB\na w 4GiB param\na ar1 1GiB comm 1\na act1 2GiB act\n"
+                      "a ar2 1GiB comm 1\na act2 2GiB act\nf ar1\nf ar2\na ar3 1GiB comm 1\nf ar3\nf act1\nf act2\n";
+  CHECK(hbm_trace_parse_text(plain, strlen(plain), "no-steps", &t, &d) == HBM_OK);
+  memset(&rep, 0, sizeof rep);
+  rep.capacity = 16ull << 30;
+  CHECK(hbm_report_trace_facts(t, &rep) == HBM_OK);
+  CHECK(hbm_report_run_policy(t, "bestfit", NULL, NULL, 0, NULL, NULL, &hand) == HBM_OK);
+  CHECK(!hand.result.oom && hand.result.max_frag > 0);
+  uint64_t least = UINT64_MAX;
+  for (size_t i = 0; i < hand.nsamples; i++)
+    if (hand.samples[i].largest_free < least) least = hand.samples[i].largest_free;
+  char want[128], sz[32];
+  hbm_report_diagnosis(&rep, &hand, words, sizeof words);
+  snprintf(want, sizeof want, "The worst fragmentation ratio, %.2f,", hand.result.max_frag);
+  CHECK(strstr(words, want) != NULL);
+  snprintf(want, sizeof want, "never fell below %s", hbm_size_format(least, sz, sizeof sz));
+  CHECK(least >= (1ull << 30) && strstr(words, want) != NULL);
+  CHECK(strstr(words, "always had room") != NULL);
+  if (strstr(words, want) == NULL) fprintf(stderr, "%s\n", words);
+  hbm_report_run_release(&hand);
+  hbm_report_release(&rep);
+  hbm_trace_free(t);
   return test_done("test_html");
 }

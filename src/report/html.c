@@ -373,7 +373,8 @@ static void facts_of(const hbm_report *rep, const hbm_report_run *r, run_facts *
   uint64_t last_step = UINT64_MAX;
   for (size_t i = 0; i < r->nsamples; i++) {
     const hbm_sample *s = &r->samples[i];
-    if (s->step == 0) continue; /* setup, before the first step */
+    /* every sample, step 0 included: a trace without step marks (or with
+     * one near its end, as a snapshot) has most of its run there */
     if (s->largest_free < f->min_largest_free) {
       f->min_largest_free = s->largest_free;
       f->min_largest_free_step = s->step;
