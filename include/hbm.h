@@ -152,7 +152,8 @@ typedef struct hbm_stats {
 double hbm_fragmentation_ratio(uint64_t free_total, uint64_t largest_free);
 
 /* Formats stats as text lines ("live 1.00 GiB (1073741824)") or as one JSON
- * object. Returns the length that was needed (like snprintf). */
+ * object. Returns the length that was needed (like snprintf); HBM_EINVAL for
+ * NULL stats. */
 int hbm_stats_format(const hbm_stats *stats, int json, char *buf, size_t len);
 
 /* ---- heaps: an allocator policy over a device ------------------------------------ */

@@ -52,6 +52,13 @@ int main(void) {
   CHECK(hbm_count_parse("1e999", &v) == HBM_EINVAL);
   CHECK(hbm_count_parse("1.00000000000000000000000000000000000000000000000000000000000000", &v) == HBM_OK && v == 1);
   CHECK(hbm_count_parse("1.000000000000000000000000000000000000000000000000000000000000000", &v) == HBM_EINVAL);
+  /* A NULL argument is HBM_EINVAL, never a crash (hbm.h's conventions). */
+  hbm_tag tg;
+  CHECK(hbm_size_parse("1GiB", NULL) == HBM_EINVAL);
+  CHECK(hbm_count_parse("1", NULL) == HBM_EINVAL);
+  CHECK(hbm_tag_parse(NULL, &tg) == HBM_EINVAL);
+  CHECK(hbm_tag_parse("act", NULL) == HBM_EINVAL);
+  CHECK(hbm_stats_format(NULL, 1, NULL, 0) == HBM_EINVAL);
   const char *bad_counts[] = {"", "-1", "+1", ".5", "0x10", "1.", "1e", "1e-3", "1.2.3", "1 ", "5Bi", "1KiB", "inf", "nan", "1Q", "1ki"};
   for (size_t i = 0; i < sizeof bad_counts / sizeof bad_counts[0]; i++)
     if (hbm_count_parse(bad_counts[i], &v) != HBM_EINVAL) {

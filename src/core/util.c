@@ -62,6 +62,7 @@ const char *hbm_tag_name(hbm_tag tag) {
   return (unsigned)tag < HBM_TAG_COUNT ? tag_names[tag] : "other";
 }
 int hbm_tag_parse(const char *name, hbm_tag *tag) {
+  if (!name || !tag) return HBM_EINVAL;
   for (int i = 0; i < HBM_TAG_COUNT; i++)
     if (!strcmp(name, tag_names[i])) {
       *tag = (hbm_tag)i;
@@ -80,7 +81,7 @@ static int mul_u64(uint64_t *v, uint64_t m) {
 int hbm_count_parse(const char *text, uint64_t *count) {
   /* 64 characters hold any spelling of a 64-bit count, and keep the
    * exponent bookkeeping below far from int's range. */
-  if (!text || !isdigit((unsigned char)text[0]) || strnlen(text, 65) > 64) return HBM_EINVAL;
+  if (!text || !count || !isdigit((unsigned char)text[0]) || strnlen(text, 65) > 64) return HBM_EINVAL;
   const char *p = text;
   uint64_t mant = 0; /* the digits without the point; the value is mant x 10^exp10 */
   int exp10 = 0, zeros = 0;
@@ -138,7 +139,7 @@ int hbm_count_parse(const char *text, uint64_t *count) {
 
 /* ---- sizes ---- */
 int hbm_size_parse(const char *text, uint64_t *bytes) {
-  if (!text || !isdigit((unsigned char)text[0])) return HBM_EINVAL;
+  if (!text || !bytes || !isdigit((unsigned char)text[0])) return HBM_EINVAL;
   const char *p = text;
   uint64_t whole = 0;
   while (isdigit((unsigned char)*p)) {
@@ -237,6 +238,7 @@ static void out_value_double(out_buf *o, int json, const char *name, double v, i
   _Generic((v), double: out_value_double, default: out_value_u64)(o, json, name, v, first)
 
 int hbm_stats_format(const hbm_stats *s, int json, char *buf, size_t len) {
+  if (!s) return HBM_EINVAL;
   out_buf o = {buf, len, 0};
   if (len) buf[0] = 0;
   int first = 1;
