@@ -162,7 +162,9 @@ typedef struct hbm_heap hbm_heap;
 /* policy: "bestfit", "caching", "expandable", "zoned", ... (hbm_policy_names()).
  * conf: policy settings, or NULL. For caching/expandable this is PyTorch's own
  * PYTORCH_CUDA_ALLOC_CONF syntax. The heap does not own the device; the device
- * must outlive it. Heaps are thread-safe: every call takes the heap's lock. */
+ * must outlive it. Heaps are thread-safe: every call takes the heap's lock.
+ * A device takes no lock of its own: heaps that share one device must not be
+ * called from two threads at once (give each thread's heap its own device). */
 int hbm_heap_create(hbm_device *dev, const char *policy, const char *conf, hbm_heap **out);
 void hbm_heap_destroy(hbm_heap *heap);
 /* Comma-separated list of policy names this build knows. */
