@@ -58,7 +58,8 @@ typedef struct hbm_diag {
  * alone). Default: silent. */
 typedef void hbm_error_fn(int err, const char *message, void *arg);
 void hbm_set_error_handler(hbm_error_fn *fn, void *arg);
-/* Informational output (e.g. hbm_check() findings). Default: silent. */
+/* Informational output. Nothing in this version writes to it: hbm_check()
+ * findings are errors, reported through the error handler. Default: silent. */
 typedef void hbm_output_fn(const char *message, void *arg);
 void hbm_set_output_handler(hbm_output_fn *fn, void *arg);
 
