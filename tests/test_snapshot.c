@@ -554,8 +554,10 @@ static void test_devices(void) {
   CHECK_EQ_U64(t->nevents, 0);
   hbm_trace_free(t);
   o.device = 5;
+  t = (hbm_trace *)&o; /* on error the output is left untouched (hbm.h) */
   CHECK(hbm_snapshot_import(s.p.b, s.p.n, "test.pickle", &o, &t, &d) == HBM_EPARSE);
   CHECK(strstr(d.message, "device 5") != NULL);
+  CHECK(t == (hbm_trace *)&o);
 }
 
 int main(void) {

@@ -857,11 +857,8 @@ int hbm_snapshot_import(const uint8_t *data, size_t len, const char *name, const
   t->snapshot_device = im.device;
   rc = build(&im, t);
 done:
-  if (rc != HBM_OK) {
-    hbm_trace_free(t);
-    t = NULL;
-  }
-  *out = t;
+  if (rc != HBM_OK) hbm_trace_free(t);
+  else *out = t; /* on error the caller's pointer is left as it was (hbm.h) */
   free(im.e);
   free(im.segs);
   free(im.blocks);
