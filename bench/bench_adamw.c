@@ -356,7 +356,8 @@ int bench_adamw(int argc, char **argv) {
   hbm_adamw_impl impl = o.impl == HBM_ADAMW_AUTO ? hbm_adamw_impl_best() : o.impl;
 
   /* Three states from one seed: fused, unfused (PyTorch ops), unfused (five passes). */
-  adamw_state fused, unfused, five;
+  /* zeroed: when one state_alloc fails, && skips the rest, and state_free frees all three */
+  adamw_state fused = {0}, unfused = {0}, five = {0};
   /* read + written = 28 B/param; whole 64-byte lines for the non-temporal copy */
   size_t copy_bytes = (size_t)(params * FUSED_BYTES_PER_PARAM / 2) & ~(size_t)63;
   if (copy_bytes == 0) copy_bytes = 64;

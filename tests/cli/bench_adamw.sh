@@ -41,4 +41,15 @@ rc=$?
 if [ $rc -ne 2 ] || ! grep -q "host memory, more than the .* available" "$out"; then
   echo "FAIL --params 1e12: exit $rc, expected 2 naming host memory: $(cat "$out")"; fail=1
 else echo "ok   --params 1e12: $(cat "$out")"; fi
+# host memory that runs out part way through the set-up (an address-space
+# limit under the host check): exit 1 naming it, not a crash freeing the
+# states never allocated. Skipped where the limit stops the program starting
+# at all (a sanitizer build reserves its shadow memory up front).
+if (ulimit -v 400000 && "$HBM" --help) > /dev/null 2>&1; then
+  (ulimit -v 400000; exec "$HBM" bench adamw --params 20M --reps 1 --threads 1) > "$out" 2>&1
+  rc=$?
+  if [ $rc -ne 1 ] || ! grep -q "cannot allocate" "$out"; then
+    echo "FAIL allocation failure: exit $rc, expected 1 naming it: $(cat "$out")"; fail=1
+  else echo "ok   allocation failure: $(cat "$out")"; fi
+else echo "skip allocation failure: the program does not start under ulimit -v"; fi
 exit $fail
