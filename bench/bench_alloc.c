@@ -49,6 +49,7 @@ static double run_range(const op *ops, size_t nops, uint32_t live) {
   hbm_range *r;
   if (hbm_range_create(1ull << 40, 1ull << 40, 512, &r) != HBM_OK) return -1;
   uint64_t *addr = calloc(live, sizeof *addr), bs;
+  if (!addr) { hbm_range_destroy(r); return -1; }
   int failed = 0;
   double t0 = bench_now_ns();
   for (size_t i = 0; i < nops; i++) {
@@ -68,6 +69,7 @@ static double run_heap(const op *ops, size_t nops, uint32_t live) {
   if (hbm_device_open("sim:1TiB", &d) != HBM_OK) return -1;
   if (hbm_heap_create(d, "bestfit", NULL, &h) != HBM_OK) { hbm_device_close(d); return -1; }
   uint64_t *addr = calloc(live, sizeof *addr);
+  if (!addr) { hbm_heap_destroy(h); hbm_device_close(d); return -1; }
   int failed = 0;
   double t0 = bench_now_ns();
   for (size_t i = 0; i < nops; i++) {
@@ -85,6 +87,7 @@ static double run_heap(const op *ops, size_t nops, uint32_t live) {
 #define RUN_MALLOC(name, alloc_fn, free_fn)                                      \
   static double name(const op *ops, size_t nops, uint32_t live) {                \
     void **p = calloc(live, sizeof *p);                                          \
+    if (!p) return -1;                                                           \
     double t0 = bench_now_ns();                                                  \
     for (size_t i = 0; i < nops; i++) {                                          \
       uint32_t s = ops[i].slot;                                                  \
