@@ -202,6 +202,12 @@ static int read_segments(importer *im, const hbm_pk_value *segments) {
       if (fb->addr != at || fb->size == 0 || fb->size % HBM_PT_MIN_BLOCK)
         return fail(im, "%s: block 0x%llx+%llu does not follow the previous block at 0x%llx", where,
                     (unsigned long long)fb->addr, (unsigned long long)fb->size, (unsigned long long)at);
+      /* within the segment: sizes up to 2^63 would otherwise let `at` wrap
+       * round to the segment's end, and a block past it be taken as alive */
+      if (fb->size > g->addr + g->size - at)
+        return fail(im, "%s: block 0x%llx+%llu runs past the end of its segment at 0x%llx", where,
+                    (unsigned long long)fb->addr, (unsigned long long)fb->size,
+                    (unsigned long long)(g->addr + g->size));
       at += fb->size;
       const char *state;
       if ((rc = get_str(im, b, "state", &state, where))) return rc;
