@@ -105,7 +105,7 @@ int bench_gen(int argc, char **argv) {
     hbm_json_object_end(&j);
     if (cli_print_json("bench gen", &j) != CLI_OK) return CLI_FAILED;
   } else {
-    printf("gen llm --preset %s, %ld steps: %llu events per round, best of 3\n", preset, steps,
+    printf("gen llm --preset %s, %llu steps: %llu events per round, best of 3\n", preset, (unsigned long long)steps,
            (unsigned long long)events);
     printf("  workload model   %7.1f M events/s\n", best_gen / 1e6);
     printf("  builder alone    %7.1f M events/s\n", best_builder / 1e6);
