@@ -92,6 +92,14 @@ int main(void) {
   CHECK_EQ_U64(hbm_trace_peak_live(t), 600);
   hbm_trace_free(t);
 
+  /* peak live past 2^64 (16Ki live allocations of 1 PiB, then 1 GiB more):
+   * the highest a uint64_t says, not what is left after wrapping round */
+  CHECK(hbm_trace_new("big", &t) == HBM_OK);
+  for (uint32_t i = 0; i < 16384; i++) CHECK(hbm_trace_alloc(t, i, 1ull << 50, HBM_TAG_OTHER, 0) == HBM_OK);
+  CHECK(hbm_trace_alloc(t, 16384, 1ull << 30, HBM_TAG_OTHER, 0) == HBM_OK);
+  CHECK_EQ_U64(hbm_trace_peak_live(t), UINT64_MAX);
+  hbm_trace_free(t);
+
   /* bad input: one case each, with the line */
   expect_bad("", 1, "empty input");
   expect_bad("a x 1\n", 1, "header");

@@ -120,7 +120,8 @@ uint64_t hbm_trace_peak_live(const hbm_trace *t) {
   if (t->peak_live_cache) return t->peak_live_cache;
   uint64_t *size = calloc(t->nids ? t->nids : 1, sizeof *size);
   if (!size) return 0;
-  uint64_t live = 0, peak = 0;
+  /* 128 bits: 16Ki live allocations of 1 PiB already sum to 2^64 */
+  unsigned __int128 live = 0, peak = 0;
   for (uint32_t i = 0; i < t->ninit_blocks; i++)
     if (t->init_blocks[i].id != HBM_NO_ID) {
       size[t->init_blocks[i].id] = t->init_blocks[i].request;
@@ -139,8 +140,9 @@ uint64_t hbm_trace_peak_live(const hbm_trace *t) {
     }
   }
   free(size);
-  ((hbm_trace *)t)->peak_live_cache = peak;
-  return peak;
+  uint64_t p = peak > UINT64_MAX ? UINT64_MAX : (uint64_t)peak;
+  ((hbm_trace *)t)->peak_live_cache = p;
+  return p;
 }
 
 /* ---- validation: the starting state's segments and tiling, pairing of allocs and frees -- */
