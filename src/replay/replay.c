@@ -89,8 +89,15 @@ static void take_sample(replay_state *s, uint64_t event) {
                     .backend_calls = s->dev->backend_calls,
                     .alloc_events = s->res->alloc_events};
   /* Where the starting state did not fit, nothing ran: live leaves out what
-   * the policy did place, so a ratio would be made up. */
-  if (!s->start_unfit) smp.fragmentation = hbm_fragmentation_ratio(smp.free_total, smp.largest_free);
+   * the policy did place, so a ratio would be made up, and what it held is
+   * the partial placement, different for each policy; the device is shown
+   * as the run found it, empty. */
+  if (s->start_unfit) {
+    smp.live = smp.allocated = smp.reserved = 0;
+    smp.free_total = smp.largest_free = s->res->capacity;
+  } else {
+    smp.fragmentation = hbm_fragmentation_ratio(smp.free_total, smp.largest_free);
+  }
   if (smp.fragmentation > s->res->max_frag) s->res->max_frag = smp.fragmentation;
   if (s->o->on_sample) s->o->on_sample(&smp, s->o->sample_arg);
 }
@@ -191,12 +198,16 @@ static void start_unfit(replay_state *s) {
   uint64_t recorded = 0;
   for (uint32_t i = 0; i < t->ninit_blocks; i++)
     if (t->init_blocks[i].id != HBM_NO_ID) recorded += t->init_blocks[i].request;
-  hbm_policy_usage u;
-  s->p->cls->usage(s->p, &u);
   s->start_unfit = 1;
   res->oom = 1;
   res->failures = 1;
-  res->first_oom = (hbm_oom_report){.request = recorded, .free_total = res->capacity, .largest_free = u.largest_free,
+  /* Nothing ran: the peaks are those of an empty device for every policy,
+   * not of the part of the state one placed before it failed (bestfit
+   * placed 2 GiB of bcrafton_step at 2 GiB where caching, rolled back, held
+   * none). The calls it made trying stay counted, and so does the device's
+   * own high-water mark. */
+  res->peak_reserved = res->peak_allocated = res->peak_live = 0;
+  res->first_oom = (hbm_oom_report){.request = recorded, .free_total = res->capacity, .largest_free = res->capacity,
                                     .cause = HBM_CAUSE_START};
 }
 
