@@ -113,6 +113,7 @@ void hbm_plan_input_free(hbm_plan_input *in) {
 
 int hbm_plan_csv_parse(const char *text, size_t len, const char *name, hbm_plan_input *out, hbm_diag *diag) {
   if ((!text && len) || !out) return HBM_EINVAL;
+  if (!text) text = ""; /* no arithmetic on a null pointer below, even + 0 */
   if (!name) name = "<input>";
   const char *nul = len ? memchr(text, 0, len) : NULL;
   if (nul) return hbm_diag_set(diag, name, 0, (uint64_t)(nul - text), "a NUL byte: expected CSV text");
