@@ -408,7 +408,9 @@ typedef struct hbm_replay_result {
 /* Replays every event of `trace` through one policy. A failed request is
  * skipped (later frees of it ignored) and the first failure is reported.
  * Returns HBM_OK even when requests failed (see result->oom); an error code
- * only when the replay itself could not run. */
+ * only when the replay itself could not run. Unlike other calls, *result is
+ * written on error too: cleared, then filled as far as the replay got (it is
+ * not a result to report). */
 int hbm_replay(const hbm_trace *trace, const hbm_replay_options *options,
                hbm_replay_result *result);
 
