@@ -163,9 +163,9 @@ typedef struct hbm_heap hbm_heap;
 /* policy: "bestfit", "caching", "expandable", "zoned", ... (hbm_policy_names()).
  * conf: policy settings, or NULL. For caching/expandable this is PyTorch's own
  * PYTORCH_CUDA_ALLOC_CONF syntax. The heap does not own the device; the device
- * must outlive it. Heaps are thread-safe: every call takes the heap's lock.
- * A device takes no lock of its own: heaps that share one device must not be
- * called from two threads at once (give each thread's heap its own device). */
+ * must outlive it. Heaps are thread-safe, and so are heaps that share one
+ * device: every call takes the device's lock (they share its memory and
+ * counters), so they take turns. */
 int hbm_heap_create(hbm_device *dev, const char *policy, const char *conf, hbm_heap **out);
 void hbm_heap_destroy(hbm_heap *heap);
 /* Comma-separated list of policy names this build knows. */
@@ -219,8 +219,8 @@ int hbm_check(hbm_heap *heap);
  * Partial compaction opens its hole where no pinned block is and may fill
  * holes beside pinned blocks. Freeing a pinned block is HBM_EBUSY.
  *
- * Hooks are called with the heap's lock held: they must not call into the
- * same heap. Policies that never move blocks answer HBM_EUNSUPPORTED. */
+ * Hooks are called with the device's lock held (a recursive one): they must
+ * not call into the same heap. Policies that never move blocks answer HBM_EUNSUPPORTED. */
 typedef uint64_t hbm_handle; /* 0 is never a handle; a freed handle stays invalid */
 
 /* One moved block: its old and new address, its request size and tag. */

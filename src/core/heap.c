@@ -18,8 +18,9 @@
 /* A live block's record: request (up to 2^50), tag, and block size. */
 typedef struct live_rec { uint64_t request, block_size; hbm_tag tag; } live_rec;
 
+/* Every call takes the device's lock (dev->lock), not a lock of the heap's
+ * own: heaps that share a device share its memory and counters. */
 struct hbm_heap {
-  pthread_mutex_t lock;
   hbm_device *dev;
   hbm_policy *policy;
   hbm_addrmap blocks;      /* addr -> index into recs */
@@ -48,7 +49,9 @@ int hbm_heap_create(hbm_device *dev, const char *policy, const char *conf, hbm_h
   hbm_heap *h = calloc(1, sizeof *h);
   if (!h) return HBM_EHOSTMEM;
   hbm_diag diag = {0};
+  pthread_mutex_lock(&dev->lock); /* a policy may take device memory as it starts */
   int rc = cls->create(dev, conf, &h->policy, &diag);
+  pthread_mutex_unlock(&dev->lock);
   if (rc != HBM_OK) {
     if (diag.message[0]) hbm_report_error(rc, "policy %s: %s", policy, diag.message);
     free(h);
@@ -57,7 +60,6 @@ int hbm_heap_create(hbm_device *dev, const char *policy, const char *conf, hbm_h
   h->policy->cls = cls;
   h->policy->dev = dev;
   h->dev = dev;
-  pthread_mutex_init(&h->lock, NULL);
   hbm_addrmap_init(&h->blocks);
   h->free_rec = NO_REC;
   h->st.version = HBM_STATS_VERSION;
@@ -75,11 +77,13 @@ int hbm_heap_create(hbm_device *dev, const char *policy, const char *conf, hbm_h
 
 void hbm_heap_destroy(hbm_heap *h) {
   if (!h) return;
+  hbm_device *dev = h->dev;
+  pthread_mutex_lock(&dev->lock); /* the policy gives device memory back */
   h->policy->cls->destroy(h->policy);
+  pthread_mutex_unlock(&dev->lock);
   hbm_addrmap_release(&h->blocks);
   hbm_reloc_destroy(h->reloc);
   free(h->recs);
-  pthread_mutex_destroy(&h->lock);
   free(h);
 }
 
@@ -110,9 +114,9 @@ static void track_peaks(hbm_heap *h) {
 
 int hbm_alloc(hbm_heap *h, uint64_t size, hbm_tag tag, int stream, uint64_t *addr) {
   if (!h || !addr) return HBM_EINVAL;
-  pthread_mutex_lock(&h->lock);
+  pthread_mutex_lock(&h->dev->lock);
   int rc = hbm_heap_alloc_locked(h, size, tag, stream, addr);
-  pthread_mutex_unlock(&h->lock);
+  pthread_mutex_unlock(&h->dev->lock);
   return rc;
 }
 
@@ -146,9 +150,9 @@ int hbm_heap_alloc_locked(hbm_heap *h, uint64_t size, hbm_tag tag, int stream, u
 
 int hbm_free(hbm_heap *h, uint64_t addr) {
   if (!h) return HBM_EINVAL;
-  pthread_mutex_lock(&h->lock);
+  pthread_mutex_lock(&h->dev->lock);
   int rc = hbm_heap_free_locked(h, addr);
-  pthread_mutex_unlock(&h->lock);
+  pthread_mutex_unlock(&h->dev->lock);
   return rc;
 }
 
@@ -175,11 +179,11 @@ int hbm_heap_free_locked(hbm_heap *h, uint64_t addr) {
 }
 
 hbm_policy *hbm_heap_enter(hbm_heap *h, hbm_reloc **reloc) {
-  pthread_mutex_lock(&h->lock);
+  pthread_mutex_lock(&h->dev->lock);
   *reloc = h->reloc;
   return h->policy;
 }
-void hbm_heap_leave(hbm_heap *h) { pthread_mutex_unlock(&h->lock); }
+void hbm_heap_leave(hbm_heap *h) { pthread_mutex_unlock(&h->dev->lock); }
 
 static void fill_stats(hbm_heap *h, hbm_stats *out) {
   hbm_policy_usage u;
@@ -194,17 +198,17 @@ static void fill_stats(hbm_heap *h, hbm_stats *out) {
 
 int hbm_heap_stats(hbm_heap *h, hbm_stats *out) {
   if (!h || !out) return HBM_EINVAL;
-  pthread_mutex_lock(&h->lock);
+  pthread_mutex_lock(&h->dev->lock);
   fill_stats(h, out);
-  pthread_mutex_unlock(&h->lock);
+  pthread_mutex_unlock(&h->dev->lock);
   return HBM_OK;
 }
 
 int hbm_heap_step(hbm_heap *h, uint64_t step) {
   if (!h) return HBM_EINVAL;
-  pthread_mutex_lock(&h->lock);
+  pthread_mutex_lock(&h->dev->lock);
   if (h->policy->cls->step) h->policy->cls->step(h->policy, step);
-  pthread_mutex_unlock(&h->lock);
+  pthread_mutex_unlock(&h->dev->lock);
   return HBM_OK;
 }
 
@@ -219,10 +223,10 @@ static int scan_tagged(void *arg, uint64_t addr, uint64_t size, int live, hbm_ta
 
 int hbm_heap_scan(hbm_heap *h, hbm_scan_fn *visit, void *arg) {
   if (!h || !visit) return HBM_EINVAL;
-  pthread_mutex_lock(&h->lock);
+  pthread_mutex_lock(&h->dev->lock);
   scan_ctx c = {h, visit, arg};
   int rc = h->policy->cls->scan(h->policy, scan_tagged, &c);
-  pthread_mutex_unlock(&h->lock);
+  pthread_mutex_unlock(&h->dev->lock);
   return rc < 0 ? rc : HBM_OK;
 }
 
@@ -280,7 +284,7 @@ static int scan_check(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag
 
 int hbm_check(hbm_heap *h) {
   if (!h) return HBM_EINVAL;
-  pthread_mutex_lock(&h->lock);
+  pthread_mutex_lock(&h->dev->lock);
   check_ctx c = {.h = h};
   h->policy->cls->check(h->policy, report_fail, &c);
   hbm_addrmap_each(&h->blocks, recount, &c);
@@ -310,6 +314,6 @@ int hbm_check(hbm_heap *h) {
     snprintf(m, sizeof m, "reserved %llu exceeds capacity %llu", (unsigned long long)u.reserved, (unsigned long long)h->st.capacity);
     report_fail(&c, m);
   }
-  pthread_mutex_unlock(&h->lock);
+  pthread_mutex_unlock(&h->dev->lock);
   return c.failures ? HBM_ECORRUPT : HBM_OK;
 }

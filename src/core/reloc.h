@@ -5,7 +5,7 @@
  * hbm_reloc_moved() for every move after updating its own address map and
  * hbm_reloc_freed() for every free, and lends reloc.c its lock and its
  * unlocked alloc/free (declared below, defined in heap.c). Every function here
- * runs with the heap's lock held.
+ * runs with the device's lock held.
  *
  * Invariant (hbm_reloc_check): each live handle slot holds the address of a
  * live heap block, and `by_addr` maps exactly those addresses to their slots.
@@ -28,7 +28,7 @@ void hbm_reloc_freed(hbm_reloc *r, uint64_t addr);
 int hbm_reloc_check(const hbm_reloc *r, const hbm_addrmap *live, hbm_check_report_fn *report, void *arg);
 
 /* ---- defined in heap.c, for reloc.c ---- */
-/* Takes the heap's lock; returns its policy and relocation layer (NULL when
+/* Takes the heap's device's lock; returns its policy and relocation layer (NULL when
  * the policy never moves blocks). */
 hbm_policy *hbm_heap_enter(hbm_heap *h, hbm_reloc **reloc);
 void hbm_heap_leave(hbm_heap *h);

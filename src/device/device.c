@@ -58,5 +58,21 @@ int hbm_device_get_caps(const hbm_device *dev, hbm_device_caps *caps) {
   return HBM_OK;
 }
 
-uint64_t hbm_device_backend_calls(const hbm_device *dev) { return dev ? dev->backend_calls : 0; }
-uint64_t hbm_device_peak_used(const hbm_device *dev) { return dev ? dev->peak_phys_used : 0; }
+void hbm_device_lock_init(hbm_device *dev) {
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&dev->lock, &attr);
+  pthread_mutexattr_destroy(&attr);
+}
+
+/* Read under the device's lock: another thread's heap may be counting. */
+static uint64_t read_locked(const hbm_device *dev, const uint64_t *field) {
+  pthread_mutex_t *lock = &((hbm_device *)dev)->lock;
+  pthread_mutex_lock(lock);
+  uint64_t v = *field;
+  pthread_mutex_unlock(lock);
+  return v;
+}
+uint64_t hbm_device_backend_calls(const hbm_device *dev) { return dev ? read_locked(dev, &dev->backend_calls) : 0; }
+uint64_t hbm_device_peak_used(const hbm_device *dev) { return dev ? read_locked(dev, &dev->peak_phys_used) : 0; }

@@ -15,6 +15,8 @@
 #ifndef HBM_DEVICE_H
 #define HBM_DEVICE_H
 
+#include <pthread.h>
+
 #include "hbm.h"
 
 typedef struct hbm_device_ops {
@@ -48,8 +50,14 @@ struct hbm_device {
   uint64_t phys_used;     /* physical bytes held by all clients */
   uint64_t peak_phys_used;
   uint64_t backend_calls;
+  pthread_mutex_t lock;   /* held through every heap call on this device: heaps that share it take turns */
   void *impl;             /* backend private state */
 };
+
+/* Sets up dev->lock as each backend's open must: recursive, so a hook called
+ * under it (a relocation callback, a scan visitor) may still read the
+ * device's counters or call another heap on the device. */
+void hbm_device_lock_init(hbm_device *dev);
 
 int hbm_sim_open(uint64_t capacity, uint64_t granule, hbm_device **out);
 /* A sim device whose own addresses start at `base` (replaying a recording

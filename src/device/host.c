@@ -140,6 +140,7 @@ static void host_destroy(hbm_device *d) {
   free(h->segs);
   hbm_range_destroy(h->phys);
   close(h->fd);
+  pthread_mutex_destroy(&d->lock);
   free(h);
 }
 
@@ -184,6 +185,7 @@ int hbm_host_open(uint64_t capacity, uint64_t granule, hbm_device **out) {
   h->base.caps.vmm = 1;
   h->base.caps.d2d_copy = 1;
   h->base.caps.host_visible = 1;
+  hbm_device_lock_init(&h->base);
   *out = &h->base;
   return HBM_OK;
 }

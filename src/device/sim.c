@@ -100,6 +100,7 @@ static int sim_to_host(hbm_device *d, void *dst, uint64_t src, uint64_t n) { ret
 static int sim_from_host(hbm_device *d, uint64_t dst, const void *src, uint64_t n) { return HBM_OK; }
 static void sim_destroy(hbm_device *d) {
   sim_device *s = (sim_device *)d;
+  pthread_mutex_destroy(&d->lock);
   free(s->segs);
   free(s);
 }
@@ -141,6 +142,7 @@ int hbm_sim_open_at(uint64_t capacity, uint64_t granule, uint64_t base, hbm_devi
   s->base.caps.d2d_copy = 1;
   s->base.caps.host_visible = 0;
   s->next_va = base;
+  hbm_device_lock_init(&s->base);
   *out = &s->base;
   return HBM_OK;
 }

@@ -1,6 +1,6 @@
 /* compact.h: what the `compact` policy offers beyond the policy class, for the
  * heap's relocatable-allocation layer (core/reloc.c). Every call here is made
- * with the heap's lock held. */
+ * with the device's lock held. */
 #ifndef HBM_POLICY_COMPACT_H
 #define HBM_POLICY_COMPACT_H
 
