@@ -132,6 +132,10 @@ int bench_alloc(int argc, char **argv) {
     }
     if (!ok) return CLI_BAD_INPUT;
   }
+  if (optind < argc) { /* else ignored: a bare trace name would measure the defaults */
+    cli_error("bench alloc: unexpected argument '%s' (try: hbm bench alloc --help)", argv[optind]);
+    return CLI_BAD_INPUT;
+  }
   op *ops = malloc(pairs * sizeof *ops);
   if (!ops) { cli_error("bench alloc: out of memory"); return CLI_FAILED; }
   size_t nsmall = 0;

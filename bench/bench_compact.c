@@ -268,6 +268,10 @@ int bench_compact(int argc, char **argv) {
     }
     if (!ok) return CLI_BAD_INPUT;
   }
+  if (optind < argc) { /* else ignored: a bare trace name would measure the defaults */
+    cli_error("bench compact: unexpected argument '%s' (try: hbm bench compact --help)", argv[optind]);
+    return CLI_BAD_INPUT;
+  }
   if (capacity < (256ull << 20)) {
     cli_error("bench compact: --capacity: expected at least 256MiB, got '%s'", cap_arg);
     return CLI_BAD_INPUT;

@@ -46,6 +46,10 @@ int bench_gen(int argc, char **argv) {
       default: usage(stderr); return CLI_BAD_INPUT;
     }
   }
+  if (optind < argc) { /* else ignored: a bare trace name would measure the defaults */
+    cli_error("bench gen: unexpected argument '%s' (try: hbm bench gen --help)", argv[optind]);
+    return CLI_BAD_INPUT;
+  }
   hbm_gen_llm_config c;
   if (hbm_gen_llm_preset(preset, &c) != HBM_OK) {
     cli_error("--preset: unknown preset '%s' (hbm gen llm --list-presets)", preset);

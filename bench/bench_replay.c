@@ -73,6 +73,10 @@ int bench_replay(int argc, char **argv) {
     }
     if (!ok) return CLI_BAD_INPUT;
   }
+  if (optind < argc) { /* else ignored: a bare trace name would measure the defaults */
+    cli_error("bench replay: unexpected argument '%s' (try: hbm bench replay --help)", argv[optind]);
+    return CLI_BAD_INPUT;
+  }
   enum { MAX_POLICIES = 16 };
   char policies[MAX_POLICIES][32];
   int npolicies = cli_split_policies(policy_list, policies, MAX_POLICIES);
