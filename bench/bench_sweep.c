@@ -213,7 +213,8 @@ static void usage(FILE *out) {
           "(every request placed). A draw the model rejects (split, or static state or\n"
           "peak live over the capacity) is redrawn and counted.\n"
           "Each row's command regenerates its job (add -o TRACE). Exit 0 whatever the\n"
-          "goals show; 1 when a replay could not run, 2 for bad options.\n"
+          "goals show; 1 when a replay could not run, 2 for bad options or a job whose\n"
+          "trace would not fit in host memory (said before it is generated).\n"
           "  --jobs N        jobs to draw (default 40)\n"
           "  --seed N        the draws' seed; the same seed, the same jobs (default 1)\n"
           "  --steps N       steps per job, at least 2 (default 50)\n"
@@ -388,6 +389,16 @@ int bench_sweep(int argc, char **argv) {
       }
       if (est.static_bytes > capacity) { redraw_static++; continue; }
       if (est.peak > capacity) { redraw_peak++; continue; }
+      /* Refused before generating, as bench replay does: a trace past host
+       * memory would be grown until the OOM killer ends the run. */
+      char what[64];
+      snprintf(what, sizeof what, "bench sweep: job %llu", (unsigned long long)k + 1);
+      int mrc = cli_check_trace_memory(what, &cfg, sizeof(hbm_event));
+      if (mrc != CLI_OK) {
+        if (progress) fprintf(stderr, "\n");
+        free(jobs);
+        return mrc;
+      }
       int rc = hbm_gen_llm(&cfg, &t, &d);
       if (rc == HBM_EINVAL) { redraw_invalid++; t = NULL; continue; }
       if (rc != HBM_OK) {

@@ -4,7 +4,8 @@
 # sweep is reproducible); a row's command regenerates its job (hbm gen llm
 # with it, then hbm replay: the same peak reserved for zoned, and the same
 # calls and allocations over the second half of the steps, counted from the
-# replay's samples); bad options exit 2 with a message. Small and short: timings are never asserted here.
+# replay's samples); bad options exit 2 with a message, and so does a job
+# too large for host memory, before it is generated. Small and short: timings are never asserted here.
 set -u
 fail=0
 dir=$(mktemp -d)
@@ -99,6 +100,19 @@ done
 # one job: said in the singular
 "$HBM" bench sweep --jobs 1 --steps 2 > "$dir/one" 2>&1
 head -n 1 "$dir/one" | grep -q "^sweep: 1 random job from" || { echo "FAIL plurals: $(head -n 1 "$dir/one")"; fail=1; }
+
+# A job whose trace would not fit in host memory is refused before it is
+# generated, as bench replay refuses one (seed 1's first job needs ~233 GiB at
+# a million steps). Under a 4 GiB address-space limit, so that a sweep that
+# generates it anyway fails fast instead of meeting the OOM killer.
+avail=$(sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo 2>/dev/null)
+if [ -n "$avail" ] && [ "$avail" -lt 150000000 ]; then
+  (ulimit -v 4000000; "$HBM" bench sweep --jobs 1 --seed 1 --steps 1000000) > "$dir/out" 2> "$dir/err"; rc=$?
+  if [ $rc -ne 2 ] || [ -s "$dir/out" ] ||
+     ! grep -q "bench sweep: job 1: --steps 1000000 .* host memory, more than the .* available; give --steps" "$dir/err"; then
+    echo "FAIL --steps 1000000: exit $rc, expected 2 naming host memory: $(cat "$dir/err")"; fail=1
+  else echo "ok   --steps 1000000: $(cat "$dir/err")"; fi
+fi
 
 for bad in "--jobs 0" "--jobs x" "--steps 1" "--capacity lots" "--alloc-conf zoned=moves:maybe" "--frobnicate" "extra"; do
   # shellcheck disable=SC2086
