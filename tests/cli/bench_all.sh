@@ -24,6 +24,13 @@ for bad in "--steps 2" "--json --rounds 1" "--frobnicate"; do
   else echo "ok   '$bad': $(cat "$err")"; fi
 done
 
+# bench alloc: live blocks whose sizes cannot fit the allocators' 1 TiB are
+# refused before any round (every round would fail, or malloc map terabytes)
+"$HBM" bench alloc --live 1000000 --pairs 10 > "$out" 2> "$err"; rc=$?
+if [ $rc -ne 2 ] || [ -s "$out" ] || ! grep -q "bench alloc: --live 1000000 holds about .*; give --live [0-9]* or fewer" "$err"; then
+  echo "FAIL bench alloc --live 1000000: exit $rc, stdout '$(head -n 2 "$out")', stderr '$(cat "$err")'"; fail=1
+else echo "ok   bench alloc --live 1000000: $(cat "$err")"; fi
+
 # Small options, so that a benchmark that ignores the stray argument ends soon.
 for args in "alloc --pairs 10" "replay --steps 1 --rounds 1 --policy bestfit" "gen --steps 1" \
             "compact --capacity 256MiB --rounds 1" "adamw --params 1024 --reps 1" "sweep --jobs 1 --steps 2"; do
