@@ -354,7 +354,7 @@ static void test_gc(void) {
   for (int with_fraction = 0; with_fraction < 2; with_fraction++) {
     env e;
     open_env(&e, "caching",
-             with_fraction ? "garbage_collection_threshold:0.5,per_process_memory_fraction:1.0"
+             with_fraction ? "garbage_collection_threshold:0.5,per_process_memory_fraction:0.999"
                            : "garbage_collection_threshold:0.5",
              100 * MiB);
     uint64_t x1 = A(&e, 20 * MiB), x2 = A(&e, 20 * MiB);
@@ -370,6 +370,23 @@ static void test_gc(void) {
       CHECK_EQ_U64(s.num_gc_releases, 0);
       CHECK_EQ_U64(s.reserved, 90 * MiB);
     }
+    close_env(&e);
+  }
+  /* per_process_memory_fraction:1.0 is no fraction at all: PyTorch's
+   * setMemoryFraction leaves allowed_memory_maximum empty for a fraction of
+   * 1.0, and GC runs only when it has a value. Reserved 60 MiB > 50 MiB, yet
+   * nothing is collected. */
+  {
+    env e;
+    open_env(&e, "caching", "garbage_collection_threshold:0.5,per_process_memory_fraction:1.0", 100 * MiB);
+    uint64_t x1 = A(&e, 20 * MiB), x2 = A(&e, 20 * MiB);
+    A(&e, 20 * MiB);
+    F(&e, x1);
+    F(&e, x2);
+    A(&e, 30 * MiB);
+    hbm_pt_stats s = stats(&e);
+    CHECK_EQ_U64(s.num_gc_releases, 0);
+    CHECK_EQ_U64(s.reserved, 90 * MiB);
     close_env(&e);
   }
   /* The fraction also caps what the allocator may hold. */

@@ -27,7 +27,7 @@ typedef struct hbm_pt_conf {
   double gc_threshold;              /* garbage_collection_threshold; 0 = off */
   uint32_t roundup_divisions[HBM_PT_ROUNDUP_INTERVALS]; /* per power-of-two interval from 1 MiB */
   int expandable;                   /* expandable_segments */
-  int set_fraction;                 /* per_process_memory_fraction was given */
+  int set_fraction;                 /* per_process_memory_fraction below 1.0 was given */
   double memory_fraction;           /* of the device capacity; 1.0 by default */
 } hbm_pt_conf;
 

@@ -238,8 +238,10 @@ static int parse_all(parser *ps, hbm_pt_conf *c) {
       if ((rc = expect(ps, ++i, ':')) || (rc = parse_double(ps, ++i, key, &d))) return rc;
       if (!(d >= 0.0 && d <= 1.0))
         return fail(ps, i, "per_process_memory_fraction is invalid, set it in [0.0, 1.0]");
+      /* setMemoryFraction: a fraction of 1.0 leaves allowed_memory_maximum
+       * empty (no cap, no garbage collection), any smaller one sets it. */
       c->memory_fraction = d;
-      c->set_fraction = 1;
+      c->set_fraction = d < 1.0;
     } else {
       return fail(ps, i, "Unrecognized CachingAllocator option: %s", key);
     }
