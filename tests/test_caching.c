@@ -320,6 +320,29 @@ static void test_max_split(void) {
   close_env(&e);
 }
 
+/* release_available_cached_blocks never releases an expandable block (PyTorch:
+ * "if (!(*cur)->expandable_segment_) release_block(...)", and a lower_bound
+ * that lands on one takes the multi-block path): with expandable segments
+ * the OOM path goes on to release_cached_blocks, which unmaps every free page
+ * of both pools and counts a retry. */
+static void test_release_available_expandable(void) {
+  env e;
+  open_env(&e, "expandable", "max_split_size_mb:40", 100 * MiB);
+  uint64_t s = A(&e, 1000); /* one 2 MiB small page */
+  F(&e, s);
+  uint64_t a = A(&e, 60 * MiB); /* 3 large pages */
+  A(&e, 20 * MiB);              /* 1 more: 82 MiB of 100 mapped */
+  F(&e, a);                     /* 60 MiB free, oversize (>= 40) */
+  const int unmaps = e.log.n[HBM_PT_SEGMENT_UNMAP];
+  uint64_t c = A(&e, 30 * MiB); /* below max_split: not the oversize block; 2 pages do not fit */
+  CHECK_EQ_U64(c, a);           /* the unmapped hole at the bottom is the lowest room */
+  hbm_pt_stats st = stats(&e);
+  CHECK_EQ_U64(st.num_alloc_retries, 1);                      /* release_cached_blocks ran */
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_UNMAP] - unmaps, 2);    /* the large hole and the small page */
+  CHECK_EQ_U64(st.reserved, 60 * MiB);                        /* 2 pages for c + 1 for the 20 MiB */
+  close_env(&e);
+}
+
 static void test_release_and_retry(void) {
   env e;
   open_env(&e, "caching", NULL, 64 * MiB);
@@ -664,6 +687,7 @@ int main(void) {
   test_best_fit_and_merge();
   test_streams();
   test_max_split();
+  test_release_available_expandable();
   test_release_and_retry();
   test_gc();
   test_expandable();

@@ -532,7 +532,7 @@ static void release_expandable_segment(pt *m, uint32_t bi) {
 /* release_block: cudaFree of a cached, unsplit segment. */
 static void release_block(pt *m, uint32_t bi) {
   pt_block *b = B(m, bi);
-  if (b->es != NONE) { /* PyTorch asserts here; unmapping is what it could do */
+  if (b->es != NONE) { /* PyTorch asserts here; no caller passes one (defensive) */
     unmap_block(m, bi);
     if (!B(m, bi)->mapped && !is_split(B(m, bi))) release_expandable_segment(m, bi);
     return;
@@ -673,7 +673,10 @@ static int alloc_block(pt *m, uint32_t slot, int pool, uint64_t size, uint64_t a
 }
 
 /* release_available_cached_blocks: frees oversize cached blocks (only with
- * max_split_size set), the smallest that covers the request, else largest first. */
+ * max_split_size set), the smallest that covers the request, else largest first.
+ * Expandable blocks are never released here: a lower_bound that lands on one
+ * takes the largest-first path from the block below it, and that path skips
+ * them (and does not count them). */
 static int release_available_cached_blocks(pt *m, uint32_t slot, int pool, uint64_t size) {
   uint64_t max_split = m->conf.max_split_size;
   if (max_split == UINT64_MAX) return 0;
@@ -681,17 +684,20 @@ static int release_available_cached_blocks(pt *m, uint32_t slot, int pool, uint6
   uint64_t key_size = size < max_split ? max_split : size;
   hbm_okey k;
   uint32_t b;
-  if (hbm_ordset_lower_bound(set, (hbm_okey){key_size, 0}, &k, &b)) {
+  int found = hbm_ordset_lower_bound(set, (hbm_okey){key_size, 0}, &k, &b);
+  if (found && B(m, b)->es == NONE) {
     release_block(m, b);
     return 1;
   }
-  if (!hbm_ordset_last(set, &k, &b)) return 0;
+  if (found ? !hbm_ordset_below(set, k, &k, &b) : !hbm_ordset_last(set, &k, &b)) return 0;
   uint64_t released = 0;
   while (released < key_size && B(m, b)->size >= max_split) {
     uint32_t cur = b;
-    released += B(m, b)->size;
     int more = hbm_ordset_below(set, k, &k, &b);
-    release_block(m, cur);
+    if (B(m, cur)->es == NONE) {
+      released += B(m, cur)->size;
+      release_block(m, cur);
+    }
     if (!more) break;
   }
   return released >= key_size;
