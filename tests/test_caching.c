@@ -136,6 +136,7 @@ static void test_conf(void) {
   expect_conf_error("backend:cudaMallocAsync", "cudaMallocAsync", UINT64_MAX);
   expect_conf_error("expandable_segments:True;max_split_size_mb:40", "True/False", UINT64_MAX);
   expect_conf_error("per_process_memory_fraction:2", "[0.0, 1.0]", UINT64_MAX);
+  expect_conf_error("pinned_reserve_segment_size_mb:0", "greater than 0", 31);
 
   hbm_pt_conf c;
   hbm_pt_conf_default(&c, 0);

@@ -234,6 +234,7 @@ static int parse_all(parser *ps, hbm_pt_conf *c) {
       if (u > 128) return fail(ps, i, "Number of register threads should be less than or equal to 128");
     } else if (!strcmp(key, "pinned_reserve_segment_size_mb")) {
       if ((rc = expect(ps, ++i, ':')) || (rc = parse_u64(ps, ++i, key, &u))) return rc;
+      if (u == 0) return fail(ps, i, "Pinned reserve segment size has to be greater than 0");
     } else if (!strcmp(key, "per_process_memory_fraction")) {
       if ((rc = expect(ps, ++i, ':')) || (rc = parse_double(ps, ++i, key, &d))) return rc;
       if (!(d >= 0.0 && d <= 1.0))
