@@ -287,6 +287,7 @@ static void api_edges(void) {
   /* Bad settings are refused with a message. */
   CHECK(hbm_heap_create(sim, "compact", "every_steps:x", &h) == HBM_EINVAL);
   CHECK(hbm_heap_create(sim, "compact", "on_failure:sometimes", &h) == HBM_EINVAL);
+  CHECK(hbm_heap_create(sim, "compact", "every_steps:18446744073709551616", &h) == HBM_EINVAL); /* not "never" */
   CHECK(hbm_heap_create(sim, "compact", "every_steps:500,on_failure:off", &h) == HBM_OK);
   /* Handles: 0, stale and foreign handles are refused. */
   uint64_t a;

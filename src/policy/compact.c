@@ -15,6 +15,7 @@
  * stats.compactions and min_moved_bytes <= moved_bytes. */
 #include "policy/compact.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,10 +45,12 @@ typedef struct compact {
 } compact;
 
 /* ---- conf: "on_failure:partial|full|off,every_steps:N,ordered_copies:0|1" ---- */
+/* The heap prefixes "policy compact: " to these messages. A known key with a
+ * bad value names that key's limits, as zoned does. */
 static int parse_conf(compact *c, const char *conf, hbm_diag *diag) {
   char buf[256];
   if (strlen(conf) >= sizeof buf) {
-    hbm_diag_set(diag, "alloc-conf", 0, 0, "policy compact: settings longer than %zu bytes", sizeof buf - 1);
+    hbm_diag_set(diag, "alloc-conf", 0, 0, "settings longer than %zu bytes", sizeof buf - 1);
     return HBM_EINVAL;
   }
   strcpy(buf, conf);
@@ -55,21 +58,39 @@ static int parse_conf(compact *c, const char *conf, hbm_diag *diag) {
   for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
     while (*item == ' ') item++;
     char *colon = strchr(item, ':');
-    const char *value = colon ? colon + 1 : "";
+    const char *value = colon ? colon + 1 : "", *want = NULL;
     if (colon) *colon = 0;
-    char *end = NULL;
-    if (!strcmp(item, "on_failure") && !strcmp(value, "partial")) c->on_failure = ON_FAILURE_PARTIAL;
-    else if (!strcmp(item, "on_failure") && !strcmp(value, "full")) c->on_failure = ON_FAILURE_FULL;
-    else if (!strcmp(item, "on_failure") && !strcmp(value, "off")) c->on_failure = ON_FAILURE_OFF;
-    else if (!strcmp(item, "every_steps") && *value >= '0' && *value <= '9' &&
-             (c->every_steps = strtoull(value, &end, 10), !*end)) c->next_periodic = c->every_steps;
-    else if (!strcmp(item, "ordered_copies") && (!strcmp(value, "0") || !strcmp(value, "1"))) c->ordered = *value == '1';
-    else {
-      hbm_diag_set(diag, "alloc-conf", 0, 0,
-                   "policy compact: unknown setting '%s%s%s' (expected on_failure:partial|full|off, "
-                   "every_steps:N, ordered_copies:0|1)", item, colon ? ":" : "", value);
-      return HBM_EINVAL;
+    if (!strcmp(item, "on_failure")) {
+      want = "on_failure:partial|full|off";
+      if (!strcmp(value, "partial")) c->on_failure = ON_FAILURE_PARTIAL;
+      else if (!strcmp(value, "full")) c->on_failure = ON_FAILURE_FULL;
+      else if (!strcmp(value, "off")) c->on_failure = ON_FAILURE_OFF;
+      else goto bad;
+    } else if (!strcmp(item, "every_steps")) {
+      /* strtoull saturates: a value past 2^64 - 1 would silently mean "never" */
+      want = "every_steps:N with N a whole number from 0 (off) to 2^64 - 1";
+      char *end = NULL;
+      errno = 0;
+      uint64_t n = strtoull(value, &end, 10);
+      if (*value < '0' || *value > '9' || *end || errno == ERANGE) goto bad;
+      c->every_steps = c->next_periodic = n;
+    } else if (!strcmp(item, "ordered_copies")) {
+      want = "ordered_copies:0|1";
+      if (strcmp(value, "0") && strcmp(value, "1")) goto bad;
+      c->ordered = *value == '1';
+    } else {
+      goto bad;
     }
+    continue;
+  bad:
+    if (want)
+      hbm_diag_set(diag, "alloc-conf", 0, 0, "bad setting '%s%s%s' (expected %s)", item, colon ? ":" : "", value,
+                   want);
+    else
+      hbm_diag_set(diag, "alloc-conf", 0, 0,
+                   "unknown setting '%s%s%s' (expected on_failure:partial|full|off, every_steps:N, "
+                   "ordered_copies:0|1)", item, colon ? ":" : "", value);
+    return HBM_EINVAL;
   }
   return HBM_OK;
 }
