@@ -182,7 +182,8 @@ int hbm_heap_stats(hbm_heap *heap, hbm_stats *out);
 /* A training step begins (call it before the step's first allocation, with
  * any increasing number). Policies that learn per step use it: zoned ages its
  * cache by steps and, once steps repeat, places large blocks by a plan
- * learned from one of them (docs/zoned.md). Optional; HBM_OK. */
+ * learned from one of them (docs/zoned.md); compact with "every_steps:N" runs
+ * a full compaction here, which may move blocks (docs/compaction.md). Optional; HBM_OK. */
 int hbm_heap_step(hbm_heap *heap, uint64_t step);
 
 /* Layout scan: visits live blocks and holes in address order within each
@@ -201,8 +202,9 @@ int hbm_check(hbm_heap *heap);
  * Under policy "compact" the heap may move live blocks, and only inside these
  * calls on that heap: hbm_alloc() and hbm_alloc_handle() (a request that fails
  * for fragmentation, free total >= request > largest free, opens a hole by
- * moving the fewest bytes it can; conf "on_failure:off" turns that off) and
- * hbm_compact(). A block moves whole; its bytes are copied on the device with
+ * moving the fewest bytes it can; conf "on_failure:off" turns that off),
+ * hbm_heap_step() (a full pass at each multiple of N steps, with conf
+ * "every_steps:N" only) and hbm_compact(). A block moves whole; its bytes are copied on the device with
  * memmove semantics (ordered non-overlapping copies where the copy engine
  * needs them), then the block is reported once through the `moved` hook, so a
  * framework updates its tensor descriptors in bulk (CANN's

@@ -274,6 +274,12 @@ static int run(const char *conf, uint64_t ops, uint64_t seed, totals *t) {
   return failed ? 1 : 0;
 }
 
+static int count_before(void *arg, uint64_t bytes, uint64_t blocks) {
+  (void)bytes, (void)blocks;
+  ++*(uint64_t *)arg;
+  return 0;
+}
+
 static void api_edges(void) {
   hbm_device *sim;
   hbm_heap *h;
@@ -329,6 +335,22 @@ static void api_edges(void) {
   CHECK(hbm_compact_stats_get(h, &s) == HBM_OK);
   CHECK_EQ_U64(s.sync_points, 1);
   CHECK_EQ_U64(s.failed_compactions, 2); /* dry runs are not counted */
+  hbm_heap_destroy(h);
+  /* every_steps:N moves blocks inside hbm_heap_step (hbm.h lists it among the
+   * calls that may move): one sync point, handles follow. */
+  CHECK(hbm_heap_create(sim, "compact", "every_steps:2", &h) == HBM_OK);
+  uint64_t before_calls = 0, a0, a1;
+  hbm_relocation_hooks hk = {NULL, count_before, &before_calls};
+  CHECK(hbm_heap_set_relocation_hooks(h, &hk) == HBM_OK);
+  CHECK(hbm_alloc_handle(h, 1 << 20, HBM_TAG_ACT, 0, &x[0]) == HBM_OK);
+  CHECK(hbm_alloc_handle(h, 1 << 20, HBM_TAG_ACT, 0, &x[1]) == HBM_OK);
+  CHECK(hbm_handle_addr(h, x[1], &a0) == HBM_OK && hbm_free_handle(h, x[0]) == HBM_OK);
+  CHECK(hbm_heap_step(h, 1) == HBM_OK && before_calls == 0);
+  CHECK(hbm_heap_step(h, 2) == HBM_OK && before_calls == 1);
+  CHECK(hbm_handle_addr(h, x[1], &a1) == HBM_OK && a1 == a0 - (1 << 20));
+  CHECK(hbm_compact_stats_get(h, &s) == HBM_OK);
+  CHECK_EQ_U64(s.full_compactions, 1);
+  CHECK(hbm_check(h) == HBM_OK);
   hbm_heap_destroy(h);
   hbm_device_close(sim);
 }
