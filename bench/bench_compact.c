@@ -249,7 +249,8 @@ int bench_compact(int argc, char **argv) {
   const char *cap_arg = "4GiB", *block_arg = "256MiB";
   uint64_t capacity = 4ull << 30, rounds = 5, seed = 437, max_block = 256ull << 20;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  opterr = 0; /* our messages, prefixed "hbm: ", as every other command's */
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     int ok = 1;
     switch (c) {
       case 'j': json = 1; break;
@@ -264,7 +265,12 @@ int bench_compact(int argc, char **argv) {
       case 'r': ok = cli_parse_count("bench compact: --rounds", optarg, 1, MAX_ROUNDS, &rounds); break;
       case 's': ok = cli_parse_count("bench compact: --seed", optarg, 0, UINT64_MAX, &seed); break;
       case 'h': usage(stdout); return CLI_OK;
-      default: usage(stderr); return CLI_BAD_INPUT;
+      case ':':
+        cli_error("bench compact: %s needs a value (try: hbm bench compact --help)", argv[optind - 1]);
+        return CLI_BAD_INPUT;
+      default:
+        cli_error("bench compact: unknown option '%s' (try: hbm bench compact --help)", argv[optind - 1]);
+        return CLI_BAD_INPUT;
     }
     if (!ok) return CLI_BAD_INPUT;
   }

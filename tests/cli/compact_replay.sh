@@ -68,6 +68,13 @@ for bad in "--max-block 100KiB|--max-block: expected a multiple of 64KiB, got '1
   err=$("$HBM" bench compact $args --rounds 1 2>&1); rc=$?
   [ $rc -eq 2 ] && echo "$err" | grep -q "^hbm: bench compact: $want$" || { echo "FAIL: bench compact $args: exit $rc: $err"; fail=1; }
 done
+# option errors are the command's own, prefixed, exit 2 (not getopt's "compact: ...")
+for bad in "--bogus|bench compact: unknown option '--bogus' (try: hbm bench compact --help)" \
+           "--rounds|bench compact: --rounds needs a value (try: hbm bench compact --help)"; do
+  args=${bad%%|*}; want=${bad#*|}
+  err=$("$HBM" bench compact $args 2>&1); rc=$?
+  [ $rc -eq 2 ] && [ "$err" = "hbm: $want" ] || { echo "FAIL: bench compact $args: exit $rc: $err"; fail=1; }
+done
 # a heap that cannot be created says why: address space held to 300 MB
 # (skipped where the binary cannot start so held, as under a sanitizer)
 if (ulimit -v 300000 && "$HBM" --version) > /dev/null 2>&1; then
