@@ -285,7 +285,7 @@ typedef struct hbm_compact_result {
 
 /* One compaction pass now. Partial: HBM_ENOMEM when no plan can open `need`
  * (free total short, or pinned blocks in the way); nothing moved. HBM_EBUSY
- * when before_move refused. result may be NULL. */
+ * when before_move refused. result may be NULL; on error it is untouched. */
 int hbm_compact(hbm_heap *heap, const hbm_compact_options *options, hbm_compact_result *result);
 
 /* Totals since the heap was created (replay reports the same names). */

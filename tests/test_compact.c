@@ -251,10 +251,12 @@ static int run(const char *conf, uint64_t ops, uint64_t seed, totals *t) {
   m.veto = 1;
   hbm_compact_options full = {0};
   hbm_compact_result res;
+  memset(&res, 0xa5, sizeof res);
   uint64_t calls0 = m.hook_calls;
   int rc = hbm_compact(h, &full, &res);
   CHECK(rc == HBM_OK || rc == HBM_EBUSY);
   if (rc == HBM_OK) CHECK_EQ_U64(res.moved_blocks, 0);
+  else CHECK_EQ_U64(res.moved_blocks, 0xa5a5a5a5a5a5a5a5ull); /* refused: untouched, not the plan's figures */
   CHECK_EQ_U64(m.hook_calls, calls0);
   CHECK(verify_all(h, &m, ops, seed) == 0);
   m.veto = 0;
@@ -326,6 +328,7 @@ static void api_edges(void) {
   /* Capacity is not fragmentation: no pass can serve it, however large. */
   o.need = 600 << 20;
   CHECK(hbm_compact(h, &o, &r) == HBM_ENOMEM);
+  CHECK_EQ_U64(r.moved_bytes, 256 << 20); /* untouched on error */
   o.need = UINT64_MAX;
   CHECK(hbm_compact(h, &o, &r) == HBM_ENOMEM);
   o.dry_run = 1;

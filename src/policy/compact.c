@@ -293,8 +293,12 @@ void hbm_compact_policy_set_before_move(hbm_policy *p, hbm_before_move_fn *fn, v
 }
 
 int hbm_compact_policy_run(hbm_policy *p, const hbm_compact_options *o, hbm_compact_result *r) {
+  /* The result only on success (hbm.h: outputs untouched on error): a refused
+   * pass would otherwise read as having moved its plan's bytes. */
   hbm_compact_result local;
-  return run_pass((compact *)p, o ? o->need : 0, o ? o->dry_run : 0, r ? r : &local);
+  int rc = run_pass((compact *)p, o ? o->need : 0, o ? o->dry_run : 0, &local);
+  if (rc == HBM_OK && r) *r = local;
+  return rc;
 }
 
 void hbm_compact_policy_stats(hbm_policy *p, hbm_compact_stats *out) { *out = ((compact *)p)->st; }
