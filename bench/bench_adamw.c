@@ -331,12 +331,7 @@ int bench_adamw(int argc, char **argv) {
           return CLI_BAD_INPUT;
         }
         break;
-      case ':':
-        cli_error("bench adamw: %s needs a value (try: hbm bench adamw --help)", argv[optind - 1]);
-        return CLI_BAD_INPUT;
-      default:
-        cli_error("bench adamw: unknown option '%s' (try: hbm bench adamw --help)", argv[optind - 1]);
-        return CLI_BAD_INPUT;
+      default: return cli_option_error("bench adamw", argv, c);
     }
   }
   if (optind < argc) {

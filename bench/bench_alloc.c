@@ -142,7 +142,8 @@ int bench_alloc(int argc, char **argv) {
   int json = 0, c;
   uint64_t pairs = 2000000, live = 1024, seed = 437;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  opterr = 0; /* cli_option_error says what is wrong */
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     int ok = 1;
     switch (c) {
       case 'j': json = 1; break;
@@ -150,7 +151,7 @@ int bench_alloc(int argc, char **argv) {
       case 'l': ok = cli_parse_count("bench alloc: --live", optarg, 1, 1u << 20, &live); break;
       case 's': ok = cli_parse_count("bench alloc: --seed", optarg, 0, UINT64_MAX, &seed); break;
       case 'h': usage(stdout); return CLI_OK;
-      default: usage(stderr); return CLI_BAD_INPUT;
+      default: return cli_option_error("bench alloc", argv, c);
     }
     if (!ok) return CLI_BAD_INPUT;
   }

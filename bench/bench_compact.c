@@ -265,12 +265,7 @@ int bench_compact(int argc, char **argv) {
       case 'r': ok = cli_parse_count("bench compact: --rounds", optarg, 1, MAX_ROUNDS, &rounds); break;
       case 's': ok = cli_parse_count("bench compact: --seed", optarg, 0, UINT64_MAX, &seed); break;
       case 'h': usage(stdout); return CLI_OK;
-      case ':':
-        cli_error("bench compact: %s needs a value (try: hbm bench compact --help)", argv[optind - 1]);
-        return CLI_BAD_INPUT;
-      default:
-        cli_error("bench compact: unknown option '%s' (try: hbm bench compact --help)", argv[optind - 1]);
-        return CLI_BAD_INPUT;
+      default: return cli_option_error("bench compact", argv, c);
     }
     if (!ok) return CLI_BAD_INPUT;
   }

@@ -37,7 +37,7 @@ int bench_gen(int argc, char **argv) {
   uint64_t steps = 40;
   optind = 1;
   opterr = 0;
-  while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     switch (opt) {
       case 'j': json = 1; break;
       case 'p': preset = optarg; break;
@@ -45,7 +45,7 @@ int bench_gen(int argc, char **argv) {
         if (!cli_parse_count("--steps", optarg, 1, 100000, &steps)) return CLI_BAD_INPUT;
         break;
       case 'h': usage(stdout); return CLI_OK;
-      default: usage(stderr); return CLI_BAD_INPUT;
+      default: return cli_option_error("bench gen", argv, opt);
     }
   }
   if (optind < argc) { /* else ignored: a bare trace name would measure the defaults */

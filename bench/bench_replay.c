@@ -51,7 +51,8 @@ int bench_replay(int argc, char **argv) {
   int json = 0, preset_given = 0, steps_given = 0, c;
   cli_confs confs = {0};
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  opterr = 0; /* cli_option_error says what is wrong */
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     int ok = 1;
     switch (c) {
       case 't': trace_path = optarg; break;
@@ -69,7 +70,7 @@ int bench_replay(int argc, char **argv) {
         break;
       case 'j': json = 1; break;
       case 'h': usage(stdout); return CLI_OK;
-      default: usage(stderr); return CLI_BAD_INPUT;
+      default: return cli_option_error("bench replay", argv, c);
     }
     if (!ok) return CLI_BAD_INPUT;
   }

@@ -320,7 +320,7 @@ int bench_sweep(int argc, char **argv) {
   cli_confs confs = {0};
   optind = 1;
   opterr = 0;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     int ok = 1;
     switch (c) {
       case 'n': ok = cli_parse_count("bench sweep: --jobs", optarg, 1, 100000, &njobs); break;
@@ -330,10 +330,7 @@ int bench_sweep(int argc, char **argv) {
       case 'a': ok = cli_conf_add(&confs, optarg); break;
       case 'j': json = 1; break;
       case 'h': usage(stdout); return CLI_OK;
-      default:
-        cli_error("bench sweep: unknown option or missing value '%s' (try: hbm bench sweep --help)",
-                  optind > 1 && optind - 1 < argc ? argv[optind - 1] : "");
-        return CLI_BAD_INPUT;
+      default: return cli_option_error("bench sweep", argv, c);
     }
     if (!ok) return CLI_BAD_INPUT;
   }

@@ -111,6 +111,13 @@ int cli_parse_count(const char *opt, const char *text, uint64_t min, uint64_t ma
   return 1;
 }
 
+int cli_option_error(const char *command, char *const argv[], int c) {
+  const char *opt = optind > 0 ? argv[optind - 1] : "";
+  if (c == ':') cli_error("%s: %s needs a value (try: hbm %s --help)", command, opt, command);
+  else cli_error("%s: unknown option '%s' (try: hbm %s --help)", command, opt, command);
+  return CLI_BAD_INPUT;
+}
+
 int cli_parse_snapshot_device(const char *opt, const char *text, int *device) {
   if (*device >= 0) { /* a second one: which would win is a guess */
     cli_error("%s: the snapshot's device is given twice (a second: '%s')", opt, text);

@@ -29,6 +29,11 @@ int cmd_plan(int argc, char **argv);
 
 /* Prints "hbm: <message>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* After getopt_long returned `c`, '?' or ':' (an optstring that starts with
+ * ':', and opterr = 0, so getopt itself says nothing): says "hbm: COMMAND:
+ * unknown option 'X'" or "hbm: COMMAND: X needs a value", each with "(try: hbm
+ * COMMAND --help)", and returns CLI_BAD_INPUT. */
+int cli_option_error(const char *command, char *const argv[], int c);
 /* Prints a diag as "file:line: message" (or file: byte N:) to stderr. An
  * empty diag falls back to `path` and to hbm_strerror(err), so a failure is
  * never printed without words. */

@@ -137,8 +137,7 @@ int cmd_demo(int argc, char **argv) {
         jobs = (int)v;
         break;
       case 'h': usage(stdout); return CLI_OK;
-      case ':': cli_error("%s: needs a value (try: hbm demo --help)", argv[optind - 1]); return CLI_BAD_INPUT;
-      default: cli_error("unknown option '%s' (try: hbm demo --help)", argv[optind - 1]); return CLI_BAD_INPUT;
+      default: return cli_option_error("demo", argv, opt);
     }
   }
   if (optind < argc) {

@@ -94,7 +94,8 @@ int cmd_fidelity(int argc, char **argv) {
   int json = 0, check = 0, device = -1, c;
   cli_confs confs = {0};
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  opterr = 0; /* cli_option_error says what is wrong */
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     switch (c) {
       case 'p':
         if (strcmp(optarg, "caching") && strcmp(optarg, "expandable")) {
@@ -113,7 +114,7 @@ int cmd_fidelity(int argc, char **argv) {
       case 'c': check = 1; break;
       case 'j': json = 1; break;
       case 'h': usage(stdout); return CLI_OK;
-      default: usage(stderr); return CLI_BAD_INPUT;
+      default: return cli_option_error("fidelity", argv, c);
     }
   }
   /* One model runs: its settings once, as SETTINGS or as POLICY=SETTINGS

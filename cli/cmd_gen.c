@@ -310,7 +310,6 @@ int cmd_gen(int argc, char **argv) {
   opterr = 0;
   int opt;
   while (ok && (opt = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
-    const char *name = optind > 1 && optind - 1 < argc ? argv[optind - 1] : "";
     switch (opt) {
       case O_PRESET: break;
       case O_LIST: list = 1; break;
@@ -380,8 +379,7 @@ int cmd_gen(int argc, char **argv) {
         if (!(output = cli_output_path("-o", optarg))) return CLI_BAD_INPUT;
         break;
       case 'h': usage(stdout); return CLI_OK;
-      case ':': cli_error("%s: needs a value (try: hbm gen llm --help)", name); return CLI_BAD_INPUT;
-      default: cli_error("unknown option '%s' (try: hbm gen llm --help)", name); return CLI_BAD_INPUT;
+      default: return cli_option_error("gen llm", argv, opt);
     }
   }
   if (!ok) return CLI_BAD_INPUT;

@@ -48,7 +48,8 @@ int cmd_import(int argc, char **argv) {
   int quiet = 0, json = 0, c;
   hbm_snapshot_options so = {.device = -1};
   optind = 1;
-  while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
+  opterr = 0; /* cli_option_error says what is wrong */
+  while ((c = getopt_long(argc, argv, ":o:qh", opts, NULL)) != -1) {
     switch (c) {
       case 'o':
         if (!(output = cli_output_path("-o", optarg))) return CLI_BAD_INPUT;
@@ -60,7 +61,7 @@ int cmd_import(int argc, char **argv) {
       case 'q': quiet = 1; break;
       case 'j': json = 1; break;
       case 'h': usage(stdout); return CLI_OK;
-      default: usage(stderr); return CLI_BAD_INPUT;
+      default: return cli_option_error("import", argv, c);
     }
   }
   if (!output) {

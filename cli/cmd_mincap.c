@@ -81,7 +81,8 @@ int cmd_mincap(int argc, char **argv) {
   cli_confs confs = {0};
   int json = 0, c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  opterr = 0; /* cli_option_error says what is wrong */
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     switch (c) {
       case 'p': policy_list = optarg; break;
       case 'D':
@@ -102,7 +103,7 @@ int cmd_mincap(int argc, char **argv) {
         break;
       case 'j': json = 1; break;
       case 'h': usage(stdout); return CLI_OK;
-      default: usage(stderr); return CLI_BAD_INPUT;
+      default: return cli_option_error("mincap", argv, c);
     }
   }
   const char *path = cli_one_input("mincap", "TRACE or SNAPSHOT file", argc, argv, usage);

@@ -126,7 +126,8 @@ int cmd_plan(int argc, char **argv) {
   const char *output = NULL;
   int json = 0, orders = 0, has_capacity = 0, c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+  opterr = 0; /* cli_option_error says what is wrong */
+  while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
     switch (c) {
       case 'a':
         if (!cli_parse_count("--align", optarg, 1, HBM_PLAN_MAX_ALIGN, &align)) return CLI_BAD_INPUT;
@@ -145,7 +146,7 @@ int cmd_plan(int argc, char **argv) {
         break;
       case 'j': json = 1; break;
       case 'h': usage(stdout); return CLI_OK;
-      default: usage(stderr); return CLI_BAD_INPUT;
+      default: return cli_option_error("plan", argv, c);
     }
   }
   const char *path = cli_one_input("plan", "PROBLEM.csv file", argc, argv, usage);

@@ -104,7 +104,8 @@ int cmd_replay(int argc, char **argv) {
   uint64_t every = 0, check_every = 0;
   int snapshot_device = -1; /* not given */
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  opterr = 0; /* cli_option_error says what is wrong */
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     switch (c) {
       case 'p': policy_list = optarg; break;
       case 'D':
@@ -142,7 +143,7 @@ int cmd_replay(int argc, char **argv) {
         if (!(html_path = cli_output_path("--html", optarg))) return CLI_BAD_INPUT;
         break;
       case 'h': usage(stdout); return CLI_OK;
-      default: usage(stderr); return CLI_BAD_INPUT;
+      default: return cli_option_error("replay", argv, c);
     }
   }
   const char *path = cli_one_input("replay", "TRACE or SNAPSHOT file", argc, argv, usage);

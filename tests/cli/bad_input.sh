@@ -103,6 +103,23 @@ before_work "contradicts policy caching" bench replay --trace "$good" --rounds 1
 before_work "--capacity and --device each name the device: give one of them, once (a second: 'sim:2GiB')" \
   replay "$good" --capacity 1GiB --device sim:2GiB
 before_work "give one of them, once (a second: '2GiB')" replay "$good" --capacity 1GiB --capacity 2GiB
+# an unknown option, or one without its value: one line naming it and the
+# command, the same in every command (not getopt's own words and the usage)
+for cmd in replay mincap import fidelity plan demo "gen llm" "bench replay" "bench alloc" "bench adamw" \
+           "bench gen" "bench compact" "bench sweep"; do
+  # shellcheck disable=SC2086
+  "$HBM" $cmd --bogus > "$dir/out" 2> "$dir/err"; rc=$?
+  [ $rc -eq 2 ] && [ ! -s "$dir/out" ] && [ "$(wc -l < "$dir/err")" -eq 1 ] &&
+    grep -q "^hbm: $cmd: unknown option '--bogus' (try: hbm $cmd --help)$" "$dir/err" ||
+    { echo "FAIL hbm $cmd --bogus: exit $rc, $(cat "$dir/err")"; fail=1; }
+done
+for cmd in "replay x --policy" "import x -o" "gen llm --preset" "bench sweep --jobs"; do
+  # shellcheck disable=SC2086
+  "$HBM" $cmd > "$dir/out" 2> "$dir/err"; rc=$?
+  opt=${cmd##* }; name=${cmd% x*}; name=${name% --*}
+  [ $rc -eq 2 ] && [ "$(wc -l < "$dir/err")" -eq 1 ] && grep -q "^hbm: $name: $opt needs a value (try: hbm $name --help)$" "$dir/err" ||
+    { echo "FAIL hbm $cmd: exit $rc, $(cat "$dir/err")"; fail=1; }
+done
 before_work "--verify fills and checks real memory" replay "$good" --capacity 1GiB --verify
 printf 'hbm-trace 1\na x 900TiB\nf x\n' > "$dir/huge.trace" # --verify would write 900 TiB
 before_work "huge.trace (every live byte written) needs about 900.00 TiB of host memory, more than the" \
