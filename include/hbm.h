@@ -128,7 +128,7 @@ uint64_t hbm_device_peak_used(const hbm_device *dev);
   X(uint64_t, peak_allocated, "highest allocated")                                      \
   X(uint64_t, reserved, "bytes held from the device")                                   \
   X(uint64_t, peak_reserved, "highest reserved")                                        \
-  X(uint64_t, free_total, "capacity - live")                                            \
+  X(uint64_t, free_total, "capacity - live - what other heaps on the device hold")       \
   X(uint64_t, largest_free, "largest request that would succeed now without moving data") \
   X(double, fragmentation, "free_total / largest_free - 1")                             \
   X(uint64_t, allocs, "successful allocations")                                         \
@@ -165,7 +165,8 @@ typedef struct hbm_heap hbm_heap;
  * PYTORCH_CUDA_ALLOC_CONF syntax. The heap does not own the device; the device
  * must outlive it. Heaps are thread-safe, and so are heaps that share one
  * device: every call takes the device's lock (they share its memory and
- * counters), so they take turns. */
+ * counters), so they take turns. A heap's free_total and largest_free leave
+ * out what the other heaps on its device hold. */
 int hbm_heap_create(hbm_device *dev, const char *policy, const char *conf, hbm_heap **out);
 void hbm_heap_destroy(hbm_heap *heap);
 /* Comma-separated list of policy names this build knows. */

@@ -180,5 +180,29 @@ int main(void) {
   hbm_heap_destroy(h);
   hbm_device_close(dev);
   printf("test_heap: %llu randomized operations, hbm_check after each\n", (unsigned long long)ops);
+
+  /* Heaps that share a device: what one holds is not free for the other,
+   * and an empty heap is not fragmented by it. */
+  static const char *const sharing[] = {"caching", "expandable", "zoned"};
+  for (size_t i = 0; i < sizeof sharing / sizeof sharing[0]; i++) {
+    hbm_heap *ha, *hb;
+    uint64_t x;
+    CHECK(hbm_device_open("sim:1GiB", &dev) == HBM_OK);
+    CHECK(hbm_heap_create(dev, sharing[i], NULL, &ha) == HBM_OK);
+    CHECK(hbm_heap_create(dev, sharing[i], NULL, &hb) == HBM_OK);
+    CHECK(hbm_alloc(ha, 800ull << 20, HBM_TAG_ACT, 0, &x) == HBM_OK);
+    hbm_stats sa, sb;
+    CHECK(hbm_heap_stats(ha, &sa) == HBM_OK && hbm_heap_stats(hb, &sb) == HBM_OK);
+    CHECK_EQ_U64(sa.free_total, sa.capacity - sa.live);          /* alone on the device */
+    CHECK_EQ_U64(sb.free_total, sb.capacity - sa.reserved);      /* ha's memory is not hb's */
+    CHECK(sb.largest_free <= sb.free_total && sb.fragmentation < 0.05);
+    CHECK(hbm_check(ha) == HBM_OK && hbm_check(hb) == HBM_OK);
+    CHECK(hbm_free(ha, x) == HBM_OK);
+    hbm_heap_destroy(ha);
+    CHECK(hbm_heap_stats(hb, &sb) == HBM_OK);
+    CHECK_EQ_U64(sb.free_total, sb.capacity); /* ha gave its memory back */
+    hbm_heap_destroy(hb);
+    hbm_device_close(dev);
+  }
   return test_done("test_heap");
 }

@@ -19,9 +19,14 @@
 typedef struct live_rec { uint64_t request, block_size; hbm_tag tag; } live_rec;
 
 /* Every call takes the device's lock (dev->lock), not a lock of the heap's
- * own: heaps that share a device share its memory and counters. */
+ * own: heaps that share a device share its memory and counters. While it
+ * holds the lock the device counts the heap's claims in phys_held, so
+ * free_total can leave out what the other heaps hold.
+ * Invariant: phys_held <= dev->phys_used. */
 struct hbm_heap {
   hbm_device *dev;
+  uint64_t phys_held;      /* physical bytes this heap's policy holds from the device */
+  uint64_t *outer_holder;  /* the device's holder before heap_lock, put back by heap_unlock */
   hbm_policy *policy;
   hbm_addrmap blocks;      /* addr -> index into recs */
   live_rec *recs;          /* record pool; free slots chained through request */
@@ -31,6 +36,17 @@ struct hbm_heap {
 };
 
 #define NO_REC UINT64_MAX
+
+/* The device's lock, with this heap as the one whose claims it counts. */
+static void heap_lock(hbm_heap *h) {
+  pthread_mutex_lock(&h->dev->lock);
+  h->outer_holder = h->dev->holder;
+  h->dev->holder = &h->phys_held;
+}
+static void heap_unlock(hbm_heap *h) {
+  h->dev->holder = h->outer_holder;
+  pthread_mutex_unlock(&h->dev->lock);
+}
 
 /* The policy moved a live block (compaction): follow it, then let the
  * relocation layer follow its handle and tell the framework. */
@@ -49,9 +65,10 @@ int hbm_heap_create(hbm_device *dev, const char *policy, const char *conf, hbm_h
   hbm_heap *h = calloc(1, sizeof *h);
   if (!h) return HBM_EHOSTMEM;
   hbm_diag diag = {0};
-  pthread_mutex_lock(&dev->lock); /* a policy may take device memory as it starts */
+  h->dev = dev;
+  heap_lock(h); /* a policy may take device memory as it starts */
   int rc = cls->create(dev, conf, &h->policy, &diag);
-  pthread_mutex_unlock(&dev->lock);
+  heap_unlock(h);
   if (rc != HBM_OK) {
     if (diag.message[0]) hbm_report_error(rc, "policy %s: %s", policy, diag.message);
     free(h);
@@ -59,7 +76,6 @@ int hbm_heap_create(hbm_device *dev, const char *policy, const char *conf, hbm_h
   }
   h->policy->cls = cls;
   h->policy->dev = dev;
-  h->dev = dev;
   hbm_addrmap_init(&h->blocks);
   h->free_rec = NO_REC;
   h->st.version = HBM_STATS_VERSION;
@@ -77,10 +93,9 @@ int hbm_heap_create(hbm_device *dev, const char *policy, const char *conf, hbm_h
 
 void hbm_heap_destroy(hbm_heap *h) {
   if (!h) return;
-  hbm_device *dev = h->dev;
-  pthread_mutex_lock(&dev->lock); /* the policy gives device memory back */
+  heap_lock(h); /* the policy gives device memory back */
   h->policy->cls->destroy(h->policy);
-  pthread_mutex_unlock(&dev->lock);
+  heap_unlock(h);
   hbm_addrmap_release(&h->blocks);
   hbm_reloc_destroy(h->reloc);
   free(h->recs);
@@ -114,9 +129,9 @@ static void track_peaks(hbm_heap *h) {
 
 int hbm_alloc(hbm_heap *h, uint64_t size, hbm_tag tag, int stream, uint64_t *addr) {
   if (!h || !addr) return HBM_EINVAL;
-  pthread_mutex_lock(&h->dev->lock);
+  heap_lock(h);
   int rc = hbm_heap_alloc_locked(h, size, tag, stream, addr);
-  pthread_mutex_unlock(&h->dev->lock);
+  heap_unlock(h);
   return rc;
 }
 
@@ -150,9 +165,9 @@ int hbm_heap_alloc_locked(hbm_heap *h, uint64_t size, hbm_tag tag, int stream, u
 
 int hbm_free(hbm_heap *h, uint64_t addr) {
   if (!h) return HBM_EINVAL;
-  pthread_mutex_lock(&h->dev->lock);
+  heap_lock(h);
   int rc = hbm_heap_free_locked(h, addr);
-  pthread_mutex_unlock(&h->dev->lock);
+  heap_unlock(h);
   return rc;
 }
 
@@ -179,18 +194,20 @@ int hbm_heap_free_locked(hbm_heap *h, uint64_t addr) {
 }
 
 hbm_policy *hbm_heap_enter(hbm_heap *h, hbm_reloc **reloc) {
-  pthread_mutex_lock(&h->dev->lock);
+  heap_lock(h);
   *reloc = h->reloc;
   return h->policy;
 }
-void hbm_heap_leave(hbm_heap *h) { pthread_mutex_unlock(&h->dev->lock); }
+void hbm_heap_leave(hbm_heap *h) { heap_unlock(h); }
 
 static void fill_stats(hbm_heap *h, hbm_stats *out) {
   hbm_policy_usage u;
   h->policy->cls->usage(h->policy, &u);
   *out = h->st;
   out->reserved = u.reserved;
-  out->free_total = h->st.capacity - h->st.live;
+  /* what the other heaps on the device hold is not free for this one */
+  uint64_t others = h->dev->phys_used > h->phys_held ? h->dev->phys_used - h->phys_held : 0;
+  out->free_total = h->st.capacity - h->st.live > others ? h->st.capacity - h->st.live - others : 0;
   out->largest_free = u.largest_free;
   out->fragmentation = hbm_fragmentation_ratio(out->free_total, u.largest_free);
   out->backend_calls = h->dev->backend_calls;
@@ -198,17 +215,17 @@ static void fill_stats(hbm_heap *h, hbm_stats *out) {
 
 int hbm_heap_stats(hbm_heap *h, hbm_stats *out) {
   if (!h || !out) return HBM_EINVAL;
-  pthread_mutex_lock(&h->dev->lock);
+  heap_lock(h);
   fill_stats(h, out);
-  pthread_mutex_unlock(&h->dev->lock);
+  heap_unlock(h);
   return HBM_OK;
 }
 
 int hbm_heap_step(hbm_heap *h, uint64_t step) {
   if (!h) return HBM_EINVAL;
-  pthread_mutex_lock(&h->dev->lock);
+  heap_lock(h);
   if (h->policy->cls->step) h->policy->cls->step(h->policy, step);
-  pthread_mutex_unlock(&h->dev->lock);
+  heap_unlock(h);
   return HBM_OK;
 }
 
@@ -223,10 +240,10 @@ static int scan_tagged(void *arg, uint64_t addr, uint64_t size, int live, hbm_ta
 
 int hbm_heap_scan(hbm_heap *h, hbm_scan_fn *visit, void *arg) {
   if (!h || !visit) return HBM_EINVAL;
-  pthread_mutex_lock(&h->dev->lock);
+  heap_lock(h);
   scan_ctx c = {h, visit, arg};
   int rc = h->policy->cls->scan(h->policy, scan_tagged, &c);
-  pthread_mutex_unlock(&h->dev->lock);
+  heap_unlock(h);
   return rc < 0 ? rc : HBM_OK;
 }
 
@@ -284,7 +301,7 @@ static int scan_check(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag
 
 int hbm_check(hbm_heap *h) {
   if (!h) return HBM_EINVAL;
-  pthread_mutex_lock(&h->dev->lock);
+  heap_lock(h);
   check_ctx c = {.h = h};
   h->policy->cls->check(h->policy, report_fail, &c);
   hbm_addrmap_each(&h->blocks, recount, &c);
@@ -314,6 +331,11 @@ int hbm_check(hbm_heap *h) {
     snprintf(m, sizeof m, "reserved %llu exceeds capacity %llu", (unsigned long long)u.reserved, (unsigned long long)h->st.capacity);
     report_fail(&c, m);
   }
-  pthread_mutex_unlock(&h->dev->lock);
+  if (h->phys_held > h->dev->phys_used) {
+    snprintf(m, sizeof m, "holds %llu B of the device, more than all its heaps hold (%llu B)",
+             (unsigned long long)h->phys_held, (unsigned long long)h->dev->phys_used);
+    report_fail(&c, m);
+  }
+  heap_unlock(h);
   return c.failures ? HBM_ECORRUPT : HBM_OK;
 }

@@ -12,11 +12,13 @@ int hbm_device_claim(hbm_device *dev, uint64_t size) {
   if (size > dev->caps.capacity || dev->phys_used > dev->caps.capacity - size) return HBM_ENOMEM;
   dev->phys_used += size;
   if (dev->phys_used > dev->peak_phys_used) dev->peak_phys_used = dev->phys_used;
+  if (dev->holder) *dev->holder += size;
   return HBM_OK;
 }
 
 void hbm_device_unclaim(hbm_device *dev, uint64_t size) {
   dev->phys_used = size <= dev->phys_used ? dev->phys_used - size : 0;
+  if (dev->holder) *dev->holder = size <= *dev->holder ? *dev->holder - size : 0;
 }
 
 /* spec: KIND:CAPACITY[,granule=SIZE] */

@@ -51,6 +51,7 @@ struct hbm_device {
   uint64_t peak_phys_used;
   uint64_t backend_calls;
   pthread_mutex_t lock;   /* held through every heap call on this device: heaps that share it take turns */
+  uint64_t *holder;       /* while a heap's call runs, its count of the physical bytes it holds: claims add, unclaims take */
   void *impl;             /* backend private state */
 };
 
