@@ -468,7 +468,8 @@ void hbm_adamw_options_init(hbm_adamw_options *options);
  * handler, nothing written) for: no tensors, a NULL pointer, a zero count,
  * a pointer not aligned to its element type, arrays that overlap, lr,
  * weight decay or eps negative or not finite, a beta outside [0, 1), step 0,
- * grad_scale not positive and finite, an unknown rounding or impl.
+ * grad_scale not positive and finite once rounded to float, an unknown
+ * rounding or impl.
  * HBM_EUNSUPPORTED when the chosen impl is not available on this CPU.
  * NaN or Inf gradients propagate as in PyTorch (the step is not skipped):
  * callers that use loss scaling check for them first. Thread-safe. */

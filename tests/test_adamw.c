@@ -527,6 +527,8 @@ static void test_bad_arguments(void) {
   BAD_OPTION("grad_scale 0", grad_scale, 0.0);
   BAD_OPTION("grad_scale negative", grad_scale, -2.0);
   BAD_OPTION("grad_scale infinite", grad_scale, INFINITY);
+  BAD_OPTION("grad_scale that rounds to float 0", grad_scale, 1e-46);
+  BAD_OPTION("grad_scale that rounds to float Inf", grad_scale, 1e39);
   BAD_OPTION("unknown rounding", rounding, (hbm_adamw_rounding)7);
   BAD_OPTION("negative threads", threads, -1);
   BAD_OPTION("unknown impl", impl, (hbm_adamw_impl)99);

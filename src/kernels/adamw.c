@@ -103,8 +103,12 @@ static int validate_options(const hbm_adamw_options *o) {
   if (!finite_nonnegative(o->weight_decay))
     return hbm_report_error(HBM_EINVAL, "adamw: weight_decay %g must be finite and >= 0", o->weight_decay);
   if (o->step == 0) return hbm_report_error(HBM_EINVAL, "adamw: step must be >= 1 (1 on the first update)");
-  if (!(isfinite(o->grad_scale) && o->grad_scale > 0.0))
-    return hbm_report_error(HBM_EINVAL, "adamw: grad_scale %g must be finite and > 0 (1 for none)", o->grad_scale);
+  /* The element loop divides by the float the scale rounds to: that must be
+   * finite and > 0 too (1e-46 would become 0 and 1e39 Inf). */
+  if (!(isfinite(o->grad_scale) && o->grad_scale > 0.0 && isfinite((float)o->grad_scale) &&
+        (float)o->grad_scale > 0.0f))
+    return hbm_report_error(HBM_EINVAL, "adamw: grad_scale %g must be finite and > 0 as a float (1 for none)",
+                            o->grad_scale);
   if (o->rounding != HBM_ADAMW_ROUND_NEAREST_EVEN && o->rounding != HBM_ADAMW_ROUND_STOCHASTIC)
     return hbm_report_error(HBM_EINVAL, "adamw: unknown rounding mode %d", (int)o->rounding);
   if (o->threads < 0) return hbm_report_error(HBM_EINVAL, "adamw: threads %d must be >= 0", o->threads);
