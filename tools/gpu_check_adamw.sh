@@ -12,8 +12,9 @@
 #      misaligned arrays, zero weight decay, loss scaling, stochastic rounding,
 #      a 1000-tensor list); must agree within 1 BF16 ulp / 1e-5 relative, and
 #      by design bit for bit;
-#   2. speed (skipped with --quick): one step over 512Mi parameters (14 GiB of
-#      state; --params N to change), best of 20, against a device-to-device
+#   2. speed (skipped with --quick): one step over 512Mi parameters (8 GiB of
+#      state, 14 GiB moved per step, 18 GiB of device memory at the peak;
+#      --params N to change), best of 20, against a device-to-device
 #      copy of the same bytes; the same step as 4096 tensors; a small call.
 # About a minute on an H100/H200.
 # Exit: 0 pass, 1 failure, 77 no usable GPU or no nvcc (nothing checked).
