@@ -423,7 +423,8 @@ int hbm_replay(const hbm_trace *trace, const hbm_replay_options *options,
  * 28 bytes per parameter. BF16 values are passed as their raw uint16_t bits.
  * The arithmetic is PyTorch's `_single_tensor_adamw` order in FP32, one
  * rounding per operation (docs/adamw.md); every implementation, CPU or CUDA,
- * gives bit-identical results for the same inputs. */
+ * gives bit-identical results for the same inputs (a NaN's sign and payload
+ * aside: x86 and CUDA make different default NaNs). */
 typedef struct hbm_adamw_tensor {
   uint16_t *weight;       /* BF16 model weight: written from the new master */
   const uint16_t *grad;   /* BF16 gradient: read */
