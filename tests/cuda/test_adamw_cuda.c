@@ -2,7 +2,9 @@
  * Without a GPU: bad arguments are still HBM_EINVAL before any CUDA call, and
  * a valid call is HBM_EUNSUPPORTED with the CUDA error reported; then it
  * skips. With a GPU: 20 steps of a small list through the kernel and the CPU
- * reference must agree bit for bit (tools/gpu_check_adamw.sh does it at size). */
+ * reference must agree bit for bit, weight, master, m and v, one tensor one
+ * element off the 16-byte alignment the vector path needs
+ * (tools/gpu_check_adamw.sh does it at size). */
 #include <cuda_runtime_api.h>
 #include <math.h>
 
@@ -54,22 +56,26 @@ int main(void) {
     return TEST_SKIP;
   }
 
-  enum { NT = 3 };
-  const uint64_t counts[NT] = {1, 4097, 100003};
+  enum { NT = 4 };
+  const uint64_t counts[NT] = {1, 4097, 100003, 4099};
   hbm_adamw_tensor host[NT], dev[NT];
+  void *alloc[NT][5];
   for (int k = 0; k < NT; k++) {
-    uint64_t n = counts[k];
+    uint64_t n = counts[k], skew = k == 3; /* the last tensor starts one element in: the scalar path */
     host[k] = (hbm_adamw_tensor){malloc(n * 2), malloc(n * 2), malloc(n * 4), calloc(n, 4), calloc(n, 4), n, k != 1};
-    void *p[5];
-    for (int a = 0; a < 5; a++) CHECK(cudaMalloc(&p[a], n * (a < 2 ? 2 : 4)) == cudaSuccess);
-    dev[k] = (hbm_adamw_tensor){p[0], p[1], p[2], p[3], p[4], n, k != 1};
+    char *p[5];
+    for (int a = 0; a < 5; a++) {
+      CHECK(cudaMalloc(&alloc[k][a], (n + skew) * (a < 2 ? 2 : 4)) == cudaSuccess);
+      p[a] = (char *)alloc[k][a] + skew * (a < 2 ? 2 : 4);
+    }
+    dev[k] = (hbm_adamw_tensor){(uint16_t *)p[0], (uint16_t *)p[1], (float *)p[2], (float *)p[3], (float *)p[4], n, k != 1};
     for (uint64_t i = 0; i < n; i++) {
       host[k].master[i] = (float)((double)(test_rand(&rng) >> 11) * 0x1p-53 - 0.5);
       host[k].weight[i] = bf16(host[k].master[i]);
     }
-    cudaMemcpy(dev[k].master, host[k].master, n * 4, cudaMemcpyHostToDevice);
-    cudaMemset(dev[k].exp_avg, 0, n * 4);
-    cudaMemset(dev[k].exp_avg_sq, 0, n * 4);
+    CHECK(cudaMemcpy(dev[k].master, host[k].master, n * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+    CHECK(cudaMemset(dev[k].exp_avg, 0, n * 4) == cudaSuccess);
+    CHECK(cudaMemset(dev[k].exp_avg_sq, 0, n * 4) == cudaSuccess);
   }
   o.rounding = HBM_ADAMW_ROUND_STOCHASTIC;
   o.seed = seed;
@@ -78,7 +84,7 @@ int main(void) {
       uint16_t *grad = (uint16_t *)host[k].grad;
       for (uint64_t i = 0; i < counts[k]; i++)
         grad[i] = bf16((float)(((double)(test_rand(&rng) >> 11) * 0x1p-53 - 0.5) * 1e-2));
-      cudaMemcpy((void *)dev[k].grad, grad, counts[k] * 2, cudaMemcpyHostToDevice);
+      CHECK(cudaMemcpy((void *)dev[k].grad, grad, counts[k] * 2, cudaMemcpyHostToDevice) == cudaSuccess);
     }
     o.step = step;
     o.impl = HBM_ADAMW_REFERENCE;
@@ -89,13 +95,26 @@ int main(void) {
   for (int k = 0; k < NT; k++) {
     uint64_t n = counts[k];
     uint16_t *wd = malloc(n * 2);
-    float *md = malloc(n * 4);
-    cudaMemcpy(wd, dev[k].weight, n * 2, cudaMemcpyDeviceToHost);
-    cudaMemcpy(md, dev[k].master, n * 4, cudaMemcpyDeviceToHost);
+    float *fd = malloc(n * 4);
+    CHECK(cudaMemcpy(wd, dev[k].weight, n * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
+    if (memcmp(wd, host[k].weight, n * 2)) printf("tensor %d: weight differs\n", k);
     CHECK(memcmp(wd, host[k].weight, n * 2) == 0);
-    CHECK(memcmp(md, host[k].master, n * 4) == 0);
+    const float *sides[3][2] = {{dev[k].master, host[k].master}, {dev[k].exp_avg, host[k].exp_avg},
+                                {dev[k].exp_avg_sq, host[k].exp_avg_sq}};
+    static const char *const names[3] = {"master", "exp_avg", "exp_avg_sq"};
+    for (int s = 0; s < 3; s++) {
+      CHECK(cudaMemcpy(fd, sides[s][0], n * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+      if (memcmp(fd, sides[s][1], n * 4)) printf("tensor %d: %s differs\n", k, names[s]);
+      CHECK(memcmp(fd, sides[s][1], n * 4) == 0);
+    }
     free(wd);
-    free(md);
+    free(fd);
+    for (int a = 0; a < 5; a++) cudaFree(alloc[k][a]);
+    free(host[k].weight);
+    free((void *)host[k].grad);
+    free(host[k].master);
+    free(host[k].exp_avg);
+    free(host[k].exp_avg_sq);
   }
   return test_done("test_adamw_cuda");
 }
