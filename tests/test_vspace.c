@@ -147,6 +147,8 @@ static int walk_matches(const hbm_vspace *v, const reference *r) {
   return w.bad == 0 && w.live_i == r->n && w.hole_i == r->nh;
 }
 
+static uint64_t max_cost(void *arg, uint64_t addr, uint64_t hole_size, uint64_t size) { return UINT64_MAX; }
+
 static void report(void *arg, const char *message) {
   fprintf(stderr, "check: %s\n", message);
 }
@@ -376,6 +378,12 @@ int main(void) {
   CHECK(hbm_vspace_alloc(v, 4096, NULL, NULL, 1, 0, &a, NULL) == HBM_ENOMEM);
   CHECK(hbm_vspace_free(v, 1024, NULL, NULL) == HBM_OK);
   CHECK(hbm_vspace_free(v, 1024, NULL, NULL) == HBM_EINVAL); /* double free */
+  CHECK(hbm_vspace_check(v, report, NULL) == 0);
+  /* A cost function may answer any number, UINT64_MAX included: when every
+   * candidate costs that much, the first (the best fit) is taken. */
+  CHECK(hbm_vspace_alloc_at(v, 2048, 512, 0, NULL) == HBM_OK); /* holes: 1 KiB at 1024, 1.5 KiB at 2560 */
+  CHECK(hbm_vspace_alloc(v, 512, max_cost, NULL, 4, 0, &a, NULL) == HBM_OK);
+  CHECK_EQ_U64(a, 1024); /* the best fit */
   CHECK(hbm_vspace_check(v, report, NULL) == 0);
   hbm_vspace_destroy(v);
   printf("test_vspace: %llu operations (%llu allocs, %llu refused for lack of space; alloc_at %llu placed, "

@@ -171,15 +171,14 @@ int hbm_vspace_alloc(hbm_vspace *v, uint64_t size, hbm_vspace_cost_fn *cost, voi
   if (size > v->size) return HBM_ENOMEM;
   size = hbm_align_up(size, v->unit);
   hbm_okey key;
-  uint32_t i, best = NIL;
+  uint32_t i, best;
   if (!hbm_ordset_lower_bound(v->free_set, (hbm_okey){size, 0}, &key, &i)) return HBM_ENOMEM;
-  if (!cost || probes < 2) {
-    best = i;
-  } else {
+  best = i; /* the best fit, also when every candidate costs UINT64_MAX (ties: the earlier) */
+  if (cost && probes >= 2) {
     uint64_t best_cost = UINT64_MAX;
     for (int k = 0; k < probes; k++) {
       uint64_t c = cost(arg, key.lo, key.hi, size);
-      if (c < best_cost) { best_cost = c; best = i; }
+      if (c < best_cost || k == 0) { best_cost = c; best = i; }
       if (c == 0 || !hbm_ordset_upper_bound(v->free_set, key, &key, &i)) break;
     }
   }
