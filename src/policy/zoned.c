@@ -1948,7 +1948,8 @@ static int zoned_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
 }
 
 /* ==== invariants ============================================================================
- *   Z1 chunk_of agrees with the chunk records; the Fenwick counts equal a recount;
+ *   Z1 chunk_of agrees with the chunk records; every Fenwick node equals a
+ *      recount of the mapped pages it covers ((i - lowbit(i), i]);
  *   Z2 edge counts equal a recount; every page a live block touches is mapped;
  *   Z3 each chunk's touched count equals a recount; the idle bits mark exactly
  *      the chunks with none;
@@ -2036,6 +2037,10 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
     }
     hbm_vspace_walk(r->vs, recount_block, &c);
     uint32_t mapped_here = 0;
+    /* mapped pages below each page, to check every Fenwick node, not only
+     * prefixes (a prefix at a power of two reads a single node) */
+    uint32_t *below = r->fenwick ? calloc((size_t)r->fenwick_n + 1, sizeof *below) : NULL;
+    if (r->fenwick && !below) fail(&c, "no host memory to check");
     if (r->top > r->cover) fail(&c, "Z1 range %u: pages mapped up to %u, page entries only to %u", ri, r->top, r->cover);
     for (uint32_t q = 0; q < r->npages; q++) {
       uint32_t ch = chunk_at(r, q), edge = q < r->cover ? r->edge[q] : 0;
@@ -2053,9 +2058,19 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
         touched++;
         if (!ch) fail(&c, "Z2 range %u page %u is touched by a live block but not mapped", ri, q);
       }
-      if (r->fenwick && ((q + 1) % 4096 == 0 || q + 1 == r->npages) && fenwick_prefix(r, q + 1) != mapped_here)
-        fail(&c, "Z1 range %u: mapped-page counts disagree before page %u", ri, q + 1);
+      if (below && q < r->fenwick_n) below[q + 1] = mapped_here;
       if (ch && q >= r->top) fail(&c, "Z1 range %u: page %u mapped above the recorded top %u", ri, q, r->top);
+    }
+    if (below) {
+      for (uint32_t i = 1, bad = 0; i <= r->fenwick_n && bad < 4; i++) {
+        uint32_t want = below[i] - below[i - (i & -i)];
+        if (r->fenwick[i] != want) {
+          fail(&c, "Z1 range %u: Fenwick node %u counts %u mapped pages in (%u, %u], recount %u", ri, i,
+               r->fenwick[i], i - (i & -i), i, want);
+          bad++;
+        }
+      }
+      free(below);
     }
     if (mapped_here != r->mapped) fail(&c, "Z1 range %u counts %u mapped pages, recount %u", ri, r->mapped, mapped_here);
     free(c.edge);
