@@ -1954,7 +1954,9 @@ static int zoned_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
  *   Z3 each chunk's touched count equals a recount; the idle bits mark exactly
  *      the chunks with none;
  *   Z4 mapped, touched and idle totals equal recounts; touched <= its peak;
- *   Z5 lifetime records: one per tracked live block, none elsewhere;
+ *   Z5 lifetime records: one per tracked live block, none elsewhere; the
+ *      lifetime rule's live bytes equal the sizes its live stamps hold, and
+ *      every counter is in 0..3 (lifetime.h's invariants);
  *   Z6 while a plan is followed, its range is one of the planned zone's, kept
  *      indexed by address, and every planned span lies inside it. */
 typedef struct check_ctx {
@@ -1965,7 +1967,7 @@ typedef struct check_ctx {
   uint32_t ri;
   uint32_t *edge;
   uint8_t *touched;
-  uint64_t tracked;
+  uint64_t tracked, stamped_bytes;
 } check_ctx;
 
 static void fail(check_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -1999,10 +2001,29 @@ static int recount_block(void *arg, uint64_t addr, uint64_t size, int live) {
   if (user != NIL) {
     c->tracked++;
     if (user >= c->z->nrecs) fail(c, "Z5 block at %#llx names record %u of %u", (unsigned long long)addr, user, c->z->nrecs);
+    else c->stamped_bytes += c->z->recs[user].stamp.size;
   } else if (class_matters(c->z, size) && size < c->z->granule) {
     fail(c, "Z5 small block at %#llx has no lifetime record", (unsigned long long)addr);
   }
   return 0;
+}
+
+static void stamped_fixed(void *arg, uint64_t addr, uint64_t user) {
+  check_ctx *c = arg;
+  if (user != NIL && user < c->z->nrecs) c->stamped_bytes += c->z->recs[user].stamp.size;
+}
+
+static void check_counter(void *arg, uint64_t key, uint64_t counter) {
+  if (counter > 3) fail(arg, "Z5 lifetime counter %llu (0..3) for key %#llx", (unsigned long long)counter, (unsigned long long)key);
+}
+
+/* lifetime.h: live_bytes == the sizes of stamps predicted and not yet
+ * observed (or forgotten), that is of the live blocks' records; counters 0..3. */
+static void check_lifetime(zoned *z, check_ctx *c) {
+  if (c->stamped_bytes != z->life.live_bytes)
+    fail(c, "Z5 lifetime rule counts %llu live bytes, the live blocks' stamps %llu",
+         (unsigned long long)z->life.live_bytes, (unsigned long long)c->stamped_bytes);
+  hbm_addrmap_each(&z->life.counters, check_counter, c);
 }
 
 static int check_fallback(zoned *z, check_ctx *c) {
@@ -2013,6 +2034,8 @@ static int check_fallback(zoned *z, check_ctx *c) {
   }
   if (live != z->fixed_live.used)
     fail(c, "Z5 %llu records for %llu live blocks", (unsigned long long)z->fixed_live.used, (unsigned long long)live);
+  hbm_addrmap_each(&z->fixed_live, stamped_fixed, c);
+  check_lifetime(z, c);
   return c->failures;
 }
 
@@ -2097,6 +2120,7 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
   if (z->peak_touched_pages < z->touched_pages) fail(&c, "Z4 touched pages above their recorded peak");
   if ((z->mapped_pages << z->gshift) > p->dev->phys_used) fail(&c, "Z4 more pages mapped than the device holds");
   for (uint32_t i = z->free_rec; i != NIL && free_recs <= z->nrecs; i = z->recs[i].next_free) free_recs++;
+  check_lifetime(z, &c);
   if (c.tracked + free_recs != z->nrecs)
     fail(&c, "Z5 %llu tracked blocks and %llu free records, %u records", (unsigned long long)c.tracked,
          (unsigned long long)free_recs, z->nrecs);
