@@ -1,6 +1,7 @@
 /* addrmap.c: see addrmap.h. */
 #include "core/addrmap.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,4 +99,39 @@ int hbm_addrmap_take(hbm_addrmap *m, uint64_t key, uint64_t *val) {
 void hbm_addrmap_each(const hbm_addrmap *m, void (*fn)(void *, uint64_t, uint64_t), void *arg) {
   for (uint64_t i = 0; i < m->cap; i++)
     if (m->keys[i] != EMPTY) fn(arg, m->keys[i], m->vals[i]);
+}
+
+int hbm_addrmap_check(const hbm_addrmap *m, void (*report)(void *arg, const char *message), void *arg) {
+  int failures = 0;
+  char msg[160];
+#define ADDRMAP_FAIL(...)                          \
+  do {                                             \
+    snprintf(msg, sizeof msg, "addrmap: " __VA_ARGS__); \
+    if (report) report(arg, msg);                  \
+    failures++;                                    \
+  } while (0)
+  if (m->cap & (m->cap - 1)) ADDRMAP_FAIL("capacity %llu is not a power of two", (unsigned long long)m->cap);
+  if (m->used * 2 > m->cap) ADDRMAP_FAIL("%llu keys in %llu slots, more than half", (unsigned long long)m->used, (unsigned long long)m->cap);
+  if (failures) return failures;
+  uint64_t occupied = 0;
+  for (uint64_t i = 0; i < m->cap; i++) {
+    uint64_t key = m->keys[i];
+    if (key == EMPTY) continue;
+    occupied++;
+    /* the probe from the key's hash slot must reach slot i, this copy first */
+    for (uint64_t h = slot_of(key, m->cap); h != i; h = (h + 1) & (m->cap - 1)) {
+      if (m->keys[h] == EMPTY) {
+        ADDRMAP_FAIL("key %#llx at slot %llu is cut off from its hash slot by an empty slot", (unsigned long long)key, (unsigned long long)i);
+        break;
+      }
+      if (m->keys[h] == key) {
+        ADDRMAP_FAIL("key %#llx is held twice", (unsigned long long)key);
+        break;
+      }
+    }
+    if (failures > 8) return failures;
+  }
+  if (occupied != m->used) ADDRMAP_FAIL("%llu slots occupied, used counts %llu", (unsigned long long)occupied, (unsigned long long)m->used);
+#undef ADDRMAP_FAIL
+  return failures;
 }

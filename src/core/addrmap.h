@@ -24,5 +24,10 @@ int hbm_addrmap_get(const hbm_addrmap *m, uint64_t key, uint64_t *val);
 int hbm_addrmap_take(hbm_addrmap *m, uint64_t key, uint64_t *val);
 /* Visits every entry (unordered). */
 void hbm_addrmap_each(const hbm_addrmap *m, void (*fn)(void *arg, uint64_t key, uint64_t val), void *arg);
+/* Verifies the invariant: cap is 0 or a power of two, used * 2 <= cap, used
+ * equals the occupied slots, and each key is found from its hash slot (no
+ * empty slot before it in its probe run, no copy of it earlier in the run).
+ * Returns the number of failures, each passed to report (may be NULL). */
+int hbm_addrmap_check(const hbm_addrmap *m, void (*report)(void *arg, const char *message), void *arg);
 
 #endif
