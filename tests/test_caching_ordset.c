@@ -1,6 +1,7 @@
-/* test_caching_ordset.c: the treap behind the caching policies' free-block
- * sets, compared operation by operation with the sorted-array reference,
- * with the invariant check after every change. Seedable (HBM_SEED). */
+/* test_caching_ordset.c: the ordered set behind the caching policies'
+ * free-block sets (ordset.c, a two-level sorted array), compared operation
+ * by operation with the sorted-array reference, with the invariant check
+ * after every change. Seedable (HBM_SEED). */
 #include "core/ordset.h"
 #include "hbm.h"
 #include "testutil.h"

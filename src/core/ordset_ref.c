@@ -1,6 +1,6 @@
 /* ordset_ref.c: the slow reference for hbm_ordset, a sorted array searched
  * by bisection and shifted with memmove. Obviously correct, O(n) per change;
- * used only by tests that compare it with the treap. */
+ * used only by tests that compare it with hbm_ordset. */
 #include <stdlib.h>
 #include <string.h>
 
