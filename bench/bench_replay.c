@@ -87,7 +87,7 @@ int bench_replay(int argc, char **argv) {
               preset_given ? "--preset" : "--steps");
     return CLI_BAD_INPUT;
   }
-  int drc = cli_check_policies(device, policies, npolicies, &confs);
+  int drc = cli_check_policies(device, policies, npolicies, &confs, NULL);
   if (drc != CLI_OK) return drc;
   hbm_trace *t = NULL;
   hbm_diag d = {0};

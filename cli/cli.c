@@ -376,7 +376,8 @@ void cli_json_oom(hbm_json *j, const hbm_replay_result *r) {
   hbm_json_object_end(j);
 }
 
-int cli_check_policies(const char *device, char names[][32], int n, const cli_confs *confs) {
+int cli_check_policies(const char *device, char names[][32], int n, const cli_confs *confs,
+                       hbm_device_caps *caps) {
   for (int i = 0; i < confs->n; i++) {
     int run = 0;
     for (int k = 0; k < n; k++) run |= !strcmp(names[k], confs->one[i].policy);
@@ -388,6 +389,7 @@ int cli_check_policies(const char *device, char names[][32], int n, const cli_co
   hbm_device *dev = NULL;
   int rc = hbm_device_open(device ? device : "sim:96GiB", &dev);
   if (rc != HBM_OK) return cli_exit_code(rc);
+  if (caps) hbm_device_get_caps(dev, caps);
   for (int i = 0; i < n && rc == HBM_OK; i++) {
     hbm_heap *heap = NULL;
     rc = hbm_heap_create(dev, names[i], cli_conf_for(confs, names[i]), &heap);

@@ -137,8 +137,10 @@ int cli_load_trace(const char *path, int device, hbm_trace **out);
 /* Before any work: refuses POLICY=SETTINGS for a policy not in `names`, and
  * creates each policy with its settings over the device (`device`, or a sim
  * device where the trace will name the capacity), so that a bad device or
- * setting is said once, before the first replay: CLI_OK, else the exit code. */
-int cli_check_policies(const char *device, char names[][32], int n, const cli_confs *confs);
+ * setting is said once, before the first replay: CLI_OK, else the exit code.
+ * `caps`, if not NULL, receives the capabilities of the device it opened. */
+int cli_check_policies(const char *device, char names[][32], int n, const cli_confs *confs,
+                       hbm_device_caps *caps);
 /* Human size. */
 const char *cli_size(uint64_t bytes, char buf[32]);
 /* A fragmentation ratio with `decimals` places; "inf" for the API's 1e9

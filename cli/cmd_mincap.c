@@ -117,7 +117,7 @@ int cmd_mincap(int argc, char **argv) {
   char policies[16][32];
   int npolicies = cli_split_policies(policy_list, policies, 16);
   if (!npolicies) return CLI_BAD_INPUT;
-  int rc = cli_check_policies(NULL, policies, npolicies, &confs);
+  int rc = cli_check_policies(NULL, policies, npolicies, &confs, NULL);
   if (rc != CLI_OK) return rc;
   hbm_trace *trace;
   rc = cli_load_trace(path, snapshot_device, &trace);

@@ -62,16 +62,6 @@ static int write_html(const hbm_trace *trace, const char *path, const char *html
   return out;
 }
 
-/* The capacity and abilities of the device `spec` opens; 0 if it opens none
- * (the replay then says why). */
-static int device_caps(const char *spec, hbm_device_caps *caps) {
-  hbm_device *dev = NULL;
-  if (!spec || hbm_device_open(spec, &dev) != HBM_OK) return 0;
-  hbm_device_get_caps(dev, caps);
-  hbm_device_close(dev);
-  return 1;
-}
-
 /* --verify writes every live byte, so the host device's memory becomes real
  * host memory: up to the trace's peak live, or the device's capacity where
  * that is less (the run fails there). Refused up front rather than left to
@@ -151,10 +141,10 @@ int cmd_replay(int argc, char **argv) {
   char policies[16][32];
   int npolicies = cli_split_policies(policy_list, policies, 16);
   if (!npolicies) return CLI_BAD_INPUT;
-  int rc = cli_check_policies(device, policies, npolicies, &confs);
+  hbm_device_caps caps = {0}; /* of the device the replays run on (a sim one where none is given) */
+  int rc = cli_check_policies(device, policies, npolicies, &confs, &caps);
   if (rc != CLI_OK) return rc;
-  hbm_device_caps caps = {0};
-  if (verify_data && !(device_caps(device, &caps) && caps.host_visible)) {
+  if (verify_data && !caps.host_visible) {
     cli_error("--verify fills and checks real memory: it needs the host device (e.g. --device host:4GiB)");
     return CLI_BAD_INPUT;
   }
