@@ -264,6 +264,20 @@ static void test_streams(void) {
   CHECK_EQ_U64(alloc_bs(&e, 2 * MiB, 7, NULL), b); /* its own stream's block */
   CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_ALLOC], 2);
   close_env(&e);
+
+  /* Releasing walks a pool in PyTorch's order, (stream, size, address): the
+   * lower stream's segments go first, whatever stream was used first (found
+   * by the differential test against the reference: the model used to walk
+   * the streams in first-use order). */
+  open_env(&e, "caching", NULL, 64 * MiB);
+  uint64_t s5 = alloc_bs(&e, 20 * MiB, 5, NULL), s3 = alloc_bs(&e, 20 * MiB, 3, NULL);
+  F(&e, s5);
+  F(&e, s3);
+  uint64_t addr = 0, bs = 0;
+  CHECK(e.cls->alloc(e.p, 50 * MiB, HBM_TAG_OTHER, 0, &addr, &bs) == HBM_OK); /* after releasing both */
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_FREE], 2);
+  CHECK_EQ_U64(e.log.last_addr[HBM_PT_SEGMENT_FREE], s5); /* stream 3's went first */
+  close_env(&e);
 }
 
 /* ---- max_split_size, GC, release and retry ---- */

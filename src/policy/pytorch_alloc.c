@@ -223,7 +223,8 @@ static uint32_t *scratch(pt *m, size_t n) {
   return m->scratch;
 }
 
-/* Copies the blocks of one pool's free sets (every stream), in set order. */
+/* Copies the blocks of one pool's free sets (every stream), in PyTorch's set
+ * order: (stream, size, address). */
 static size_t collect_free(pt *m, int pool, uint32_t **out) {
   size_t n = 0;
   for (uint32_t s = 0; s < m->nstreams; s++) n += hbm_ordset_count(m->streams[s].free[pool]);
@@ -233,8 +234,17 @@ static size_t collect_free(pt *m, int pool, uint32_t **out) {
     *out = NULL;
     return 0;
   }
+  /* PyTorch's pools order blocks by stream first (the cudaStream_t value,
+   * whose order hbm stream numbers keep), so a walk over a pool visits the
+   * streams in number order, not in the order they were first used. */
   size_t k = 0;
-  for (uint32_t s = 0; s < m->nstreams; s++) {
+  int last = 0;
+  for (uint32_t done = 0; done < m->nstreams; done++) {
+    uint32_t s = NONE;
+    for (uint32_t j = 0; j < m->nstreams; j++)
+      if ((!done || m->streams[j].stream > last) && (s == NONE || m->streams[j].stream < m->streams[s].stream))
+        s = j;
+    last = m->streams[s].stream;
     hbm_okey key;
     uint32_t v;
     int more = hbm_ordset_first(m->streams[s].free[pool], &key, &v);
