@@ -1,0 +1,714 @@
+/* pytorch_ref.c: the slow reference of PyTorch's caching allocator
+ * (pytorch_ref.h). Derived from the rules, not from pytorch_alloc.c: where
+ * the two disagree, one of them misreads PyTorch.
+ *
+ * Data: one array of blocks, one array of segments (an expandable segment is
+ * one entry covering its whole reservation, with a handle per page).
+ *   - A block belongs to one segment; the live blocks of a segment tile it.
+ *   - A block is "cached" (in PyTorch's pool.blocks) when live, not
+ *     allocated and mapped; "unmapped" (pool.unmapped) when live and not
+ *     mapped. A block taken for a request is marked allocated at once, as
+ *     PyTorch erases it from the set before splitting.
+ *   - Neighbours are found by address within the segment, by scanning.
+ */
+#include "policy/pytorch_ref.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NIL (-1L)
+enum { LARGE = 0, SMALL = 1 };
+
+typedef struct ref_block {
+  uint64_t addr, size;
+  int64_t gc_base; /* the pool's get_free_block count when it entered the set */
+  int stream;
+  long seg;
+  uint8_t live, small, allocated, mapped;
+} ref_block;
+
+typedef struct ref_seg {
+  uint64_t addr, size;
+  int stream;
+  uint8_t live, small, expandable;
+  uint64_t page;     /* expandable: 2 MiB (small) or 20 MiB (large) */
+  uint64_t npages;   /* expandable: size / page */
+  uint64_t *handles; /* expandable: physical handle per page, 0 when unmapped */
+} ref_seg;
+
+struct hbm_ptref {
+  hbm_device *dev;
+  hbm_pt_conf conf;
+  uint64_t allowed; /* allowed_memory_maximum */
+  ref_block *b;
+  long nb, capb;
+  ref_seg *s;
+  long ns, caps;
+  int64_t free_calls[2]; /* get_free_blocks_call_count per pool */
+  uint64_t reserved;     /* total_allocated_memory */
+  hbm_pt_stats st;
+  void (*action)(void *arg, hbm_pt_action a, uint64_t addr, uint64_t size, int stream, int small);
+  void *action_arg;
+  int host_failed;
+};
+
+#define KMIN 512ull
+#define KSMALL (1ull << 20)
+#define KSMALLBUF (2ull << 20)
+#define KLARGEBUF (20ull << 20)
+#define KMINLARGE (10ull << 20)
+#define KROUNDLARGE (2ull << 20)
+
+/* ---- sizes ---- */
+
+static int log2_floor(uint64_t x) {
+  int k = -1;
+  while (x) {
+    x >>= 1;
+    k++;
+  }
+  return k;
+}
+
+static uint64_t round_size(const hbm_pt_conf *c, uint64_t size) {
+  if (size < KMIN) return KMIN;
+  /* roundup_power2_divisions: intervals of powers of two from 1 MiB (index 0
+   * holds everything up to 2 MiB), the last one open-ended. */
+  int lg = log2_floor(size);
+  int idx = lg > 20 ? lg - 20 : 0;
+  if (idx > HBM_PT_ROUNDUP_INTERVALS - 1) idx = HBM_PT_ROUNDUP_INTERVALS - 1;
+  uint64_t div = c->roundup_divisions[idx];
+  if (div > 1 && size > KMIN * div) {
+    uint64_t floor2 = 1ull << lg;
+    if (floor2 == size) return size;
+    uint64_t step = floor2 >> log2_floor(div);
+    if (step == 0) return floor2 << 1;
+    uint64_t down = size & ~(step - 1);
+    return down == size ? size : down + step;
+  }
+  return (size + KMIN - 1) / KMIN * KMIN;
+}
+
+static uint64_t allocation_size(uint64_t rounded) {
+  if (rounded <= KSMALL) return KSMALLBUF;
+  if (rounded < KMINLARGE) return KLARGEBUF;
+  return (rounded + KROUNDLARGE - 1) / KROUNDLARGE * KROUNDLARGE;
+}
+
+/* ---- blocks, neighbours, orders ---- */
+
+static long new_block(hbm_ptref *r) {
+  for (long i = 0; i < r->nb; i++)
+    if (!r->b[i].live) return i;
+  if (r->nb == r->capb) {
+    long cap = r->capb ? r->capb * 2 : 64;
+    ref_block *nb = realloc(r->b, (size_t)cap * sizeof *nb);
+    if (!nb) return NIL;
+    r->b = nb;
+    r->capb = cap;
+  }
+  return r->nb++;
+}
+
+static long new_seg(hbm_ptref *r) {
+  for (long i = 0; i < r->ns; i++)
+    if (!r->s[i].live) return i;
+  if (r->ns == r->caps) {
+    long cap = r->caps ? r->caps * 2 : 16;
+    ref_seg *ns = realloc(r->s, (size_t)cap * sizeof *ns);
+    if (!ns) return NIL;
+    r->s = ns;
+    r->caps = cap;
+  }
+  return r->ns++;
+}
+
+static long prev_of(const hbm_ptref *r, long i) {
+  for (long j = 0; j < r->nb; j++)
+    if (r->b[j].live && r->b[j].seg == r->b[i].seg && r->b[j].addr + r->b[j].size == r->b[i].addr) return j;
+  return NIL;
+}
+
+static long next_of(const hbm_ptref *r, long i) {
+  for (long j = 0; j < r->nb; j++)
+    if (r->b[j].live && r->b[j].seg == r->b[i].seg && r->b[j].addr == r->b[i].addr + r->b[i].size) return j;
+  return NIL;
+}
+
+static int is_split(const hbm_ptref *r, long i) { return prev_of(r, i) != NIL || next_of(r, i) != NIL; }
+
+static int cached(const hbm_ptref *r, long i) { return r->b[i].live && !r->b[i].allocated && r->b[i].mapped; }
+static int unmapped(const hbm_ptref *r, long i) { return r->b[i].live && !r->b[i].mapped; }
+static int expandable_block(const hbm_ptref *r, long i) { return r->s[r->b[i].seg].expandable; }
+
+/* BlockComparatorSize: (stream, size, address). */
+static int size_less(const ref_block *a, const ref_block *b) {
+  if (a->stream != b->stream) return a->stream < b->stream;
+  if (a->size != b->size) return a->size < b->size;
+  return a->addr < b->addr;
+}
+
+/* The cached blocks of one pool in PyTorch's order (all streams). */
+static long sorted_pool(hbm_ptref *r, int pool, long **out) {
+  long *v = malloc((size_t)(r->nb + 1) * sizeof *v), n = 0;
+  if (!v) {
+    r->host_failed = 1;
+    *out = NULL;
+    return 0;
+  }
+  for (long i = 0; i < r->nb; i++)
+    if (cached(r, i) && r->b[i].small == pool) v[n++] = i;
+  for (long i = 1; i < n; i++) /* insertion sort: slow is the point */
+    for (long j = i; j > 0 && size_less(&r->b[v[j]], &r->b[v[j - 1]]); j--) {
+      long t = v[j];
+      v[j] = v[j - 1];
+      v[j - 1] = t;
+    }
+  *out = v;
+  return n;
+}
+
+/* lower_bound of (stream, size, address 0) in a sorted pool. */
+static long lower_bound(const hbm_ptref *r, const long *v, long n, int stream, uint64_t size) {
+  long k = 0;
+  while (k < n) {
+    const ref_block *x = &r->b[v[k]];
+    if (x->stream > stream || (x->stream == stream && x->size >= size)) break;
+    k++;
+  }
+  return k;
+}
+
+static void report_action(hbm_ptref *r, hbm_pt_action a, uint64_t addr, uint64_t size, int stream, int small) {
+  if (r->action) r->action(r->action_arg, a, addr, size, stream, small);
+}
+
+/* insert_into_blocks: entering the set restarts the block's age. */
+static void to_cache(hbm_ptref *r, long i) {
+  r->b[i].allocated = 0;
+  r->b[i].gc_base = r->free_calls[r->b[i].small];
+}
+
+/* try_merge_blocks: dst absorbs src when src is free with dst's mapped state. */
+static void try_merge(hbm_ptref *r, long dst, long src) {
+  if (src == NIL || r->b[src].allocated || r->b[src].mapped != r->b[dst].mapped) return;
+  if (r->b[src].addr < r->b[dst].addr) r->b[dst].addr = r->b[src].addr;
+  r->b[dst].size += r->b[src].size;
+  r->b[src].live = 0;
+}
+
+/* ---- expandable segments ---- */
+
+static uint64_t es_size(const hbm_ptref *r, long i) {
+  long n = next_of(r, i);
+  return r->b[i].size + (n != NIL && !r->b[n].mapped ? r->b[n].size : 0);
+}
+
+/* ExpandableSegment::map of [addr, addr + size): every page is created
+ * first, then mapped; a failed create releases the ones made. Returns the
+ * mapped size (whole pages), 0 on failure. */
+static uint64_t es_map(hbm_ptref *r, ref_seg *s, uint64_t addr, uint64_t size) {
+  uint64_t first = (addr - s->addr) / s->page;
+  uint64_t end = (addr + size - s->addr + s->page - 1) / s->page;
+  for (uint64_t k = first; k < end; k++) {
+    uint64_t h;
+    int rc = hbm_dev_phys_create(r->dev, s->page, &h);
+    if (rc != HBM_OK) {
+      for (uint64_t j = first; j < k; j++) {
+        hbm_dev_phys_release(r->dev, s->handles[j], s->page);
+        s->handles[j] = 0;
+      }
+      return 0;
+    }
+    s->handles[k] = h;
+  }
+  for (uint64_t k = first; k < end; k++) hbm_dev_map(r->dev, s->addr + k * s->page, s->page, s->handles[k], 0);
+  return (end - first) * s->page;
+}
+
+/* map_block */
+static int map_block(hbm_ptref *r, long i, uint64_t size) {
+  ref_seg *s = &r->s[r->b[i].seg];
+  uint64_t mapped = es_map(r, s, r->b[i].addr, size);
+  if (!mapped) return 0;
+  uint64_t at = r->b[i].addr;
+  if (mapped < r->b[i].size) {
+    long rest = new_block(r);
+    if (rest == NIL) {
+      r->host_failed = 1;
+      return 0;
+    }
+    r->b[rest] = r->b[i];
+    r->b[rest].addr = at + mapped;
+    r->b[rest].size = r->b[i].size - mapped;
+    r->b[rest].mapped = 0;
+    r->b[rest].allocated = 0;
+    r->b[i].size = mapped;
+  }
+  r->b[i].mapped = 1;
+  long p = prev_of(r, i), n = next_of(r, i);
+  try_merge(r, i, p);
+  try_merge(r, i, n);
+  to_cache(r, i);
+  r->reserved += mapped;
+  r->st.num_device_alloc++;
+  report_action(r, HBM_PT_SEGMENT_MAP, at, mapped, r->b[i].stream, r->b[i].small);
+  return 1;
+}
+
+/* unmap_block: the whole pages inside a cached block go back. */
+static void unmap_block(hbm_ptref *r, long i) {
+  ref_seg *s = &r->s[r->b[i].seg];
+  uint64_t lo = r->b[i].addr, hi = lo + r->b[i].size;
+  uint64_t first = (lo - s->addr + s->page - 1) / s->page, end = (hi - s->addr) / s->page;
+  if (first >= end) return;
+  for (uint64_t k = first; k < end; k++) {
+    hbm_dev_unmap(r->dev, s->addr + k * s->page, s->page);
+    hbm_dev_phys_release(r->dev, s->handles[k], s->page);
+    s->handles[k] = 0;
+  }
+  uint64_t ulo = s->addr + first * s->page, uhi = s->addr + end * s->page;
+  /* the partial pages at either end stay cached as blocks of their own */
+  if (ulo > lo) {
+    long part = new_block(r);
+    if (part == NIL) {
+      r->host_failed = 1;
+      return;
+    }
+    r->b[part] = r->b[i];
+    r->b[part].size = ulo - lo;
+    to_cache(r, part);
+  }
+  if (uhi < hi) {
+    long part = new_block(r);
+    if (part == NIL) {
+      r->host_failed = 1;
+      return;
+    }
+    r->b[part] = r->b[i];
+    r->b[part].addr = uhi;
+    r->b[part].size = hi - uhi;
+    to_cache(r, part);
+  }
+  r->b[i].addr = ulo;
+  r->b[i].size = uhi - ulo;
+  r->b[i].mapped = 0;
+  long p = prev_of(r, i), n = next_of(r, i);
+  try_merge(r, i, p);
+  try_merge(r, i, n);
+  r->reserved -= uhi - ulo;
+  r->st.num_device_free++;
+  report_action(r, HBM_PT_SEGMENT_UNMAP, ulo, uhi - ulo, r->b[i].stream, r->b[i].small);
+}
+
+/* find_expandable_block: the lowest unmapped block of the stream (with the
+ * free block before it) that has `size` bytes of free address space ahead;
+ * else a new reservation. */
+static long find_expandable_block(hbm_ptref *r, int stream, int pool, uint64_t size) {
+  uint64_t last = 0;
+  int have_last = 0;
+  for (;;) {
+    long c = NIL;
+    for (long i = 0; i < r->nb; i++) { /* the next unmapped block in address order */
+      if (!unmapped(r, i) || r->b[i].stream != stream || r->b[i].small != pool) continue;
+      if (have_last && r->b[i].addr <= last) continue;
+      if (c == NIL || r->b[i].addr < r->b[c].addr) c = i;
+    }
+    if (c == NIL) break;
+    last = r->b[c].addr;
+    have_last = 1;
+    long p = prev_of(r, c);
+    if (p != NIL && !r->b[p].allocated) c = p;
+    uint64_t bytes = 0;
+    for (long x = c; bytes < size && x != NIL && !r->b[x].allocated; x = next_of(r, x)) bytes += r->b[x].size;
+    if (bytes >= size) return c;
+  }
+  uint64_t page = pool == SMALL ? KSMALLBUF : KLARGEBUF;
+  uint64_t cap = r->dev->caps.capacity;
+  uint64_t va = (cap + cap / 8 + page - 1) / page * page;
+  long si = new_seg(r), bi = si == NIL ? NIL : new_block(r);
+  uint64_t *handles = calloc(va / page, sizeof *handles);
+  uint64_t base;
+  if (si == NIL || bi == NIL || !handles || hbm_dev_reserve(r->dev, va, &base) != HBM_OK) {
+    free(handles);
+    r->host_failed = 1;
+    return NIL;
+  }
+  r->s[si] = (ref_seg){base, va, stream, 1, (uint8_t)pool, 1, page, va / page, handles};
+  r->b[bi] = (ref_block){base, va, 0, stream, si, 1, (uint8_t)pool, 0, 0};
+  r->st.segments++;
+  return bi;
+}
+
+/* try_allocate_expandable_block */
+static long try_allocate_expandable_block(hbm_ptref *r, int stream, int pool, uint64_t size) {
+  long c = find_expandable_block(r, stream, pool, size);
+  if (c == NIL) return NIL;
+  if (!r->b[c].mapped && !map_block(r, c, r->b[c].size < size ? r->b[c].size : size)) return NIL;
+  while (r->b[c].size < size) {
+    uint64_t remaining = size - r->b[c].size;
+    long n = next_of(r, c);
+    if (!map_block(r, n, remaining < r->b[n].size ? remaining : r->b[n].size)) return NIL;
+    c = n; /* n absorbed c */
+  }
+  r->b[c].allocated = 1; /* out of the set */
+  return c;
+}
+
+/* release_expandable_segment: the reservation is one unmapped block. */
+static void release_expandable_segment(hbm_ptref *r, long i) {
+  ref_seg *s = &r->s[r->b[i].seg];
+  hbm_dev_unreserve(r->dev, s->addr, s->size);
+  free(s->handles);
+  s->handles = NULL;
+  s->live = 0;
+  r->b[i].live = 0;
+  r->st.segments--;
+}
+
+/* ---- the allocator ---- */
+
+/* release_block: cudaFree of a cached block that is a whole segment. */
+static void release_block(hbm_ptref *r, long i) {
+  ref_seg *s = &r->s[r->b[i].seg];
+  report_action(r, HBM_PT_SEGMENT_FREE, s->addr, s->size, s->stream, s->small);
+  hbm_dev_seg_free(r->dev, s->addr, s->size);
+  r->reserved -= s->size;
+  s->live = 0;
+  r->b[i].live = 0;
+  r->st.segments--;
+  r->st.num_device_free++;
+}
+
+static int gc_on(const hbm_ptref *r) { return r->conf.set_fraction && r->conf.gc_threshold > 0.0; }
+
+/* get_free_block: best fit, lowest address among equals, own stream. */
+static long get_free_block(hbm_ptref *r, int stream, int pool, uint64_t size) {
+  if (gc_on(r)) r->free_calls[pool]++;
+  long *v, n = sorted_pool(r, pool, &v);
+  if (!v) return NIL;
+  long k = lower_bound(r, v, n, stream, size), found = NIL;
+  if (k < n && r->b[v[k]].stream == stream) {
+    if (expandable_block(r, v[k]) && r->conf.expandable) {
+      /* best fit counts what a block before unmapped space can grow to */
+      while (expandable_block(r, v[k]) && k + 1 < n && r->b[v[k + 1]].stream == stream &&
+             es_size(r, v[k + 1]) < es_size(r, v[k]))
+        k++;
+    } else if (expandable_block(r, v[k])) {
+      do k++;
+      while (k < n && expandable_block(r, v[k]) && r->b[v[k]].stream == stream);
+      if (k == n || r->b[v[k]].stream != stream) k = -1;
+    }
+    if (k >= 0) {
+      uint64_t have = r->b[v[k]].size, msplit = r->conf.max_split_size;
+      if (!(size < msplit && have >= msplit) &&
+          !(size >= msplit && have >= size + r->conf.max_non_split_rounding))
+        found = v[k];
+    }
+  }
+  free(v);
+  if (found != NIL) r->b[found].allocated = 1; /* out of the set */
+  return found;
+}
+
+/* garbage_collect_cached_blocks: large pool, oldest first by rounds. */
+static void garbage_collect(hbm_ptref *r) {
+  uint64_t threshold = (uint64_t)(r->conf.gc_threshold * (double)r->allowed);
+  if (r->reserved <= threshold) return;
+  uint64_t target = r->reserved - threshold, reclaimed = 0;
+  uint64_t total_age = 0;
+  long freeable = 0;
+  for (long i = 0; i < r->nb; i++)
+    if (cached(r, i) && r->b[i].small == LARGE && !is_split(r, i)) {
+      total_age += (uint64_t)(r->free_calls[LARGE] - r->b[i].gc_base);
+      freeable++;
+    }
+  if (!freeable) return;
+  int freed = 1;
+  while (reclaimed < target && freed && freeable > 0) {
+    double age_threshold = (double)total_age / (double)freeable;
+    freed = 0;
+    long *v, n = sorted_pool(r, LARGE, &v);
+    if (!v) return;
+    for (long k = 0; k < n; k++) {
+      long i = v[k];
+      uint64_t age = (uint64_t)(r->free_calls[LARGE] - r->b[i].gc_base);
+      if (!is_split(r, i) && !expandable_block(r, i) && (double)age >= age_threshold) {
+        freed = 1;
+        reclaimed += r->b[i].size;
+        total_age -= age;
+        freeable--;
+        release_block(r, i);
+        r->st.num_gc_releases++;
+      }
+    }
+    free(v);
+  }
+}
+
+/* alloc_block: a new segment, or mapped pages of an expandable one. */
+static long alloc_block(hbm_ptref *r, int stream, int pool, uint64_t size, uint64_t alloc_size, int retry) {
+  if (retry) r->st.num_alloc_retries++;
+  if (r->conf.set_fraction && r->reserved + alloc_size > r->allowed) return NIL;
+  if (r->conf.expandable) return try_allocate_expandable_block(r, stream, pool, size);
+  uint64_t addr;
+  int rc = hbm_dev_seg_alloc(r->dev, alloc_size, 0, &addr);
+  if (rc != HBM_OK) {
+    if (rc != HBM_ENOMEM) r->host_failed = 1;
+    return NIL;
+  }
+  long si = new_seg(r), bi = si == NIL ? NIL : new_block(r);
+  if (bi == NIL) {
+    hbm_dev_seg_free(r->dev, addr, alloc_size);
+    r->host_failed = 1;
+    return NIL;
+  }
+  r->s[si] = (ref_seg){addr, alloc_size, stream, 1, (uint8_t)pool, 0, 0, 0, NULL};
+  r->b[bi] = (ref_block){addr, alloc_size, 0, stream, si, 1, (uint8_t)pool, 1, 1};
+  r->reserved += alloc_size;
+  r->st.segments++;
+  r->st.num_device_alloc++;
+  report_action(r, HBM_PT_SEGMENT_ALLOC, addr, alloc_size, stream, pool);
+  return bi;
+}
+
+/* release_available_cached_blocks: with max_split_size, the smallest
+ * oversize block of the stream that covers the request, else oversize blocks
+ * from the largest down until their sizes add up to it. */
+static int release_available(hbm_ptref *r, int stream, int pool, uint64_t size) {
+  uint64_t msplit = r->conf.max_split_size;
+  if (msplit == UINT64_MAX) return 0;
+  uint64_t key = size < msplit ? msplit : size;
+  long *v, n = sorted_pool(r, pool, &v);
+  if (!v) return 0;
+  long k = lower_bound(r, v, n, stream, key);
+  int ok = 1;
+  if (k == n || r->b[v[k]].stream != stream || expandable_block(r, v[k])) {
+    if (k == 0) {
+      ok = 0;
+    } else {
+      uint64_t released = 0;
+      k--;
+      while (released < key && r->b[v[k]].size >= msplit && r->b[v[k]].stream == stream) {
+        long cur = v[k];
+        int first = k == 0;
+        if (!first) k--;
+        if (!expandable_block(r, cur)) {
+          released += r->b[cur].size;
+          release_block(r, cur);
+        }
+        if (first) break;
+      }
+      ok = released >= key;
+    }
+  } else {
+    release_block(r, v[k]);
+  }
+  free(v);
+  return ok;
+}
+
+/* release_blocks of one pool, in the pool's order: whole ordinary segments
+ * are freed; expandable blocks lose their whole pages afterwards, and a
+ * reservation left as one unmapped block goes. */
+static void release_pool(hbm_ptref *r, int pool) {
+  long *v, n = sorted_pool(r, pool, &v);
+  if (!v) return;
+  long nu = 0;
+  for (long k = 0; k < n; k++) {
+    long i = v[k];
+    if (expandable_block(r, i))
+      v[nu++] = i; /* to unmap, in order; reuses the list */
+    else if (!is_split(r, i))
+      release_block(r, i);
+  }
+  for (long k = 0; k < nu; k++) {
+    long i = v[k];
+    unmap_block(r, i);
+    if (!is_split(r, i)) release_expandable_segment(r, i);
+  }
+  free(v);
+}
+
+/* release_cached_blocks (empty_cache) */
+static void release_cached(hbm_ptref *r) {
+  release_pool(r, LARGE);
+  release_pool(r, SMALL);
+}
+
+int hbm_ptref_alloc(hbm_ptref *r, uint64_t orig, int stream, uint64_t *addr, uint64_t *block_size) {
+  if (orig == 0) return HBM_EINVAL;
+  uint64_t size = round_size(&r->conf, orig);
+  int pool = size <= KSMALL ? SMALL : LARGE;
+  uint64_t alloc_size = allocation_size(size);
+  long b = get_free_block(r, stream, pool, size);
+  if (b == NIL) {
+    if (gc_on(r)) garbage_collect(r);
+    b = alloc_block(r, stream, pool, size, alloc_size, 0);
+    if (b == NIL && release_available(r, stream, pool, size)) b = alloc_block(r, stream, pool, size, alloc_size, 0);
+    if (b == NIL) {
+      release_cached(r);
+      b = alloc_block(r, stream, pool, size, alloc_size, 1);
+    }
+    if (b == NIL) {
+      if (r->host_failed) return HBM_EHOSTMEM;
+      r->st.num_ooms++;
+      return HBM_ENOMEM;
+    }
+  }
+  /* should_split */
+  uint64_t remaining = r->b[b].size - size;
+  int split = (pool == SMALL || r->conf.expandable) ? remaining >= KMIN
+                                                    : size < r->conf.max_split_size && remaining > KSMALL;
+  if (split) {
+    long rest = new_block(r);
+    if (rest == NIL) return HBM_EHOSTMEM;
+    r->b[rest] = r->b[b];
+    r->b[rest].addr += size;
+    r->b[rest].size = remaining;
+    to_cache(r, rest);
+    r->b[b].size = size;
+  }
+  r->b[b].allocated = 1;
+  *addr = r->b[b].addr;
+  if (block_size) *block_size = r->b[b].size;
+  return r->host_failed ? HBM_EHOSTMEM : HBM_OK;
+}
+
+int hbm_ptref_free(hbm_ptref *r, uint64_t addr, uint64_t *block_size) {
+  long i = NIL;
+  for (long j = 0; j < r->nb; j++)
+    if (r->b[j].live && r->b[j].allocated && r->b[j].addr == addr) i = j;
+  if (i == NIL) return HBM_EINVAL;
+  if (block_size) *block_size = r->b[i].size;
+  r->b[i].allocated = 0;
+  long p = prev_of(r, i), n = next_of(r, i);
+  try_merge(r, i, p);
+  try_merge(r, i, n);
+  to_cache(r, i);
+  return HBM_OK;
+}
+
+void hbm_ptref_stats(const hbm_ptref *r, hbm_pt_stats *out) {
+  *out = r->st;
+  out->reserved = r->reserved;
+  out->allocated = 0;
+  out->free_blocks = 0;
+  for (long i = 0; i < r->nb; i++) {
+    if (r->b[i].live && r->b[i].allocated) out->allocated += r->b[i].size;
+    if (cached(r, i)) out->free_blocks++;
+  }
+}
+
+/* ---- life ---- */
+
+int hbm_ptref_create(hbm_device *dev, const hbm_pt_conf *conf, hbm_ptref **out) {
+  hbm_ptref *r = calloc(1, sizeof *r);
+  if (!r) return HBM_EHOSTMEM;
+  r->dev = dev;
+  r->conf = *conf;
+  r->allowed = conf->set_fraction ? (uint64_t)(conf->memory_fraction * (double)dev->caps.capacity)
+                                  : dev->caps.capacity;
+  *out = r;
+  return HBM_OK;
+}
+
+void hbm_ptref_set_action(hbm_ptref *r,
+                          void (*action)(void *arg, hbm_pt_action a, uint64_t addr, uint64_t size,
+                                         int stream, int small),
+                          void *arg) {
+  r->action = action;
+  r->action_arg = arg;
+}
+
+void hbm_ptref_destroy(hbm_ptref *r) {
+  if (!r) return;
+  for (long i = 0; i < r->ns; i++) {
+    ref_seg *s = &r->s[i];
+    if (!s->live) continue;
+    if (!s->expandable) {
+      hbm_dev_seg_free(r->dev, s->addr, s->size);
+      continue;
+    }
+    for (uint64_t k = 0; k < s->npages; k++) {
+      if (!s->handles[k]) continue;
+      hbm_dev_unmap(r->dev, s->addr + k * s->page, s->page);
+      hbm_dev_phys_release(r->dev, s->handles[k], s->page);
+    }
+    hbm_dev_unreserve(r->dev, s->addr, s->size);
+    free(s->handles);
+  }
+  free(r->b);
+  free(r->s);
+  free(r);
+}
+
+static void fail(int *n, hbm_check_report_fn *report, void *arg, const char *fmt, long i) {
+  char msg[160];
+  snprintf(msg, sizeof msg, fmt, i);
+  if (report) report(arg, msg);
+  (*n)++;
+}
+
+int hbm_ptref_check(const hbm_ptref *r, hbm_check_report_fn *report, void *arg) {
+  int bad = 0;
+  uint64_t reserved = 0;
+  for (long si = 0; si < r->ns; si++) {
+    const ref_seg *s = &r->s[si];
+    if (!s->live) continue;
+    uint64_t covered = 0, mapped_pages = 0;
+    for (long i = 0; i < r->nb; i++) {
+      const ref_block *b = &r->b[i];
+      if (!b->live || b->seg != si) continue;
+      covered += b->size;
+      if (b->addr < s->addr || b->addr + b->size > s->addr + s->size)
+        fail(&bad, report, arg, "reference: block %ld outside its segment", i);
+      if (b->stream != s->stream || b->small != s->small)
+        fail(&bad, report, arg, "reference: block %ld differs from its segment in stream or pool", i);
+      if (!b->allocated) {
+        long n = next_of(r, i);
+        if (n != NIL && !r->b[n].allocated && r->b[n].mapped == b->mapped)
+          fail(&bad, report, arg, "reference: free block %ld has a free neighbour of its mapped state", i);
+      }
+      if (s->expandable) {
+        /* a mapped block lies on mapped pages; an unmapped one is whole unmapped pages */
+        uint64_t first = (b->addr - s->addr) / s->page, last = (b->addr + b->size - 1 - s->addr) / s->page;
+        if (!b->mapped && ((b->addr - s->addr) % s->page || b->size % s->page))
+          fail(&bad, report, arg, "reference: unmapped block %ld not whole pages", i);
+        for (uint64_t k = first; k <= last && k < s->npages; k++)
+          if ((s->handles[k] != 0) != (b->mapped != 0)) {
+            fail(&bad, report, arg, "reference: block %ld's mapped state differs from its pages", i);
+            break;
+          }
+      } else if (!b->mapped)
+        fail(&bad, report, arg, "reference: block %ld of an ordinary segment unmapped", i);
+    }
+    if (covered != s->size) fail(&bad, report, arg, "reference: segment %ld not tiled by its blocks", si);
+    if (s->expandable) {
+      for (uint64_t k = 0; k < s->npages; k++)
+        if (s->handles[k]) mapped_pages++;
+      reserved += mapped_pages * s->page;
+    } else {
+      reserved += s->size;
+    }
+  }
+  if (reserved != r->reserved) fail(&bad, report, arg, "reference: reserved differs from a recount (%ld)", 0);
+  return bad;
+}
+
+int hbm_ptref_scan(const hbm_ptref *r, hbm_scan_fn *visit, void *arg) {
+  uint64_t last = 0;
+  int have_last = 0;
+  for (;;) { /* mapped blocks in address order, one scan per block */
+    long c = NIL;
+    for (long i = 0; i < r->nb; i++) {
+      if (!r->b[i].live || !r->b[i].mapped || (have_last && r->b[i].addr <= last)) continue;
+      if (c == NIL || r->b[i].addr < r->b[c].addr) c = i;
+    }
+    if (c == NIL) return HBM_OK;
+    last = r->b[c].addr;
+    have_last = 1;
+    if (visit(arg, r->b[c].addr, r->b[c].size, r->b[c].allocated, HBM_TAG_OTHER)) return HBM_OK;
+  }
+}

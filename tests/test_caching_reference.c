@@ -1,0 +1,302 @@
+/* test_caching_reference.c: the PyTorch caching-allocator model
+ * (pytorch_alloc.c, policies `caching` and `expandable`) against its slow
+ * reference (pytorch_ref.c), operation by operation.
+ *
+ * Each run draws a policy, settings (max_split_size_mb,
+ * max_non_split_rounding_mb, roundup_power2_divisions,
+ * garbage_collection_threshold with per_process_memory_fraction), a device
+ * capacity small enough that out-of-memory and release-and-retry happen, and
+ * a sequence of mallocs (small, 1-10 MiB and oversize requests on several
+ * streams, first used in random order) and frees. Model and reference each
+ * own a sim device of that capacity. After every operation they must agree on
+ * the answer (address and block size, or the error), the segment actions in
+ * order (cudaMalloc, cudaFree, map, unmap with address and size), PyTorch's
+ * statistics, and the devices' physical bytes and call counts; both invariant
+ * checks run along the way.
+ *
+ * HBM_SEED picks the seed; HBM_REF_RUNS the number of runs (default 300,
+ * scaled by HBM_TEST_SCALE). On a difference the run, its settings and the
+ * operation are printed, with the seed that reproduces it. */
+#include "device/device.h"
+#include "hbm.h"
+#include "policy/policy.h"
+#include "policy/pytorch_alloc.h"
+#include "policy/pytorch_ref.h"
+#include "testutil.h"
+
+#define MiB (1ull << 20)
+
+typedef struct act {
+  int a, stream, small;
+  uint64_t addr, size;
+} act;
+
+enum { MAX_ACTS = 4096 };
+typedef struct act_log {
+  act v[MAX_ACTS];
+  int n, lost;
+} act_log;
+
+static void on_action(void *arg, hbm_pt_action a, uint64_t addr, uint64_t size, int stream, int small) {
+  act_log *l = arg;
+  if (l->n == MAX_ACTS) {
+    l->lost++;
+    return;
+  }
+  l->v[l->n++] = (act){(int)a, stream, small, addr, size};
+}
+
+static void report(void *arg, const char *message) {
+  (void)arg;
+  fprintf(stderr, "check: %s\n", message);
+}
+
+static const char *action_name[] = {"segment_alloc", "segment_free", "segment_map", "segment_unmap"};
+
+/* Settings for one run, in PYTORCH_CUDA_ALLOC_CONF syntax. */
+static void draw_conf(uint64_t *rng, char *out, size_t cap) {
+  size_t n = 0;
+  out[0] = 0;
+#define ADD(...) n += (size_t)snprintf(out + n, cap - n, __VA_ARGS__)
+  if (test_rand_below(rng, 3) == 0) {
+    static const unsigned msplit[] = {20, 21, 23, 32, 40, 64, 100, 200};
+    ADD("%smax_split_size_mb:%u", n ? "," : "", msplit[test_rand_below(rng, 8)]);
+    if (test_rand_below(rng, 2)) ADD(",max_non_split_rounding_mb:%u", 20 + (unsigned)test_rand_below(rng, 60));
+  }
+  if (test_rand_below(rng, 4) == 0) {
+    static const char *div[] = {"2", "4", "8", "16", "[1:2,4:8,>:4]", "[64:8,>:2]", "[2:16,16:4,>:1]"};
+    ADD("%sroundup_power2_divisions:%s", n ? "," : "", div[test_rand_below(rng, 7)]);
+  }
+  if (test_rand_below(rng, 4) == 0) {
+    ADD("%sper_process_memory_fraction:0.%u", n ? "," : "", 5 + (unsigned)test_rand_below(rng, 5));
+    if (test_rand_below(rng, 4)) ADD(",garbage_collection_threshold:0.%u", 3 + (unsigned)test_rand_below(rng, 6));
+  }
+#undef ADD
+}
+
+static uint64_t draw_size(uint64_t *rng, uint64_t capacity) {
+  uint64_t lo, hi;
+  switch (test_rand_below(rng, 8)) {
+  case 0: case 1: case 2: lo = 1; hi = MiB; break;                    /* small pool */
+  case 3: case 4: case 5: lo = MiB + 1; hi = 10 * MiB; break;         /* 20 MiB segments */
+  default: lo = 10 * MiB; hi = capacity / 3 > 12 * MiB ? capacity / 3 : 12 * MiB; /* own segments */
+  }
+  uint64_t size = lo + test_rand_below(rng, hi - lo + 1);
+  switch (test_rand_below(rng, 6)) {
+  case 0: size = (size + 511) & ~511ull; break;                       /* exact 512 multiples */
+  case 1: size = 1ull << (63 - __builtin_clzll(size)); break;         /* powers of two */
+  case 2: size = lo + test_rand_below(rng, 4096); break;              /* near a class border */
+  default: break;
+  }
+  return size ? size : 1;
+}
+
+/* The block layout as scan reports it: (address, size, allocated). */
+typedef struct layout {
+  uint64_t v[3 * 8192];
+  int n, lost;
+} layout;
+
+static int on_block(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
+  (void)tag;
+  layout *l = arg;
+  if (l->n + 3 > (int)(sizeof l->v / sizeof l->v[0])) {
+    l->lost++;
+    return 1;
+  }
+  l->v[l->n++] = addr;
+  l->v[l->n++] = size;
+  l->v[l->n++] = (uint64_t)live;
+  return 0;
+}
+
+static void print_layout_diff(const layout *a, const layout *b) {
+  for (int i = 0; i < a->n || i < b->n; i += 3) {
+    if (i < a->n && i < b->n && !memcmp(a->v + i, b->v + i, 3 * sizeof a->v[0])) continue;
+    fprintf(stderr, "  first layout difference, block %d: model ", i / 3);
+    if (i < a->n) fprintf(stderr, "0x%llx %llu %s", (unsigned long long)a->v[i], (unsigned long long)a->v[i + 1], a->v[i + 2] ? "allocated" : "free");
+    else fprintf(stderr, "none");
+    fprintf(stderr, "; reference ");
+    if (i < b->n) fprintf(stderr, "0x%llx %llu %s\n", (unsigned long long)b->v[i], (unsigned long long)b->v[i + 1], b->v[i + 2] ? "allocated" : "free");
+    else fprintf(stderr, "none\n");
+    return;
+  }
+}
+
+typedef struct side {
+  hbm_device *dev;
+  act_log log;
+  layout blocks;
+} side;
+
+static int same_logs(const act_log *a, const act_log *b) {
+  if (a->n != b->n || a->lost != b->lost) return 0;
+  for (int i = 0; i < a->n; i++)
+    if (memcmp(&a->v[i], &b->v[i], sizeof a->v[i])) return 0;
+  return 1;
+}
+
+static void print_log(const char *who, const act_log *l) {
+  fprintf(stderr, "  %s: %d action(s)%s\n", who, l->n, l->lost ? " (some lost)" : "");
+  for (int i = 0; i < l->n && i < 40; i++)
+    fprintf(stderr, "    %s 0x%llx %llu stream %d %s\n", action_name[l->v[i].a], (unsigned long long)l->v[i].addr,
+            (unsigned long long)l->v[i].size, l->v[i].stream, l->v[i].small ? "small" : "large");
+}
+
+static int same_stats(const hbm_pt_stats *a, const hbm_pt_stats *b) {
+  return a->reserved == b->reserved && a->allocated == b->allocated && a->segments == b->segments &&
+         a->free_blocks == b->free_blocks && a->num_alloc_retries == b->num_alloc_retries &&
+         a->num_ooms == b->num_ooms && a->num_device_alloc == b->num_device_alloc &&
+         a->num_device_free == b->num_device_free && a->num_gc_releases == b->num_gc_releases;
+}
+
+static void print_stats(const char *who, const hbm_pt_stats *s) {
+  fprintf(stderr,
+          "  %s: reserved %llu allocated %llu segments %llu free_blocks %llu retries %llu ooms %llu "
+          "device_alloc %llu device_free %llu gc %llu\n",
+          who, (unsigned long long)s->reserved, (unsigned long long)s->allocated, (unsigned long long)s->segments,
+          (unsigned long long)s->free_blocks, (unsigned long long)s->num_alloc_retries,
+          (unsigned long long)s->num_ooms, (unsigned long long)s->num_device_alloc,
+          (unsigned long long)s->num_device_free, (unsigned long long)s->num_gc_releases);
+}
+
+typedef struct run_stats {
+  uint64_t ops, ooms, retries, segment_frees, maps, unmaps, gc, failed_runs;
+} run_stats;
+
+/* One run; returns 0 when model and reference agreed throughout. */
+static int run(uint64_t seed, uint64_t run_index, run_stats *rs) {
+  uint64_t rng = seed ^ (run_index * 0x9E3779B97F4A7C15ull);
+  test_rand(&rng);
+  int expandable = test_rand_below(&rng, 3) == 0;
+  char conf_text[256];
+  draw_conf(&rng, conf_text, sizeof conf_text);
+  uint64_t capacity = (24 + test_rand_below(&rng, 500)) * 2 * MiB;
+  int nstreams = 1 + (int)test_rand_below(&rng, 3);
+  int streams[4] = {0, 1, 2, 5};
+  for (int i = 3; i > 0; i--) { /* first use in random order: stream order is not first-use order */
+    int j = (int)test_rand_below(&rng, (uint64_t)i + 1), t = streams[i];
+    streams[i] = streams[j];
+    streams[j] = t;
+  }
+  int nlive_max = 16 + (int)test_rand_below(&rng, 200);
+  int ops = 200 + (int)test_rand_below(&rng, 600);
+
+  static side m, r;
+  memset(&m.log, 0, sizeof m.log);
+  memset(&r.log, 0, sizeof r.log);
+  CHECK(hbm_sim_open(capacity, 2 * MiB, &m.dev) == HBM_OK);
+  CHECK(hbm_sim_open(capacity, 2 * MiB, &r.dev) == HBM_OK);
+  const hbm_policy_class *cls = expandable ? &hbm_policy_expandable : &hbm_policy_caching;
+  hbm_policy *p = NULL;
+  hbm_diag d = {0};
+  int rc = cls->create(m.dev, conf_text, &p, &d);
+  if (rc != HBM_OK) fprintf(stderr, "create '%s': %s\n", conf_text, d.message);
+  CHECK(rc == HBM_OK);
+  hbm_pt_hooks hooks = {NULL, on_action, &m.log};
+  CHECK(hbm_pt_set_hooks(p, &hooks) == HBM_OK);
+  hbm_pt_conf conf;
+  hbm_pt_conf_default(&conf, expandable);
+  CHECK(hbm_pt_conf_parse(conf_text, &conf, NULL) == HBM_OK);
+  hbm_ptref *ref = NULL;
+  CHECK(hbm_ptref_create(r.dev, &conf, &ref) == HBM_OK);
+  hbm_ptref_set_action(ref, on_action, &r.log);
+
+  uint64_t *live = calloc((size_t)nlive_max, sizeof *live);
+  int nlive = 0, bad = 0;
+  char what[128] = "";
+  for (int i = 0; i < ops && !bad; i++) {
+    m.log.n = m.log.lost = r.log.n = r.log.lost = 0;
+    int rc_m, rc_r;
+    uint64_t am = 0, ar = 0, bm = 0, br = 0;
+    if (nlive && (nlive == nlive_max || test_rand_below(&rng, 100) < 40)) {
+      int k = (int)test_rand_below(&rng, (uint64_t)nlive);
+      snprintf(what, sizeof what, "free 0x%llx", (unsigned long long)live[k]);
+      rc_m = cls->free(p, live[k], &bm);
+      rc_r = hbm_ptref_free(ref, live[k], &br);
+      live[k] = live[--nlive];
+    } else {
+      uint64_t size = draw_size(&rng, capacity);
+      int stream = streams[test_rand_below(&rng, (uint64_t)nstreams)];
+      snprintf(what, sizeof what, "alloc %llu on stream %d", (unsigned long long)size, stream);
+      rc_m = cls->alloc(p, size, HBM_TAG_OTHER, stream, &am, &bm);
+      rc_r = hbm_ptref_alloc(ref, size, stream, &ar, &br);
+      if (rc_m == HBM_OK && rc_r == HBM_OK && am == ar) live[nlive++] = am;
+      if (rc_m == HBM_ENOMEM) rs->ooms++;
+    }
+    rs->ops++;
+    hbm_pt_stats sm, sr;
+    CHECK(hbm_pt_get_stats(p, &sm) == HBM_OK);
+    hbm_ptref_stats(ref, &sr);
+    const char *diff = NULL;
+    if (rc_m != rc_r) diff = "the result";
+    else if (am != ar) diff = "the address";
+    else if (bm != br) diff = "the block size";
+    else if (!same_logs(&m.log, &r.log)) diff = "the segment actions";
+    else if (m.dev->phys_used != r.dev->phys_used) diff = "the device's physical bytes";
+    else if (m.dev->backend_calls != r.dev->backend_calls) diff = "the device calls";
+    else if ((m.blocks.n = m.blocks.lost = r.blocks.n = r.blocks.lost = 0, cls->scan(p, on_block, &m.blocks),
+              hbm_ptref_scan(ref, on_block, &r.blocks),
+              m.blocks.n != r.blocks.n || m.blocks.lost != r.blocks.lost ||
+                  memcmp(m.blocks.v, r.blocks.v, (size_t)m.blocks.n * sizeof m.blocks.v[0])))
+      diff = "the block layout";
+    else if (!same_stats(&sm, &sr)) diff = "the statistics";
+    else if ((i % 8 == 0 || i == ops - 1) &&
+             (cls->check(p, report, NULL) != 0 || hbm_ptref_check(ref, report, NULL) != 0))
+      diff = "an invariant check";
+    for (int k = 0; k < m.log.n; k++) {
+      rs->segment_frees += m.log.v[k].a == HBM_PT_SEGMENT_FREE;
+      rs->maps += m.log.v[k].a == HBM_PT_SEGMENT_MAP;
+      rs->unmaps += m.log.v[k].a == HBM_PT_SEGMENT_UNMAP;
+    }
+    if (diff) {
+      bad = 1;
+      fprintf(stderr,
+              "run %llu (HBM_SEED=%llu): %s policy, capacity %llu MiB, settings '%s': op %d (%s) differs in %s\n",
+              (unsigned long long)run_index, (unsigned long long)seed, cls->name,
+              (unsigned long long)(capacity / MiB), conf_text, i, what, diff);
+      fprintf(stderr, "  model: %s addr 0x%llx block %llu; reference: %s addr 0x%llx block %llu\n",
+              hbm_strerror(rc_m), (unsigned long long)am, (unsigned long long)bm, hbm_strerror(rc_r),
+              (unsigned long long)ar, (unsigned long long)br);
+      print_log("model", &m.log);
+      print_log("reference", &r.log);
+      print_layout_diff(&m.blocks, &r.blocks);
+      print_stats("model", &sm);
+      print_stats("reference", &sr);
+      fprintf(stderr, "  device: model %llu bytes %llu calls; reference %llu bytes %llu calls\n",
+              (unsigned long long)m.dev->phys_used, (unsigned long long)m.dev->backend_calls,
+              (unsigned long long)r.dev->phys_used, (unsigned long long)r.dev->backend_calls);
+    }
+  }
+  hbm_pt_stats sm;
+  CHECK(hbm_pt_get_stats(p, &sm) == HBM_OK);
+  rs->retries += sm.num_alloc_retries;
+  rs->gc += sm.num_gc_releases;
+  free(live);
+  cls->destroy(p);
+  hbm_ptref_destroy(ref);
+  CHECK_EQ_U64(m.dev->phys_used, 0);
+  CHECK_EQ_U64(r.dev->phys_used, 0);
+  hbm_device_close(m.dev);
+  hbm_device_close(r.dev);
+  if (bad) {
+    rs->failed_runs++;
+    CHECK(!bad);
+  }
+  return bad;
+}
+
+int main(void) {
+  uint64_t seed = test_seed("test_caching_reference");
+  const char *env = getenv("HBM_REF_RUNS");
+  uint64_t runs = env ? strtoull(env, NULL, 0) : (uint64_t)(300 * test_scale());
+  if (runs == 0) runs = 1;
+  run_stats rs = {0};
+  for (uint64_t k = 0; k < runs && rs.failed_runs < 3; k++) run(seed, k, &rs);
+  printf("test_caching_reference: %llu runs, %llu operations, %llu out of memory, %llu retries, "
+         "%llu segment frees, %llu maps, %llu unmaps, %llu garbage-collected segments\n",
+         (unsigned long long)runs, (unsigned long long)rs.ops, (unsigned long long)rs.ooms,
+         (unsigned long long)rs.retries, (unsigned long long)rs.segment_frees, (unsigned long long)rs.maps,
+         (unsigned long long)rs.unmaps, (unsigned long long)rs.gc);
+  return test_done("test_caching_reference");
+}
