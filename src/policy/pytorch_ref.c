@@ -37,6 +37,11 @@ typedef struct ref_seg {
   uint64_t *handles; /* expandable: physical handle per page, 0 when unmapped */
 } ref_seg;
 
+/* Invariant (hbm_ptref_check): the live blocks of each live segment tile it
+ * and share its stream and pool; no free block has a free neighbour of the
+ * same mapped state; in an expandable segment a page has a handle exactly
+ * where a mapped block lies, and unmapped blocks are whole pages; reserved ==
+ * sizes of the ordinary segments + mapped pages. */
 struct hbm_ptref {
   hbm_device *dev;
   hbm_pt_conf conf;
