@@ -110,6 +110,14 @@ static int on_block(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag t
   return 0;
 }
 
+/* Scans both into their layouts; 1 when they are equal. */
+static int same_layout(const hbm_policy_class *cls, hbm_policy *p, layout *lm, const hbm_ptref *ref, layout *lr) {
+  lm->n = lm->lost = lr->n = lr->lost = 0;
+  cls->scan(p, on_block, lm);
+  hbm_ptref_scan(ref, on_block, lr);
+  return lm->n == lr->n && !lm->lost && !lr->lost && !memcmp(lm->v, lr->v, (size_t)lm->n * sizeof lm->v[0]);
+}
+
 static void print_layout_diff(const layout *a, const layout *b) {
   for (int i = 0; i < a->n || i < b->n; i += 3) {
     if (i < a->n && i < b->n && !memcmp(a->v + i, b->v + i, 3 * sizeof a->v[0])) continue;
@@ -235,11 +243,7 @@ static int run(uint64_t seed, uint64_t run_index, run_stats *rs) {
     else if (!same_logs(&m.log, &r.log)) diff = "the segment actions";
     else if (m.dev->phys_used != r.dev->phys_used) diff = "the device's physical bytes";
     else if (m.dev->backend_calls != r.dev->backend_calls) diff = "the device calls";
-    else if ((m.blocks.n = m.blocks.lost = r.blocks.n = r.blocks.lost = 0, cls->scan(p, on_block, &m.blocks),
-              hbm_ptref_scan(ref, on_block, &r.blocks),
-              m.blocks.n != r.blocks.n || m.blocks.lost != r.blocks.lost ||
-                  memcmp(m.blocks.v, r.blocks.v, (size_t)m.blocks.n * sizeof m.blocks.v[0])))
-      diff = "the block layout";
+    else if (!same_layout(cls, p, &m.blocks, ref, &r.blocks)) diff = "the block layout";
     else if (!same_stats(&sm, &sr)) diff = "the statistics";
     else if ((i % 8 == 0 || i == ops - 1) &&
              (cls->check(p, report, NULL) != 0 || hbm_ptref_check(ref, report, NULL) != 0))
