@@ -25,14 +25,18 @@ void hbm_lifetime_release(hbm_lifetime *l) { hbm_addrmap_release(&l->counters); 
 
 hbm_life hbm_lifetime_predict(hbm_lifetime *l, uint64_t size, int stream, hbm_life_stamp *stamp) {
   uint64_t key = life_key(size, stream), counter;
-  *stamp = (hbm_life_stamp){key, l->clock, l->step, size};
+  *stamp = (hbm_life_stamp){key, l->clock, l->steps_seen, size};
+  l->last_peak = l->peak_live_bytes;
+  l->last_added_key = 0;
   l->clock += size;
   l->live_bytes += size;
   if (l->live_bytes > l->peak_live_bytes) l->peak_live_bytes = l->live_bytes;
   hbm_life life;
   if (!l->freed) {
-    hbm_addrmap_put(&l->counters, key, COUNTER_MAX);
-    life = HBM_LIFE_STATIC;
+    l->last_added_key = !hbm_addrmap_get(&l->counters, key, &counter);
+    int held = hbm_addrmap_put(&l->counters, key, COUNTER_MAX) == HBM_OK;
+    if (!held) l->last_added_key = 0;
+    life = held ? HBM_LIFE_STATIC : HBM_LIFE_TRANSIENT;
   } else if (hbm_addrmap_get(&l->counters, key, &counter)) {
     life = counter >= COUNTER_STATIC ? HBM_LIFE_STATIC : HBM_LIFE_TRANSIENT;
   } else {
@@ -40,13 +44,14 @@ hbm_life hbm_lifetime_predict(hbm_lifetime *l, uint64_t size, int stream, hbm_li
   }
   if (life == HBM_LIFE_STATIC) l->predicted_static++;
   else l->predicted_transient++;
+  l->last_life = life;
   return life;
 }
 
 int hbm_lifetime_observe(hbm_lifetime *l, const hbm_life_stamp *stamp) {
   l->freed = 1;
   l->live_bytes -= stamp->size <= l->live_bytes ? stamp->size : l->live_bytes;
-  int long_lived = l->steps_seen ? stamp->birth_step != l->step
+  int long_lived = l->steps_seen ? stamp->birth_marks != l->steps_seen
                                  : l->clock - stamp->birth_clock - stamp->size > 2 * l->peak_live_bytes;
   uint64_t counter = 0;
   int known = hbm_addrmap_get(&l->counters, stamp->key, &counter), moved = 1;
@@ -63,10 +68,18 @@ int hbm_lifetime_observe(hbm_lifetime *l, const hbm_life_stamp *stamp) {
 void hbm_lifetime_forget(hbm_lifetime *l, const hbm_life_stamp *stamp) {
   l->live_bytes -= stamp->size <= l->live_bytes ? stamp->size : l->live_bytes;
   l->clock -= stamp->size <= l->clock ? stamp->size : l->clock;
+  l->peak_live_bytes = l->last_peak; /* a block never placed was never live */
+  uint64_t counter;
+  if (l->last_added_key) hbm_addrmap_take(&l->counters, stamp->key, &counter);
+  l->last_added_key = 0;
+  if (l->last_life == HBM_LIFE_STATIC) l->predicted_static--;
+  else l->predicted_transient--;
 }
 
+/* Counts marks rather than comparing numbers: the first mark may be step 0,
+ * and a caller of hbm_heap_step may pass one number twice. */
 void hbm_lifetime_step(hbm_lifetime *l, uint64_t step) {
-  l->step = step;
+  (void)step;
   l->steps_seen++;
 }
 

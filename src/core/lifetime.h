@@ -18,13 +18,16 @@
  *      3; a key's first observed block sets it to 2 (long) or 0 (short);
  *      keys never seen predict transient (after the build phase most new
  *      shapes are activations of a new sequence length).
- *   3. Long-lived means: it survived a step boundary when the trace marks
- *      steps; without step marks, it stayed live while more than twice the
- *      peak live bytes seen so far were allocated after it (a whole working
- *      set came and went).
+ *   3. Long-lived means: once a step mark has been seen, a step mark passed
+ *      while it was live (marks are counted, not compared by number: a job
+ *      may start at step 0 or mark one number twice); before any mark, it
+ *      stayed live while more than twice the peak live bytes seen so far were
+ *      allocated after it (a whole working set came and went).
  *
- * Invariants: live_bytes == sum of sizes of stamps predicted and not yet
- * observed; every counter is in 0..3.
+ * Invariants: live_bytes == sum of sizes of stamps predicted and neither
+ * observed nor forgotten (zoned's check verifies it against its records);
+ * every counter is in 0..3. tests/test_zoned_lifetime.c checks both, and
+ * every prediction, against a slow reference written from the rule.
  */
 #ifndef HBM_LIFETIME_H
 #define HBM_LIFETIME_H
@@ -39,7 +42,7 @@ typedef enum hbm_life { HBM_LIFE_TRANSIENT = 0, HBM_LIFE_STATIC = 1 } hbm_life;
 typedef struct hbm_life_stamp {
   uint64_t key;
   uint64_t birth_clock; /* bytes allocated before it */
-  uint64_t birth_step;
+  uint64_t birth_marks; /* step marks seen before it */
   uint64_t size;
 } hbm_life_stamp;
 
@@ -47,8 +50,12 @@ typedef struct hbm_lifetime {
   hbm_addrmap counters; /* key -> 2-bit counter */
   uint64_t clock;       /* bytes allocated so far */
   uint64_t live_bytes, peak_live_bytes;
-  uint64_t step, steps_seen;
+  uint64_t steps_seen;  /* step marks */
   int freed;            /* a free has been observed: the build phase is over */
+  /* What the latest prediction changed, so that forget undoes it all. */
+  uint64_t last_peak;   /* peak_live_bytes before it */
+  int last_added_key;   /* it added its key (build phase) */
+  hbm_life last_life;
   uint64_t predicted_static, predicted_transient, observed_long, observed_short;
 } hbm_lifetime;
 
@@ -60,10 +67,12 @@ hbm_life hbm_lifetime_predict(hbm_lifetime *l, uint64_t size, int stream, hbm_li
 /* The block predicted with stamp was freed: learns from its lifetime.
  * Returns 1 if it was long-lived. */
 int hbm_lifetime_observe(hbm_lifetime *l, const hbm_life_stamp *stamp);
-/* The block predicted with stamp was never placed: undoes its live bytes
- * and learns nothing. */
+/* The block of the latest prediction (stamp) was never placed: undoes all
+ * that prediction did (live bytes, clock, peak, the key it added, the
+ * prediction count) and learns nothing. Only the latest prediction can be
+ * forgotten. */
 void hbm_lifetime_forget(hbm_lifetime *l, const hbm_life_stamp *stamp);
-/* A step boundary passed. */
+/* A step mark passed. The number is not used: only the count of marks is. */
 void hbm_lifetime_step(hbm_lifetime *l, uint64_t step);
 /* The counter of a key (0..3), or -1 if never seen (tests). */
 int hbm_lifetime_counter(const hbm_lifetime *l, uint64_t size, int stream);
