@@ -92,11 +92,17 @@ void hbm_json_i64(hbm_json *j, int64_t v) {
   snprintf(b, sizeof b, "%lld", (long long)v);
   puts_(j, b);
 }
+/* The shortest of 15, 16 and 17 significant digits that reads back as the
+ * same double: every double survives the trip (17 always suffices), and a
+ * value with few digits keeps them (0.1, 3, 1e+20, not 0.10000000000000001). */
 void hbm_json_double(hbm_json *j, double v) {
   char b[40];
   value_prefix(j);
   if (!isfinite(v)) { puts_(j, "null"); return; }
-  snprintf(b, sizeof b, "%.6g", v);
+  for (int digits = 15; digits <= 17; digits++) {
+    snprintf(b, sizeof b, "%.*g", digits, v);
+    if (strtod(b, NULL) == v) break;
+  }
   puts_(j, b);
 }
 void hbm_json_bool(hbm_json *j, int v) { value_prefix(j); puts_(j, v ? "true" : "false"); }

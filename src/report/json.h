@@ -24,7 +24,10 @@ void hbm_json_key(hbm_json *j, const char *key);    /* then one value */
 void hbm_json_string(hbm_json *j, const char *s);
 void hbm_json_u64(hbm_json *j, uint64_t v);
 void hbm_json_i64(hbm_json *j, int64_t v);
-void hbm_json_double(hbm_json *j, double v);        /* non-finite values become null */
+/* The shortest of %.15g, %.16g, %.17g that reads back (strtod) as v: no double
+ * loses its value; integer-valued ones print as integers (3, not 3.0).
+ * Non-finite values become null. */
+void hbm_json_double(hbm_json *j, double v);
 void hbm_json_bool(hbm_json *j, int v);
 void hbm_json_null(hbm_json *j);
 /* key + value shorthands */

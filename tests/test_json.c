@@ -1,0 +1,144 @@
+/* test_json: the JSON writer's doubles read back as the same double (every
+ * bit, the sign of zero included), in the fewest of 15, 16 or 17 significant
+ * digits, integers stay integers, and non-finite values are null. Random
+ * doubles of every kind (any bit pattern, ratios of byte counts as reports
+ * compute them, values with few decimal digits, integers, subnormals) go
+ * through hbm_json_double inside an array and come back through strtod. */
+#include <float.h>
+#include <math.h>
+
+#include "report/json.h"
+#include "testutil.h"
+
+/* Writes v alone and returns the text (static buffer). */
+static const char *written(double v) {
+  static char text[64];
+  hbm_json j;
+  hbm_json_init(&j);
+  hbm_json_double(&j, v);
+  snprintf(text, sizeof text, "%s", j.failed || !j.buf ? "(failed)" : j.buf);
+  hbm_json_release(&j);
+  return text;
+}
+
+static int same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* Significant digits of a %g-style number. */
+static int digits_of(const char *s) {
+  int n = 0, leading = 1;
+  for (; *s && *s != 'e' && *s != 'E'; s++) {
+    if (*s < '0' || *s > '9') continue;
+    if (leading && *s == '0') continue;
+    leading = 0;
+    n++;
+  }
+  return n ? n : 1;
+}
+
+static double random_double(uint64_t *rng) {
+  uint64_t kind = test_rand_below(rng, 6), bits;
+  double v;
+  switch (kind) {
+    case 0: /* any finite bit pattern */
+      do {
+        bits = test_rand(rng);
+        memcpy(&v, &bits, sizeof v);
+      } while (!isfinite(v));
+      return v;
+    case 1: /* a ratio of byte counts, as efficiency and over-peak figures are */
+      return (double)(test_rand(rng) >> test_rand_below(rng, 40)) /
+             (double)((test_rand(rng) >> test_rand_below(rng, 40)) | 1);
+    case 2: /* few decimal digits: 0.1, 2.5, 1234.5678 */
+      return (double)test_rand_below(rng, 100000) / pow(10, (double)test_rand_below(rng, 8));
+    case 3: /* an integer, up to 2^63 */
+      return (double)(test_rand(rng) >> test_rand_below(rng, 64));
+    case 4: /* tiny: subnormals and the smallest normals */
+      return ldexp((double)(test_rand(rng) >> 11), -1126 + (int)test_rand_below(rng, 120));
+    default: /* near 1, where 6 digits used to merge neighbours */
+      return nextafter(1.0, 2.0) + (double)test_rand_below(rng, 1000) * DBL_EPSILON;
+  }
+}
+
+int main(void) {
+  uint64_t seed = test_seed("test_json"), rng = seed;
+
+  /* ---- fixed cases: short stays short, integers stay integers ---- */
+  static const struct {
+    double v;
+    const char *want;
+  } fixed[] = {
+      {0.0, "0"},       {1.0, "1"},           {3.0, "3"},       {-2.0, "-2"},        {0.1, "0.1"},
+      {0.5, "0.5"},     {2.5, "2.5"},         {1e20, "1e+20"},  {123456789.0, "123456789"},
+      {1.0 / 3.0, "0.3333333333333333"},      {0.1 + 0.2, "0.30000000000000004"},
+      {103079215104.0, "103079215104"},       {1e-300, "1e-300"},
+  };
+  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+    const char *got = written(fixed[i].v);
+    if (strcmp(got, fixed[i].want)) {
+      fprintf(stderr, "%.17g written as '%s', want '%s'\n", fixed[i].v, got, fixed[i].want);
+      CHECK(0);
+    }
+  }
+  /* the sign of zero survives; non-finite values are null, as before */
+  CHECK(same_bits(strtod(written(-0.0), NULL), -0.0));
+  CHECK(!strcmp(written(NAN), "null"));
+  CHECK(!strcmp(written(INFINITY), "null"));
+  CHECK(!strcmp(written(-INFINITY), "null"));
+  /* two neighbouring doubles print differently (6 digits printed both as 1) */
+  char one[64];
+  snprintf(one, sizeof one, "%s", written(1.0));
+  CHECK(strcmp(one, written(nextafter(1.0, 2.0))) != 0);
+
+  /* ---- random doubles, many to one array, read back one by one ---- */
+  int rounds = (int)(200 * test_scale());
+  if (rounds < 5) rounds = 5;
+  enum { PER_ARRAY = 500 };
+  double values[PER_ARRAY];
+  for (int round = 0; round < rounds && test_failures_ == 0; round++) {
+    hbm_json j;
+    hbm_json_init(&j);
+    hbm_json_object_begin(&j);
+    hbm_json_key(&j, "values");
+    hbm_json_array_begin(&j);
+    for (int i = 0; i < PER_ARRAY; i++) {
+      values[i] = random_double(&rng);
+      if (test_rand_below(&rng, 2)) values[i] = -values[i];
+      hbm_json_double(&j, values[i]);
+    }
+    hbm_json_array_end(&j);
+    hbm_json_object_end(&j);
+    CHECK(!j.failed);
+    const char *prefix = "{\"values\":[";
+    CHECK(j.buf && !strncmp(j.buf, prefix, strlen(prefix)));
+    const char *p = j.buf ? j.buf + strlen(prefix) : "";
+    for (int i = 0; i < PER_ARRAY && test_failures_ == 0; i++) {
+      char *end;
+      double back = strtod(p, &end);
+      char text[64];
+      snprintf(text, sizeof text, "%.*s", (int)(end - p < 63 ? end - p : 63), p);
+      if (!same_bits(back, values[i])) {
+        fprintf(stderr, "%.17g written as '%s', read back as %.17g (round %d, HBM_SEED=%llu)\n", values[i], text,
+                back, round, (unsigned long long)seed);
+        CHECK(0);
+      }
+      /* no more digits than needed: fewer would not read back */
+      int digits = digits_of(text);
+      CHECK(digits <= 17);
+      if (digits > 15) {
+        char shorter[400]; /* any precision fits: %g of a double is at most ~330 chars */
+        snprintf(shorter, sizeof shorter, "%.*g", digits - 1, values[i]);
+        if (strtod(shorter, NULL) == values[i]) {
+          fprintf(stderr, "%.17g written as '%s' where '%s' reads back too\n", values[i], text, shorter);
+          CHECK(0);
+        }
+      }
+      /* an integer-valued double below 1e15 has no point and no exponent */
+      if (values[i] == floor(values[i]) && fabs(values[i]) < 1e15) CHECK(!strpbrk(text, ".eE"));
+      CHECK(*end == (i + 1 < PER_ARRAY ? ',' : ']'));
+      p = end + 1;
+    }
+    CHECK(!strcmp(p, "}"));
+    hbm_json_release(&j);
+  }
+  return test_done("test_json");
+}
