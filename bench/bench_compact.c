@@ -232,12 +232,13 @@ static void usage(FILE *out) {
           "  --seed S         heap layout (default 437)\n"
           "  --max-block SIZE largest block, a multiple of 64KiB (default 256MiB; smaller:\n"
           "                   more blocks, more bookkeeping per byte moved)\n"
-          "JSON keys: compact_gbps, memmove_gbps, ratio (compact/memmove),\n"
-          "memmove_disjoint_gbps (same runs, separate destination), ratio_disjoint, moved_bytes,\n"
-          "min_moved_bytes (full pass: least any plan moves to open a hole as large as\n"
-          "full's), compact_seconds, memmove_seconds, moved_blocks, copies, live_bytes,\n"
-          "free_bytes, largest_free, request, partial_moved_bytes, partial_min_moved_bytes,\n"
-          "partial_full_moved_bytes, partial_compact_gbps, partial_memmove_gbps, verified.\n");
+          "JSON keys: bench, capacity, live (bytes), live_blocks, free_total (capacity -\n"
+          "live), largest_free, rounds, compact_gbps, memmove_gbps, ratio (compact/memmove),\n"
+          "memmove_disjoint_gbps (same runs, separate destination), ratio_disjoint,\n"
+          "compact_seconds, memmove_seconds, moved_bytes, min_moved_bytes (full pass: least\n"
+          "any plan moves to open a hole as large as full's), moved_blocks, copies, request,\n"
+          "partial_moved_bytes, partial_min_moved_bytes, partial_full_moved_bytes,\n"
+          "partial_compact_gbps, partial_memmove_gbps, verified.\n");
 }
 
 int bench_compact(int argc, char **argv) {
@@ -344,9 +345,9 @@ int bench_compact(int argc, char **argv) {
     hbm_json_object_begin(&j);
     hbm_json_kv_string(&j, "bench", "compact");
     hbm_json_kv_u64(&j, "capacity", f.capacity);
-    hbm_json_kv_u64(&j, "live_bytes", live);
+    hbm_json_kv_u64(&j, "live", live);
     hbm_json_kv_u64(&j, "live_blocks", nblocks);
-    hbm_json_kv_u64(&j, "free_bytes", free_bytes);
+    hbm_json_kv_u64(&j, "free_total", free_bytes);
     hbm_json_kv_u64(&j, "largest_free", largest);
     hbm_json_kv_u64(&j, "rounds", rounds);
     hbm_json_kv_double(&j, "compact_gbps", compact_gbps);

@@ -35,12 +35,12 @@ static void usage(FILE *out) {
           "  --check              exit 1 unless address match >= 0.99, segment allocations are\n"
           "                       the same in number and sizes, and peak reserved is within 0.5%%\n"
           "                       (what failed is said on standard error)\n"
-          "  --json               one JSON object: trace, policy, streams, allocs, unrecorded,\n"
+          "  --json               one JSON object: trace, policy, streams, alloc_events, unrecorded,\n"
           "                       address_matches, address_match, segment_allocs_real,\n"
           "                       segment_allocs_model, segment_sizes_equal,\n"
-          "                       segment_releases_real, segment_releases_applied,\n"
+          "                       segment_frees_real, segment_frees_applied,\n"
           "                       peak_reserved_real, peak_reserved_model, peak_reserved_diff,\n"
-          "                       failed_allocs, invariant_failures, first_mismatch (null or\n"
+          "                       failures, invariant_failures, first_mismatch (null or\n"
           "                       {event, where, real, model}), check (null without --check,\n"
           "                       else {passed, failed: [what failed]})\n"
           "  -h, --help           this text\n"
@@ -166,7 +166,7 @@ int cmd_fidelity(int argc, char **argv) {
     hbm_json_kv_string(&j, "trace", path);
     hbm_json_kv_string(&j, "policy", r.policy);
     hbm_json_kv_u64(&j, "streams", r.streams);
-    hbm_json_kv_u64(&j, "allocs", r.allocs);
+    hbm_json_kv_u64(&j, "alloc_events", r.allocs);
     hbm_json_kv_u64(&j, "unrecorded", r.unrecorded);
     hbm_json_kv_u64(&j, "address_matches", r.address_matches);
     hbm_json_kv_double(&j, "address_match", r.address_match);
@@ -174,14 +174,14 @@ int cmd_fidelity(int argc, char **argv) {
     hbm_json_kv_u64(&j, "segment_allocs_model", r.segment_allocs_model);
     hbm_json_key(&j, "segment_sizes_equal");
     hbm_json_bool(&j, r.segment_sizes_equal);
-    hbm_json_kv_u64(&j, "segment_releases_real", r.segment_frees_real);
-    hbm_json_kv_u64(&j, "segment_releases_applied", r.segment_frees_applied);
+    hbm_json_kv_u64(&j, "segment_frees_real", r.segment_frees_real);
+    hbm_json_kv_u64(&j, "segment_frees_applied", r.segment_frees_applied);
     hbm_json_kv_u64(&j, "peak_reserved_real", r.peak_reserved_real);
     hbm_json_kv_u64(&j, "peak_reserved_model", r.peak_reserved_model);
     hbm_json_key(&j, "peak_reserved_diff"); /* relative; none against a recorded 0 */
     if (r.peak_reserved_real) hbm_json_double(&j, peak_diff);
     else hbm_json_null(&j);
-    hbm_json_kv_u64(&j, "failed_allocs", r.failed_allocs);
+    hbm_json_kv_u64(&j, "failures", r.failed_allocs); /* as replay names failed requests */
     hbm_json_kv_u64(&j, "invariant_failures", (uint64_t)r.check_failures);
     hbm_json_key(&j, "first_mismatch");
     if (!r.has_mismatch) {

@@ -27,7 +27,7 @@ static void usage(FILE *out) {
           "  --device N           which device of a multi-device snapshot (default: the first\n"
           "                       with trace entries); also --snapshot-device N, as in replay\n"
           "  -q, --quiet          no summary (text or JSON)\n"
-          "  --json               the summary as JSON: input, output, device, allocations, frees,\n"
+          "  --json               the summary as JSON: input, output, device, alloc_events, frees,\n"
           "                       segment_allocs, segment_frees, steps, init_segments,\n"
           "                       init_segment_bytes, init_live_blocks, peak_live, conf\n"
           "  -h, --help           this text\n"
@@ -127,7 +127,7 @@ int cmd_import(int argc, char **argv) {
       hbm_json_kv_string(&j, "input", path);
       hbm_json_kv_string(&j, "output", output);
       hbm_json_kv_u64(&j, "device", (uint64_t)t->snapshot_device);
-      hbm_json_kv_u64(&j, "allocations", allocs);
+      hbm_json_kv_u64(&j, "alloc_events", allocs);
       hbm_json_kv_u64(&j, "frees", frees);
       hbm_json_kv_u64(&j, "segment_allocs", segs);
       hbm_json_kv_u64(&j, "segment_frees", segfrees);

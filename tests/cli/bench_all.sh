@@ -2,7 +2,8 @@
 # hbm bench all: its own --help, and an option not every benchmark takes is
 # refused before any benchmark runs (exit 2, naming it), not passed on bare;
 # an argument no benchmark takes (a trace named bare) is refused by each, not
-# ignored while the defaults are measured. Runs no benchmark: they are long.
+# ignored while the defaults are measured. Runs no benchmark at its defaults
+# (they are long): only alloc and compact, tiny, for their JSON names.
 set -u
 fail=0
 out=$(mktemp)
@@ -42,4 +43,15 @@ for args in "alloc --pairs 10" "replay --steps 1 --rounds 1 --policy bestfit" "g
     echo "FAIL bench $args stray.trace: exit $rc, stdout '$(head -n 2 "$out")', stderr '$(cat "$err")'"; fail=1
   else echo "ok   bench $name stray.trace: $(cat "$err")"; fi
 done
+
+# JSON names as replay's (docs/report.md): a count of blocks is live_blocks
+# ("live" is bytes), and compact's heap reports live and free_total bytes.
+if command -v python3 >/dev/null; then
+  "$HBM" bench alloc --json --pairs 1000 --live 64 > "$out" 2> "$err" &&
+    python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["live_blocks"] == 64 and "live" not in d, d' < "$out" ||
+    { echo "FAIL bench alloc --json: $(cat "$out" "$err")"; fail=1; }
+  "$HBM" bench compact --json --capacity 256MiB --rounds 1 > "$out" 2> "$err" &&
+    python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["free_total"] == d["capacity"] - d["live"] > 0 and d["live_blocks"] > 0, d' < "$out" ||
+    { echo "FAIL bench compact --json: $(cat "$out" "$err")"; fail=1; }
+fi
 exit $fail

@@ -29,13 +29,13 @@ if command -v python3 >/dev/null; then
 python3 - "$dir/json" "$dir/basic_json.trace" <<'PY' || fail=1
 import json, sys
 r = json.load(open(sys.argv[1]))
-want = ["input", "output", "device", "allocations", "frees", "segment_allocs", "segment_frees", "steps",
+want = ["input", "output", "device", "alloc_events", "frees", "segment_allocs", "segment_frees", "steps",
         "init_segments", "init_segment_bytes", "init_live_blocks", "peak_live", "conf"]
 if list(r) != want:
     print("FAIL import --json keys:", list(r)); sys.exit(1)
 lines = open(sys.argv[2]).read().splitlines()
 count = lambda w: sum(1 for l in lines if l.split(" ", 1)[0] == w)
-expect = {"output": sys.argv[2], "device": 0, "allocations": count("a"), "frees": count("f"), "segment_allocs": count("seg"),
+expect = {"output": sys.argv[2], "device": 0, "alloc_events": count("a"), "frees": count("f"), "segment_allocs": count("seg"),
           "segment_frees": count("segfree"), "steps": count("s"), "init_segments": count("init-seg")}
 bad = {k: (r[k], v) for k, v in expect.items() if r[k] != v}
 if bad or not r["input"].endswith("snapshot_basic_p4.pickle") or not r["peak_live"] > 0 \
@@ -56,14 +56,14 @@ for input in "$fx/snapshot_basic_p4.pickle" "$dir/basic.trace" "$fx/snapshot_exp
   rc=$?
   [ $rc -eq 0 ] || { echo "FAIL fidelity $input: exit $rc"; cat "$dir/err"; fail=1; continue; }
   keys=$(tr ',{}' '\n\n\n' < "$dir/json" | sed -n 's/^"\([a-z_]*\)":.*/\1/p' | tr '\n' ' ')
-  want="trace policy streams allocs unrecorded address_matches address_match segment_allocs_real segment_allocs_model"
-  want="$want segment_sizes_equal segment_releases_real segment_releases_applied peak_reserved_real peak_reserved_model"
-  want="$want peak_reserved_diff failed_allocs invariant_failures first_mismatch check passed failed "
+  want="trace policy streams alloc_events unrecorded address_matches address_match segment_allocs_real segment_allocs_model"
+  want="$want segment_sizes_equal segment_frees_real segment_frees_applied peak_reserved_real peak_reserved_model"
+  want="$want peak_reserved_diff failures invariant_failures first_mismatch check passed failed "
   [ "$keys" = "$want" ] || { echo "FAIL fidelity keys: '$keys'"; fail=1; }
   grep -q '"address_match":1,' "$dir/json" || { echo "FAIL fidelity $input: $(cat "$dir/json")"; fail=1; }
   grep -q '"first_mismatch":null' "$dir/json" || { echo "FAIL fidelity $input: a mismatch"; fail=1; }
   grep -q "^{\"trace\":\"$input\",\"policy\":\"[a-z]*\",\"streams\":[1-9]" "$dir/json" &&
-    grep -q '"segment_sizes_equal":true,.*"failed_allocs":0,.*"check":{"passed":true,"failed":\[\]}' "$dir/json" ||
+    grep -q '"segment_sizes_equal":true,.*"failures":0,.*"check":{"passed":true,"failed":\[\]}' "$dir/json" ||
     { echo "FAIL fidelity --json values $input: $(cat "$dir/json")"; fail=1; }
 done
 
@@ -126,7 +126,7 @@ echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQQoXXEFKH1xBi
 "$HBM" import "$dir/two.pickle" --device 1 -o "$dir/two1.trace" | grep -q "(device 1)" || { echo "FAIL import --device 1"; fail=1; }
 "$HBM" import "$dir/two.pickle" --snapshot-device 1 -o "$dir/two1s.trace" | grep -q "(device 1)" ||
   { echo "FAIL import --snapshot-device 1"; fail=1; }
-"$HBM" fidelity "$dir/two.pickle" --snapshot-device 1 --json | grep -q '"allocs":1,' ||
+"$HBM" fidelity "$dir/two.pickle" --snapshot-device 1 --json | grep -q '"alloc_events":1,' ||
   { echo "FAIL fidelity --snapshot-device 1: $("$HBM" fidelity "$dir/two.pickle" --snapshot-device 1 --json 2>&1)"; fail=1; }
 for cmd in "import -o $dir/never.trace --device 0" "replay --capacity 1GiB --snapshot-device 1" "mincap --snapshot-device 0"; do
   # shellcheck disable=SC2086 # a second device, whichever its name, is refused
