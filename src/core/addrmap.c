@@ -19,6 +19,11 @@ void hbm_addrmap_release(hbm_addrmap *m) {
   memset(m, 0, sizeof *m);
 }
 
+void hbm_addrmap_clear(hbm_addrmap *m) {
+  if (m->cap) memset(m->keys, 0xff, m->cap * sizeof *m->keys);
+  m->used = 0;
+}
+
 static int grow(hbm_addrmap *m) {
   uint64_t cap = m->cap ? m->cap * 2 : 16;
   uint64_t *k = malloc(cap * sizeof *k), *v = malloc(cap * sizeof *v);

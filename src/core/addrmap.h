@@ -18,6 +18,8 @@ int hbm_addrmap_put(hbm_addrmap *m, uint64_t key, uint64_t val);
 /* Makes room for `extra` more keys, so the next `extra` puts cannot fail.
  * HBM_OK or HBM_EHOSTMEM (then the map is unchanged). */
 int hbm_addrmap_reserve(hbm_addrmap *m, uint64_t extra);
+/* Removes every key, keeping the capacity (never allocates). */
+void hbm_addrmap_clear(hbm_addrmap *m);
 /* 1 and *val if found. */
 int hbm_addrmap_get(const hbm_addrmap *m, uint64_t key, uint64_t *val);
 /* 1 and *val if it was there (then removed). */

@@ -173,6 +173,36 @@ void hbm_range_destroy(hbm_range *r) {
   free(r);
 }
 
+int hbm_range_reserve(hbm_range *r, uint64_t blocks) {
+  if (blocks > UINT32_MAX / 2) return HBM_EHOSTMEM;
+  if (blocks > r->blocks_cap) {
+    uint32_t cap = (uint32_t)blocks;
+    rblock *b = realloc(r->blocks, cap * sizeof *b);
+    if (!b) return HBM_EHOSTMEM;
+    r->blocks = b;
+    uint32_t *s = realloc(r->spare, cap * sizeof *s);
+    if (!s) return HBM_EHOSTMEM; /* blocks grew, blocks_cap did not: harmless */
+    r->spare = s;
+    r->blocks_cap = cap;
+  }
+  return blocks > r->live.used ? hbm_addrmap_reserve(&r->live, blocks - r->live.used) : HBM_OK;
+}
+
+void hbm_range_clear(hbm_range *r) {
+  memset(r->lists, 0xff, sizeof r->lists);
+  memset(r->sl_bitmap, 0, sizeof r->sl_bitmap);
+  r->fl_bitmap = 0;
+  hbm_addrmap_clear(&r->live);
+  r->nspare = 0;
+  for (uint32_t i = r->nblocks; i-- > 1;) { r->blocks[i].is_free = 2; r->spare[r->nspare++] = i; }
+  r->blocks[0] = (rblock){r->base, r->size, NIL, NIL, NIL, NIL, 0};
+  r->head = r->tail = 0;
+  r->free_bytes = r->live_bytes = r->live_blocks = r->free_blocks = 0;
+  r->largest = 0;
+  r->largest_stale = 0;
+  list_insert(r, 0);
+}
+
 /* ---- alloc / free ---------------------------------------------------------------- */
 /* Carves [at, at + units) out of free block i (already off its list): the front
  * and back remainders go back as free blocks. Returns the live block's index. */

@@ -42,6 +42,15 @@ int hbm_range_free(hbm_range *r, uint64_t addr, uint64_t *block_size);
 /* Size of the live block at addr, or 0. */
 uint64_t hbm_range_block_size(const hbm_range *r, uint64_t addr);
 
+/* Makes room for a tiling of up to `blocks` blocks (live and free) holding up
+ * to `blocks` live ones, so that later allocs, frees and hbm_range_clear
+ * within those counts never need host memory. HBM_EHOSTMEM (nothing changed
+ * that matters: capacity only). */
+int hbm_range_reserve(hbm_range *r, uint64_t blocks);
+/* Back to one free block over the whole range, keeping all capacity (never
+ * allocates, never fails). */
+void hbm_range_clear(hbm_range *r);
+
 uint64_t hbm_range_base(const hbm_range *r);
 uint64_t hbm_range_size(const hbm_range *r);
 uint64_t hbm_range_free_bytes(const hbm_range *r);
