@@ -27,9 +27,12 @@
  * a window down until its start meets a live block's end: it only sheds
  * blocks), so it is found in one pass over the layout.
  *
- * Invariants of a layout: elements tile [base, end) in address order; no two
- * holes are neighbours; free_bytes == sum of hole sizes; live elements only
- * may be pinned.
+ * Invariants of a layout (hbm_clayout_check): elements tile [base, end) in
+ * address order, each a positive multiple of the unit (a power of two); no
+ * two holes are neighbours; free_bytes == sum of hole sizes, live_bytes ==
+ * sum of live sizes, largest_free == the largest hole, live_blocks and
+ * pinned_blocks count live and pinned elements; live elements only may be
+ * pinned. Invariants of a plan: hbm_cplan_check below.
  */
 #ifndef HBM_COMPACTOR_H
 #define HBM_COMPACTOR_H
@@ -102,6 +105,25 @@ void hbm_cplan_release(hbm_cplan *plan);
  * the device's copy handle overlap (host: memmove). */
 int hbm_compactor_apply(hbm_range **arena, hbm_device *dev, const hbm_clayout *l,
                         const hbm_cplan *plan, int ordered);
+
+/* ---- checks: each returns the number of failures, each passed to report
+ * (may be NULL), or HBM_EHOSTMEM (< 0) when it could not allocate. ---- */
+/* The layout invariants above, the alignment of every element to the unit,
+ * and the counters (free_bytes, live_bytes, largest_free, live_blocks,
+ * pinned_blocks) against a recount. O(n). */
+int hbm_clayout_check(const hbm_clayout *l, hbm_range_report_fn *report, void *arg);
+/* `plan` against the layout it was planned on; need 0: a full plan, else the
+ * partial plan for `need` bytes. Every move takes a whole live unpinned
+ * block, once, somewhere else; destinations lie in the range aligned to the
+ * unit; the final layout has no overlap; in plan order no copy overwrites a
+ * block that has not moved yet (memmove over its own source is fine); the
+ * totals (moved_bytes, copies, min_moved_bytes) agree with the moves. Full:
+ * every movable block at the end of the block (or wall) below it, order kept,
+ * hole_size the largest free run after. Partial: the promised hole, of at
+ * least `need` (rounded), is free after the moves, every block that
+ * intersected it moved, and moved_bytes >= min_moved_bytes. O(n log n). */
+int hbm_cplan_check(const hbm_clayout *l, const hbm_cplan *plan, uint64_t need,
+                    hbm_range_report_fn *report, void *arg);
 
 /* One overlapping-safe copy made of non-overlapping device copies issued in
  * order: front to back when moving down, back to front when moving up, each

@@ -12,7 +12,10 @@
  *
  * Invariants (compact_check): the arena's own (range.h I1..I6); every pinned
  * address is a live block with a pin count >= 1; stats.sync_points <=
- * stats.compactions and min_moved_bytes <= moved_bytes. */
+ * stats.compactions and min_moved_bytes <= moved_bytes; the arena read as a
+ * layout satisfies the layout invariants (compactor.h) and counts as many
+ * pinned blocks as there are pins; the last pass's layout and plan, kept
+ * until the next pass, pass hbm_clayout_check and hbm_cplan_check. */
 #include "policy/compact.h"
 
 #include <errno.h>
@@ -37,6 +40,8 @@ typedef struct compact {
   uint64_t every_steps, next_periodic;
   hbm_clayout layout;          /* reused by every pass */
   hbm_cplan plan;
+  int planned;                 /* layout and plan are the last pass's, for plan_need (0: full) */
+  uint64_t plan_need;
   void (*moved)(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_t size);
   void *moved_arg;
   hbm_before_move_fn *before_move;
@@ -137,8 +142,10 @@ static int is_pinned(void *arg, uint64_t addr) {
 /* need 0: full. Fills r (never NULL). Counts the pass unless dry_run. */
 static int run_pass(compact *c, uint64_t need, int dry_run, hbm_compact_result *r) {
   memset(r, 0, sizeof *r);
+  c->planned = 0;
   int rc = hbm_clayout_read(&c->layout, c->arena, COMPACT_UNIT, is_pinned, c);
   if (rc != HBM_OK) return rc;
+  if (hbm_clayout_check(&c->layout, NULL, NULL)) return HBM_ECORRUPT; /* O(n): cheap beside planning */
   r->largest_free_before = r->largest_free_after = c->layout.largest_free;
   r->pinned_blocks = c->layout.pinned_blocks;
   rc = need ? hbm_compactor_plan_partial(&c->layout, need, &c->plan)
@@ -147,6 +154,8 @@ static int run_pass(compact *c, uint64_t need, int dry_run, hbm_compact_result *
     if (rc == HBM_ENOMEM && !dry_run) { c->st.compactions++; c->st.failed_compactions++; c->st.partial_compactions++; }
     return rc;
   }
+  c->planned = 1;
+  c->plan_need = need;
   const hbm_cplan *plan = &c->plan;
   static const hbm_compact_kind kinds[] = {HBM_COMPACT_NONE, HBM_COMPACT_FULL, HBM_COMPACT_EVACUATE, HBM_COMPACT_SLIDE};
   r->kind = kinds[plan->kind];
@@ -232,6 +241,24 @@ static int compact_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) 
   if (c->st.sync_points > c->st.compactions || c->st.min_moved_bytes > c->st.moved_bytes) {
     report(arg, "compact: totals disagree (sync points above passes, or minimum above moved)");
     k.failures++;
+  }
+  /* The arena as a layout now (skipped when host memory is short: that is
+   * no inconsistency). */
+  hbm_clayout now = {0};
+  if (hbm_clayout_read(&now, c->arena, COMPACT_UNIT, is_pinned, c) == HBM_OK) {
+    int f = hbm_clayout_check(&now, report, arg);
+    k.failures += f > 0 ? f : 0;
+    if (now.pinned_blocks != c->pins.used || now.live_bytes != hbm_range_live_bytes(c->arena)) {
+      report(arg, "compact: the arena's layout disagrees with the pins or the arena's live bytes");
+      k.failures++;
+    }
+  }
+  hbm_clayout_release(&now);
+  /* The last pass's layout and plan. */
+  if (c->planned) {
+    int f = hbm_clayout_check(&c->layout, report, arg);
+    if (f == 0) f = hbm_cplan_check(&c->layout, &c->plan, c->plan_need, report, arg);
+    k.failures += f > 0 ? f : 0;
   }
   return k.failures;
 }

@@ -1,0 +1,347 @@
+/* test_compactor_check: the compactor's layouts and plans against their checks
+ * and slow references, and a device copy that fails in the middle of a pass.
+ *   1. Random layouts (pinned blocks, units from 1 B to 64 KiB), built by hand
+ *      and read back from a range: hbm_clayout_read gives the layout built,
+ *      hbm_clayout_check passes; the minimum equals a brute force over every
+ *      window; every full plan equals a slow reference planner (final place
+ *      of each block, hole) and passes hbm_cplan_check; every partial plan for
+ *      every request size passes it and moves at least the brute-force
+ *      minimum; a refusal is right (no pin-free run of holes adds up to the
+ *      request, so no slide exists). Applied on the sim device, the range
+ *      holds the plan's final layout.
+ *   2. The checks can fail: each deliberate corruption of a valid layout or
+ *      plan is reported, and a plan in the wrong order (a copy over a block
+ *      not yet moved) is caught by the order simulation alone.
+ */
+#include "core/compactor.h"
+#include "core/util.h"
+#include "hbm.h"
+#include "testutil.h"
+
+enum { MAX_EL = 96 };
+
+/* ---- layouts built by hand ------------------------------------------------------ */
+typedef struct gen {
+  hbm_celem el[MAX_EL];
+  size_t n;
+  uint64_t base, end, unit;
+} gen;
+
+/* Elements tile [base, end); holes never neighbours; some live blocks pinned. */
+static void gen_layout(uint64_t *rng, gen *g) {
+  static const uint64_t units[] = {1, 2, 8, 64, 512, 4096, 65536};
+  g->unit = units[test_rand_below(rng, sizeof units / sizeof units[0])];
+  g->base = g->unit * (1 + test_rand_below(rng, 1000));
+  g->n = 0;
+  uint64_t at = g->base;
+  int count = 1 + (int)test_rand_below(rng, 40), hole_pct = 15 + (int)test_rand_below(rng, 40);
+  int pin_pct = (int)test_rand_below(rng, 3) == 0 ? 0 : (int)test_rand_below(rng, 25);
+  for (int i = 0; i < count && g->n < MAX_EL; i++) {
+    int hole = (int)test_rand_below(rng, 100) < hole_pct && !(g->n && !g->el[g->n - 1].live);
+    uint64_t size = g->unit * (1 + test_rand_below(rng, 1 + test_rand_below(rng, 12)));
+    hbm_celem e = {at, size, (uint8_t)!hole, 0};
+    if (!hole) e.pinned = (int)test_rand_below(rng, 100) < pin_pct;
+    g->el[g->n++] = e;
+    at += size;
+  }
+  g->end = at;
+}
+
+static int pinned_q(void *arg, uint64_t addr) {
+  const gen *g = arg;
+  for (size_t i = 0; i < g->n; i++)
+    if (g->el[i].addr == addr) return g->el[i].pinned;
+  return 0;
+}
+
+static hbm_range *gen_range(const gen *g) {
+  hbm_range *r;
+  if (hbm_range_create(g->base, g->end - g->base, g->unit, &r) != HBM_OK) return NULL;
+  for (size_t i = 0; i < g->n; i++)
+    if (g->el[i].live && hbm_range_alloc_at(r, g->el[i].addr, g->el[i].size) != HBM_OK) {
+      hbm_range_destroy(r);
+      return NULL;
+    }
+  return r;
+}
+
+/* ---- slow references ---------------------------------------------------------------- */
+static uint64_t brute_min(const gen *g, uint64_t need) {
+  need = hbm_align_up(need, g->unit);
+  uint64_t best = UINT64_MAX;
+  for (uint64_t a = g->base; a + need <= g->end; a += g->unit) {
+    uint64_t cost = 0;
+    int pinned = 0;
+    for (size_t i = 0; i < g->n; i++) {
+      const hbm_celem *e = &g->el[i];
+      if (!e->live || e->addr >= a + need || e->addr + e->size <= a) continue;
+      cost += e->size;
+      pinned |= e->pinned;
+    }
+    if (!pinned && cost < best) best = cost;
+  }
+  return best;
+}
+
+/* Full compaction the obvious way: each block in turn at the lowest address
+ * above the previous block's end that no pinned block below it forbids. */
+static void ref_full(const gen *g, uint64_t *final_addr, uint64_t *moved, uint64_t *largest_hole) {
+  uint64_t cursor = g->base;
+  *moved = 0;
+  for (size_t i = 0; i < g->n; i++) {
+    const hbm_celem *e = &g->el[i];
+    final_addr[i] = e->addr;
+    if (!e->live) continue;
+    if (!e->pinned) { final_addr[i] = cursor; if (cursor != e->addr) *moved += e->size; }
+    cursor = final_addr[i] + e->size;
+  }
+  /* largest gap of the final layout, by scanning every unit */
+  uint64_t best = 0, run = 0;
+  for (uint64_t a = g->base; a < g->end; a += g->unit) {
+    int used = 0;
+    for (size_t i = 0; i < g->n && !used; i++)
+      used = g->el[i].live && final_addr[i] <= a && a < final_addr[i] + g->el[i].size;
+    run = used ? 0 : run + g->unit;
+    if (run > best) best = run;
+  }
+  *largest_hole = best;
+}
+
+typedef struct collect { uint64_t addr[MAX_EL], size[MAX_EL]; int n; } collect;
+static int collect_live(void *arg, uint64_t addr, uint64_t size, int live) {
+  collect *c = arg;
+  if (live && c->n < MAX_EL) { c->addr[c->n] = addr; c->size[c->n] = size; c->n++; }
+  return 0;
+}
+
+/* The range after apply holds exactly the plan's final layout. */
+static void check_applied(hbm_device *sim, const gen *g, const hbm_clayout *l, const hbm_cplan *plan) {
+  hbm_range *r = gen_range(g);
+  CHECK(r != NULL);
+  if (!r) return;
+  CHECK(hbm_compactor_apply(&r, sim, l, plan, (int)(plan->nmoves & 1)) == HBM_OK);
+  CHECK(hbm_range_check(r, NULL, NULL) == 0);
+  collect after = {.n = 0};
+  hbm_range_walk(r, collect_live, &after);
+  int live = 0;
+  for (size_t i = 0; i < g->n; i++) {
+    if (!g->el[i].live) continue;
+    live++;
+    uint64_t at = g->el[i].addr;
+    for (size_t m = 0; m < plan->nmoves; m++)
+      if (plan->moves[m].src == g->el[i].addr) at = plan->moves[m].dst;
+    CHECK_EQ_U64(hbm_range_block_size(r, at), g->el[i].size);
+  }
+  CHECK(after.n == live);
+  hbm_range_destroy(r);
+}
+
+static void report_none(void *arg, const char *m) { (void)arg; (void)m; }
+
+/* ---- 1. differential ------------------------------------------------------------------ */
+static void differential(uint64_t *rng, int rounds) {
+  hbm_device *sim;
+  CHECK(hbm_device_open("sim:1GiB", &sim) == HBM_OK);
+  hbm_clayout l = {0};
+  hbm_cplan plan = {0};
+  gen g;
+  uint64_t full_plans = 0, partial_plans = 0, refused = 0, at_min = 0, kinds[4] = {0};
+  for (int round = 0; round < rounds; round++) {
+    gen_layout(rng, &g);
+    hbm_range *r = gen_range(&g);
+    CHECK(r != NULL);
+    if (!r) continue;
+    CHECK(hbm_clayout_read(&l, r, g.unit, pinned_q, &g) == HBM_OK);
+    hbm_range_destroy(r);
+    /* the layout read is the layout built (holes coalesce the same way) */
+    CHECK(l.n == g.n);
+    for (size_t i = 0; i < l.n && i < g.n; i++)
+      CHECK(l.el[i].addr == g.el[i].addr && l.el[i].size == g.el[i].size && l.el[i].live == g.el[i].live &&
+            l.el[i].pinned == g.el[i].pinned);
+    CHECK(hbm_clayout_check(&l, NULL, NULL) == 0);
+
+    /* full against the reference */
+    uint64_t final_addr[MAX_EL], ref_moved, ref_hole;
+    ref_full(&g, final_addr, &ref_moved, &ref_hole);
+    CHECK(hbm_compactor_plan_full(&l, &plan) == HBM_OK);
+    CHECK(hbm_cplan_check(&l, &plan, 0, NULL, NULL) == 0);
+    CHECK_EQ_U64(plan.moved_bytes, ref_moved);
+    CHECK_EQ_U64(plan.hole_size, ref_hole);
+    for (size_t i = 0; i < g.n; i++) {
+      if (!g.el[i].live) continue;
+      uint64_t at = g.el[i].addr;
+      for (size_t m = 0; m < plan.nmoves; m++)
+        if (plan.moves[m].src == at) at = plan.moves[m].dst;
+      CHECK_EQ_U64(at, final_addr[i]);
+    }
+    if (plan.hole_size) {
+      uint64_t bm = brute_min(&g, plan.hole_size);
+      CHECK_EQ_U64(plan.min_moved_bytes, bm == UINT64_MAX ? 0 : bm);
+    }
+    kinds[plan.kind]++;
+    full_plans++;
+    if (plan.nmoves) check_applied(sim, &g, &l, &plan);
+
+    /* partial, for every request size (in units) up to the range */
+    uint64_t units = (g.end - g.base) / g.unit, step = units > 64 ? units / 64 : 1;
+    for (uint64_t u = 1 + test_rand_below(rng, step); u <= units + 1; u += step) {
+      uint64_t need = u * g.unit - (g.unit > 1 ? test_rand_below(rng, g.unit) : 0); /* rounds up to u units */
+      uint64_t bm = brute_min(&g, need), window = 0;
+      CHECK_EQ_U64(hbm_compactor_min_moved(&l, need, &window), bm);
+      int rc = hbm_compactor_plan_partial(&l, need, &plan);
+      if (rc == HBM_ENOMEM) {
+        refused++;
+        if (l.free_bytes >= hbm_align_up(need, g.unit) && bm != UINT64_MAX) {
+          uint64_t run_free = 0, best_run = 0;
+          for (size_t i = 0; i < l.n; i++) {
+            if (l.el[i].pinned) run_free = 0;
+            else if (!l.el[i].live) run_free += l.el[i].size;
+            if (run_free > best_run) best_run = run_free;
+          }
+          CHECK(best_run < hbm_align_up(need, g.unit)); /* then no slide exists */
+        }
+        continue;
+      }
+      CHECK(rc == HBM_OK);
+      CHECK(hbm_cplan_check(&l, &plan, need, NULL, NULL) == 0);
+      kinds[plan.kind]++;
+      partial_plans++;
+      if (plan.nmoves) {
+        CHECK(plan.moved_bytes >= bm);
+        at_min += plan.moved_bytes == bm;
+        if (test_rand_below(rng, 4) == 0) check_applied(sim, &g, &l, &plan);
+      }
+    }
+  }
+  printf("test_compactor_check: %d layouts: %llu full plans, %llu partial plans (%llu at the minimum), %llu "
+         "refused; kinds none %llu full %llu evacuate %llu slide %llu\n",
+         rounds, (unsigned long long)full_plans, (unsigned long long)partial_plans, (unsigned long long)at_min,
+         (unsigned long long)refused, (unsigned long long)kinds[0], (unsigned long long)kinds[1],
+         (unsigned long long)kinds[2], (unsigned long long)kinds[3]);
+  CHECK(kinds[HBM_CPLAN_EVACUATE] > 0 && kinds[HBM_CPLAN_SLIDE] > 0 && kinds[HBM_CPLAN_FULL] > 0);
+  hbm_clayout_release(&l);
+  hbm_cplan_release(&plan);
+  hbm_device_close(sim);
+}
+
+/* ---- 2. the checks can fail ------------------------------------------------------------- */
+static int plan_failures(const hbm_clayout *l, const hbm_cplan *p, uint64_t need) {
+  return hbm_cplan_check(l, p, need, report_none, NULL);
+}
+
+static void copy_plan(hbm_cplan *to, const hbm_cplan *from) {
+  hbm_cmove *m = to->moves;
+  size_t cap = to->cap;
+  if (cap < from->nmoves + 1) {
+    cap = from->nmoves + 1;
+    m = realloc(m, cap * sizeof *m);
+  }
+  *to = *from;
+  to->moves = m;
+  to->cap = cap;
+  memcpy(m, from->moves, from->nmoves * sizeof *m);
+}
+
+static void checks_fail(uint64_t *rng, int rounds) {
+  hbm_clayout l = {0}, bad = {0};
+  hbm_cplan plan = {0}, mut = {0};
+  gen g;
+  uint64_t caught[12] = {0}, tried[12] = {0};
+  for (int round = 0; round < rounds; round++) {
+    gen_layout(rng, &g);
+    hbm_range *r = gen_range(&g);
+    if (!r) continue;
+    CHECK(hbm_clayout_read(&l, r, g.unit, pinned_q, &g) == HBM_OK);
+    hbm_range_destroy(r);
+    /* layouts: one corruption each */
+    bad = l;
+    bad.el = malloc((l.n + 1) * sizeof *bad.el);
+    memcpy(bad.el, l.el, l.n * sizeof *bad.el);
+    bad.cap = l.n + 1;
+    int which = (int)test_rand_below(rng, 6);
+    size_t i = (size_t)test_rand_below(rng, l.n);
+    switch (which) {
+    case 0: bad.free_bytes += g.unit; break;
+    case 1: bad.largest_free += 1; break;
+    case 2: bad.pinned_blocks++; break;
+    case 3: bad.el[i].size += g.unit; break; /* overlaps its neighbour, or passes the end */
+    case 4: bad.el[i].pinned = 1; bad.pinned_blocks++; if (bad.el[i].live) bad.el[i].live = 0; break;
+    case 5: /* a hole split in two: neighbouring holes, counters unchanged */
+      while (i < bad.n && (bad.el[i].live || bad.el[i].size < 2 * g.unit)) i++;
+      if (i == bad.n) { bad.live_blocks++; break; }
+      memmove(&bad.el[i + 1], &bad.el[i], (bad.n - i) * sizeof *bad.el);
+      bad.n++;
+      bad.el[i].size = g.unit;
+      bad.el[i + 1].addr += g.unit;
+      bad.el[i + 1].size -= g.unit;
+      break;
+    }
+    tried[which]++;
+    caught[which] += hbm_clayout_check(&bad, report_none, NULL) > 0;
+    free(bad.el);
+
+    /* plans: a valid plan, then one corruption; the checker must notice */
+    uint64_t need = 0;
+    if (test_rand_below(rng, 2)) {
+      uint64_t units = (g.end - g.base) / g.unit;
+      need = (1 + test_rand_below(rng, units)) * g.unit;
+      if (hbm_compactor_plan_partial(&l, need, &plan) != HBM_OK || !plan.nmoves) continue;
+    } else if (hbm_compactor_plan_full(&l, &plan) != HBM_OK || !plan.nmoves) {
+      continue;
+    }
+    CHECK(plan_failures(&l, &plan, need) == 0);
+    copy_plan(&mut, &plan);
+    size_t k = (size_t)test_rand_below(rng, plan.nmoves);
+    int kind = 6 + (int)test_rand_below(rng, 6);
+    switch (kind) {
+    case 6: if (g.unit == 1) { kind = 7; mut.moves[k].size += 1; break; } mut.moves[k].dst += 1; break; /* off the unit */
+    case 7: mut.moves[k].size += g.unit; mut.moved_bytes += g.unit; break; /* not a whole block */
+    case 8: mut.moves[mut.nmoves++] = mut.moves[k]; mut.moved_bytes += mut.moves[k].size; break; /* twice */
+    case 9: mut.moved_bytes += 1; break;
+    case 10: mut.nmoves--; mut.moved_bytes -= mut.moves[mut.nmoves].size; break; /* a block left behind */
+    case 11: { /* a move of a pinned block, else of a hole */
+      size_t e = 0;
+      while (e < l.n && !l.el[e].pinned) e++;
+      if (e == l.n) e = 0; /* element 0: a hole, or a block that may already move */
+      mut.moves[mut.nmoves++] = (hbm_cmove){l.el[e].addr, l.el[e].addr == g.base ? g.end - l.el[e].size : g.base,
+                                           l.el[e].size};
+      break;
+    }
+    }
+    mut.copies = plan.copies; /* left as planned: each mutation must be caught on its own ground */
+    tried[kind]++;
+    caught[kind] += plan_failures(&l, &mut, need) > 0;
+  }
+  for (int i = 0; i < 12; i++) {
+    if (tried[i] != caught[i])
+      fprintf(stderr, "corruption %d: caught %llu of %llu\n", i, (unsigned long long)caught[i], (unsigned long long)tried[i]);
+    CHECK(tried[i] == caught[i]);
+  }
+  for (int i = 0; i < 12; i++) CHECK(tried[i] > 0);
+
+  /* Order alone: block A [0, 4) moves up to 8, block B [8, 12) moves down to
+   * 4 (unit 1, range [0, 16)). A first overwrites B before B moved; the final
+   * layout is fine. B first is the valid order. */
+  hbm_celem els[4] = {{0, 4, 1, 0}, {4, 4, 0, 0}, {8, 4, 1, 0}, {12, 4, 0, 0}};
+  hbm_clayout two = {els, 4, 4, 0, 16, 1, 8, 8, 4, 2, 0};
+  CHECK(hbm_clayout_check(&two, NULL, NULL) == 0);
+  hbm_cmove order_bad[2] = {{0, 8, 4}, {8, 4, 4}};
+  hbm_cplan p2 = {HBM_CPLAN_EVACUATE, order_bad, 2, 2, 8, 0, 0, 4, 2};
+  CHECK(plan_failures(&two, &p2, 4) > 0);
+  /* the same moves, B first: only the source-order rule (apply's) objects */
+  hbm_cmove order_good[2] = {{8, 4, 4}, {0, 8, 4}};
+  p2.moves = order_good;
+  int f = hbm_cplan_check(&two, &p2, 4, report_none, NULL);
+  CHECK(f == 1);
+  hbm_cplan_release(&plan);
+  hbm_cplan_release(&mut);
+  hbm_clayout_release(&l);
+}
+
+int main(void) {
+  uint64_t seed = test_seed("test_compactor_check"), rng = seed;
+  double scale = test_scale();
+  differential(&rng, (int)(1500 * scale) + 50);
+  checks_fail(&rng, (int)(3000 * scale) + 100);
+  return test_done("test_compactor_check");
+}
