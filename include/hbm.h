@@ -286,7 +286,14 @@ typedef struct hbm_compact_result {
 
 /* One compaction pass now. Partial: HBM_ENOMEM when no plan can open `need`
  * (free total short, or pinned blocks in the way); nothing moved. HBM_EBUSY
- * when before_move refused. result may be NULL; on error it is untouched. */
+ * when before_move refused. HBM_EHOSTMEM: nothing moved. A device copy that
+ * fails stops the pass and its error is returned: the blocks whose copies
+ * completed have moved and were reported through the `moved` hook, every
+ * other block stays where it was with its bytes (docs/compaction.md says
+ * when the failed copy's own blocks may not), and the heap is consistent
+ * (hbm_check() holds) and usable. result may be NULL; on error it is
+ * untouched. An allocation whose pass meets a device copy error returns
+ * that error, with the same outcome. */
 int hbm_compact(hbm_heap *heap, const hbm_compact_options *options, hbm_compact_result *result);
 
 /* Totals since the heap was created (replay reports the same names). */
@@ -295,7 +302,9 @@ typedef struct hbm_compact_stats {
   uint64_t sync_points;      /* passes that moved data: each needed the device idle */
   uint64_t moved_bytes, moved_blocks, min_moved_bytes;
   uint64_t full_compactions, partial_compactions;
-  uint64_t failed_compactions; /* partial passes that could not open the hole */
+  uint64_t failed_compactions; /* partial passes that could not open the hole, and passes a
+                                * device copy error stopped (their completed moves count in
+                                * moved_bytes, moved_blocks; nothing in min_moved_bytes) */
 } hbm_compact_stats;
 int hbm_compact_stats_get(hbm_heap *heap, hbm_compact_stats *out);
 /* ==== end of relocatable allocations and compaction ==================================== */

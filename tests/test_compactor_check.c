@@ -12,9 +12,16 @@
  *   2. The checks can fail: each deliberate corruption of a valid layout or
  *      plan is reported, and a plan in the wrong order (a copy over a block
  *      not yet moved) is caught by the order simulation alone.
- */
+ *   3. A copy that fails mid-pass: a device whose ops forward to the host
+ *      device but fail the Nth copy (writing nothing). Blocks filled with
+ *      patterns; after the failed hbm_compact: the copy's error is returned,
+ *      the hook reported exactly the blocks that moved, every handle resolves
+ *      to the reported address, every block's bytes are there, hbm_check()
+ *      holds and the heap keeps working (a later pass succeeds). */
 #include "core/compactor.h"
+#include "core/addrmap.h"
 #include "core/util.h"
+#include "device/device.h"
 #include "hbm.h"
 #include "testutil.h"
 
@@ -119,7 +126,9 @@ static void check_applied(hbm_device *sim, const gen *g, const hbm_clayout *l, c
   hbm_range *r = gen_range(g);
   CHECK(r != NULL);
   if (!r) return;
-  CHECK(hbm_compactor_apply(&r, sim, l, plan, (int)(plan->nmoves & 1)) == HBM_OK);
+  size_t done = 99;
+  CHECK(hbm_compactor_apply(&r, sim, l, plan, (int)(plan->nmoves & 1), &done) == HBM_OK);
+  CHECK_EQ_U64(done, plan->nmoves);
   CHECK(hbm_range_check(r, NULL, NULL) == 0);
   collect after = {.n = 0};
   hbm_range_walk(r, collect_live, &after);
@@ -338,10 +347,208 @@ static void checks_fail(uint64_t *rng, int rounds) {
   hbm_clayout_release(&l);
 }
 
+/* ---- 3. a copy that fails mid-pass ---------------------------------------------------- */
+/* The test device: the host device's ops, but the copy numbered fail_at
+ * (counted from arm()) fails, writing nothing. */
+typedef struct copy_call { uint64_t dst, src, n; } copy_call;
+static const hbm_device_ops *host_ops;
+static hbm_device_ops failing_ops;
+static uint64_t copy_calls, fail_at;
+static copy_call calls[1 << 16], failed_call;
+static int fired;
+
+static int failing_copy(hbm_device *d, uint64_t dst, uint64_t src, uint64_t n) {
+  copy_call c = {dst, src, n};
+  if (++copy_calls == fail_at) { failed_call = c; fired = 1; return HBM_EIO; }
+  if (copy_calls <= sizeof calls / sizeof calls[0]) calls[copy_calls - 1] = c;
+  return host_ops->copy(d, dst, src, n);
+}
+static void arm(uint64_t n) { copy_calls = 0; fail_at = n; fired = 0; }
+
+typedef struct blk { hbm_handle h; uint64_t addr, size, seed; int moved; } blk;
+typedef struct heapmodel {
+  blk b[1024];
+  size_t n;
+  hbm_addrmap by_addr;
+  uint64_t hook_calls, hook_bytes, bad;
+} heapmodel;
+
+static void on_moved(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_t size, hbm_tag tag) {
+  heapmodel *m = arg;
+  uint64_t i;
+  (void)tag;
+  m->hook_calls++;
+  if (!hbm_addrmap_take(&m->by_addr, old_addr, &i) || m->b[i].size != size) { m->bad++; return; }
+  m->b[i].addr = new_addr;
+  m->b[i].moved++;
+  m->hook_bytes += hbm_align_up(size, 512);
+  if (hbm_addrmap_put(&m->by_addr, new_addr, i) != HBM_OK) m->bad++;
+}
+
+static void pattern(uint64_t addr, uint64_t n, uint64_t seed) {
+  unsigned char *p = (unsigned char *)(uintptr_t)addr;
+  uint64_t s = seed;
+  for (uint64_t i = 0; i < n; i++) p[i] = (unsigned char)(i % 8 == 0 ? test_rand(&s) : (uint64_t)p[i - 1] + 1);
+}
+static int pattern_ok(uint64_t addr, uint64_t n, uint64_t seed) {
+  const unsigned char *p = (const unsigned char *)(uintptr_t)addr;
+  uint64_t s = seed;
+  unsigned char want = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    want = (unsigned char)(i % 8 == 0 ? test_rand(&s) : (uint64_t)want + 1);
+    if (p[i] != want) return 0;
+  }
+  return 1;
+}
+
+/* The source span of the failed copy's ordered group: the failed chunk and
+ * the chunks of the same copy issued just before it (same shift, adjacent). */
+static void failed_span(uint64_t *lo, uint64_t *hi) {
+  *lo = failed_call.src;
+  *hi = failed_call.src + failed_call.n;
+  uint64_t shift = failed_call.dst - failed_call.src;
+  for (uint64_t i = fail_at - 1; i-- > 0 && i < sizeof calls / sizeof calls[0];) { /* calls before it */
+    const copy_call *c = &calls[i];
+    if (c->dst - c->src != shift) break;
+    if (c->src + c->n == *lo) *lo = c->src;
+    else if (c->src == *hi) *hi = c->src + c->n;
+    else break;
+  }
+}
+
+typedef struct fail_totals { uint64_t passes, failed, moved_before_failure, untouched, verified, mid_copy; } fail_totals;
+
+static void copy_failure_run(uint64_t *rng, const char *conf, int ordered, int rounds, fail_totals *t) {
+  hbm_device *dev;
+  if (hbm_device_open("host:4MiB", &dev) != HBM_OK) return;
+  host_ops = dev->ops;
+  failing_ops = *dev->ops;
+  failing_ops.copy = failing_copy;
+  dev->ops = &failing_ops;
+  for (int round = 0; round < rounds; round++) {
+    hbm_heap *h;
+    CHECK(hbm_heap_create(dev, "compact", conf, &h) == HBM_OK);
+    heapmodel *m = calloc(1, sizeof *m);
+    hbm_addrmap_init(&m->by_addr);
+    hbm_relocation_hooks hooks = {on_moved, NULL, m};
+    CHECK(hbm_heap_set_relocation_hooks(h, &hooks) == HBM_OK);
+    /* fill, then free about 40%: fragmentation to compact */
+    for (int k = 0; k < 2000 && m->n < 1024; k++) {
+      uint64_t size = 1 + test_rand_below(rng, test_rand_below(rng, 4) ? 8192 : 65536);
+      blk *b = &m->b[m->n];
+      if (hbm_alloc_handle(h, size, HBM_TAG_ACT, 0, &b->h) != HBM_OK) break;
+      CHECK(hbm_handle_addr(h, b->h, &b->addr) == HBM_OK);
+      b->size = size;
+      b->seed = test_rand(rng);
+      pattern(b->addr, size, b->seed);
+      m->n++;
+    }
+    for (size_t k = 0; k < m->n;) {
+      if (test_rand_below(rng, 100) < 40) {
+        CHECK(hbm_free_handle(h, m->b[k].h) == HBM_OK);
+        m->b[k] = m->b[--m->n];
+      } else {
+        k++;
+      }
+    }
+    for (size_t k = 0; k < m->n; k++) {
+      CHECK(hbm_addrmap_put(&m->by_addr, m->b[k].addr, k) == HBM_OK);
+      if (test_rand_below(rng, 100) < 3) CHECK(hbm_pin(h, m->b[k].h) == HBM_OK);
+    }
+    hbm_stats st;
+    hbm_heap_stats(h, &st);
+    hbm_compact_options o = {0};
+    if (test_rand_below(rng, 2) && st.largest_free < (4u << 20) - st.allocated)
+      o.need = st.largest_free + 1 + test_rand_below(rng, (4u << 20) - st.allocated - st.largest_free);
+    hbm_compact_options dry = o;
+    dry.dry_run = 1;
+    hbm_compact_result plan;
+    if (hbm_compact(h, &dry, &plan) != HBM_OK || plan.moved_blocks == 0) goto next;
+    /* fail one of the pass's copies (ordered: chunks, more than plan.copies) */
+    arm(1 + test_rand_below(rng, ordered ? 2 * plan.copies : plan.copies));
+    hbm_compact_stats s0, s1;
+    CHECK(hbm_compact_stats_get(h, &s0) == HBM_OK);
+    hbm_compact_result res = {.moved_bytes = 12345};
+    int rc = hbm_compact(h, &o, &res);
+    t->passes++;
+    CHECK(rc == (fired ? HBM_EIO : HBM_OK));
+    if (fired) CHECK(res.moved_bytes == 12345); /* untouched on error */
+    CHECK(hbm_compact_stats_get(h, &s1) == HBM_OK);
+    /* the totals count what moved: the hook's blocks and bytes */
+    CHECK_EQ_U64(s1.moved_blocks - s0.moved_blocks, m->hook_calls);
+    CHECK_EQ_U64(s1.moved_bytes - s0.moved_bytes, m->hook_bytes);
+    CHECK(m->hook_calls <= plan.moved_blocks);
+    CHECK(!fired || m->hook_calls < plan.moved_blocks);
+    CHECK(fired || m->hook_calls == plan.moved_blocks);
+    CHECK(m->bad == 0);
+    CHECK_EQ_U64(s1.failed_compactions - s0.failed_compactions, (uint64_t)fired);
+    t->failed += fired;
+    t->moved_before_failure += fired ? m->hook_calls : 0;
+    t->untouched += fired && m->hook_calls == 0;
+    /* A failure after other chunks of the same ordered copy: apply had to
+     * copy those back for the blocks to keep their bytes. */
+    if (fired && ordered) {
+      uint64_t lo, hi;
+      failed_span(&lo, &hi);
+      t->mid_copy += hi - lo > failed_call.n;
+    }
+    /* every block at its reported address with its bytes */
+    for (size_t k = 0; k < m->n; k++) {
+      blk *b = &m->b[k];
+      uint64_t a = 0;
+      CHECK(hbm_handle_addr(h, b->h, &a) == HBM_OK && a == b->addr);
+      int ok = pattern_ok(b->addr, b->size, b->seed);
+      if (!ok)
+        fprintf(stderr, "block %zu at %#llx (%s) lost its bytes; failed copy %#llx <- %#llx (%llu)\n", k,
+                (unsigned long long)b->addr, b->moved ? "moved" : "not moved", (unsigned long long)failed_call.dst,
+                (unsigned long long)failed_call.src, (unsigned long long)failed_call.n);
+      CHECK(ok);
+      t->verified += ok;
+      b->moved = 0;
+      pattern(b->addr, b->size, b->seed); /* fresh bytes for the next pass */
+    }
+    CHECK(hbm_check(h) == HBM_OK);
+    /* the heap goes on: the same pass again, no failure, finishes the job */
+    arm(0);
+    m->hook_calls = m->hook_bytes = 0;
+    rc = hbm_compact(h, &o, &res);
+    CHECK(rc == HBM_OK || (o.need && rc == HBM_ENOMEM)); /* the moved blocks may leave no plan */
+    for (size_t k = 0; k < m->n; k++) {
+      uint64_t a = 0;
+      CHECK(hbm_handle_addr(h, m->b[k].h, &a) == HBM_OK && a == m->b[k].addr);
+      CHECK(pattern_ok(m->b[k].addr, m->b[k].size, m->b[k].seed));
+    }
+    if (!o.need) { /* a full pass leaves the layout a full pass leaves */
+      hbm_compact_result again;
+      CHECK(hbm_compact(h, &(hbm_compact_options){.dry_run = 1}, &again) == HBM_OK);
+      CHECK(again.moved_blocks == 0);
+    }
+    CHECK(hbm_check(h) == HBM_OK);
+  next:
+    hbm_addrmap_release(&m->by_addr);
+    free(m);
+    hbm_heap_destroy(h);
+  }
+  dev->ops = host_ops;
+  hbm_device_close(dev);
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_compactor_check"), rng = seed;
   double scale = test_scale();
   differential(&rng, (int)(1500 * scale) + 50);
   checks_fail(&rng, (int)(3000 * scale) + 100);
+  fail_totals t = {0};
+  int rounds = (int)(60 * scale) + 6;
+  copy_failure_run(&rng, "on_failure:off", 0, rounds, &t);
+  copy_failure_run(&rng, "on_failure:off,ordered_copies:1", 1, rounds, &t);
+  printf("test_compactor_check: %llu passes with a failing copy armed: %llu failed (%llu after moving nothing), "
+         "%llu blocks moved before a failure and were kept, %llu block contents verified; %llu "
+         "failures in the middle of an ordered copy (its done chunks copied back)\n",
+         (unsigned long long)t.passes, (unsigned long long)t.failed, (unsigned long long)t.untouched,
+         (unsigned long long)t.moved_before_failure, (unsigned long long)t.verified,
+         (unsigned long long)t.mid_copy);
+  CHECK(t.failed > 0 && t.moved_before_failure > 0);
+  CHECK(t.mid_copy > 0);
   return test_done("test_compactor_check");
 }

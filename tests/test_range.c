@@ -165,6 +165,21 @@ int main(void) {
         return 1;
       }
     }
+    /* Clear keeps capacity: after reserve, clearing and placing the same
+     * blocks again (what a compaction pass stopped by a failed copy does)
+     * gives the same range. */
+    uint64_t free_before = hbm_range_free_bytes(r), largest_before = hbm_range_largest_free(r);
+    CHECK(hbm_range_reserve(r, 2 * ref.n + 2) == HBM_OK);
+    hbm_range_clear(r);
+    CHECK(hbm_range_check(r, report, NULL) == 0);
+    CHECK_EQ_U64(hbm_range_free_bytes(r), sizes[shape]);
+    CHECK_EQ_U64(hbm_range_live_blocks(r), 0);
+    CHECK_EQ_U64(hbm_range_largest_free(r), sizes[shape]);
+    for (size_t k = 0; k < ref.n; k++) CHECK(hbm_range_alloc_at(r, ref.v[k].addr, ref.v[k].size) == HBM_OK);
+    CHECK(hbm_range_check(r, report, NULL) == 0);
+    CHECK_EQ_U64(hbm_range_free_bytes(r), free_before);
+    CHECK_EQ_U64(hbm_range_largest_free(r), largest_before);
+    CHECK_EQ_U64(hbm_range_live_blocks(r), ref.n);
     /* Free everything: one free block again. */
     while (ref.n) {
       CHECK(hbm_range_free(r, ref.v[ref.n - 1].addr, NULL) == HBM_OK);

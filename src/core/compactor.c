@@ -404,26 +404,49 @@ int hbm_compactor_plan_partial(const hbm_clayout *l, uint64_t need, hbm_cplan *p
 /* ================================================================================ */
 /* moving                                                                           */
 /* ================================================================================ */
-int hbm_compactor_copy_ordered(hbm_device *dev, uint64_t dst, uint64_t src, uint64_t n,
-                               uint64_t *ncopies) {
-  if (dst == src || n == 0) return HBM_OK;
+/* As hbm_compactor_copy_ordered; *done gets the bytes whose chunks completed:
+ * a prefix when moving down, a suffix when moving up. */
+static int copy_ordered(hbm_device *dev, uint64_t dst, uint64_t src, uint64_t n, uint64_t *ncopies,
+                        uint64_t *done) {
+  *done = 0;
+  if (dst == src || n == 0) { *done = n; return HBM_OK; }
   uint64_t shift = dst < src ? src - dst : dst - src;
   int rc = HBM_OK;
   if (shift >= n) {
     (*ncopies)++;
-    return hbm_dev_copy(dev, dst, src, n);
+    rc = hbm_dev_copy(dev, dst, src, n);
+    if (rc == HBM_OK) *done = n;
+    return rc;
   }
   if (dst < src) { /* front to back: each chunk's source is read before it is overwritten */
-    for (uint64_t off = 0; off < n && rc == HBM_OK; off += shift, (*ncopies)++)
-      rc = hbm_dev_copy(dev, dst + off, src + off, n - off < shift ? n - off : shift);
+    for (uint64_t off = 0; off < n && rc == HBM_OK; (*ncopies)++) {
+      uint64_t c = n - off < shift ? n - off : shift;
+      if ((rc = hbm_dev_copy(dev, dst + off, src + off, c)) == HBM_OK) off += c, *done = off;
+    }
   } else { /* back to front */
     for (uint64_t off = n; off > 0 && rc == HBM_OK; (*ncopies)++) {
       uint64_t c = off < shift ? off : shift;
-      off -= c;
-      rc = hbm_dev_copy(dev, dst + off, src + off, c);
+      if ((rc = hbm_dev_copy(dev, dst + off - c, src + off - c, c)) == HBM_OK) off -= c, *done = n - off;
     }
   }
   return rc;
+}
+
+int hbm_compactor_copy_ordered(hbm_device *dev, uint64_t dst, uint64_t src, uint64_t n,
+                               uint64_t *ncopies) {
+  uint64_t done;
+  return copy_ordered(dev, dst, src, n, ncopies, &done);
+}
+
+/* An ordered copy failed after `done` bytes: move them back the same way, so
+ * that the source holds all its bytes again. Each completed chunk overwrote
+ * only source bytes already copied, and the failed chunk only such bytes or
+ * free space, so the way back restores the source exactly. */
+static int copy_ordered_undo(hbm_device *dev, uint64_t dst, uint64_t src, uint64_t n, uint64_t done) {
+  uint64_t ncopies = 0, back;
+  if (!done) return HBM_OK;
+  if (dst < src) return copy_ordered(dev, src, dst, done, &ncopies, &back);
+  return copy_ordered(dev, src + n - done, dst + n - done, done, &ncopies, &back);
 }
 
 typedef struct placed { uint64_t addr, size; } placed;
@@ -432,16 +455,40 @@ static int placed_cmp(const void *a, const void *b) {
   return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-/* A fresh range holding exactly the blocks in `target` (sorted, disjoint).
- * Each allocation of a fresh range is carved from the start of its only free
- * block, the top; gaps are held by fillers, freed at the end. O(n). */
-static int build_range(const hbm_clayout *l, const placed *target, size_t n, hbm_range **out) {
-  hbm_range *r;
-  int rc = hbm_range_create(l->base, l->end - l->base, l->unit, &r);
-  if (rc != HBM_OK) return rc;
-  uint64_t *fillers = malloc((n + 1) * sizeof *fillers), top = l->base, got, bs;
+/* Where every live block is once the first `done` moves happened (the others
+ * not), sorted by address, into target (room for live_blocks). Moves are
+ * sorted by source, as live blocks are. HBM_ECORRUPT for a move that does not
+ * take a whole live unpinned block. */
+static int place_blocks(const hbm_clayout *l, const hbm_cplan *p, size_t done, placed *target, size_t *count) {
+  size_t n = 0, k = 0;
+  int sorted = 1;
+  for (size_t i = 0; i < l->n; i++) {
+    const hbm_celem *e = &l->el[i];
+    if (!e->live) continue;
+    uint64_t at = e->addr;
+    if (k < p->nmoves && p->moves[k].src == e->addr) {
+      if (p->moves[k].size != e->size || e->pinned) return HBM_ECORRUPT;
+      if (k < done) at = p->moves[k].dst;
+      k++;
+    }
+    if (n && at < target[n - 1].addr) sorted = 0;
+    target[n++] = (placed){at, e->size};
+  }
+  if (k != p->nmoves) return HBM_ECORRUPT;
+  if (!sorted) qsort(target, n, sizeof *target, placed_cmp);
+  *count = n;
+  return HBM_OK;
+}
+
+/* Fills an empty range with exactly the blocks in `target` (sorted,
+ * disjoint). Each allocation of an empty range is carved from the start of
+ * its only free block, the top; gaps are held by fillers (room for n + 1),
+ * freed at the end. O(n). Needs no host memory when the range has room
+ * (hbm_range_reserve) for 2n + 2 blocks. */
+static int fill_range(hbm_range *r, const placed *target, size_t n, uint64_t *fillers) {
+  uint64_t top = hbm_range_base(r), got, bs;
   size_t nfill = 0;
-  if (!fillers) rc = HBM_EHOSTMEM;
+  int rc = HBM_OK;
   for (size_t i = 0; i < n && rc == HBM_OK; i++) {
     if (target[i].addr < top) { rc = HBM_ECORRUPT; break; }
     if (target[i].addr > top) {
@@ -455,47 +502,63 @@ static int build_range(const hbm_clayout *l, const placed *target, size_t n, hbm
   }
   if (rc == HBM_ENOMEM) rc = HBM_ECORRUPT; /* the target did not fit the range */
   for (size_t i = 0; i < nfill && rc == HBM_OK; i++) rc = hbm_range_free(r, fillers[i], &bs);
-  free(fillers);
-  if (rc != HBM_OK) { hbm_range_destroy(r); return rc; }
-  *out = r;
-  return HBM_OK;
+  return rc;
 }
 
 int hbm_compactor_apply(hbm_range **arena, hbm_device *dev, const hbm_clayout *l,
-                        const hbm_cplan *p, int ordered) {
+                        const hbm_cplan *p, int ordered, size_t *moves_done) {
+  if (moves_done) *moves_done = 0;
   if (!p->nmoves) return HBM_OK;
-  size_t n = 0, k = 0;
+  /* Everything a failed copy needs is taken now, before the first copy: the
+   * target and filler arrays, and room in the fresh range for any layout of
+   * these blocks, so that describing a partial pass cannot fail. */
   placed *target = malloc((l->live_blocks + 1) * sizeof *target);
-  if (!target) return HBM_EHOSTMEM;
-  int sorted = 1;
-  for (size_t i = 0; i < l->n; i++) { /* moves are sorted by source, as live blocks are */
-    const hbm_celem *e = &l->el[i];
-    if (!e->live) continue;
-    uint64_t at = e->addr;
-    if (k < p->nmoves && p->moves[k].src == e->addr) {
-      if (p->moves[k].size != e->size || e->pinned) { free(target); return HBM_ECORRUPT; }
-      at = p->moves[k++].dst;
-    }
-    if (n && at < target[n - 1].addr) sorted = 0;
-    target[n++] = (placed){at, e->size};
+  uint64_t *fillers = malloc((l->live_blocks + 1) * sizeof *fillers);
+  hbm_range *fresh = NULL;
+  size_t n = 0;
+  int rc = target && fillers ? place_blocks(l, p, p->nmoves, target, &n) : HBM_EHOSTMEM;
+  if (rc == HBM_OK) rc = hbm_range_create(l->base, l->end - l->base, l->unit, &fresh);
+  if (rc == HBM_OK) rc = hbm_range_reserve(fresh, 2 * (uint64_t)n + 2);
+  if (rc == HBM_OK) rc = fill_range(fresh, target, n, fillers);
+  if (rc != HBM_OK) {
+    hbm_range_destroy(fresh);
+    free(target);
+    free(fillers);
+    return rc;
   }
-  if (k != p->nmoves) { free(target); return HBM_ECORRUPT; }
-  if (!sorted) qsort(target, n, sizeof *target, placed_cmp);
-  hbm_range *fresh;
-  int rc = build_range(l, target, n, &fresh);
-  free(target);
-  if (rc != HBM_OK) return rc;
-  /* Copies in plan order, joining moves that continue each other. */
+  /* Copies in plan order, joining moves that continue each other; `done`
+   * counts the moves whose copy completed. */
   uint64_t ncopies = 0;
+  size_t done = 0;
   for (size_t i = 0; i < p->nmoves && rc == HBM_OK;) {
     uint64_t src = p->moves[i].src, dst = p->moves[i].dst, len = p->moves[i].size;
     for (i++; i < p->nmoves && p->moves[i].src == src + len && p->moves[i].dst == dst + len; i++)
       len += p->moves[i].size;
-    if (ordered) rc = hbm_compactor_copy_ordered(dev, dst, src, len, &ncopies);
-    else rc = hbm_dev_copy(dev, dst, src, len);
+    if (ordered) {
+      uint64_t copied;
+      rc = copy_ordered(dev, dst, src, len, &ncopies, &copied);
+      if (rc != HBM_OK) copy_ordered_undo(dev, dst, src, len, copied); /* if this fails too: see the header */
+    } else {
+      rc = hbm_dev_copy(dev, dst, src, len);
+    }
+    if (rc == HBM_OK) done = i;
   }
+  if (rc != HBM_OK) { /* describe what happened: the first `done` moves */
+    hbm_range_clear(fresh);
+    int frc = place_blocks(l, p, done, target, &n);
+    if (frc == HBM_OK) frc = fill_range(fresh, target, n, fillers);
+    if (frc != HBM_OK) { /* only a plan whose copies overwrite unmoved blocks gets here */
+      hbm_range_destroy(fresh);
+      free(target);
+      free(fillers);
+      return HBM_ECORRUPT;
+    }
+  }
+  free(target);
+  free(fillers);
   hbm_range_destroy(*arena);
   *arena = fresh;
+  if (moves_done) *moves_done = done;
   return rc;
 }
 

@@ -5,7 +5,8 @@
  * order, each live block marked pinned or not). A plan is a list of moves
  * (src, dst, size), one per block, in the order the copies must run. Applying
  * a plan rebuilds the range for the new layout first (so a host allocation
- * failure leaves everything untouched), then copies, then swaps the range.
+ * failure leaves everything untouched; room to describe a pass stopped by a
+ * failed copy is taken then too), then copies, then swaps the range.
  *
  * Plans
  *   full      slide every movable block down, order kept; a pinned block is a
@@ -97,14 +98,27 @@ int hbm_compactor_plan_partial(const hbm_clayout *l, uint64_t need, hbm_cplan *p
 void hbm_cplan_release(hbm_cplan *plan);
 
 /* Rebuilds *arena for the planned layout, copies every block on `dev`, and
- * replaces *arena. On HBM_EHOSTMEM (or HBM_ECORRUPT for a plan that overlaps
- * itself) nothing changed. A device copy error stops the pass and is returned;
- * the range then describes the planned layout but data of this pass's blocks
- * is undefined. `ordered`: split every overlapping move into non-overlapping
- * chunks issued in order (for copy engines without memmove semantics); 0 lets
- * the device's copy handle overlap (host: memmove). */
+ * replaces *arena. *moves_done (may be NULL) gets how many moves, a prefix
+ * of the plan, really happened.
+ *   HBM_OK: all of them; *arena holds the planned layout.
+ *   HBM_EHOSTMEM (or HBM_ECORRUPT for a plan that overlaps itself): before
+ *     any copy; nothing changed, *moves_done = 0.
+ *   A device copy error: the pass stops at the failed copy. The moves whose
+ *     copies completed are kept (their blocks really moved), the rest did not
+ *     happen: *arena holds exactly that layout, and the error is returned.
+ *     Every block not in the failed copy holds its bytes; the blocks of the
+ *     failed copy (moves joined into it) stay at their old addresses. Their
+ *     bytes are intact when that copy did not overlap its own source, or the
+ *     device wrote nothing of it. `ordered`: the chunks of the failed copy
+ *     that completed are copied back, which restores its source exactly
+ *     (unless that copying back fails too). Unordered (memmove) copy that
+ *     overlapped itself and wrote part before failing: undefined.
+ * Needs no host memory once copying starts. `ordered`: split every
+ * overlapping move into non-overlapping chunks issued in order (for copy
+ * engines without memmove semantics); 0 lets the device's copy handle overlap
+ * (host: memmove). */
 int hbm_compactor_apply(hbm_range **arena, hbm_device *dev, const hbm_clayout *l,
-                        const hbm_cplan *plan, int ordered);
+                        const hbm_cplan *plan, int ordered, size_t *moves_done);
 
 /* ---- checks: each returns the number of failures, each passed to report
  * (may be NULL), or HBM_EHOSTMEM (< 0) when it could not allocate. ---- */

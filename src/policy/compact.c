@@ -139,6 +139,17 @@ static int is_pinned(void *arg, uint64_t addr) {
   return hbm_addrmap_get(&((compact *)arg)->pins, addr, &count);
 }
 
+/* Counts a pass and its moves in the totals. */
+static void count_pass(compact *c, uint64_t need, int failed, const hbm_cplan *plan, size_t moves) {
+  c->st.compactions++;
+  if (need) c->st.partial_compactions++; else c->st.full_compactions++;
+  c->st.failed_compactions += failed != 0;
+  if (plan->nmoves) c->st.sync_points++;
+  for (size_t i = 0; i < moves; i++) c->st.moved_bytes += plan->moves[i].size;
+  c->st.moved_blocks += moves;
+  if (!failed) c->st.min_moved_bytes += plan->min_moved_bytes; /* a stopped pass opened nothing */
+}
+
 /* need 0: full. Fills r (never NULL). Counts the pass unless dry_run. */
 static int run_pass(compact *c, uint64_t need, int dry_run, hbm_compact_result *r) {
   memset(r, 0, sizeof *r);
@@ -169,18 +180,19 @@ static int run_pass(compact *c, uint64_t need, int dry_run, hbm_compact_result *
   if (dry_run) return HBM_OK;
   if (plan->nmoves && c->before_move && c->before_move(c->before_arg, plan->moved_bytes, plan->nmoves))
     return HBM_EBUSY;
-  if ((rc = hbm_compactor_apply(&c->arena, c->base.dev, &c->layout, plan, c->ordered)) != HBM_OK) return rc;
-  /* Every copy of the pass is done: report each block once, in plan order
-   * (an address reported as new is never the old address of a block not yet
-   * reported, so maps keyed by address can follow one move at a time). */
-  for (size_t i = 0; c->moved && i < plan->nmoves; i++)
+  size_t done = 0;
+  rc = hbm_compactor_apply(&c->arena, c->base.dev, &c->layout, plan, c->ordered, &done);
+  /* Host memory short, or a plan apply refuses: before any copy, nothing moved. */
+  if (!done && (rc == HBM_EHOSTMEM || rc == HBM_ECORRUPT)) return rc;
+  /* Every copy of the pass is done (or, after a device copy error, those of
+   * the first `done` moves, which the arena now shows): report each of those
+   * blocks once, in plan order (an address reported as new is never the old
+   * address of a block not yet reported, so maps keyed by address can follow
+   * one move at a time). */
+  for (size_t i = 0; c->moved && i < done; i++)
     c->moved(c->moved_arg, plan->moves[i].src, plan->moves[i].dst, plan->moves[i].size);
-  c->st.compactions++;
-  if (need) c->st.partial_compactions++; else c->st.full_compactions++;
-  if (plan->nmoves) c->st.sync_points++;
-  c->st.moved_bytes += plan->moved_bytes;
-  c->st.moved_blocks += plan->nmoves;
-  c->st.min_moved_bytes += plan->min_moved_bytes;
+  count_pass(c, need, rc != HBM_OK, plan, done);
+  if (rc != HBM_OK) return rc; /* the copy's error */
   r->largest_free_after = hbm_range_largest_free(c->arena);
   return HBM_OK;
 }
@@ -195,7 +207,10 @@ static int compact_alloc(hbm_policy *p, uint64_t size, hbm_tag tag, int stream, 
   if (hbm_range_free_bytes(c->arena) < need) return HBM_ENOMEM; /* capacity: moving cannot help */
   hbm_compact_result r;
   rc = run_pass(c, c->on_failure == ON_FAILURE_FULL ? 0 : need, 0, &r);
-  if (rc != HBM_OK) return rc == HBM_EHOSTMEM || rc == HBM_ECORRUPT ? rc : HBM_ENOMEM;
+  /* A refused pass (before_move) or a plan that cannot open the hole: the
+   * request's own failure. Anything else (host memory, a device copy error)
+   * is the pass's. */
+  if (rc != HBM_OK) return rc == HBM_EBUSY ? HBM_ENOMEM : rc;
   return hbm_range_alloc(c->arena, size, 0, addr, block_size);
 }
 
