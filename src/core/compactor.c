@@ -606,17 +606,7 @@ int hbm_clayout_check(const hbm_clayout *l, hbm_range_report_fn *report, void *a
   return k.failures;
 }
 
-/* The element at addr (binary search), or l->n. */
-static size_t elem_at(const hbm_clayout *l, uint64_t addr) {
-  size_t lo = 0, hi = l->n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (l->el[mid].addr + l->el[mid].size <= addr) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo < l->n && l->el[lo].addr == addr ? lo : l->n;
-}
-/* The first element ending above addr. */
+/* The first element ending above addr (binary search). */
 static size_t elem_first_above(const hbm_clayout *l, uint64_t addr) {
   size_t lo = 0, hi = l->n;
   while (lo < hi) {
@@ -625,6 +615,11 @@ static size_t elem_first_above(const hbm_clayout *l, uint64_t addr) {
     else hi = mid;
   }
   return lo;
+}
+/* The element starting at addr, or l->n. */
+static size_t elem_at(const hbm_clayout *l, uint64_t addr) {
+  size_t i = elem_first_above(l, addr);
+  return i < l->n && l->el[i].addr == addr ? i : l->n;
 }
 
 typedef struct fblock { uint64_t addr, size; size_t elem; } fblock;
