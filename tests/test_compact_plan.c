@@ -57,7 +57,10 @@ static void small_layouts(uint64_t *rng, int rounds) {
   hbm_cplan plan = {0};
   int plans = 0, refused = 0, optimal = 0;
   for (int round = 0; round < rounds; round++) {
-    uint64_t units = 16 + test_rand_below(rng, 240), base = 1ull << 30;
+    /* The layout lives in a segment of the device: the compactor's copies
+     * must land in device memory (the sim device refuses others). */
+    uint64_t units = 16 + test_rand_below(rng, 240), base;
+    CHECK(hbm_dev_seg_alloc(sim, units * UNIT, 0, &base) == HBM_OK);
     hbm_range *r;
     CHECK(hbm_range_create(base, units * UNIT, UNIT, &r) == HBM_OK);
     uint64_t live_addr[256];
@@ -130,6 +133,7 @@ static void small_layouts(uint64_t *rng, int rounds) {
     CHECK(hbm_range_check(r, NULL, NULL) == 0);
     if (!pins.n) CHECK_EQ_U64(hbm_range_largest_free(r), hbm_range_free_bytes(r));
     hbm_range_destroy(r);
+    CHECK(hbm_dev_seg_free(sim, base, units * UNIT) == HBM_OK);
   }
   printf("test_compact_plan: %d small layouts: %d partial plans (%d moved exactly the minimum), %d refused\n",
          rounds, plans, optimal, refused);

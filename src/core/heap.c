@@ -304,6 +304,7 @@ int hbm_check(hbm_heap *h) {
   heap_lock(h);
   check_ctx c = {.h = h};
   h->policy->cls->check(h->policy, report_fail, &c);
+  hbm_device_check(h->dev, report_fail, &c); /* the device's own bookkeeping (sim: the contract's) */
   hbm_addrmap_check(&h->blocks, report_fail, &c); /* what recount walks and every free looks up */
   hbm_addrmap_each(&h->blocks, recount, &c);
   char m[200];

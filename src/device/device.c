@@ -60,6 +60,10 @@ int hbm_device_get_caps(const hbm_device *dev, hbm_device_caps *caps) {
   return HBM_OK;
 }
 
+int hbm_device_check(const hbm_device *dev, void (*report)(void *arg, const char *message), void *arg) {
+  return dev && dev->ops->check ? dev->ops->check(dev, report, arg) : 0;
+}
+
 void hbm_device_lock_init(hbm_device *dev) {
   pthread_mutexattr_t attr;
   pthread_mutexattr_init(&attr);

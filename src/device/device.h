@@ -10,7 +10,17 @@
  *   - map targets lie inside a range returned by reserve and are unmapped;
  *   - every call that reaches the device runtime counts one backend call.
  * Errors: HBM_ENOMEM when physical capacity would be exceeded, HBM_EUNSUPPORTED
- * when the backend lacks the capability; on error nothing changed.
+ * when the backend lacks the capability, HBM_EINVAL for a call that breaks
+ * the contract (where the backend can tell); on error nothing changed.
+ *
+ * The full contract, as the sim device enforces it call by call (sim.c's
+ * opening comment lists the rules): a map lies inside one reservation, over no
+ * other mapping, inside its handle; an unmap covers whole mappings; a
+ * reservation is freed whole and with nothing mapped in it; a handle is
+ * released whole and unmapped; a segment is freed at its address and size;
+ * copies touch only device memory (a segment, or mappings). The host device
+ * relies on the kernel: it refuses an unknown handle or segment (HBM_EINVAL)
+ * but takes the rest on trust, so policies are held to the contract on sim.
  */
 #ifndef HBM_DEVICE_H
 #define HBM_DEVICE_H
@@ -39,6 +49,9 @@ typedef struct hbm_device_ops {
    * H2D): data can wait in host memory while its device memory is freed. */
   int (*to_host)(hbm_device *dev, void *dst, uint64_t src, uint64_t n);
   int (*from_host)(hbm_device *dev, uint64_t dst, const void *src, uint64_t n);
+  /* Verifies the backend's own bookkeeping; returns the number of failures,
+   * each passed to report. NULL: the backend keeps none worth checking. */
+  int (*check)(const hbm_device *dev, void (*report)(void *arg, const char *message), void *arg);
   void (*destroy)(hbm_device *dev);
 } hbm_device_ops;
 
@@ -67,9 +80,28 @@ int hbm_sim_open_at(uint64_t capacity, uint64_t granule, uint64_t base, hbm_devi
 /* Replaying a recording: the next reserve() on this sim device returns addr,
  * as the recording shows, even over another reservation (a recorded
  * reservation's unused tail may reach over later recorded addresses).
- * HBM_EINVAL for a device that is not sim. */
+ * Allowed: that reservation may overlap other reservations (a mapping must
+ * still lie inside one of them, and mappings stay disjoint); later plain
+ * reservations stay clear of it. Refused (HBM_EINVAL): an address that is not
+ * granule-aligned, a range reaching past 2^63 (the sim address space), or one
+ * overlapping a live segment. The next reserve uses addr up, whether it
+ * succeeds or not. HBM_EINVAL for a device that is not sim. */
 int hbm_sim_reserve_next_at(hbm_device *dev, uint64_t addr);
+/* Calls the sim device refused for breaking the contract (0 for another
+ * device): each also went to the error handler with its reason. */
+uint64_t hbm_sim_refused(const hbm_device *dev);
+/* Visits the sim device's bookkeeping in order: segments by address,
+ * reservations by (address, size), handles (a = id, b = size, c = bytes
+ * mapped) in no set order, mappings by address (c = handle, d = offset).
+ * HBM_EINVAL for a device that is not sim. Tests compare it with a reference. */
+typedef enum { HBM_SIM_SEGMENT, HBM_SIM_RESERVATION, HBM_SIM_HANDLE, HBM_SIM_MAPPING } hbm_sim_kind;
+typedef void hbm_sim_visit_fn(void *arg, hbm_sim_kind kind, uint64_t a, uint64_t b, uint64_t c, uint64_t d);
+int hbm_sim_each(const hbm_device *dev, hbm_sim_visit_fn *visit, void *arg);
 int hbm_host_open(uint64_t capacity, uint64_t granule, hbm_device **out);
+
+/* Runs the backend's check (ops->check; 0 where it has none): the number of
+ * failures, each passed to report. The caller holds dev->lock. */
+int hbm_device_check(const hbm_device *dev, void (*report)(void *arg, const char *message), void *arg);
 
 /* Accounting helpers used by backends: claim fails with HBM_ENOMEM when the
  * capacity would be exceeded. */

@@ -129,6 +129,7 @@ static void check_failed(void *arg, const char *message) {
 static int check_policy(replay_state *s, uint64_t event) {
   check_tally c = {event, 0};
   if (s->p->cls->check) s->p->cls->check(s->p, check_failed, &c);
+  hbm_device_check(s->p->dev, check_failed, &c);
   return c.failures ? HBM_ECORRUPT : HBM_OK;
 }
 
