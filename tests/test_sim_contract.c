@@ -1,0 +1,563 @@
+/* test_sim_contract: the sim device enforces device.h's contract.
+ *
+ * 1. A seeded randomized differential run: random valid and invalid device
+ *    calls go to the sim device and to a slow reference of the same rules
+ *    (plain arrays, linear search); after every call the result codes,
+ *    returned addresses and handles, the whole bookkeeping (segments,
+ *    reservations, handles with their mapped bytes, mappings), phys_used and
+ *    the refusal count must agree, and hbm_device_check must pass.
+ * 2. Fixed cases for each rule, one call at a time.
+ * 3. Every policy, driven through a heap on a small sim device with random
+ *    allocations and frees (pressure included): no call refused, hbm_check
+ *    clean after each step, and the device left empty by the heap's destroy.
+ *
+ * Seed: HBM_SEED (printed). Scale: HBM_TEST_SCALE. */
+#include "testutil.h"
+
+#include "device/device.h"
+#include "hbm.h"
+
+#define G (2ull << 20) /* granule */
+#define BASE 0x100000000000ull
+#define MAXN 4096
+
+/* ---- the reference ---------------------------------------------------------------- */
+
+typedef struct span { uint64_t addr, size; } span;
+typedef struct rhandle { uint64_t id, size, mapped; } rhandle;
+typedef struct rmap { uint64_t va, size, handle, off; } rmap;
+typedef struct ref {
+  uint64_t capacity, next_va, next_handle, reserve_at, phys_used, refused;
+  span segs[MAXN];
+  size_t nsegs;
+  span res[MAXN];
+  size_t nres;
+  rhandle hs[MAXN];
+  size_t nhs;
+  rmap maps[MAXN];
+  size_t nmaps;
+} ref;
+
+#define VA_END (1ull << 63) /* the sim device's address space ends here */
+static int wraps(uint64_t a, uint64_t n) { return a > VA_END || n > VA_END - a; }
+static int meets(uint64_t a, uint64_t n, uint64_t b, uint64_t m) { return a < b + m && b < a + n; }
+static int within(uint64_t a, uint64_t n, uint64_t b, uint64_t m) { return a >= b && n <= m && a - b <= m - n; }
+static uint64_t up(uint64_t v) { return (v + G - 1) / G * G; }
+static int refuse(ref *r) { r->refused++; return HBM_EINVAL; }
+
+static int ref_seg_overlaps(const ref *r, uint64_t a, uint64_t n) {
+  for (size_t i = 0; i < r->nsegs; i++) if (meets(a, n, r->segs[i].addr, r->segs[i].size)) return 1;
+  return 0;
+}
+static int ref_res_overlaps(const ref *r, uint64_t a, uint64_t n) {
+  for (size_t i = 0; i < r->nres; i++) if (meets(a, n, r->res[i].addr, r->res[i].size)) return 1;
+  return 0;
+}
+static int ref_res_holds(const ref *r, uint64_t a, uint64_t n) {
+  for (size_t i = 0; i < r->nres; i++) if (within(a, n, r->res[i].addr, r->res[i].size)) return 1;
+  return 0;
+}
+static rhandle *ref_handle(ref *r, uint64_t id) {
+  for (size_t i = 0; i < r->nhs; i++) if (r->hs[i].id == id) return &r->hs[i];
+  return NULL;
+}
+static rmap *ref_map_at(ref *r, uint64_t va) {
+  for (size_t i = 0; i < r->nmaps; i++) if (r->maps[i].va == va) return &r->maps[i];
+  return NULL;
+}
+/* Device memory: inside one segment, or mappings from one holding a, without gaps. */
+static int ref_device_memory(ref *r, uint64_t a, uint64_t n) {
+  if (n == 0) return 1;
+  if (wraps(a, n)) return 0;
+  for (size_t i = 0; i < r->nsegs; i++) if (within(a, n, r->segs[i].addr, r->segs[i].size)) return 1;
+  uint64_t at = a;
+  for (;;) {
+    rmap *m = NULL;
+    for (size_t i = 0; i < r->nmaps; i++) if (at >= r->maps[i].va && at - r->maps[i].va < r->maps[i].size) m = &r->maps[i];
+    if (!m) return 0;
+    at = m->va + m->size;
+    if (at >= a + n) return 1;
+  }
+}
+
+static int ref_seg_alloc(ref *r, uint64_t size, uint64_t hint, uint64_t *addr) {
+  if (size == 0) return refuse(r);
+  if (size > r->capacity - r->phys_used) return HBM_ENOMEM;
+  uint64_t a;
+  if (hint && !wraps(hint, size) && !ref_seg_overlaps(r, hint, size) && !ref_res_overlaps(r, hint, size)) {
+    a = hint;
+  } else if (wraps(up(r->next_va), up(size))) {
+    return HBM_ENOMEM;
+  } else {
+    a = up(r->next_va);
+    r->next_va = a + up(size);
+  }
+  if (a + size > r->next_va) r->next_va = a + size;
+  r->segs[r->nsegs++] = (span){a, size};
+  r->phys_used += size;
+  *addr = a;
+  return HBM_OK;
+}
+static int ref_seg_free(ref *r, uint64_t addr, uint64_t size) {
+  for (size_t i = 0; i < r->nsegs; i++)
+    if (r->segs[i].addr == addr && r->segs[i].size == size) {
+      r->segs[i] = r->segs[--r->nsegs];
+      r->phys_used -= size;
+      return HBM_OK;
+    }
+  return refuse(r);
+}
+static int ref_reserve(ref *r, uint64_t size, uint64_t *base) {
+  uint64_t at = r->reserve_at;
+  r->reserve_at = 0;
+  if (size == 0 || size % G) return refuse(r);
+  if (!at && wraps(up(r->next_va), size)) return refuse(r);
+  if (at && (at % G || wraps(at, size) || ref_seg_overlaps(r, at, size))) return refuse(r);
+  if (!at) {
+    at = up(r->next_va);
+    r->next_va = at + size;
+  } else if (at + size > r->next_va) {
+    r->next_va = at + size;
+  }
+  r->res[r->nres++] = (span){at, size};
+  *base = at;
+  return HBM_OK;
+}
+static int ref_unreserve(ref *r, uint64_t base, uint64_t size) {
+  for (size_t i = 0; i < r->nres; i++) {
+    if (r->res[i].addr != base || r->res[i].size != size) continue;
+    span gone = r->res[i];
+    r->res[i] = r->res[--r->nres];
+    for (size_t k = 0; k < r->nmaps; k++)
+      if (meets(r->maps[k].va, r->maps[k].size, base, size) && !ref_res_holds(r, r->maps[k].va, r->maps[k].size)) {
+        r->res[r->nres++] = gone;
+        return refuse(r);
+      }
+    return HBM_OK;
+  }
+  return refuse(r);
+}
+static int ref_phys_create(ref *r, uint64_t size, uint64_t *handle) {
+  if (size == 0 || size % G) return refuse(r);
+  if (size > r->capacity - r->phys_used) return HBM_ENOMEM;
+  r->hs[r->nhs++] = (rhandle){++r->next_handle, size, 0};
+  r->phys_used += size;
+  *handle = r->next_handle;
+  return HBM_OK;
+}
+static int ref_phys_release(ref *r, uint64_t id, uint64_t size) {
+  rhandle *h = ref_handle(r, id);
+  if (!h || h->size != size || h->mapped) return refuse(r);
+  *h = r->hs[--r->nhs];
+  r->phys_used -= size;
+  return HBM_OK;
+}
+static int ref_map(ref *r, uint64_t va, uint64_t size, uint64_t id, uint64_t off) {
+  if (size == 0 || va % G || size % G || off % G || wraps(va, size)) return refuse(r);
+  rhandle *h = ref_handle(r, id);
+  if (!h || off > h->size || size > h->size - off || !ref_res_holds(r, va, size)) return refuse(r);
+  for (size_t i = 0; i < r->nmaps; i++) if (meets(va, size, r->maps[i].va, r->maps[i].size)) return refuse(r);
+  r->maps[r->nmaps++] = (rmap){va, size, id, off};
+  h->mapped += size;
+  return HBM_OK;
+}
+static int ref_unmap(ref *r, uint64_t va, uint64_t size) {
+  if (size == 0 || wraps(va, size)) return refuse(r);
+  uint64_t at = va;
+  while (at < va + size) {
+    rmap *m = ref_map_at(r, at);
+    if (!m || m->va + m->size > va + size) return refuse(r);
+    at = m->va + m->size;
+  }
+  for (at = va; at < va + size;) {
+    rmap *m = ref_map_at(r, at);
+    at = m->va + m->size;
+    ref_handle(r, m->handle)->mapped -= m->size;
+    *m = r->maps[--r->nmaps];
+  }
+  return HBM_OK;
+}
+
+/* ---- comparing the device's bookkeeping with the reference's ---------------------------- */
+
+typedef struct seen {
+  span segs[MAXN], res[MAXN];
+  rhandle hs[MAXN];
+  rmap maps[MAXN];
+  size_t nsegs, nres, nhs, nmaps;
+} seen;
+static void collect(void *arg, hbm_sim_kind kind, uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+  seen *s = arg;
+  switch (kind) {
+    case HBM_SIM_SEGMENT: if (s->nsegs < MAXN) s->segs[s->nsegs++] = (span){a, b}; break;
+    case HBM_SIM_RESERVATION: if (s->nres < MAXN) s->res[s->nres++] = (span){a, b}; break;
+    case HBM_SIM_HANDLE: if (s->nhs < MAXN) s->hs[s->nhs++] = (rhandle){a, b, c}; break;
+    case HBM_SIM_MAPPING: if (s->nmaps < MAXN) s->maps[s->nmaps++] = (rmap){a, b, c, d}; break;
+  }
+}
+static int cmp_span(const void *x, const void *y) {
+  const span *a = x, *b = y;
+  if (a->addr != b->addr) return a->addr < b->addr ? -1 : 1;
+  return a->size < b->size ? -1 : a->size > b->size;
+}
+static int cmp_handle(const void *x, const void *y) {
+  const rhandle *a = x, *b = y;
+  return a->id < b->id ? -1 : a->id > b->id;
+}
+static int cmp_map(const void *x, const void *y) {
+  const rmap *a = x, *b = y;
+  return a->va < b->va ? -1 : a->va > b->va;
+}
+
+static int check_failures;
+static void count_check(void *arg, const char *message) {
+  (void)arg;
+  fprintf(stderr, "device check: %s\n", message);
+  check_failures++;
+}
+
+/* 1 when the device and the reference agree; the device's order is its own
+ * (sorted) and must already be what sorting gives. */
+static int same_state(hbm_device *dev, ref *r) {
+  static seen s;
+  memset(&s, 0, sizeof s);
+  hbm_sim_each(dev, collect, &s);
+  int ok = 1;
+  qsort(r->segs, r->nsegs, sizeof *r->segs, cmp_span);
+  qsort(r->res, r->nres, sizeof *r->res, cmp_span);
+  qsort(r->hs, r->nhs, sizeof *r->hs, cmp_handle);
+  qsort(r->maps, r->nmaps, sizeof *r->maps, cmp_map);
+  qsort(s.hs, s.nhs, sizeof *s.hs, cmp_handle);
+  ok &= s.nsegs == r->nsegs && !memcmp(s.segs, r->segs, r->nsegs * sizeof *s.segs);
+  ok &= s.nres == r->nres && !memcmp(s.res, r->res, r->nres * sizeof *s.res);
+  ok &= s.nhs == r->nhs && !memcmp(s.hs, r->hs, r->nhs * sizeof *s.hs);
+  ok &= s.nmaps == r->nmaps && !memcmp(s.maps, r->maps, r->nmaps * sizeof *s.maps);
+  ok &= dev->phys_used == r->phys_used && hbm_sim_refused(dev) == r->refused;
+  return ok;
+}
+
+/* ---- 1. the randomized differential run ----------------------------------------------- */
+
+static uint64_t rng_state;
+static uint64_t rnd(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+static uint64_t below(uint64_t n) { return n ? rnd() % n : 0; }
+
+/* An address near the action: in or around a live object, or anywhere. */
+static uint64_t pick_addr(const ref *r) {
+  switch (below(6)) {
+    case 0: if (r->nres) { const span *s = &r->res[below(r->nres)]; return s->addr + below(s->size / G + 2) * G; } break;
+    case 1: if (r->nmaps) { const rmap *m = &r->maps[below(r->nmaps)]; return m->va + below(3) * G; } break;
+    case 2: if (r->nsegs) { const span *s = &r->segs[below(r->nsegs)]; return s->addr + below(2) * (s->size / 2); } break;
+    case 3: return BASE + below(64) * G;
+    case 4: return r->next_va + below(8) * G;
+  }
+  switch (below(3)) {
+    case 0: return UINT64_MAX - below(4) * G;
+    case 1: return VA_END - below(4) * G;
+  }
+  return BASE + below(1 << 20);
+}
+static uint64_t pick_size(void) {
+  switch (below(8)) {
+    case 0: return 0;
+    case 1: return 1 + below(G * 3);
+    case 2: return UINT64_MAX - below(4) * G;
+  }
+  return (1 + below(4)) * G;
+}
+
+static void differential(uint64_t seed, long steps) {
+  static ref r;
+  memset(&r, 0, sizeof r);
+  rng_state = seed * 0x9E3779B97F4A7C15ull | 1;
+  const uint64_t capacity = 96 * G;
+  hbm_device *dev;
+  CHECK(hbm_sim_open_at(capacity, G, BASE, &dev) == HBM_OK);
+  if (!dev) return;
+  r.capacity = capacity;
+  r.next_va = BASE;
+  const int failures_before = test_failures_; /* stop at this run's first failure */
+  long step = 0;
+  for (; step < steps && test_failures_ == failures_before; step++) {
+    int want, got;
+    uint64_t out_ref = 0, out_dev = 0, a = 0, b = 0;
+    int op = (int)below(13);
+    /* Mostly calls that fit the contract, so state builds up; the rest break it. */
+    int valid = below(4) != 0;
+    switch (op) {
+      case 0: /* seg_alloc, sometimes with a hint at or near something live */
+        a = valid ? (1 + below(3)) * G - below(2) * 512 : pick_size();
+        if (a > 8 * G && a < UINT64_MAX / 2) a = 8 * G;
+        b = below(2) ? 0 : pick_addr(&r);
+        want = ref_seg_alloc(&r, a, b, &out_ref);
+        got = hbm_dev_seg_alloc(dev, a, b, &out_dev);
+        break;
+      case 1: /* seg_free */
+        if (valid && r.nsegs) { const span *s = &r.segs[below(r.nsegs)]; a = s->addr; b = s->size; }
+        else { a = pick_addr(&r); b = pick_size(); }
+        want = ref_seg_free(&r, a, b);
+        got = hbm_dev_seg_free(dev, a, b);
+        break;
+      case 2: /* reserve, sometimes at a named address (a replay's) */
+        a = valid ? (1 + below(16)) * G : pick_size();
+        if (r.nres > 8 && valid) { op = 3; goto unreserve; } /* keep reservations few */
+        if (below(4) == 0) {
+          b = below(2) ? pick_addr(&r) / G * G : pick_addr(&r);
+          if (b == 0) b = G;
+          CHECK(hbm_sim_reserve_next_at(dev, b) == HBM_OK);
+          r.reserve_at = b;
+        }
+        want = ref_reserve(&r, a, &out_ref);
+        got = hbm_dev_reserve(dev, a, &out_dev);
+        break;
+      case 3: /* unreserve */
+      unreserve:
+        if (valid && r.nres) {
+          size_t k = below(r.nres);
+          for (size_t j = 0; j < r.nres && below(4); j++) { /* mostly one with nothing mapped */
+            int empty = 1;
+            for (size_t m = 0; m < r.nmaps; m++) empty &= !meets(r.maps[m].va, r.maps[m].size, r.res[j].addr, r.res[j].size);
+            if (empty) { k = j; break; }
+          }
+          a = r.res[k].addr;
+          b = r.res[k].size;
+        } else {
+          a = pick_addr(&r);
+          b = pick_size();
+        }
+        want = ref_unreserve(&r, a, b);
+        got = hbm_dev_unreserve(dev, a, b);
+        break;
+      case 4: /* phys_create */
+        a = valid ? (1 + below(3)) * G : pick_size();
+        want = ref_phys_create(&r, a, &out_ref);
+        got = hbm_dev_phys_create(dev, a, &out_dev);
+        break;
+      case 5: case 6: { /* phys_release, of an unmapped handle where there is one */
+        uint64_t id = r.nhs && below(8) ? r.hs[below(r.nhs)].id : below(r.next_handle + 3);
+        for (size_t k = 0; valid && k < r.nhs; k++)
+          if (!r.hs[k].mapped) { id = r.hs[k].id; break; }
+        rhandle *h = ref_handle(&r, id);
+        a = id;
+        b = h && valid ? h->size : pick_size();
+        want = ref_phys_release(&r, a, b);
+        got = hbm_dev_phys_release(dev, a, b);
+        break;
+      }
+      case 7: case 8: case 9: { /* map: part of a live handle at a granule of a reservation */
+        uint64_t id = r.nhs && below(8) ? r.hs[below(r.nhs)].id : below(r.next_handle + 3);
+        rhandle *h = ref_handle(&r, id);
+        uint64_t va, size, off;
+        if (valid && h && r.nres) {
+          const span *res = &r.res[below(r.nres)];
+          off = below(h->size / G) * G;
+          va = res->addr + below(res->size / G) * G;
+          size = (1 + below((h->size - off) / G)) * G;
+          if (size > res->addr + res->size - va) size = res->addr + res->size - va;
+        } else {
+          off = below(2) ? pick_size() : 0;
+          size = pick_size();
+          va = pick_addr(&r);
+        }
+        a = va;
+        b = size;
+        want = ref_map(&r, va, size, id, off);
+        got = hbm_dev_map(dev, va, size, id, off);
+        break;
+      }
+      case 10: case 11: { /* unmap: one mapping, two neighbours, or a part */
+        if (valid && r.nmaps) {
+          const rmap *m = &r.maps[below(r.nmaps)];
+          a = m->va;
+          b = m->size;
+          const rmap *n = ref_map_at(&r, m->va + m->size);
+          if (n && below(2)) b += n->size;
+        } else {
+          a = pick_addr(&r);
+          b = below(2) ? pick_size() : G;
+        }
+        want = ref_unmap(&r, a, b);
+        got = hbm_dev_unmap(dev, a, b);
+        break;
+      }
+      default: { /* copies */
+        uint64_t n = below(3) == 0 ? 0 : below(2) ? G / 2 : (1 + below(3)) * G;
+        a = pick_addr(&r);
+        b = pick_addr(&r);
+        int k = (int)below(3);
+        char buf[1];
+        if (k == 0) {
+          want = ref_device_memory(&r, a, n) && ref_device_memory(&r, b, n) ? HBM_OK : refuse(&r);
+          got = hbm_dev_copy(dev, a, b, n);
+        } else if (k == 1) {
+          want = ref_device_memory(&r, b, n) ? HBM_OK : refuse(&r);
+          got = hbm_dev_to_host(dev, buf, b, n);
+        } else {
+          want = ref_device_memory(&r, a, n) ? HBM_OK : refuse(&r);
+          got = hbm_dev_from_host(dev, a, buf, n);
+        }
+        break;
+      }
+    }
+    if (getenv("SIMC_DEBUG")) fprintf(stderr, "op %d valid %d -> %d\n", op, valid, got);
+    if (want != got || out_ref != out_dev) {
+      fprintf(stderr, "step %ld op %d (%#llx, %#llx): reference %d (%#llx), device %d (%#llx)\n", step, op,
+              (unsigned long long)a, (unsigned long long)b, want, (unsigned long long)out_ref, got,
+              (unsigned long long)out_dev);
+      CHECK(want == got && out_ref == out_dev);
+    }
+    if (!same_state(dev, &r)) {
+      fprintf(stderr, "step %ld op %d (%#llx, %#llx): bookkeeping differs from the reference\n", step, op,
+              (unsigned long long)a, (unsigned long long)b);
+      CHECK(0);
+    }
+    check_failures = 0;
+    CHECK(hbm_device_check(dev, count_check, NULL) == 0 && check_failures == 0);
+  }
+  printf("differential: %ld steps, %llu refused, %zu segments %zu reservations %zu handles %zu mappings at the end\n",
+         step, (unsigned long long)r.refused, r.nsegs, r.nres, r.nhs, r.nmaps);
+  hbm_device_close(dev);
+}
+
+/* ---- 2. fixed cases -------------------------------------------------------------------- */
+
+static void fixed_cases(void) {
+  hbm_device *dev;
+  CHECK(hbm_sim_open_at(16 * G, G, BASE, &dev) == HBM_OK);
+  uint64_t r1, r2, h1, h2, seg;
+  CHECK(hbm_dev_reserve(dev, 8 * G, &r1) == HBM_OK);
+  CHECK(hbm_dev_reserve(dev, 4 * G, &r2) == HBM_OK);
+  CHECK(r2 >= r1 + 8 * G);
+  CHECK(hbm_dev_phys_create(dev, 2 * G, &h1) == HBM_OK);
+  CHECK(hbm_dev_phys_create(dev, 2 * G, &h2) == HBM_OK);
+  CHECK(hbm_dev_phys_create(dev, G + 1, &seg) == HBM_EINVAL);              /* not whole granules */
+  CHECK(hbm_dev_map(dev, r1, 2 * G, h1, 0) == HBM_OK);
+  CHECK(hbm_dev_map(dev, r1 + G, 2 * G, h2, 0) == HBM_EINVAL);             /* overlaps the first */
+  CHECK(hbm_dev_map(dev, r1 + 2 * G, 4 * G, h2, 0) == HBM_EINVAL);         /* past the handle's end */
+  CHECK(hbm_dev_map(dev, r1 + 2 * G, G, h2, 2 * G) == HBM_EINVAL);         /* offset at the end */
+  CHECK(hbm_dev_map(dev, r1 + 7 * G, 2 * G, h2, 0) == HBM_EINVAL);         /* across two reservations */
+  CHECK(hbm_dev_map(dev, r2 + 4 * G, G, h2, 0) == HBM_EINVAL);             /* in no reservation */
+  CHECK(hbm_dev_map(dev, r1 + 2 * G + 4096, G, h2, 0) == HBM_EINVAL);      /* unaligned */
+  CHECK(hbm_dev_map(dev, r1 + 2 * G, G, 999, 0) == HBM_EINVAL);            /* no such handle */
+  CHECK(hbm_dev_map(dev, r1 + 2 * G, G, h2, G) == HBM_OK);                 /* part of a handle */
+  CHECK(hbm_dev_map(dev, r2, G, h2, 0) == HBM_OK);                         /* the rest, elsewhere */
+  CHECK(hbm_dev_phys_release(dev, h1, 2 * G) == HBM_EINVAL);               /* still mapped */
+  CHECK(hbm_dev_unreserve(dev, r1, 8 * G) == HBM_EINVAL);                  /* mappings inside */
+  CHECK(hbm_dev_unreserve(dev, r1, 4 * G) == HBM_EINVAL);                  /* not its size */
+  CHECK(hbm_dev_copy(dev, r1 + G, r1, 2 * G) == HBM_OK);                   /* across two mappings, overlapping */
+  CHECK(hbm_dev_copy(dev, r1, r2, 2 * G) == HBM_EINVAL);                   /* source runs off the mapped */
+  CHECK(hbm_dev_copy(dev, r1 + 3 * G, r1, G) == HBM_EINVAL);               /* unmapped destination */
+  CHECK(hbm_dev_unmap(dev, r1, G) == HBM_EINVAL);                          /* part of a mapping */
+  CHECK(hbm_dev_unmap(dev, r1 + G, G) == HBM_EINVAL);                      /* starts inside one */
+  CHECK(hbm_dev_unmap(dev, r1, 4 * G) == HBM_EINVAL);                      /* runs past the mapped */
+  CHECK(hbm_dev_unmap(dev, r1, 3 * G) == HBM_OK);                          /* two whole mappings */
+  CHECK(hbm_dev_unmap(dev, r1, 2 * G) == HBM_EINVAL);                      /* twice */
+  CHECK(hbm_dev_phys_release(dev, h1, G) == HBM_EINVAL);                   /* not its size */
+  CHECK(hbm_dev_phys_release(dev, h1, 2 * G) == HBM_OK);
+  CHECK(hbm_dev_phys_release(dev, h1, 2 * G) == HBM_EINVAL);               /* twice */
+  CHECK(hbm_dev_phys_release(dev, h2, 2 * G) == HBM_EINVAL);               /* still mapped in r2 */
+  CHECK(hbm_dev_unmap(dev, r2, G) == HBM_OK);
+  CHECK(hbm_dev_phys_release(dev, h2, 2 * G) == HBM_OK);
+  /* A hint inside a reservation is not honoured; one clear of everything is. */
+  CHECK(hbm_dev_seg_alloc(dev, G, r1 + G, &seg) == HBM_OK && seg != r1 + G);
+  CHECK(hbm_dev_seg_free(dev, seg, G / 2) == HBM_EINVAL);
+  CHECK(hbm_dev_seg_free(dev, seg, G) == HBM_OK);
+  CHECK(hbm_dev_seg_alloc(dev, G, BASE / 2, &seg) == HBM_OK && seg == BASE / 2);
+  /* A replayed reservation may overlap another, not a segment; mappings stay disjoint. */
+  uint64_t r3;
+  CHECK(hbm_sim_reserve_next_at(dev, BASE / 2) == HBM_OK);
+  CHECK(hbm_dev_reserve(dev, 2 * G, &r3) == HBM_EINVAL);
+  CHECK(hbm_sim_reserve_next_at(dev, r1 + 6 * G) == HBM_OK);
+  CHECK(hbm_dev_reserve(dev, 4 * G, &r3) == HBM_OK && r3 == r1 + 6 * G);  /* reaches past r1 */
+  CHECK(hbm_dev_phys_create(dev, 2 * G, &h1) == HBM_OK);
+  CHECK(hbm_dev_map(dev, r1 + 7 * G, 2 * G, h1, 0) == HBM_OK);             /* inside r3, not r1 */
+  CHECK(hbm_dev_unreserve(dev, r1, 8 * G) == HBM_OK);                      /* r3 still holds it */
+  CHECK(hbm_dev_unreserve(dev, r3, 4 * G) == HBM_EINVAL);                  /* now nothing would */
+  CHECK(hbm_dev_unmap(dev, r1 + 7 * G, 2 * G) == HBM_OK);
+  CHECK(hbm_dev_unreserve(dev, r3, 4 * G) == HBM_OK);
+  check_failures = 0;
+  CHECK(hbm_device_check(dev, count_check, NULL) == 0);
+  CHECK_EQ_U64(hbm_sim_refused(dev), 23); /* the EINVAL lines above */
+  hbm_device_close(dev);
+}
+
+/* ---- 3. every policy keeps the contract ----------------------------------------------- */
+
+static void policies_keep_contract(uint64_t seed, long steps) {
+  static const char *const policies[] = {"bestfit", "caching", "expandable", "zoned", "compact"};
+  for (size_t p = 0; p < sizeof policies / sizeof *policies; p++) {
+    rng_state = (seed + p) * 0x9E3779B97F4A7C15ull | 1;
+    hbm_device *dev;
+    hbm_heap *heap;
+    CHECK(hbm_sim_open(1ull << 30, G, &dev) == HBM_OK);
+    if (hbm_heap_create(dev, policies[p], NULL, &heap) != HBM_OK) {
+      fprintf(stderr, "%s: no heap\n", policies[p]);
+      CHECK(0);
+      hbm_device_close(dev);
+      continue;
+    }
+    /* A policy that moves blocks is held by handles, the rest by address. */
+    int moves = !strcmp(policies[p], "compact");
+    uint64_t live[256];
+    size_t nlive = 0, fails = 0;
+    const int failures_before = test_failures_;
+    for (long i = 0; i < steps && test_failures_ == failures_before; i++) {
+      if (nlive == 256 || (nlive && below(5) < 2)) {
+        size_t k = below(nlive);
+        CHECK((moves ? hbm_free_handle(heap, live[k]) : hbm_free(heap, live[k])) == HBM_OK);
+        live[k] = live[--nlive];
+      } else {
+        /* Small and large requests; the device holds 1 GiB, so some fail and
+         * the policies' pressure paths (emptying caches, unmapping) run. */
+        uint64_t size = below(3) ? 512 + below(1 << 20) : (1 + below(160)) << 20;
+        int stream = (int)below(2);
+        int rc = moves ? hbm_alloc_handle(heap, size, HBM_TAG_ACT, stream, &live[nlive])
+                       : hbm_alloc(heap, size, HBM_TAG_ACT, stream, &live[nlive]);
+        if (rc == HBM_OK) nlive++;
+        else {
+          if (rc != HBM_ENOMEM) fprintf(stderr, "%s: alloc of %llu: %d\n", policies[p], (unsigned long long)size, rc);
+          CHECK(rc == HBM_ENOMEM);
+          fails++;
+        }
+      }
+      if (i % 16 == 0) CHECK(hbm_check(heap) == HBM_OK);
+      if (i % 97 == 0) hbm_heap_step(heap, (uint64_t)i);
+      if (moves && i % 501 == 500) { /* moves blocks where the policy can: device copies */
+        hbm_compact_options o = {.need = below(2) ? 0 : (1 + below(64)) << 20};
+        int rc = hbm_compact(heap, &o, NULL);
+        CHECK(rc == HBM_OK || rc == HBM_ENOMEM || rc == HBM_EUNSUPPORTED);
+      }
+    }
+    CHECK(hbm_check(heap) == HBM_OK);
+    CHECK_EQ_U64(hbm_sim_refused(dev), 0);
+    hbm_heap_destroy(heap);
+    static seen s;
+    memset(&s, 0, sizeof s);
+    hbm_sim_each(dev, collect, &s);
+    if (s.nsegs || s.nres || s.nhs || s.nmaps || dev->phys_used)
+      fprintf(stderr, "%s left %zu segments %zu reservations %zu handles %zu mappings, %llu B\n", policies[p], s.nsegs,
+              s.nres, s.nhs, s.nmaps, (unsigned long long)dev->phys_used);
+    CHECK(s.nsegs == 0 && s.nres == 0 && s.nhs == 0 && s.nmaps == 0 && dev->phys_used == 0);
+    CHECK_EQ_U64(hbm_sim_refused(dev), 0);
+    printf("%-10s %ld steps, %zu failed requests, no call refused\n", policies[p], steps, fails);
+    hbm_device_close(dev);
+  }
+}
+
+static void print_error(int err, const char *message, void *arg) { (void)arg; fprintf(stderr, "error %d: %s\n", err, message); }
+
+int main(void) {
+  uint64_t seed = test_seed("test_sim_contract");
+  double scale = test_scale();
+  hbm_set_error_handler(NULL, NULL);
+  fixed_cases();
+  differential(seed, (long)(150000 * scale));
+  hbm_set_error_handler(print_error, NULL); /* from here a refusal is a policy's bug: say it */
+  policies_keep_contract(seed, (long)(10000 * scale));
+  return test_done("test_sim_contract");
+}
