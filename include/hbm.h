@@ -378,7 +378,10 @@ typedef struct hbm_replay_options {
   /* N > 0: the policy's invariants (those hbm_check() runs) after the
    * starting state and after every N events; the first broken one ends the
    * replay with HBM_ECORRUPT, reported through the error callback. Slow, and
-   * counted in ns_per_event: for tests and bug reports. */
+   * counted in ns_per_event: for tests and bug reports. On a sim device it
+   * also checks the device's bookkeeping, fails the replay once the device has
+   * refused a call that breaks the device contract, and, after the policy is
+   * destroyed, that it left nothing on the device. */
   uint64_t check_every;
 } hbm_replay_options;
 

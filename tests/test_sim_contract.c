@@ -10,12 +10,16 @@
  * 3. Every policy, driven through a heap on a small sim device with random
  *    allocations and frees (pressure included): no call refused, hbm_check
  *    clean after each step, and the device left empty by the heap's destroy.
+ * 4. Every policy replays a small generated trace with checks after every
+ *    event, at ample and at tight capacity: hbm_replay's check holds it to
+ *    the contract too (and to an empty device after its destroy).
  *
  * Seed: HBM_SEED (printed). Scale: HBM_TEST_SCALE. */
 #include "testutil.h"
 
 #include "device/device.h"
 #include "hbm.h"
+#include "small_workload.h"
 
 #define G (2ull << 20) /* granule */
 #define BASE 0x100000000000ull
@@ -549,6 +553,29 @@ static void policies_keep_contract(uint64_t seed, long steps) {
   }
 }
 
+/* ---- 4. replays with checks ---------------------------------------------------------- */
+
+static void replays_keep_contract(void) {
+  static const char *const policies[] = {"bestfit", "caching", "expandable", "zoned", "compact"};
+  hbm_trace *t = small_workload(8ull << 30, 3);
+  CHECK(t != NULL);
+  if (!t) return;
+  for (size_t p = 0; p < sizeof policies / sizeof *policies; p++) {
+    /* Ample, then tight enough that requests fail and caches are emptied. */
+    static const char *const devices[] = {"sim:8GiB", "sim:1GiB", "sim:512MiB"};
+    for (size_t d = 0; d < sizeof devices / sizeof *devices; d++) {
+      hbm_replay_options o = {.policy = policies[p], .device = devices[d], .check_every = 1};
+      hbm_replay_result res;
+      int rc = hbm_replay(t, &o, &res);
+      if (rc != HBM_OK) fprintf(stderr, "replay %s on %s: %d\n", policies[p], devices[d], rc);
+      CHECK(rc == HBM_OK);
+      printf("replay %-10s %-10s %llu events, %llu failed requests\n", policies[p], devices[d],
+             (unsigned long long)res.events, (unsigned long long)res.failures);
+    }
+  }
+  hbm_trace_free(t);
+}
+
 static void print_error(int err, const char *message, void *arg) { (void)arg; fprintf(stderr, "error %d: %s\n", err, message); }
 
 int main(void) {
@@ -559,5 +586,6 @@ int main(void) {
   differential(seed, (long)(150000 * scale));
   hbm_set_error_handler(print_error, NULL); /* from here a refusal is a policy's bug: say it */
   policies_keep_contract(seed, (long)(10000 * scale));
+  replays_keep_contract();
   return test_done("test_sim_contract");
 }
