@@ -123,9 +123,14 @@ static int collect_live(void *arg, uint64_t addr, uint64_t size, int live) {
 
 /* The range after apply holds exactly the plan's final layout. */
 static void check_applied(hbm_device *sim, const gen *g, const hbm_clayout *l, const hbm_cplan *plan) {
+  /* The layout's addresses are device memory: a segment at the range's base
+   * (the sim device refuses copies anywhere else). */
+  uint64_t seg = 0;
+  CHECK(hbm_dev_seg_alloc(sim, g->end - g->base, g->base, &seg) == HBM_OK);
+  CHECK_EQ_U64(seg, g->base);
   hbm_range *r = gen_range(g);
   CHECK(r != NULL);
-  if (!r) return;
+  if (!r) { hbm_dev_seg_free(sim, seg, g->end - g->base); return; }
   size_t done = 99;
   CHECK(hbm_compactor_apply(&r, sim, l, plan, (int)(plan->nmoves & 1), &done) == HBM_OK);
   CHECK_EQ_U64(done, plan->nmoves);
@@ -143,6 +148,7 @@ static void check_applied(hbm_device *sim, const gen *g, const hbm_clayout *l, c
   }
   CHECK(after.n == live);
   hbm_range_destroy(r);
+  CHECK(hbm_dev_seg_free(sim, seg, g->end - g->base) == HBM_OK);
 }
 
 static void report_none(void *arg, const char *m) { (void)arg; (void)m; }
