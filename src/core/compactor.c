@@ -565,44 +565,34 @@ int hbm_compactor_apply(hbm_range **arena, hbm_device *dev, const hbm_clayout *l
 /* ================================================================================ */
 /* checks                                                                           */
 /* ================================================================================ */
-typedef struct checker { hbm_range_report_fn *report; void *arg; int failures; } checker;
-static void fail(checker *k, const char *fmt, ...) {
-  char m[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(m, sizeof m, fmt, ap);
-  va_end(ap);
-  if (k->report) k->report(k->arg, m);
-  k->failures++;
-}
 #define X(v) ((unsigned long long)(v))
 
 int hbm_clayout_check(const hbm_clayout *l, hbm_range_report_fn *report, void *arg) {
-  checker k = {report, arg, 0};
-  if (!hbm_is_pow2(l->unit)) { fail(&k, "layout: unit %llu is not a power of two", X(l->unit)); return k.failures; }
+  hbm_checker k = {.report = report, .arg = arg};
+  if (!hbm_is_pow2(l->unit)) { hbm_check_fail(&k, "layout: unit %llu is not a power of two", X(l->unit)); return k.failures; }
   if (l->base % l->unit || l->end % l->unit || l->end < l->base)
-    fail(&k, "layout: range [%#llx, %#llx) not aligned to its unit %llu", X(l->base), X(l->end), X(l->unit));
-  if (l->n > l->cap) fail(&k, "layout: %zu elements, room for %zu", l->n, l->cap);
+    hbm_check_fail(&k, "layout: range [%#llx, %#llx) not aligned to its unit %llu", X(l->base), X(l->end), X(l->unit));
+  if (l->n > l->cap) hbm_check_fail(&k, "layout: %zu elements, room for %zu", l->n, l->cap);
   uint64_t at = l->base, free_b = 0, live_b = 0, largest = 0, live = 0, pinned = 0;
   for (size_t i = 0; i < l->n; i++) {
     const hbm_celem *e = &l->el[i];
-    if (e->addr != at) fail(&k, "layout: element %zu at %#llx, expected %#llx (gap or overlap)", i, X(e->addr), X(at));
+    if (e->addr != at) hbm_check_fail(&k, "layout: element %zu at %#llx, expected %#llx (gap or overlap)", i, X(e->addr), X(at));
     if (e->size == 0 || e->size % l->unit || e->addr % l->unit || e->size > l->end - e->addr)
-      fail(&k, "layout: element %zu [%#llx, +%llu) not a positive multiple of the unit inside the range", i,
+      hbm_check_fail(&k, "layout: element %zu [%#llx, +%llu) not a positive multiple of the unit inside the range", i,
            X(e->addr), X(e->size));
-    if (e->live > 1 || e->pinned > 1) fail(&k, "layout: element %zu has flags live %u pinned %u", i, e->live, e->pinned);
-    if (e->pinned && !e->live) fail(&k, "layout: hole at %#llx is pinned", X(e->addr));
-    if (!e->live && i && !l->el[i - 1].live) fail(&k, "layout: holes at %#llx and %#llx are neighbours", X(l->el[i - 1].addr), X(e->addr));
+    if (e->live > 1 || e->pinned > 1) hbm_check_fail(&k, "layout: element %zu has flags live %u pinned %u", i, e->live, e->pinned);
+    if (e->pinned && !e->live) hbm_check_fail(&k, "layout: hole at %#llx is pinned", X(e->addr));
+    if (!e->live && i && !l->el[i - 1].live) hbm_check_fail(&k, "layout: holes at %#llx and %#llx are neighbours", X(l->el[i - 1].addr), X(e->addr));
     if (e->live) { live_b += e->size; live++; pinned += e->pinned != 0; }
     else { free_b += e->size; if (e->size > largest) largest = e->size; }
     at = e->addr + e->size;
   }
-  if (at != l->end) fail(&k, "layout: elements end at %#llx, range ends at %#llx", X(at), X(l->end));
-  if (free_b != l->free_bytes) fail(&k, "layout: free_bytes %llu, holes add up to %llu", X(l->free_bytes), X(free_b));
-  if (live_b != l->live_bytes) fail(&k, "layout: live_bytes %llu, live blocks add up to %llu", X(l->live_bytes), X(live_b));
-  if (largest != l->largest_free) fail(&k, "layout: largest_free %llu, largest hole %llu", X(l->largest_free), X(largest));
-  if (live != l->live_blocks) fail(&k, "layout: live_blocks %llu, counted %llu", X(l->live_blocks), X(live));
-  if (pinned != l->pinned_blocks) fail(&k, "layout: pinned_blocks %llu, counted %llu", X(l->pinned_blocks), X(pinned));
+  if (at != l->end) hbm_check_fail(&k, "layout: elements end at %#llx, range ends at %#llx", X(at), X(l->end));
+  if (free_b != l->free_bytes) hbm_check_fail(&k, "layout: free_bytes %llu, holes add up to %llu", X(l->free_bytes), X(free_b));
+  if (live_b != l->live_bytes) hbm_check_fail(&k, "layout: live_bytes %llu, live blocks add up to %llu", X(l->live_bytes), X(live_b));
+  if (largest != l->largest_free) hbm_check_fail(&k, "layout: largest_free %llu, largest hole %llu", X(l->largest_free), X(largest));
+  if (live != l->live_blocks) hbm_check_fail(&k, "layout: live_blocks %llu, counted %llu", X(l->live_blocks), X(live));
+  if (pinned != l->pinned_blocks) hbm_check_fail(&k, "layout: pinned_blocks %llu, counted %llu", X(l->pinned_blocks), X(pinned));
   return k.failures;
 }
 
@@ -630,14 +620,14 @@ static int fblock_cmp(const void *a, const void *b) {
 
 int hbm_cplan_check(const hbm_clayout *l, const hbm_cplan *p, uint64_t need,
                     hbm_range_report_fn *report, void *arg) {
-  checker k = {report, arg, 0};
+  hbm_checker k = {.report = report, .arg = arg};
   const hbm_cmove *mv = p->moves;
   int full = need == 0;
   if (full ? p->kind != HBM_CPLAN_NONE && p->kind != HBM_CPLAN_FULL
            : p->kind != HBM_CPLAN_NONE && p->kind != HBM_CPLAN_EVACUATE && p->kind != HBM_CPLAN_SLIDE)
-    fail(&k, "plan: kind %d for a %s plan", p->kind, full ? "full" : "partial");
-  if ((p->kind == HBM_CPLAN_NONE) != (p->nmoves == 0)) fail(&k, "plan: kind %d with %zu moves", p->kind, p->nmoves);
-  if (p->nmoves > p->cap) { fail(&k, "plan: %zu moves, room for %zu", p->nmoves, p->cap); return k.failures; }
+    hbm_check_fail(&k, "plan: kind %d for a %s plan", p->kind, full ? "full" : "partial");
+  if ((p->kind == HBM_CPLAN_NONE) != (p->nmoves == 0)) hbm_check_fail(&k, "plan: kind %d with %zu moves", p->kind, p->nmoves);
+  if (p->nmoves > p->cap) { hbm_check_fail(&k, "plan: %zu moves, room for %zu", p->nmoves, p->cap); return k.failures; }
   size_t *move_of = malloc((l->n + 1) * sizeof *move_of); /* element -> its move, or SIZE_MAX */
   fblock *fin = malloc((l->live_blocks + 1) * sizeof *fin);
   if (!move_of || !fin) { free(move_of); free(fin); return HBM_EHOSTMEM; }
@@ -650,26 +640,26 @@ int hbm_cplan_check(const hbm_clayout *l, const hbm_cplan *p, uint64_t need,
     const hbm_cmove *m = &mv[i];
     size_t e = elem_at(l, m->src);
     bytes += m->size;
-    if (i && m->src <= mv[i - 1].src) fail(&k, "plan: move %zu (from %#llx) out of source order", i, X(m->src));
+    if (i && m->src <= mv[i - 1].src) hbm_check_fail(&k, "plan: move %zu (from %#llx) out of source order", i, X(m->src));
     if (e == l->n || !l->el[e].live || l->el[e].size != m->size) {
-      fail(&k, "plan: move %zu [%#llx, +%llu) is not a whole live block", i, X(m->src), X(m->size));
+      hbm_check_fail(&k, "plan: move %zu [%#llx, +%llu) is not a whole live block", i, X(m->src), X(m->size));
       sound = 0;
       continue;
     }
-    if (l->el[e].pinned) fail(&k, "plan: move %zu moves the pinned block at %#llx", i, X(m->src));
-    if (move_of[e] != SIZE_MAX) { fail(&k, "plan: block at %#llx moves twice", X(m->src)); sound = 0; }
+    if (l->el[e].pinned) hbm_check_fail(&k, "plan: move %zu moves the pinned block at %#llx", i, X(m->src));
+    if (move_of[e] != SIZE_MAX) { hbm_check_fail(&k, "plan: block at %#llx moves twice", X(m->src)); sound = 0; }
     move_of[e] = i;
-    if (m->dst == m->src) fail(&k, "plan: move %zu goes nowhere (%#llx)", i, X(m->src));
+    if (m->dst == m->src) hbm_check_fail(&k, "plan: move %zu goes nowhere (%#llx)", i, X(m->src));
     if (m->dst % l->unit || m->dst < l->base || m->dst > l->end || m->size > l->end - m->dst) {
-      fail(&k, "plan: move %zu to [%#llx, +%llu): outside the range or off its unit", i, X(m->dst), X(m->size));
+      hbm_check_fail(&k, "plan: move %zu to [%#llx, +%llu): outside the range or off its unit", i, X(m->dst), X(m->size));
       sound = 0;
     }
   }
-  if (bytes != p->moved_bytes) fail(&k, "plan: moved_bytes %llu, moves add up to %llu", X(p->moved_bytes), X(bytes));
+  if (bytes != p->moved_bytes) hbm_check_fail(&k, "plan: moved_bytes %llu, moves add up to %llu", X(p->moved_bytes), X(bytes));
   uint64_t copies = 0; /* recounted here, not with count_copies: the check stands apart from the planner */
   for (size_t i = 0; i < p->nmoves; i++)
     copies += !(i && mv[i].src == mv[i - 1].src + mv[i - 1].size && mv[i].dst == mv[i - 1].dst + mv[i - 1].size);
-  if (p->copies != copies) fail(&k, "plan: copies %llu, joined moves make %llu", X(p->copies), X(copies));
+  if (p->copies != copies) hbm_check_fail(&k, "plan: copies %llu, joined moves make %llu", X(p->copies), X(copies));
 
   /* The final layout: no two blocks overlap. */
   size_t nfin = 0;
@@ -679,7 +669,7 @@ int hbm_cplan_check(const hbm_clayout *l, const hbm_cplan *p, uint64_t need,
   qsort(fin, nfin, sizeof *fin, fblock_cmp);
   for (size_t i = 1; i < nfin; i++)
     if (fin[i - 1].addr + fin[i - 1].size > fin[i].addr) {
-      fail(&k, "plan: blocks end up overlapping at %#llx and %#llx", X(fin[i - 1].addr), X(fin[i].addr));
+      hbm_check_fail(&k, "plan: blocks end up overlapping at %#llx and %#llx", X(fin[i - 1].addr), X(fin[i].addr));
       sound = 0;
     }
 
@@ -691,7 +681,7 @@ int hbm_cplan_check(const hbm_clayout *l, const hbm_cplan *p, uint64_t need,
     for (size_t e = elem_first_above(l, d); e < l->n && l->el[e].addr < d_end; e++) {
       if (!l->el[e].live || l->el[e].addr == mv[i].src) continue;
       if (move_of[e] == SIZE_MAX || move_of[e] > i)
-        fail(&k, "plan: move %zu (%#llx -> %#llx) overwrites the block at %#llx before it %s", i, X(mv[i].src), X(d),
+        hbm_check_fail(&k, "plan: move %zu (%#llx -> %#llx) overwrites the block at %#llx before it %s", i, X(mv[i].src), X(d),
              X(l->el[e].addr), move_of[e] == SIZE_MAX ? "(it never moves)" : "moved");
     }
   }
@@ -711,34 +701,34 @@ int hbm_cplan_check(const hbm_clayout *l, const hbm_cplan *p, uint64_t need,
       const hbm_celem *e = &l->el[i];
       if (!e->live) continue;
       uint64_t want = e->pinned ? e->addr : cursor, got = move_of[i] != SIZE_MAX ? mv[move_of[i]].dst : e->addr;
-      if (got != want) fail(&k, "plan (full): block from %#llx ends at %#llx, expected %#llx", X(e->addr), X(got), X(want));
+      if (got != want) hbm_check_fail(&k, "plan (full): block from %#llx ends at %#llx, expected %#llx", X(e->addr), X(got), X(want));
       cursor = want + e->size;
     }
-    if (p->hole_size != largest) fail(&k, "plan (full): hole_size %llu, largest free run after %llu", X(p->hole_size), X(largest));
+    if (p->hole_size != largest) hbm_check_fail(&k, "plan (full): hole_size %llu, largest free run after %llu", X(p->hole_size), X(largest));
     uint64_t min = p->hole_size ? hbm_compactor_min_moved(l, p->hole_size, NULL) : 0;
     if (min == UINT64_MAX) min = 0;
-    if (p->min_moved_bytes != min) fail(&k, "plan (full): min_moved_bytes %llu, minimum %llu", X(p->min_moved_bytes), X(min));
+    if (p->min_moved_bytes != min) hbm_check_fail(&k, "plan (full): min_moved_bytes %llu, minimum %llu", X(p->min_moved_bytes), X(min));
   } else {
     uint64_t want = need > l->end - l->base ? UINT64_MAX : hbm_align_up(need, l->unit);
     uint64_t h = p->hole_addr, h_end = h + p->hole_size;
     if (p->hole_size < want || h < l->base || h > l->end || p->hole_size > l->end - h) {
-      fail(&k, "plan (partial): hole [%#llx, +%llu) is not one of %llu bytes in the range", X(h), X(p->hole_size), X(want));
+      hbm_check_fail(&k, "plan (partial): hole [%#llx, +%llu) is not one of %llu bytes in the range", X(h), X(p->hole_size), X(want));
     } else {
       for (size_t i = 0; i < nfin; i++)
         if (fin[i].addr < h_end && fin[i].addr + fin[i].size > h)
-          fail(&k, "plan (partial): the block at %#llx lies in the hole [%#llx, +%llu)", X(fin[i].addr), X(h), X(p->hole_size));
+          hbm_check_fail(&k, "plan (partial): the block at %#llx lies in the hole [%#llx, +%llu)", X(fin[i].addr), X(h), X(p->hole_size));
       /* every block that intersected the hole at the start has moved */
       for (size_t e = elem_first_above(l, h); e < l->n && l->el[e].addr < h_end; e++)
         if (l->el[e].live && move_of[e] == SIZE_MAX)
-          fail(&k, "plan (partial): the block at %#llx intersects the hole and never moves", X(l->el[e].addr));
+          hbm_check_fail(&k, "plan (partial): the block at %#llx intersects the hole and never moves", X(l->el[e].addr));
     }
     if (p->nmoves) {
       uint64_t min = hbm_compactor_min_moved(l, need, NULL);
-      if (p->min_moved_bytes != min) fail(&k, "plan (partial): min_moved_bytes %llu, minimum %llu", X(p->min_moved_bytes), X(min));
+      if (p->min_moved_bytes != min) hbm_check_fail(&k, "plan (partial): min_moved_bytes %llu, minimum %llu", X(p->min_moved_bytes), X(min));
       if (p->moved_bytes < p->min_moved_bytes)
-        fail(&k, "plan (partial): moves %llu bytes, below the minimum %llu", X(p->moved_bytes), X(p->min_moved_bytes));
+        hbm_check_fail(&k, "plan (partial): moves %llu bytes, below the minimum %llu", X(p->moved_bytes), X(p->min_moved_bytes));
     } else if (l->largest_free < want) {
-      fail(&k, "plan (partial): moves nothing, yet no hole of %llu bytes exists", X(want));
+      hbm_check_fail(&k, "plan (partial): moves nothing, yet no hole of %llu bytes exists", X(want));
     }
   }
   free(move_of);

@@ -55,6 +55,18 @@ void hbm_report_output(const char *fmt, ...) {
   output_fn(msg, output_arg);
 }
 
+void hbm_check_fail(hbm_checker *k, const char *fmt, ...) {
+  k->failures++;
+  if (!k->report || (k->limit && k->failures > k->limit)) return;
+  char msg[512];
+  int n = snprintf(msg, sizeof msg, "%s", k->prefix ? k->prefix : "");
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+  va_end(ap);
+  k->report(k->arg, msg);
+}
+
 /* ---- tags ---- */
 static const char *const tag_names[HBM_TAG_COUNT] = {"other", "param", "grad", "optim",
                                                       "act",   "comm",  "temp"};

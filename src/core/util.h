@@ -9,6 +9,18 @@
 int hbm_report_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void hbm_report_output(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A check function's failures: each counted, and said through report (when
+ * not NULL) with prefix before it, up to `limit` messages (0: all). Every
+ * structure's check takes the same report signature, so one counter serves. */
+typedef struct hbm_checker {
+  void (*report)(void *arg, const char *message);
+  void *arg;
+  const char *prefix; /* NULL: none */
+  int limit;
+  int failures;
+} hbm_checker;
+void hbm_check_fail(hbm_checker *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 static inline uint64_t hbm_align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 static inline int hbm_is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 

@@ -1260,53 +1260,35 @@ int hbm_pt_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr) {
 
 /* ==== invariants ============================================================ */
 
-typedef struct checker {
-  hbm_check_report_fn *report;
-  void *arg;
-  int failures;
-} checker;
-
-static void bad(checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void bad(checker *c, const char *fmt, ...) {
-  char msg[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  c->failures++;
-  if (c->report && c->failures <= 50) c->report(c->arg, msg);
-}
-
 static void ordset_report(void *arg, const char *message) {
-  checker *c = arg;
-  bad(c, "caching: P7 %s", message);
+  hbm_check_fail(arg, "caching: P7 %s", message);
 }
 
 int hbm_pt_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
   pt *m = (pt *)p;
-  checker c = {report, arg, 0};
-  if (m->host_failed) bad(&c, "caching: a host allocation failed during an operation");
+  hbm_checker c = {.report = report, .arg = arg, .limit = 50};
+  if (m->host_failed) hbm_check_fail(&c, "caching: a host allocation failed during an operation");
   uint64_t reserved = 0, allocated = 0, allocated_blocks = 0, releasable = 0;
   size_t cached = 0, unmapped = 0;
   for (uint32_t i = 0; i < m->nblocks; i++) {
     pt_block *b = &m->blocks[i];
     if (!b->in_use) continue;
     if (b->size == 0 || b->size % HBM_PT_MIN_BLOCK || b->addr % HBM_PT_MIN_BLOCK)
-      bad(&c, "caching: P7 block 0x%llx+%llu not in 512-byte units", (unsigned long long)b->addr,
+      hbm_check_fail(&c, "caching: P7 block 0x%llx+%llu not in 512-byte units", (unsigned long long)b->addr,
           (unsigned long long)b->size);
     if (b->next != NONE) {
       pt_block *n = &m->blocks[b->next];
       if (!n->in_use || n->prev != i || n->addr != b->addr + b->size)
-        bad(&c, "caching: P1 block 0x%llx and its next do not tile", (unsigned long long)b->addr);
+        hbm_check_fail(&c, "caching: P1 block 0x%llx and its next do not tile", (unsigned long long)b->addr);
       else if (n->slot != b->slot || n->small != b->small || n->es != b->es)
-        bad(&c, "caching: P1 block 0x%llx and its next differ in stream, pool or segment",
+        hbm_check_fail(&c, "caching: P1 block 0x%llx and its next differ in stream, pool or segment",
             (unsigned long long)b->addr);
       else if (!b->allocated && !n->allocated && b->mapped == n->mapped)
-        bad(&c, "caching: P2 free neighbours 0x%llx and 0x%llx not merged", (unsigned long long)b->addr,
+        hbm_check_fail(&c, "caching: P2 free neighbours 0x%llx and 0x%llx not merged", (unsigned long long)b->addr,
             (unsigned long long)n->addr);
     }
     if (b->prev != NONE && (!m->blocks[b->prev].in_use || m->blocks[b->prev].next != i))
-      bad(&c, "caching: P1 block 0x%llx: prev link disagrees", (unsigned long long)b->addr);
+      hbm_check_fail(&c, "caching: P1 block 0x%llx: prev link disagrees", (unsigned long long)b->addr);
     if (b->mapped) {
       if (b->es == NONE && b->prev == NONE) {
         for (uint32_t j = i; j != NONE && m->blocks[j].in_use; j = m->blocks[j].next) reserved += m->blocks[j].size;
@@ -1320,39 +1302,39 @@ int hbm_pt_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
       allocated_blocks++;
       uint64_t got;
       if (!hbm_addrmap_get(&m->active, b->addr, &got) || got != i)
-        bad(&c, "caching: P4 allocated block 0x%llx not in the active map", (unsigned long long)b->addr);
+        hbm_check_fail(&c, "caching: P4 allocated block 0x%llx not in the active map", (unsigned long long)b->addr);
     } else if (b->mapped) {
       cached++;
       if (whole_segment(b)) releasable += b->size;
       int pool = b->small ? SMALL : LARGE;
       if (!hbm_ordset_find(m->streams[b->slot].free[pool], (hbm_okey){b->size, b->addr}, &v) || v != i)
-        bad(&c, "caching: P3 free block 0x%llx+%llu not in its pool", (unsigned long long)b->addr,
+        hbm_check_fail(&c, "caching: P3 free block 0x%llx+%llu not in its pool", (unsigned long long)b->addr,
             (unsigned long long)b->size);
     } else {
       unmapped++;
-      if (b->es == NONE) bad(&c, "caching: P6 unmapped block outside an expandable segment");
+      if (b->es == NONE) hbm_check_fail(&c, "caching: P6 unmapped block outside an expandable segment");
       else if (!hbm_ordset_find(m->streams[b->slot].unmapped[b->small ? SMALL : LARGE], (hbm_okey){b->addr, 0}, &v) || v != i)
-        bad(&c, "caching: P3 unmapped block 0x%llx not in its set", (unsigned long long)b->addr);
+        hbm_check_fail(&c, "caching: P3 unmapped block 0x%llx not in its set", (unsigned long long)b->addr);
     }
     if (b->es != NONE) {
       pt_es *e = &m->es[b->es];
       if (!e->live) {
-        bad(&c, "caching: P6 block 0x%llx in a released expandable segment", (unsigned long long)b->addr);
+        hbm_check_fail(&c, "caching: P6 block 0x%llx in a released expandable segment", (unsigned long long)b->addr);
       } else if (b->mapped) {
         uint64_t lo = es_page_left(e, b->addr), hi = es_page_right(e, b->addr + b->size);
         for (uint64_t k = lo; k < hi; k++) {
           if (k >= e->nhandles || !e->handles[k]) {
-            bad(&c, "caching: P6 mapped block 0x%llx over an unmapped page", (unsigned long long)b->addr);
+            hbm_check_fail(&c, "caching: P6 mapped block 0x%llx over an unmapped page", (unsigned long long)b->addr);
             break;
           }
         }
       } else if ((b->addr - e->base) % e->page || b->size % e->page) {
-        bad(&c, "caching: P6 unmapped block 0x%llx not page aligned", (unsigned long long)b->addr);
+        hbm_check_fail(&c, "caching: P6 unmapped block 0x%llx not page aligned", (unsigned long long)b->addr);
       } else {
         uint64_t lo = es_page_left(e, b->addr), hi = es_page_left(e, b->addr + b->size);
         for (uint64_t k = lo; k < hi && k < e->nhandles; k++) {
           if (e->handles[k]) {
-            bad(&c, "caching: P6 unmapped block 0x%llx over a mapped page", (unsigned long long)b->addr);
+            hbm_check_fail(&c, "caching: P6 unmapped block 0x%llx over a mapped page", (unsigned long long)b->addr);
             break;
           }
         }
@@ -1369,20 +1351,20 @@ int hbm_pt_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
     }
   }
   if (set_cached != cached || set_unmapped != unmapped)
-    bad(&c, "caching: P3 sets hold %zu cached + %zu unmapped, blocks say %zu + %zu", set_cached,
+    hbm_check_fail(&c, "caching: P3 sets hold %zu cached + %zu unmapped, blocks say %zu + %zu", set_cached,
         set_unmapped, cached, unmapped);
   if (m->active.used != allocated_blocks || allocated_blocks != m->allocated_blocks)
-    bad(&c, "caching: P4 active map holds %llu, %llu blocks allocated (counter %llu)",
+    hbm_check_fail(&c, "caching: P4 active map holds %llu, %llu blocks allocated (counter %llu)",
         (unsigned long long)m->active.used, (unsigned long long)allocated_blocks,
         (unsigned long long)m->allocated_blocks);
   if (reserved != m->total_allocated_memory)
-    bad(&c, "caching: P5 reserved %llu but segments and mapped pages add to %llu",
+    hbm_check_fail(&c, "caching: P5 reserved %llu but segments and mapped pages add to %llu",
         (unsigned long long)m->total_allocated_memory, (unsigned long long)reserved);
   if (allocated != m->allocated_bytes)
-    bad(&c, "caching: P5 allocated %llu but blocks add to %llu", (unsigned long long)m->allocated_bytes,
+    hbm_check_fail(&c, "caching: P5 allocated %llu but blocks add to %llu", (unsigned long long)m->allocated_bytes,
         (unsigned long long)allocated);
   if (releasable != m->releasable)
-    bad(&c, "caching: P5 releasable %llu but recount is %llu", (unsigned long long)m->releasable,
+    hbm_check_fail(&c, "caching: P5 releasable %llu but recount is %llu", (unsigned long long)m->releasable,
         (unsigned long long)releasable);
   for (int k = 0; k < 2; k++) {
     if (!m->largest_valid[k]) continue;
@@ -1392,7 +1374,7 @@ int hbm_pt_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
       if (hbm_ordset_last(m->streams[s].free[k], &key, NULL) && key.hi > best) best = key.hi;
     }
     if (best != m->largest[k])
-      bad(&c, "caching: P5 cached largest block %llu but the sets say %llu",
+      hbm_check_fail(&c, "caching: P5 cached largest block %llu but the sets say %llu",
           (unsigned long long)m->largest[k], (unsigned long long)best);
   }
   return c.failures;

@@ -1961,31 +1961,15 @@ static int zoned_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
  *      indexed by address, and every planned span lies inside it. */
 typedef struct check_ctx {
   zoned *z;
-  hbm_check_report_fn *report;
-  void *arg;
-  int failures;
+  hbm_checker k; /* prefix "zoned: " */
   uint32_t ri;
   uint32_t *edge;
   uint8_t *touched;
   uint64_t tracked, stamped_bytes;
 } check_ctx;
 
-static void fail(check_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(check_ctx *c, const char *fmt, ...) {
-  char m[256];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = snprintf(m, sizeof m, "zoned: ");
-  vsnprintf(m + n, sizeof m - (size_t)n, fmt, ap);
-  va_end(ap);
-  c->report(c->arg, m);
-  c->failures++;
-}
-
 static void forward_report(void *arg, const char *message) {
-  check_ctx *c = arg;
-  c->report(c->arg, message);
-  c->failures++;
+  hbm_check_fail(&((check_ctx *)arg)->k, "%s", message);
 }
 
 static int recount_block(void *arg, uint64_t addr, uint64_t size, int live) {
@@ -2000,10 +1984,10 @@ static int recount_block(void *arg, uint64_t addr, uint64_t size, int live) {
   hbm_vspace_block_size(r->vs, addr, &user);
   if (user != NIL) {
     c->tracked++;
-    if (user >= c->z->nrecs) fail(c, "Z5 block at %#llx names record %u of %u", (unsigned long long)addr, user, c->z->nrecs);
+    if (user >= c->z->nrecs) hbm_check_fail(&c->k, "Z5 block at %#llx names record %u of %u", (unsigned long long)addr, user, c->z->nrecs);
     else c->stamped_bytes += c->z->recs[user].stamp.size;
   } else if (class_matters(c->z, size) && size < c->z->granule) {
-    fail(c, "Z5 small block at %#llx has no lifetime record", (unsigned long long)addr);
+    hbm_check_fail(&c->k, "Z5 small block at %#llx has no lifetime record", (unsigned long long)addr);
   }
   return 0;
 }
@@ -2014,14 +1998,14 @@ static void stamped_fixed(void *arg, uint64_t addr, uint64_t user) {
 }
 
 static void check_counter(void *arg, uint64_t key, uint64_t counter) {
-  if (counter > 3) fail(arg, "Z5 lifetime counter %llu (0..3) for key %#llx", (unsigned long long)counter, (unsigned long long)key);
+  if (counter > 3) hbm_check_fail(&((check_ctx *)arg)->k, "Z5 lifetime counter %llu (0..3) for key %#llx", (unsigned long long)counter, (unsigned long long)key);
 }
 
 /* lifetime.h: live_bytes == the sizes of stamps predicted and not yet
  * observed (or forgotten), that is of the live blocks' records; counters 0..3. */
 static void check_lifetime(zoned *z, check_ctx *c) {
   if (c->stamped_bytes != z->life.live_bytes)
-    fail(c, "Z5 lifetime rule counts %llu live bytes, the live blocks' stamps %llu",
+    hbm_check_fail(&c->k, "Z5 lifetime rule counts %llu live bytes, the live blocks' stamps %llu",
          (unsigned long long)z->life.live_bytes, (unsigned long long)c->stamped_bytes);
   hbm_addrmap_each(&z->life.counters, check_counter, c);
 }
@@ -2033,19 +2017,19 @@ static int check_fallback(zoned *z, check_ctx *c) {
     live += hbm_range_live_blocks(z->fixed[i]);
   }
   if (live != z->fixed_live.used)
-    fail(c, "Z5 %llu records for %llu live blocks", (unsigned long long)z->fixed_live.used, (unsigned long long)live);
+    hbm_check_fail(&c->k, "Z5 %llu records for %llu live blocks", (unsigned long long)z->fixed_live.used, (unsigned long long)live);
   hbm_addrmap_each(&z->fixed_live, stamped_fixed, c);
   check_lifetime(z, c);
-  return c->failures;
+  return c->k.failures;
 }
 
 static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
   zoned *z = (zoned *)p;
-  check_ctx c = {.z = z, .report = report, .arg = arg};
+  check_ctx c = {.z = z, .k = {.report = report, .arg = arg, .prefix = "zoned: "}};
   if (z->fallback) return check_fallback(z, &c);
   uint64_t mapped = 0, touched = 0, idle = 0, free_recs = 0;
   uint32_t *chunk_touched = calloc(z->nchunks ? z->nchunks : 1, sizeof *chunk_touched);
-  if (!chunk_touched) { fail(&c, "no host memory to check"); return c.failures; }
+  if (!chunk_touched) { hbm_check_fail(&c.k, "no host memory to check"); return c.k.failures; }
   for (uint32_t ri = 0; ri < z->nranges; ri++) {
     const zrange *r = &z->ranges[ri];
     hbm_vspace_check(r->vs, forward_report, &c);
@@ -2055,7 +2039,7 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
     if (!c.edge || !c.touched) {
       free(c.edge);
       free(c.touched);
-      fail(&c, "no host memory to check");
+      hbm_check_fail(&c.k, "no host memory to check");
       break;
     }
     hbm_vspace_walk(r->vs, recount_block, &c);
@@ -2063,39 +2047,39 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
     /* mapped pages below each page, to check every Fenwick node, not only
      * prefixes (a prefix at a power of two reads a single node) */
     uint32_t *below = r->fenwick ? calloc((size_t)r->fenwick_n + 1, sizeof *below) : NULL;
-    if (r->fenwick && !below) fail(&c, "no host memory to check");
-    if (r->top > r->cover) fail(&c, "Z1 range %u: pages mapped up to %u, page entries only to %u", ri, r->top, r->cover);
+    if (r->fenwick && !below) hbm_check_fail(&c.k, "no host memory to check");
+    if (r->top > r->cover) hbm_check_fail(&c.k, "Z1 range %u: pages mapped up to %u, page entries only to %u", ri, r->top, r->cover);
     for (uint32_t q = 0; q < r->npages; q++) {
       uint32_t ch = chunk_at(r, q), edge = q < r->cover ? r->edge[q] : 0;
-      if (c.edge[q] != edge) fail(&c, "Z2 range %u page %u: edge count %u, recount %u", ri, q, edge, c.edge[q]);
+      if (c.edge[q] != edge) hbm_check_fail(&c.k, "Z2 range %u page %u: edge count %u, recount %u", ri, q, edge, c.edge[q]);
       if (ch) {
         mapped++;
         mapped_here++;
         const zchunk *k = ch - 1 < z->nchunks ? &z->chunks[ch - 1] : NULL;
         if (!k || k->range != ri || q < k->first || q >= k->first + k->npages)
-          fail(&c, "Z1 range %u page %u names chunk %u, which does not cover it", ri, q, ch - 1);
+          hbm_check_fail(&c.k, "Z1 range %u page %u names chunk %u, which does not cover it", ri, q, ch - 1);
         else if (c.touched[q])
           chunk_touched[ch - 1]++;
       }
       if (c.touched[q]) {
         touched++;
-        if (!ch) fail(&c, "Z2 range %u page %u is touched by a live block but not mapped", ri, q);
+        if (!ch) hbm_check_fail(&c.k, "Z2 range %u page %u is touched by a live block but not mapped", ri, q);
       }
       if (below && q < r->fenwick_n) below[q + 1] = mapped_here;
-      if (ch && q >= r->top) fail(&c, "Z1 range %u: page %u mapped above the recorded top %u", ri, q, r->top);
+      if (ch && q >= r->top) hbm_check_fail(&c.k, "Z1 range %u: page %u mapped above the recorded top %u", ri, q, r->top);
     }
     if (below) {
       for (uint32_t i = 1, bad = 0; i <= r->fenwick_n && bad < 4; i++) {
         uint32_t want = below[i] - below[i - (i & -i)];
         if (r->fenwick[i] != want) {
-          fail(&c, "Z1 range %u: Fenwick node %u counts %u mapped pages in (%u, %u], recount %u", ri, i,
+          hbm_check_fail(&c.k, "Z1 range %u: Fenwick node %u counts %u mapped pages in (%u, %u], recount %u", ri, i,
                r->fenwick[i], i - (i & -i), i, want);
           bad++;
         }
       }
       free(below);
     }
-    if (mapped_here != r->mapped) fail(&c, "Z1 range %u counts %u mapped pages, recount %u", ri, r->mapped, mapped_here);
+    if (mapped_here != r->mapped) hbm_check_fail(&c.k, "Z1 range %u counts %u mapped pages, recount %u", ri, r->mapped, mapped_here);
     free(c.edge);
     free(c.touched);
   }
@@ -2104,36 +2088,36 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
     const zchunk *ch = &z->chunks[k];
     if (!ch->npages) continue;
     if (ch->range >= z->nranges || !ch->npages || ch->first + ch->npages > z->ranges[ch->range].npages)
-      fail(&c, "Z1 chunk %u lies outside its range", k);
-    if (ch->touched != chunk_touched[k]) fail(&c, "Z3 chunk %u counts %u touched pages, recount %u", k, ch->touched, chunk_touched[k]);
+      hbm_check_fail(&c.k, "Z1 chunk %u lies outside its range", k);
+    if (ch->touched != chunk_touched[k]) hbm_check_fail(&c.k, "Z3 chunk %u counts %u touched pages, recount %u", k, ch->touched, chunk_touched[k]);
     int bit = (int)((z->idle_bits[k / 64] >> (k % 64)) & 1);
-    if (bit != !ch->touched) fail(&c, "Z3 chunk %u: idle bit %d with %u touched pages", k, bit, ch->touched);
+    if (bit != !ch->touched) hbm_check_fail(&c.k, "Z3 chunk %u: idle bit %d with %u touched pages", k, bit, ch->touched);
     if (!ch->touched) { idle += ch->npages; idle_chunks++; }
   }
   for (uint32_t k = 0; k < z->nchunks; k++)
-    if (!z->chunks[k].npages && ((z->idle_bits[k / 64] >> (k % 64)) & 1)) fail(&c, "Z3 free record %u marked idle", k);
-  if (idle_chunks != z->idle_chunks) fail(&c, "Z3 %u idle chunks, %u counted", idle_chunks, z->idle_chunks);
+    if (!z->chunks[k].npages && ((z->idle_bits[k / 64] >> (k % 64)) & 1)) hbm_check_fail(&c.k, "Z3 free record %u marked idle", k);
+  if (idle_chunks != z->idle_chunks) hbm_check_fail(&c.k, "Z3 %u idle chunks, %u counted", idle_chunks, z->idle_chunks);
   if (mapped != z->mapped_pages || touched != z->touched_pages || idle != z->idle_pages)
-    fail(&c, "Z4 pages: mapped %llu/%llu touched %llu/%llu idle %llu/%llu (counted/recount)",
+    hbm_check_fail(&c.k, "Z4 pages: mapped %llu/%llu touched %llu/%llu idle %llu/%llu (counted/recount)",
          (unsigned long long)z->mapped_pages, (unsigned long long)mapped, (unsigned long long)z->touched_pages,
          (unsigned long long)touched, (unsigned long long)z->idle_pages, (unsigned long long)idle);
-  if (z->peak_touched_pages < z->touched_pages) fail(&c, "Z4 touched pages above their recorded peak");
-  if ((z->mapped_pages << z->gshift) > p->dev->phys_used) fail(&c, "Z4 more pages mapped than the device holds");
+  if (z->peak_touched_pages < z->touched_pages) hbm_check_fail(&c.k, "Z4 touched pages above their recorded peak");
+  if ((z->mapped_pages << z->gshift) > p->dev->phys_used) hbm_check_fail(&c.k, "Z4 more pages mapped than the device holds");
   for (uint32_t i = z->free_rec; i != NIL && free_recs <= z->nrecs; i = z->recs[i].next_free) free_recs++;
   check_lifetime(z, &c);
   if (c.tracked + free_recs != z->nrecs)
-    fail(&c, "Z5 %llu tracked blocks and %llu free records, %u records", (unsigned long long)c.tracked,
+    hbm_check_fail(&c.k, "Z5 %llu tracked blocks and %llu free records, %u records", (unsigned long long)c.tracked,
          (unsigned long long)free_recs, z->nrecs);
   if (z->following) {
     const zrange *pr = z->plan_range < z->nranges ? &z->ranges[z->plan_range] : NULL;
     if (!pr || z->zones[pr->zone].life != ZONE_PLANNED)
-      fail(&c, "Z6 the plan's range %u is not a planned range", z->plan_range);
+      hbm_check_fail(&c.k, "Z6 the plan's range %u is not a planned range", z->plan_range);
     for (uint32_t i = 0; pr && i < z->plan_n; i++)
       if (z->plan_addr[i] && (z->plan_addr[i] < pr->base || z->plan_addr[i] + z->plan_size[i] > pr->base + pr->size))
-        fail(&c, "Z6 planned block %u lies outside the plan's range", i);
+        hbm_check_fail(&c.k, "Z6 planned block %u lies outside the plan's range", i);
   }
   free(chunk_touched);
-  return c.failures;
+  return c.k.failures;
 }
 
 const hbm_policy_class hbm_policy_zoned = {
