@@ -190,13 +190,13 @@ typedef struct seen {
   rmap maps[MAXN];
   size_t nsegs, nres, nhs, nmaps;
 } seen;
-static void collect(void *arg, hbm_sim_kind kind, uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+static void collect(void *arg, hbm_device_obj kind, uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
   seen *s = arg;
   switch (kind) {
-    case HBM_SIM_SEGMENT: if (s->nsegs < MAXN) s->segs[s->nsegs++] = (span){a, b}; break;
-    case HBM_SIM_RESERVATION: if (s->nres < MAXN) s->res[s->nres++] = (span){a, b}; break;
-    case HBM_SIM_HANDLE: if (s->nhs < MAXN) s->hs[s->nhs++] = (rhandle){a, b, c}; break;
-    case HBM_SIM_MAPPING: if (s->nmaps < MAXN) s->maps[s->nmaps++] = (rmap){a, b, c, d}; break;
+    case HBM_DEV_SEGMENT: if (s->nsegs < MAXN) s->segs[s->nsegs++] = (span){a, b}; break;
+    case HBM_DEV_RESERVATION: if (s->nres < MAXN) s->res[s->nres++] = (span){a, b}; break;
+    case HBM_DEV_HANDLE: if (s->nhs < MAXN) s->hs[s->nhs++] = (rhandle){a, b, c}; break;
+    case HBM_DEV_MAPPING: if (s->nmaps < MAXN) s->maps[s->nmaps++] = (rmap){a, b, c, d}; break;
   }
 }
 static int cmp_span(const void *x, const void *y) {
@@ -225,7 +225,7 @@ static void count_check(void *arg, const char *message) {
 static int same_state(hbm_device *dev, ref *r) {
   static seen s;
   memset(&s, 0, sizeof s);
-  hbm_sim_each(dev, collect, &s);
+  hbm_device_each(dev, collect, &s);
   int ok = 1;
   qsort(r->segs, r->nsegs, sizeof *r->segs, cmp_span);
   qsort(r->res, r->nres, sizeof *r->res, cmp_span);
@@ -236,7 +236,7 @@ static int same_state(hbm_device *dev, ref *r) {
   ok &= s.nres == r->nres && !memcmp(s.res, r->res, r->nres * sizeof *s.res);
   ok &= s.nhs == r->nhs && !memcmp(s.hs, r->hs, r->nhs * sizeof *s.hs);
   ok &= s.nmaps == r->nmaps && !memcmp(s.maps, r->maps, r->nmaps * sizeof *s.maps);
-  ok &= dev->phys_used == r->phys_used && hbm_sim_refused(dev) == r->refused;
+  ok &= dev->phys_used == r->phys_used && hbm_device_refused(dev) == r->refused;
   return ok;
 }
 
@@ -486,7 +486,7 @@ static void fixed_cases(void) {
   CHECK(hbm_dev_unreserve(dev, r3, 4 * G) == HBM_OK);
   check_failures = 0;
   CHECK(hbm_device_check(dev, count_check, NULL) == 0);
-  CHECK_EQ_U64(hbm_sim_refused(dev), 23); /* the EINVAL lines above */
+  CHECK_EQ_U64(hbm_device_refused(dev), 23); /* the EINVAL lines above */
   hbm_device_close(dev);
 }
 
@@ -538,16 +538,16 @@ static void policies_keep_contract(uint64_t seed, long steps) {
       }
     }
     CHECK(hbm_check(heap) == HBM_OK);
-    CHECK_EQ_U64(hbm_sim_refused(dev), 0);
+    CHECK_EQ_U64(hbm_device_refused(dev), 0);
     hbm_heap_destroy(heap);
     static seen s;
     memset(&s, 0, sizeof s);
-    hbm_sim_each(dev, collect, &s);
+    hbm_device_each(dev, collect, &s);
     if (s.nsegs || s.nres || s.nhs || s.nmaps || dev->phys_used)
       fprintf(stderr, "%s left %zu segments %zu reservations %zu handles %zu mappings, %llu B\n", policies[p], s.nsegs,
               s.nres, s.nhs, s.nmaps, (unsigned long long)dev->phys_used);
     CHECK(s.nsegs == 0 && s.nres == 0 && s.nhs == 0 && s.nmaps == 0 && dev->phys_used == 0);
-    CHECK_EQ_U64(hbm_sim_refused(dev), 0);
+    CHECK_EQ_U64(hbm_device_refused(dev), 0);
     printf("%-10s %ld steps, %zu failed requests, no call refused\n", policies[p], steps, fails);
     hbm_device_close(dev);
   }

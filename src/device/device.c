@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "device/contract.h"
 #include "device/device.h"
 
 #define DEFAULT_GRANULE (2ull << 20) /* CUDA's and CANN's mapping granule */
@@ -61,7 +62,17 @@ int hbm_device_get_caps(const hbm_device *dev, hbm_device_caps *caps) {
 }
 
 int hbm_device_check(const hbm_device *dev, void (*report)(void *arg, const char *message), void *arg) {
-  return dev && dev->ops->check ? dev->ops->check(dev, report, arg) : 0;
+  if (!dev) return 0;
+  int failures = dev->ledger ? hbm_ledger_check(dev->ledger, dev->phys_used, report, arg) : 0;
+  return failures + (dev->ops->check ? dev->ops->check(dev, report, arg) : 0);
+}
+
+uint64_t hbm_device_refused(const hbm_device *dev) { return dev && dev->ledger ? dev->ledger->refused : 0; }
+
+int hbm_device_each(const hbm_device *dev, hbm_device_visit_fn *visit, void *arg) {
+  if (!dev || !dev->ledger || !visit) return HBM_EINVAL;
+  hbm_ledger_each(dev->ledger, visit, arg);
+  return HBM_OK;
 }
 
 void hbm_device_lock_init(hbm_device *dev) {

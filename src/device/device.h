@@ -66,6 +66,7 @@ struct hbm_device {
   pthread_mutex_t lock;   /* held through every heap call on this device: heaps that share it take turns */
   uint64_t *holder;       /* while a heap's call runs, its count of the physical bytes it holds: claims add, unclaims take */
   void *impl;             /* backend private state */
+  struct hbm_ledger *ledger; /* what the device holds, and the contract's rules (contract.h); every backend keeps one */
 };
 
 /* Sets up dev->lock as each backend's open must: recursive, so a hook called
@@ -87,20 +88,22 @@ int hbm_sim_open_at(uint64_t capacity, uint64_t granule, uint64_t base, hbm_devi
  * overlapping a live segment. The next reserve uses addr up, whether it
  * succeeds or not. HBM_EINVAL for a device that is not sim. */
 int hbm_sim_reserve_next_at(hbm_device *dev, uint64_t addr);
-/* Calls the sim device refused for breaking the contract (0 for another
- * device): each also went to the error handler with its reason. */
-uint64_t hbm_sim_refused(const hbm_device *dev);
-/* Visits the sim device's bookkeeping in order: segments by address,
+/* Calls the device refused for breaking the contract (0 for a device that
+ * keeps no ledger): each also went to the error handler with its reason. */
+uint64_t hbm_device_refused(const hbm_device *dev);
+/* Visits the device's ledger (contract.h) in order: segments by address,
  * reservations by (address, size), handles (a = id, b = size, c = bytes
  * mapped) in no set order, mappings by address (c = handle, d = offset).
- * HBM_EINVAL for a device that is not sim. Tests compare it with a reference. */
-typedef enum { HBM_SIM_SEGMENT, HBM_SIM_RESERVATION, HBM_SIM_HANDLE, HBM_SIM_MAPPING } hbm_sim_kind;
-typedef void hbm_sim_visit_fn(void *arg, hbm_sim_kind kind, uint64_t a, uint64_t b, uint64_t c, uint64_t d);
-int hbm_sim_each(const hbm_device *dev, hbm_sim_visit_fn *visit, void *arg);
+ * HBM_EINVAL for a device that keeps no ledger. Tests compare it with a
+ * reference; replay checks that a destroyed policy left nothing. */
+typedef enum { HBM_DEV_SEGMENT, HBM_DEV_RESERVATION, HBM_DEV_HANDLE, HBM_DEV_MAPPING } hbm_device_obj;
+typedef void hbm_device_visit_fn(void *arg, hbm_device_obj kind, uint64_t a, uint64_t b, uint64_t c, uint64_t d);
+int hbm_device_each(const hbm_device *dev, hbm_device_visit_fn *visit, void *arg);
 int hbm_host_open(uint64_t capacity, uint64_t granule, hbm_device **out);
 
-/* Runs the backend's check (ops->check; 0 where it has none): the number of
- * failures, each passed to report. The caller holds dev->lock. */
+/* Runs the device's checks: its ledger's (contract.h), then the backend's own
+ * (ops->check); the number of failures, each passed to report. The caller
+ * holds dev->lock. */
 int hbm_device_check(const hbm_device *dev, void (*report)(void *arg, const char *message), void *arg);
 
 /* Accounting helpers used by backends: claim fails with HBM_ENOMEM when the

@@ -130,7 +130,7 @@ static int check_policy(replay_state *s, uint64_t event) {
   check_tally c = {event, 0};
   if (s->p->cls->check) s->p->cls->check(s->p, check_failed, &c);
   hbm_device_check(s->p->dev, check_failed, &c);
-  uint64_t refused = hbm_sim_refused(s->p->dev);
+  uint64_t refused = hbm_device_refused(s->p->dev);
   if (refused) {
     char m[160];
     snprintf(m, sizeof m, "the device refused %llu call(s) that break its contract (each reported above)", (unsigned long long)refused);
@@ -141,10 +141,10 @@ static int check_policy(replay_state *s, uint64_t event) {
 
 /* With checks on: a destroyed policy gave the device back everything, and
  * broke the contract nowhere (not even while tearing down). */
-static void count_held(void *arg, hbm_sim_kind kind, uint64_t a, uint64_t b, uint64_t c, uint64_t d) { (*(uint64_t *)arg)++; }
+static void count_held(void *arg, hbm_device_obj kind, uint64_t a, uint64_t b, uint64_t c, uint64_t d) { (*(uint64_t *)arg)++; }
 static int check_emptied(hbm_device *dev, const char *policy) {
-  uint64_t held = 0, refused = hbm_sim_refused(dev);
-  hbm_sim_each(dev, count_held, &held);
+  uint64_t held = 0, refused = hbm_device_refused(dev);
+  hbm_device_each(dev, count_held, &held);
   if (held || dev->phys_used || refused)
     return hbm_report_error(HBM_ECORRUPT, "replay: policy %s, once destroyed, left %llu object(s) and %llu B on the device; %llu call(s) refused",
                             policy, (unsigned long long)held, (unsigned long long)dev->phys_used, (unsigned long long)refused);
