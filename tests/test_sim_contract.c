@@ -6,7 +6,10 @@
  *    returned addresses and handles, the whole bookkeeping (segments,
  *    reservations, handles with their mapped bytes, mappings), phys_used and
  *    the refusal count must agree, and hbm_device_check must pass.
- * 2. Fixed cases for each rule, one call at a time.
+ * 2. Fixed cases for each rule, one call at a time, on the sim device and on
+ *    the host device (the same ledger), and on the host device: a refused
+ *    call touches no memory (a map outside every reservation would otherwise
+ *    mmap over the process's own memory).
  * 3. Every policy, driven through a heap on a small sim device with random
  *    allocations and frees (pressure included): no call refused, hbm_check
  *    clean after each step, and the device left empty by the heap's destroy.
@@ -16,6 +19,8 @@
  *
  * Seed: HBM_SEED (printed). Scale: HBM_TEST_SCALE. */
 #include "testutil.h"
+
+#include <sys/mman.h>
 
 #include "device/device.h"
 #include "hbm.h"
@@ -430,13 +435,29 @@ static void differential(uint64_t seed, long steps) {
 
 /* ---- 2. fixed cases -------------------------------------------------------------------- */
 
-static void fixed_cases(void) {
+static void count_held(void *arg, hbm_device_obj kind, uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+  (void)kind, (void)a, (void)b, (void)c, (void)d;
+  (*(uint64_t *)arg)++;
+}
+
+/* Each rule, one call at a time, on the sim device or (host != 0) the host
+ * device: both keep the same ledger, so both refuse the same calls. The
+ * host device places ranges where the kernel puts them, so the cases that
+ * name addresses (hints, reserve_next_at) are the sim device's alone. */
+static void fixed_cases(int host) {
   hbm_device *dev;
-  CHECK(hbm_sim_open_at(16 * G, G, BASE, &dev) == HBM_OK);
+  if (host) {
+    if (hbm_host_open(32 * G, G, &dev) != HBM_OK) {
+      printf("fixed cases on host: skipped (no memfd_create)\n");
+      return;
+    }
+  } else {
+    CHECK(hbm_sim_open_at(16 * G, G, BASE, &dev) == HBM_OK);
+  }
   uint64_t r1, r2, h1, h2, seg;
   CHECK(hbm_dev_reserve(dev, 8 * G, &r1) == HBM_OK);
   CHECK(hbm_dev_reserve(dev, 4 * G, &r2) == HBM_OK);
-  CHECK(r2 >= r1 + 8 * G);
+  CHECK(host || r2 >= r1 + 8 * G); /* the kernel places the host's anywhere */
   CHECK(hbm_dev_phys_create(dev, 2 * G, &h1) == HBM_OK);
   CHECK(hbm_dev_phys_create(dev, 2 * G, &h2) == HBM_OK);
   CHECK(hbm_dev_phys_create(dev, G + 1, &seg) == HBM_EINVAL);              /* not whole granules */
@@ -471,6 +492,19 @@ static void fixed_cases(void) {
   CHECK(hbm_dev_seg_alloc(dev, G, r1 + G, &seg) == HBM_OK && seg != r1 + G);
   CHECK(hbm_dev_seg_free(dev, seg, G / 2) == HBM_EINVAL);
   CHECK(hbm_dev_seg_free(dev, seg, G) == HBM_OK);
+  if (host) { /* the rest names addresses; what is left goes back cleanly */
+    CHECK(hbm_dev_seg_free(dev, seg, G) == HBM_EINVAL);                    /* twice */
+    CHECK(hbm_dev_unreserve(dev, r1, 8 * G) == HBM_OK);
+    CHECK(hbm_dev_unreserve(dev, r2, 4 * G) == HBM_OK);
+    CHECK(hbm_dev_unreserve(dev, r2, 4 * G) == HBM_EINVAL);                /* twice */
+    check_failures = 0;
+    CHECK(hbm_device_check(dev, count_check, NULL) == 0);
+    CHECK_EQ_U64(hbm_device_refused(dev), 23); /* the EINVAL lines above */
+    uint64_t held = 0;
+    CHECK(hbm_device_each(dev, count_held, &held) == HBM_OK && held == 0 && dev->phys_used == 0);
+    hbm_device_close(dev);
+    return;
+  }
   CHECK(hbm_dev_seg_alloc(dev, G, BASE / 2, &seg) == HBM_OK && seg == BASE / 2);
   /* A replayed reservation may overlap another, not a segment; mappings stay disjoint. */
   uint64_t r3;
@@ -487,6 +521,56 @@ static void fixed_cases(void) {
   check_failures = 0;
   CHECK(hbm_device_check(dev, count_check, NULL) == 0);
   CHECK_EQ_U64(hbm_device_refused(dev), 23); /* the EINVAL lines above */
+  hbm_device_close(dev);
+}
+
+/* The host device maps real memory with mmap(MAP_FIXED), which replaces
+ * whatever the process has at that address: a refused call must not get that
+ * far. Memory of the test's own, right where a careless map would land, keeps
+ * its bytes and stays writable; a mapped handle's release, refused, does not
+ * punch its bytes out; a copy from memory that is not the device's writes
+ * nothing. */
+static int all_bytes(const unsigned char *p, uint64_t n, unsigned char v) {
+  for (uint64_t i = 0; i < n; i++) if (p[i] != v) return 0;
+  return 1;
+}
+static void host_refusals_touch_nothing(void) {
+  hbm_device *dev;
+  if (hbm_host_open(32 * G, G, &dev) != HBM_OK) {
+    printf("host refusals: skipped (no memfd_create)\n");
+    return;
+  }
+  unsigned char *raw = mmap(NULL, 3 * G, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(raw != MAP_FAILED);
+  if (raw == MAP_FAILED) { hbm_device_close(dev); return; }
+  unsigned char *mine = (unsigned char *)(((uintptr_t)raw + G - 1) / G * G); /* 2 granules of ours */
+  memset(mine, 0x5a, 2 * G);
+  uint64_t r, h;
+  CHECK(hbm_dev_reserve(dev, 2 * G, &r) == HBM_OK);
+  CHECK(hbm_dev_phys_create(dev, 2 * G, &h) == HBM_OK);
+  CHECK(hbm_dev_map(dev, (uint64_t)(uintptr_t)mine, 2 * G, h, 0) == HBM_EINVAL); /* in no reservation */
+  CHECK(hbm_dev_map(dev, (uint64_t)(uintptr_t)mine + G, G, h, G) == HBM_EINVAL);
+  CHECK(all_bytes(mine, 2 * G, 0x5a));
+  mine[G] = 0x11; /* still ours: writable, and private (not the device's memfd) */
+  CHECK(mine[G] == 0x11);
+  mine[G] = 0x5a;
+  CHECK(hbm_dev_map(dev, r, 2 * G, h, 0) == HBM_OK);
+  memset((void *)(uintptr_t)r, 0x77, 2 * G);
+  CHECK(hbm_dev_phys_release(dev, h, 2 * G) == HBM_EINVAL);            /* still mapped: bytes stay */
+  CHECK(all_bytes((const unsigned char *)(uintptr_t)r, 2 * G, 0x77));
+  CHECK(hbm_dev_copy(dev, r, (uint64_t)(uintptr_t)mine, G) == HBM_EINVAL); /* source not device memory */
+  CHECK(hbm_dev_from_host(dev, r + G + G / 2, mine, G) == HBM_EINVAL);   /* runs past the mapping */
+  CHECK(all_bytes((const unsigned char *)(uintptr_t)r, 2 * G, 0x77));
+  CHECK(hbm_dev_seg_free(dev, (uint64_t)(uintptr_t)mine, G) == HBM_EINVAL);
+  CHECK(hbm_dev_unreserve(dev, r, 2 * G) == HBM_EINVAL);               /* mapped inside */
+  CHECK(hbm_dev_unmap(dev, r, 2 * G) == HBM_OK);
+  CHECK(hbm_dev_phys_release(dev, h, 2 * G) == HBM_OK);
+  CHECK(hbm_dev_unreserve(dev, r, 2 * G) == HBM_OK);
+  CHECK(all_bytes(mine, 2 * G, 0x5a));
+  CHECK_EQ_U64(hbm_device_refused(dev), 7);
+  check_failures = 0;
+  CHECK(hbm_device_check(dev, count_check, NULL) == 0);
+  munmap(raw, 3 * G);
   hbm_device_close(dev);
 }
 
@@ -582,7 +666,9 @@ int main(void) {
   uint64_t seed = test_seed("test_sim_contract");
   double scale = test_scale();
   hbm_set_error_handler(NULL, NULL);
-  fixed_cases();
+  fixed_cases(0);
+  fixed_cases(1);
+  host_refusals_touch_nothing();
   differential(seed, (long)(150000 * scale));
   hbm_set_error_handler(print_error, NULL); /* from here a refusal is a policy's bug: say it */
   policies_keep_contract(seed, (long)(10000 * scale));

@@ -13,14 +13,16 @@
  * when the backend lacks the capability, HBM_EINVAL for a call that breaks
  * the contract (where the backend can tell); on error nothing changed.
  *
- * The full contract, as the sim device enforces it call by call (sim.c's
- * opening comment lists the rules): a map lies inside one reservation, over no
- * other mapping, inside its handle; an unmap covers whole mappings; a
- * reservation is freed whole and with nothing mapped in it; a handle is
- * released whole and unmapped; a segment is freed at its address and size;
- * copies touch only device memory (a segment, or mappings). The host device
- * relies on the kernel: it refuses an unknown handle or segment (HBM_EINVAL)
- * but takes the rest on trust, so policies are held to the contract on sim.
+ * The full contract, as every device enforces it call by call through its
+ * ledger (contract.h; sim.c's opening comment lists the rules): a map lies
+ * inside one reservation, over no other mapping, inside its handle; an unmap
+ * covers whole mappings; a reservation is freed whole and with nothing mapped
+ * in it; a handle is released whole and unmapped; a segment is freed at its
+ * address and size; copies touch only device memory (a segment, or
+ * mappings). The sim and host devices share that one ledger, so both refuse
+ * the same calls with the same messages; the host device does its mmap,
+ * munmap and fallocate only for a call the ledger accepted, so a broken call
+ * never touches the process's memory.
  */
 #ifndef HBM_DEVICE_H
 #define HBM_DEVICE_H

@@ -9,9 +9,18 @@
  *
  * Freed physical runs are punched out of the file (FALLOC_FL_PUNCH_HOLE), so a
  * long test does not keep memory it no longer uses.
+ *
+ * Every call goes through the device's ledger (contract.h) first, so the host
+ * device refuses exactly what the sim device refuses: the mmap, munmap and
+ * fallocate behind a call run only once the ledger accepted it, and a map
+ * outside a reservation never reaches mmap(MAP_FIXED) (which would replace
+ * whatever the process has there), nor does a release of a mapped handle
+ * punch out memory still in use. Handle ids are the runs' offsets in the
+ * memfd; a segment's run is kept in its ledger entry.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -19,125 +28,216 @@
 
 #include "core/range.h"
 #include "core/util.h"
+#include "device/contract.h"
 #include "device/device.h"
 
-/* A live segment: its reservation and the physical run behind it. */
-typedef struct host_seg { uint64_t addr, handle, bytes; } host_seg;
-
+/* Invariant (host_check; beyond the ledger's): the physical runs live in
+ * `phys` are exactly the ledger's handles (offset = id, its size) and its
+ * segments' runs (offset = data, its held bytes). */
 typedef struct host_device {
   hbm_device base;
+  hbm_ledger ledger;
   int fd;
   hbm_range *phys; /* offsets in the memfd, unit = granule */
-  host_seg *segs;  /* live segments (few: a linear search is enough) */
-  size_t nsegs, segs_cap;
 } host_device;
 
-static int host_phys_create(hbm_device *d, uint64_t size, uint64_t *handle) {
-  host_device *h = (host_device *)d;
-  uint64_t off, got;
-  if (hbm_device_claim(d, size) != HBM_OK) return HBM_ENOMEM;
-  int rc = hbm_range_alloc(h->phys, size, 0, &off, &got);
-  if (rc != HBM_OK) {
-    hbm_device_unclaim(d, size);
+/* ---- the real work, once the ledger accepted a call ---------------------------- */
+
+static int run_create(host_device *h, uint64_t size, uint64_t *off) {
+  uint64_t got;
+  if (hbm_device_claim(&h->base, size) != HBM_OK) return HBM_ENOMEM;
+  if (hbm_range_alloc(h->phys, size, 0, off, &got) != HBM_OK) {
+    hbm_device_unclaim(&h->base, size);
     return HBM_ENOMEM;
   }
-  *handle = off;
   return HBM_OK;
 }
 
-static int host_phys_release(hbm_device *d, uint64_t handle, uint64_t size) {
-  host_device *h = (host_device *)d;
+static void run_release(host_device *h, uint64_t off) {
   uint64_t got;
-  if (hbm_range_free(h->phys, handle, &got) != HBM_OK) return HBM_EINVAL;
-  (void)fallocate(h->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)handle, (off_t)got);
-  hbm_device_unclaim(d, got);
-  return HBM_OK;
+  if (hbm_range_free(h->phys, off, &got) != HBM_OK) return; /* the ledger vouched for it; host_check would say */
+  (void)fallocate(h->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)got);
+  hbm_device_unclaim(&h->base, got);
 }
 
-static int host_reserve(hbm_device *d, uint64_t size, uint64_t *base) {
+static int range_reserve(uint64_t size, uint64_t *base) {
   void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return HBM_EHOSTMEM;
   *base = (uint64_t)(uintptr_t)p;
   return HBM_OK;
 }
 
-static int host_unreserve(hbm_device *d, uint64_t base, uint64_t size) {
-  return munmap((void *)(uintptr_t)base, size) == 0 ? HBM_OK : HBM_EINVAL;
-}
-
-static int host_map(hbm_device *d, uint64_t va, uint64_t size, uint64_t handle, uint64_t offset) {
-  host_device *h = (host_device *)d;
-  void *p = mmap((void *)(uintptr_t)va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, h->fd,
-                 (off_t)(handle + offset));
+static int range_map(host_device *h, uint64_t va, uint64_t size, uint64_t off) {
+  void *p = mmap((void *)(uintptr_t)va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, h->fd, (off_t)off);
   return p == MAP_FAILED ? HBM_EHOSTMEM : HBM_OK;
 }
 
 /* Unmapping keeps the reservation: the range becomes PROT_NONE again. */
-static int host_unmap(hbm_device *d, uint64_t va, uint64_t size) {
-  void *p = mmap((void *)(uintptr_t)va, size, PROT_NONE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+static int range_unmap(uint64_t va, uint64_t size) {
+  void *p = mmap((void *)(uintptr_t)va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
   return p == MAP_FAILED ? HBM_EHOSTMEM : HBM_OK;
 }
 
-/* A segment is a reservation backed by one physical run, mapped at once, as
- * cudaMalloc is. It counts as one backend call (the wrapper counted it). */
-static int host_seg_alloc(hbm_device *d, uint64_t size, uint64_t hint, uint64_t *addr) {
-  uint64_t g = d->caps.granule, bytes = hbm_align_up(size, g), va, handle;
-  int rc = host_phys_create(d, bytes, &handle);
-  if (rc != HBM_OK) return rc;
-  if ((rc = host_reserve(d, bytes, &va)) != HBM_OK) {
-    host_phys_release(d, handle, bytes);
-    return rc;
-  }
+/* ---- the calls ------------------------------------------------------------------ */
+
+static int host_phys_create(hbm_device *d, uint64_t size, uint64_t *handle) {
   host_device *h = (host_device *)d;
-  if (h->nsegs == h->segs_cap) {
-    size_t cap = h->segs_cap ? h->segs_cap * 2 : 16;
-    host_seg *n = realloc(h->segs, cap * sizeof *n);
-    if (!n) rc = HBM_EHOSTMEM; else { h->segs = n; h->segs_cap = cap; }
-  }
-  if (rc != HBM_OK || (rc = host_map(d, va, bytes, handle, 0)) != HBM_OK) {
-    host_unreserve(d, va, bytes);
-    host_phys_release(d, handle, bytes);
+  int rc = hbm_ledger_phys_create_ok(&h->ledger, size);
+  if (rc != HBM_OK) return rc;
+  uint64_t off;
+  if ((rc = run_create(h, size, &off)) != HBM_OK) return rc;
+  hbm_ledger_phys_create_done(&h->ledger, off, size);
+  *handle = off;
+  return HBM_OK;
+}
+
+static int host_phys_release(hbm_device *d, uint64_t handle, uint64_t size) {
+  host_device *h = (host_device *)d;
+  int rc = hbm_ledger_phys_release_ok(&h->ledger, handle, size);
+  if (rc != HBM_OK) return rc;
+  run_release(h, handle);
+  hbm_ledger_phys_release_done(&h->ledger, handle);
+  return HBM_OK;
+}
+
+static int host_reserve(hbm_device *d, uint64_t size, uint64_t *base) {
+  host_device *h = (host_device *)d;
+  int rc = hbm_ledger_reserve_ok(&h->ledger, size, 0);
+  if (rc != HBM_OK) return rc;
+  if ((rc = range_reserve(size, base)) != HBM_OK) return rc;
+  hbm_ledger_reserve_done(&h->ledger, *base, size);
+  return HBM_OK;
+}
+
+static int host_unreserve(hbm_device *d, uint64_t base, uint64_t size) {
+  host_device *h = (host_device *)d;
+  int rc = hbm_ledger_unreserve_ok(&h->ledger, base, size);
+  if (rc != HBM_OK) return rc;
+  if (munmap((void *)(uintptr_t)base, size) != 0) return HBM_EHOSTMEM;
+  hbm_ledger_unreserve_done(&h->ledger, base, size);
+  return HBM_OK;
+}
+
+static int host_map(hbm_device *d, uint64_t va, uint64_t size, uint64_t handle, uint64_t offset) {
+  host_device *h = (host_device *)d;
+  int rc = hbm_ledger_map_ok(&h->ledger, va, size, handle, offset);
+  if (rc != HBM_OK) return rc;
+  if ((rc = range_map(h, va, size, handle + offset)) != HBM_OK) return rc;
+  if ((rc = hbm_ledger_map_done(&h->ledger, va, size, handle, offset)) != HBM_OK) (void)range_unmap(va, size);
+  return rc;
+}
+
+static int host_unmap(hbm_device *d, uint64_t va, uint64_t size) {
+  host_device *h = (host_device *)d;
+  int rc = hbm_ledger_unmap_ok(&h->ledger, va, size);
+  if (rc != HBM_OK) return rc;
+  if ((rc = range_unmap(va, size)) != HBM_OK) return rc;
+  hbm_ledger_unmap_done(&h->ledger, va, size);
+  return HBM_OK;
+}
+
+/* A segment is a reservation backed by one physical run, mapped at once, as
+ * cudaMalloc is; the hint is not honoured (the kernel picks addresses). It
+ * counts as one backend call (the wrapper counted it). */
+static int host_seg_alloc(hbm_device *d, uint64_t size, uint64_t hint, uint64_t *addr) {
+  host_device *h = (host_device *)d;
+  int rc = hbm_ledger_seg_alloc_ok(&h->ledger, size, hint);
+  if (rc != HBM_OK) return rc;
+  if (size > HBM_MAX_SIZE) return HBM_ENOMEM;
+  uint64_t bytes = hbm_align_up(size, d->caps.granule), va, off;
+  if ((rc = run_create(h, bytes, &off)) != HBM_OK) return rc;
+  if ((rc = range_reserve(bytes, &va)) != HBM_OK) {
+    run_release(h, off);
     return rc;
   }
-  h->segs[h->nsegs++] = (host_seg){va, handle, bytes};
+  if ((rc = range_map(h, va, bytes, off)) != HBM_OK) {
+    munmap((void *)(uintptr_t)va, bytes);
+    run_release(h, off);
+    return rc;
+  }
+  hbm_ledger_seg_alloc_done(&h->ledger, va, size, bytes, off);
   *addr = va;
   return HBM_OK;
 }
 
 static int host_seg_free(hbm_device *d, uint64_t addr, uint64_t size) {
   host_device *h = (host_device *)d;
-  for (size_t i = 0; i < h->nsegs; i++) {
-    if (h->segs[i].addr != addr) continue;
-    host_seg seg = h->segs[i];
-    h->segs[i] = h->segs[--h->nsegs];
-    host_unreserve(d, seg.addr, seg.bytes);
-    return host_phys_release(d, seg.handle, seg.bytes);
-  }
-  return HBM_EINVAL;
+  uint64_t bytes, off;
+  int rc = hbm_ledger_seg_free_ok(&h->ledger, addr, size, &bytes, &off);
+  if (rc != HBM_OK) return rc;
+  if (munmap((void *)(uintptr_t)addr, bytes) != 0) return HBM_EHOSTMEM;
+  run_release(h, off);
+  hbm_ledger_seg_free_done(&h->ledger, addr);
+  return HBM_OK;
 }
 
 static int host_copy(hbm_device *d, uint64_t dst, uint64_t src, uint64_t n) {
-  memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
-  return HBM_OK;
+  int rc = hbm_ledger_copy_ok(&((host_device *)d)->ledger, dst, src, n);
+  if (rc == HBM_OK) memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+  return rc;
 }
 
 static int host_to_host(hbm_device *d, void *dst, uint64_t src, uint64_t n) {
-  (void)d;
-  memcpy(dst, (const void *)(uintptr_t)src, n);
-  return HBM_OK;
+  int rc = hbm_ledger_to_host_ok(&((host_device *)d)->ledger, src, n);
+  if (rc == HBM_OK) memcpy(dst, (const void *)(uintptr_t)src, n);
+  return rc;
 }
 
 static int host_from_host(hbm_device *d, uint64_t dst, const void *src, uint64_t n) {
-  (void)d;
-  memcpy((void *)(uintptr_t)dst, src, n);
-  return HBM_OK;
+  int rc = hbm_ledger_from_host_ok(&((host_device *)d)->ledger, dst, n);
+  if (rc == HBM_OK) memcpy((void *)(uintptr_t)dst, src, n);
+  return rc;
+}
+
+/* ---- the host's own check: its physical runs against the ledger ---------------- */
+
+typedef struct host_check_ctx {
+  const host_device *h;
+  void (*report)(void *arg, const char *message);
+  void *arg;
+  int failures;
+  uint64_t runs, bytes; /* what the ledger says is live in phys */
+} host_check_ctx;
+
+static void run_expected(host_check_ctx *c, const char *what, uint64_t off, uint64_t size) {
+  c->runs++;
+  c->bytes += size;
+  uint64_t got = hbm_range_block_size(c->h->phys, off);
+  if (got == size) return;
+  char m[160];
+  snprintf(m, sizeof m, "host: %s at memfd offset %#llx: %#llx bytes, its run holds %#llx", what,
+           (unsigned long long)off, (unsigned long long)size, (unsigned long long)got);
+  c->failures++;
+  if (c->report) c->report(c->arg, m);
+}
+
+static void host_check_visit(void *arg, hbm_device_obj kind, uint64_t a, uint64_t b, uint64_t cc, uint64_t d) {
+  if (kind == HBM_DEV_HANDLE) run_expected(arg, "handle", a, b);
+}
+
+static int host_check(const hbm_device *d, void (*report)(void *arg, const char *message), void *arg) {
+  const host_device *h = (const host_device *)d;
+  host_check_ctx c = {h, report, arg, 0, 0, 0};
+  c.failures += hbm_range_check(h->phys, report, arg);
+  hbm_ledger_each(&h->ledger, host_check_visit, &c);
+  for (size_t i = 0; i < h->ledger.nsegs; i++) run_expected(&c, "segment", h->ledger.segs[i].data, h->ledger.segs[i].held);
+  if (hbm_range_live_blocks(h->phys) != c.runs || hbm_range_live_bytes(h->phys) != c.bytes) {
+    char m[160];
+    snprintf(m, sizeof m, "host: %llu runs of %#llx bytes live in the memfd, the ledger holds %llu of %#llx",
+             (unsigned long long)hbm_range_live_blocks(h->phys), (unsigned long long)hbm_range_live_bytes(h->phys),
+             (unsigned long long)c.runs, (unsigned long long)c.bytes);
+    c.failures++;
+    if (report) report(arg, m);
+  }
+  return c.failures;
 }
 
 static void host_destroy(hbm_device *d) {
   host_device *h = (host_device *)d;
-  for (size_t i = 0; i < h->nsegs; i++) host_unreserve(d, h->segs[i].addr, h->segs[i].bytes);
-  free(h->segs);
+  /* What a policy left behind: the process's address space is given back. */
+  for (size_t i = 0; i < h->ledger.nsegs; i++) munmap((void *)(uintptr_t)h->ledger.segs[i].addr, h->ledger.segs[i].held);
+  for (size_t i = 0; i < h->ledger.nres; i++) munmap((void *)(uintptr_t)h->ledger.res[i].addr, h->ledger.res[i].size);
+  hbm_ledger_release(&h->ledger);
   hbm_range_destroy(h->phys);
   close(h->fd);
   pthread_mutex_destroy(&d->lock);
@@ -157,6 +257,7 @@ static const hbm_device_ops host_ops = {
     .copy = host_copy,
     .to_host = host_to_host,
     .from_host = host_from_host,
+    .check = host_check,
     .destroy = host_destroy,
 };
 
@@ -178,7 +279,14 @@ int hbm_host_open(uint64_t capacity, uint64_t granule, hbm_device **out) {
     free(h);
     return HBM_EHOSTMEM;
   }
+  if (hbm_ledger_init(&h->ledger, "host", granule) != HBM_OK) {
+    hbm_range_destroy(h->phys);
+    close(h->fd);
+    free(h);
+    return HBM_EHOSTMEM;
+  }
   h->base.ops = &host_ops;
+  h->base.ledger = &h->ledger;
   strcpy(h->base.caps.kind, "host");
   h->base.caps.capacity = capacity;
   h->base.caps.granule = granule;
