@@ -313,18 +313,14 @@ int hbm_ledger_from_host_ok(hbm_ledger *l, uint64_t dst, uint64_t n) {
 
 typedef struct check_ctx {
   const hbm_ledger *l;
-  void (*report)(void *arg, const char *message);
-  void *arg;
-  int failures;
+  hbm_checker k; /* prefix: the device's kind */
+  char prefix[24];
   uint64_t handle_bytes, handles_seen, *mapped; /* mapped: recount per handle slot */
 } check_ctx;
 
+/* Two numbers per message, converted here so that call sites need no casts. */
 static void fail(check_ctx *c, const char *fmt, unsigned long long a, unsigned long long b) {
-  char m[200];
-  int k = snprintf(m, sizeof m, "%s: ", c->l->kind);
-  snprintf(m + k, sizeof m - (size_t)k, fmt, a, b);
-  c->failures++;
-  if (c->report) c->report(c->arg, m);
+  hbm_check_fail(&c->k, fmt, a, b);
 }
 
 static void check_handle(void *arg, uint64_t id, uint64_t slot) {
@@ -340,7 +336,9 @@ static void check_handle(void *arg, uint64_t id, uint64_t slot) {
 }
 
 int hbm_ledger_check(const hbm_ledger *l, uint64_t phys_used, void (*report)(void *arg, const char *message), void *arg) {
-  check_ctx c = {l, report, arg, 0, 0, 0, NULL};
+  check_ctx c = {.l = l, .k = {.report = report, .arg = arg}};
+  snprintf(c.prefix, sizeof c.prefix, "%s: ", l->kind);
+  c.k.prefix = c.prefix;
   uint64_t seg_bytes = 0;
   for (size_t i = 0; i < l->nsegs; i++) {
     seg_bytes += l->segs[i].held;
@@ -358,15 +356,15 @@ int hbm_ledger_check(const hbm_ledger *l, uint64_t phys_used, void (*report)(voi
       fail(&c, "reservations at %#llx and %#llx out of order", r->addr, l->res[i + 1].addr);
     if (hbm_ledger_seg_overlaps(l, r->addr, r->size)) fail(&c, "reservation at %#llx size %#llx overlaps a segment", r->addr, r->size);
   }
-  c.failures += hbm_addrmap_check(&l->handles, report, arg);
+  c.k.failures += hbm_addrmap_check(&l->handles, report, arg);
   hbm_addrmap_each(&l->handles, check_handle, &c);
   if (c.handles_seen != l->handles.used) fail(&c, "%llu handles visited, %llu held", c.handles_seen, l->handles.used);
   c.mapped = calloc(l->nhpool ? l->nhpool : 1, sizeof *c.mapped);
   if (!c.mapped) {
     fail(&c, "no host memory to recount %llu handles%.0llu", l->nhpool, 0);
-    return c.failures;
+    return c.k.failures;
   }
-  c.failures += hbm_ordset_check(l->maps, report, arg);
+  c.k.failures += hbm_ordset_check(l->maps, report, arg);
   hbm_okey k;
   uint32_t slot;
   uint64_t prev_end = 0, nmaps = 0;
@@ -396,7 +394,7 @@ int hbm_ledger_check(const hbm_ledger *l, uint64_t phys_used, void (*report)(voi
   free(c.mapped);
   if (phys_used != seg_bytes + c.handle_bytes)
     fail(&c, "phys_used %#llx, segments and handles hold %#llx", phys_used, seg_bytes + c.handle_bytes);
-  return c.failures;
+  return c.k.failures;
 }
 
 void hbm_ledger_each(const hbm_ledger *l, hbm_device_visit_fn *visit, void *arg) {

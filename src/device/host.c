@@ -20,7 +20,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -193,9 +192,7 @@ static int host_from_host(hbm_device *d, uint64_t dst, const void *src, uint64_t
 
 typedef struct host_check_ctx {
   const host_device *h;
-  void (*report)(void *arg, const char *message);
-  void *arg;
-  int failures;
+  hbm_checker k; /* prefix "host: " */
   uint64_t runs, bytes; /* what the ledger says is live in phys */
 } host_check_ctx;
 
@@ -203,12 +200,9 @@ static void run_expected(host_check_ctx *c, const char *what, uint64_t off, uint
   c->runs++;
   c->bytes += size;
   uint64_t got = hbm_range_block_size(c->h->phys, off);
-  if (got == size) return;
-  char m[160];
-  snprintf(m, sizeof m, "host: %s at memfd offset %#llx: %#llx bytes, its run holds %#llx", what,
-           (unsigned long long)off, (unsigned long long)size, (unsigned long long)got);
-  c->failures++;
-  if (c->report) c->report(c->arg, m);
+  if (got != size)
+    hbm_check_fail(&c->k, "%s at memfd offset %#llx: %#llx bytes, its run holds %#llx", what, (unsigned long long)off,
+                   (unsigned long long)size, (unsigned long long)got);
 }
 
 static void host_check_visit(void *arg, hbm_device_obj kind, uint64_t a, uint64_t b, uint64_t cc, uint64_t d) {
@@ -217,19 +211,15 @@ static void host_check_visit(void *arg, hbm_device_obj kind, uint64_t a, uint64_
 
 static int host_check(const hbm_device *d, void (*report)(void *arg, const char *message), void *arg) {
   const host_device *h = (const host_device *)d;
-  host_check_ctx c = {h, report, arg, 0, 0, 0};
-  c.failures += hbm_range_check(h->phys, report, arg);
+  host_check_ctx c = {.h = h, .k = {.report = report, .arg = arg, .prefix = "host: "}};
+  c.k.failures += hbm_range_check(h->phys, report, arg);
   hbm_ledger_each(&h->ledger, host_check_visit, &c);
   for (size_t i = 0; i < h->ledger.nsegs; i++) run_expected(&c, "segment", h->ledger.segs[i].data, h->ledger.segs[i].held);
-  if (hbm_range_live_blocks(h->phys) != c.runs || hbm_range_live_bytes(h->phys) != c.bytes) {
-    char m[160];
-    snprintf(m, sizeof m, "host: %llu runs of %#llx bytes live in the memfd, the ledger holds %llu of %#llx",
-             (unsigned long long)hbm_range_live_blocks(h->phys), (unsigned long long)hbm_range_live_bytes(h->phys),
-             (unsigned long long)c.runs, (unsigned long long)c.bytes);
-    c.failures++;
-    if (report) report(arg, m);
-  }
-  return c.failures;
+  if (hbm_range_live_blocks(h->phys) != c.runs || hbm_range_live_bytes(h->phys) != c.bytes)
+    hbm_check_fail(&c.k, "%llu runs of %#llx bytes live in the memfd, the ledger holds %llu of %#llx",
+                   (unsigned long long)hbm_range_live_blocks(h->phys), (unsigned long long)hbm_range_live_bytes(h->phys),
+                   (unsigned long long)c.runs, (unsigned long long)c.bytes);
+  return c.k.failures;
 }
 
 static void host_destroy(hbm_device *d) {
