@@ -383,6 +383,12 @@ typedef struct hbm_replay_options {
    * refused a call that breaks the device contract, and, after the policy is
    * destroyed, that it left nothing on the device. */
   uint64_t check_every;
+  /* 1 on a sim device: its ledger takes handles, mappings and copies on trust
+   * (hbm_sim_track_mappings in src/device/device.h), so that ns_per_event
+   * times the policy alone rather than the simulator's bookkeeping of each
+   * backend call; `hbm bench replay` sets it. The contract's rules on them
+   * are then not checked. */
+  int untracked_mappings;
 } hbm_replay_options;
 
 typedef struct hbm_oom_report {

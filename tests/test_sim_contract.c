@@ -534,6 +534,43 @@ static int all_bytes(const unsigned char *p, uint64_t n, unsigned char v) {
   for (uint64_t i = 0; i < n; i++) if (p[i] != v) return 0;
   return 1;
 }
+/* hbm_sim_track_mappings(dev, 0), for timing a policy alone: handles,
+ * mappings and copies taken on trust, segments and reservations still
+ * refereed, the check still clean; refused once a handle exists, and on a
+ * device that is not sim. */
+static void untracked_mappings(void) {
+  hbm_device *dev;
+  CHECK(hbm_sim_open_at(16 * G, G, BASE, &dev) == HBM_OK);
+  uint64_t r, h, h2, seg;
+  CHECK(hbm_sim_track_mappings(dev, 0) == HBM_OK);
+  CHECK(hbm_dev_reserve(dev, 8 * G, &r) == HBM_OK);
+  CHECK(hbm_dev_phys_create(dev, 2 * G, &h) == HBM_OK);
+  CHECK(hbm_dev_map(dev, r, 2 * G, h, 0) == HBM_OK);
+  CHECK(hbm_dev_map(dev, r + G, 2 * G, h, 0) == HBM_OK);    /* overlaps: taken on trust */
+  CHECK(hbm_dev_unmap(dev, r + 4 * G, G) == HBM_OK);        /* never mapped: taken on trust */
+  CHECK(hbm_dev_copy(dev, r + 6 * G, 1, 4096) == HBM_OK);   /* not device memory: taken on trust */
+  CHECK(hbm_dev_map(dev, r + 4096, G, h, 0) == HBM_EINVAL); /* unaligned: still refused, it needs no record */
+  CHECK(hbm_dev_phys_create(dev, G + 1, &h2) == HBM_EINVAL);
+  CHECK(hbm_dev_unreserve(dev, r, 4 * G) == HBM_EINVAL);     /* reservations stay refereed */
+  CHECK(hbm_dev_seg_alloc(dev, G, 0, &seg) == HBM_OK);
+  CHECK(hbm_dev_seg_free(dev, seg, 2 * G) == HBM_EINVAL);   /* so do segments */
+  CHECK_EQ_U64(hbm_device_refused(dev), 4);
+  CHECK(hbm_device_check(dev, count_check, NULL) == 0);
+  CHECK(hbm_dev_seg_free(dev, seg, G) == HBM_OK);
+  CHECK(hbm_dev_phys_release(dev, h, 2 * G) == HBM_OK);
+  CHECK_EQ_U64(dev->phys_used, 0);
+  hbm_device_close(dev);
+  CHECK(hbm_sim_open_at(16 * G, G, BASE, &dev) == HBM_OK);
+  CHECK(hbm_dev_phys_create(dev, 2 * G, &h) == HBM_OK);
+  CHECK(hbm_sim_track_mappings(dev, 0) == HBM_EINVAL); /* too late: a handle is tracked */
+  CHECK(hbm_dev_phys_release(dev, h, 2 * G) == HBM_OK);
+  hbm_device_close(dev);
+  if (hbm_host_open(8 * G, G, &dev) == HBM_OK) {
+    CHECK(hbm_sim_track_mappings(dev, 0) == HBM_EINVAL);
+    hbm_device_close(dev);
+  }
+}
+
 static void host_refusals_touch_nothing(void) {
   hbm_device *dev;
   if (hbm_host_open(32 * G, G, &dev) != HBM_OK) {
@@ -669,6 +706,7 @@ int main(void) {
   fixed_cases(0);
   fixed_cases(1);
   host_refusals_touch_nothing();
+  untracked_mappings();
   differential(seed, (long)(150000 * scale));
   hbm_set_error_handler(print_error, NULL); /* from here a refusal is a policy's bug: say it */
   policies_keep_contract(seed, (long)(10000 * scale));

@@ -73,6 +73,7 @@ typedef struct hbm_ledger {
   hbm_ledger_mapping *mpool;
   uint64_t nmpool, cap_mpool, free_mapping;
   uint64_t refused;     /* calls refused for breaking the contract */
+  int maps_untracked;   /* handles, mappings and copies taken on trust (hbm_sim_track_mappings) */
 } hbm_ledger;
 
 /* HBM_OK or HBM_EHOSTMEM. The granule is a power of two. */

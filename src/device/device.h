@@ -90,6 +90,14 @@ int hbm_sim_open_at(uint64_t capacity, uint64_t granule, uint64_t base, hbm_devi
  * overlapping a live segment. The next reserve uses addr up, whether it
  * succeeds or not. HBM_EINVAL for a device that is not sim. */
 int hbm_sim_reserve_next_at(hbm_device *dev, uint64_t addr);
+/* on = 0: this sim device's ledger takes handles, mappings and copies on
+ * trust (segments and reservations stay tracked, with every rule on them):
+ * no call is refused for them and no check sees them. For timing a policy
+ * alone: the ledger's bookkeeping of each call costs as much as a policy's
+ * own work on a trace that makes a call every few events, and a real device
+ * keeps its own. Only before the device has created a handle (HBM_EINVAL
+ * then, or for a device that is not sim). */
+int hbm_sim_track_mappings(hbm_device *dev, int on);
 /* Calls the device refused for breaking the contract (0 for a device that
  * keeps no ledger): each also went to the error handler with its reason. */
 uint64_t hbm_device_refused(const hbm_device *dev);

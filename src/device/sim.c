@@ -200,6 +200,14 @@ int hbm_sim_reserve_next_at(hbm_device *dev, uint64_t addr) {
   return HBM_OK;
 }
 
+int hbm_sim_track_mappings(hbm_device *dev, int on) {
+  if (!dev || dev->ops != &sim_ops) return HBM_EINVAL;
+  hbm_ledger *l = &((sim_device *)dev)->ledger;
+  if (l->handles.used || hbm_ordset_count(l->maps)) return HBM_EINVAL; /* too late: calls already tracked */
+  l->maps_untracked = !on;
+  return HBM_OK;
+}
+
 int hbm_sim_open(uint64_t capacity, uint64_t granule, hbm_device **out) {
   return hbm_sim_open_at(capacity, granule, SIM_BASE, out);
 }

@@ -230,8 +230,15 @@ static void start_unfit(replay_state *s) {
                                     .cause = HBM_CAUSE_START};
 }
 
-int hbm_replay_open_policy(const hbm_trace *t, const char *policy, const char *conf,
-                           const char *device_spec, hbm_device **dev, hbm_policy **p) {
+static int open_policy(const hbm_trace *t, const char *policy, const char *conf, const char *device_spec,
+                       int untracked_mappings, hbm_device **dev, hbm_policy **p);
+int hbm_replay_open_policy(const hbm_trace *t, const char *policy, const char *conf, const char *device_spec,
+                           hbm_device **dev, hbm_policy **p) {
+  return open_policy(t, policy, conf, device_spec, 0, dev, p);
+}
+
+static int open_policy(const hbm_trace *t, const char *policy, const char *conf, const char *device_spec,
+                       int untracked_mappings, hbm_device **dev, hbm_policy **p) {
   char spec[64];
   if (!device_spec) {
     if (!t->capacity)
@@ -243,6 +250,7 @@ int hbm_replay_open_policy(const hbm_trace *t, const char *policy, const char *c
   if (!cls) return hbm_report_error(HBM_EINVAL, "unknown policy '%s' (known: %s)", policy, hbm_policy_names());
   int rc = hbm_device_open(device_spec, dev);
   if (rc != HBM_OK) return rc;
+  if (untracked_mappings && !strcmp((*dev)->caps.kind, "sim")) hbm_sim_track_mappings(*dev, 0); /* nothing made yet */
   hbm_diag diag = {0};
   rc = cls->create(*dev, conf, p, &diag);
   if (rc != HBM_OK) {
@@ -259,7 +267,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
   if (!t || !o || !o->policy || !res) return HBM_EINVAL;
   memset(res, 0, sizeof *res);
   replay_state s = {.t = t, .o = o, .res = res};
-  int rc = hbm_replay_open_policy(t, o->policy, o->conf, o->device, &s.dev, &s.p);
+  int rc = open_policy(t, o->policy, o->conf, o->device, o->untracked_mappings, &s.dev, &s.p);
   if (rc != HBM_OK) return rc;
   snprintf(res->policy, sizeof res->policy, "%s", o->policy);
   res->events = t->nevents;
