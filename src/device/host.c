@@ -59,10 +59,18 @@ static void run_release(host_device *h, uint64_t off) {
   hbm_device_unclaim(&h->base, got);
 }
 
-static int range_reserve(uint64_t size, uint64_t *base) {
-  void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+/* A range at a granule boundary, as the contract has reservations (and as
+ * cuMemAddressReserve aligns them): mmap aligns only to a page, so one more
+ * granule is taken and the unaligned head and the tail are given back. */
+static int range_reserve(uint64_t size, uint64_t granule, uint64_t *base) {
+  if (size > UINT64_MAX - granule) return HBM_EHOSTMEM;
+  uint64_t span = size + granule;
+  void *p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return HBM_EHOSTMEM;
-  *base = (uint64_t)(uintptr_t)p;
+  uint64_t at = (uint64_t)(uintptr_t)p, start = hbm_align_up(at, granule), end = start + size;
+  if (start > at) munmap(p, start - at);
+  if (at + span > end) munmap((void *)(uintptr_t)end, at + span - end);
+  *base = start;
   return HBM_OK;
 }
 
@@ -103,7 +111,7 @@ static int host_reserve(hbm_device *d, uint64_t size, uint64_t *base) {
   host_device *h = (host_device *)d;
   int rc = hbm_ledger_reserve_ok(&h->ledger, size, 0);
   if (rc != HBM_OK) return rc;
-  if ((rc = range_reserve(size, base)) != HBM_OK) return rc;
+  if ((rc = range_reserve(size, d->caps.granule, base)) != HBM_OK) return rc;
   hbm_ledger_reserve_done(&h->ledger, *base, size);
   return HBM_OK;
 }
@@ -145,7 +153,7 @@ static int host_seg_alloc(hbm_device *d, uint64_t size, uint64_t hint, uint64_t 
   if (size > HBM_MAX_SIZE) return HBM_ENOMEM;
   uint64_t bytes = hbm_align_up(size, d->caps.granule), va, off;
   if ((rc = run_create(h, bytes, &off)) != HBM_OK) return rc;
-  if ((rc = range_reserve(bytes, &va)) != HBM_OK) {
+  if ((rc = range_reserve(bytes, d->caps.granule, &va)) != HBM_OK) {
     run_release(h, off);
     return rc;
   }
