@@ -55,6 +55,17 @@ void hbm_report_output(const char *fmt, ...) {
   output_fn(msg, output_arg);
 }
 
+int hbm_grow_array(void **p, size_t *cap, size_t n, size_t elem) {
+  if (n < *cap) return HBM_OK;
+  size_t c = *cap ? *cap * 2 : 64;
+  while (c <= n) c *= 2;
+  void *q = realloc(*p, c * elem);
+  if (!q) return HBM_EHOSTMEM;
+  *p = q;
+  *cap = c;
+  return HBM_OK;
+}
+
 void hbm_check_fail(hbm_checker *k, const char *fmt, ...) {
   k->failures++;
   if (!k->report || (k->limit && k->failures > k->limit)) return;

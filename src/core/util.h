@@ -24,6 +24,11 @@ void hbm_check_fail(hbm_checker *k, const char *fmt, ...) __attribute__((format(
 static inline uint64_t hbm_align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 static inline int hbm_is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
+/* Makes room for element n of the array *p (elem bytes each, *cap held):
+ * doubles from 64 until n < *cap. HBM_OK, or HBM_EHOSTMEM with *p and *cap
+ * unchanged. */
+int hbm_grow_array(void **p, size_t *cap, size_t n, size_t elem);
+
 /* Sizes above this are absurd for any device we model (1 PiB). */
 #define HBM_MAX_SIZE (1ull << 50)
 

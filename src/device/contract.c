@@ -80,15 +80,6 @@ int hbm_ledger_res_overlaps(const hbm_ledger *l, uint64_t addr, uint64_t size) {
   return 0;
 }
 
-static int span_grow(hbm_ledger_span **v, size_t *cap, size_t n) {
-  if (n < *cap) return HBM_OK;
-  size_t ncap = *cap ? *cap * 2 : 64;
-  hbm_ledger_span *nv = realloc(*v, ncap * sizeof *nv);
-  if (!nv) return HBM_EHOSTMEM;
-  *v = nv;
-  *cap = ncap;
-  return HBM_OK;
-}
 
 /* ---- mappings and handles ---------------------------------------------------- */
 
@@ -146,7 +137,7 @@ static int device_memory(const hbm_ledger *l, uint64_t a, uint64_t n) {
 
 int hbm_ledger_seg_alloc_ok(hbm_ledger *l, uint64_t size, uint64_t hint) {
   if (size == 0) return hbm_ledger_refuse(l, "seg_alloc", size, hint, "size 0");
-  return span_grow(&l->segs, &l->cap_segs, l->nsegs);
+  return hbm_grow_array((void **)&l->segs, &l->cap_segs, l->nsegs, sizeof *l->segs);
 }
 
 void hbm_ledger_seg_alloc_done(hbm_ledger *l, uint64_t addr, uint64_t size, uint64_t held, uint64_t data) {
@@ -174,7 +165,7 @@ void hbm_ledger_seg_free_done(hbm_ledger *l, uint64_t addr) {
 int hbm_ledger_reserve_ok(hbm_ledger *l, uint64_t size, uint64_t at) {
   if (size == 0 || !aligned(l, size))
     return hbm_ledger_refuse(l, "reserve", size, at, "size 0 or not a multiple of the granule");
-  return span_grow(&l->res, &l->cap_res, l->nres);
+  return hbm_grow_array((void **)&l->res, &l->cap_res, l->nres, sizeof *l->res);
 }
 
 void hbm_ledger_reserve_done(hbm_ledger *l, uint64_t base, uint64_t size) {

@@ -114,16 +114,6 @@ static int fail(importer *im, const char *fmt, ...) {
   return hbm_diag_set(im->diag, im->name, 0, 0, "%s", msg);
 }
 
-static int grow(void **p, size_t *cap, size_t n, size_t elem) {
-  if (n < *cap) return HBM_OK;
-  size_t c = *cap ? *cap * 2 : 64;
-  while (c <= n) c *= 2;
-  void *q = realloc(*p, c * elem);
-  if (!q) return HBM_EHOSTMEM;
-  *p = q;
-  *cap = c;
-  return HBM_OK;
-}
 
 /* ---- reading the pickle tree ---------------------------------------------------- */
 
@@ -193,7 +183,7 @@ static int read_segments(importer *im, const hbm_pk_value *segments) {
       const hbm_pk_value *b = hbm_pk_item(blocks, k);
       snprintf(where, sizeof where, "segments[%zu].blocks[%zu]", i, k);
       if (!b || b->type != HBM_PK_DICT) return fail(im, "%s: expected a dict", where);
-      if ((rc = grow((void **)&im->blocks, &im->cap_blocks, im->nblocks, sizeof *im->blocks))) return rc;
+      if ((rc = hbm_grow_array((void **)&im->blocks, &im->cap_blocks, im->nblocks, sizeof *im->blocks))) return rc;
       fblock *fb = &im->blocks[im->nblocks];
       memset(fb, 0, sizeof *fb);
       if ((rc = get_u64(im, b, "size", &fb->size, where))) return rc;
@@ -395,7 +385,7 @@ static int32_t stream_rank(const importer *im, int64_t raw) {
 /* ---- the allocations alive at the start ---------------------------------------------- */
 
 static int add_live_start(importer *im, live_start l) {
-  int rc = grow((void **)&im->ls, &im->cap_ls, im->nls, sizeof *im->ls);
+  int rc = hbm_grow_array((void **)&im->ls, &im->cap_ls, im->nls, sizeof *im->ls);
   if (rc) return rc;
   im->ls[im->nls++] = l;
   return HBM_OK;
@@ -444,7 +434,7 @@ static int find_live_start(importer *im) {
 /* ---- the segments at the start ----------------------------------------------------------- */
 
 static int add_sseg(importer *im, sseg s) {
-  int rc = grow((void **)&im->ss, &im->cap_ss, im->nss, sizeof *im->ss);
+  int rc = hbm_grow_array((void **)&im->ss, &im->cap_ss, im->nss, sizeof *im->ss);
   if (rc) return rc;
   im->ss[im->nss++] = s;
   return HBM_OK;
@@ -510,7 +500,7 @@ static int start_ranges(importer *im) {
   for (size_t s = 0; s < im->nsegs && rc == HBM_OK; s++) {
     fseg *g = &im->segs[s];
     if (!g->expandable) continue;
-    if ((rc = grow((void **)&r, &cap, n, sizeof *r))) break;
+    if ((rc = hbm_grow_array((void **)&r, &cap, n, sizeof *r))) break;
     r[n++] = (range){g->addr, g->addr + g->size, g->stream, g->small};
   }
   for (size_t i = im->ne; i-- > 0 && rc == HBM_OK;) {
@@ -524,7 +514,7 @@ static int start_ranges(importer *im) {
         right.lo = hi;
         int keep_left = left.lo < left.hi, keep_right = right.lo < right.hi;
         if (keep_left && keep_right) {
-          if ((rc = grow((void **)&r, &cap, n, sizeof *r))) break;
+          if ((rc = hbm_grow_array((void **)&r, &cap, n, sizeof *r))) break;
           r[k] = left;
           r[n++] = right;
         } else if (keep_left) {
@@ -539,7 +529,7 @@ static int start_ranges(importer *im) {
       int small = x->size % HBM_PT_LARGE_BUFFER != 0;
       for (size_t k = 0; k < n; k++)
         if ((r[k].hi == lo || r[k].lo == hi) && r[k].stream == x->stream) small = r[k].small;
-      if ((rc = grow((void **)&r, &cap, n, sizeof *r))) break;
+      if ((rc = hbm_grow_array((void **)&r, &cap, n, sizeof *r))) break;
       r[n++] = (range){lo, hi, x->stream, small};
     }
   }
