@@ -251,6 +251,7 @@ int hbm_heap_scan(hbm_heap *h, hbm_scan_fn *visit, void *arg) {
 typedef struct check_ctx {
   hbm_heap *h;
   int failures;
+  int no_memory; /* a check could not run for want of host memory */
   uint64_t live, allocated, blocks, by_tag[HBM_TAG_COUNT];
   uint64_t scan_prev_end, scan_live_blocks;
   int scan_started;
@@ -258,6 +259,10 @@ typedef struct check_ctx {
 
 static void report_fail(void *arg, const char *message) {
   check_ctx *c = arg;
+  if (message == hbm_check_no_memory_message) {
+    c->no_memory = 1;
+    return;
+  }
   c->failures++;
   hbm_report_error(HBM_ECORRUPT, "check: %s", message);
 }
@@ -339,5 +344,6 @@ int hbm_check(hbm_heap *h) {
     report_fail(&c, m);
   }
   heap_unlock(h);
-  return c.failures ? HBM_ECORRUPT : HBM_OK;
+  if (c.failures) return HBM_ECORRUPT;
+  return c.no_memory ? hbm_report_error(HBM_EHOSTMEM, "check: no host memory to run every check") : HBM_OK;
 }

@@ -66,6 +66,17 @@ int hbm_grow_array(void **p, size_t *cap, size_t n, size_t elem) {
   return HBM_OK;
 }
 
+const char hbm_check_no_memory_message[] = "no host memory to check";
+
+void hbm_check_no_memory(hbm_checker *k) {
+  if (k->report) k->report(k->arg, hbm_check_no_memory_message);
+}
+
+void hbm_check_forward(hbm_checker *k, const char *message) {
+  if (message == hbm_check_no_memory_message) hbm_check_no_memory(k);
+  else hbm_check_fail(k, "%s", message);
+}
+
 void hbm_check_fail(hbm_checker *k, const char *fmt, ...) {
   k->failures++;
   if (!k->report || (k->limit && k->failures > k->limit)) return;

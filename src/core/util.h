@@ -20,6 +20,14 @@ typedef struct hbm_checker {
   int failures;
 } hbm_checker;
 void hbm_check_fail(hbm_checker *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A check that cannot run for want of host memory says so through report with
+ * this very string (compared by address), not as a failure: the structure may
+ * well be sound, and hbm_check() answers HBM_EHOSTMEM, not HBM_ECORRUPT. */
+extern const char hbm_check_no_memory_message[];
+void hbm_check_no_memory(hbm_checker *k);
+/* Passes a message from a nested check on to k: a failure, prefixed, or the
+ * no-memory notice unchanged. */
+void hbm_check_forward(hbm_checker *k, const char *message);
 
 static inline uint64_t hbm_align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 static inline int hbm_is_pow2(uint64_t v) { return v && !(v & (v - 1)); }

@@ -372,7 +372,7 @@ int hbm_ledger_check(const hbm_ledger *l, uint64_t phys_used, void (*report)(voi
   if (c.handles_seen != l->handles.used) fail(&c, "%llu handles visited, %llu held", c.handles_seen, l->handles.used);
   c.mapped = calloc(l->nhpool ? l->nhpool : 1, sizeof *c.mapped);
   if (!c.mapped) {
-    fail(&c, "no host memory to recount %llu handles%.0llu", l->nhpool, 0);
+    hbm_check_no_memory(&c.k);
     return c.k.failures;
   }
   c.k.failures += hbm_ordset_check(l->maps, report, arg);

@@ -258,9 +258,11 @@ static int compact_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) 
     k.failures++;
   }
   /* The arena as a layout now (skipped when host memory is short: that is
-   * no inconsistency). */
+   * no inconsistency, and says so). */
   hbm_clayout now = {0};
-  if (hbm_clayout_read(&now, c->arena, COMPACT_UNIT, is_pinned, c) == HBM_OK) {
+  int read = hbm_clayout_read(&now, c->arena, COMPACT_UNIT, is_pinned, c);
+  if (read == HBM_EHOSTMEM) report(arg, hbm_check_no_memory_message);
+  if (read == HBM_OK) {
     int f = hbm_clayout_check(&now, report, arg);
     k.failures += f > 0 ? f : 0;
     if (now.pinned_blocks != c->pins.used || now.live_bytes != hbm_range_live_bytes(c->arena)) {

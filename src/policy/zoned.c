@@ -1969,7 +1969,7 @@ typedef struct check_ctx {
 } check_ctx;
 
 static void forward_report(void *arg, const char *message) {
-  hbm_check_fail(&((check_ctx *)arg)->k, "%s", message);
+  hbm_check_forward(&((check_ctx *)arg)->k, message);
 }
 
 static int recount_block(void *arg, uint64_t addr, uint64_t size, int live) {
@@ -2029,7 +2029,7 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
   if (z->fallback) return check_fallback(z, &c);
   uint64_t mapped = 0, touched = 0, idle = 0, free_recs = 0;
   uint32_t *chunk_touched = calloc(z->nchunks ? z->nchunks : 1, sizeof *chunk_touched);
-  if (!chunk_touched) { hbm_check_fail(&c.k, "no host memory to check"); return c.k.failures; }
+  if (!chunk_touched) { hbm_check_no_memory(&c.k); return c.k.failures; }
   for (uint32_t ri = 0; ri < z->nranges; ri++) {
     const zrange *r = &z->ranges[ri];
     hbm_vspace_check(r->vs, forward_report, &c);
@@ -2039,7 +2039,7 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
     if (!c.edge || !c.touched) {
       free(c.edge);
       free(c.touched);
-      hbm_check_fail(&c.k, "no host memory to check");
+      hbm_check_no_memory(&c.k);
       break;
     }
     hbm_vspace_walk(r->vs, recount_block, &c);
@@ -2047,7 +2047,7 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
     /* mapped pages below each page, to check every Fenwick node, not only
      * prefixes (a prefix at a power of two reads a single node) */
     uint32_t *below = r->fenwick ? calloc((size_t)r->fenwick_n + 1, sizeof *below) : NULL;
-    if (r->fenwick && !below) hbm_check_fail(&c.k, "no host memory to check");
+    if (r->fenwick && !below) hbm_check_no_memory(&c.k);
     if (r->top > r->cover) hbm_check_fail(&c.k, "Z1 range %u: pages mapped up to %u, page entries only to %u", ri, r->top, r->cover);
     for (uint32_t q = 0; q < r->npages; q++) {
       uint32_t ch = chunk_at(r, q), edge = q < r->cover ? r->edge[q] : 0;

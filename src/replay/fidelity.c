@@ -73,7 +73,12 @@ static void on_action(void *arg, hbm_pt_action action, uint64_t addr, uint64_t s
   }
 }
 
-static void count_report(void *arg, const char *message) { (*(int *)arg)++; }
+typedef struct check_count { int failures, no_memory; } check_count;
+static void count_report(void *arg, const char *message) {
+  check_count *c = arg;
+  if (message == hbm_check_no_memory_message) c->no_memory = 1;
+  else c->failures++;
+}
 
 /* The policy (asked for, else the one the recorded settings name) and its
  * settings (given, else recorded). Asked for caching over a recording made
@@ -87,7 +92,8 @@ static int pick_policy(const hbm_trace *t, const hbm_fidelity_options *o, const 
   hbm_pt_conf c;
   hbm_pt_conf_default(&c, name && !strcmp(name, "expandable"));
   if (!name) {
-    if (hbm_pt_conf_parse(*conf, &c, diag) != HBM_OK) return HBM_EINVAL;
+    int rc = hbm_pt_conf_parse(*conf, &c, diag);
+    if (rc != HBM_OK) return rc == HBM_EHOSTMEM ? rc : HBM_EINVAL;
     name = c.expandable ? "expandable" : "caching";
   }
   *cls = hbm_policy_find(name);
@@ -97,7 +103,9 @@ static int pick_policy(const hbm_trace *t, const hbm_fidelity_options *o, const 
     return HBM_EINVAL;
   }
   int expandable = !strcmp(name, "expandable");
-  if (!(o && o->conf) && *conf && hbm_pt_conf_parse(*conf, &c, NULL) == HBM_OK && c.expandable != expandable) {
+  int parsed = !(o && o->conf) && *conf ? hbm_pt_conf_parse(*conf, &c, NULL) : HBM_EINVAL;
+  if (parsed == HBM_EHOSTMEM) return parsed;
+  if (parsed == HBM_OK && c.expandable != expandable) {
     /* a later key overrides an earlier one, as in PyTorch */
     if ((size_t)snprintf(own, 512, "%s,expandable_segments:%s", *conf, expandable ? "True" : "False") >= 512) {
       hbm_diag_set(diag, t->name, 0, 0, "recorded settings too long (more than 480 bytes)");
@@ -157,12 +165,13 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
   uint64_t reserved_real = 0;
   for (uint32_t i = 0; i < t->ninit_segments; i++) reserved_real += t->init_segments[i].size;
   rc = cls->seed(p, t, id_addr);
-  if (rc != HBM_OK) {
+  if (rc != HBM_OK && rc != HBM_EHOSTMEM) {
     hbm_diag_set(diag, t->name, 0, 0, "the starting state does not fit the %s model (%s)", cls->name,
                  hbm_strerror(rc));
     rc = HBM_EPARSE;
     goto done;
   }
+  if (rc != HBM_OK) goto done;
   hbm_pt_stats st;
   hbm_pt_get_stats(p, &st);
   r.reserved_model = r.peak_model = st.reserved;
@@ -260,7 +269,13 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
   res->segment_sizes_equal = nreal == r.nmodel;
   for (size_t k = 0; k < nreal && res->segment_sizes_equal; k++)
     if (real_sizes[k] != r.model_sizes[k]) res->segment_sizes_equal = 0;
-  cls->check(p, count_report, &res->check_failures);
+  check_count cc = {0, 0};
+  cls->check(p, count_report, &cc);
+  res->check_failures = cc.failures;
+  if (cc.no_memory) {
+    hbm_diag_set(diag, t->name, 0, 0, "out of host memory checking the model");
+    rc = HBM_EHOSTMEM;
+  }
 done:
   if (p) cls->destroy(p);
   hbm_device_close(r.dev);

@@ -121,13 +121,17 @@ static void report_oom_layout(replay_state *s) {
 }
 
 /* The policy's invariants after `event` events (check_every). */
-typedef struct check_tally { uint64_t event; int failures; } check_tally;
+typedef struct check_tally { uint64_t event; int failures, no_memory; } check_tally;
 static void check_failed(void *arg, const char *message) {
   check_tally *c = arg;
+  if (message == hbm_check_no_memory_message) {
+    c->no_memory = 1;
+    return;
+  }
   if (!c->failures++) hbm_report_error(HBM_ECORRUPT, "replay: after event %llu: %s", (unsigned long long)c->event, message);
 }
 static int check_policy(replay_state *s, uint64_t event) {
-  check_tally c = {event, 0};
+  check_tally c = {event, 0, 0};
   if (s->p->cls->check) s->p->cls->check(s->p, check_failed, &c);
   hbm_device_check(s->p->dev, check_failed, &c);
   uint64_t refused = hbm_device_refused(s->p->dev);
@@ -136,7 +140,8 @@ static int check_policy(replay_state *s, uint64_t event) {
     snprintf(m, sizeof m, "the device refused %llu call(s) that break its contract (each reported above)", (unsigned long long)refused);
     check_failed(&c, m);
   }
-  return c.failures ? HBM_ECORRUPT : HBM_OK;
+  if (c.failures) return HBM_ECORRUPT;
+  return c.no_memory ? hbm_report_error(HBM_EHOSTMEM, "replay: after event %llu: no host memory to run every check", (unsigned long long)event) : HBM_OK;
 }
 
 /* With checks on: a destroyed policy gave the device back everything, and
