@@ -276,9 +276,9 @@ static int read_trace(importer *im, const hbm_pk_value *trace) {
 }
 
 /* allocator_settings -> PYTORCH_CUDA_ALLOC_CONF text with the same effect. */
-static void read_settings(importer *im, const hbm_pk_value *s) {
+static int read_settings(importer *im, const hbm_pk_value *s) {
   hbm_pt_conf_default(&im->conf, 0);
-  if (!s || s->type != HBM_PK_DICT) return;
+  if (!s || s->type != HBM_PK_DICT) return HBM_OK;
   char *out = im->conf_text;
   size_t cap = sizeof im->conf_text, n = 0;
 #define APPEND(...) \
@@ -330,8 +330,11 @@ static void read_settings(importer *im, const hbm_pk_value *s) {
   im->have_conf = 1;
   hbm_pt_conf c;
   hbm_pt_conf_default(&c, 0);
-  if (hbm_pt_conf_parse(im->conf_text, &c, NULL) == HBM_OK) im->conf = c;
+  int rc = hbm_pt_conf_parse(im->conf_text, &c, NULL);
+  if (rc == HBM_EHOSTMEM) return rc; /* not a reason to drop the settings */
+  if (rc == HBM_OK) im->conf = c;
   else im->conf_text[0] = '\0'; /* cannot happen for settings PyTorch accepted */
+  return HBM_OK;
 }
 
 static int i64_cmp(const void *a, const void *b) {
@@ -339,11 +342,11 @@ static int i64_cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static void read_steps(importer *im, const hbm_pk_value *ann) {
+static int read_steps(importer *im, const hbm_pk_value *ann) {
   size_t n = hbm_pk_len(ann);
-  if (!n) return;
+  if (!n) return HBM_OK;
   im->step_ends = calloc(n, sizeof *im->step_ends);
-  if (!im->step_ends) return;
+  if (!im->step_ends) return HBM_EHOSTMEM; /* the steps would be lost: no answer at all rather than a wrong one */
   for (size_t i = 0; i < n; i++) {
     const hbm_pk_value *a = hbm_pk_item(ann, i);
     const char *stage = hbm_pk_str(hbm_pk_get(a, "stage"));
@@ -355,6 +358,7 @@ static void read_steps(importer *im, const hbm_pk_value *ann) {
     im->step_ends[im->nsteps++] = t;
   }
   qsort(im->step_ends, im->nsteps, sizeof *im->step_ends, i64_cmp);
+  return HBM_OK;
 }
 
 /* ---- streams ---------------------------------------------------------------------- */
@@ -840,11 +844,10 @@ int hbm_snapshot_import(const uint8_t *data, size_t len, const char *name, const
     rc = fail(&im, "device_traces[%d]: expected a list of trace entries", im.device);
     goto done;
   }
-  read_settings(&im, hbm_pk_get(root, "allocator_settings"));
+  if ((rc = read_settings(&im, hbm_pk_get(root, "allocator_settings")))) goto done;
   if ((rc = read_segments(&im, segments))) goto done;
   if (trace && (rc = read_trace(&im, trace))) goto done;
-  read_steps(&im, hbm_pk_get(root, "external_annotations"));
-  if ((rc = collect_streams(&im)) || (rc = find_live_start(&im)) || (rc = start_segments(&im)) ||
+  if ((rc = read_steps(&im, hbm_pk_get(root, "external_annotations"))) || (rc = collect_streams(&im)) || (rc = find_live_start(&im)) || (rc = start_segments(&im)) ||
       (rc = start_ranges(&im)))
     goto done;
   if ((rc = hbm_trace_new(name, &t))) goto done;
