@@ -420,17 +420,21 @@ int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t ali
   }
   rc = plan_strategy(b, n, period, horizon, align, HBM_DSA_SIZE_LOWEST, orders, offsets, footprint);
   if (rc != HBM_OK || n == 1) goto out;
-  /* Everything after the first order is only a chance to do better: what
-   * runs out of host memory forfeits it, and the plan in hand stands. */
+  /* Host memory running out later answers HBM_EHOSTMEM too, not the plan in
+   * hand: the same input must give the same plan. (A positive footprint
+   * means a positive peak, so a peak of 0 is host memory.) */
   uint64_t peak = hbm_dsa_peak(b, n, period), fp[HBM_DSA_STRATEGIES] = {*footprint};
   int tried = 1, by_fp[HBM_DSA_STRATEGIES];
-  if (!(plans = malloc(HBM_DSA_STRATEGIES * n * sizeof *plans))) goto out;
+  if ((!peak && *footprint) || !(plans = malloc(HBM_DSA_STRATEGIES * n * sizeof *plans))) {
+    rc = HBM_EHOSTMEM;
+    goto out;
+  }
   memcpy(plans, offsets, n * sizeof *plans);
   /* Each order once, then rounds from each order's plan, the best first. */
   for (; tried < HBM_DSA_STRATEGIES && *footprint > peak; tried++) {
     trial = plans + (size_t)tried * n;
-    if (plan_strategy(b, n, period, horizon, align, (hbm_dsa_strategy)tried, orders + (size_t)tried * n, trial,
-                      &fp[tried]) != HBM_OK)
+    if ((rc = plan_strategy(b, n, period, horizon, align, (hbm_dsa_strategy)tried, orders + (size_t)tried * n, trial,
+                            &fp[tried])) != HBM_OK)
       goto out;
     if (fp[tried] < *footprint) {
       memcpy(offsets, trial, n * sizeof *trial);
@@ -455,7 +459,7 @@ int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t ali
       order = next;
       next = t;
       uint64_t f;
-      if (place_in_order(b, n, period, horizon, align, order, strategies[s].smallest_gap, trial, &f) != HBM_OK)
+      if ((rc = place_in_order(b, n, period, horizon, align, order, strategies[s].smallest_gap, trial, &f)) != HBM_OK)
         goto out;
       stalled = f < own ? 0 : stalled + 1;
       if (f < own) own = f;

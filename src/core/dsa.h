@@ -59,7 +59,8 @@ int hbm_dsa_plan_with(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_
  * BREADTH orders sort by). HBM_EHOSTMEM. */
 int hbm_dsa_breadth(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t *breadth);
 
-/* The most bytes live at one time: no plan's footprint is lower. */
+/* The most bytes live at one time: no plan's footprint is lower. 0 also when
+ * host memory ran out (blocks of positive size never peak at 0). */
 uint64_t hbm_dsa_peak(const hbm_dsa_block *b, size_t n, uint64_t period);
 
 /* Pairs of blocks live at the same time whose [offset, offset + size)
