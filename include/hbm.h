@@ -492,6 +492,7 @@ void hbm_adamw_options_init(hbm_adamw_options *options);
  * grad_scale not positive and finite once rounded to float, an unknown
  * rounding or impl.
  * HBM_EUNSUPPORTED when the chosen impl is not available on this CPU.
+ * HBM_EHOSTMEM (nothing written) when host memory for its bookkeeping runs out.
  * NaN or Inf gradients propagate as in PyTorch (the step is not skipped):
  * callers that use loss scaling check for them first. Thread-safe. */
 int hbm_adamw_step(const hbm_adamw_tensor *tensors, size_t ntensors,
