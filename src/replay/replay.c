@@ -110,14 +110,16 @@ static int oom_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag 
   if (live && hbm_addrmap_get(&c->tags, addr, &id)) tag = (hbm_tag)c->s->tag[id];
   return c->s->o->on_oom_layout(c->s->o->oom_layout_arg, addr, size, live, tag);
 }
-static void report_oom_layout(replay_state *s) {
+static int report_oom_layout(replay_state *s) {
   oom_scan c = {s, {0}};
   hbm_addrmap_init(&c.tags);
-  /* Best effort: a block left out (host memory short) shows the policy's own tag. */
-  for (uint32_t id = 0; id < s->t->nids; id++)
-    if (s->addr[id] != HBM_NO_ADDR && hbm_addrmap_put(&c.tags, s->addr[id], id) != HBM_OK) break;
-  s->p->cls->scan(s->p, oom_visit, &c);
+  /* Without every block's tag the layout would show some wrong: none then. */
+  int rc = HBM_OK;
+  for (uint32_t id = 0; id < s->t->nids && rc == HBM_OK; id++)
+    if (s->addr[id] != HBM_NO_ADDR) rc = hbm_addrmap_put(&c.tags, s->addr[id], id);
+  if (rc == HBM_OK) s->p->cls->scan(s->p, oom_visit, &c);
   hbm_addrmap_release(&c.tags);
+  return rc;
 }
 
 /* The policy's invariants after `event` events (check_every). */
@@ -179,7 +181,7 @@ static int do_alloc(replay_state *s, uint32_t id, uint64_t size, hbm_tag tag, in
       r->first_oom.cause = s->live + size > r->capacity ? HBM_CAUSE_CAPACITY : HBM_CAUSE_FRAGMENTATION;
       double f = hbm_fragmentation_ratio(r->first_oom.free_total, u.largest_free);
       if (f > r->max_frag) r->max_frag = f;
-      if (s->o->on_oom_layout) report_oom_layout(s);
+      if (s->o->on_oom_layout) return report_oom_layout(s);
     }
     return HBM_OK; /* skipped */
   }
