@@ -1,10 +1,20 @@
 /* test_caching_ordset.c: the ordered set behind the caching policies'
  * free-block sets (ordset.c, a two-level sorted array), compared operation
  * by operation with the sorted-array reference, with the invariant check
- * after every change. Seedable (HBM_SEED). */
+ * after every change. Seedable (HBM_SEED).
+ *
+ * malloc and realloc are wrapped (CMakeLists.txt) so that host memory can be
+ * made to fail: after hbm_ordset_reserve(n), n inserts with erases between
+ * them must succeed while every allocation fails. */
 #include "core/ordset.h"
 #include "hbm.h"
 #include "testutil.h"
+
+void *__real_malloc(size_t n);
+void *__real_realloc(void *p, size_t n);
+static int host_fails; /* every malloc and realloc fails while set */
+void *__wrap_malloc(size_t n) { return host_fails ? NULL : __real_malloc(n); }
+void *__wrap_realloc(void *p, size_t n) { return host_fails ? NULL : __real_realloc(p, n); }
 
 static void report(void *arg, const char *message) {
   (void)arg;
@@ -137,10 +147,113 @@ static void edge_cases(void) {
   hbm_ordset_destroy(s);
 }
 
+/* The reference allocates as it likes: host memory works for it. */
+static int ref_insert(hbm_ordref *r, hbm_okey k, uint32_t v) {
+  int failing = host_fails, rc;
+  host_fails = 0;
+  rc = hbm_ordref_insert(r, k, v);
+  host_fails = failing;
+  return rc;
+}
+static int ref_replace(hbm_ordref *r, hbm_okey old, hbm_okey k, uint32_t v) {
+  int failing = host_fails, rc;
+  host_fails = 0;
+  rc = hbm_ordref_replace(r, old, k, v);
+  host_fails = failing;
+  return rc;
+}
+
+/* hbm_ordset_reserve: rounds of "reserve n, then n inserts (and replaces)
+ * with random erases between them, every allocation failing", each checked
+ * against the reference. Sizes run from an empty set to thousands of keys,
+ * so reservations meet splits, merges and an emptied set. */
+static void reserve_rounds(uint64_t seed, int rounds) {
+  uint64_t rng = seed;
+  hbm_ordset *s;
+  hbm_ordref *r;
+  CHECK(hbm_ordset_create(&s) == HBM_OK);
+  CHECK(hbm_ordref_create(&r) == HBM_OK);
+  /* A failed reservation changes no key. */
+  host_fails = 1;
+  CHECK(hbm_ordset_reserve(s, 3) == HBM_EHOSTMEM);
+  CHECK(hbm_ordset_insert(s, (hbm_okey){1, 1}, 1) == HBM_EHOSTMEM);
+  host_fails = 0;
+  CHECK_EQ_U64(hbm_ordset_count(s), 0);
+  CHECK(hbm_ordset_check(s, report, NULL) == 0);
+  for (int round = 0; round < rounds; round++) {
+    int narrow = (int)test_rand_below(&rng, 2);
+    uint64_t n = test_rand_below(&rng, 4) ? 1 + test_rand_below(&rng, 8) : 1 + test_rand_below(&rng, 600);
+    CHECK(hbm_ordset_reserve(s, n) == HBM_OK);
+    /* A smaller reservation on top keeps the first promise. */
+    if (test_rand_below(&rng, 4) == 0) CHECK(hbm_ordset_reserve(s, 1) == HBM_OK);
+    host_fails = 1;
+    uint64_t shrink = test_rand_below(&rng, 3); /* 0: mostly erase, else mostly insert */
+    for (uint64_t done = 0; done < n;) {
+      hbm_okey k = {test_rand_below(&rng, narrow ? 64 : 1u << 20), test_rand_below(&rng, narrow ? 64 : 1u << 20)};
+      uint32_t v = (uint32_t)test_rand(&rng);
+      uint64_t op = test_rand_below(&rng, 8);
+      if (op < (shrink ? 2u : 5u) && hbm_ordref_count(r)) {
+        if (!hbm_ordref_lower_bound(r, k, &k, NULL)) hbm_ordref_first(r, &k, NULL);
+        CHECK(hbm_ordset_erase(s, k) == HBM_OK && hbm_ordref_erase(r, k) == HBM_OK);
+      } else if (op == 7 && hbm_ordref_count(r)) {
+        hbm_okey old;
+        if (!hbm_ordref_lower_bound(r, k, &old, NULL)) hbm_ordref_first(r, &old, NULL);
+        int b = ref_replace(r, old, k, v);
+        CHECK(hbm_ordset_replace(s, old, k, v) == b);
+        done++;
+      } else {
+        int b = ref_insert(r, k, v);
+        CHECK(hbm_ordset_insert(s, k, v) == b); /* never HBM_EHOSTMEM */
+        done++;
+      }
+    }
+    host_fails = 0;
+    CHECK_EQ_U64(hbm_ordset_count(s), hbm_ordref_count(r));
+    CHECK(hbm_ordset_check(s, report, NULL) == 0);
+    /* Now and then, empty it (spares gather) or let it grow unreserved. */
+    if (test_rand_below(&rng, 16) == 0) {
+      hbm_okey k;
+      while (hbm_ordref_first(r, &k, NULL)) CHECK(hbm_ordset_erase(s, k) == HBM_OK && hbm_ordref_erase(r, k) == HBM_OK);
+    }
+  }
+  hbm_okey ka, kb;
+  uint32_t va, vb;
+  int a = hbm_ordset_first(s, &ka, &va), b = hbm_ordref_first(r, &kb, &vb);
+  while (a && b) {
+    CHECK(same_answer(a, ka, va, b, kb, vb));
+    a = hbm_ordset_upper_bound(s, ka, &ka, &va);
+    b = hbm_ordref_upper_bound(r, kb, &kb, &vb);
+  }
+  CHECK(a == b);
+  hbm_ordset_destroy(s);
+  hbm_ordref_destroy(r);
+}
+
+/* The case a reservation is sized for: every chunk full (32 keys), then one
+ * insert into each, every one a split. Sequential appends leave chunks of
+ * 16; 16 more keys between each chunk's own fill it. */
+static void reserve_full_chunks(void) {
+  enum { CHUNKS = 200 };
+  hbm_ordset *s;
+  CHECK(hbm_ordset_create(&s) == HBM_OK);
+  for (uint64_t i = 0; i < CHUNKS * 16; i++) CHECK(hbm_ordset_insert(s, (hbm_okey){i * 4, 0}, 0) == HBM_OK);
+  for (uint64_t i = 0; i < CHUNKS * 16; i++) CHECK(hbm_ordset_insert(s, (hbm_okey){i * 4 + 1, 0}, 0) == HBM_OK);
+  CHECK(hbm_ordset_check(s, report, NULL) == 0);
+  CHECK(hbm_ordset_reserve(s, CHUNKS) == HBM_OK);
+  host_fails = 1;
+  for (uint64_t c = 0; c < CHUNKS; c++) CHECK(hbm_ordset_insert(s, (hbm_okey){c * 64 + 2, 0}, 0) == HBM_OK);
+  host_fails = 0;
+  CHECK(hbm_ordset_check(s, report, NULL) == 0);
+  CHECK_EQ_U64(hbm_ordset_count(s), CHUNKS * 33);
+  hbm_ordset_destroy(s);
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_caching_ordset");
+  reserve_full_chunks();
   double scale = test_scale();
   edge_cases();
+  reserve_rounds(seed + 2, (int)(2000 * scale) + 50);
   run(seed, 1, (int)(4000 * scale) + 100);
   run(seed + 1, 0, (int)(40000 * scale) + 100);
   /* Sequential keys: the shape a sorted insertion order gives. */

@@ -25,20 +25,30 @@ typedef struct entry {
 
 typedef struct chunk {
   uint32_t n;
-  entry e[CHUNK];
+  union {
+    entry e[CHUNK];
+    struct chunk *next_spare; /* while on the spare list */
+  };
 } chunk;
 
+/* Spares: empty chunks kept for splits. Invariant (what makes a reservation
+ * hold): cap >= nchunks + nspare, so a split that takes a spare never grows
+ * the index either. */
 struct hbm_ordset {
   chunk **chunks;  /* in key order */
   hbm_okey *maxkey; /* maxkey[i] = chunks[i]->keys[n - 1] */
   size_t nchunks, cap;
   size_t count;
-  chunk *spare;    /* one empty chunk kept to avoid malloc churn */
+  chunk *spare;    /* list of empty chunks, nspare long */
+  size_t nspare;
+  size_t keep;     /* spares kept when chunks are dropped (>= 1; the last reservation's need) */
+  size_t pending;  /* inserts still promised by hbm_ordset_reserve */
 };
 
 int hbm_ordset_create(hbm_ordset **out) {
   hbm_ordset *s = calloc(1, sizeof *s);
   if (!s) return HBM_EHOSTMEM;
+  s->keep = 1;
   *out = s;
   return HBM_OK;
 }
@@ -46,7 +56,11 @@ int hbm_ordset_create(hbm_ordset **out) {
 void hbm_ordset_destroy(hbm_ordset *s) {
   if (!s) return;
   for (size_t i = 0; i < s->nchunks; i++) free(s->chunks[i]);
-  free(s->spare);
+  while (s->spare) {
+    chunk *c = s->spare;
+    s->spare = c->next_spare;
+    free(c);
+  }
   free(s->chunks);
   free(s->maxkey);
   free(s);
@@ -79,7 +93,8 @@ static uint32_t find_pos(const chunk *c, hbm_okey key) {
 static chunk *chunk_new(hbm_ordset *s) {
   chunk *c = s->spare;
   if (c) {
-    s->spare = NULL;
+    s->spare = c->next_spare;
+    s->nspare--;
   } else {
     c = malloc(sizeof *c);
     if (!c) return NULL;
@@ -88,15 +103,25 @@ static chunk *chunk_new(hbm_ordset *s) {
   return c;
 }
 
+static void spare_push(hbm_ordset *s, chunk *c) {
+  c->next_spare = s->spare;
+  s->spare = c;
+  s->nspare++;
+}
+
+/* A chunk leaves the index: kept while the spares are fewer than a
+ * reservation may need (its index slot stays free with it, so cap >=
+ * nchunks + nspare holds), else freed. */
 static void chunk_drop(hbm_ordset *s, chunk *c) {
-  if (!s->spare) s->spare = c;
+  if (s->nspare < s->keep) spare_push(s, c);
   else free(c);
 }
 
-/* Makes room for one more chunk pointer in the index. */
-static int index_reserve(hbm_ordset *s) {
-  if (s->nchunks < s->cap) return HBM_OK;
+/* Makes room for `more` chunk pointers beyond those in the index. */
+static int index_reserve(hbm_ordset *s, size_t more) {
+  if (more <= s->cap - s->nchunks) return HBM_OK;
   size_t cap = s->cap ? s->cap * 2 : 8;
+  while (cap - s->nchunks < more) cap *= 2;
   chunk **c = realloc(s->chunks, cap * sizeof *c);
   if (!c) return HBM_EHOSTMEM;
   s->chunks = c;
@@ -122,8 +147,8 @@ static void index_remove(hbm_ordset *s, size_t at) {
 }
 
 int hbm_ordset_insert(hbm_ordset *s, hbm_okey key, uint32_t value) {
-  if (index_reserve(s) != HBM_OK) return HBM_EHOSTMEM;
   if (s->nchunks == 0) {
+    if (index_reserve(s, 1) != HBM_OK) return HBM_EHOSTMEM;
     chunk *c = chunk_new(s);
     if (!c) return HBM_EHOSTMEM;
     c->e[0].key = key;
@@ -131,6 +156,7 @@ int hbm_ordset_insert(hbm_ordset *s, hbm_okey key, uint32_t value) {
     c->n = 1;
     index_insert(s, 0, c);
     s->count = 1;
+    if (s->pending) s->pending--;
     return HBM_OK;
   }
   size_t ci = find_chunk(s, key);
@@ -139,6 +165,7 @@ int hbm_ordset_insert(hbm_ordset *s, hbm_okey key, uint32_t value) {
   uint32_t pos = find_pos(c, key);
   if (pos < c->n && hbm_okey_cmp(c->e[pos].key, key) == 0) return HBM_EINVAL;
   if (c->n == CHUNK) { /* split: the upper half moves to a new chunk after c */
+    if (index_reserve(s, 1) != HBM_OK) return HBM_EHOSTMEM;
     chunk *d = chunk_new(s);
     if (!d) return HBM_EHOSTMEM;
     uint32_t half = CHUNK / 2;
@@ -159,6 +186,35 @@ int hbm_ordset_insert(hbm_ordset *s, hbm_okey key, uint32_t value) {
   c->n++;
   if (pos == c->n - 1) s->maxkey[ci] = key;
   s->count++;
+  if (s->pending) s->pending--;
+  return HBM_OK;
+}
+
+/* How many spares n more inserts can take, erases between them or not.
+ * Each insert takes at most one (n). And with Psi = the sum over chunks of
+ * max(0, keys - 16): an insert raises Psi by at most 1; a split (of a full
+ * chunk, 32 keys, into 16 + 16) lowers it by 16 and takes a spare; a merge
+ * (a chunk under 8 keys into a neighbour, at most 24 keys after) raises it
+ * by at most 7 and gives a spare back, kept while spares < keep; an erase
+ * lowers it. So at any point the spares still needed are at most
+ * ceil((Psi + inserts left) / 16), plus 1 for an empty set's first chunk,
+ * and Psi <= keys / 2 <= (count + n) / 2. */
+static size_t spares_needed(size_t count, size_t n) {
+  size_t bound = (count + 3 * n + 31) / 32 + 1;
+  return n < bound ? n : bound;
+}
+
+int hbm_ordset_reserve(hbm_ordset *s, size_t n) {
+  if (n < s->pending) n = s->pending; /* an earlier promise still holds */
+  size_t need = spares_needed(s->count, n);
+  if (index_reserve(s, s->nspare > need ? s->nspare : need) != HBM_OK) return HBM_EHOSTMEM;
+  while (s->nspare < need) {
+    chunk *c = malloc(sizeof *c);
+    if (!c) return HBM_EHOSTMEM; /* the spares made so far stay: harmless */
+    spare_push(s, c);
+  }
+  s->keep = need > 1 ? need : 1;
+  s->pending = n;
   return HBM_OK;
 }
 

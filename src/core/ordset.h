@@ -13,6 +13,12 @@
  * chunk's entries, or splits or merges a chunk. No allocation per operation
  * once the chunks exist.
  *
+ * Only insert (and replace, which may insert) allocates: a chunk when one
+ * splits. hbm_ordset_reserve makes the next inserts unable to fail, so a
+ * caller that must not stop half way (the caching model's operations) asks
+ * for everything first and then changes its sets without error paths. Erase
+ * never allocates.
+ *
  * Invariants (hbm_ordset_check verifies each):
  *   O1 keys strictly increase through the chunks in order (no duplicates);
  *   O2 every chunk holds 1..32 keys and its index key is its largest;
@@ -47,8 +53,15 @@ typedef struct hbm_ordset hbm_ordset;
 int hbm_ordset_create(hbm_ordset **out);
 void hbm_ordset_destroy(hbm_ordset *s);
 size_t hbm_ordset_count(const hbm_ordset *s);
-/* HBM_OK; HBM_EINVAL if the key is present (set unchanged); HBM_EHOSTMEM. */
+/* HBM_OK; HBM_EINVAL if the key is present (set unchanged); HBM_EHOSTMEM
+ * (set unchanged). */
 int hbm_ordset_insert(hbm_ordset *s, hbm_okey key, uint32_t value);
+/* After HBM_OK, the next n inserts or replaces cannot fail for host memory,
+ * whatever erases come between them; a promise made earlier and not yet
+ * used up still holds. O(1) amortized: the room is spare chunks, kept for
+ * later (at most min(n, (count + 3n) / 32 + 2) of them). HBM_EHOSTMEM leaves
+ * the keys unchanged (some spares may have been made). */
+int hbm_ordset_reserve(hbm_ordset *s, size_t n);
 /* HBM_OK, or HBM_EINVAL if the key is absent (set unchanged). */
 int hbm_ordset_erase(hbm_ordset *s, hbm_okey key);
 /* Erases `old` and inserts `key` with `value` (old == key: the value only):
