@@ -31,6 +31,16 @@
  *      allocated == sum of allocated blocks; releasable == recount;
  *   P6 an expandable segment's pages are mapped exactly where its mapped blocks lie;
  *   P7 sizes and addresses are multiples of 512; each ordered set passes its check.
+ *
+ * Host memory: every operation (malloc, free, a recorded segment release,
+ * the seed of a starting state) first reserves all the host memory it may
+ * need (block array, ordered sets, active map, scratch, expandable segment
+ * slots), then changes the model with steps that cannot fail for host
+ * memory. So HBM_EHOSTMEM from the model itself leaves it exactly as it was.
+ * A device call that fails (out of memory, or the device's own bookkeeping)
+ * leaves what the operation did before it, as PyTorch does after a failed
+ * cudaMalloc: cached segments released on the way, a new expandable
+ * reservation, pages mapped; the invariants hold either way.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -62,7 +72,9 @@ typedef struct pt_stream {
   hbm_ordset *unmapped[2]; /* expandable: unmapped ranges (address, 0) -> block */
 } pt_stream;
 
-/* ExpandableSegment: one address reservation, pages mapped on demand. */
+/* ExpandableSegment: one address reservation, pages mapped on demand. Slots
+ * at and past nes (up to cap_es) are not segments yet; a reserved one holds
+ * its handles array already (es_slots_reserve). */
 typedef struct pt_es {
   uint64_t base, va_size, page;
   uint64_t *handles;       /* physical handle per page (0: unmapped); grows like handles_ */
@@ -77,10 +89,11 @@ typedef struct pt {
   uint64_t allowed_memory_maximum;
   pt_block *blocks;
   uint32_t nblocks, cap_blocks, free_list;
+  uint32_t nfree_list;         /* blocks on free_list */
   pt_stream *streams;
   uint32_t nstreams, cap_streams, last_slot;
   pt_es *es;
-  uint32_t nes, cap_es;
+  uint32_t nes, cap_es, live_es;
   hbm_addrmap active;          /* address -> allocated block */
   int64_t pool_calls[2];       /* get_free_blocks_call_count per pool */
   uint64_t total_allocated_memory;
@@ -92,27 +105,36 @@ typedef struct pt {
   hbm_pt_hooks hooks;
   uint32_t *scratch;
   size_t cap_scratch;
-  int host_failed;             /* a host allocation failed mid-operation */
 } pt;
 
 static inline pt_block *B(pt *m, uint32_t i) { return &m->blocks[i]; }
 
 /* ==== blocks ============================================================== */
 
+/* Makes the next n blk_new calls unable to fail (pointers into the block
+ * array are stale after it). HBM_OK or HBM_EHOSTMEM (nothing changed). */
+static int blk_reserve(pt *m, uint64_t n) {
+  uint64_t have = (uint64_t)m->nfree_list + (m->cap_blocks - m->nblocks);
+  if (n <= have) return HBM_OK;
+  uint64_t want = (uint64_t)m->cap_blocks + (n - have), cap = m->cap_blocks ? m->cap_blocks : 256;
+  while (cap < want) cap *= 2;
+  if (cap >= NONE) return HBM_EHOSTMEM; /* block indices are 32-bit, NONE excluded */
+  pt_block *nb = realloc(m->blocks, (size_t)cap * sizeof *nb);
+  if (!nb) return HBM_EHOSTMEM;
+  m->blocks = nb;
+  m->cap_blocks = (uint32_t)cap;
+  return HBM_OK;
+}
+
+/* A block from the free list or the array's reserved room (blk_reserve). */
 static uint32_t blk_new(pt *m) {
   uint32_t i;
   if (m->free_list != NONE) {
     i = m->free_list;
     m->free_list = m->blocks[i].next;
+    m->nfree_list--;
   } else {
-    if (m->nblocks == m->cap_blocks) {
-      uint32_t cap = m->cap_blocks ? m->cap_blocks * 2 : 256;
-      if (cap <= m->cap_blocks || cap == NONE) return NONE;
-      pt_block *nb = realloc(m->blocks, (size_t)cap * sizeof *nb);
-      if (!nb) return NONE;
-      m->blocks = nb;
-      m->cap_blocks = cap;
-    }
+    if (m->nblocks == m->cap_blocks && blk_reserve(m, 1) != HBM_OK) return NONE; /* unreserved: a bug */
     i = m->nblocks++;
   }
   memset(&m->blocks[i], 0, sizeof m->blocks[i]);
@@ -127,51 +149,52 @@ static void blk_release(pt *m, uint32_t i) {
   m->blocks[i].in_use = 0;
   m->blocks[i].next = m->free_list;
   m->free_list = i;
+  m->nfree_list++;
 }
 
 static int is_split(const pt_block *b) { return b->prev != NONE || b->next != NONE; }
 
 static int whole_segment(const pt_block *b) { return !is_split(b) && b->es == NONE; }
 
-/* BlockPool::insert_into_blocks */
-static int free_insert(pt *m, uint32_t i) {
+/* BlockPool::insert_into_blocks. Every insert below was reserved by the
+ * operation before it changed anything (hbm_ordset_reserve), so it cannot
+ * fail; were one to fail all the same (a bug), the block would be missing
+ * from its set and hbm_pt_check says so (P3). Erases never fail for a block
+ * that is in its set. */
+static void free_insert(pt *m, uint32_t i) {
   pt_block *b = B(m, i);
   int pool = b->small ? SMALL : LARGE;
   b->gc_count_base = m->pool_calls[pool];
-  int rc = hbm_ordset_insert(m->streams[b->slot].free[pool], (hbm_okey){b->size, b->addr}, i);
-  if (rc != HBM_OK) {
-    m->host_failed = 1;
-    return rc;
-  }
+  if (hbm_ordset_insert(m->streams[b->slot].free[pool], (hbm_okey){b->size, b->addr}, i) != HBM_OK) return;
   if (whole_segment(b)) m->releasable += b->size;
   if (m->largest_valid[pool] && b->size > m->largest[pool]) m->largest[pool] = b->size;
-  return HBM_OK;
 }
 
 static void free_erase(pt *m, uint32_t i) {
   pt_block *b = B(m, i);
   int pool = b->small ? SMALL : LARGE;
-  if (hbm_ordset_erase(m->streams[b->slot].free[pool], (hbm_okey){b->size, b->addr}) != HBM_OK) {
-    m->host_failed = 1; /* P3 broken: check() will say where */
-    return;
-  }
+  if (hbm_ordset_erase(m->streams[b->slot].free[pool], (hbm_okey){b->size, b->addr}) != HBM_OK) return;
   if (whole_segment(b)) m->releasable -= b->size;
   if (b->size >= m->largest[pool]) m->largest_valid[pool] = 0;
 }
 
-static int unmapped_insert(pt *m, uint32_t i) {
+static void unmapped_insert(pt *m, uint32_t i) {
   pt_block *b = B(m, i);
-  int rc = hbm_ordset_insert(m->streams[b->slot].unmapped[b->small ? SMALL : LARGE],
-                             (hbm_okey){b->addr, 0}, i);
-  if (rc != HBM_OK) m->host_failed = 1;
-  return rc;
+  hbm_ordset_insert(m->streams[b->slot].unmapped[b->small ? SMALL : LARGE], (hbm_okey){b->addr, 0}, i);
 }
 
 static void unmapped_erase(pt *m, uint32_t i) {
   pt_block *b = B(m, i);
-  if (hbm_ordset_erase(m->streams[b->slot].unmapped[b->small ? SMALL : LARGE],
-                       (hbm_okey){b->addr, 0}) != HBM_OK)
-    m->host_failed = 1;
+  hbm_ordset_erase(m->streams[b->slot].unmapped[b->small ? SMALL : LARGE], (hbm_okey){b->addr, 0});
+}
+
+/* Reserves n_free inserts in one stream's free set of a pool and n_unmapped
+ * in its unmapped set. */
+static int sets_reserve(pt *m, uint32_t slot, int pool, uint64_t n_free, uint64_t n_unmapped) {
+  pt_stream *s = &m->streams[slot];
+  if (n_free && hbm_ordset_reserve(s->free[pool], n_free) != HBM_OK) return HBM_EHOSTMEM;
+  if (n_unmapped && hbm_ordset_reserve(s->unmapped[pool], n_unmapped) != HBM_OK) return HBM_EHOSTMEM;
+  return HBM_OK;
 }
 
 static int slot_of(pt *m, int stream, uint32_t *out) {
@@ -212,26 +235,31 @@ static void action(pt *m, hbm_pt_action a, uint64_t addr, uint64_t size, uint32_
   if (m->hooks.action) m->hooks.action(m->hooks.arg, a, addr, size, m->streams[slot].stream, small);
 }
 
-static uint32_t *scratch(pt *m, size_t n) {
-  if (n > m->cap_scratch) {
-    size_t cap = n < 64 ? 64 : n * 2;
-    uint32_t *s = realloc(m->scratch, cap * sizeof *s);
-    if (!s) return NULL;
-    m->scratch = s;
-    m->cap_scratch = cap;
-  }
-  return m->scratch;
+static size_t pool_count(const pt *m, int pool) {
+  size_t n = 0;
+  for (uint32_t s = 0; s < m->nstreams; s++) n += hbm_ordset_count(m->streams[s].free[pool]);
+  return n;
+}
+
+/* Room in the scratch list for n blocks. */
+static int scratch_reserve(pt *m, size_t n) {
+  if (n <= m->cap_scratch) return HBM_OK;
+  size_t cap = n < 64 ? 64 : n * 2;
+  uint32_t *s = realloc(m->scratch, cap * sizeof *s);
+  if (!s) return HBM_EHOSTMEM;
+  m->scratch = s;
+  m->cap_scratch = cap;
+  return HBM_OK;
 }
 
 /* Copies the blocks of one pool's free sets (every stream), in PyTorch's set
- * order: (stream, size, address). */
+ * order: (stream, size, address), into the scratch list (reserved for the
+ * pool's count by the caller's operation). */
 static size_t collect_free(pt *m, int pool, uint32_t **out) {
-  size_t n = 0;
-  for (uint32_t s = 0; s < m->nstreams; s++) n += hbm_ordset_count(m->streams[s].free[pool]);
-  uint32_t *list = scratch(m, n + 1);
-  if (!list) {
-    m->host_failed = 1;
-    *out = NULL;
+  size_t n = pool_count(m, pool);
+  uint32_t *list = m->scratch;
+  if (n > m->cap_scratch) { /* unreserved: a bug; an empty walk changes nothing */
+    *out = list;
     return 0;
   }
   /* PyTorch's pools order blocks by stream first (the cudaStream_t value,
@@ -264,6 +292,7 @@ static uint64_t es_page_right(const pt_es *e, uint64_t addr) {
   return (addr - e->base + e->page - 1) / e->page;
 }
 
+/* Room for the handles of pages [0, n). */
 static int es_handles_reserve(pt_es *e, uint64_t n) {
   if (n <= e->cap) return HBM_OK;
   uint64_t cap = e->cap ? e->cap : 16;
@@ -326,28 +355,46 @@ static uint64_t es_va_size(pt *m, uint64_t page) {
   return (bytes + page - 1) / page * page;
 }
 
-/* A new ExpandableSegment with its unmapped block (the whole reservation). */
-static int es_new(pt *m, uint32_t slot, int small, uint64_t proposed, uint32_t *out_block) {
-  if (m->nes == m->cap_es) {
-    uint32_t cap = m->cap_es ? m->cap_es * 2 : 4;
+/* Makes the next k es_new calls unable to fail for host memory: k slots past
+ * nes, each with room for the handles of its first `pages` pages. A handles
+ * array stays with its slot until the segment goes. */
+static int es_slots_reserve(pt *m, uint32_t k, uint64_t pages) {
+  if (k > m->cap_es - m->nes) {
+    uint32_t cap = m->cap_es ? m->cap_es : 4;
+    while (cap - m->nes < k) cap *= 2;
     pt_es *ne = realloc(m->es, cap * sizeof *ne);
     if (!ne) return HBM_EHOSTMEM;
+    memset(ne + m->cap_es, 0, (cap - m->cap_es) * sizeof *ne);
     m->es = ne;
     m->cap_es = cap;
   }
+  for (uint32_t i = m->nes; i < m->nes + k; i++)
+    if (es_handles_reserve(&m->es[i], pages) != HBM_OK) return HBM_EHOSTMEM;
+  return HBM_OK;
+}
+
+/* A new ExpandableSegment with its unmapped block (the whole reservation).
+ * Host memory comes reserved: a slot (es_slots_reserve), a block, one insert
+ * in the stream's unmapped set. */
+static int es_new(pt *m, uint32_t slot, int small, uint64_t proposed, uint32_t *out_block) {
+  if (es_slots_reserve(m, 1, 0) != HBM_OK) return HBM_EHOSTMEM; /* reserved: cannot fail */
   uint64_t page = small ? HBM_PT_SMALL_BUFFER : HBM_PT_LARGE_BUFFER;
   uint64_t va = es_va_size(m, page), base = 0;
   if (m->hooks.hint) m->hooks.hint(m->hooks.arg, 1, va, m->streams[slot].stream, small, proposed);
   int rc = hbm_dev_reserve(m->base.dev, va, &base);
   if (rc != HBM_OK) return rc;
   uint32_t bi = blk_new(m);
-  if (bi == NONE) {
+  if (bi == NONE) { /* reserved: cannot happen */
     hbm_dev_unreserve(m->base.dev, base, va);
     return HBM_EHOSTMEM;
   }
   uint32_t ei = m->nes++;
   pt_es *e = &m->es[ei];
+  uint64_t *handles = e->handles, cap = e->cap; /* zeroed, from es_slots_reserve */
   memset(e, 0, sizeof *e);
+  e->handles = handles;
+  e->cap = cap;
+  m->live_es++;
   e->base = base;
   e->va_size = va;
   e->page = page;
@@ -362,8 +409,7 @@ static int es_new(pt *m, uint32_t slot, int small, uint64_t proposed, uint32_t *
   b->mapped = 0;
   b->es = ei;
   m->st.segments++;
-  rc = unmapped_insert(m, bi);
-  if (rc != HBM_OK) return rc;
+  unmapped_insert(m, bi);
   *out_block = bi;
   return HBM_OK;
 }
@@ -404,11 +450,7 @@ static int map_block(pt *m, uint32_t ti, uint64_t size) {
   unmapped_erase(m, ti);
   t->mapped = 1;
   if (mapped_size < t->size) {
-    uint32_t ri = blk_new(m);
-    if (ri == NONE) {
-      m->host_failed = 1;
-      return HBM_EHOSTMEM;
-    }
+    uint32_t ri = blk_new(m); /* reserved: cannot fail */
     t = B(m, ti);
     pt_block *r = B(m, ri);
     r->addr = t->addr + mapped_size;
@@ -426,11 +468,11 @@ static int map_block(pt *m, uint32_t ti, uint64_t size) {
   }
   try_merge_blocks(m, ti, B(m, ti)->prev);
   try_merge_blocks(m, ti, B(m, ti)->next);
-  rc = free_insert(m, ti);
+  free_insert(m, ti);
   m->total_allocated_memory += mapped_size;
   m->st.num_device_alloc++;
   action(m, HBM_PT_SEGMENT_MAP, mapped_addr, mapped_size, B(m, ti)->slot, B(m, ti)->small);
-  return rc;
+  return HBM_OK;
 }
 
 /* try_allocate_expandable_block */
@@ -470,11 +512,7 @@ static void unmap_block_range(pt *m, uint32_t bi, uint64_t lo, uint64_t hi) {
   b = B(m, bi);
   uint64_t before = uptr - b->addr, after = b->size - (before + usize);
   if (before > 0) {
-    uint32_t fi = blk_new(m);
-    if (fi == NONE) {
-      m->host_failed = 1;
-      return;
-    }
+    uint32_t fi = blk_new(m); /* reserved: cannot fail */
     b = B(m, bi);
     pt_block *f = B(m, fi);
     f->addr = b->addr;
@@ -489,11 +527,7 @@ static void unmap_block_range(pt *m, uint32_t bi, uint64_t lo, uint64_t hi) {
     free_insert(m, fi);
   }
   if (after > 0) {
-    uint32_t ai = blk_new(m);
-    if (ai == NONE) {
-      m->host_failed = 1;
-      return;
-    }
+    uint32_t ai = blk_new(m); /* reserved: cannot fail */
     b = B(m, bi);
     pt_block *a = B(m, ai);
     a->addr = uptr + usize;
@@ -533,6 +567,7 @@ static void release_expandable_segment(pt *m, uint32_t bi) {
   e->handles = NULL;
   e->nhandles = e->cap = 0;
   e->live = 0;
+  m->live_es--;
   m->st.segments--;
   blk_release(m, bi);
 }
@@ -665,7 +700,7 @@ static int alloc_block(pt *m, uint32_t slot, int pool, uint64_t size, uint64_t a
   int rc = hbm_dev_seg_alloc(m->base.dev, alloc_size, hint, &ptr);
   if (rc != HBM_OK) return rc;
   uint32_t bi = blk_new(m);
-  if (bi == NONE) {
+  if (bi == NONE) { /* reserved: cannot happen */
     hbm_dev_seg_free(m->base.dev, ptr, alloc_size);
     return HBM_EHOSTMEM;
   }
@@ -716,27 +751,19 @@ static int release_available_cached_blocks(pt *m, uint32_t slot, int pool, uint6
 /* release_blocks: every unsplit cached segment of a pool; expandable blocks
  * give back their whole free pages. */
 static void release_blocks(pt *m, int pool) {
-  uint32_t *list;
+  uint32_t *list; /* scratch: nothing below collects again, so it stays ours */
   size_t n = collect_free(m, pool, &list);
-  if (!list) return;
-  uint32_t *copy = malloc((n + 1) * sizeof *copy); /* release_block may reuse scratch */
-  if (!copy) {
-    m->host_failed = 1;
-    return;
-  }
-  memcpy(copy, list, n * sizeof *copy);
   size_t nunmap = 0;
   for (size_t i = 0; i < n; i++) {
-    pt_block *b = B(m, copy[i]);
-    if (b->es != NONE) copy[nunmap++] = copy[i]; /* to_unmap, kept in order */
-    else if (!is_split(b)) release_block(m, copy[i]);
+    pt_block *b = B(m, list[i]);
+    if (b->es != NONE) list[nunmap++] = list[i]; /* to_unmap, kept in order */
+    else if (!is_split(b)) release_block(m, list[i]);
   }
   for (size_t i = 0; i < nunmap; i++) {
-    unmap_block(m, copy[i]);
-    pt_block *b = B(m, copy[i]);
-    if (!b->mapped && !is_split(b)) release_expandable_segment(m, copy[i]);
+    unmap_block(m, list[i]);
+    pt_block *b = B(m, list[i]);
+    if (!b->mapped && !is_split(b)) release_expandable_segment(m, list[i]);
   }
-  free(copy);
 }
 
 /* release_cached_blocks (empty_cache) */
@@ -757,11 +784,7 @@ static int should_split(pt *m, uint32_t bi, uint64_t size) {
 static int alloc_found_block(pt *m, uint32_t bi, uint64_t size, uint64_t orig, hbm_tag tag, int split,
                              uint64_t *addr, uint64_t *block_size) {
   if (split) {
-    uint32_t ni = blk_new(m);
-    if (ni == NONE) {
-      free_insert(m, bi);
-      return HBM_EHOSTMEM;
-    }
+    uint32_t ni = blk_new(m); /* reserved: cannot fail */
     pt_block *rem = B(m, bi), *b = B(m, ni);
     b->addr = rem->addr;
     b->size = size;
@@ -781,15 +804,73 @@ static int alloc_found_block(pt *m, uint32_t bi, uint64_t size, uint64_t orig, h
   b->allocated = 1;
   b->requested = orig;
   b->tag = (uint8_t)tag;
-  if (hbm_addrmap_put(&m->active, b->addr, bi) != HBM_OK) {
-    m->host_failed = 1;
-    return HBM_EHOSTMEM;
-  }
+  hbm_addrmap_put(&m->active, b->addr, bi); /* reserved: cannot fail */
   m->allocated_bytes += b->size;
   m->allocated_blocks++;
   *addr = b->addr;
   *block_size = b->size;
   return HBM_OK;
+}
+
+/* Host memory for a malloc that finds a cached block: the split's block and
+ * its remainder's insert, the active map's entry. */
+static int reserve_found(pt *m, uint32_t slot, int pool) {
+  if (blk_reserve(m, 1) != HBM_OK || hbm_addrmap_reserve(&m->active, 1) != HBM_OK) return HBM_EHOSTMEM;
+  return sets_reserve(m, slot, pool, 1, 0);
+}
+
+/* Host memory for a malloc that found no cached block, for every path it may
+ * take, with generous bounds (reservations are kept, so O(1) amortized):
+ *   - garbage_collect_cached_blocks, release_blocks: the scratch list;
+ *   - alloc_block, expandable, up to three calls: each may make a segment
+ *     (a slot, a block, an unmapped insert) and calls map_block on distinct
+ *     unmapped blocks of the stream's pool (a free insert each, at most one
+ *     remainder: a block and an unmapped insert). With x = the set's cached
+ *     and unmapped blocks + 8, the first two calls map at most x each;
+ *   - release_cached_blocks, where expandable segments exist: each cached
+ *     expandable block may be unmapped into two cached pieces around an
+ *     unmapped range (2 blocks, 2 free inserts, 1 unmapped insert). The
+ *     stream's pool then holds at most 3x cached blocks, and after it at
+ *     most 4x unmapped ones, which bounds the third call's maps;
+ *   - alloc_block otherwise: a segment's block; alloc_found_block's split:
+ *     a block and the remainder's insert. */
+static int reserve_miss(pt *m, uint32_t slot, int pool, uint64_t size) {
+  size_t large = pool_count(m, LARGE), small = pool_count(m, SMALL);
+  if (scratch_reserve(m, (large > small ? large : small) + 1) != HBM_OK) return HBM_EHOSTMEM;
+  int expandable = m->conf.expandable != 0, unmaps = expandable || m->live_es;
+  uint64_t x = hbm_ordset_count(m->streams[slot].free[pool]) + hbm_ordset_count(m->streams[slot].unmapped[pool]) + 8;
+  uint64_t blocks = 2, n_free = 1, n_unmapped = 0;
+  for (uint32_t s = 0; s < m->nstreams && unmaps; s++) {
+    for (int k = 0; k < 2; k++) {
+      uint64_t cached = s == slot && k == pool && expandable ? 3 * x : hbm_ordset_count(m->streams[s].free[k]);
+      blocks += 2 * cached;
+      if (s == slot && k == pool) { /* below, with the rest of its needs */
+        n_free += 2 * cached;
+        n_unmapped += cached;
+      } else if (sets_reserve(m, s, k, 2 * cached, cached) != HBM_OK) {
+        return HBM_EHOSTMEM;
+      }
+    }
+  }
+  if (expandable) {
+    n_free += x + x + 4 * x;
+    n_unmapped += 3 * 2;
+    blocks += 3 * 2;
+    /* A map starts at an unmapped block, which starts at or below page
+     * nhandles (the first after the last mapped one), and spans at most the
+     * request: each call maps below nhandles + p, p its pages plus one. */
+    uint64_t page = pool == SMALL ? HBM_PT_SMALL_BUFFER : HBM_PT_LARGE_BUFFER;
+    uint64_t p = size / page + 2, va_pages = es_va_size(m, page) / page;
+    for (uint32_t e = 0; e < m->nes; e++) {
+      pt_es *es = &m->es[e];
+      if (!es->live || es->slot != slot || es->small != (pool == SMALL)) continue;
+      uint64_t want = es->nhandles + 3 * p;
+      if (es_handles_reserve(es, want < va_pages ? want : va_pages) != HBM_OK) return HBM_EHOSTMEM;
+    }
+    if (es_slots_reserve(m, 3, 3 * p < va_pages ? 3 * p : va_pages) != HBM_OK) return HBM_EHOSTMEM;
+  }
+  if (blk_reserve(m, blocks) != HBM_OK) return HBM_EHOSTMEM;
+  return sets_reserve(m, slot, pool, n_free, n_unmapped);
 }
 
 /* malloc */
@@ -803,8 +884,14 @@ int hbm_pt_alloc(hbm_policy *p, uint64_t orig, hbm_tag tag, int stream, uint64_t
   uint64_t size = hbm_pt_round_size(&m->conf, orig);
   int pool = size <= HBM_PT_SMALL_SIZE ? SMALL : LARGE;
   uint64_t alloc_size = hbm_pt_allocation_size(size);
+  if (reserve_found(m, slot, pool) != HBM_OK) return HBM_EHOSTMEM;
+  int64_t calls = m->pool_calls[pool];
   uint32_t b = get_free_block(m, slot, pool, size);
   if (b == NONE) {
+    if (reserve_miss(m, slot, pool, size) != HBM_OK) {
+      m->pool_calls[pool] = calls; /* get_free_block's count: the call did not happen */
+      return HBM_EHOSTMEM;
+    }
     if (m->conf.set_fraction && m->conf.gc_threshold > 0.0) garbage_collect_cached_blocks(m);
     rc = alloc_block(m, slot, pool, size, alloc_size, 0, &b);
     if (rc == HBM_ENOMEM && release_available_cached_blocks(m, slot, pool, size))
@@ -825,8 +912,11 @@ int hbm_pt_alloc(hbm_policy *p, uint64_t orig, hbm_tag tag, int stream, uint64_t
 int hbm_pt_free(hbm_policy *p, uint64_t addr, uint64_t *block_size) {
   pt *m = (pt *)p;
   uint64_t v;
-  if (!hbm_addrmap_take(&m->active, addr, &v)) return HBM_EINVAL;
+  if (!hbm_addrmap_get(&m->active, addr, &v)) return HBM_EINVAL;
   uint32_t bi = (uint32_t)v;
+  /* Merging only erases; the one insert is reserved first. */
+  if (sets_reserve(m, B(m, bi)->slot, B(m, bi)->small ? SMALL : LARGE, 1, 0) != HBM_OK) return HBM_EHOSTMEM;
+  hbm_addrmap_take(&m->active, addr, NULL);
   pt_block *b = B(m, bi);
   b->allocated = 0;
   m->allocated_bytes -= b->size;
@@ -835,7 +925,8 @@ int hbm_pt_free(hbm_policy *p, uint64_t addr, uint64_t *block_size) {
   uint32_t prev = b->prev, next = b->next; /* merge_candidates, taken before merging */
   try_merge_blocks(m, bi, prev);
   try_merge_blocks(m, bi, next);
-  return free_insert(m, bi);
+  free_insert(m, bi);
+  return HBM_OK;
 }
 
 /* ==== creation ============================================================== */
@@ -894,13 +985,14 @@ void hbm_pt_destroy(hbm_policy *p) {
     for (uint32_t j = i; j != NONE; j = m->blocks[j].next) size += m->blocks[j].size;
     hbm_dev_seg_free(p->dev, b->addr, size);
   }
-  for (uint32_t e = 0; e < m->nes; e++) {
+  for (uint32_t e = 0; e < m->cap_es; e++) {
     pt_es *es = &m->es[e];
-    if (!es->live) continue;
-    for (uint64_t k = 0; k < es->nhandles; k++)
-      if (es->handles[k]) es_unmap_pages(m, es, k, k + 1);
-    hbm_dev_unreserve(p->dev, es->base, es->va_size);
-    free(es->handles);
+    if (e < m->nes && es->live) {
+      for (uint64_t k = 0; k < es->nhandles; k++)
+        if (es->handles[k]) es_unmap_pages(m, es, k, k + 1);
+      hbm_dev_unreserve(p->dev, es->base, es->va_size);
+    }
+    free(es->handles); /* a live segment's, or a reserved slot's */
   }
   for (uint32_t s = 0; s < m->nstreams; s++) {
     for (int k = 0; k < 2; k++) {
@@ -1047,6 +1139,9 @@ int hbm_pt_seg_released(hbm_policy *p, uint64_t addr, uint64_t size) {
       release_block(m, i);
       return HBM_OK;
     }
+    /* unmap_block_range: two cached pieces around the unmapped range. */
+    if (blk_reserve(m, 2) != HBM_OK || sets_reserve(m, b->slot, b->small ? SMALL : LARGE, 2, 1) != HBM_OK)
+      return HBM_EHOSTMEM;
     uint64_t before = m->total_allocated_memory;
     unmap_block_range(m, i, addr, addr + size);
     if (m->total_allocated_memory == before) return HBM_EBUSY;
@@ -1063,20 +1158,34 @@ static int seed_fail(const char *what, uint64_t addr) {
                           (unsigned long long)addr);
 }
 
-/* Builds the blocks of one init segment at address delta; returns the first
- * and last block indices. */
-static int seed_blocks(pt *m, const hbm_trace *t, const hbm_init_segment *s, uint32_t slot, uint32_t es,
-                       int64_t delta, uint64_t *id_addr, uint32_t *first, uint32_t *last) {
+/* A seed is checked and its host memory reserved before the first device
+ * call (seed_plan), so it fails for a bad state or host memory having changed
+ * nothing. Only a device call can fail once it runs: then what was seeded
+ * before stays (the replay reports the state as not fitting), each segment
+ * whole and consistent. */
+
+/* The init blocks of a segment tile it in 512-byte units. */
+static int seed_check_blocks(const hbm_trace *t, const hbm_init_segment *s) {
   uint64_t at = s->addr;
-  uint32_t prev = NONE;
-  *first = NONE;
   for (uint32_t k = 0; k < s->nblocks; k++) {
     const hbm_init_block *ib = &t->init_blocks[s->first_block + k];
     if (ib->addr != at || ib->size == 0 || ib->size % HBM_PT_MIN_BLOCK || ib->addr % HBM_PT_MIN_BLOCK)
       return seed_fail("blocks must tile the segment in 512-byte units", ib->addr);
     at += ib->size;
-    uint32_t bi = blk_new(m);
-    if (bi == NONE) return HBM_EHOSTMEM;
+  }
+  if (at != s->addr + s->size) return seed_fail("blocks do not cover the segment", s->addr);
+  return HBM_OK;
+}
+
+/* Builds the blocks of one init segment at address delta (checked and
+ * reserved by seed_plan); returns the first and last block indices. */
+static void seed_blocks(pt *m, const hbm_trace *t, const hbm_init_segment *s, uint32_t slot, uint32_t es,
+                        int64_t delta, uint64_t *id_addr, uint32_t *first, uint32_t *last) {
+  uint32_t prev = NONE;
+  *first = NONE;
+  for (uint32_t k = 0; k < s->nblocks; k++) {
+    const hbm_init_block *ib = &t->init_blocks[s->first_block + k];
+    uint32_t bi = blk_new(m); /* reserved: cannot fail */
     pt_block *b = B(m, bi);
     b->addr = (uint64_t)((int64_t)ib->addr + delta);
     b->size = ib->size;
@@ -1091,48 +1200,41 @@ static int seed_blocks(pt *m, const hbm_trace *t, const hbm_init_segment *s, uin
       b->allocated = 1;
       b->requested = ib->request ? ib->request : ib->size;
       b->tag = ib->tag;
-      if (hbm_addrmap_put(&m->active, b->addr, bi) != HBM_OK) return HBM_EHOSTMEM;
+      hbm_addrmap_put(&m->active, b->addr, bi); /* reserved: cannot fail */
       m->allocated_bytes += b->size;
       m->allocated_blocks++;
       if (id_addr && ib->id < t->nids) id_addr[ib->id] = b->addr;
     }
   }
-  if (at != s->addr + s->size) return seed_fail("blocks do not cover the segment", s->addr);
   *last = prev;
-  return HBM_OK;
 }
 
 /* After linking: caches the free blocks of a chain in address order, each
  * merged with a free neighbour before it of the same mapped state, as a free
  * does (P2: a state PyTorch recorded has none, but the trace format allows a
  * free block after a free block). */
-static int seed_cache(pt *m, uint32_t first) {
+static void seed_cache(pt *m, uint32_t first) {
   for (uint32_t j = first; j != NONE; j = B(m, j)->next) {
     if (B(m, j)->allocated) continue;
     try_merge_blocks(m, j, B(m, j)->prev); /* the one before is cached already */
-    int rc = B(m, j)->mapped ? free_insert(m, j) : unmapped_insert(m, j);
-    if (rc != HBM_OK) return rc;
+    if (B(m, j)->mapped) free_insert(m, j);
+    else unmapped_insert(m, j);
   }
-  return HBM_OK;
 }
 
 static int seed_plain(pt *m, const hbm_trace *t, const hbm_init_segment *s, uint64_t *id_addr) {
-  if (s->size == 0 || s->size % HBM_PT_MIN_BLOCK) return seed_fail("segment size", s->addr);
   uint32_t slot;
-  int rc = slot_of(m, s->stream, &slot);
+  int rc = slot_of(m, s->stream, &slot); /* made by seed_plan */
   if (rc != HBM_OK) return rc;
   uint64_t got = 0;
   rc = hbm_dev_seg_alloc(m->base.dev, s->size, s->addr, &got);
   if (rc != HBM_OK) return rc;
   uint32_t first, last;
-  rc = seed_blocks(m, t, s, slot, NONE, (int64_t)(got - s->addr), id_addr, &first, &last);
-  if (rc != HBM_OK) {
-    hbm_dev_seg_free(m->base.dev, got, s->size);
-    return rc;
-  }
+  seed_blocks(m, t, s, slot, NONE, (int64_t)(got - s->addr), id_addr, &first, &last);
   m->total_allocated_memory += s->size;
   m->st.segments++;
-  return seed_cache(m, first);
+  seed_cache(m, first);
+  return HBM_OK;
 }
 
 /* Expandable: the mapped ranges of one (stream, pool) in address order share
@@ -1151,10 +1253,9 @@ static int seg_ref_cmp(const void *a, const void *b) {
   return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-static uint32_t seed_gap(pt *m, uint32_t slot, int small, uint32_t es, uint64_t addr, uint64_t size,
-                         uint32_t *chain_first, uint32_t *chain_last) {
-  uint32_t g = blk_new(m);
-  if (g == NONE) return NONE;
+static void seed_gap(pt *m, uint32_t slot, int small, uint32_t es, uint64_t addr, uint64_t size,
+                     uint32_t *chain_first, uint32_t *chain_last) {
+  uint32_t g = blk_new(m); /* reserved: cannot fail */
   pt_block *gb = B(m, g);
   gb->addr = addr;
   gb->size = size;
@@ -1166,7 +1267,22 @@ static uint32_t seed_gap(pt *m, uint32_t slot, int small, uint32_t es, uint64_t 
   if (*chain_last != NONE) B(m, *chain_last)->next = g;
   if (*chain_first == NONE) *chain_first = g;
   *chain_last = g;
-  return g;
+}
+
+/* The ranges refs[k..] that share one reservation with refs[k]: returns how
+ * many (0: refs[k] alone is larger than a reservation). */
+static uint32_t seed_group(pt *m, const hbm_trace *t, const seg_ref *refs, uint32_t n, uint32_t k) {
+  const hbm_init_segment *s0 = &t->init_segments[refs[k].index];
+  uint64_t page = s0->small ? HBM_PT_SMALL_BUFFER : HBM_PT_LARGE_BUFFER;
+  uint64_t va = es_va_size(m, page), at = s0->addr;
+  uint32_t count = 0;
+  for (; k < n; k++, count++) {
+    const hbm_init_segment *s = &t->init_segments[refs[k].index];
+    if (s->stream != s0->stream || s->small != s0->small) break;
+    if (s->addr < at || s->addr + s->size > s0->addr + va) break; /* the next reservation */
+    at = s->addr + s->size;
+  }
+  return count;
 }
 
 /* Expandable: the mapped ranges of one (stream, pool) in address order share
@@ -1177,8 +1293,8 @@ static int seed_expandable(pt *m, const hbm_trace *t, const seg_ref *refs, uint3
   uint32_t k = 0;
   while (k < n) {
     const hbm_init_segment *s0 = &t->init_segments[refs[k].index];
-    uint32_t slot, tail;
-    int rc = slot_of(m, s0->stream, &slot);
+    uint32_t slot, tail, group = seed_group(m, t, refs, n, k);
+    int rc = slot_of(m, s0->stream, &slot); /* made by seed_plan */
     if (rc != HBM_OK) return rc;
     rc = es_new(m, slot, s0->small, s0->addr, &tail);
     if (rc != HBM_OK) return rc;
@@ -1187,22 +1303,18 @@ static int seed_expandable(pt *m, const hbm_trace *t, const seg_ref *refs, uint3
     uint64_t rec_base = s0->addr, page = m->es[ei].page, va = m->es[ei].va_size;
     unmapped_erase(m, tail);
     blk_release(m, tail);
-    uint32_t chain_last = NONE, chain_first = NONE, consumed = 0;
+    uint32_t chain_last = NONE, chain_first = NONE;
     uint64_t at = rec_base; /* recorded coordinates */
-    for (; k < n; k++, consumed++) {
+    for (uint32_t end = k + group; k < end; k++) {
       const hbm_init_segment *s = &t->init_segments[refs[k].index];
-      if (s->stream != s0->stream || s->small != s0->small) break;
-      if (s->addr < at || s->addr + s->size > rec_base + va) break; /* the next reservation */
-      if ((s->addr - rec_base) % page || s->size % page || !s->size)
-        return seed_fail("expandable range not in whole pages", s->addr);
-      if (s->addr > at && seed_gap(m, slot, s->small, ei, (uint64_t)((int64_t)at + delta), s->addr - at,
-                                   &chain_first, &chain_last) == NONE)
-        return HBM_EHOSTMEM;
+      if (s->addr > at) {
+        seed_gap(m, slot, s->small, ei, (uint64_t)((int64_t)at + delta), s->addr - at, &chain_first, &chain_last);
+        at = s->addr;
+      }
       rc = es_map_pages(m, &m->es[ei], (s->addr - rec_base) / page, (s->addr + s->size - rec_base) / page);
-      if (rc != HBM_OK) return rc;
+      if (rc != HBM_OK) break; /* the device is full: the rest stays unmapped (merged into one gap) */
       uint32_t first, last;
-      rc = seed_blocks(m, t, s, slot, ei, delta, id_addr, &first, &last);
-      if (rc != HBM_OK) return rc;
+      seed_blocks(m, t, s, slot, ei, delta, id_addr, &first, &last);
       B(m, first)->prev = chain_last;
       if (chain_last != NONE) B(m, chain_last)->next = first;
       if (chain_first == NONE) chain_first = first;
@@ -1210,11 +1322,8 @@ static int seed_expandable(pt *m, const hbm_trace *t, const seg_ref *refs, uint3
       m->total_allocated_memory += s->size;
       at = s->addr + s->size;
     }
-    if (!consumed) return seed_fail("expandable range larger than an address reservation", s0->addr);
-    if (at < rec_base + va && seed_gap(m, slot, s0->small, ei, (uint64_t)((int64_t)at + delta),
-                                       rec_base + va - at, &chain_first, &chain_last) == NONE)
-      return HBM_EHOSTMEM;
-    rc = seed_cache(m, chain_first);
+    if (at < rec_base + va) seed_gap(m, slot, s0->small, ei, (uint64_t)((int64_t)at + delta), rec_base + va - at, &chain_first, &chain_last);
+    seed_cache(m, chain_first);
     if (rc != HBM_OK) return rc;
   }
   return HBM_OK;
@@ -1238,22 +1347,96 @@ static int seed_drops_cache(const pt *m, const hbm_trace *t) {
   return need > d->caps.capacity - d->phys_used;
 }
 
+/* Counts one segment's blocks into the seed's needs: blocks, live blocks,
+ * free blocks per (stream slot, pool). */
+static int seed_count(pt *m, const hbm_trace *t, const hbm_init_segment *s, uint64_t *blocks, uint64_t *live,
+                      uint64_t **per_set, size_t *cap_sets) {
+  uint32_t slot;
+  int rc = slot_of(m, s->stream, &slot);
+  if (rc != HBM_OK) return rc;
+  if (2 * (size_t)m->nstreams > *cap_sets) {
+    size_t cap = 4 * (size_t)m->nstreams; /* free, unmapped for each of (slot, pool) */
+    uint64_t *n = realloc(*per_set, 2 * cap * sizeof *n);
+    if (!n) return HBM_EHOSTMEM;
+    memset(n + 2 * *cap_sets, 0, 2 * (cap - *cap_sets) * sizeof *n);
+    *per_set = n;
+    *cap_sets = cap;
+  }
+  uint64_t *set = *per_set + 2 * (2 * (size_t)slot + (s->small ? SMALL : LARGE));
+  *blocks += s->nblocks;
+  for (uint32_t k = 0; k < s->nblocks; k++) {
+    if (t->init_blocks[s->first_block + k].id != HBM_NO_ID) (*live)++;
+    else set[0]++;
+  }
+  if (s->expandable) set[1] += 2; /* a gap before it, the one after the last */
+  return HBM_OK;
+}
+
+/* Checks the whole state and reserves everything the seed will need. */
+static int seed_plan(pt *m, const hbm_trace *t, int drop_cache, seg_ref *exp, uint32_t *nexp_out) {
+  uint32_t n = t->ninit_segments, nexp = 0;
+  uint64_t blocks = 0, live = 0, *per_set = NULL;
+  size_t cap_sets = 0;
+  int rc = HBM_OK;
+  /* Streams in the order the seed meets them: plain segments, then ranges. */
+  for (uint32_t i = 0; i < n && rc == HBM_OK; i++) {
+    const hbm_init_segment *s = &t->init_segments[i];
+    if (drop_cache && !segment_holds_live(t, s)) continue;
+    if (s->expandable) {
+      exp[nexp++] = (seg_ref){s->stream, s->small, s->addr, i};
+      continue;
+    }
+    if (s->size == 0 || s->size % HBM_PT_MIN_BLOCK) rc = seed_fail("segment size", s->addr);
+    else if ((rc = seed_check_blocks(t, s)) == HBM_OK) rc = seed_count(m, t, s, &blocks, &live, &per_set, &cap_sets);
+  }
+  if (rc == HBM_OK && nexp) qsort(exp, nexp, sizeof *exp, seg_ref_cmp);
+  uint32_t groups = 0;
+  uint64_t pages = 0; /* handles each reservation needs: to its last range's end */
+  for (uint32_t k = 0; k < nexp && rc == HBM_OK; groups++) {
+    const hbm_init_segment *s0 = &t->init_segments[exp[k].index];
+    uint32_t group = seed_group(m, t, exp, nexp, k);
+    if (!group) {
+      rc = seed_fail("expandable range larger than an address reservation", s0->addr);
+      break;
+    }
+    uint64_t page = s0->small ? HBM_PT_SMALL_BUFFER : HBM_PT_LARGE_BUFFER;
+    blocks += 1 + 1; /* es_new's block (released at once), the gap at the end */
+    for (uint32_t end = k + group; k < end && rc == HBM_OK; k++) {
+      const hbm_init_segment *s = &t->init_segments[exp[k].index];
+      if ((s->addr - s0->addr) % page || s->size % page || !s->size)
+        rc = seed_fail("expandable range not in whole pages", s->addr);
+      else if ((rc = seed_check_blocks(t, s)) == HBM_OK)
+        rc = seed_count(m, t, s, &blocks, &live, &per_set, &cap_sets);
+      blocks++; /* the gap before it */
+      if ((s->addr + s->size - s0->addr) / page > pages) pages = (s->addr + s->size - s0->addr) / page;
+    }
+  }
+  if (rc == HBM_OK && (blk_reserve(m, blocks) != HBM_OK || hbm_addrmap_reserve(&m->active, live) != HBM_OK ||
+                       es_slots_reserve(m, groups, pages) != HBM_OK))
+    rc = HBM_EHOSTMEM;
+  for (uint32_t slot = 0; slot < m->nstreams && rc == HBM_OK && per_set; slot++)
+    for (int pool = 0; pool < 2 && rc == HBM_OK; pool++) {
+      const uint64_t *set = per_set + 2 * (2 * (size_t)slot + pool);
+      if (2 * (size_t)slot + pool < cap_sets) rc = sets_reserve(m, slot, pool, set[0], set[1]);
+    }
+  free(per_set);
+  *nexp_out = nexp;
+  return rc;
+}
+
 int hbm_pt_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr) {
   pt *m = (pt *)p;
   uint32_t n = t->ninit_segments, nexp = 0;
   seg_ref *exp = malloc(((size_t)n + 1) * sizeof *exp);
   if (!exp) return HBM_EHOSTMEM;
-  int rc = HBM_OK, drop_cache = seed_drops_cache(m, t);
+  int drop_cache = seed_drops_cache(m, t);
+  int rc = seed_plan(m, t, drop_cache, exp, &nexp);
   for (uint32_t i = 0; i < n && rc == HBM_OK; i++) {
     const hbm_init_segment *s = &t->init_segments[i];
     if (drop_cache && !segment_holds_live(t, s)) continue;
-    if (s->expandable) exp[nexp++] = (seg_ref){s->stream, s->small, s->addr, i};
-    else rc = seed_plain(m, t, s, id_addr);
+    if (!s->expandable) rc = seed_plain(m, t, s, id_addr);
   }
-  if (rc == HBM_OK && nexp) {
-    qsort(exp, nexp, sizeof *exp, seg_ref_cmp);
-    rc = seed_expandable(m, t, exp, nexp, id_addr);
-  }
+  if (rc == HBM_OK && nexp) rc = seed_expandable(m, t, exp, nexp, id_addr);
   free(exp);
   return rc;
 }
@@ -1267,7 +1450,6 @@ static void ordset_report(void *arg, const char *message) {
 int hbm_pt_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
   pt *m = (pt *)p;
   hbm_checker c = {.report = report, .arg = arg, .limit = 50};
-  if (m->host_failed) hbm_check_fail(&c, "caching: a host allocation failed during an operation");
   uint64_t reserved = 0, allocated = 0, allocated_blocks = 0, releasable = 0;
   size_t cached = 0, unmapped = 0;
   for (uint32_t i = 0; i < m->nblocks; i++) {
