@@ -17,6 +17,7 @@
 #include "hbm.h"
 
 enum { CHUNK = 32 };
+_Static_assert(HBM_OK == 0, "hbm_ordset_reserve's inline answer (ordset.h) is HBM_OK");
 
 typedef struct entry {
   hbm_okey key;
@@ -35,14 +36,13 @@ typedef struct chunk {
  * hold): cap >= nchunks + nspare, so a split that takes a spare never grows
  * the index either. */
 struct hbm_ordset {
+  hbm_ordset_head head; /* nspare: empty chunks on the spare list; pending: inserts still promised */
   chunk **chunks;  /* in key order */
   hbm_okey *maxkey; /* maxkey[i] = chunks[i]->keys[n - 1] */
   size_t nchunks, cap;
   size_t count;
-  chunk *spare;    /* list of empty chunks, nspare long */
-  size_t nspare;
+  chunk *spare;    /* list of empty chunks, head.nspare long */
   size_t keep;     /* spares kept when chunks are dropped (>= 1; the last reservation's need) */
-  size_t pending;  /* inserts still promised by hbm_ordset_reserve */
 };
 
 int hbm_ordset_create(hbm_ordset **out) {
@@ -94,7 +94,7 @@ static chunk *chunk_new(hbm_ordset *s) {
   chunk *c = s->spare;
   if (c) {
     s->spare = c->next_spare;
-    s->nspare--;
+    s->head.nspare--;
   } else {
     c = malloc(sizeof *c);
     if (!c) return NULL;
@@ -106,14 +106,14 @@ static chunk *chunk_new(hbm_ordset *s) {
 static void spare_push(hbm_ordset *s, chunk *c) {
   c->next_spare = s->spare;
   s->spare = c;
-  s->nspare++;
+  s->head.nspare++;
 }
 
 /* A chunk leaves the index: kept while the spares are fewer than a
  * reservation may need (its index slot stays free with it, so cap >=
  * nchunks + nspare holds), else freed. */
 static void chunk_drop(hbm_ordset *s, chunk *c) {
-  if (s->nspare < s->keep) spare_push(s, c);
+  if (s->head.nspare < s->keep) spare_push(s, c);
   else free(c);
 }
 
@@ -156,7 +156,7 @@ int hbm_ordset_insert(hbm_ordset *s, hbm_okey key, uint32_t value) {
     c->n = 1;
     index_insert(s, 0, c);
     s->count = 1;
-    if (s->pending) s->pending--;
+    if (s->head.pending) s->head.pending--;
     return HBM_OK;
   }
   size_t ci = find_chunk(s, key);
@@ -186,7 +186,7 @@ int hbm_ordset_insert(hbm_ordset *s, hbm_okey key, uint32_t value) {
   c->n++;
   if (pos == c->n - 1) s->maxkey[ci] = key;
   s->count++;
-  if (s->pending) s->pending--;
+  if (s->head.pending) s->head.pending--;
   return HBM_OK;
 }
 
@@ -204,17 +204,19 @@ static size_t spares_needed(size_t count, size_t n) {
   return n < bound ? n : bound;
 }
 
-int hbm_ordset_reserve(hbm_ordset *s, size_t n) {
-  if (n < s->pending) n = s->pending; /* an earlier promise still holds */
+/* hbm_ordset_reserve (ordset.h) answers at once when there is a spare for
+ * each insert (index room comes with them: cap >= nchunks + nspare). */
+int hbm_ordset_reserve_more(hbm_ordset *s, size_t n) {
+  if (n < s->head.pending) n = s->head.pending; /* an earlier promise still holds */
   size_t need = spares_needed(s->count, n);
-  if (index_reserve(s, s->nspare > need ? s->nspare : need) != HBM_OK) return HBM_EHOSTMEM;
-  while (s->nspare < need) {
+  if (index_reserve(s, s->head.nspare > need ? s->head.nspare : need) != HBM_OK) return HBM_EHOSTMEM;
+  while (s->head.nspare < need) {
     chunk *c = malloc(sizeof *c);
     if (!c) return HBM_EHOSTMEM; /* the spares made so far stay: harmless */
     spare_push(s, c);
   }
   s->keep = need > 1 ? need : 1;
-  s->pending = n;
+  s->head.pending = n;
   return HBM_OK;
 }
 

@@ -61,7 +61,19 @@ int hbm_ordset_insert(hbm_ordset *s, hbm_okey key, uint32_t value);
  * used up still holds. O(1) amortized: the room is spare chunks, kept for
  * later (at most min(n, (count + 3n) / 32 + 2) of them). HBM_EHOSTMEM leaves
  * the keys unchanged (some spares may have been made). */
-int hbm_ordset_reserve(hbm_ordset *s, size_t n);
+static inline int hbm_ordset_reserve(hbm_ordset *s, size_t n);
+/* What every set starts with, so that the common reservation is inline. */
+typedef struct hbm_ordset_head {
+  size_t nspare;  /* spare chunks: each one an insert that cannot fail */
+  size_t pending; /* inserts still promised */
+} hbm_ordset_head;
+int hbm_ordset_reserve_more(hbm_ordset *s, size_t n);
+static inline int hbm_ordset_reserve(hbm_ordset *s, size_t n) {
+  hbm_ordset_head *h = (hbm_ordset_head *)(void *)s;
+  if (n > h->nspare) return hbm_ordset_reserve_more(s, n);
+  if (n > h->pending) h->pending = n;
+  return 0; /* HBM_OK */
+}
 /* HBM_OK, or HBM_EINVAL if the key is absent (set unchanged). */
 int hbm_ordset_erase(hbm_ordset *s, hbm_okey key);
 /* Erases `old` and inserts `key` with `value` (old == key: the value only):

@@ -111,11 +111,10 @@ static inline pt_block *B(pt *m, uint32_t i) { return &m->blocks[i]; }
 
 /* ==== blocks ============================================================== */
 
-/* Makes the next n blk_new calls unable to fail (pointers into the block
- * array are stale after it). HBM_OK or HBM_EHOSTMEM (nothing changed). */
-static int blk_reserve(pt *m, uint64_t n) {
-  uint64_t have = (uint64_t)m->nfree_list + (m->cap_blocks - m->nblocks);
-  if (n <= have) return HBM_OK;
+/* blk_reserve makes the next n blk_new calls unable to fail (pointers into
+ * the block array are stale after it). HBM_OK or HBM_EHOSTMEM (nothing
+ * changed). */
+static int blk_grow(pt *m, uint64_t n, uint64_t have) {
   uint64_t want = (uint64_t)m->cap_blocks + (n - have), cap = m->cap_blocks ? m->cap_blocks : 256;
   while (cap < want) cap *= 2;
   if (cap >= NONE) return HBM_EHOSTMEM; /* block indices are 32-bit, NONE excluded */
@@ -124,6 +123,10 @@ static int blk_reserve(pt *m, uint64_t n) {
   m->blocks = nb;
   m->cap_blocks = (uint32_t)cap;
   return HBM_OK;
+}
+static inline int blk_reserve(pt *m, uint64_t n) {
+  uint64_t have = (uint64_t)m->nfree_list + (m->cap_blocks - m->nblocks);
+  return n <= have ? HBM_OK : blk_grow(m, n, have);
 }
 
 /* A block from the free list or the array's reserved room (blk_reserve). */
@@ -815,7 +818,8 @@ static int alloc_found_block(pt *m, uint32_t bi, uint64_t size, uint64_t orig, h
 /* Host memory for a malloc that finds a cached block: the split's block and
  * its remainder's insert, the active map's entry. */
 static int reserve_found(pt *m, uint32_t slot, int pool) {
-  if (blk_reserve(m, 1) != HBM_OK || hbm_addrmap_reserve(&m->active, 1) != HBM_OK) return HBM_EHOSTMEM;
+  if (blk_reserve(m, 1) != HBM_OK) return HBM_EHOSTMEM;
+  if ((m->active.used + 1) * 2 > m->active.cap && hbm_addrmap_reserve(&m->active, 1) != HBM_OK) return HBM_EHOSTMEM;
   return sets_reserve(m, slot, pool, 1, 0);
 }
 
@@ -912,11 +916,14 @@ int hbm_pt_alloc(hbm_policy *p, uint64_t orig, hbm_tag tag, int stream, uint64_t
 int hbm_pt_free(hbm_policy *p, uint64_t addr, uint64_t *block_size) {
   pt *m = (pt *)p;
   uint64_t v;
-  if (!hbm_addrmap_get(&m->active, addr, &v)) return HBM_EINVAL;
+  if (!hbm_addrmap_take(&m->active, addr, &v)) return HBM_EINVAL;
   uint32_t bi = (uint32_t)v;
-  /* Merging only erases; the one insert is reserved first. */
-  if (sets_reserve(m, B(m, bi)->slot, B(m, bi)->small ? SMALL : LARGE, 1, 0) != HBM_OK) return HBM_EHOSTMEM;
-  hbm_addrmap_take(&m->active, addr, NULL);
+  /* Merging only erases; the one insert is reserved first. Without it the
+   * block goes back to the map, into the room it just left (cannot fail). */
+  if (sets_reserve(m, B(m, bi)->slot, B(m, bi)->small ? SMALL : LARGE, 1, 0) != HBM_OK) {
+    hbm_addrmap_put(&m->active, addr, bi);
+    return HBM_EHOSTMEM;
+  }
   pt_block *b = B(m, bi);
   b->allocated = 0;
   m->allocated_bytes -= b->size;
