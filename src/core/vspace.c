@@ -55,6 +55,21 @@ static void block_recycle(hbm_vspace *v, uint32_t i) {
   v->spare[v->nspare++] = i;
 }
 
+/* Room for `n` more blocks from block_new. */
+static int blocks_reserve(hbm_vspace *v, uint32_t n) {
+  if (v->nspare + (v->cap - v->nblocks) >= n) return HBM_OK;
+  uint32_t cap = v->cap ? v->cap : 16;
+  while (v->nspare + (cap - v->nblocks) < n) cap *= 2;
+  vblock *b = realloc(v->blocks, cap * sizeof *b);
+  if (!b) return HBM_EHOSTMEM;
+  v->blocks = b;
+  uint32_t *sp = realloc(v->spare, cap * sizeof *sp);
+  if (!sp) return HBM_EHOSTMEM;
+  v->spare = sp;
+  v->cap = cap;
+  return HBM_OK;
+}
+
 static hbm_okey size_key(uint64_t addr, uint64_t size) { return (hbm_okey){size, addr}; }
 static hbm_okey addr_key(uint64_t addr) { return (hbm_okey){addr, 0}; }
 
@@ -163,6 +178,16 @@ no_live:
 no_rest:
   if (low) block_recycle(v, mid);
   return HBM_EHOSTMEM;
+}
+
+int hbm_vspace_reserve(hbm_vspace *v) {
+  /* A placement takes up to two blocks, a live entry, and two inserts in the
+   * free set and one in the address index; freeing it again one insert in
+   * each. Three each covers both. */
+  if (blocks_reserve(v, 2) != HBM_OK || hbm_addrmap_reserve(&v->live, 1) != HBM_OK ||
+      hbm_ordset_reserve(v->free_set, 3) != HBM_OK || (v->by_addr && hbm_ordset_reserve(v->by_addr, 3) != HBM_OK))
+    return HBM_EHOSTMEM;
+  return HBM_OK;
 }
 
 int hbm_vspace_alloc(hbm_vspace *v, uint64_t size, hbm_vspace_cost_fn *cost, void *arg,

@@ -53,6 +53,12 @@ typedef uint64_t hbm_vspace_cost_fn(void *arg, uint64_t hole, uint64_t hole_size
  * changed. */
 int hbm_vspace_alloc(hbm_vspace *v, uint64_t size, hbm_vspace_cost_fn *cost, void *arg,
                      int probes, uint32_t user, uint64_t *addr, uint64_t *block_size);
+/* Makes room so that the next placement (hbm_vspace_alloc or _alloc_at),
+ * and freeing that block again right after, cannot fail for host memory:
+ * a caller that places a block and may have to take it back (its pages
+ * could not be backed) reserves first. HBM_OK or HBM_EHOSTMEM (then the
+ * blocks are unchanged). */
+int hbm_vspace_reserve(hbm_vspace *v);
 /* Frees the live block at addr; *block_size and *user (either may be NULL)
  * get what it held. HBM_EINVAL for an address that is not a live block,
  * HBM_EHOSTMEM when host memory runs out; then nothing changed. */
