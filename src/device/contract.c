@@ -208,6 +208,33 @@ void hbm_ledger_unreserve_done(hbm_ledger *l, uint64_t base, uint64_t size) {
   l->nres--;
 }
 
+int hbm_ledger_prepare(hbm_ledger *l, uint64_t handles, uint64_t maps) {
+  if (l->maps_untracked) return HBM_OK;
+  uint64_t free_handles = 0, free_maps = 0; /* free slots on the lists, counted up to what is asked */
+  for (uint64_t k = l->free_handle; k != NIL && free_handles < handles; k = l->hpool[k].mapped) free_handles++;
+  for (uint64_t k = l->free_mapping; k != NIL && free_maps < maps; k = l->mpool[k].offset) free_maps++;
+  if (l->cap_hpool - l->nhpool + free_handles < handles) {
+    uint64_t cap = l->cap_hpool ? l->cap_hpool : 64;
+    while (cap - l->nhpool + free_handles < handles) cap *= 2;
+    hbm_ledger_handle *n = realloc(l->hpool, cap * sizeof *n);
+    if (!n) return HBM_EHOSTMEM;
+    l->hpool = n;
+    l->cap_hpool = cap;
+  }
+  if (l->cap_mpool - l->nmpool + free_maps < maps) {
+    uint64_t cap = l->cap_mpool ? l->cap_mpool : 64;
+    while (cap - l->nmpool + free_maps < maps) cap *= 2;
+    if (cap > UINT32_MAX) return HBM_EHOSTMEM;
+    hbm_ledger_mapping *n = realloc(l->mpool, cap * sizeof *n);
+    if (!n) return HBM_EHOSTMEM;
+    l->mpool = n;
+    l->cap_mpool = cap;
+  }
+  if (hbm_addrmap_reserve(&l->handles, handles) != HBM_OK || hbm_ordset_reserve(l->maps, maps) != HBM_OK)
+    return HBM_EHOSTMEM;
+  return HBM_OK;
+}
+
 int hbm_ledger_phys_create_ok(hbm_ledger *l, uint64_t size) {
   if (size == 0 || !aligned(l, size)) return hbm_ledger_refuse(l, "phys_create", size, 0, "size 0 or not a multiple of the granule");
   if (l->maps_untracked) return HBM_OK;

@@ -99,6 +99,11 @@ int hbm_ledger_reserve_ok(hbm_ledger *l, uint64_t size, uint64_t at);
 void hbm_ledger_reserve_done(hbm_ledger *l, uint64_t base, uint64_t size);
 int hbm_ledger_unreserve_ok(hbm_ledger *l, uint64_t base, uint64_t size);
 void hbm_ledger_unreserve_done(hbm_ledger *l, uint64_t base, uint64_t size);
+/* Makes room so that the next `handles` phys_create and `maps` map calls
+ * (with releases and unmaps between them) cannot fail for host memory:
+ * only a broken contract or a full device can refuse them then. HBM_OK or
+ * HBM_EHOSTMEM (then nothing the ledger records changed). */
+int hbm_ledger_prepare(hbm_ledger *l, uint64_t handles, uint64_t maps);
 int hbm_ledger_phys_create_ok(hbm_ledger *l, uint64_t size);
 /* `id` is the backend's: live handles' ids are distinct and never UINT64_MAX. */
 void hbm_ledger_phys_create_done(hbm_ledger *l, uint64_t id, uint64_t size);

@@ -22,6 +22,10 @@ void hbm_device_unclaim(hbm_device *dev, uint64_t size) {
   if (dev->holder) *dev->holder = size <= *dev->holder ? *dev->holder - size : 0;
 }
 
+int hbm_dev_prepare(hbm_device *d, uint64_t handles, uint64_t maps) {
+  return d->ledger ? hbm_ledger_prepare(d->ledger, handles, maps) : HBM_OK;
+}
+
 /* spec: KIND:CAPACITY[,granule=SIZE] */
 int hbm_device_open(const char *spec, hbm_device **out) {
   if (!spec || !out) return HBM_EINVAL;

@@ -121,6 +121,13 @@ int hbm_device_check(const hbm_device *dev, void (*report)(void *arg, const char
 int hbm_device_claim(hbm_device *dev, uint64_t size);
 void hbm_device_unclaim(hbm_device *dev, uint64_t size);
 
+/* Makes room in the device's bookkeeping (host memory) so that the next
+ * `handles` phys_create and `maps` map calls cannot fail for host memory:
+ * a policy that must not stop half way through a remap (re-chunking, a
+ * stitch) prepares first, while a failure still changes nothing. Not a
+ * backend call. HBM_OK or HBM_EHOSTMEM. */
+int hbm_dev_prepare(hbm_device *d, uint64_t handles, uint64_t maps);
+
 /* Convenience wrappers that check the capability and count the call. */
 static inline int hbm_dev_seg_alloc(hbm_device *d, uint64_t size, uint64_t hint, uint64_t *addr) {
   d->backend_calls++;
