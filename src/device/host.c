@@ -45,9 +45,10 @@ typedef struct host_device {
 static int run_create(host_device *h, uint64_t size, uint64_t *off) {
   uint64_t got;
   if (hbm_device_claim(&h->base, size) != HBM_OK) return HBM_ENOMEM;
-  if (hbm_range_alloc(h->phys, size, 0, off, &got) != HBM_OK) {
+  int rc = hbm_range_alloc(h->phys, size, 0, off, &got);
+  if (rc != HBM_OK) { /* ENOMEM: the memory file has no piece that large; EHOSTMEM is not that */
     hbm_device_unclaim(&h->base, size);
-    return HBM_ENOMEM;
+    return rc == HBM_EHOSTMEM ? rc : HBM_ENOMEM;
   }
   return HBM_OK;
 }
