@@ -61,11 +61,18 @@ typedef struct hbm_lifetime {
 
 void hbm_lifetime_init(hbm_lifetime *l);
 void hbm_lifetime_release(hbm_lifetime *l);
+/* Makes room for one more key, so that the next predict or observe cannot
+ * meet a full table: a caller whose placement must not change with host
+ * memory (zoned) reserves before each, and fails the request instead.
+ * HBM_OK or HBM_EHOSTMEM (then nothing changed). */
+int hbm_lifetime_reserve(hbm_lifetime *l);
 /* Predicts the class of a new allocation and fills *stamp. Never fails: a
- * key the table cannot hold (host memory) predicts transient. */
+ * key the table cannot hold (host memory, without hbm_lifetime_reserve)
+ * predicts transient. */
 hbm_life hbm_lifetime_predict(hbm_lifetime *l, uint64_t size, int stream, hbm_life_stamp *stamp);
 /* The block predicted with stamp was freed: learns from its lifetime.
- * Returns 1 if it was long-lived. */
+ * Returns 1 if it was long-lived. A key the table cannot hold (host memory,
+ * without hbm_lifetime_reserve) is not learnt. */
 int hbm_lifetime_observe(hbm_lifetime *l, const hbm_life_stamp *stamp);
 /* The block of the latest prediction (stamp) was never placed: undoes all
  * that prediction did (live bytes, clock, peak, the key it added, the
