@@ -34,7 +34,8 @@ typedef struct hbm_dsa_block {
 /* Plans offsets (multiples of align, a power of two) for n blocks; period 0:
  * lifetimes are not cyclic. offsets[i] is block i's; *footprint the highest
  * end. Never above the best single strategy's (ties: the earlier plan).
- * HBM_EINVAL for a malformed block, HBM_EHOSTMEM. */
+ * HBM_EINVAL for a malformed block, HBM_EHOSTMEM (never a worse plan for
+ * want of host memory: the same blocks always get the same offsets). */
 int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align, uint64_t *offsets,
                  uint64_t *footprint);
 
