@@ -102,6 +102,17 @@ void hbm_heap_destroy(hbm_heap *h) {
   free(h);
 }
 
+/* Room for one more record, so that the next rec_new cannot fail. */
+static int rec_reserve(hbm_heap *h) {
+  if (h->free_rec != NO_REC || h->nrecs < h->recs_cap) return HBM_OK;
+  uint64_t cap = h->recs_cap ? h->recs_cap * 2 : 256;
+  live_rec *r = realloc(h->recs, cap * sizeof *r);
+  if (!r) return HBM_EHOSTMEM;
+  h->recs = r;
+  h->recs_cap = cap;
+  return HBM_OK;
+}
+
 static uint64_t rec_new(hbm_heap *h) {
   if (h->free_rec != NO_REC) {
     uint64_t i = h->free_rec;
@@ -140,10 +151,14 @@ int hbm_heap_alloc_locked(hbm_heap *h, uint64_t size, hbm_tag tag, int stream, u
     return hbm_report_error(HBM_EINVAL, "alloc of %llu bytes: expected 1 B to 1 PiB", (unsigned long long)size);
   if ((unsigned)tag >= HBM_TAG_COUNT) return hbm_report_error(HBM_EINVAL, "alloc: unknown tag %d", (int)tag);
   uint64_t a, block;
+  /* The heap's record of the block first: once the policy placed it, taking
+   * it back would be a free (which the policy learns from, and which can
+   * itself fail). */
+  if (rec_reserve(h) != HBM_OK || hbm_addrmap_reserve(&h->blocks, 1) != HBM_OK) return HBM_EHOSTMEM;
   int rc = h->policy->cls->alloc(h->policy, size, tag, stream, &a, &block);
   if (rc == HBM_OK) {
     uint64_t r = rec_new(h);
-    if (r == NO_REC || hbm_addrmap_put(&h->blocks, a, r) != HBM_OK) {
+    if (r == NO_REC || hbm_addrmap_put(&h->blocks, a, r) != HBM_OK) { /* reserved: cannot happen */
       h->policy->cls->free(h->policy, a, &block);
       rc = HBM_EHOSTMEM;
     } else {
