@@ -184,7 +184,9 @@ int hbm_heap_stats(hbm_heap *heap, hbm_stats *out);
  * any increasing number). Policies that learn per step use it: zoned ages its
  * cache by steps and, once steps repeat, places large blocks by a plan
  * learned from one of them (docs/zoned.md); compact with "every_steps:N" runs
- * a full compaction here, which may move blocks (docs/compaction.md). Optional; HBM_OK. */
+ * a full compaction here, which may move blocks (docs/compaction.md). Optional.
+ * HBM_OK, or HBM_EHOSTMEM when host memory ran out: then the mark was not
+ * taken and nothing changed (mark the step again). */
 int hbm_heap_step(hbm_heap *heap, uint64_t step);
 
 /* Layout scan: visits live blocks and holes in address order within each

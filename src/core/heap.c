@@ -239,9 +239,9 @@ int hbm_heap_stats(hbm_heap *h, hbm_stats *out) {
 int hbm_heap_step(hbm_heap *h, uint64_t step) {
   if (!h) return HBM_EINVAL;
   heap_lock(h);
-  if (h->policy->cls->step) h->policy->cls->step(h->policy, step);
+  int rc = h->policy->cls->step ? h->policy->cls->step(h->policy, step) : HBM_OK;
   heap_unlock(h);
-  return HBM_OK;
+  return rc;
 }
 
 /* The policy's scan knows addresses; the heap knows what each block is for. */

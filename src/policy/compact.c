@@ -280,12 +280,13 @@ static int compact_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) 
   return k.failures;
 }
 
-static void compact_step(hbm_policy *p, uint64_t step) {
+static int compact_step(hbm_policy *p, uint64_t step) {
   compact *c = (compact *)p;
-  if (!c->every_steps || step < c->next_periodic) return;
+  if (!c->every_steps || step < c->next_periodic) return HBM_OK;
   c->next_periodic = (step / c->every_steps + 1) * c->every_steps;
   hbm_compact_result r;
   run_pass(c, 0, 0, &r); /* a refused or failed pass leaves the heap as it was */
+  return HBM_OK;
 }
 
 static int compact_counters(hbm_policy *p, hbm_counter *out, int max) {

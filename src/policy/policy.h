@@ -63,8 +63,10 @@ struct hbm_policy_class {
   /* Start from a recorded state (trace init-seg/init-blk). Writes the address
    * of each live init block into id_addr[id]. */
   int (*seed)(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr);
-  /* A step boundary passed (policies that act per step: compaction, zones). */
-  void (*step)(hbm_policy *p, uint64_t step);
+  /* A step boundary passed (policies that act per step: compaction, zones).
+   * HBM_OK, or HBM_EHOSTMEM when host memory ran out: then the mark was not
+   * taken and nothing changed (the caller may mark the step again). */
+  int (*step)(hbm_policy *p, uint64_t step);
   /* Recorded segment release (empty_cache, release before retry): release the
    * segment at addr if the model holds it free. */
   int (*seg_released)(hbm_policy *p, uint64_t addr, uint64_t size);

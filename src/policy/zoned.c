@@ -574,11 +574,14 @@ static void chunk_release(zoned *z, uint32_t c) {
 
 /* Stitching: moves idle chunk c to page `first` of range ri (unmap there,
  * map here: the same memory at a new address); `touched` of its pages are
- * touched by the block being placed. On error the chunk is released. */
+ * touched by the block being placed. HBM_EHOSTMEM: nothing changed (the
+ * device's bookkeeping is prepared before the unmap); on any other error
+ * the chunk is released. */
 static int chunk_move(zoned *z, uint32_t c, uint32_t ri, uint32_t first, uint32_t touched) {
   hbm_device *dev = z->base.dev;
   zchunk *ch = &z->chunks[c];
   uint64_t bytes = (uint64_t)ch->npages << z->gshift;
+  if (hbm_dev_prepare(dev, 0, 1) != HBM_OK) return HBM_EHOSTMEM;
   idle_remove(z, c);
   hbm_dev_unmap(dev, page_va(z, ch->range, ch->first), bytes);
   chunk_set_pages(z, c, 0);
@@ -752,7 +755,7 @@ static int undo_room(zoned *z) {
 /* Stitches idle chunk c into the run of `want` unmapped pages at page q of
  * range ri, whose unmapped window ends at page hi: a chunk larger than the
  * run covers unmapped pages beside it too. *touched: the run's pages it
- * covers. On error the chunk is released. */
+ * covers. On error as chunk_move. */
 static int stitch(zoned *z, uint32_t c, uint32_t ri, uint32_t q, uint32_t want, uint32_t hi, uint32_t *touched) {
   uint32_t n = z->chunks[c].npages, at = n <= want || q + n <= hi ? q : hi - n;
   *touched = n < want ? n : want;
@@ -993,13 +996,18 @@ static int rechunk_staged(zoned *z, uint32_t c, uint32_t nruns, const uint32_t *
     if (!(z->stage = malloc(used))) return HBM_EHOSTMEM;
     z->stage_bytes = used;
   }
-  /* Records first: if they cannot be had, nothing changed. */
+  /* Records, and the device's bookkeeping for the calls after the old
+   * chunk goes, first: if they cannot be had, nothing changed. */
   for (uint32_t i = 0; i < nruns; i++) {
     slot[i] = i == 0 ? c : chunk_new(z);
     if (slot[i] == NIL) {
       while (i > 1) chunk_put_back(z, slot[--i]);
       return HBM_EHOSTMEM;
     }
+  }
+  if (hbm_dev_prepare(dev, nruns, nruns) != HBM_OK) {
+    for (uint32_t k = 1; k < nruns; k++) chunk_put_back(z, slot[k]);
+    return HBM_EHOSTMEM;
   }
   uint64_t off = 0;
   for (uint32_t i = 0; i < nruns; off += (uint64_t)len[i] << z->gshift, i++) {
@@ -1057,7 +1065,10 @@ static int rechunk(zoned *z, uint32_t c, const uint8_t *touched_page, uint64_t c
     if (no_room || rc != HBM_EUNSUPPORTED) return rc;
     /* A device that cannot stage through host memory: in place, past the ceiling. */
   }
-  /* New memory and records first: if they cannot be had, nothing changed. */
+  /* New memory, records and the device's bookkeeping for every call up to
+   * the end first: if they cannot be had, nothing changed; past them only a
+   * device refusing a call could stop it. */
+  if (hbm_dev_prepare(dev, nruns, nruns + 1) != HBM_OK) return HBM_EHOSTMEM;
   int rc = HBM_OK;
   uint32_t made = 0;
   for (; made < nruns; made++) {
@@ -1143,12 +1154,19 @@ static int trim_now(const zoned *z, uint32_t fresh) {
 
 /* Makes room for `fresh` pages (short_of) by re-chunking partly used
  * chunks, the most idle memory first: those the room left can hold directly
- * first, then through host memory. */
-static void reclaim(zoned *z, uint64_t fresh, int bound) {
-  for (uint32_t ri = 0; ri < z->nranges && short_of(z, fresh, bound); ri++) {
+ * first, then through host memory. HBM_EHOSTMEM when host memory ran out
+ * (chunks re-chunked before that keep their blocks' addresses and
+ * contents); else HBM_OK, having made what room it could. */
+static int reclaim(zoned *z, uint64_t fresh, int bound) {
+  if (!z->nranges || !short_of(z, fresh, bound)) return HBM_OK;
+  /* One page map for every range (all are the same size), had before any
+   * change: running out of host memory is not the same as no room. */
+  uint8_t *touched = malloc(z->ranges[0].npages);
+  if (!touched) return HBM_EHOSTMEM;
+  int rc = HBM_OK;
+  for (uint32_t ri = 0; ri < z->nranges && short_of(z, fresh, bound) && rc == HBM_OK; ri++) {
     zrange *r = &z->ranges[ri];
-    uint8_t *touched = calloc(r->npages, 1);
-    if (!touched) return;
+    memset(touched, 0, r->npages);
     mark_ctx m = {z, r, touched};
     hbm_vspace_walk(r->vs, mark_touched, &m);
     while (short_of(z, fresh, bound)) {
@@ -1165,10 +1183,13 @@ static void reclaim(zoned *z, uint64_t fresh, int bound) {
       if (best == NIL) break;
       /* Trimming holds the device's high-water mark: a re-chunk in place,
        * new memory before the old goes, must not raise it on the way. */
-      if (rechunk(z, best, touched, bound ? z->base.dev->peak_phys_used : 0) != HBM_OK) break;
+      int r2 = rechunk(z, best, touched, bound ? z->base.dev->peak_phys_used : 0);
+      if (r2 == HBM_EHOSTMEM) rc = r2;
+      if (r2 != HBM_OK) break;
     }
-    free(touched);
   }
+  free(touched);
+  return rc;
 }
 
 /* ==== placement ========================================================================== */
@@ -1211,17 +1232,24 @@ static inline int back_placed(zoned *z, uint32_t ri, uint64_t addr, uint64_t blo
     /* A settled layout repeats: one that needs new pages past the bound while
      * chunks sit idle has drifted, and the bound is held again (moves, trims)
      * until the next step mark decides anew. */
+    int settled = z->settled, drifted = z->drifted;
     if (z->settled && z->idle_chunks && past_bound(z, fresh, bound_tolerance(z))) {
       z->settled = 0;
       z->drifted = 1;
       z->unsettles++;
     }
-    if (pressed && device_room(z) < fresh) reclaim(z, fresh, 0);
+    int rc = HBM_OK;
+    if (pressed && device_room(z) < fresh) rc = reclaim(z, fresh, 0);
     else if (trim_now(z, fresh)) {
       z->trims++;
-      reclaim(z, fresh, 1);
+      rc = reclaim(z, fresh, 1);
     }
-    int rc = device_room(z) + z->idle_pages >= fresh ? back_block(z, ri, p0, p1) : HBM_ENOMEM;
+    if (rc == HBM_OK) rc = device_room(z) + z->idle_pages >= fresh ? back_block(z, ri, p0, p1) : HBM_ENOMEM;
+    if (rc == HBM_EHOSTMEM && settled != z->settled) { /* the request did not happen: nor did the drift */
+      z->settled = settled;
+      z->drifted = drifted;
+      z->unsettles--;
+    }
     if (rc != HBM_OK) {
       r = &z->ranges[ri];
       untouch(z, r, p0, p1);
@@ -1245,6 +1273,9 @@ static inline int back_placed(zoned *z, uint32_t ri, uint64_t addr, uint64_t blo
  * and re-chunked to make room. */
 static int place_in(zoned *z, uint32_t ri, uint64_t size, int pressed, uint32_t user, uint64_t *addr,
                     uint64_t *block) {
+  /* Room for the placement and for taking it back (its pages may not be
+   * backed), before anything changes. */
+  if (hbm_vspace_reserve(z->ranges[ri].vs) != HBM_OK) return HBM_EHOSTMEM;
   if (pressed) release_idle(z);
   void *cost_arg[2] = {z, &z->ranges[ri]};
   int rc = hbm_vspace_alloc(z->ranges[ri].vs, size, fresh_cost, cost_arg, pressed ? 1 << 30 : z->conf.probes,
@@ -1255,6 +1286,7 @@ static int place_in(zoned *z, uint32_t ri, uint64_t size, int pressed, uint32_t 
 /* Places a block at addr of range ri (a planned address) and backs its
  * pages, `pressed` as place_in. HBM_EBUSY when that span is taken. */
 static int place_at(zoned *z, uint32_t ri, uint64_t addr, uint64_t size, int pressed, uint64_t *block) {
+  if (hbm_vspace_reserve(z->ranges[ri].vs) != HBM_OK) return HBM_EHOSTMEM; /* as place_in */
   if (pressed) release_idle(z);
   int rc = hbm_vspace_alloc_at(z->ranges[ri].vs, addr, size, NIL, block);
   if (rc == HBM_ENOMEM) return HBM_EBUSY;
@@ -1321,6 +1353,7 @@ static int slot_or_zone(zoned *z, uint32_t li, uint64_t size, uint32_t user, uin
   if ((si = best_slot(z, si_zone, size, &slot_fresh)) == NIL)
     slot_fresh = z->zones[si_zone].nranges < MAX_SLOTS ? pages : UINT64_MAX;
   void *arg[2] = {z, &z->ranges[li]};
+  if (hbm_vspace_reserve(z->ranges[li].vs) != HBM_OK) return HBM_EHOSTMEM; /* the free below cannot fail then */
   int placed = hbm_vspace_alloc(z->ranges[li].vs, size, fresh_cost, arg, z->conf.probes, user, addr, block) == HBM_OK;
   if (placed) zone_fresh = fresh_cost(arg, *addr, *block, *block);
   if (placed && zone_fresh < slot_fresh) return back_placed(z, li, *addr, *block, 0);
@@ -1379,6 +1412,24 @@ static int plan_tracks(const zoned *z) {
   return z->conf.plan && z->marks && !z->fallback && !z->conf.large_life;
 }
 
+/* Room to record one more large block of the step under way, made before
+ * the block is placed: running out of host memory then fails the request
+ * instead of leaving the step unrecorded (no plan from it, and every layout
+ * after it different). */
+static int learn_reserve(zoned *z) {
+  zstep *s = &z->learn[z->cur];
+  if (s->broken) return HBM_OK;
+  if (s->n == s->cap) {
+    uint32_t cap = s->cap ? s->cap * 2 : 1024;
+    zstep_block *b = realloc(s->b, cap * sizeof *b);
+    if (!b) return HBM_EHOSTMEM;
+    s->b = b;
+    s->cap = cap;
+  }
+  return hbm_addrmap_reserve(&z->learn_at, 1);
+}
+
+/* Records a large block just placed (learn_reserve made room). */
 static void learn_alloc(zoned *z, uint64_t addr, uint64_t block) {
   zstep *s = &z->learn[z->cur];
   if (s->broken) return;
@@ -1419,7 +1470,10 @@ static int steps_match(const zstep *prev, const zstep *s) {
   return 1;
 }
 
-enum { PLAN_BUILT, PLAN_NOT_WORTH, PLAN_FAILED };
+/* PLAN_NOMEM: host memory ran out while planning; the step mark then fails
+ * (HBM_EHOSTMEM) having changed nothing, rather than going on unplanned,
+ * which would change every layout after it. */
+enum { PLAN_BUILT, PLAN_NOT_WORTH, PLAN_FAILED, PLAN_NOMEM };
 
 /* Whether a plan of the step just compared pays for the switch to it:
  * mapping its range and giving back the layout it replaces cost about two
@@ -1436,16 +1490,18 @@ static int plan_worth(const zoned *z, uint64_t footprint, uint64_t peak, uint64_
   return gain * 100 >= z->step_peak_touched || step_calls * 10 >= switch_calls;
 }
 
-/* Plans step s: PLAN_BUILT, PLAN_NOT_WORTH, or PLAN_FAILED (larger than the
- * device, no range left, host memory). */
+/* Plans step s: PLAN_BUILT, PLAN_NOT_WORTH, PLAN_FAILED (larger than the
+ * device, no range left), or PLAN_NOMEM (host memory; nothing the caller
+ * sees changed: a zone record or a reservation made on the way stays,
+ * unused until a plan needs it). */
 static int plan_build(zoned *z, const zstep *s, uint64_t step_calls) {
   uint32_t zi, ri = NIL, m = 0;
-  if (zone_get(z, ZONE_PLANNED, 0, 0, &zi) != HBM_OK) return PLAN_FAILED;
+  if (zone_get(z, ZONE_PLANNED, 0, 0, &zi) != HBM_OK) return PLAN_NOMEM;
   hbm_dsa_block *b = malloc(s->n * sizeof *b);
   uint64_t *off = malloc(s->n * sizeof *off), *addr = malloc(s->n * sizeof *addr), *size = malloc(s->n * sizeof *size);
   uint32_t *which = malloc(s->n * sizeof *which);
   uint64_t footprint = 0;
-  int ok = b && off && addr && size && which;
+  int nomem = !(b && off && addr && size && which), ok = !nomem;
   for (uint32_t i = 0; ok && i < s->n; i++) {
     const zstep_block *x = &s->b[i];
     if (x->died != NIL && x->died - x->born <= s->events) { /* not longer than a step */
@@ -1457,16 +1513,23 @@ static int plan_build(zoned *z, const zstep *s, uint64_t step_calls) {
    * larger its footprint: where one at the peak would not pay, none would,
    * and the planner (the costliest part of a step mark) need not run. */
   uint64_t peak = ok && m ? hbm_dsa_peak(b, m, s->events) : 0;
-  int hopeless = ok && m && peak && !plan_worth(z, peak, peak, step_calls); /* peak 0: out of host memory */
-  ok = ok && m && !hopeless && hbm_dsa_plan(b, m, s->events, ZONED_UNIT, off, &footprint) == HBM_OK &&
+  if (ok && m && !peak) nomem = 1; /* a peak of blocks of size > 0 is 0 only when out of host memory */
+  ok = ok && !nomem;
+  int hopeless = ok && m && !plan_worth(z, peak, peak, step_calls), rc = HBM_OK;
+  ok = ok && m && !hopeless && (rc = hbm_dsa_plan(b, m, s->events, ZONED_UNIT, off, &footprint)) == HBM_OK &&
        footprint <= z->capacity;
+  nomem |= rc == HBM_EHOSTMEM;
   int worth = !hopeless && (!ok || plan_worth(z, footprint, peak, step_calls));
   ok = ok && worth;
   /* A range of the plan's own: an empty one again, else a new one. */
   for (uint32_t k = 0; ok && k < z->zones[zi].nranges && ri == NIL; k++)
     if (!hbm_vspace_live_blocks(z->ranges[z->zones[zi].ranges[k]].vs)) ri = z->zones[zi].ranges[k];
-  if (ok && ri == NIL) ok = z->zones[zi].nranges < PLAN_MAX_RANGES && range_add(z, zi, &ri) == HBM_OK;
-  ok = ok && hbm_vspace_index_addresses(z->ranges[ri].vs) == HBM_OK; /* a no-op once done */
+  if (ok && ri == NIL) {
+    rc = z->zones[zi].nranges < PLAN_MAX_RANGES ? range_add(z, zi, &ri) : HBM_ENOMEM;
+    ok = rc == HBM_OK;
+    nomem |= rc == HBM_EHOSTMEM;
+  }
+  if (ok && hbm_vspace_index_addresses(z->ranges[ri].vs) != HBM_OK) ok = 0, nomem = 1; /* a no-op once done */
   if (ok) {
     memset(addr, 0, s->n * sizeof *addr);
     for (uint32_t i = 0; i < s->n; i++) size[i] = s->b[i].size;
@@ -1485,6 +1548,7 @@ static int plan_build(zoned *z, const zstep *s, uint64_t step_calls) {
   free(addr);
   free(size);
   free(which);
+  if (nomem) return PLAN_NOMEM;
   return ok ? PLAN_BUILT : worth ? PLAN_FAILED : PLAN_NOT_WORTH; /* worth: planned, or could not be */
 }
 
@@ -1500,11 +1564,11 @@ static void plan_drop(zoned *z) {
 /* Step mark: a followed step that kept to the plan keeps it; a learning step
  * that matches the one before it is planned if that pays, else the steps
  * have settled (until two steps differ again). */
-static void plan_step(zoned *z) {
-  uint64_t step_calls = z->base.dev->backend_calls - z->step_calls0;
+static int plan_step(zoned *z) {
+  uint64_t step_calls = z->base.dev->backend_calls - z->step_calls0, calls0 = z->step_calls0;
   z->marks++;
   z->step_calls0 = z->base.dev->backend_calls;
-  if (!plan_tracks(z)) return;
+  if (!plan_tracks(z)) return HBM_OK;
   if (z->following) {
     if (z->step_n == z->plan_n && z->step_events == z->plan_events) {
       z->plan_steps++;
@@ -1513,7 +1577,7 @@ static void plan_step(zoned *z) {
        * layout it replaced go (not before: a plan learned from two steps
        * that matched by chance may end at its first request). */
       for (uint32_t c; (c = idle_outside_plan(z)) != NIL; z->cold_releases++) chunk_release(z, c);
-      return;
+      return HBM_OK;
     }
     plan_drop(z);
   } else if (z->learn_skip) {
@@ -1525,6 +1589,11 @@ static void plan_step(zoned *z) {
       z->settled = 0;
     } else {
       built = plan_build(z, prev, step_calls);
+      if (built == PLAN_NOMEM) { /* the mark is not taken: nothing changed */
+        z->marks--;
+        z->step_calls0 = calls0;
+        return HBM_EHOSTMEM;
+      }
       z->settled = built == PLAN_NOT_WORTH;
       z->plans_declined += z->settled;
       if (built == PLAN_BUILT) {
@@ -1542,31 +1611,50 @@ static void plan_step(zoned *z) {
   z->step_peak_mapped = z->mapped_pages;
   z->step_peak_touched = z->touched_pages;
   z->drifted = 0;
-  if (z->following) return;
+  if (z->following) return HBM_OK;
   z->cur = !z->cur;
   zstep *s = &z->learn[z->cur];
   s->n = s->events = 0;
   s->broken = z->learn_skip > 0;
   s->seq = z->marks;
+  return HBM_OK;
 }
 
-/* A large request while a plan is followed. */
+/* A large request while a plan is followed. On HBM_EHOSTMEM the request
+ * did not happen: the step's counts and the plan stand as they were (a
+ * host failure must not end a plan, nor shift the requests after it). */
 static int plan_alloc(zoned *z, uint64_t size, int stream, uint64_t *addr, uint64_t *block) {
   uint32_t i = z->step_n++;
   z->step_events++;
+  int rc;
   if (i < z->plan_n && z->plan_size[i] == hbm_align_up(size, ZONED_UNIT)) {
-    if (!z->plan_addr[i]) return vmm_alloc(z, size, HBM_LIFE_TRANSIENT, stream, NIL, addr, block); /* planned online */
-    int rc = place_at(z, z->plan_range, z->plan_addr[i], size, 0, block);
-    if (rc == HBM_ENOMEM) rc = place_at(z, z->plan_range, z->plan_addr[i], size, 1, block);
-    if (rc == HBM_OK) {
-      *addr = z->plan_addr[i];
-      return rc;
+    if (!z->plan_addr[i]) { /* planned online */
+      rc = vmm_alloc(z, size, HBM_LIFE_TRANSIENT, stream, NIL, addr, block);
+    } else {
+      rc = place_at(z, z->plan_range, z->plan_addr[i], size, 0, block);
+      if (rc == HBM_ENOMEM) rc = place_at(z, z->plan_range, z->plan_addr[i], size, 1, block);
+      if (rc == HBM_OK) *addr = z->plan_addr[i];
     }
-    if (rc == HBM_EHOSTMEM) return rc;
+    if (rc == HBM_EHOSTMEM) {
+      z->step_n--;
+      z->step_events--;
+    }
+    if (rc == HBM_OK || rc == HBM_EHOSTMEM || !z->plan_addr[i]) return rc;
   }
+  int broken = z->learn[z->cur].broken;
+  uint32_t events = z->step_events;
   z->plan_misses++;
   plan_drop(z);
-  return vmm_alloc(z, size, HBM_LIFE_TRANSIENT, stream, NIL, addr, block);
+  rc = vmm_alloc(z, size, HBM_LIFE_TRANSIENT, stream, NIL, addr, block);
+  if (rc == HBM_EHOSTMEM) { /* undo the drop: the plan is still followed */
+    z->plan_misses--;
+    z->plan_drops--;
+    z->following = 1;
+    z->learn[z->cur].broken = broken;
+    z->step_n = i;
+    z->step_events = events - 1;
+  }
+  return rc;
 }
 
 /* ==== lifetime class ========================================================================== */
@@ -1711,11 +1799,15 @@ static int zoned_alloc(hbm_policy *p, uint64_t size, hbm_tag tag, int stream, ui
   hbm_life life = HBM_LIFE_TRANSIENT;
   hbm_life_stamp stamp;
   uint32_t rec = NIL;
+  int planned = plan_tracks(z) && is_large(z, size), rc;
+  /* What can fail for host memory outside placement comes first: a failed
+   * request then changed nothing, and a host failure never changes what the
+   * lifetime rule or the plan learn (and so no later placement). */
+  if (planned && !z->following && learn_reserve(z) != HBM_OK) return HBM_EHOSTMEM;
   if (class_matters(z, size)) {
-    if ((rec = rec_new(z)) == NIL) return HBM_EHOSTMEM;
+    if (hbm_lifetime_reserve(&z->life) != HBM_OK || (rec = rec_new(z)) == NIL) return HBM_EHOSTMEM;
     life = classify(z, size, tag, stream, &stamp);
   }
-  int planned = plan_tracks(z) && is_large(z, size), rc;
   if (z->fallback) rc = fixed_alloc(z, size, life, rec, addr, block_size);
   else if (planned && z->following) rc = plan_alloc(z, size, stream, addr, block_size);
   else rc = vmm_alloc(z, size, life, stream, rec, addr, block_size);
@@ -1737,6 +1829,9 @@ static int zoned_free(hbm_policy *p, uint64_t addr, uint64_t *block_size) {
   zoned *z = (zoned *)p;
   uint32_t user;
   uint64_t block;
+  /* Room for the lifetime rule to learn from the block, first: on error
+   * nothing changed, the block is still live. */
+  if (hbm_lifetime_reserve(&z->life) != HBM_OK) return HBM_EHOSTMEM;
   if (z->fallback) {
     int rc = fixed_free(z, addr, &block, &user);
     if (rc != HBM_OK) return rc;
@@ -1744,7 +1839,8 @@ static int zoned_free(hbm_policy *p, uint64_t addr, uint64_t *block_size) {
     uint32_t ri = range_of(z, addr);
     if (ri == NIL) return HBM_EINVAL;
     zrange *r = &z->ranges[ri];
-    if (hbm_vspace_free(r->vs, addr, &block, &user) != HBM_OK) return HBM_EINVAL;
+    int rc = hbm_vspace_free(r->vs, addr, &block, &user);
+    if (rc != HBM_OK) return rc == HBM_EHOSTMEM ? rc : HBM_EINVAL;
     uint32_t p0, p1;
     block_pages(z, r, addr, block, &p0, &p1);
     untouch(z, r, p0, p1);
@@ -1832,7 +1928,7 @@ static int zoned_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr) {
       hbm_life life = HBM_LIFE_TRANSIENT;
       hbm_life_stamp stamp;
       if (class_matters(z, size)) {
-        if ((rec = rec_new(z)) == NIL) return HBM_EHOSTMEM;
+        if (hbm_lifetime_reserve(&z->life) != HBM_OK || (rec = rec_new(z)) == NIL) return HBM_EHOSTMEM;
         life = classify(z, size, (hbm_tag)b->tag, seg->stream, &stamp);
         z->recs[rec].stamp = stamp;
         z->static_allocs += life == HBM_LIFE_STATIC;
@@ -1878,12 +1974,14 @@ static void zoned_usage(hbm_policy *p, hbm_policy_usage *u) {
   u->largest_free = (device_room(z) + z->idle_pages) << z->gshift;
 }
 
-static void zoned_step(hbm_policy *p, uint64_t step) {
+static int zoned_step(hbm_policy *p, uint64_t step) {
   zoned *z = (zoned *)p;
+  int rc = plan_step(z); /* first: it alone can fail, and then changed nothing (it reads no lifetime state) */
+  if (rc != HBM_OK) return rc;
   hbm_lifetime_step(&z->life, step);
-  plan_step(z);
   z->prev_step_clock = z->last_step_clock;
   z->last_step_clock = z->clock;
+  return HBM_OK;
 }
 
 static int zoned_counters(hbm_policy *p, hbm_counter *out, int max) {
@@ -2036,11 +2134,12 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
     c.ri = ri;
     c.edge = calloc(r->npages, sizeof *c.edge);
     c.touched = calloc(r->npages, 1);
-    if (!c.edge || !c.touched) {
+    if (!c.edge || !c.touched) { /* the recounts below would be partial: no verdict on them */
       free(c.edge);
       free(c.touched);
+      free(chunk_touched);
       hbm_check_no_memory(&c.k);
-      break;
+      return c.k.failures;
     }
     hbm_vspace_walk(r->vs, recount_block, &c);
     uint32_t mapped_here = 0;

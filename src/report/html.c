@@ -171,7 +171,7 @@ int hbm_report_layout_at(const hbm_trace *t, const char *policy, const char *con
       live -= request[e->id];
     } else if (e->kind == HBM_EV_STEP) {
       step = e->size;
-      if (p->cls->step) p->cls->step(p, step);
+      if (p->cls->step && (rc = p->cls->step(p, step)) != HBM_OK) goto out;
     }
   }
   hbm_policy_usage u;
