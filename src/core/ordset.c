@@ -1,5 +1,5 @@
 /* ordset.c: hbm_ordset as a two-level sorted array (see ordset.h for the
- * contract and the invariants O1..O4).
+ * contract and the invariants O1..O5).
  *
  * Keys live in chunks of up to CHUNK entries, each sorted; the chunks are in
  * key order and an index holds each chunk's largest key, so a lookup is a
@@ -388,6 +388,13 @@ int hbm_ordset_check(const hbm_ordset *s, hbm_ordset_report_fn *report, void *ar
   }
   if (!failures && total != s->count) {
     snprintf(msg, sizeof msg, "ordset: O3 count %zu but chunks hold %zu", s->count, total);
+    failures += fail(report, arg, msg);
+  }
+  size_t spares = 0;
+  for (const chunk *c = s->spare; c && spares <= s->head.nspare; c = c->next_spare) spares++;
+  if (spares != s->head.nspare || s->cap < s->nchunks + s->head.nspare) {
+    snprintf(msg, sizeof msg, "ordset: O5 %zu spare chunks listed, %zu counted; index room %zu for %zu chunks and the spares",
+             spares, s->head.nspare, s->cap, s->nchunks);
     failures += fail(report, arg, msg);
   }
   return failures;

@@ -23,7 +23,9 @@
  *   O1 keys strictly increase through the chunks in order (no duplicates);
  *   O2 every chunk holds 1..32 keys and its index key is its largest;
  *   O3 count == the keys the chunks hold;
- *   O4 no chunk is listed twice.
+ *   O4 no chunk is listed twice;
+ *   O5 head.nspare == the spare chunks listed (what hbm_ordset_reserve counts
+ *      on), and the index has room for its chunks and every spare.
  *
  * hbm_ordref is the slow, obviously correct reference: a sorted array with
  * binary search and memmove. Same contract; tests run both side by side.
@@ -94,7 +96,7 @@ int hbm_ordset_upper_bound(const hbm_ordset *s, hbm_okey key, hbm_okey *found, u
 int hbm_ordset_below(const hbm_ordset *s, hbm_okey key, hbm_okey *found, uint32_t *value);
 int hbm_ordset_first(const hbm_ordset *s, hbm_okey *found, uint32_t *value);
 int hbm_ordset_last(const hbm_ordset *s, hbm_okey *found, uint32_t *value);
-/* Verifies O1..O4; returns the number of failures, each passed to report (may be NULL). */
+/* Verifies O1..O5; returns the number of failures, each passed to report (may be NULL). */
 int hbm_ordset_check(const hbm_ordset *s, hbm_ordset_report_fn *report, void *arg);
 
 /* ---- the reference: sorted array (ordset_ref.c) ---- */
