@@ -47,7 +47,7 @@ static int grow(hbm_addrmap *m) {
 /* 1 if `extra` more keys would fill the table past half (its load limit). */
 static inline int over_half(const hbm_addrmap *m, uint64_t extra) { return (m->used + extra) * 2 > m->cap; }
 
-int hbm_addrmap_reserve(hbm_addrmap *m, uint64_t extra) {
+int hbm_addrmap_grow_for(hbm_addrmap *m, uint64_t extra) {
   while (over_half(m, extra))
     if (grow(m) != HBM_OK) return HBM_EHOSTMEM;
   return HBM_OK;

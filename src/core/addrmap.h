@@ -16,8 +16,12 @@ void hbm_addrmap_release(hbm_addrmap *m);
 /* HBM_OK, or HBM_EHOSTMEM. Replaces the value of an existing key. */
 int hbm_addrmap_put(hbm_addrmap *m, uint64_t key, uint64_t val);
 /* Makes room for `extra` more keys, so the next `extra` puts cannot fail.
- * HBM_OK or HBM_EHOSTMEM (then the map is unchanged). */
-int hbm_addrmap_reserve(hbm_addrmap *m, uint64_t extra);
+ * HBM_OK or HBM_EHOSTMEM (then the map is unchanged). Inline: callers that
+ * reserve before every change (zoned) pay a comparison while there is room. */
+int hbm_addrmap_grow_for(hbm_addrmap *m, uint64_t extra);
+static inline int hbm_addrmap_reserve(hbm_addrmap *m, uint64_t extra) {
+  return (m->used + extra) * 2 <= m->cap ? 0 /* HBM_OK */ : hbm_addrmap_grow_for(m, extra);
+}
 /* Removes every key, keeping the capacity (never allocates). */
 void hbm_addrmap_clear(hbm_addrmap *m);
 /* 1 and *val if found. */

@@ -23,8 +23,6 @@ void hbm_lifetime_init(hbm_lifetime *l) {
 
 void hbm_lifetime_release(hbm_lifetime *l) { hbm_addrmap_release(&l->counters); }
 
-int hbm_lifetime_reserve(hbm_lifetime *l) { return hbm_addrmap_reserve(&l->counters, 1); }
-
 hbm_life hbm_lifetime_predict(hbm_lifetime *l, uint64_t size, int stream, hbm_life_stamp *stamp) {
   uint64_t key = life_key(size, stream), counter;
   *stamp = (hbm_life_stamp){key, l->clock, l->steps_seen, size};

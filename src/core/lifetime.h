@@ -65,7 +65,7 @@ void hbm_lifetime_release(hbm_lifetime *l);
  * meet a full table: a caller whose placement must not change with host
  * memory (zoned) reserves before each, and fails the request instead.
  * HBM_OK or HBM_EHOSTMEM (then nothing changed). */
-int hbm_lifetime_reserve(hbm_lifetime *l);
+static inline int hbm_lifetime_reserve(hbm_lifetime *l) { return hbm_addrmap_reserve(&l->counters, 1); }
 /* Predicts the class of a new allocation and fills *stamp. Never fails: a
  * key the table cannot hold (host memory, without hbm_lifetime_reserve)
  * predicts transient. */
