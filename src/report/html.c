@@ -46,9 +46,9 @@ int hbm_report_keep_layout(void *arg, uint64_t addr, uint64_t size, int live, hb
   if (r->nlayout == r->layout_cap) {
     size_t cap = r->layout_cap ? r->layout_cap * 2 : 4096;
     hbm_layout_run *v = realloc(r->layout, cap * sizeof *v);
-    if (!v) {
-      r->layout_dropped++;
-      return 0;
+    if (!v) { /* a layout with runs left out would show holes that are not there */
+      r->error = HBM_EHOSTMEM;
+      return HBM_EHOSTMEM;
     }
     r->layout = v;
     r->layout_cap = cap;
@@ -124,8 +124,7 @@ static int at_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag t
   at_ctx *c = arg;
   uint64_t id;
   if (live && hbm_addrmap_get(&c->by_addr, addr, &id)) tag = (hbm_tag)c->tag[id];
-  hbm_report_keep_layout(c->run, addr, size, live, tag);
-  return 0;
+  return hbm_report_keep_layout(c->run, addr, size, live, tag);
 }
 
 int hbm_report_layout_at(const hbm_trace *t, const char *policy, const char *conf, const char *device,
@@ -179,8 +178,9 @@ int hbm_report_layout_at(const hbm_trace *t, const char *policy, const char *con
   free(run->layout);
   run->layout = NULL;
   run->nlayout = run->layout_cap = 0;
-  run->layout_dropped = 0;
+  run->error = HBM_OK;
   p->cls->scan(p, at_visit, &c);
+  if ((rc = run->error) != HBM_OK) goto out;
   run->layout_at_failure = 0;
   run->layout_event = event;
   run->layout_step = step;
@@ -1069,7 +1069,6 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
                   (unsigned long long)f.holes, size_text(f.hole_bytes, a, 32), size_text(f.largest_hole, c, 32));
         for (int t = 0; t < HBM_TAG_COUNT; t++)
           if (f.live_by_tag[t]) sb_printf(&b, " %s %s", hbm_tag_name((hbm_tag)t), size_text(f.live_by_tag[t], a, 32));
-        if (r->layout_dropped) sb_printf(&b, " (%llu runs not shown: out of host memory)", (unsigned long long)r->layout_dropped);
         sb_printf(&b, ". The strip puts the address ranges the policy holds side by side (ticks below mark "
                       "gaps between ranges), then the capacity it has not reserved.");
         uint64_t lf = r->result.oom ? r->result.first_oom.largest_free : r->layout_largest_free;

@@ -28,7 +28,6 @@ typedef struct hbm_report_run {
   size_t nsamples, samples_cap;
   hbm_layout_run *layout;        /* address order; empty if none */
   size_t nlayout, layout_cap;
-  uint64_t layout_dropped;       /* runs not kept (host memory ran out) */
   int layout_at_failure;         /* 1: taken at the first failure; 0: at layout_event */
   uint64_t layout_event, layout_step, layout_largest_free, layout_live;
 } hbm_report_run;
@@ -55,7 +54,7 @@ typedef struct hbm_report {
  * device NULL: sim at the trace's capacity), sampling every `every` events (0:
  * at step boundaries) and keeping the layout at the first failure. progress may
  * be NULL. Returns HBM_OK or the replay's error (also stored in out->error);
- * HBM_EHOSTMEM if the samples could not be kept. Release with
+ * HBM_EHOSTMEM if the samples or the layout could not be kept. Release with
  * hbm_report_run_release(). */
 int hbm_report_run_policy(const hbm_trace *trace, const char *policy, const char *conf,
                           const char *device, uint64_t every, hbm_progress_fn *progress,
@@ -70,7 +69,8 @@ int hbm_report_keep_layout(void *run, uint64_t addr, uint64_t size, int live, hb
 
 /* The layout of `policy` just before event `event` of the trace (replaying the
  * events before it the way hbm_replay does), into run->layout. For runs that did
- * not fail: hbm_report_tightest_event() says which moment to show. */
+ * not fail: hbm_report_tightest_event() says which moment to show. HBM_EHOSTMEM
+ * (also in run->error) when host memory ran out: no layout with runs left out. */
 int hbm_report_layout_at(const hbm_trace *trace, const char *policy, const char *conf,
                          const char *device, uint64_t event, hbm_report_run *run);
 /* The sampled moment (after step 1) with the smallest largest free block; 0 if none. */
