@@ -23,7 +23,8 @@ void hbm_device_unclaim(hbm_device *dev, uint64_t size) {
 }
 
 int hbm_dev_prepare(hbm_device *d, uint64_t handles, uint64_t maps) {
-  return d->ledger ? hbm_ledger_prepare(d->ledger, handles, maps) : HBM_OK;
+  int rc = d->ledger ? hbm_ledger_prepare(d->ledger, handles, maps) : HBM_OK;
+  return rc == HBM_OK && d->ops->prepare ? d->ops->prepare(d, handles) : rc;
 }
 
 /* spec: KIND:CAPACITY[,granule=SIZE] */

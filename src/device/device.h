@@ -51,6 +51,9 @@ typedef struct hbm_device_ops {
    * H2D): data can wait in host memory while its device memory is freed. */
   int (*to_host)(hbm_device *dev, void *dst, uint64_t src, uint64_t n);
   int (*from_host)(hbm_device *dev, uint64_t dst, const void *src, uint64_t n);
+  /* Room in the backend's own bookkeeping (beyond the ledger's) for the next
+   * `handles` phys_create calls (hbm_dev_prepare). NULL: it needs none. */
+  int (*prepare)(hbm_device *dev, uint64_t handles);
   /* Verifies the backend's own bookkeeping; returns the number of failures,
    * each passed to report. NULL: the backend keeps none worth checking. */
   int (*check)(const hbm_device *dev, void (*report)(void *arg, const char *message), void *arg);

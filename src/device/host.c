@@ -88,6 +88,14 @@ static int range_unmap(uint64_t va, uint64_t size) {
 
 /* ---- the calls ------------------------------------------------------------------ */
 
+/* The memory file's allocator: a tiling of L live runs has at most 2L + 1
+ * blocks, so room for that many with `handles` more runs makes the next
+ * creates need no host memory (hbm_dev_prepare). */
+static int host_prepare(hbm_device *d, uint64_t handles) {
+  host_device *h = (host_device *)d;
+  return hbm_range_reserve(h->phys, 2 * (hbm_range_live_blocks(h->phys) + handles) + 1);
+}
+
 static int host_phys_create(hbm_device *d, uint64_t size, uint64_t *handle) {
   host_device *h = (host_device *)d;
   int rc = hbm_ledger_phys_create_ok(&h->ledger, size);
@@ -250,6 +258,7 @@ static const hbm_device_ops host_ops = {
     .reserve = host_reserve,
     .unreserve = host_unreserve,
     .phys_create = host_phys_create,
+    .prepare = host_prepare,
     .phys_release = host_phys_release,
     .map = host_map,
     .unmap = host_unmap,
