@@ -283,9 +283,17 @@ static int compact_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) 
 static int compact_step(hbm_policy *p, uint64_t step) {
   compact *c = (compact *)p;
   if (!c->every_steps || step < c->next_periodic) return HBM_OK;
+  uint64_t due = c->next_periodic;
   c->next_periodic = (step / c->every_steps + 1) * c->every_steps;
   hbm_compact_result r;
-  run_pass(c, 0, 0, &r); /* a refused or failed pass leaves the heap as it was */
+  /* A pass the hooks refuse, or whose copy fails, is the pass's answer (the
+   * heap as it was, or as far as the copies went). Host memory short before
+   * any copy moved nothing: the mark is not taken, so that marking it again
+   * runs the same pass and the layout never depends on host memory. */
+  if (run_pass(c, 0, 0, &r) == HBM_EHOSTMEM) {
+    c->next_periodic = due;
+    return HBM_EHOSTMEM;
+  }
   return HBM_OK;
 }
 
