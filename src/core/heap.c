@@ -114,17 +114,11 @@ static int rec_reserve(hbm_heap *h) {
 }
 
 static uint64_t rec_new(hbm_heap *h) {
+  if (rec_reserve(h) != HBM_OK) return NO_REC;
   if (h->free_rec != NO_REC) {
     uint64_t i = h->free_rec;
     h->free_rec = h->recs[i].request;
     return i;
-  }
-  if (h->nrecs == h->recs_cap) {
-    uint64_t cap = h->recs_cap ? h->recs_cap * 2 : 256;
-    live_rec *r = realloc(h->recs, cap * sizeof *r);
-    if (!r) return NO_REC;
-    h->recs = r;
-    h->recs_cap = cap;
   }
   return h->nrecs++;
 }
