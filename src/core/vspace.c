@@ -35,26 +35,6 @@ struct hbm_vspace {
   uint64_t live_bytes, live_blocks, free_blocks;
 };
 
-static uint32_t block_new(hbm_vspace *v) {
-  if (v->nspare) return v->spare[--v->nspare];
-  if (v->nblocks == v->cap) {
-    uint32_t cap = v->cap ? v->cap * 2 : 16;
-    vblock *b = realloc(v->blocks, cap * sizeof *b);
-    if (!b) return NIL;
-    v->blocks = b;
-    uint32_t *s = realloc(v->spare, cap * sizeof *s);
-    if (!s) return NIL;
-    v->spare = s;
-    v->cap = cap;
-  }
-  return v->nblocks++;
-}
-
-static void block_recycle(hbm_vspace *v, uint32_t i) {
-  v->blocks[i].state = 2;
-  v->spare[v->nspare++] = i;
-}
-
 /* Room for `n` more blocks from block_new. */
 static int blocks_reserve(hbm_vspace *v, uint32_t n) {
   if (v->nspare + (v->cap - v->nblocks) >= n) return HBM_OK;
@@ -68,6 +48,17 @@ static int blocks_reserve(hbm_vspace *v, uint32_t n) {
   v->spare = sp;
   v->cap = cap;
   return HBM_OK;
+}
+
+static uint32_t block_new(hbm_vspace *v) {
+  if (blocks_reserve(v, 1) != HBM_OK) return NIL;
+  if (v->nspare) return v->spare[--v->nspare];
+  return v->nblocks++;
+}
+
+static void block_recycle(hbm_vspace *v, uint32_t i) {
+  v->blocks[i].state = 2;
+  v->spare[v->nspare++] = i;
 }
 
 static hbm_okey size_key(uint64_t addr, uint64_t size) { return (hbm_okey){size, addr}; }
