@@ -1433,14 +1433,11 @@ static int learn_reserve(zoned *z) {
 static void learn_alloc(zoned *z, uint64_t addr, uint64_t block) {
   zstep *s = &z->learn[z->cur];
   if (s->broken) return;
-  if (s->n == s->cap) {
-    uint32_t cap = s->cap ? s->cap * 2 : 1024;
-    zstep_block *b = realloc(s->b, cap * sizeof *b);
-    if (!b) { s->broken = 1; return; }
-    s->b = b;
-    s->cap = cap;
+  /* Room is there already; were it not, the step could not be planned. */
+  if (learn_reserve(z) != HBM_OK || hbm_addrmap_put(&z->learn_at, addr, s->seq << 32 | s->n) != HBM_OK) {
+    s->broken = 1;
+    return;
   }
-  if (hbm_addrmap_put(&z->learn_at, addr, s->seq << 32 | s->n) != HBM_OK) { s->broken = 1; return; }
   s->b[s->n++] = (zstep_block){block, s->events++, NIL};
 }
 
