@@ -229,6 +229,15 @@ static uint64_t heap_digest(hbm_heap *heap, int addresses) {
   return mix(mix(mix(mix(mix(h, st.live), st.allocated), st.reserved), st.largest_free), st.backend_calls);
 }
 
+/* Requests the heap counts as failed (stats.failures), read without meeting a failure. */
+static uint64_t heap_failures(hbm_heap *heap) {
+  paused = 1;
+  hbm_stats st;
+  int ok = hbm_heap_stats(heap, &st) == HBM_OK;
+  paused = 0;
+  return ok ? st.failures : UINT64_MAX;
+}
+
 static uint64_t random_size(uint64_t *rng) {
   switch (test_rand_below(rng, 4)) {
   case 0: return 1 + test_rand_below(rng, 4096);
@@ -272,6 +281,7 @@ static int heap_run(const void *arg, int clean) {
       uint64_t size = random_size(&rng);
       hbm_tag tag = (hbm_tag)test_rand_below(&rng, HBM_TAG_COUNT);
       int stream = (int)test_rand_below(&rng, 2);
+      uint64_t failed_before = heap_failures(heap);
       if (movable) {
         hbm_handle h;
         r = hbm_alloc_handle(heap, size, tag, stream, &h);
@@ -286,6 +296,8 @@ static int heap_run(const void *arg, int clean) {
         r = hbm_alloc(heap, size, tag, stream, &addr);
         if (r == HBM_OK) live[nlive++] = addr;
       }
+      /* Every request that did not succeed is counted, whatever failed. */
+      EXPECT(heap_failures(heap) == failed_before + (r != HBM_OK));
     } else {
       int k = (int)test_rand_below(&rng, (uint64_t)nlive);
       r = movable ? hbm_free_handle(heap, handles[k]) : hbm_free(heap, live[k]);

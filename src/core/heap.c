@@ -148,8 +148,9 @@ int hbm_heap_alloc_locked(hbm_heap *h, uint64_t size, hbm_tag tag, int stream, u
   /* The heap's record of the block first: once the policy placed it, taking
    * it back would be a free (which the policy learns from, and which can
    * itself fail). */
-  if (rec_reserve(h) != HBM_OK || hbm_addrmap_reserve(&h->blocks, 1) != HBM_OK) return HBM_EHOSTMEM;
-  int rc = h->policy->cls->alloc(h->policy, size, tag, stream, &a, &block);
+  int rc = HBM_EHOSTMEM;
+  if (rec_reserve(h) == HBM_OK && hbm_addrmap_reserve(&h->blocks, 1) == HBM_OK)
+    rc = h->policy->cls->alloc(h->policy, size, tag, stream, &a, &block);
   if (rc == HBM_OK) {
     uint64_t r = rec_new(h);
     if (r == NO_REC || hbm_addrmap_put(&h->blocks, a, r) != HBM_OK) { /* reserved: cannot happen */
@@ -166,11 +167,12 @@ int hbm_heap_alloc_locked(hbm_heap *h, uint64_t size, hbm_tag tag, int stream, u
       track_peaks(h);
       *addr = a;
     }
-  } else {
-    h->st.failures++;
   }
+  if (rc != HBM_OK) h->st.failures++;
   return rc;
 }
+
+void hbm_heap_count_failure(hbm_heap *h) { h->st.failures++; }
 
 int hbm_free(hbm_heap *h, uint64_t addr) {
   if (!h) return HBM_EINVAL;

@@ -148,20 +148,26 @@ int hbm_alloc_handle(hbm_heap *heap, uint64_t size, hbm_tag tag, int stream, hbm
   if (!handle) return HBM_EINVAL;
   int rc = enter(heap, &p, &r, "alloc_handle");
   if (rc != HBM_OK) return rc;
-  if (!r->nspare && r->nslots == r->cap) { /* room for one more slot before allocating */
+  /* Room for one more slot and its address entry before allocating: once the
+   * block is placed, taking it back would be a free the policy learns from. */
+  if (!r->nspare && r->nslots == r->cap) {
     uint32_t cap = r->cap ? r->cap * 2 : 256;
     handle_slot *s = realloc(r->slots, cap * sizeof *s);
     if (s) r->slots = s;
     uint32_t *sp = s ? realloc(r->spare, cap * sizeof *sp) : NULL;
     if (sp) r->spare = sp;
-    if (!s || !sp) { hbm_heap_leave(heap); return HBM_EHOSTMEM; }
-    r->cap = cap;
+    if (sp) r->cap = cap;
+  }
+  if ((!r->nspare && r->nslots == r->cap) || hbm_addrmap_reserve(&r->by_addr, 1) != HBM_OK) {
+    hbm_heap_count_failure(heap);
+    hbm_heap_leave(heap);
+    return HBM_EHOSTMEM;
   }
   uint64_t addr;
   rc = hbm_heap_alloc_locked(heap, size, tag, stream, &addr);
   if (rc == HBM_OK) {
     uint32_t slot = r->nspare ? r->spare[r->nspare - 1] : r->nslots;
-    if (hbm_addrmap_put(&r->by_addr, addr, slot) != HBM_OK) {
+    if (hbm_addrmap_put(&r->by_addr, addr, slot) != HBM_OK) { /* reserved: cannot happen */
       hbm_heap_free_locked(heap, addr);
       rc = HBM_EHOSTMEM;
     } else {

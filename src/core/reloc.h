@@ -35,5 +35,7 @@ void hbm_heap_leave(hbm_heap *h);
 /* hbm_alloc / hbm_free with the lock already held. */
 int hbm_heap_alloc_locked(hbm_heap *h, uint64_t size, hbm_tag tag, int stream, uint64_t *addr);
 int hbm_heap_free_locked(hbm_heap *h, uint64_t addr);
+/* A request that failed before reaching hbm_heap_alloc_locked, counted in its stats. */
+void hbm_heap_count_failure(hbm_heap *h);
 
 #endif
