@@ -1156,7 +1156,8 @@ static int trim_now(const zoned *z, uint32_t fresh) {
  * chunks, the most idle memory first: those the room left can hold directly
  * first, then through host memory. HBM_EHOSTMEM when host memory ran out
  * (chunks re-chunked before that keep their blocks' addresses and
- * contents); else HBM_OK, having made what room it could. */
+ * contents), HBM_ECORRUPT when a re-chunk lost data; else HBM_OK, having
+ * made what room it could. */
 static int reclaim(zoned *z, uint64_t fresh, int bound) {
   if (!z->nranges || !short_of(z, fresh, bound)) return HBM_OK;
   /* One page map for every range (all are the same size), had before any
@@ -1184,7 +1185,10 @@ static int reclaim(zoned *z, uint64_t fresh, int bound) {
       /* Trimming holds the device's high-water mark: a re-chunk in place,
        * new memory before the old goes, must not raise it on the way. */
       int r2 = rechunk(z, best, touched, bound ? z->base.dev->peak_phys_used : 0);
-      if (r2 == HBM_EHOSTMEM) rc = r2;
+      /* Host memory short, or blocks' data lost (the device refused a call
+       * part way): the request must say so. Anything else leaves that chunk
+       * as it was: no more room to be had here. */
+      if (r2 == HBM_EHOSTMEM || r2 == HBM_ECORRUPT) rc = r2;
       if (r2 != HBM_OK) break;
     }
   }
