@@ -1025,9 +1025,21 @@ static int rechunk_staged(zoned *z, uint32_t c, uint32_t nruns, const uint32_t *
   off = 0;
   for (uint32_t i = 0; i < nruns; off += (uint64_t)len[i] << z->gshift, i++) {
     uint64_t at = page_va(z, old.range, first[i]), n = (uint64_t)len[i] << z->gshift, handle;
-    if (hbm_dev_phys_create(dev, n, &handle) != HBM_OK || hbm_dev_map(dev, at, n, handle, 0) != HBM_OK ||
-        hbm_dev_from_host(dev, at, (char *)z->stage + off, n) != HBM_OK)
+    int rc = hbm_dev_phys_create(dev, n, &handle), created = rc == HBM_OK, mapped = 0;
+    if (created && (rc = hbm_dev_map(dev, at, n, handle, 0)) == HBM_OK) {
+      mapped = 1;
+      rc = hbm_dev_from_host(dev, at, (char *)z->stage + off, n);
+    }
+    if (rc != HBM_OK) {
+      /* The memory given back was taken, or the device failed: the blocks
+       * on these pages lost their data. The records stay true to the device
+       * (what was made is kept, the rest given back), so the heap can still
+       * be checked, which names the unbacked pages, and destroyed. */
+      if (mapped) chunk_install(z, slot[i], handle, old.range, first[i], len[i], len[i]);
+      else if (created) hbm_dev_phys_release(dev, handle, n);
+      for (uint32_t k = i + (uint32_t)mapped; k < nruns; k++) chunk_put_back(z, slot[k]);
       return hbm_report_error(HBM_ECORRUPT, "zoned: staged re-chunking could not remake %#llx", (unsigned long long)at);
+    }
     chunk_install(z, slot[i], handle, old.range, first[i], len[i], len[i]);
   }
   z->rechunks++;
@@ -1066,9 +1078,10 @@ static int rechunk(zoned *z, uint32_t c, const uint8_t *touched_page, uint64_t c
     /* A device that cannot stage through host memory: in place, past the ceiling. */
   }
   /* New memory, records and the device's bookkeeping for every call up to
-   * the end first: if they cannot be had, nothing changed; past them only a
-   * device refusing a call could stop it. */
-  if (hbm_dev_prepare(dev, nruns, nruns + 1) != HBM_OK) return HBM_EHOSTMEM;
+   * the end (and for mapping the old chunk back) first: if they cannot be
+   * had, nothing changed; past them only a device refusing a call could stop
+   * it, and then the old chunk goes back in place. */
+  if (hbm_dev_prepare(dev, nruns, nruns + 2) != HBM_OK) return HBM_EHOSTMEM;
   int rc = HBM_OK;
   uint32_t made = 0;
   for (; made < nruns; made++) {
@@ -1087,18 +1100,34 @@ static int rechunk(zoned *z, uint32_t c, const uint8_t *touched_page, uint64_t c
     return rc;
   }
   /* The old memory is seen through the scratch window while the new is
-   * mapped in its place and filled from it. */
-  if (hbm_dev_map(dev, z->scratch_va, bytes, old.handle, 0) != HBM_OK || hbm_dev_unmap(dev, va, bytes) != HBM_OK)
-    return hbm_report_error(HBM_ECORRUPT, "zoned: re-chunking could not remap %#llx", (unsigned long long)va);
+   * mapped in its place and filled from it. The records change only once
+   * every call has succeeded: where the device refuses one (another process
+   * took the memory, a driver error), the old chunk goes back in place and
+   * nothing changed. */
+  int scratch = 0, moved_out = 0;
+  uint32_t mapped = 0;
+  if ((rc = hbm_dev_map(dev, z->scratch_va, bytes, old.handle, 0)) == HBM_OK) scratch = 1;
+  if (rc == HBM_OK && (rc = hbm_dev_unmap(dev, va, bytes)) == HBM_OK) moved_out = 1;
+  for (; rc == HBM_OK && mapped < nruns; mapped++) {
+    uint64_t at = page_va(z, old.range, first[mapped]), n = (uint64_t)len[mapped] << z->gshift;
+    if ((rc = hbm_dev_map(dev, at, n, handle[mapped], 0)) != HBM_OK) break;
+    rc = hbm_dev_copy(dev, at, z->scratch_va + ((uint64_t)(first[mapped] - old.first) << z->gshift), n);
+  }
+  if (rc != HBM_OK) {
+    for (uint32_t i = 0; i < mapped; i++) hbm_dev_unmap(dev, page_va(z, old.range, first[i]), (uint64_t)len[i] << z->gshift);
+    if (moved_out && hbm_dev_map(dev, va, bytes, old.handle, 0) != HBM_OK)
+      return hbm_report_error(HBM_ECORRUPT, "zoned: re-chunking %#llx was refused part way, and its old chunk could not be mapped back",
+                              (unsigned long long)va);
+    if (scratch) hbm_dev_unmap(dev, z->scratch_va, bytes);
+    for (uint32_t i = 0; i < nruns; i++) {
+      hbm_dev_phys_release(dev, handle[i], (uint64_t)len[i] << z->gshift);
+      if (i) chunk_put_back(z, slot[i]);
+    }
+    return rc;
+  }
   chunk_set_pages(z, c, 0);
   z->mapped_pages -= old.npages;
-  for (uint32_t i = 0; i < nruns; i++) {
-    uint64_t at = page_va(z, old.range, first[i]), n = (uint64_t)len[i] << z->gshift;
-    if (hbm_dev_map(dev, at, n, handle[i], 0) != HBM_OK ||
-        hbm_dev_copy(dev, at, z->scratch_va + ((uint64_t)(first[i] - old.first) << z->gshift), n) != HBM_OK)
-      return hbm_report_error(HBM_ECORRUPT, "zoned: re-chunking could not map or copy %#llx", (unsigned long long)at);
-    chunk_install(z, slot[i], handle[i], old.range, first[i], len[i], len[i]);
-  }
+  for (uint32_t i = 0; i < nruns; i++) chunk_install(z, slot[i], handle[i], old.range, first[i], len[i], len[i]);
   hbm_dev_unmap(dev, z->scratch_va, bytes);
   hbm_dev_phys_release(dev, old.handle, bytes);
   z->chunks_released++;
