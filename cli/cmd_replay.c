@@ -47,7 +47,10 @@ static int write_html(const hbm_trace *trace, const char *path, const char *html
                       hbm_report_run *runs, int nruns, const cli_confs *confs, const char *device) {
   for (int i = 0; i < nruns; i++) {
     uint64_t at = runs[i].result.oom ? 0 : hbm_report_tightest_event(&runs[i]);
-    if (at) hbm_report_layout_at(trace, runs[i].result.policy, cli_conf_for(confs, runs[i].result.policy), device, at, &runs[i]);
+    int rc = at ? hbm_report_layout_at(trace, runs[i].result.policy, cli_conf_for(confs, runs[i].result.policy), device, at, &runs[i]) : HBM_OK;
+    if (rc != HBM_OK) /* the page shows the run's error in its place */
+      cli_error("%s: %s's layout at event %llu is not drawn: %s", html_path, runs[i].result.policy,
+                (unsigned long long)at, hbm_strerror(rc));
   }
   hbm_report rep = {.title = "hbm replay", .workload = path, .runs = runs, .nruns = nruns,
                     .capacity = nruns ? runs[0].result.capacity : hbm_trace_capacity(trace)};
