@@ -14,20 +14,26 @@
 
 enum { STAGED_TRACE_BLOCKS = 4 };
 
-/* NULL if host memory ran out. */
-static inline hbm_trace *staged_trace(void) {
+/* The same job with R of r_mib MiB: with 46 (23 new pages) on a 168 MiB
+ * device, 20 pages are free, room for S's pages twice, and X's chunk is
+ * re-chunked in place instead (test_device_refusal). NULL if host memory
+ * ran out. */
+static inline hbm_trace *rechunk_trace(uint64_t r_mib) {
   const uint64_t mib = 1ull << 20;
   hbm_trace *t;
-  if (hbm_trace_new("staged", &t) != HBM_OK) return NULL;
+  if (hbm_trace_new(r_mib == 34 ? "staged" : "in place", &t) != HBM_OK) return NULL;
   hbm_trace_alloc(t, 0, 64 * mib, HBM_TAG_ACT, 0);
   hbm_trace_alloc(t, 1, 64 * mib, HBM_TAG_ACT, 0);
   hbm_trace_free_id(t, 0);
   hbm_trace_alloc(t, 2, 40 * mib, HBM_TAG_ACT, 0);
-  hbm_trace_alloc(t, 3, 34 * mib, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, 3, r_mib * mib, HBM_TAG_ACT, 0);
   hbm_trace_free_id(t, 3);
   hbm_trace_free_id(t, 2);
   hbm_trace_free_id(t, 1);
   return t;
 }
+
+/* NULL if host memory ran out. */
+static inline hbm_trace *staged_trace(void) { return rechunk_trace(34); }
 
 #endif

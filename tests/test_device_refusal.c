@@ -19,6 +19,7 @@
 #include "device/device.h"
 #include "trace/trace.h"
 #include "seeded_trace.h"
+#include "random_trace.h"
 #include "staged_trace.h"
 #include "trim_trace.h"
 #include "testutil.h"
@@ -160,55 +161,6 @@ static int run_scenario(const scenario *s, uint64_t seed, int max_runs) {
   return bad;
 }
 
-/* A random job that keeps live below `limit`: mixed sizes, two streams, step marks. */
-static hbm_trace *random_trace(uint64_t *rng, uint64_t events, uint64_t limit, uint64_t big) {
-  hbm_trace *t;
-  if (hbm_trace_new("random", &t) != HBM_OK) return NULL;
-  enum { MAXLIVE = 200 };
-  uint32_t ids[MAXLIVE];
-  uint64_t sizes[MAXLIVE], live = 0, next_id = 0;
-  int n = 0;
-  for (uint64_t e = 0; e < events; e++) {
-    if (e % 199 == 0) hbm_trace_step(t, e / 199 + 1);
-    uint64_t size;
-    switch (test_rand_below(rng, 5)) {
-      case 0: case 1: size = 8 + test_rand_below(rng, 256 << 10); break;
-      case 2: size = 2 * MiB * (1 + test_rand_below(rng, 3)) + test_rand_below(rng, 3) * 4096; break;
-      default: size = 8 + test_rand_below(rng, big); break;
-    }
-    if (n < MAXLIVE && live + size <= limit && (n == 0 || test_rand_below(rng, 100) < 52)) {
-      ids[n] = (uint32_t)next_id++;
-      sizes[n] = size;
-      hbm_trace_alloc(t, ids[n], size, (hbm_tag)test_rand_below(rng, HBM_TAG_COUNT), (int)test_rand_below(rng, 2));
-      live += size;
-      n++;
-    } else if (n > 0) {
-      int k = (int)test_rand_below(rng, (uint64_t)n);
-      hbm_trace_free_id(t, ids[k]);
-      live -= sizes[k];
-      ids[k] = ids[--n];
-      sizes[k] = sizes[n];
-    }
-  }
-  return t;
-}
-
-/* staged_trace.h's job on a device with room for S's pages twice: R (46 MiB,
- * 23 new pages, 20 free) makes zoned re-chunk X's chunk in place. */
-static hbm_trace *inplace_trace(void) {
-  hbm_trace *t;
-  if (hbm_trace_new("in place", &t) != HBM_OK) return NULL;
-  hbm_trace_alloc(t, 0, 64 * MiB, HBM_TAG_ACT, 0);
-  hbm_trace_alloc(t, 1, 64 * MiB, HBM_TAG_ACT, 0);
-  hbm_trace_free_id(t, 0);
-  hbm_trace_alloc(t, 2, 40 * MiB, HBM_TAG_ACT, 0);
-  hbm_trace_alloc(t, 3, 46 * MiB, HBM_TAG_ACT, 0);
-  hbm_trace_free_id(t, 3);
-  hbm_trace_free_id(t, 2);
-  hbm_trace_free_id(t, 1);
-  return t;
-}
-
 static double counter(const hbm_replay_result *r, const char *name) {
   for (int i = 0; i < r->ncounters; i++)
     if (!strcmp(r->counters[i].name, name)) return r->counters[i].value;
@@ -228,9 +180,9 @@ int main(void) {
   double scale = test_scale();
   int max_runs = (int)(30 * scale) + 6;
 
-  hbm_trace *random = random_trace(&rng, (uint64_t)(300 * scale) + 150, 30 * MiB, 6 * MiB);
+  hbm_trace *random = random_trace(&rng, (uint64_t)(300 * scale) + 150, 30 * MiB, 6 * MiB, 199);
   hbm_trace *seeded = seeded_trace(&rng, 200);
-  hbm_trace *inplace = inplace_trace(), *staged = staged_trace(), *trim = trim_trace(1), *trim_staged = trim_trace_sized(1, 20, 50);
+  hbm_trace *inplace = rechunk_trace(46), *staged = staged_trace(), *trim = trim_trace(1), *trim_staged = trim_trace_sized(1, 20, 50);
   CHECK(random && seeded && inplace && staged && trim && trim_staged);
   if (!random || !seeded || !inplace || !staged || !trim || !trim_staged) return test_done("test_device_refusal");
 
@@ -238,7 +190,7 @@ int main(void) {
   int n = 0;
   static const char *policies[] = {"zoned", "caching", "expandable", "compact", "bestfit"};
   for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++) {
-    scenario s = {{0}, random, policies[i], NULL, "host:36MiB"};
+    scenario s = {{0}, random, policies[i], NULL, "host:32MiB"};
     snprintf(s.name, sizeof s.name, "random job, %s, tight", policies[i]);
     list[n++] = s;
   }

@@ -13,6 +13,7 @@
 #include "staged_trace.h"
 #include "trim_trace.h"
 #include "stepped_trace.h"
+#include "random_trace.h"
 #include "testutil.h"
 
 #define MiB (1ull << 20)
@@ -21,40 +22,6 @@ static double counter(const hbm_replay_result *r, const char *name) {
   for (int i = 0; i < r->ncounters; i++)
     if (!strcmp(r->counters[i].name, name)) return r->counters[i].value;
   return -1;
-}
-
-/* Random job that keeps live below `limit`: mixed sizes, three streams. */
-static hbm_trace *random_trace(uint64_t *rng, uint64_t events, uint64_t limit, uint64_t big) {
-  hbm_trace *t;
-  CHECK(hbm_trace_new("random", &t) == HBM_OK);
-  enum { MAXLIVE = 400 };
-  uint32_t ids[MAXLIVE];
-  uint64_t sizes[MAXLIVE], live = 0, next_id = 0;
-  int n = 0;
-  for (uint64_t e = 0; e < events; e++) {
-    if (e % 997 == 0) hbm_trace_step(t, e / 997 + 1);
-    uint64_t size;
-    switch (test_rand_below(rng, 6)) {
-      case 0: case 1: size = 8 + test_rand_below(rng, 256 << 10); break;
-      case 2: size = 512 * (1 + test_rand_below(rng, 4000)); break;
-      case 3: size = 2 * MiB * (1 + test_rand_below(rng, 6)) + test_rand_below(rng, 3) * 4096; break;
-      default: size = 8 + test_rand_below(rng, big); break;
-    }
-    if (n < MAXLIVE && live + size <= limit && (n == 0 || test_rand_below(rng, 100) < 52)) {
-      ids[n] = (uint32_t)next_id++;
-      sizes[n] = size;
-      hbm_trace_alloc(t, ids[n], size, (hbm_tag)test_rand_below(rng, HBM_TAG_COUNT), (int)test_rand_below(rng, 3));
-      live += size;
-      n++;
-    } else if (n > 0) {
-      int k = (int)test_rand_below(rng, (uint64_t)n);
-      hbm_trace_free_id(t, ids[k]);
-      live -= sizes[k];
-      ids[k] = ids[--n];
-      sizes[k] = sizes[n];
-    }
-  }
-  return t;
 }
 
 static uint64_t word(uint64_t addr, uint64_t i) { return addr * 0x9E3779B97F4A7C15ull ^ (i + 1) * 0xD1B54A32D192ED03ull; }
@@ -81,7 +48,9 @@ int main(void) {
   };
   double moved = 0, rechunked = 0, staged = 0;
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-    hbm_trace *t = random_trace(&rng, events, runs[i].limit, runs[i].big);
+    hbm_trace *t = random_trace(&rng, events, runs[i].limit, runs[i].big, 997);
+    CHECK(t != NULL);
+    if (!t) break;
     hbm_replay_options o = {.policy = "zoned", .conf = runs[i].conf, .device = runs[i].device, .verify_data = 1};
     hbm_replay_result r;
     int rc = hbm_replay(t, &o, &r);
