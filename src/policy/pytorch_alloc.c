@@ -30,7 +30,8 @@
  *   P5 total_allocated_memory == segment bytes + mapped expandable bytes;
  *      allocated == sum of allocated blocks; releasable == recount;
  *   P6 an expandable segment's pages are mapped exactly where its mapped blocks lie;
- *   P7 sizes and addresses are multiples of 512; each ordered set passes its check.
+ *   P7 sizes and addresses are multiples of 512; each ordered set passes its check;
+ *   P8 every insert into a set was reserved by the operation that made it.
  *
  * Host memory: every operation (malloc, free, a recorded segment release,
  * the seed of a starting state) first reserves all the host memory it may
@@ -70,6 +71,7 @@ typedef struct pt_stream {
   int stream;
   hbm_ordset *free[2];     /* cached mapped blocks: (size, address) -> block */
   hbm_ordset *unmapped[2]; /* expandable: unmapped ranges (address, 0) -> block */
+  uint64_t promised[2][2]; /* [pool][free 0, unmapped 1]: the operation that last reserved inserts (P8) */
 } pt_stream;
 
 /* ExpandableSegment: one address reservation, pages mapped on demand. Slots
@@ -105,6 +107,10 @@ typedef struct pt {
   hbm_pt_hooks hooks;
   uint32_t *scratch;
   size_t cap_scratch;
+  /* P8: each operation reserves its own inserts. Room left over from an
+   * earlier operation's reservation would hide one that forgot. */
+  uint64_t op;                 /* operations begun (malloc, free, segment release, seed) */
+  uint64_t unpromised;         /* inserts into a set this operation did not reserve */
 } pt;
 
 static inline pt_block *B(pt *m, uint32_t i) { return &m->blocks[i]; }
@@ -168,6 +174,7 @@ static void free_insert(pt *m, uint32_t i) {
   pt_block *b = B(m, i);
   int pool = b->small ? SMALL : LARGE;
   b->gc_count_base = m->pool_calls[pool];
+  if (m->streams[b->slot].promised[pool][0] != m->op) m->unpromised++;
   if (hbm_ordset_insert(m->streams[b->slot].free[pool], (hbm_okey){b->size, b->addr}, i) != HBM_OK) return;
   if (whole_segment(b)) m->releasable += b->size;
   if (m->largest_valid[pool] && b->size > m->largest[pool]) m->largest[pool] = b->size;
@@ -183,6 +190,7 @@ static void free_erase(pt *m, uint32_t i) {
 
 static void unmapped_insert(pt *m, uint32_t i) {
   pt_block *b = B(m, i);
+  if (m->streams[b->slot].promised[b->small ? SMALL : LARGE][1] != m->op) m->unpromised++;
   hbm_ordset_insert(m->streams[b->slot].unmapped[b->small ? SMALL : LARGE], (hbm_okey){b->addr, 0}, i);
 }
 
@@ -197,6 +205,8 @@ static int sets_reserve(pt *m, uint32_t slot, int pool, uint64_t n_free, uint64_
   pt_stream *s = &m->streams[slot];
   if (n_free && hbm_ordset_reserve(s->free[pool], n_free) != HBM_OK) return HBM_EHOSTMEM;
   if (n_unmapped && hbm_ordset_reserve(s->unmapped[pool], n_unmapped) != HBM_OK) return HBM_EHOSTMEM;
+  if (n_free) s->promised[pool][0] = m->op;
+  if (n_unmapped) s->promised[pool][1] = m->op;
   return HBM_OK;
 }
 
@@ -882,6 +892,7 @@ int hbm_pt_alloc(hbm_policy *p, uint64_t orig, hbm_tag tag, int stream, uint64_t
                  uint64_t *block_size) {
   pt *m = (pt *)p;
   if (orig == 0 || orig > HBM_MAX_SIZE) return HBM_EINVAL;
+  m->op++;
   uint32_t slot;
   int rc = slot_of(m, stream, &slot);
   if (rc != HBM_OK) return rc;
@@ -916,6 +927,7 @@ int hbm_pt_alloc(hbm_policy *p, uint64_t orig, hbm_tag tag, int stream, uint64_t
 int hbm_pt_free(hbm_policy *p, uint64_t addr, uint64_t *block_size) {
   pt *m = (pt *)p;
   uint64_t v;
+  m->op++;
   if (!hbm_addrmap_take(&m->active, addr, &v)) return HBM_EINVAL;
   uint32_t bi = (uint32_t)v;
   /* Merging only erases; the one insert is reserved first. Without it the
@@ -1135,6 +1147,7 @@ int hbm_pt_get_conf(hbm_policy *p, hbm_pt_conf *out) {
 
 int hbm_pt_seg_released(hbm_policy *p, uint64_t addr, uint64_t size) {
   pt *m = (pt *)p;
+  m->op++;
   for (uint32_t i = 0; i < m->nblocks; i++) {
     pt_block *b = &m->blocks[i];
     /* Unmapped address space is skipped: a model reservation (1.125 x its
@@ -1433,6 +1446,7 @@ static int seed_plan(pt *m, const hbm_trace *t, int drop_cache, seg_ref *exp, ui
 
 int hbm_pt_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr) {
   pt *m = (pt *)p;
+  m->op++;
   uint32_t n = t->ninit_segments, nexp = 0;
   seg_ref *exp = malloc(((size_t)n + 1) * sizeof *exp);
   if (!exp) return HBM_EHOSTMEM;
@@ -1539,6 +1553,9 @@ int hbm_pt_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
       hbm_ordset_check(m->streams[s].unmapped[k], ordset_report, &c);
     }
   }
+  if (m->unpromised)
+    hbm_check_fail(&c, "caching: P8 %llu insert(s) into a set its operation had not reserved",
+        (unsigned long long)m->unpromised);
   if (set_cached != cached || set_unmapped != unmapped)
     hbm_check_fail(&c, "caching: P3 sets hold %zu cached + %zu unmapped, blocks say %zu + %zu", set_cached,
         set_unmapped, cached, unmapped);
