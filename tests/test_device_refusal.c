@@ -155,7 +155,7 @@ static int run_scenario(const scenario *s, uint64_t seed, int max_runs) {
     }
     if (bad > 3) break;
   }
-  printf("  %-32s %4llu refusable calls (%llu in all); %3d runs: %3d completed, %2d lost data and said so, %.1f s%s\n",
+  printf("  %-32s %4llu calls to refuse (backend calls: %llu, copies aside); %3d runs: %3d completed, %2d lost data and said so, %.1f s%s\n",
          s->name, (unsigned long long)total, (unsigned long long)clean_calls, runs, completed, lost,
          (double)(clock() - t0) / CLOCKS_PER_SEC, bad ? ": FAILED" : "");
   return bad;
