@@ -1047,6 +1047,15 @@ static int rechunk_staged(zoned *z, uint32_t c, uint32_t nruns, const uint32_t *
   return HBM_OK;
 }
 
+/* Gives back the first n new chunks of a re-chunk that did not happen (slot
+ * 0 is the old chunk's own record, which stays). */
+static void rechunk_unmake(zoned *z, uint32_t n, const uint32_t *slot, const uint64_t *handle, const uint32_t *len) {
+  for (uint32_t i = 0; i < n; i++) {
+    hbm_dev_phys_release(z->base.dev, handle[i], (uint64_t)len[i] << z->gshift);
+    if (i) chunk_put_back(z, slot[i]);
+  }
+}
+
 /* Re-chunks chunk c in place (new memory first, the used pages copied over
  * from the old, then the old given back), or through host memory when the
  * device lacks room for both, or (where the device can) when both at once
@@ -1092,22 +1101,18 @@ static int rechunk(zoned *z, uint32_t c, const uint8_t *touched_page, uint64_t c
       break;
     }
   }
-  if (rc != HBM_OK) {
-    for (uint32_t i = 0; i < made; i++) {
-      hbm_dev_phys_release(dev, handle[i], (uint64_t)len[i] << z->gshift);
-      if (i) chunk_put_back(z, slot[i]);
-    }
-    return rc;
-  }
   /* The old memory is seen through the scratch window while the new is
    * mapped in its place and filled from it. The records change only once
    * every call has succeeded: where the device refuses one (another process
    * took the memory, a driver error), the old chunk goes back in place and
    * nothing changed. */
-  int scratch = 0, moved_out = 0;
+  if (rc == HBM_OK) rc = hbm_dev_map(dev, z->scratch_va, bytes, old.handle, 0);
+  if (rc != HBM_OK) {
+    rechunk_unmake(z, made, slot, handle, len);
+    return rc;
+  }
+  int moved_out = (rc = hbm_dev_unmap(dev, va, bytes)) == HBM_OK;
   uint32_t mapped = 0;
-  if ((rc = hbm_dev_map(dev, z->scratch_va, bytes, old.handle, 0)) == HBM_OK) scratch = 1;
-  if (rc == HBM_OK && (rc = hbm_dev_unmap(dev, va, bytes)) == HBM_OK) moved_out = 1;
   for (; rc == HBM_OK && mapped < nruns; mapped++) {
     uint64_t at = page_va(z, old.range, first[mapped]), n = (uint64_t)len[mapped] << z->gshift;
     if ((rc = hbm_dev_map(dev, at, n, handle[mapped], 0)) != HBM_OK) break;
@@ -1118,11 +1123,8 @@ static int rechunk(zoned *z, uint32_t c, const uint8_t *touched_page, uint64_t c
     if (moved_out && hbm_dev_map(dev, va, bytes, old.handle, 0) != HBM_OK)
       return hbm_report_error(HBM_ECORRUPT, "zoned: re-chunking %#llx was refused part way, and its old chunk could not be mapped back",
                               (unsigned long long)va);
-    if (scratch) hbm_dev_unmap(dev, z->scratch_va, bytes);
-    for (uint32_t i = 0; i < nruns; i++) {
-      hbm_dev_phys_release(dev, handle[i], (uint64_t)len[i] << z->gshift);
-      if (i) chunk_put_back(z, slot[i]);
-    }
+    hbm_dev_unmap(dev, z->scratch_va, bytes);
+    rechunk_unmake(z, nruns, slot, handle, len);
     return rc;
   }
   chunk_set_pages(z, c, 0);
