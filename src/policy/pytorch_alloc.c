@@ -190,8 +190,9 @@ static void free_erase(pt *m, uint32_t i) {
 
 static void unmapped_insert(pt *m, uint32_t i) {
   pt_block *b = B(m, i);
-  if (m->streams[b->slot].promised[b->small ? SMALL : LARGE][1] != m->op) m->unpromised++;
-  hbm_ordset_insert(m->streams[b->slot].unmapped[b->small ? SMALL : LARGE], (hbm_okey){b->addr, 0}, i);
+  int pool = b->small ? SMALL : LARGE;
+  if (m->streams[b->slot].promised[pool][1] != m->op) m->unpromised++;
+  hbm_ordset_insert(m->streams[b->slot].unmapped[pool], (hbm_okey){b->addr, 0}, i);
 }
 
 static void unmapped_erase(pt *m, uint32_t i) {
