@@ -21,7 +21,7 @@ enum { STAGED_TRACE_BLOCKS = 4 };
 static inline hbm_trace *rechunk_trace(uint64_t r_mib) {
   const uint64_t mib = 1ull << 20;
   hbm_trace *t;
-  if (hbm_trace_new(r_mib == 34 ? "staged" : "in place", &t) != HBM_OK) return NULL;
+  if (hbm_trace_new("re-chunk", &t) != HBM_OK) return NULL;
   hbm_trace_alloc(t, 0, 64 * mib, HBM_TAG_ACT, 0);
   hbm_trace_alloc(t, 1, 64 * mib, HBM_TAG_ACT, 0);
   hbm_trace_free_id(t, 0);
