@@ -13,6 +13,7 @@
 #include <stdarg.h>
 
 #include "hbm.h"
+#include "replay_counter.h"
 #include "testutil.h"
 
 static hbm_trace *load_fixture(const char *name) {
@@ -26,12 +27,6 @@ static hbm_trace *load_fixture(const char *name) {
   return t;
 }
 
-static double counter(const hbm_replay_result *r, const char *name) {
-  for (int i = 0; i < r->ncounters; i++)
-    if (!strcmp(r->counters[i].name, name)) return r->counters[i].value;
-  return -1;
-}
-
 static void step437(void) {
   hbm_trace *t = load_fixture("step437.trace");
   CHECK(t != NULL);
@@ -40,15 +35,15 @@ static void step437(void) {
   hbm_replay_options o = {.policy = "compact", .device = "sim:96GiB"};
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
   CHECK(r.oom == 0 && r.failures == 0);
-  CHECK(counter(&r, "moved_bytes") == (double)(4ull << 30));
-  CHECK(counter(&r, "min_moved_bytes") == (double)(4ull << 30));
-  CHECK(counter(&r, "compactions") == 1 && counter(&r, "sync_points") == 1);
+  CHECK(replay_counter(&r, "moved_bytes") == (double)(4ull << 30));
+  CHECK(replay_counter(&r, "min_moved_bytes") == (double)(4ull << 30));
+  CHECK(replay_counter(&r, "compactions") == 1 && replay_counter(&r, "sync_points") == 1);
   printf("step437 under compact: moved %.0f bytes (minimum %.0f) in %.0f pass, no failure\n",
-         counter(&r, "moved_bytes"), counter(&r, "min_moved_bytes"), counter(&r, "sync_points"));
+         replay_counter(&r, "moved_bytes"), replay_counter(&r, "min_moved_bytes"), replay_counter(&r, "sync_points"));
   o.conf = "on_failure:full";
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
   CHECK(r.oom == 0);
-  CHECK(counter(&r, "moved_bytes") == (double)(22ull << 30)); /* act1..act5 all slide */
+  CHECK(replay_counter(&r, "moved_bytes") == (double)(22ull << 30)); /* act1..act5 all slide */
   o.conf = "on_failure:off"; /* then it fails exactly as bestfit does */
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
   CHECK(r.oom == 1 && r.first_oom.cause == HBM_CAUSE_FRAGMENTATION && r.first_oom.step == 437);
@@ -70,7 +65,7 @@ static void step437(void) {
   } else {
     CHECK(rc == HBM_OK && r.oom == 0);
     CHECK_EQ_U64(r.verified_blocks, 14); /* 5 on free, 9 live at the end */
-    CHECK(counter(&r, "moved_bytes") == (double)(4ull << 20));
+    CHECK(replay_counter(&r, "moved_bytes") == (double)(4ull << 20));
   }
   hbm_trace_free(t);
 }
@@ -169,16 +164,16 @@ static void workload(uint64_t *rng, const char *kind, int steps, uint64_t unit, 
          kind, (unsigned long long)hbm_trace_event_count(t), steps, (unsigned long long)cap,
          (unsigned long long)peak, (unsigned long long)rb.failures,
          rb.oom ? hbm_oom_cause_name(rb.first_oom.cause) : "none", (unsigned long long)rc.failures,
-         counter(&rc, "sync_points"), counter(&rc, "moved_bytes"), counter(&rc, "min_moved_bytes"),
+         replay_counter(&rc, "sync_points"), replay_counter(&rc, "moved_bytes"), replay_counter(&rc, "min_moved_bytes"),
          verify ? ", every block verified" : "");
   CHECK(rc.oom == 0);
-  CHECK(counter(&rc, "moved_bytes") >= counter(&rc, "min_moved_bytes"));
+  CHECK(replay_counter(&rc, "moved_bytes") >= replay_counter(&rc, "min_moved_bytes"));
   if (verify) CHECK(rc.verified_blocks > 1000);
   /* The field report's periodic mode as well. */
   oc.conf = "every_steps:50";
   CHECK(hbm_replay(t, &oc, &rc) == HBM_OK);
   CHECK(rc.oom == 0);
-  CHECK(counter(&rc, "full_compactions") >= steps / 50);
+  CHECK(replay_counter(&rc, "full_compactions") >= steps / 50);
   hbm_trace_free(t);
 }
 

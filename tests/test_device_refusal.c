@@ -22,6 +22,7 @@
 #include "random_trace.h"
 #include "staged_trace.h"
 #include "trim_trace.h"
+#include "replay_counter.h"
 #include "testutil.h"
 
 #define MiB (1ull << 20)
@@ -161,12 +162,6 @@ static int run_scenario(const scenario *s, uint64_t seed, int max_runs) {
   return bad;
 }
 
-static double counter(const hbm_replay_result *r, const char *name) {
-  for (int i = 0; i < r->ncounters; i++)
-    if (!strcmp(r->counters[i].name, name)) return r->counters[i].value;
-  return -1;
-}
-
 int main(void) {
   uint64_t seed = test_seed("test_device_refusal"), rng = seed;
   hbm_device *probe;
@@ -212,8 +207,8 @@ int main(void) {
   {
     hbm_replay_result r;
     refuse_at = 0;
-    CHECK(run(&fixed[2], &r) == HBM_OK && counter(&r, "rechunks") == 1 && counter(&r, "staged_rechunks") == 0);
-    CHECK(run(&fixed[3], &r) == HBM_OK && counter(&r, "staged_rechunks") == 1);
+    CHECK(run(&fixed[2], &r) == HBM_OK && replay_counter(&r, "rechunks") == 1 && replay_counter(&r, "staged_rechunks") == 0);
+    CHECK(run(&fixed[3], &r) == HBM_OK && replay_counter(&r, "staged_rechunks") == 1);
   }
   int bad = 0;
   for (int i = 0; i < n; i++) {

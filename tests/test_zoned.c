@@ -18,6 +18,7 @@
 #include "seeded_trace.h"
 #include "stepped_trace.h"
 #include "trim_trace.h"
+#include "replay_counter.h"
 #include "testutil.h"
 
 #define MiB (1ull << 20)
@@ -144,12 +145,6 @@ static hbm_trace *periodic_trace(int steps) {
   return t;
 }
 
-static double counter(const hbm_replay_result *r, const char *name) {
-  for (int k = 0; k < r->ncounters; k++)
-    if (!strcmp(r->counters[k].name, name)) return r->counters[k].value;
-  return -1;
-}
-
 /* A generated job through zoned on a 141 GiB device, with its defaults and
  * with `conf` (the invariants checked every 997 events). */
 static void replay_both(const hbm_trace *t, const char *conf, hbm_replay_result *plain, hbm_replay_result *with) {
@@ -256,16 +251,16 @@ static void step_plan_tests(uint64_t *rng, double scale) {
     printf("test_zoned: plan, %s: peak reserved %llu MiB, %llu MiB after the last step, %.0f plans, %.0f steps on "
            "one, %llu calls in 10 steps, %llu in 15\n", want[i].conf ? want[i].conf : "default",
            (unsigned long long)(r.peak_reserved / MiB), (unsigned long long)(last.reserved / MiB),
-           counter(&r, "plan_builds"), counter(&r, "plan_steps"), (unsigned long long)calls[0],
+           replay_counter(&r, "plan_builds"), replay_counter(&r, "plan_steps"), (unsigned long long)calls[0],
            (unsigned long long)calls[1]);
     CHECK_EQ_U64(r.peak_reserved, want[i].peak);
     CHECK_EQ_U64(last.reserved, want[i].end);
-    CHECK(counter(&r, "plan_builds") == want[i].builds);
+    CHECK(replay_counter(&r, "plan_builds") == want[i].builds);
     CHECK_EQ_U64(calls[0], want[i].calls);
-    CHECK((counter(&r, "switch_moves") > 0) == (want[i].builds > 0));
+    CHECK((replay_counter(&r, "switch_moves") > 0) == (want[i].builds > 0));
     if (want[i].builds) {
-      CHECK(counter(&r, "plan_steps") == 16 - 3); /* learnt from steps 1 and 2, followed from 3 to 15 */
-      CHECK(counter(&r, "plan_misses") == 0);
+      CHECK(replay_counter(&r, "plan_steps") == 16 - 3); /* learnt from steps 1 and 2, followed from 3 to 15 */
+      CHECK(replay_counter(&r, "plan_misses") == 0);
       CHECK_EQ_U64(calls[1], calls[0]); /* five more steps on the plan: no call */
     }
   }
@@ -275,12 +270,12 @@ static void step_plan_tests(uint64_t *rng, double scale) {
   o = (hbm_replay_options){.policy = "zoned", .device = "sim:8GiB"};
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
   printf("test_zoned: plan left at step 6: %.0f plans, %.0f misses, %.0f dropped, %.0f steps on a plan\n",
-         counter(&r, "plan_builds"), counter(&r, "plan_misses"), counter(&r, "plan_drops"), counter(&r, "plan_steps"));
+         replay_counter(&r, "plan_builds"), replay_counter(&r, "plan_misses"), replay_counter(&r, "plan_drops"), replay_counter(&r, "plan_steps"));
   CHECK(r.oom == 0);
-  CHECK(counter(&r, "plan_builds") == 2);
-  CHECK(counter(&r, "plan_misses") == 1);
-  CHECK(counter(&r, "plan_drops") == 1);
-  CHECK(counter(&r, "plan_steps") == (6 - 3) + (16 - 9));
+  CHECK(replay_counter(&r, "plan_builds") == 2);
+  CHECK(replay_counter(&r, "plan_misses") == 1);
+  CHECK(replay_counter(&r, "plan_drops") == 1);
+  CHECK(replay_counter(&r, "plan_steps") == (6 - 3) + (16 - 9));
   hbm_trace_free(t);
 
   /* Thirty steps that differ, then ninety that repeat: learning pauses while
@@ -289,18 +284,18 @@ static void step_plan_tests(uint64_t *rng, double scale) {
   o = (hbm_replay_options){.policy = "zoned", .device = "sim:8GiB"};
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
   printf("test_zoned: plan after 30 steps that differ: %.0f plans, %.0f steps on it of 90 that repeat\n",
-         counter(&r, "plan_builds"), counter(&r, "plan_steps"));
+         replay_counter(&r, "plan_builds"), replay_counter(&r, "plan_steps"));
   CHECK(r.oom == 0);
-  CHECK(counter(&r, "plan_builds") == 1);
-  CHECK(counter(&r, "plan_steps") >= 90 - 64 - 4);
+  CHECK(replay_counter(&r, "plan_builds") == 1);
+  CHECK(replay_counter(&r, "plan_steps") >= 90 - 64 - 4);
   hbm_trace_free(t);
   t = abc_trace(300, 0, 200);
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
   printf("test_zoned: plan after 200 steps that differ: %.0f plans, %.0f steps on it of 100 that repeat\n",
-         counter(&r, "plan_builds"), counter(&r, "plan_steps"));
-  CHECK(counter(&r, "plan_builds") == 1);
-  CHECK(counter(&r, "plan_steps") >= 100 - 64 - 4); /* found within the longest pause */
-  CHECK(counter(&r, "plan_steps") < 98);            /* not at once (steps 201, 202): learning had paused */
+         replay_counter(&r, "plan_builds"), replay_counter(&r, "plan_steps"));
+  CHECK(replay_counter(&r, "plan_builds") == 1);
+  CHECK(replay_counter(&r, "plan_steps") >= 100 - 64 - 4); /* found within the longest pause */
+  CHECK(replay_counter(&r, "plan_steps") < 98);            /* not at once (steps 201, 202): learning had paused */
   hbm_trace_free(t);
 
   /* ---- a settled layout that drifts. A generated job (llama 32x4096, pp 4,
@@ -337,11 +332,11 @@ static void step_plan_tests(uint64_t *rng, double scale) {
       CHECK(hbm_replay(t, &o, &r) == HBM_OK);
       uint64_t held = r.peak_device > r.peak_reserved ? r.peak_device : r.peak_reserved;
       printf("test_zoned: a settled layout that drifts: %.2f%% over peak live, %.0f declined, %.0f unsettled, "
-             "%.0f plans\n", 100.0 * ((double)held / (double)r.peak_live - 1), counter(&r, "plans_declined"),
-             counter(&r, "unsettles"), counter(&r, "plan_builds"));
-      CHECK(counter(&r, "plans_declined") >= 1);
-      CHECK(counter(&r, "unsettles") >= 1);
-      CHECK(counter(&r, "plan_builds") == 1);
+             "%.0f plans\n", 100.0 * ((double)held / (double)r.peak_live - 1), replay_counter(&r, "plans_declined"),
+             replay_counter(&r, "unsettles"), replay_counter(&r, "plan_builds"));
+      CHECK(replay_counter(&r, "plans_declined") >= 1);
+      CHECK(replay_counter(&r, "unsettles") >= 1);
+      CHECK(replay_counter(&r, "plan_builds") == 1);
       CHECK(held <= r.peak_live + r.peak_live / 50);
       hbm_trace_free(t);
     }
@@ -394,9 +389,9 @@ static void step_plan_tests(uint64_t *rng, double scale) {
       printf("test_zoned: huge blocks that change size, slot off / 1GiB: %.2f%% / %.2f%% over peak live, "
              "%llu / %llu calls, %.0f slot placements\n", over_live_pct(&plain), over_live_pct(&slots),
              (unsigned long long)plain.backend_calls, (unsigned long long)slots.backend_calls,
-             counter(&slots, "slot_allocs"));
-      CHECK(counter(&plain, "slot_allocs") == 0);
-      CHECK(counter(&slots, "slot_allocs") > 0);
+             replay_counter(&slots, "slot_allocs"));
+      CHECK(replay_counter(&plain, "slot_allocs") == 0);
+      CHECK(replay_counter(&slots, "slot_allocs") > 0);
       CHECK(!slots.oom && slots.peak_device == slots.peak_reserved);
       CHECK(slots.peak_reserved <= slots.peak_live + slots.peak_live / 50);
       CHECK(slots.backend_calls < plain.backend_calls);
@@ -423,19 +418,19 @@ static void step_plan_tests(uint64_t *rng, double scale) {
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
     printf("test_zoned: stepped %s, %u blocks a step, %d steps (%d deviate): %llu failed; plans %.0f (%.0f "
            "declined), steps on one %.0f, misses %.0f\n", spec, nblocks, steps, deviated, (unsigned long long)failed,
-           counter(&r, "plan_builds"), counter(&r, "plans_declined"), counter(&r, "plan_steps"),
-           counter(&r, "plan_misses"));
+           replay_counter(&r, "plan_builds"), replay_counter(&r, "plans_declined"), replay_counter(&r, "plan_steps"),
+           replay_counter(&r, "plan_misses"));
     /* Steps that repeat exactly: a plan or a declined one from the first
      * pair, steps 2 and 3 (step 1 frees nothing carried; with no block
      * carried, steps 1 and 2); a plan declined then may pay later, as the
      * online layout's cache changes; a plan is followed to the end, never
      * missed. */
     if (!deviated && !failed) {
-      CHECK(counter(&r, "plan_builds") + counter(&r, "plans_declined") >= 1);
-      CHECK(counter(&r, "plan_builds") <= 1);
-      CHECK(counter(&r, "plan_misses") == 0);
-      if (counter(&r, "plan_builds") == 1 && counter(&r, "plans_declined") == 0) /* else it came later */
-        CHECK(counter(&r, "plan_steps") == steps - 4 || counter(&r, "plan_steps") == steps - 3);
+      CHECK(replay_counter(&r, "plan_builds") + replay_counter(&r, "plans_declined") >= 1);
+      CHECK(replay_counter(&r, "plan_builds") <= 1);
+      CHECK(replay_counter(&r, "plan_misses") == 0);
+      if (replay_counter(&r, "plan_builds") == 1 && replay_counter(&r, "plans_declined") == 0) /* else it came later */
+        CHECK(replay_counter(&r, "plan_steps") == steps - 4 || replay_counter(&r, "plan_steps") == steps - 3);
     }
     hbm_trace_free(t);
     free(ops);
@@ -543,15 +538,15 @@ int main(void) {
   /* Its steps repeat, but its online layout leaves little to gain: the plan
    * is declined (the switch would cost more than it saves); plan:always
    * makes it anyway. */
-  printf("test_zoned: periodic: %.0f plans, %.0f declined\n", counter(&r, "plan_builds"), counter(&r, "plans_declined"));
-  CHECK(counter(&r, "plan_builds") == 0);
-  CHECK(counter(&r, "plans_declined") >= 1);
+  printf("test_zoned: periodic: %.0f plans, %.0f declined\n", replay_counter(&r, "plan_builds"), replay_counter(&r, "plans_declined"));
+  CHECK(replay_counter(&r, "plan_builds") == 0);
+  CHECK(replay_counter(&r, "plans_declined") >= 1);
   o.conf = "plan:always";
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
   printf("test_zoned: periodic, plan:always: %.0f plans, %.0f steps on it, %llu calls after the first step\n",
-         counter(&r, "plan_builds"), counter(&r, "plan_steps"), (unsigned long long)r.backend_calls_after_first_step);
-  CHECK(counter(&r, "plan_builds") == 1);
-  CHECK(counter(&r, "plan_misses") == 0);
+         replay_counter(&r, "plan_builds"), replay_counter(&r, "plan_steps"), (unsigned long long)r.backend_calls_after_first_step);
+  CHECK(replay_counter(&r, "plan_builds") == 1);
+  CHECK(replay_counter(&r, "plan_misses") == 0);
   o.conf = NULL;
   /* and at a capacity just above its peak it still completes */
   char spec[64];
@@ -596,10 +591,10 @@ int main(void) {
            "the high-water mark\n",
            (unsigned long long)(holes[i].request / MiB), holes[i].conf ? holes[i].conf : "default",
            holes[i].marked ? ", steps marked" : "", (unsigned long long)(r.peak_reserved / MiB),
-           counter(&r, "bound_moves"), counter(&r, "peak_releases"));
+           replay_counter(&r, "bound_moves"), replay_counter(&r, "peak_releases"));
     CHECK_EQ_U64(r.peak_reserved, holes[i].reserved);
-    CHECK((counter(&r, "bound_moves") > 0) == holes[i].moved);
-    CHECK((counter(&r, "peak_releases") > 0) == holes[i].released);
+    CHECK((replay_counter(&r, "bound_moves") > 0) == holes[i].moved);
+    CHECK((replay_counter(&r, "peak_releases") > 0) == holes[i].released);
     hbm_trace_free(t);
   }
 
@@ -625,12 +620,12 @@ int main(void) {
            "(%.0f through host memory)\n",
            (unsigned long long)trims[i].c, (unsigned long long)trims[i].d, trims[i].conf ? trims[i].conf : "default",
            trims[i].marked ? ", steps marked" : "", (unsigned long long)(r.peak_reserved / MiB),
-           counter(&r, "trims"), counter(&r, "rechunks"), counter(&r, "staged_rechunks"));
+           replay_counter(&r, "trims"), replay_counter(&r, "rechunks"), replay_counter(&r, "staged_rechunks"));
     CHECK_EQ_U64(r.peak_reserved, trims[i].reserved);
     CHECK_EQ_U64(r.peak_device, trims[i].reserved); /* no moment above it inside an event */
-    CHECK(counter(&r, "trims") == trims[i].trims);
-    CHECK(counter(&r, "rechunks") == trims[i].trims);
-    CHECK(counter(&r, "staged_rechunks") == trims[i].staged);
+    CHECK(replay_counter(&r, "trims") == trims[i].trims);
+    CHECK(replay_counter(&r, "rechunks") == trims[i].trims);
+    CHECK(replay_counter(&r, "staged_rechunks") == trims[i].staged);
     hbm_trace_free(t);
   }
 
@@ -659,8 +654,8 @@ int main(void) {
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
     printf("test_zoned: cold: idle while %d x 200 MiB were allocated: %.0f idle chunks released as cold, peak "
            "reserved %llu MiB\n",
-           ages[i].rounds, counter(&r, "cold_releases"), (unsigned long long)(r.peak_reserved / MiB));
-    CHECK((counter(&r, "cold_releases") > 0) == ages[i].cold);
+           ages[i].rounds, replay_counter(&r, "cold_releases"), (unsigned long long)(r.peak_reserved / MiB));
+    CHECK((replay_counter(&r, "cold_releases") > 0) == ages[i].cold);
     CHECK_EQ_U64(r.peak_reserved, ages[i].cold ? 456 * MiB : 556 * MiB); /* A idle beside B and C, or beside B and D */
     hbm_trace_free(t);
   }
@@ -697,8 +692,8 @@ int main(void) {
     o.device = spec;
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
     seeded_ooms += r.oom != 0;
-    seeded_moves += counter(&r, "chunks_moved");
-    seeded_rechunks += counter(&r, "rechunks");
+    seeded_moves += replay_counter(&r, "chunks_moved");
+    seeded_rechunks += replay_counter(&r, "rechunks");
     hbm_trace_free(t);
   }
   printf("test_zoned: %d random recordings from a starting state checked after every event; on tight devices "

@@ -14,15 +14,10 @@
 #include "trim_trace.h"
 #include "stepped_trace.h"
 #include "random_trace.h"
+#include "replay_counter.h"
 #include "testutil.h"
 
 #define MiB (1ull << 20)
-
-static double counter(const hbm_replay_result *r, const char *name) {
-  for (int i = 0; i < r->ncounters; i++)
-    if (!strcmp(r->counters[i].name, name)) return r->counters[i].value;
-  return -1;
-}
 
 static uint64_t word(uint64_t addr, uint64_t i) { return addr * 0x9E3779B97F4A7C15ull ^ (i + 1) * 0xD1B54A32D192ED03ull; }
 
@@ -58,12 +53,12 @@ int main(void) {
     printf("test_zoned_host: %s %-20s %llu allocations, %llu verified, %llu failed, moved %.0f, re-chunked %.0f "
            "(%.0f through host memory), calls %llu\n",
            runs[i].device, runs[i].conf ? runs[i].conf : "(default)", (unsigned long long)r.alloc_events,
-           (unsigned long long)r.verified_blocks, (unsigned long long)r.failures, counter(&r, "chunks_moved"),
-           counter(&r, "rechunks"), counter(&r, "staged_rechunks"), (unsigned long long)r.backend_calls);
+           (unsigned long long)r.verified_blocks, (unsigned long long)r.failures, replay_counter(&r, "chunks_moved"),
+           replay_counter(&r, "rechunks"), replay_counter(&r, "staged_rechunks"), (unsigned long long)r.backend_calls);
     CHECK(r.verified_blocks + r.failures >= r.alloc_events);
-    if (counter(&r, "chunks_moved") > 0) moved += counter(&r, "chunks_moved");
-    if (counter(&r, "rechunks") > 0) rechunked += counter(&r, "rechunks");
-    if (counter(&r, "staged_rechunks") > 0) staged += counter(&r, "staged_rechunks");
+    if (replay_counter(&r, "chunks_moved") > 0) moved += replay_counter(&r, "chunks_moved");
+    if (replay_counter(&r, "rechunks") > 0) rechunked += replay_counter(&r, "rechunks");
+    if (replay_counter(&r, "staged_rechunks") > 0) staged += replay_counter(&r, "staged_rechunks");
     hbm_trace_free(t);
   }
   /* The pressure paths really ran with data behind them (seed-dependent
@@ -81,10 +76,10 @@ int main(void) {
     hbm_replay_result r;
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
     printf("test_zoned_host: staged: %llu failed, %llu verified, %.0f re-chunked through host memory\n",
-           (unsigned long long)r.failures, (unsigned long long)r.verified_blocks, counter(&r, "staged_rechunks"));
+           (unsigned long long)r.failures, (unsigned long long)r.verified_blocks, replay_counter(&r, "staged_rechunks"));
     CHECK(r.failures == 0);
     CHECK(r.verified_blocks == STAGED_TRACE_BLOCKS);
-    CHECK(counter(&r, "staged_rechunks") == 1);
+    CHECK(replay_counter(&r, "staged_rechunks") == 1);
     hbm_trace_free(t);
   }
 
@@ -96,10 +91,10 @@ int main(void) {
     hbm_replay_result r;
     CHECK(t && hbm_replay(t, &o, &r) == HBM_OK);
     printf("test_zoned_host: trim: %llu failed, %llu verified, %.0f trims\n", (unsigned long long)r.failures,
-           (unsigned long long)r.verified_blocks, counter(&r, "trims"));
+           (unsigned long long)r.verified_blocks, replay_counter(&r, "trims"));
     CHECK(r.failures == 0);
     CHECK(r.verified_blocks == TRIM_TRACE_BLOCKS);
-    CHECK(counter(&r, "trims") == 1);
+    CHECK(replay_counter(&r, "trims") == 1);
     hbm_trace_free(t);
   }
 
@@ -124,11 +119,11 @@ int main(void) {
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
     printf("test_zoned_host: stepped (%d of the steps deviate) on %s: %llu allocations, %llu verified, %llu failed, "
            "%.0f steps on a plan, %.0f misses\n", deviated, device, (unsigned long long)r.alloc_events,
-           (unsigned long long)r.verified_blocks, (unsigned long long)r.failures, counter(&r, "plan_steps"),
-           counter(&r, "plan_misses"));
+           (unsigned long long)r.verified_blocks, (unsigned long long)r.failures, replay_counter(&r, "plan_steps"),
+           replay_counter(&r, "plan_misses"));
     CHECK(r.failures == 0);
     CHECK(r.verified_blocks >= r.alloc_events); /* every block, live ones at the end too */
-    if (!deviated) CHECK(counter(&r, "plan_steps") > 0);
+    if (!deviated) CHECK(replay_counter(&r, "plan_steps") > 0);
     hbm_trace_free(t);
     free(ops);
   }
@@ -145,7 +140,7 @@ int main(void) {
     hbm_replay_result r;
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
     printf("test_zoned_host: seeded on %s: %llu verified, oom %d, %.0f chunks moved, %.0f re-chunked\n", spec,
-           (unsigned long long)r.verified_blocks, r.oom, counter(&r, "chunks_moved"), counter(&r, "rechunks"));
+           (unsigned long long)r.verified_blocks, r.oom, replay_counter(&r, "chunks_moved"), replay_counter(&r, "rechunks"));
     CHECK(r.oom || r.verified_blocks > 0);
     hbm_trace_free(t);
   }
