@@ -30,8 +30,10 @@
 #include "replay/fidelity.h"
 #include "replay/mincap.h"
 #include "report/html.h"
+#include "replay_counter.h"
 #include "seeded_trace.h"
 #include "small_workload.h"
+#include "stepped_trace.h"
 #include "testutil.h"
 #include "trace/gen_llm.h"
 #include "trace/plan_csv.h"
@@ -369,7 +371,12 @@ typedef struct replay_case {
 
 static hbm_replay_result clean_replay;
 
+/* The figures and the policy's own counters (plans made, moves, ...): a host
+ * failure that a request survived must not have changed what it learnt. */
 static int same_replay(const hbm_replay_result *a, const hbm_replay_result *b) {
+  if (a->ncounters != b->ncounters) return 0;
+  for (int i = 0; i < a->ncounters; i++)
+    if (strcmp(a->counters[i].name, b->counters[i].name) || a->counters[i].value != b->counters[i].value) return 0;
   return a->events == b->events && a->failures == b->failures && a->peak_live == b->peak_live &&
          a->peak_reserved == b->peak_reserved && a->backend_calls == b->backend_calls &&
          a->max_frag == b->max_frag && a->verified_blocks == b->verified_blocks;
@@ -744,7 +751,13 @@ int main(void) {
   /* The host device writes and verifies every live byte: a small recording. */
   hbm_trace *small = small_recording(&trng);
   hbm_trace *workload = small_workload(8ull << 30, 2);
-  CHECK(seeded && workload && small);
+  hbm_trace *repeating = NULL;
+  size_t nrep;
+  int deviated;
+  stepped_op *rep_ops = stepped_ops(&trng, 8, 0, 40, 96ull << 20, &nrep, &deviated);
+  if (rep_ops) repeating = stepped_to_trace(rep_ops, nrep);
+  free(rep_ops);
+  CHECK(seeded && workload && small && repeating);
   if (seeded && workload && small) {
     static const char *policies[] = {"bestfit", "caching", "expandable", "compact", "zoned"};
     char rnames[8][64];
@@ -760,6 +773,16 @@ int main(void) {
     replay_case gen = {workload, "zoned", NULL, NULL, 0, 0};
     scenario sg = {"replay zoned (generated workload)", replay_run, &gen};
     bad |= run_scenario(&sg, max_runs);
+    /* Steps that repeat: zoned records them and follows a plan; a host
+     * failure must fail its request or change nothing it records. */
+    if (repeating) {
+      hbm_replay_options po = {.policy = "zoned", .device = "sim:8GiB"};
+      hbm_replay_result pr;
+      CHECK(hbm_replay(repeating, &po, &pr) == HBM_OK && replay_counter(&pr, "plan_builds") >= 1);
+      replay_case rep = {repeating, "zoned", NULL, "sim:8GiB", 0, 0};
+      scenario sq = {"replay zoned (repeating steps)", replay_run, &rep};
+      bad |= run_scenario(&sq, max_runs);
+    }
 
     snprintf(report_tight, sizeof report_tight, "sim:%lluMiB", (unsigned long long)(hbm_trace_peak_live(workload) >> 21));
     scenario sr = {"report (facts, run, html)", report_run, workload};
@@ -825,6 +848,7 @@ int main(void) {
   hbm_trace_free(seeded);
   hbm_trace_free(small);
   hbm_trace_free(workload);
+  hbm_trace_free(repeating);
   CHECK(!bad);
   return test_done("test_hostmem_failure");
 }
