@@ -33,12 +33,14 @@
 #include "replay_counter.h"
 #include "seeded_trace.h"
 #include "small_workload.h"
+#include "staged_trace.h"
 #include "stepped_trace.h"
 #include "testutil.h"
 #include "trace/gen_llm.h"
 #include "trace/plan_csv.h"
 #include "trace/snapshot.h"
 #include "trace/trace.h"
+#include "trim_trace.h"
 
 /* ---- the wrapped allocator -------------------------------------------------------- */
 void *__real_malloc(size_t n);
@@ -782,6 +784,27 @@ int main(void) {
       replay_case rep = {repeating, "zoned", NULL, "sim:8GiB", 0, 0};
       scenario sq = {"replay zoned (repeating steps)", replay_run, &rep};
       bad |= run_scenario(&sq, max_runs);
+    }
+
+    /* zoned's re-chunks, in place and through host memory, and a trim: a
+     * request fails for host memory with nothing changed, never with pages
+     * left unbacked. */
+    static const struct { const char *name, *device, *counter; uint64_t r_mib; } rechunks[] = {
+        {"replay zoned (re-chunk in place)", "sim:168MiB", "rechunks", 46},
+        {"replay zoned (re-chunk staged)", "sim:140MiB", "staged_rechunks", 34},
+        {"replay zoned (trim)", "sim:256MiB", "trims", 0},
+    };
+    for (size_t i = 0; i < sizeof rechunks / sizeof rechunks[0]; i++) {
+      hbm_trace *t = rechunks[i].r_mib ? rechunk_trace(rechunks[i].r_mib) : trim_trace(1);
+      CHECK(t != NULL);
+      if (!t) continue;
+      hbm_replay_options po = {.policy = "zoned", .device = rechunks[i].device};
+      hbm_replay_result pr;
+      CHECK(hbm_replay(t, &po, &pr) == HBM_OK && replay_counter(&pr, rechunks[i].counter) >= 1);
+      replay_case rc = {t, "zoned", NULL, rechunks[i].device, 1, 0};
+      scenario s = {rechunks[i].name, replay_run, &rc};
+      bad |= run_scenario(&s, max_runs);
+      hbm_trace_free(t);
     }
 
     snprintf(report_tight, sizeof report_tight, "sim:%lluMiB", (unsigned long long)(hbm_trace_peak_live(workload) >> 21));
