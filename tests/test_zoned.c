@@ -478,6 +478,24 @@ int main(void) {
                        "slot:1KiB", "slot:maybe", "slot:"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(hbm_heap_create(dev, "zoned", bad[i], &h) == HBM_EINVAL);
   CHECK(errors_seen >= (int)(sizeof bad / sizeof bad[0]));
+  /* every bounded setting at its limits, and one step past each */
+  static const struct { const char *conf; int ok; } limits[] = {
+      {"probes:1", 1},      {"probes:1024", 1},    {"probes:0", 0},        {"probes:1025", 0},
+      {"va:1", 1},          {"va:64", 1},          {"va:0", 0},            {"va:65", 0},
+      {"headroom:0%", 1},   {"headroom:50%", 1},   {"headroom:50.1%", 0},  {"headroom:%", 0},
+      {"slack:0%", 1},      {"slack:1000%", 1},    {"slack:1000.1%", 0},   {"slack:0", 1},
+      {"split:0.001", 1},   {"split:0.999", 1},    {"split:0", 0},         {"split:1", 0},
+      {"slot:2MiB", 1},     {"slot:off", 1},       {"slot:1MiB", 0},       {"slot:2PiB", 0},
+      {"chunk:2MiB", 1},    {"chunk:1PiB", 1},     {"chunk:1MiB", 0},      {"chunk:1026PiB", 0},
+      {"trim:off", 1},      {"trim:maybe", 0},     {"small:off", 1},       {"streams:off", 1},
+      {"vmm:off", 1},       {"large_life:on", 1},  {"zones:tags", 1},      {"moves:auto", 1},
+  };
+  for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+    int rc = hbm_heap_create(dev, "zoned", limits[i].conf, &h);
+    if ((rc == HBM_OK) != limits[i].ok) fprintf(stderr, "zoned '%s': %s\n", limits[i].conf, hbm_strerror(rc));
+    CHECK((rc == HBM_OK) == limits[i].ok);
+    if (rc == HBM_OK) hbm_heap_destroy(h);
+  }
   /* a known key says what it takes, limits included */
   static const struct { const char *conf, *says; } why[] = {
       {"chunk:3MiB", "(expected chunk:SIZE, a multiple of the device's granule (2097152 B) up to 1 PiB)"},
