@@ -1228,25 +1228,37 @@ static int reclaim(zoned *z, uint64_t fresh, int bound) {
 }
 
 /* ==== placement ========================================================================== */
+/* The pages of [p0, p1] not mapped, three ways: page by page; from the tree
+ * (built); and, where every page below the top is mapped (mapped == top),
+ * from the top alone. zoned_check holds all three to a recount. */
+static uint64_t unmapped_counted(const zrange *r, uint32_t p0, uint32_t p1) {
+  uint64_t fresh = 0;
+  for (uint32_t q = p0; q <= p1; q++) fresh += !chunk_at(r, q);
+  return fresh;
+}
+static uint64_t unmapped_tree(const zrange *r, uint32_t p0, uint32_t p1) {
+  return (uint64_t)(p1 - p0 + 1) - (fenwick_prefix(r, p1 + 1) - fenwick_prefix(r, p0));
+}
+static uint64_t unmapped_above_top(const zrange *r, uint32_t p0, uint32_t p1) {
+  return p1 < r->top ? 0 : (uint64_t)(p1 - (p0 > r->top ? p0 : r->top) + 1);
+}
+
 /* Placement cost: the pages of [hole, hole + size) not mapped yet. */
 static uint64_t fresh_cost(void *arg, uint64_t hole, uint64_t hole_size, uint64_t size) {
   const zoned *z = ((void **)arg)[0];
   zrange *r = ((void **)arg)[1];
   uint32_t p0, p1;
   block_pages(z, r, hole, size, &p0, &p1);
-  if (r->mapped == r->top) /* nothing unmapped below the top: no tree walk */
-    return p1 < r->top ? 0 : (uint64_t)(p1 - (p0 > r->top ? p0 : r->top) + 1);
+  if (r->mapped == r->top) return unmapped_above_top(r, p0, p1); /* no tree walk */
   /* The tree pays for itself once counting pages one by one has cost about
    * what building it does (a short run never builds it), and only for spans
    * of more than a few pages. */
   uint64_t build_cost = 64 * (uint64_t)(r->top > 1024 ? r->top : 1024);
   if (p1 - p0 < 32 || (!r->fenwick && r->counted < build_cost) || !fenwick_build(r)) {
-    uint64_t fresh = 0;
-    for (uint32_t q = p0; q <= p1; q++) fresh += !chunk_at(r, q);
     r->counted += p1 - p0 + 1;
-    return fresh;
+    return unmapped_counted(r, p0, p1);
   }
-  return (uint64_t)(p1 - p0 + 1) - (fenwick_prefix(r, p1 + 1) - fenwick_prefix(r, p0));
+  return unmapped_tree(r, p0, p1);
 }
 
 /* Backs the pages of the block just placed at addr of range ri (with
@@ -2079,7 +2091,8 @@ static int zoned_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
 
 /* ==== invariants ============================================================================
  *   Z1 chunk_of agrees with the chunk records; every Fenwick node equals a
- *      recount of the mapped pages it covers ((i - lowbit(i), i]);
+ *      recount of the mapped pages it covers ((i - lowbit(i), i]); the
+ *      placement cost's counts of unmapped pages equal a recount;
  *   Z2 edge counts equal a recount; every page a live block touches is mapped;
  *   Z3 each chunk's touched count equals a recount; the idle bits mark exactly
  *      the chunks with none;
@@ -2153,6 +2166,24 @@ static int check_fallback(zoned *z, check_ctx *c) {
   return c->k.failures;
 }
 
+/* The placement cost's counts of unmapped pages against `below` (mapped
+ * pages below each page, recounted), over spans of 1 to 37 pages starting
+ * every 61st page: sparse, since a check may run after every event. */
+static void check_unmapped_counts(const zrange *r, uint32_t ri, const uint32_t *below, hbm_checker *k) {
+  for (uint32_t p0 = 0, bad = 0; p0 < r->npages && bad < 4; p0 += 61) {
+    uint32_t p1 = p0 + p0 % 37 < r->npages ? p0 + p0 % 37 : r->npages - 1;
+    uint64_t want = (uint64_t)(p1 - p0 + 1) - (below[p1 + 1] - below[p0]);
+    uint64_t counted = unmapped_counted(r, p0, p1), tree = r->fenwick ? unmapped_tree(r, p0, p1) : want,
+             above = r->mapped == r->top ? unmapped_above_top(r, p0, p1) : want;
+    if (counted != want || tree != want || above != want) {
+      hbm_check_fail(k, "Z1 range %u pages %u-%u: %llu unmapped, counted %llu, tree %llu, from the top %llu", ri, p0, p1,
+                     (unsigned long long)want, (unsigned long long)counted, (unsigned long long)tree,
+                     (unsigned long long)above);
+      bad++;
+    }
+  }
+}
+
 static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
   zoned *z = (zoned *)p;
   check_ctx c = {.z = z, .k = {.report = report, .arg = arg, .prefix = "zoned: "}};
@@ -2175,10 +2206,11 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
     }
     hbm_vspace_walk(r->vs, recount_block, &c);
     uint32_t mapped_here = 0;
-    /* mapped pages below each page, to check every Fenwick node, not only
-     * prefixes (a prefix at a power of two reads a single node) */
-    uint32_t *below = r->fenwick ? calloc((size_t)r->fenwick_n + 1, sizeof *below) : NULL;
-    if (r->fenwick && !below) hbm_check_no_memory(&c.k);
+    /* mapped pages below each page: every Fenwick node is checked, not only
+     * prefixes (a prefix at a power of two reads a single node), and so are
+     * the placement cost's ways of counting unmapped pages */
+    uint32_t *below = calloc((size_t)r->npages + 1, sizeof *below); /* the tree covers at most npages */
+    if (!below) hbm_check_no_memory(&c.k);
     if (r->top > r->cover) hbm_check_fail(&c.k, "Z1 range %u: pages mapped up to %u, page entries only to %u", ri, r->top, r->cover);
     for (uint32_t q = 0; q < r->npages; q++) {
       uint32_t ch = chunk_at(r, q), edge = q < r->cover ? r->edge[q] : 0;
@@ -2196,10 +2228,11 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
         touched++;
         if (!ch) hbm_check_fail(&c.k, "Z2 range %u page %u is touched by a live block but not mapped", ri, q);
       }
-      if (below && q < r->fenwick_n) below[q + 1] = mapped_here;
+      if (below) below[q + 1] = mapped_here;
       if (ch && q >= r->top) hbm_check_fail(&c.k, "Z1 range %u: page %u mapped above the recorded top %u", ri, q, r->top);
     }
     if (below) {
+      check_unmapped_counts(r, ri, below, &c.k);
       for (uint32_t i = 1, bad = 0; i <= r->fenwick_n && bad < 4; i++) {
         uint32_t want = below[i] - below[i - (i & -i)];
         if (r->fenwick[i] != want) {
