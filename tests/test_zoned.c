@@ -718,5 +718,34 @@ int main(void) {
          "%.0f chunks moved, %.0f re-chunked, %llu ran out\n", recordings, seeded_moves, seeded_rechunks,
          (unsigned long long)seeded_ooms);
 
+  /* ---- how a starting state is mapped: small blocks packed into shared
+   * pages, large blocks a chunk each, with a page two blocks share mapped on
+   * its own (so that either can die without pinning the other's pages) ---- */
+  t = NULL;
+  CHECK(hbm_trace_new("packed start", &t) == HBM_OK);
+  if (t) {
+    hbm_init_segment small = {.addr = 1ull << 32, .size = 2 * MiB, .small = 1};
+    hbm_init_segment large = {.addr = 2ull << 32, .size = 40 * MiB};
+    uint32_t id = 0;
+    CHECK(hbm_trace_add_init_segment(t, &small) == HBM_OK);
+    for (uint64_t at = 0; at < small.size; at += 4096, id++) {
+      hbm_init_block blk = {.addr = small.addr + at, .size = 4096, .request = 4096, .id = id, .tag = HBM_TAG_ACT};
+      CHECK(hbm_trace_add_init_block(t, &blk) == HBM_OK);
+    }
+    CHECK(hbm_trace_add_init_segment(t, &large) == HBM_OK);
+    for (uint64_t at = 0; at < large.size; at += 5 * MiB, id++) { /* 2.5 pages each: every other edge shared */
+      hbm_init_block blk = {.addr = large.addr + at, .size = 5 * MiB, .request = 5 * MiB, .id = id, .tag = HBM_TAG_ACT};
+      CHECK(hbm_trace_add_init_block(t, &blk) == HBM_OK);
+    }
+    hbm_trace_reserve_ids(t, id);
+    o = (hbm_replay_options){.policy = "zoned", .device = "sim:4GiB", .check_every = 1};
+    CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+    printf("test_zoned: a starting state of 512 small and 8 large blocks: %llu MiB reserved, %.0f chunks\n",
+           (unsigned long long)(r.peak_reserved / MiB), replay_counter(&r, "chunks_created"));
+    CHECK(r.peak_reserved == 42 * MiB); /* 2 MiB of small blocks in one page, 40 MiB in 20 */
+    CHECK(replay_counter(&r, "chunks_created") == 1 + 8 + 4); /* the small page, each block's own, 4 shared */
+    hbm_trace_free(t);
+  }
+
   return test_done("test_zoned");
 }
