@@ -564,6 +564,41 @@ static void test_seeding(void) {
   hbm_trace_free(t);
 }
 
+/* ---- an expandable reservation recorded as two mapped ranges ----
+ * A snapshot lists each mapped range of an expandable segment as a segment
+ * of its own, in no promised order. Both ranges are one reservation: seeded
+ * in either order, the blocks keep their distance and the unmapped pages
+ * between them cost nothing. */
+static void test_seeding_ranges(void) {
+  const uint64_t exp = 0x7f1000000000ull;
+  for (int descending = 0; descending <= 1; descending++) {
+    hbm_trace *t;
+    CHECK(hbm_trace_new("ranges", &t) == HBM_OK);
+    for (int k = 0; k < 2; k++) {
+      int r = descending ? 1 - k : k;
+      const uint64_t at = exp + (uint64_t)r * 40 * MiB;
+      hbm_init_segment s = {.addr = at, .size = 20 * MiB, .stream = 0, .small = 0, .expandable = 1};
+      hbm_init_block live = {.addr = at, .size = 12 * MiB, .request = 12 * MiB, .id = (uint32_t)r};
+      hbm_init_block rest = {.addr = at + 12 * MiB, .size = 8 * MiB, .id = HBM_NO_ID};
+      CHECK(hbm_trace_add_init_segment(t, &s) == HBM_OK);
+      CHECK(hbm_trace_add_init_block(t, &live) == HBM_OK && hbm_trace_add_init_block(t, &rest) == HBM_OK);
+    }
+    env e;
+    open_env(&e, "expandable", NULL, GiB);
+    uint64_t ids[2] = {HBM_NO_ADDR, HBM_NO_ADDR};
+    CHECK(e.cls->seed(e.p, t, ids) == HBM_OK);
+    CHECK(e.cls->check(e.p, report, NULL) == 0);
+    CHECK(ids[0] != HBM_NO_ADDR && ids[1] != HBM_NO_ADDR);
+    CHECK_EQ_U64(ids[1] - ids[0], 40 * MiB);
+    CHECK_EQ_U64(stats(&e).reserved, 40 * MiB);
+    CHECK_EQ_U64(stats(&e).segments, 1);
+    printf("test_caching: an expandable reservation recorded as two ranges (%s): one reservation, blocks 40 MiB "
+           "apart\n", descending ? "highest first" : "lowest first");
+    close_env(&e);
+    hbm_trace_free(t);
+  }
+}
+
 /* ---- a recorded state with free blocks side by side ----
  * PyTorch merges free neighbours, so a state it recorded has none; the trace
  * format allows them. The seed merges them: the invariants hold, and one
@@ -709,6 +744,7 @@ int main(void) {
   test_invalid();
   test_seeding();
   test_seeding_unmerged();
+  test_seeding_ranges();
   test_usage_scan();
   test_random(seed, test_scale());
   return test_done("test_caching");
