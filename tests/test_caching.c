@@ -333,6 +333,19 @@ static void test_max_split(void) {
   CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_FREE], 2);
   CHECK_EQ_U64(stats(&e).reserved, 100 * MiB);
   close_env(&e);
+
+  /* ... and it stops as soon as the released total reaches the request
+   * ("totalReleased < key.size"): 100 + 100 of 200, the 80 kept. */
+  open_env(&e, "caching", "max_split_size_mb:40", 300 * MiB);
+  uint64_t b1 = A(&e, 100 * MiB), b2 = A(&e, 100 * MiB), b3 = A(&e, 80 * MiB);
+  F(&e, b1);
+  F(&e, b2);
+  F(&e, b3);
+  got = A(&e, 200 * MiB);
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_FREE], 2);
+  CHECK_EQ_U64(stats(&e).reserved, 280 * MiB);
+  F(&e, got);
+  close_env(&e);
 }
 
 /* release_available_cached_blocks never releases an expandable block (PyTorch:
