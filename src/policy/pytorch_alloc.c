@@ -31,7 +31,8 @@
  *      allocated == sum of allocated blocks; releasable == recount;
  *   P6 an expandable segment's pages are mapped exactly where its mapped blocks lie;
  *   P7 sizes and addresses are multiples of 512; each ordered set passes its check;
- *   P8 every insert into a set was reserved by the operation that made it.
+ *   P8 every insert into a set was reserved by the operation that made it, and
+ *      so was every expandable page it mapped (room for its handle).
  *
  * Host memory: every operation (malloc, free, a recorded segment release,
  * the seed of a starting state) first reserves all the host memory it may
@@ -81,6 +82,7 @@ typedef struct pt_es {
   uint64_t base, va_size, page;
   uint64_t *handles;       /* physical handle per page (0: unmapped); grows like handles_ */
   uint64_t nhandles, cap;
+  uint64_t promised_op, promised_pages; /* the operation that last reserved handles, and for how many pages (P8) */
   uint32_t slot;
   uint8_t small, live;
 } pt_es;
@@ -110,7 +112,7 @@ typedef struct pt {
   /* P8: each operation reserves its own inserts. Room left over from an
    * earlier operation's reservation would hide one that forgot. */
   uint64_t op;                 /* operations begun (malloc, free, segment release, seed) */
-  uint64_t unpromised;         /* inserts into a set this operation did not reserve */
+  uint64_t unpromised;         /* inserts into a set, or pages mapped, this operation did not reserve */
 } pt;
 
 static inline pt_block *B(pt *m, uint32_t i) { return &m->blocks[i]; }
@@ -323,6 +325,7 @@ static int es_handles_reserve(pt_es *e, uint64_t n) {
  * all or nothing, then mapped. HBM_ENOMEM when the device is full. */
 static int es_map_pages(pt *m, pt_es *e, uint64_t begin, uint64_t end) {
   hbm_device *dev = m->base.dev;
+  if (e->promised_op != m->op || end > e->promised_pages) m->unpromised++;
   int rc = es_handles_reserve(e, end);
   if (rc != HBM_OK) return rc;
   for (uint64_t i = begin; i < end; i++) {
@@ -369,6 +372,15 @@ static uint64_t es_va_size(pt *m, uint64_t page) {
   return (bytes + page - 1) / page * page;
 }
 
+/* es_handles_reserve on behalf of the operation under way (P8). */
+static int es_handles_promise(pt *m, pt_es *e, uint64_t pages) {
+  if (es_handles_reserve(e, pages) != HBM_OK) return HBM_EHOSTMEM;
+  if (e->promised_op != m->op) e->promised_pages = 0;
+  if (pages > e->promised_pages) e->promised_pages = pages;
+  e->promised_op = m->op;
+  return HBM_OK;
+}
+
 /* Makes the next k es_new calls unable to fail for host memory: k slots past
  * nes, each with room for the handles of its first `pages` pages. A handles
  * array stays with its slot until the segment goes. */
@@ -383,7 +395,7 @@ static int es_slots_reserve(pt *m, uint32_t k, uint64_t pages) {
     m->cap_es = cap;
   }
   for (uint32_t i = m->nes; i < m->nes + k; i++)
-    if (es_handles_reserve(&m->es[i], pages) != HBM_OK) return HBM_EHOSTMEM;
+    if (es_handles_promise(m, &m->es[i], pages) != HBM_OK) return HBM_EHOSTMEM;
   return HBM_OK;
 }
 
@@ -405,9 +417,12 @@ static int es_new(pt *m, uint32_t slot, int small, uint64_t proposed, uint32_t *
   uint32_t ei = m->nes++;
   pt_es *e = &m->es[ei];
   uint64_t *handles = e->handles, cap = e->cap; /* zeroed, from es_slots_reserve */
+  uint64_t promised_op = e->promised_op, promised_pages = e->promised_pages;
   memset(e, 0, sizeof *e);
   e->handles = handles;
   e->cap = cap;
+  e->promised_op = promised_op;
+  e->promised_pages = promised_pages;
   m->live_es++;
   e->base = base;
   e->va_size = va;
@@ -880,7 +895,7 @@ static int reserve_miss(pt *m, uint32_t slot, int pool, uint64_t size) {
       pt_es *es = &m->es[e];
       if (!es->live || es->slot != slot || es->small != (pool == SMALL)) continue;
       uint64_t want = es->nhandles + 3 * p;
-      if (es_handles_reserve(es, want < va_pages ? want : va_pages) != HBM_OK) return HBM_EHOSTMEM;
+      if (es_handles_promise(m, es, want < va_pages ? want : va_pages) != HBM_OK) return HBM_EHOSTMEM;
     }
     if (es_slots_reserve(m, 3, 3 * p < va_pages ? 3 * p : va_pages) != HBM_OK) return HBM_EHOSTMEM;
   }
@@ -1555,7 +1570,7 @@ int hbm_pt_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
     }
   }
   if (m->unpromised)
-    hbm_check_fail(&c, "caching: P8 %llu insert(s) into a set its operation had not reserved",
+    hbm_check_fail(&c, "caching: P8 %llu insert(s) into a set or page map(s) its operation had not reserved",
         (unsigned long long)m->unpromised);
   if (set_cached != cached || set_unmapped != unmapped)
     hbm_check_fail(&c, "caching: P3 sets hold %zu cached + %zu unmapped, blocks say %zu + %zu", set_cached,
