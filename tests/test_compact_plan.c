@@ -4,7 +4,8 @@
  *      position; every partial plan moves at least it, opens the hole it
  *      promises once applied, keeps every block's size, and leaves the range's
  *      invariants whole. A partial plan is refused only when neither an
- *      evacuation nor a slide exists (checked by brute force too).
+ *      evacuation nor a slide exists (checked by brute force too), and moves
+ *      what a slow reference of compactor.h's rule moves.
  *   2. Partial vs full on random heaps (public API, dry runs, sim device):
  *      partial never moves more than full whenever full opens the hole, and
  *      moves strictly less on average; the mean ratio is printed.
@@ -43,6 +44,81 @@ static uint64_t brute_min(const hbm_clayout *l, uint64_t need) {
   return best;
 }
 
+/* What a partial plan moves, by compactor.h's rule, the slow way: the
+ * cheapest slide (a pin-free run of elements from a hole whose holes add up
+ * to need, the fewest live bytes); else, tried first and winning ties, the
+ * windows at each element's start that meet no pin, cheapest (then lowest)
+ * first, at most HBM_COMPACTOR_EVACUATE_TRIES of those no dearer than the
+ * slide: the first whose live blocks all fit, largest first, each into the
+ * smallest hole outside it (what is left of a hole staying a hole). Returns
+ * UINT64_MAX where neither exists; *hole gets where the hole opens (the
+ * window's start; for a slide, past the blocks slid down, the lowest such
+ * run first). */
+typedef struct ref_window { uint64_t cost; size_t first, end; } ref_window;
+static int ref_window_cmp(const void *a, const void *b) {
+  const ref_window *x = a, *y = b;
+  if (x->cost != y->cost) return x->cost < y->cost ? -1 : 1;
+  return x->first < y->first ? -1 : x->first > y->first;
+}
+static int ref_size_desc(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x > y ? -1 : x < y;
+}
+static int ref_evacuates(const hbm_clayout *l, uint64_t need, const ref_window *w) {
+  static uint64_t holes[8192], blocks[8192];
+  size_t nh = 0, nb = 0;
+  const uint64_t a_end = l->el[w->first].addr + need;
+  for (size_t i = 0; i < l->n; i++) {
+    const hbm_celem *e = &l->el[i];
+    int inside = i >= w->first && i < w->end;
+    if (e->live && inside) blocks[nb++] = e->size;
+    else if (!e->live && !inside) holes[nh++] = e->size;
+    else if (!e->live && e->addr + e->size > a_end) holes[nh++] = e->addr + e->size - a_end; /* the part past it */
+  }
+  qsort(blocks, nb, sizeof *blocks, ref_size_desc);
+  for (size_t b = 0; b < nb; b++) {
+    size_t best = nh;
+    for (size_t h = 0; h < nh; h++)
+      if (holes[h] >= blocks[b] && (best == nh || holes[h] < holes[best])) best = h;
+    if (best == nh) return 0;
+    holes[best] -= blocks[b];
+  }
+  return 1;
+}
+static int ref_heap_full; /* the last call had more candidate windows than are tried */
+static uint64_t ref_partial_moved(const hbm_clayout *l, uint64_t need, uint64_t *hole) {
+  uint64_t slide = UINT64_MAX;
+  for (size_t i = 0; i < l->n; i++) {
+    if (l->el[i].live) continue; /* a slide starts at a hole */
+    uint64_t free_b = 0, live_b = 0;
+    for (size_t k = i; k < l->n && !l->el[k].pinned && free_b < need; k++)
+      *(l->el[k].live ? &live_b : &free_b) += l->el[k].size;
+    if (free_b >= need && live_b < slide) {
+      slide = live_b;
+      *hole = l->el[i].addr + live_b;
+    }
+  }
+  static ref_window w[8192];
+  size_t nw = 0;
+  for (size_t i = 0; i < l->n && need <= l->end - l->el[i].addr; i++) {
+    ref_window x = {0, i, i};
+    int pinned = 0;
+    for (; x.end < l->n && l->el[x.end].addr < l->el[i].addr + need; x.end++) {
+      if (l->el[x.end].live) x.cost += l->el[x.end].size;
+      pinned |= l->el[x.end].pinned;
+    }
+    if (!pinned && x.cost <= slide) w[nw++] = x;
+  }
+  qsort(w, nw, sizeof *w, ref_window_cmp);
+  ref_heap_full = nw > HBM_COMPACTOR_EVACUATE_TRIES;
+  for (size_t t = 0; t < nw && t < HBM_COMPACTOR_EVACUATE_TRIES; t++)
+    if (ref_evacuates(l, need, &w[t])) {
+      *hole = l->el[w[t].first].addr;
+      return w[t].cost;
+    }
+  return slide;
+}
+
 typedef struct collect { uint64_t addr[4096], size[4096]; int n; } collect;
 static int collect_live(void *arg, uint64_t addr, uint64_t size, int live) {
   collect *c = arg;
@@ -50,24 +126,32 @@ static int collect_live(void *arg, uint64_t addr, uint64_t size, int live) {
   return 0;
 }
 
-static void small_layouts(uint64_t *rng, int rounds) {
+/* Layouts of `units` + up to `spread` units of 512 B, blocks of 1 to
+ * `max_block` units (most small), or with `big_pct` set, that share of
+ * blocks up to `max_block` and the rest of 1 to 3 units; requests of up to
+ * 1 / `need_div` of the layout (past the largest hole, where need_div > 1). */
+static void small_layouts(uint64_t *rng, int rounds, uint64_t units_at_least, uint64_t spread, uint64_t max_block,
+                          int big_pct, uint64_t need_div) {
   hbm_device *sim;
   CHECK(hbm_device_open("sim:1GiB", &sim) == HBM_OK);
   hbm_clayout l = {0};
   hbm_cplan plan = {0};
-  int plans = 0, refused = 0, optimal = 0;
+  int plans = 0, refused = 0, optimal = 0, heap_full = 0;
   for (int round = 0; round < rounds; round++) {
     /* The layout lives in a segment of the device: the compactor's copies
      * must land in device memory (the sim device refuses others). */
-    uint64_t units = 16 + test_rand_below(rng, 240), base;
+    uint64_t units = units_at_least + test_rand_below(rng, spread), base;
     CHECK(hbm_dev_seg_alloc(sim, units * UNIT, 0, &base) == HBM_OK);
     hbm_range *r;
     CHECK(hbm_range_create(base, units * UNIT, UNIT, &r) == HBM_OK);
-    uint64_t live_addr[256];
+    static uint64_t live_addr[4096];
     int nlive = 0;
-    for (int k = 0; k < 400 && nlive < 256; k++) { /* fill, then punch holes */
+    for (int k = 0; k < 6000 && nlive < 4096; k++) { /* fill, then punch holes */
       uint64_t a, bs;
-      if (hbm_range_alloc(r, (1 + test_rand_below(rng, 1 + test_rand_below(rng, 12))) * UNIT, 0, &a, &bs) == HBM_OK)
+      uint64_t size = big_pct ? (test_rand_below(rng, 100) < (uint64_t)big_pct ? 1 + test_rand_below(rng, max_block)
+                                                                               : 1 + test_rand_below(rng, 3))
+                              : 1 + test_rand_below(rng, 1 + test_rand_below(rng, max_block));
+      if (hbm_range_alloc(r, size * UNIT, 0, &a, &bs) == HBM_OK)
         live_addr[nlive++] = a;
     }
     for (int k = 0; k < nlive;) {
@@ -83,10 +167,16 @@ static void small_layouts(uint64_t *rng, int rounds) {
     for (int k = 0; k < nlive && pins.n < 64; k++)
       if (test_rand_below(rng, 100) < 6) pins.addr[pins.n++] = live_addr[k];
     CHECK(hbm_clayout_read(&l, r, UNIT, pinned_q, &pins) == HBM_OK);
-    uint64_t need = (1 + test_rand_below(rng, units)) * UNIT;
+    uint64_t need = (1 + test_rand_below(rng, units / need_div)) * UNIT;
+    if (need_div > 1) need += l.largest_free; /* always something to move */
     uint64_t window, min = hbm_compactor_min_moved(&l, need, &window);
     CHECK_EQ_U64(min, brute_min(&l, need));
     int rc = hbm_compactor_plan_partial(&l, need, &plan);
+    uint64_t hole = 0;
+    uint64_t want = l.largest_free >= need ? 0 : l.free_bytes < need ? UINT64_MAX : ref_partial_moved(&l, need, &hole);
+    CHECK_EQ_U64(rc == HBM_OK ? plan.moved_bytes : UINT64_MAX, want);
+    if (want && want != UINT64_MAX) CHECK_EQ_U64(plan.hole_addr, hole);
+    heap_full += want && want != UINT64_MAX && ref_heap_full;
     if (l.largest_free >= need) {
       CHECK(rc == HBM_OK && plan.kind == HBM_CPLAN_NONE && plan.nmoves == 0);
     } else if (rc == HBM_ENOMEM) {
@@ -135,8 +225,10 @@ static void small_layouts(uint64_t *rng, int rounds) {
     hbm_range_destroy(r);
     CHECK(hbm_dev_seg_free(sim, base, units * UNIT) == HBM_OK);
   }
-  printf("test_compact_plan: %d small layouts: %d partial plans (%d moved exactly the minimum), %d refused\n",
-         rounds, plans, optimal, refused);
+  printf("test_compact_plan: %d layouts of %llu to %llu units: %d partial plans (%d moved exactly the minimum, %d chose "
+         "among more windows than are tried), %d refused\n",
+         rounds, (unsigned long long)units_at_least, (unsigned long long)(units_at_least + spread - 1), plans, optimal,
+         heap_full, refused);
   CHECK(plans > rounds / 10);
   hbm_clayout_release(&l);
   hbm_cplan_release(&plan);
@@ -239,7 +331,12 @@ static void ordered_copies(uint64_t *rng, int rounds) {
 int main(void) {
   uint64_t seed = test_seed("test_compact_plan"), rng = seed;
   double scale = test_scale();
-  small_layouts(&rng, (int)(3000 * scale) + 50);
+  small_layouts(&rng, (int)(3000 * scale) + 50, 16, 240, 12, 0, 1);
+  /* larger layouts, each request past the largest hole: more windows than
+   * the planner tries (its shortlist of the cheapest decides), and with a
+   * few big blocks, windows that cannot be evacuated */
+  small_layouts(&rng, (int)(250 * scale) + 10, 3000, 1000, 3, 0, 16);
+  small_layouts(&rng, (int)(250 * scale) + 10, 3000, 1000, 80, 4, 16);
   partial_vs_full(&rng, (int)(200 * scale) + 20);
   ordered_copies(&rng, (int)(60 * scale) + 5);
   return test_done("test_compact_plan");

@@ -12,7 +12,6 @@
 #include "core/util.h"
 
 /* ---- tuning: may change -------------------------------------------------------- */
-enum { EVACUATE_TRIES = 256 }; /* windows tried, cheapest first, before settling for a slide */
 
 /* ================================================================================ */
 /* layout                                                                           */
@@ -202,9 +201,9 @@ static int window_cmp(const void *a, const void *b) {
   if (x->cost != y->cost) return x->cost < y->cost ? -1 : 1;
   return x->first < y->first ? -1 : x->first > y->first;
 }
-/* The EVACUATE_TRIES cheapest windows with cost <= limit: a max-heap on
- * (cost, first), so each window costs O(log EVACUATE_TRIES). */
-typedef struct cand_ctx { window w[EVACUATE_TRIES]; size_t n; uint64_t limit; } cand_ctx;
+/* The HBM_COMPACTOR_EVACUATE_TRIES cheapest windows with cost <= limit: a max-heap on
+ * (cost, first), so each window costs O(log HBM_COMPACTOR_EVACUATE_TRIES). */
+typedef struct cand_ctx { window w[HBM_COMPACTOR_EVACUATE_TRIES]; size_t n; uint64_t limit; } cand_ctx;
 static void cand_sift_down(cand_ctx *c, size_t i) {
   for (;;) {
     size_t big = i, l = 2 * i + 1, r = l + 1;
@@ -221,7 +220,7 @@ static void cand_visit(void *ctx, size_t first, size_t end, uint64_t cost) {
   cand_ctx *c = ctx;
   window w = {first, end, cost};
   if (cost > c->limit) return;
-  if (c->n < EVACUATE_TRIES) {
+  if (c->n < HBM_COMPACTOR_EVACUATE_TRIES) {
     size_t i = c->n++;
     c->w[i] = w;
     while (i && window_cmp(&c->w[(i - 1) / 2], &c->w[i]) < 0) {

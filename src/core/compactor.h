@@ -41,6 +41,9 @@
 #include "core/range.h"
 #include "device/device.h"
 
+/* Evacuation windows tried, cheapest first, before settling for a slide. */
+enum { HBM_COMPACTOR_EVACUATE_TRIES = 256 };
+
 typedef struct hbm_celem {
   uint64_t addr, size;
   uint8_t live, pinned;
