@@ -11,8 +11,6 @@
 #include "core/ordset.h"
 #include "core/util.h"
 
-/* ---- tuning: may change -------------------------------------------------------- */
-
 /* ================================================================================ */
 /* layout                                                                           */
 /* ================================================================================ */
@@ -201,8 +199,8 @@ static int window_cmp(const void *a, const void *b) {
   if (x->cost != y->cost) return x->cost < y->cost ? -1 : 1;
   return x->first < y->first ? -1 : x->first > y->first;
 }
-/* The HBM_COMPACTOR_EVACUATE_TRIES cheapest windows with cost <= limit: a max-heap on
- * (cost, first), so each window costs O(log HBM_COMPACTOR_EVACUATE_TRIES). */
+/* The HBM_COMPACTOR_EVACUATE_TRIES cheapest windows with cost <= limit: a
+ * max-heap on (cost, first), so each window costs O(log of that). */
 typedef struct cand_ctx { window w[HBM_COMPACTOR_EVACUATE_TRIES]; size_t n; uint64_t limit; } cand_ctx;
 static void cand_sift_down(cand_ctx *c, size_t i) {
   for (;;) {

@@ -41,7 +41,8 @@
 #include "core/range.h"
 #include "device/device.h"
 
-/* Evacuation windows tried, cheapest first, before settling for a slide. */
+/* Evacuation windows tried, cheapest first, before settling for a slide
+ * (tuning: may change). */
 enum { HBM_COMPACTOR_EVACUATE_TRIES = 256 };
 
 typedef struct hbm_celem {
