@@ -213,9 +213,10 @@ static int clean_results[HEAP_MAX_OPS];
 static uint64_t clean_layouts[HEAP_MAX_OPS];
 
 static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
-typedef struct digest { uint64_t h; int addresses; } digest;
+typedef struct digest { uint64_t h; int addresses, live_only; } digest;
 static int digest_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
   digest *d = arg;
+  if (!live && d->live_only) return 0;
   d->h = mix(mix(mix(mix(d->h, d->addresses ? addr : 0), size), (uint64_t)live), (uint64_t)tag);
   return 0;
 }
@@ -224,13 +225,31 @@ static int digest_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_t
  * host device's, differently from run to run. */
 static uint64_t heap_digest(hbm_heap *heap, int addresses) {
   paused = 1;
-  digest d = {0xcbf29ce484222325ull, addresses};
+  digest d = {0xcbf29ce484222325ull, addresses, 0};
   hbm_stats st;
   int ok = hbm_heap_scan(heap, digest_visit, &d) == HBM_OK && hbm_heap_stats(heap, &st) == HBM_OK;
   uint64_t h = d.h;
   paused = 0;
   if (!ok) return 0;
   return mix(mix(mix(mix(mix(h, st.live), st.allocated), st.reserved), st.largest_free), st.backend_calls);
+}
+
+/* What a caller holds: the live blocks, what they add up to, and (policy
+ * compact) the compaction counts. A call that failed for host memory leaves
+ * all of it as it was; zoned may have released idle memory or re-chunked on
+ * the way (docs/zoned.md), so the device side is not part of it. */
+static uint64_t holder_digest(hbm_heap *heap, int addresses, int movable) {
+  paused = 1;
+  digest d = {0xcbf29ce484222325ull, addresses, 1};
+  hbm_stats st;
+  hbm_compact_stats cs;
+  int ok = hbm_heap_scan(heap, digest_visit, &d) == HBM_OK && hbm_heap_stats(heap, &st) == HBM_OK;
+  uint64_t h = mix(mix(mix(mix(mix(d.h, st.live), st.allocated), st.allocs), st.frees), st.live_blocks);
+  if (ok && movable && hbm_compact_stats_get(heap, &cs) == HBM_OK)
+    h = mix(mix(mix(mix(mix(h, cs.compactions), cs.full_compactions), cs.partial_compactions), cs.failed_compactions),
+            cs.moved_bytes);
+  paused = 0;
+  return ok ? h : 0;
 }
 
 /* Requests the heap counts as failed (stats.failures), read without meeting a failure. */
@@ -273,6 +292,8 @@ static int heap_run(const void *arg, int clean) {
   uint64_t step = 0;
   for (int i = 0; i < c->ops && i < HEAP_MAX_OPS; i++) {
     unsigned long long injected_before = injected;
+    const int addresses = strncmp(c->device, "host", 4) != 0;
+    uint64_t held_before = holder_digest(heap, addresses, movable);
     uint64_t pick = test_rand(&rng);
     int op = (int)(pick % 100);
     if (op < 4) {
@@ -315,7 +336,8 @@ static int heap_run(const void *arg, int clean) {
       }
     }
     int hit = injected != injected_before;
-    uint64_t layout = heap_digest(heap, strncmp(c->device, "host", 4) != 0);
+    uint64_t layout = heap_digest(heap, addresses);
+    if (r == HBM_EHOSTMEM) EXPECT(holder_digest(heap, addresses, movable) == held_before);
     if (clean) {
       clean_results[i] = r;
       clean_layouts[i] = layout;
