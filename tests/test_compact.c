@@ -296,6 +296,14 @@ static void api_edges(void) {
   CHECK(hbm_heap_create(sim, "compact", "every_steps:x", &h) == HBM_EINVAL);
   CHECK(hbm_heap_create(sim, "compact", "on_failure:sometimes", &h) == HBM_EINVAL);
   CHECK(hbm_heap_create(sim, "compact", "every_steps:18446744073709551616", &h) == HBM_EINVAL); /* not "never" */
+  static const char *const bad_steps[] = {"every_steps:", "every_steps:+1", "every_steps:-1", "every_steps: 1", "every_steps:1x"};
+  for (size_t i = 0; i < sizeof bad_steps / sizeof bad_steps[0]; i++)
+    CHECK(hbm_heap_create(sim, "compact", bad_steps[i], &h) == HBM_EINVAL);
+  static const char *const good_steps[] = {"every_steps:0", "every_steps:9", "every_steps:18446744073709551615"};
+  for (size_t i = 0; i < sizeof good_steps / sizeof good_steps[0]; i++) {
+    CHECK(hbm_heap_create(sim, "compact", good_steps[i], &h) == HBM_OK);
+    hbm_heap_destroy(h);
+  }
   CHECK(hbm_heap_create(sim, "compact", "every_steps:500,on_failure:off", &h) == HBM_OK);
   /* Handles: 0, stale and foreign handles are refused. */
   uint64_t a;
@@ -353,6 +361,15 @@ static void api_edges(void) {
   CHECK(hbm_handle_addr(h, x[1], &a1) == HBM_OK && a1 == a0 - (1 << 20));
   CHECK(hbm_compact_stats_get(h, &s) == HBM_OK);
   CHECK_EQ_U64(s.full_compactions, 1);
+  /* The next pass is due at the next multiple of N: steps 4 and 6, not 3 or
+   * 5; a mark that skips ahead (11) is due at once, and the one after is the
+   * next multiple (12). */
+  static const struct { uint64_t step, passes; } due[] = {{3, 1}, {4, 2}, {5, 2}, {6, 3}, {11, 4}, {12, 5}, {13, 5}};
+  for (size_t i = 0; i < sizeof due / sizeof due[0]; i++) {
+    CHECK(hbm_heap_step(h, due[i].step) == HBM_OK);
+    CHECK(hbm_compact_stats_get(h, &s) == HBM_OK);
+    CHECK_EQ_U64(s.full_compactions, due[i].passes);
+  }
   CHECK(hbm_check(h) == HBM_OK);
   hbm_heap_destroy(h);
   hbm_device_close(sim);
