@@ -440,6 +440,26 @@ static void test_gc(void) {
     CHECK_EQ_U64(s.reserved, 90 * MiB);
     close_env(&e);
   }
+  /* Collection stops once it has reclaimed the target ("gc_reclaimed <
+   * target_size"), even with an aged block left. Allowed 100 MiB, threshold
+   * 50 MiB, reserved 70 MiB: the target is 20 MiB, which the older cached
+   * block makes exactly; the younger stays cached. */
+  {
+    env e;
+    open_env(&e, "caching", "garbage_collection_threshold:0.5,per_process_memory_fraction:0.5", 200 * MiB);
+    uint64_t a = A(&e, 20 * MiB), b = A(&e, 20 * MiB), c = A(&e, 30 * MiB);
+    F(&e, a);
+    for (int i = 0; i < 4; i++) { /* a ages: cache hits count as the pool's calls */
+      F(&e, c);
+      c = A(&e, 30 * MiB);
+    }
+    F(&e, b);
+    A(&e, 30 * MiB); /* no cached fit: a (age 5) goes, b (age 1, under the mean) stays */
+    hbm_pt_stats s = stats(&e);
+    CHECK_EQ_U64(s.num_gc_releases, 1);
+    CHECK_EQ_U64(s.reserved, 80 * MiB);
+    close_env(&e);
+  }
   /* The fraction also caps what the allocator may hold. */
   env e;
   open_env(&e, "caching", "per_process_memory_fraction:0.5", 100 * MiB);
