@@ -41,6 +41,19 @@ static int tally(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag)
   return 0;
 }
 
+typedef struct scan_list { uint64_t addr[8], size[8]; int live[8], n; } scan_list;
+static int list_blocks(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
+  scan_list *l = arg;
+  (void)tag;
+  if (l->n < 8) {
+    l->addr[l->n] = addr;
+    l->size[l->n] = size;
+    l->live[l->n] = live;
+  }
+  l->n++;
+  return 0;
+}
+
 /* A size drawn like a training job's: mostly small, some granule-sized,
  * some large, odd sizes included. */
 static uint64_t draw_size(uint64_t *rng, uint64_t big) {
@@ -520,6 +533,21 @@ int main(void) {
   CHECK(hbm_free(h, a) == HBM_EINVAL);
   CHECK(hbm_free(h, 12345) == HBM_EINVAL);
   CHECK(hbm_check(h) == HBM_OK);
+  hbm_heap_destroy(h);
+
+  /* the layout scan shows holes as well as blocks: three 4 MiB blocks, the
+   * middle one freed, read back as block, hole, block */
+  CHECK(hbm_heap_create(dev, "zoned", NULL, &h) == HBM_OK);
+  uint64_t three[3];
+  for (int i = 0; i < 3; i++) CHECK(hbm_alloc(h, 4 * MiB, HBM_TAG_ACT, 0, &three[i]) == HBM_OK);
+  CHECK(three[1] == three[0] + 4 * MiB && three[2] == three[1] + 4 * MiB);
+  CHECK(hbm_free(h, three[1]) == HBM_OK);
+  scan_list sl = {0};
+  CHECK(hbm_heap_scan(h, list_blocks, &sl) == HBM_OK);
+  CHECK(sl.n == 3);
+  CHECK(sl.addr[0] == three[0] && sl.size[0] == 4 * MiB && sl.live[0]);
+  CHECK(sl.addr[1] == three[1] && sl.size[1] == 4 * MiB && !sl.live[1]);
+  CHECK(sl.addr[2] == three[2] && sl.size[2] == 4 * MiB && sl.live[2]);
   hbm_heap_destroy(h);
   hbm_device_close(dev);
 
