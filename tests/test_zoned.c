@@ -535,6 +535,20 @@ int main(void) {
   CHECK(hbm_check(h) == HBM_OK);
   hbm_heap_destroy(h);
 
+  /* Tags decide the zone under zones:tags only. By default the lifetime
+   * rule decides, tags or not (docs/zoned.md, Settings): two small blocks of one size
+   * and stream, a parameter and an activation, share a page; under
+   * zones:tags they go to different zones. */
+  for (int tags = 0; tags <= 1; tags++) {
+    CHECK(hbm_heap_create(dev, "zoned", tags ? "zones:tags" : NULL, &h) == HBM_OK);
+    uint64_t param, act;
+    CHECK(hbm_alloc(h, 4096, HBM_TAG_PARAM, 0, &param) == HBM_OK);
+    CHECK(hbm_alloc(h, 4096, HBM_TAG_ACT, 0, &act) == HBM_OK);
+    int same_page = act / (2 * MiB) == param / (2 * MiB);
+    CHECK(same_page == !tags);
+    hbm_heap_destroy(h);
+  }
+
   /* the layout scan shows holes as well as blocks: three 4 MiB blocks, the
    * middle one freed, read back as block, hole, block */
   CHECK(hbm_heap_create(dev, "zoned", NULL, &h) == HBM_OK);
