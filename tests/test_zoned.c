@@ -536,9 +536,9 @@ int main(void) {
   hbm_heap_destroy(h);
 
   /* Tags decide the zone under zones:tags only. By default the lifetime
-   * rule decides, tags or not (docs/zoned.md, Settings): two small blocks of one size
-   * and stream, a parameter and an activation, share a page; under
-   * zones:tags they go to different zones. */
+   * rule decides, tags or not (docs/zoned.md, Settings): two small blocks
+   * of one size and stream, a parameter and an activation, share a page;
+   * under zones:tags they go to different zones. */
   for (int tags = 0; tags <= 1; tags++) {
     CHECK(hbm_heap_create(dev, "zoned", tags ? "zones:tags" : NULL, &h) == HBM_OK);
     uint64_t param, act;
