@@ -220,17 +220,24 @@ static int digest_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_t
   d->h = mix(mix(mix(mix(d->h, d->addresses ? addr : 0), size), (uint64_t)live), (uint64_t)tag);
   return 0;
 }
+/* The scan's blocks (live ones only, or holes too) hashed, and the heap's
+ * stats, read without meeting a failure; 0 where either could not be read. */
+static int read_heap(hbm_heap *heap, int addresses, int live_only, uint64_t *scan, hbm_stats *st) {
+  paused = 1;
+  digest d = {0xcbf29ce484222325ull, addresses, live_only};
+  int ok = hbm_heap_scan(heap, digest_visit, &d) == HBM_OK && hbm_heap_stats(heap, st) == HBM_OK;
+  paused = 0;
+  *scan = d.h;
+  return ok;
+}
+
 /* The heap as a caller sees it: its layout and what it holds from the device.
  * Addresses only where the device places them itself: the kernel places a
  * host device's, differently from run to run. */
 static uint64_t heap_digest(hbm_heap *heap, int addresses) {
-  paused = 1;
-  digest d = {0xcbf29ce484222325ull, addresses, 0};
+  uint64_t h;
   hbm_stats st;
-  int ok = hbm_heap_scan(heap, digest_visit, &d) == HBM_OK && hbm_heap_stats(heap, &st) == HBM_OK;
-  uint64_t h = d.h;
-  paused = 0;
-  if (!ok) return 0;
+  if (!read_heap(heap, addresses, 0, &h, &st)) return 0;
   return mix(mix(mix(mix(mix(h, st.live), st.allocated), st.reserved), st.largest_free), st.backend_calls);
 }
 
@@ -239,17 +246,18 @@ static uint64_t heap_digest(hbm_heap *heap, int addresses) {
  * all of it as it was; zoned may have released idle memory or re-chunked on
  * the way (docs/zoned.md), so the device side is not part of it. */
 static uint64_t holder_digest(hbm_heap *heap, int addresses, int movable) {
-  paused = 1;
-  digest d = {0xcbf29ce484222325ull, addresses, 1};
+  uint64_t h;
   hbm_stats st;
+  if (!read_heap(heap, addresses, 1, &h, &st)) return 0;
+  h = mix(mix(mix(mix(mix(h, st.live), st.allocated), st.allocs), st.frees), st.live_blocks);
+  if (!movable) return h;
+  paused = 1;
   hbm_compact_stats cs;
-  int ok = hbm_heap_scan(heap, digest_visit, &d) == HBM_OK && hbm_heap_stats(heap, &st) == HBM_OK;
-  uint64_t h = mix(mix(mix(mix(mix(d.h, st.live), st.allocated), st.allocs), st.frees), st.live_blocks);
-  if (ok && movable && hbm_compact_stats_get(heap, &cs) == HBM_OK)
-    h = mix(mix(mix(mix(mix(h, cs.compactions), cs.full_compactions), cs.partial_compactions), cs.failed_compactions),
-            cs.moved_bytes);
+  int ok = hbm_compact_stats_get(heap, &cs) == HBM_OK;
   paused = 0;
-  return ok ? h : 0;
+  if (!ok) return 0;
+  return mix(mix(mix(mix(mix(h, cs.compactions), cs.full_compactions), cs.partial_compactions), cs.failed_compactions),
+             cs.moved_bytes);
 }
 
 /* Requests the heap counts as failed (stats.failures), read without meeting a failure. */
