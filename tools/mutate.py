@@ -17,7 +17,9 @@ Ctrl-C, so run it in a scratch checkout:
       --count 50 --seed 7 --out /tmp/zoned.jsonl
 
 Lines in functions whose name holds "check" (the invariant checks) are left
-alone. Each result is one JSON line: [index, line, function, verdict, old,
+alone; --functions limits the changes to the functions named. A test named
+NAME.sh is the CLI script tests/cli/NAME.sh, run against the rebuilt hbm.
+Each result is one JSON line: [index, line, function, verdict, old,
 new]. The tests run with HBM_TEST_SCALE (default 0.3) and HBM_SEED (default
 5) and a time limit each; a test past it counts as killed.
 """
@@ -42,16 +44,27 @@ OPERATORS = [
     (r" \+ 1\b", ""),
     (r" - 1\b", ""),
 ]
-FUNCTION = re.compile(r"^(?:static\s+)?[\w\s\*]+?\b(\w+)\(.*\)\s*\{\s*$")
+CALLEE = re.compile(r"(\w+)\s*\(")
 
 
 def candidates(lines):
     """Every (line number, function, old line, new line) the operators make."""
-    out, current = [], None
+    out, current, head = [], None, []
     for i, line in enumerate(lines):
-        m = FUNCTION.match(line)
-        if m:
-            current = m.group(1)
+        # At file scope, the line that opens a brace starts a function where a
+        # name and "(" come first: its signature may wrap over several lines
+        # (`head`), and its body's lines are changed. Other braces (struct,
+        # initializer) start nothing that is changed.
+        if current is None:
+            if not line.strip().startswith(("/*", "*", "//")):
+                head.append(re.sub(r"/\*.*?\*/", "", line))
+            if line.rstrip().endswith("{") and head:
+                text = " ".join(head)
+                m = CALLEE.search(text) if "=" not in text.split("(")[0] else None
+                current = m.group(1) if m else ""
+                head = []
+            elif line.rstrip().endswith((";", "}")) or not line.strip() or line.startswith("#"):
+                head = []
         func = current
         if line.startswith("}"):
             current = None
@@ -66,9 +79,12 @@ def candidates(lines):
 
 def run_tests(args, env):
     for test in args.tests:
+        if test.endswith(".sh"):  # a CLI script from tests/cli, run against the rebuilt hbm
+            cmd = ["sh", os.path.join(args.root, "tests", "cli", test)]
+        else:
+            cmd = [os.path.join(args.build, "tests", test)]
         try:
-            r = subprocess.run([os.path.join(args.build, "tests", test)], env=env, capture_output=True,
-                               timeout=args.timeout)
+            r = subprocess.run(cmd, env=env, capture_output=True, timeout=args.timeout)
         except subprocess.TimeoutExpired:
             return "killed by " + test + " (time limit)"
         if r.returncode:
@@ -81,7 +97,8 @@ def main():
     ap.add_argument("--root", required=True, help="the scratch checkout whose file is changed")
     ap.add_argument("--build", required=True, help="its CMake build directory")
     ap.add_argument("--file", required=True, help="source file, relative to --root")
-    ap.add_argument("--tests", required=True, help="test programs, comma-separated, run in this order")
+    ap.add_argument("--tests", required=True,
+                    help="test programs, comma-separated, run in this order (NAME.sh: tests/cli/NAME.sh)")
     ap.add_argument("--count", type=int, default=50, help="changes to try (a seeded sample; 0: all)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", required=True, help="results, one JSON line each (appended)")
@@ -89,17 +106,26 @@ def main():
     ap.add_argument("--scale", default="0.3", help="HBM_TEST_SCALE for the tests")
     ap.add_argument("--test-seed", default="5", help="HBM_SEED for the tests")
     ap.add_argument("--only", help="HBM_HOSTMEM_ONLY for test_hostmem_failure")
+    ap.add_argument("--functions", help="change only lines in these functions (comma-separated)")
     args = ap.parse_args()
     args.tests = args.tests.split(",")
+    # what to rebuild: the test programs, and the hbm tool where a CLI script runs it
+    targets = [t for t in args.tests if not t.endswith(".sh")]
+    if len(targets) < len(args.tests):
+        targets.append("hbm")
     path = os.path.join(args.root, args.file)
     with open(path) as f:
         original = f.read()
     lines = original.split("\n")
     cands = candidates(lines)
+    if args.functions:
+        cands = [c for c in cands if c[1] in args.functions.split(",")]
     random.seed(args.seed)
     picked = cands if args.count <= 0 or args.count >= len(cands) else random.sample(cands, args.count)
     print(f"{args.file}: {len(cands)} possible changes, trying {len(picked)} (seed {args.seed})", file=sys.stderr)
-    env = dict(os.environ, HBM_ROOT=args.root, HBM_TEST_SCALE=args.scale, HBM_SEED=args.test_seed)
+    build = os.path.abspath(args.build)
+    env = dict(os.environ, HBM_ROOT=args.root, HBM_TEST_SCALE=args.scale, HBM_SEED=args.test_seed,
+               HBM=os.path.join(build, "hbm"), HBM_BUILD=build)
     if args.only:
         env["HBM_HOSTMEM_ONLY"] = args.only
     tally = {}
@@ -110,7 +136,7 @@ def main():
                 changed[number - 1] = new
                 with open(path, "w") as f:
                     f.write("\n".join(changed))
-                b = subprocess.run(["cmake", "--build", args.build, "-j1", "--target"] + args.tests,
+                b = subprocess.run(["cmake", "--build", args.build, "-j1", "--target"] + targets,
                                    capture_output=True)
                 verdict = "does not build" if b.returncode else run_tests(args, env)
                 key = verdict.split(" by ")[0]
@@ -121,7 +147,7 @@ def main():
     finally:
         with open(path, "w") as f:
             f.write(original)
-        subprocess.run(["cmake", "--build", args.build, "-j1", "--target"] + args.tests, capture_output=True)
+        subprocess.run(["cmake", "--build", args.build, "-j1", "--target"] + targets, capture_output=True)
     print(", ".join(f"{n} {v}" for v, n in sorted(tally.items())), file=sys.stderr)
 
 
