@@ -64,6 +64,12 @@ int main(void) {
   uint64_t res, first, lim;
   CHECK(hbm_mincap_bounds(one, &(hbm_mincap_options){.limit = 112 * MiB}, &res, &first, &lim));
   CHECK(res == 16 * MiB && first == 112 * MiB && lim == 112 * MiB);
+  /* 1 PiB itself is allowed, as a limit and as a resolution. */
+  CHECK(hbm_mincap_bounds(one, &(hbm_mincap_options){.limit = 1ull << 50}, &res, &first, &lim));
+  CHECK(res == 16 * MiB && first == 112 * MiB && lim == 1ull << 50);
+  CHECK(hbm_mincap_bounds(one, &(hbm_mincap_options){.resolution = 1ull << 50, .limit = 1ull << 50}, &res,
+                          &first, &lim));
+  CHECK(res == 1ull << 50 && first == 1ull << 50 && lim == 1ull << 50);
   hbm_trace_free(one);
 
   /* The field report in miniature: 48 MiB blocks alternate with 32 MiB ones;
