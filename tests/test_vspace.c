@@ -388,6 +388,13 @@ int main(void) {
   CHECK_EQ_U64(a, 1024); /* the best fit */
   CHECK(hbm_vspace_check(v, report, NULL) == 0);
   hbm_vspace_destroy(v);
+  /* One block may take the whole space, and no more. */
+  CHECK(hbm_vspace_create(1 << 20, 4096, 512, &v) == HBM_OK);
+  CHECK(hbm_vspace_alloc(v, 4097, NULL, NULL, 1, 0, &a, NULL) == HBM_ENOMEM);
+  CHECK(hbm_vspace_alloc(v, 4096, NULL, NULL, 1, 0, &a, NULL) == HBM_OK);
+  CHECK_EQ_U64(a, 1 << 20);
+  CHECK(hbm_vspace_check(v, report, NULL) == 0);
+  hbm_vspace_destroy(v);
   printf("test_vspace: %llu operations (%llu allocs, %llu refused for lack of space; alloc_at %llu placed, "
          "%llu refused, %llu unsupported; %llu bad frees refused; %llu cost calls; %llu walks), check after each\n",
          (unsigned long long)done, (unsigned long long)allocs, (unsigned long long)enomem, (unsigned long long)at_ok,
