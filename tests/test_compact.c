@@ -282,6 +282,11 @@ static int count_before(void *arg, uint64_t bytes, uint64_t blocks) {
   return 0;
 }
 
+static int refuse_before(void *arg, uint64_t bytes, uint64_t blocks) {
+  (void)arg, (void)bytes, (void)blocks;
+  return 1;
+}
+
 static void api_edges(void) {
   hbm_device *sim;
   hbm_heap *h;
@@ -372,6 +377,27 @@ static void api_edges(void) {
   }
   CHECK(hbm_check(h) == HBM_OK);
   hbm_heap_destroy(h);
+  /* A request as large as all the free bytes together is compacted for (the
+   * holes of blocks 1 and 3 open into one). When the blocks that would move
+   * are pinned, or before_move refuses the pass, it fails as the request's own
+   * failure, HBM_ENOMEM. */
+  hbm_handle y[4];
+  enum { GO, PINNED, REFUSED };
+  for (int how = GO; how <= REFUSED; how++) {
+    CHECK(hbm_heap_create(sim, "compact", NULL, &h) == HBM_OK);
+    hbm_relocation_hooks refuse = {NULL, refuse_before, NULL};
+    if (how == REFUSED) CHECK(hbm_heap_set_relocation_hooks(h, &refuse) == HBM_OK);
+    for (int i = 0; i < 4; i++) CHECK(hbm_alloc_handle(h, 256 << 20, HBM_TAG_ACT, 0, &y[i]) == HBM_OK);
+    CHECK(hbm_free_handle(h, y[1]) == HBM_OK && hbm_free_handle(h, y[3]) == HBM_OK);
+    if (how == PINNED) CHECK(hbm_pin(h, y[0]) == HBM_OK && hbm_pin(h, y[2]) == HBM_OK);
+    CHECK(hbm_alloc(h, 512 << 20, HBM_TAG_COMM, 0, &a) == (how == GO ? HBM_OK : HBM_ENOMEM));
+    CHECK(hbm_compact_stats_get(h, &s) == HBM_OK);
+    CHECK_EQ_U64(s.moved_blocks, how == GO);
+    CHECK_EQ_U64(s.failed_compactions, how == PINNED);
+    CHECK(hbm_check(h) == HBM_OK);
+    if (how == PINNED) CHECK(hbm_unpin(h, y[0]) == HBM_OK && hbm_unpin(h, y[2]) == HBM_OK);
+    hbm_heap_destroy(h);
+  }
   hbm_device_close(sim);
 }
 
