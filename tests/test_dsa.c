@@ -51,6 +51,11 @@ static void fixed_cases(void) {
   CHECK(hbm_dsa_plan(b, 1, 10, 512, off, &fp) == HBM_EINVAL); /* starts outside it */
   CHECK(hbm_dsa_plan(b, 1, 10, 384, off, &fp) == HBM_EINVAL);
   CHECK(hbm_dsa_plan(NULL, 0, 0, 512, NULL, &fp) == HBM_OK && fp == 0);
+  b[0] = (hbm_dsa_block){1, 0, 5};
+  CHECK(hbm_dsa_plan(NULL, 1, 0, 512, off, &fp) == HBM_EINVAL); /* blocks without the array, or no room for offsets */
+  CHECK(hbm_dsa_plan(b, 1, 0, 512, NULL, &fp) == HBM_EINVAL);
+  CHECK(hbm_dsa_plan(b, 1, 0, 512, off, NULL) == HBM_EINVAL);
+  CHECK(hbm_dsa_plan(b, 1, 0, 512, off, &fp) == HBM_OK);
   CHECK(hbm_dsa_plan_with(b, 1, 0, 512, HBM_DSA_STRATEGIES, off, &fp) == HBM_EINVAL);
 }
 
