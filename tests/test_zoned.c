@@ -412,6 +412,21 @@ static void step_plan_tests(uint64_t *rng, double scale) {
     }
   }
 
+  /* slot:SIZE takes blocks of SIZE and more: of two 64 MiB blocks, the
+   * second ties between the zone and a slot of its own (32 new pages each),
+   * and the slot wins; blocks a page smaller never take one. */
+  for (uint64_t size = 62 * MiB; size <= 64 * MiB; size += 2 * MiB) {
+    hbm_trace *edge;
+    CHECK(hbm_trace_new("slot edge", &edge) == HBM_OK);
+    CHECK(hbm_trace_alloc(edge, 0, size, HBM_TAG_ACT, 0) == HBM_OK);
+    CHECK(hbm_trace_alloc(edge, 1, size, HBM_TAG_ACT, 0) == HBM_OK);
+    hbm_replay_options eo = {.policy = "zoned", .device = "sim:1GiB", .conf = "slot:64MiB", .check_every = 1};
+    hbm_replay_result er;
+    CHECK(hbm_replay(edge, &eo, &er) == HBM_OK && !er.oom);
+    CHECK(replay_counter(&er, "slot_allocs") == (size == 64 * MiB));
+    hbm_trace_free(edge);
+  }
+
   /* ---- random stepped jobs: hbm_check() after every operation ---- */
   int steps = (int)(24 * scale) + 8;
   for (int round = 0; round < 6; round++) {
