@@ -210,6 +210,14 @@ int main(void) {
   CHECK(hbm_range_free(r, a, NULL) == HBM_OK);
   CHECK(hbm_range_free(r, a, NULL) == HBM_EINVAL); /* double free */
   hbm_range_destroy(r);
+  /* An aligned request whose hole holds it only from an aligned start: the
+   * good-fit search asks for size + align - unit and finds nothing; the walk
+   * behind it finds the hole [64 KiB, 1 MiB). */
+  CHECK(hbm_range_create(0, 1 << 20, 4096, &r) == HBM_OK);
+  CHECK(hbm_range_alloc(r, 64 << 10, 0, &a, NULL) == HBM_OK && a == 0);
+  CHECK(hbm_range_alloc(r, (1 << 20) - (64 << 10), 64 << 10, &a, NULL) == HBM_OK);
+  CHECK_EQ_U64(a, 64 << 10);
+  hbm_range_destroy(r);
   printf("test_range: %llu operations (%llu allocs, %llu refused for lack of space, alloc_at %llu placed, %llu refused, "
          "%llu bad frees refused), check after each\n",
          (unsigned long long)done, (unsigned long long)allocs, (unsigned long long)failures, (unsigned long long)at_ok,
