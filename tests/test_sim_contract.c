@@ -565,10 +565,19 @@ static void untracked_mappings(void) {
   CHECK(hbm_sim_track_mappings(dev, 0) == HBM_EINVAL); /* too late: a handle is tracked */
   CHECK(hbm_dev_phys_release(dev, h, 2 * G) == HBM_OK);
   hbm_device_close(dev);
+  CHECK(hbm_sim_track_mappings(NULL, 0) == HBM_EINVAL && hbm_sim_reserve_next_at(NULL, BASE) == HBM_EINVAL);
   if (hbm_host_open(8 * G, G, &dev) == HBM_OK) {
     CHECK(hbm_sim_track_mappings(dev, 0) == HBM_EINVAL);
+    CHECK(hbm_sim_reserve_next_at(dev, BASE) == HBM_EINVAL);
     hbm_device_close(dev);
   }
+  /* The largest device, 1 PiB, may be taken whole by one segment or one handle. */
+  const uint64_t pib = 1ull << 50;
+  CHECK(hbm_sim_open_at(pib, G, BASE, &dev) == HBM_OK);
+  CHECK(hbm_dev_seg_alloc(dev, pib, 0, &seg) == HBM_OK && hbm_dev_seg_free(dev, seg, pib) == HBM_OK);
+  CHECK(hbm_dev_phys_create(dev, pib, &h) == HBM_OK && hbm_dev_phys_release(dev, h, pib) == HBM_OK);
+  CHECK(hbm_device_check(dev, count_check, NULL) == 0);
+  hbm_device_close(dev);
 }
 
 static void host_refusals_touch_nothing(void) {
