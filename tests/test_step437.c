@@ -4,6 +4,16 @@
 #include "hbm.h"
 #include "testutil.h"
 
+/* The layout at the failure: bytes per tag among live blocks, and in holes. */
+typedef struct layout { uint64_t live[HBM_TAG_COUNT], holes; } layout;
+static int add_to_layout(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
+  layout *l = arg;
+  (void)addr;
+  if (!live) l->holes += size;
+  else if ((unsigned)tag < HBM_TAG_COUNT) l->live[tag] += size;
+  return 0;
+}
+
 int main(void) {
   char path[4096];
   const char *root = getenv("HBM_ROOT");
@@ -14,9 +24,19 @@ int main(void) {
     fprintf(stderr, "%s:%llu: %s\n", d.file, (unsigned long long)d.line, d.message);
     return 1;
   }
-  hbm_replay_options o = {.policy = "bestfit", .device = "sim:96GiB"};
+  layout at_oom = {.holes = 0};
+  hbm_replay_options o = {.policy = "bestfit", .device = "sim:96GiB", .on_oom_layout = add_to_layout,
+                          .oom_layout_arg = &at_oom};
   hbm_replay_result r;
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+  /* Every live block with the tag its trace line gave it: 20 GiB of BF16
+   * weights, 40 GiB of optimizer state, 22 GiB of activations, no
+   * communication buffer; the 14 GiB free, all in holes. */
+  CHECK_EQ_U64(at_oom.live[HBM_TAG_PARAM], 20ull << 30);
+  CHECK_EQ_U64(at_oom.live[HBM_TAG_OPTIM], 40ull << 30);
+  CHECK_EQ_U64(at_oom.live[HBM_TAG_ACT], 22ull << 30);
+  CHECK_EQ_U64(at_oom.live[HBM_TAG_COMM], 0);
+  CHECK_EQ_U64(at_oom.holes, 14ull << 30);
   CHECK(r.oom == 1);
   CHECK(r.first_oom.cause == HBM_CAUSE_FRAGMENTATION);
   CHECK_EQ_U64(r.first_oom.step, 437);
