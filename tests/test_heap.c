@@ -131,6 +131,7 @@ int main(void) {
   errors_seen = 0;
   CHECK(hbm_alloc(h, 0, HBM_TAG_ACT, 0, &a) == HBM_EINVAL);
   CHECK(hbm_alloc(h, 1ull << 51, HBM_TAG_ACT, 0, &a) == HBM_EINVAL);
+  CHECK(hbm_alloc(h, 1ull << 50, HBM_TAG_ACT, 0, &a) == HBM_ENOMEM); /* 1 PiB is a size, too large here */
   CHECK(hbm_alloc(h, 100, (hbm_tag)99, 0, &a) == HBM_EINVAL);
   CHECK(hbm_alloc(h, 97ull << 30, HBM_TAG_ACT, 0, &a) == HBM_ENOMEM);
   CHECK(hbm_alloc(h, 1000, HBM_TAG_PARAM, 0, &a) == HBM_OK);
@@ -148,7 +149,7 @@ int main(void) {
   CHECK_EQ_U64(st.live_by_tag[HBM_TAG_PARAM], 0);
   CHECK_EQ_U64(st.peak_live, 6000);
   CHECK_EQ_U64(st.free_total, st.capacity - st.live);
-  CHECK_EQ_U64(st.failures, 1);
+  CHECK_EQ_U64(st.failures, 2); /* 1 PiB and 97 GiB */
   CHECK(st.largest_free == (96ull << 30) - 6144); /* hole below b merges? no: a's hole stays apart */
   CHECK(st.fragmentation >= 0);
   char text[4096];
@@ -158,6 +159,10 @@ int main(void) {
   CHECK(hbm_heap_scan(h, tally, &t) == HBM_OK);
   CHECK(t.ordered && t.live_blocks == 1 && t.live == 5120 && t.live + t.holes == 96ull << 30 && t.last_tag == HBM_TAG_ACT);
   CHECK(hbm_check(h) == HBM_OK);
+  /* A NULL argument is HBM_EINVAL, never a crash. */
+  CHECK(hbm_alloc(h, 100, HBM_TAG_ACT, 0, NULL) == HBM_EINVAL && hbm_alloc(NULL, 100, HBM_TAG_ACT, 0, &a) == HBM_EINVAL);
+  CHECK(hbm_heap_stats(h, NULL) == HBM_EINVAL && hbm_heap_stats(NULL, &st) == HBM_EINVAL);
+  CHECK(hbm_heap_scan(h, NULL, NULL) == HBM_EINVAL && hbm_heap_scan(NULL, tally, &t) == HBM_EINVAL);
   CHECK(hbm_free(h, b) == HBM_OK);
 
   /* randomized: hbm_check() after every operation */
