@@ -72,6 +72,7 @@ int main(void) {
     CHECK(hbm_trace_validate(t, &d) == HBM_OK);
     hbm_fidelity_result a, b;
     expect_faithful(fixtures[i].file, t, fixtures[i].policy, &a);
+    CHECK_EQ_U64(a.streams, 2); /* tools/gen_snapshot_fixtures.py records on two streams */
 
     /* The text trace carries everything fidelity needs. */
     CHECK(hbm_trace_save(t, tmp, &d) == HBM_OK);
@@ -130,6 +131,7 @@ int main(void) {
   CHECK_EQ_U64(m.address_matches, 1);
   CHECK(m.address_match == 1.0);
   CHECK(!m.has_mismatch);
+  CHECK_EQ_U64(m.streams, 1);
   hbm_trace_free(t);
   /* ... and the first mismatch is a recorded allocation, never the sentinel. */
   text = "hbm-trace 1\na w0 2GiB param\na x 1KiB @0x7f0000000000\nf x\n";
