@@ -93,6 +93,7 @@ static void test_rounding(void) {
   CHECK_EQ_U64(hbm_pt_round_size(&c, 5000), 5120);       /* 4096 + one quarter of 4096 */
   CHECK_EQ_U64(hbm_pt_round_size(&c, 4096), 4096);       /* a power of two stays */
   CHECK_EQ_U64(hbm_pt_round_size(&c, MiB + 1), MiB + 256 * KiB);
+  CHECK_EQ_U64(hbm_pt_round_size(&c, 64 * GiB + 1), 80 * GiB); /* 64 GiB and up: the last interval's */
 
   hbm_pt_conf_default(&c, 0);
   CHECK(hbm_pt_conf_parse("roundup_power2_divisions:[256:8,>:2]", &c, NULL) == HBM_OK);
@@ -129,6 +130,8 @@ static void test_conf(void) {
   expect_conf_error("max_split_size_mb", "expected :", UINT64_MAX);
   expect_conf_error("max_split_size_mb:abc", "integer", 18);
   expect_conf_error("garbage_collection_threshold:1.5", "(0.0, 1.0)", UINT64_MAX);
+  expect_conf_error("garbage_collection_threshold:1.0", "(0.0, 1.0)", UINT64_MAX); /* an open interval */
+  expect_conf_error("garbage_collection_threshold:0", "(0.0, 1.0)", UINT64_MAX);
   expect_conf_error("roundup_power2_divisions:3", "power of 2", UINT64_MAX);
   expect_conf_error("roundup_power2_divisions:[64:3]", "power of 2", UINT64_MAX);
   expect_conf_error("roundup_power2_divisions:[64:4", "]", UINT64_MAX);
@@ -152,6 +155,16 @@ static void test_conf(void) {
   CHECK_EQ_U64(c.roundup_divisions[6], 4);
   CHECK_EQ_U64(c.roundup_divisions[7], 4);
   CHECK(hbm_pt_conf_parse("", &c, NULL) == HBM_OK && c.expandable); /* empty: unchanged */
+  /* The edges of the closed [0.0, 1.0]: 0 caps at nothing, 1.0 sets no cap. */
+  hbm_pt_conf_default(&c, 0);
+  CHECK(hbm_pt_conf_parse("per_process_memory_fraction:0", &c, NULL) == HBM_OK);
+  CHECK(c.set_fraction && c.memory_fraction == 0.0);
+  CHECK(hbm_pt_conf_parse("per_process_memory_fraction:1.0", &c, NULL) == HBM_OK && !c.set_fraction);
+  /* An interval of 64 GiB or more is the last one, as PyTorch clamps it. */
+  hbm_pt_conf_default(&c, 0);
+  CHECK(hbm_pt_conf_parse("roundup_power2_divisions:[65536:4]", &c, NULL) == HBM_OK);
+  CHECK_EQ_U64(c.roundup_divisions[HBM_PT_ROUNDUP_INTERVALS - 1], 4);
+  CHECK(!c.expandable);
 
   /* The policy refuses a bad conf with the message, and caching accepts
    * expandable_segments:True (the same allocator, as in PyTorch). */
