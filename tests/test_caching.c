@@ -140,6 +140,12 @@ static void test_conf(void) {
   expect_conf_error("expandable_segments:True;max_split_size_mb:40", "True/False", UINT64_MAX);
   expect_conf_error("per_process_memory_fraction:2", "[0.0, 1.0]", UINT64_MAX);
   expect_conf_error("pinned_reserve_segment_size_mb:0", "greater than 0", 31);
+  /* A setting's words hold up to 63 bytes: 63 is read (and unknown), 64 is too long. */
+  char longest[80];
+  snprintf(longest, sizeof longest, "%063d:1", 0);
+  expect_conf_error(longest, "Unrecognized CachingAllocator option", 0);
+  snprintf(longest, sizeof longest, "%064d:1", 0);
+  expect_conf_error(longest, "too long", 0);
 
   hbm_pt_conf c;
   hbm_pt_conf_default(&c, 0);
