@@ -125,6 +125,13 @@ static void check_config(const char *label, hbm_gen_llm_config *c) {
     if (!c->offload && c->zero >= 1) gathers = (2 * est.params_device + bucket - 1) / bucket;
     CHECK_EQ_U64(comm1_n, c->steps * ((sharded ? c->grad_accum : 1) * est.nbuckets + gathers));
   }
+  /* tensor parallelism's collectives on the compute stream: sequence parallelism
+   * gathers and scatters through communication buffers; without it the
+   * all-reduces run in place and allocate none (pipeline sends aside) */
+  uint64_t comm0 = 0;
+  for (uint64_t i = 0; i < t->nevents; i++)
+    comm0 += t->events[i].kind == HBM_EV_ALLOC && t->events[i].stream == 0 && t->events[i].tag == HBM_TAG_COMM;
+  if (c->pp == 1) CHECK((comm0 > 0) == (c->tp > 1 && c->sequence_parallel != 0));
   /* the count the CLI sizes host memory by, from two steps, is the trace's */
   uint64_t first = 0, later = 0;
   CHECK(hbm_gen_llm_count_events(c, &first, &later, &diag) == HBM_OK);
@@ -236,6 +243,9 @@ int main(void) {
   c.tp = 2;
   c.steps = 4;
   check_config("eager-ckpt4-zero1-tp2", &c);
+  /* the same without sequence parallelism */
+  c.sequence_parallel = 0;
+  check_config("eager-ckpt4-zero1-tp2-nosp", &c);
   /* a list of lengths, pipeline stage 0 of 4, ZeRO-2 */
   hbm_gen_llm_defaults(&c);
   c.seq_kind = HBM_SEQ_LIST;
