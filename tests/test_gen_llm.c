@@ -226,6 +226,29 @@ static void check_bad_options(void) {
   expect_bad("params", &c, "largest model --params reaches, 26.39T");
 }
 
+/* What resolving a configuration settles: ZeRO-Offload runs on stage 2 unless
+ * a stage is given (with stage 3, ZeRO-Infinity's sharded weights); a uniform
+ * range may be one length; the largest micro-batch and accumulation counts. */
+static void check_resolve(void) {
+  hbm_gen_llm_config c;
+  hbm_diag d;
+  for (int zero = 0; zero <= 3; zero++) {
+    hbm_gen_llm_defaults(&c);
+    c.offload = 1;
+    c.zero = zero;
+    CHECK(hbm_gen_llm_resolve(&c, &d) == HBM_OK && c.zero == (zero ? zero : 2));
+  }
+  hbm_gen_llm_defaults(&c);
+  c.seq_kind = HBM_SEQ_UNIFORM;
+  c.seq_min = c.seq_max = 2048;
+  CHECK(hbm_gen_llm_resolve(&c, &d) == HBM_OK);
+  hbm_gen_llm_defaults(&c);
+  c.seq_kind = HBM_SEQ_FIXED;
+  c.seq_max = 256;
+  c.micro_batch = c.grad_accum = 65536;
+  CHECK(hbm_gen_llm_resolve(&c, &d) == HBM_OK);
+}
+
 int main(void) {
   hbm_gen_llm_config c;
   /* a plain config: 1.3B GPT, DDP over 8, no checkpointing */
@@ -295,5 +318,6 @@ int main(void) {
   check_preset("70b-zero3-64", 3);
   check_determinism();
   check_bad_options();
+  check_resolve();
   return test_done("test_gen_llm");
 }
