@@ -722,6 +722,17 @@ static void test_usage_scan(void) {
   CHECK(!s[3]);
   F(&e, k);
   close_env(&e);
+  /* Where less than a large segment is left: 10 MiB is the smallest large
+   * segment, so 10 MiB free is a 10 MiB request; below that, only a small
+   * segment's 1 MiB requests can be served, and below 2 MiB none. */
+  static const struct { uint64_t capacity, largest; } edge[] = {
+      {10 * MiB, 10 * MiB}, {8 * MiB, MiB}, {2 * MiB, MiB}};
+  for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
+    open_env(&e, "caching", NULL, edge[i].capacity);
+    e.cls->usage(e.p, &u);
+    CHECK_EQ_U64(u.largest_free, edge[i].largest);
+    close_env(&e);
+  }
 }
 
 /* ---- randomized: both policies, several settings, invariants after every step ---- */
