@@ -722,9 +722,9 @@ static void test_usage_scan(void) {
   CHECK(!s[3]);
   F(&e, k);
   close_env(&e);
-  /* Where less than a large segment is left: 10 MiB is the smallest large
-   * segment, so 10 MiB free is a 10 MiB request; below that, only a small
-   * segment's 1 MiB requests can be served, and below 2 MiB none. */
+  /* Where little is left: 10 MiB is the smallest large segment, so 10 MiB
+   * free serves a 10 MiB request; below that, down to one small segment's
+   * 2 MiB, only requests of up to 1 MiB (the small pool's) are served. */
   static const struct { uint64_t capacity, largest; } edge[] = {
       {10 * MiB, 10 * MiB}, {8 * MiB, MiB}, {2 * MiB, MiB}};
   for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
