@@ -532,6 +532,26 @@ int main(void) {
     printf("test_zoned: sim:4GiB %-22s %llu ops, %llu failed allocations\n", confs[i] ? confs[i] : "(default)",
            (unsigned long long)ops, (unsigned long long)failed);
   }
+  /* The fixed zones split where split:F says, and at half where F of the
+   * device rounds to nothing: a parameter at the segment's start, an
+   * activation at the split (zones:tags: the tags decide the zone). */
+  static const struct { const char *conf; uint64_t at; } splits[] = {
+      {"vmm:off,zones:tags,split:0.25", 256 * MiB}, {"vmm:off,zones:tags", 512 * MiB},
+      {"vmm:off,zones:tags,split:1e-12", 512 * MiB}};
+  for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+    hbm_device *dev;
+    hbm_heap *h;
+    uint64_t a_static, a_transient;
+    CHECK(hbm_device_open("sim:1GiB", &dev) == HBM_OK);
+    CHECK(hbm_heap_create(dev, "zoned", splits[i].conf, &h) == HBM_OK);
+    CHECK(hbm_alloc(h, MiB, HBM_TAG_PARAM, 0, &a_static) == HBM_OK);
+    CHECK(hbm_alloc(h, MiB, HBM_TAG_ACT, 0, &a_transient) == HBM_OK);
+    CHECK_EQ_U64(a_transient - a_static, splits[i].at);
+    CHECK(hbm_free(h, a_static) == HBM_OK && hbm_free(h, a_transient) == HBM_OK);
+    hbm_heap_destroy(h);
+    hbm_device_close(dev);
+  }
+
   /* A device far smaller than the load: every pressure path runs. */
   uint64_t failed = stress("sim:512MiB", NULL, ops, 96 * MiB, 1, &rng);
   printf("test_zoned: sim:512MiB under pressure: %llu failed allocations\n", (unsigned long long)failed);
