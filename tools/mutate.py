@@ -120,6 +120,10 @@ def main():
     cands = candidates(lines)
     if args.functions:
         cands = [c for c in cands if c[1] in args.functions.split(",")]
+        if not cands:
+            print(f"mutate.py: {args.file}: no possible change in the functions named ({args.functions})",
+                  file=sys.stderr)
+            sys.exit(2)
     random.seed(args.seed)
     picked = cands if args.count <= 0 or args.count >= len(cands) else random.sample(cands, args.count)
     print(f"{args.file}: {len(cands)} possible changes, trying {len(picked)} (seed {args.seed})", file=sys.stderr)
