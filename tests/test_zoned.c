@@ -320,26 +320,27 @@ static void step_plan_tests(uint64_t *rng, double scale) {
   /* A block carried over each step mark (B, freed first thing in the next
    * step) is learnt with its lifetime across the mark and planned with the
    * others: 37 calls in all; leaving it to be placed online took 39. */
-  CHECK(hbm_trace_new("abc, B carried", &late) == HBM_OK);
+  hbm_trace *carried;
+  CHECK(hbm_trace_new("abc, B carried", &carried) == HBM_OK);
   for (uint32_t step = 1, id = 0; step <= 16; step++) {
-    CHECK(hbm_trace_step(late, step) == HBM_OK);
-    if (step > 1) CHECK(hbm_trace_free_id(late, id - 2) == HBM_OK); /* the last step's B */
+    CHECK(hbm_trace_step(carried, step) == HBM_OK);
+    if (step > 1) CHECK(hbm_trace_free_id(carried, id - 2) == HBM_OK); /* the last step's B */
     if (step == 16) break;
-    CHECK(hbm_trace_alloc(late, id, 128 * MiB, HBM_TAG_ACT, 0) == HBM_OK);
-    CHECK(hbm_trace_alloc(late, id + 1, 64 * MiB, HBM_TAG_ACT, 0) == HBM_OK);
-    CHECK(hbm_trace_free_id(late, id) == HBM_OK);
-    CHECK(hbm_trace_alloc(late, id + 2, 192 * MiB, HBM_TAG_ACT, 0) == HBM_OK);
-    CHECK(hbm_trace_free_id(late, id + 2) == HBM_OK);
+    CHECK(hbm_trace_alloc(carried, id, 128 * MiB, HBM_TAG_ACT, 0) == HBM_OK);
+    CHECK(hbm_trace_alloc(carried, id + 1, 64 * MiB, HBM_TAG_ACT, 0) == HBM_OK);
+    CHECK(hbm_trace_free_id(carried, id) == HBM_OK);
+    CHECK(hbm_trace_alloc(carried, id + 2, 192 * MiB, HBM_TAG_ACT, 0) == HBM_OK);
+    CHECK(hbm_trace_free_id(carried, id + 2) == HBM_OK);
     id += 3;
   }
   o = (hbm_replay_options){.policy = "zoned", .device = "sim:8GiB", .check_every = 1};
-  CHECK(hbm_replay(late, &o, &r) == HBM_OK && !r.oom);
+  CHECK(hbm_replay(carried, &o, &r) == HBM_OK && !r.oom);
   printf("test_zoned: plan, a block carried over each mark: %.0f plans, %.0f steps on one, %llu calls\n",
          replay_counter(&r, "plan_builds"), replay_counter(&r, "plan_steps"), (unsigned long long)r.backend_calls);
   CHECK(replay_counter(&r, "plan_builds") == 1 && replay_counter(&r, "plan_misses") == 0);
   CHECK_EQ_U64(r.peak_reserved, 256 * MiB);
   CHECK_EQ_U64(r.backend_calls, 37);
-  hbm_trace_free(late);
+  hbm_trace_free(carried);
 
   /* Thirty steps that differ, then ninety that repeat: learning pauses while
    * steps differ (2, 4, 8, ... steps, at most 64) and still finds the plan. */
