@@ -292,11 +292,15 @@ static void api_edges(void) {
   hbm_heap *h;
   CHECK(hbm_device_open("sim:1GiB", &sim) == HBM_OK);
   /* Policies that never move blocks say so. */
-  CHECK(hbm_heap_create(sim, "bestfit", NULL, &h) == HBM_OK);
   hbm_handle hd = 0;
-  CHECK(hbm_alloc_handle(h, 4096, HBM_TAG_ACT, 0, &hd) == HBM_EUNSUPPORTED && hd == 0);
-  CHECK(hbm_compact(h, NULL, NULL) == HBM_EUNSUPPORTED);
-  hbm_heap_destroy(h);
+  static const char *const unmoving[] = {"bestfit", "caching", "expandable", "zoned"};
+  for (size_t i = 0; i < sizeof unmoving / sizeof unmoving[0]; i++) {
+    CHECK(hbm_heap_create(sim, unmoving[i], NULL, &h) == HBM_OK);
+    CHECK(hbm_alloc_handle(h, 4096, HBM_TAG_ACT, 0, &hd) == HBM_EUNSUPPORTED && hd == 0);
+    CHECK(hbm_compact(h, NULL, NULL) == HBM_EUNSUPPORTED);
+    CHECK(hbm_heap_set_relocation_hooks(h, NULL) == HBM_EUNSUPPORTED);
+    hbm_heap_destroy(h);
+  }
   /* Bad settings are refused with a message. */
   CHECK(hbm_heap_create(sim, "compact", "every_steps:x", &h) == HBM_EINVAL);
   CHECK(hbm_heap_create(sim, "compact", "on_failure:sometimes", &h) == HBM_EINVAL);
