@@ -806,12 +806,13 @@ int main(void) {
     scenario sg = {"replay zoned (generated workload)", replay_run, &gen};
     bad |= run_scenario(&sg, max_runs);
     /* Steps that repeat: zoned records them and follows a plan; a host
-     * failure must fail its request or change nothing it records. */
+     * failure must fail its request or change nothing it records. With
+     * plan:always, since whether a plan pays depends on the drawn job. */
     if (repeating) {
-      hbm_replay_options po = {.policy = "zoned", .device = "sim:8GiB"};
+      hbm_replay_options po = {.policy = "zoned", .conf = "plan:always", .device = "sim:8GiB"};
       hbm_replay_result pr;
       CHECK(hbm_replay(repeating, &po, &pr) == HBM_OK && replay_counter(&pr, "plan_builds") >= 1);
-      replay_case rep = {repeating, "zoned", NULL, "sim:8GiB", 0, 0};
+      replay_case rep = {repeating, "zoned", "plan:always", "sim:8GiB", 0, 0};
       scenario sq = {"replay zoned (repeating steps)", replay_run, &rep};
       bad |= run_scenario(&sq, max_runs);
     }
