@@ -486,7 +486,7 @@ static uint32_t chunk_new(zoned *z) {
     return c;
   }
   if (z->nchunks == z->chunks_cap) {
-    uint32_t cap = z->chunks_cap ? z->chunks_cap * 2 : 256;
+    uint32_t cap = z->chunks_cap ? z->chunks_cap * 2 : 256; /* test_hostmem_failure fills the first 256 */
     zchunk *n = realloc(z->chunks, cap * sizeof *n);
     if (!n) return NIL;
     z->chunks = n;
@@ -981,6 +981,27 @@ static int zone_get(zoned *z, int life, int small, int stream, uint32_t *out) {
  * data and says so (HBM_ECORRUPT). */
 enum { RECHUNK_MAX_RUNS = 64 };
 
+/* Gives back the records of runs 1..n-1, the last taken first: the free
+ * list is as it was. */
+static void rechunk_records_back(zoned *z, uint32_t n, const uint32_t *slot) {
+  while (n > 1) chunk_put_back(z, slot[--n]);
+}
+
+/* The records for a re-chunk's n runs: run 0 keeps the old chunk c's own,
+ * the others take new ones. Taken before the re-chunk's first device call,
+ * so that host memory running out costs no call: HBM_EHOSTMEM with none
+ * taken. */
+static int rechunk_records(zoned *z, uint32_t c, uint32_t n, uint32_t *slot) {
+  slot[0] = c;
+  for (uint32_t i = 1; i < n; i++) {
+    if ((slot[i] = chunk_new(z)) == NIL) {
+      rechunk_records_back(z, i, slot);
+      return HBM_EHOSTMEM;
+    }
+  }
+  return HBM_OK;
+}
+
 /* The used pages of the old chunk go to host memory, the chunk is freed,
  * and the runs are made, mapped at their addresses and filled back. */
 static int rechunk_staged(zoned *z, uint32_t c, uint32_t nruns, const uint32_t *first, const uint32_t *len) {
@@ -998,22 +1019,16 @@ static int rechunk_staged(zoned *z, uint32_t c, uint32_t nruns, const uint32_t *
   }
   /* Records, and the device's bookkeeping for the calls after the old
    * chunk goes, first: if they cannot be had, nothing changed. */
-  for (uint32_t i = 0; i < nruns; i++) {
-    slot[i] = i == 0 ? c : chunk_new(z);
-    if (slot[i] == NIL) {
-      while (i > 1) chunk_put_back(z, slot[--i]);
-      return HBM_EHOSTMEM;
-    }
-  }
+  if (rechunk_records(z, c, nruns, slot) != HBM_OK) return HBM_EHOSTMEM;
   if (hbm_dev_prepare(dev, nruns, nruns) != HBM_OK) {
-    for (uint32_t k = 1; k < nruns; k++) chunk_put_back(z, slot[k]);
+    rechunk_records_back(z, nruns, slot);
     return HBM_EHOSTMEM;
   }
   uint64_t off = 0;
   for (uint32_t i = 0; i < nruns; off += (uint64_t)len[i] << z->gshift, i++) {
     int rc = hbm_dev_to_host(dev, (char *)z->stage + off, page_va(z, old.range, first[i]), (uint64_t)len[i] << z->gshift);
     if (rc != HBM_OK) {
-      for (uint32_t k = 1; k < nruns; k++) chunk_put_back(z, slot[k]);
+      rechunk_records_back(z, nruns, slot);
       return rc;
     }
   }
@@ -1047,13 +1062,13 @@ static int rechunk_staged(zoned *z, uint32_t c, uint32_t nruns, const uint32_t *
   return HBM_OK;
 }
 
-/* Gives back the first n new chunks of a re-chunk that did not happen (slot
- * 0 is the old chunk's own record, which stays). */
-static void rechunk_unmake(zoned *z, uint32_t n, const uint32_t *slot, const uint64_t *handle, const uint32_t *len) {
-  for (uint32_t i = 0; i < n; i++) {
-    hbm_dev_phys_release(z->base.dev, handle[i], (uint64_t)len[i] << z->gshift);
-    if (i) chunk_put_back(z, slot[i]);
-  }
+/* Undoes a re-chunk of nruns runs that did not happen: gives back the
+ * memory of the first `made` and every run's new record (slot 0 is the old
+ * chunk's own, which stays). */
+static void rechunk_unmake(zoned *z, uint32_t made, uint32_t nruns, const uint32_t *slot, const uint64_t *handle,
+                           const uint32_t *len) {
+  for (uint32_t i = 0; i < made; i++) hbm_dev_phys_release(z->base.dev, handle[i], (uint64_t)len[i] << z->gshift);
+  rechunk_records_back(z, nruns, slot);
 }
 
 /* Re-chunks chunk c in place (new memory first, the used pages copied over
@@ -1086,21 +1101,17 @@ static int rechunk(zoned *z, uint32_t c, const uint8_t *touched_page, uint64_t c
     if (no_room || rc != HBM_EUNSUPPORTED) return rc;
     /* A device that cannot stage through host memory: in place, past the ceiling. */
   }
-  /* New memory, records and the device's bookkeeping for every call up to
-   * the end (and for mapping the old chunk back) first: if they cannot be
-   * had, nothing changed; past them only a device refusing a call could stop
-   * it, and then the old chunk goes back in place. */
-  if (hbm_dev_prepare(dev, nruns, nruns + 2) != HBM_OK) return HBM_EHOSTMEM;
+  /* The device's bookkeeping for every call up to the end (and for mapping
+   * the old chunk back), and the records, before any call: if they cannot be
+   * had, nothing changed and no call was made. Then the new memory; past that
+   * only a device refusing a call could stop it, and then the old chunk goes
+   * back in place. */
+  if (hbm_dev_prepare(dev, nruns, nruns + 2) != HBM_OK || rechunk_records(z, c, nruns, slot) != HBM_OK)
+    return HBM_EHOSTMEM;
   int rc = HBM_OK;
   uint32_t made = 0;
-  for (; made < nruns; made++) {
-    slot[made] = made == 0 ? c : chunk_new(z);
-    if (slot[made] == NIL) { rc = HBM_EHOSTMEM; break; }
-    if ((rc = hbm_dev_phys_create(dev, (uint64_t)len[made] << z->gshift, &handle[made])) != HBM_OK) {
-      if (made) chunk_put_back(z, slot[made]);
-      break;
-    }
-  }
+  for (; made < nruns; made++)
+    if ((rc = hbm_dev_phys_create(dev, (uint64_t)len[made] << z->gshift, &handle[made])) != HBM_OK) break;
   /* The old memory is seen through the scratch window while the new is
    * mapped in its place and filled from it. The records change only once
    * every call has succeeded: where the device refuses one (another process
@@ -1108,7 +1119,7 @@ static int rechunk(zoned *z, uint32_t c, const uint8_t *touched_page, uint64_t c
    * nothing changed. */
   if (rc == HBM_OK) rc = hbm_dev_map(dev, z->scratch_va, bytes, old.handle, 0);
   if (rc != HBM_OK) {
-    rechunk_unmake(z, made, slot, handle, len);
+    rechunk_unmake(z, made, nruns, slot, handle, len);
     return rc;
   }
   int moved_out = (rc = hbm_dev_unmap(dev, va, bytes)) == HBM_OK;
@@ -1124,7 +1135,7 @@ static int rechunk(zoned *z, uint32_t c, const uint8_t *touched_page, uint64_t c
       return hbm_report_error(HBM_ECORRUPT, "zoned: re-chunking %#llx was refused part way, and its old chunk could not be mapped back",
                               (unsigned long long)va);
     hbm_dev_unmap(dev, z->scratch_va, bytes);
-    rechunk_unmake(z, nruns, slot, handle, len);
+    rechunk_unmake(z, nruns, nruns, slot, handle, len);
     return rc;
   }
   chunk_set_pages(z, c, 0);
