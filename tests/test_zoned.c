@@ -796,6 +796,30 @@ int main(void) {
   CHECK(staged == 1);
   hbm_trace_free(t);
 
+  /* ---- a chunk that cannot be re-chunked is passed over for the next ----
+   * With chunk:1GiB, X (258 MiB) is one chunk; freed, it is filled with 65
+   * blocks of 2 MiB and 64 gaps between them, more runs than a re-chunk
+   * takes. Z's chunk (64 MiB) holds T (40 MiB) and 12 idle pages. R (26
+   * MiB) fits no mapped hole and needs 13 new pages where 1 is free: X's
+   * chunk, the most idle, is refused, and Z's pages make the room. */
+  CHECK(hbm_trace_new("runs", &t) == HBM_OK);
+  enum { Z_ID = 0, X_ID, W_ID, T_ID, R_ID, B0 }; /* B0 + 2i: block i; B0 + 2i + 1: the gap after it */
+  hbm_trace_alloc(t, Z_ID, 64 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, X_ID, 258 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, W_ID, 2 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, X_ID);
+  for (uint32_t i = 0; i < 129; i++) hbm_trace_alloc(t, B0 + i, 2 * MiB, HBM_TAG_ACT, 0);
+  for (uint32_t i = 1; i < 129; i += 2) hbm_trace_free_id(t, B0 + i);
+  hbm_trace_free_id(t, Z_ID);
+  hbm_trace_alloc(t, T_ID, 40 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, R_ID, 26 * MiB, HBM_TAG_ACT, 0);
+  o = (hbm_replay_options){.policy = "zoned", .conf = "chunk:1GiB", .device = "sim:326MiB", .check_every = 1};
+  CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+  printf("test_zoned: a chunk of 65 runs passed over: oom %d, %.0f re-chunked\n", r.oom, replay_counter(&r, "rechunks"));
+  CHECK(r.oom == 0);
+  CHECK(replay_counter(&r, "rechunks") == 1);
+  hbm_trace_free(t);
+
   step_plan_tests(&rng, scale);
 
   /* ---- random recordings that start mid-run: the policy's invariants

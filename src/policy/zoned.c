@@ -1196,16 +1196,24 @@ static int trim_now(const zoned *z, uint32_t fresh) {
 
 /* Makes room for `fresh` pages (short_of) by re-chunking partly used
  * chunks, the most idle memory first: those the room left can hold directly
- * first, then through host memory. HBM_EHOSTMEM when host memory ran out
- * (chunks re-chunked before that keep their blocks' addresses and
- * contents), HBM_ECORRUPT when a re-chunk lost data; else HBM_OK, having
- * made what room it could. */
+ * first, then through host memory. A chunk that cannot be re-chunked (more
+ * runs than a re-chunk takes, a device that cannot stage) is passed over for
+ * the next. HBM_EHOSTMEM when host memory ran out (chunks re-chunked before
+ * that keep their blocks' addresses and contents), HBM_ECORRUPT when a
+ * re-chunk lost data; else HBM_OK, having made what room it could. */
 static int reclaim(zoned *z, uint64_t fresh, int bound) {
   if (!z->nranges || !short_of(z, fresh, bound)) return HBM_OK;
-  /* One page map for every range (all are the same size), had before any
-   * change: running out of host memory is not the same as no room. */
-  uint8_t *touched = malloc(z->ranges[0].npages);
+  /* One page map for every range (all are the same size), and a bit per
+   * chunk record for those passed over, had before any change: running out
+   * of host memory is not the same as no room. A re-chunk's new records are
+   * used in full, so they are never candidates, and the bits cover only the
+   * records there are now. */
+  const uint32_t nrecords = z->nchunks;
+  const size_t map_bytes = hbm_align_up(z->ranges[0].npages, sizeof(uint64_t)), words = ((size_t)nrecords + 63) / 64;
+  uint8_t *touched = malloc(map_bytes + words * sizeof(uint64_t));
   if (!touched) return HBM_EHOSTMEM;
+  uint64_t *passed = (uint64_t *)(void *)(touched + map_bytes);
+  memset(passed, 0, words * sizeof(uint64_t));
   int rc = HBM_OK;
   for (uint32_t ri = 0; ri < z->nranges && short_of(z, fresh, bound) && rc == HBM_OK; ri++) {
     zrange *r = &z->ranges[ri];
@@ -1215,9 +1223,9 @@ static int reclaim(zoned *z, uint64_t fresh, int bound) {
     while (short_of(z, fresh, bound)) {
       uint32_t best = NIL, best_idle = 0, staged = NIL, staged_idle = 0;
       uint64_t room = device_room(z);
-      for (uint32_t c = 0; c < z->nchunks; c++) {
+      for (uint32_t c = 0; c < nrecords; c++) {
         const zchunk *ch = &z->chunks[c];
-        if (ch->range != ri || !ch->touched || ch->touched == ch->npages) continue;
+        if (ch->range != ri || !ch->touched || ch->touched == ch->npages || (passed[c / 64] >> (c % 64) & 1)) continue;
         uint32_t idle = ch->npages - ch->touched;
         if (ch->touched <= room && idle > best_idle) { best = c; best_idle = idle; }
         if (ch->touched > room && idle > staged_idle) { staged = c; staged_idle = idle; }
@@ -1229,9 +1237,13 @@ static int reclaim(zoned *z, uint64_t fresh, int bound) {
       int r2 = rechunk(z, best, touched, bound ? z->base.dev->peak_phys_used : 0);
       /* Host memory short, or blocks' data lost (the device refused a call
        * part way): the request must say so. Anything else leaves that chunk
-       * as it was: no more room to be had here. */
-      if (r2 == HBM_EHOSTMEM || r2 == HBM_ECORRUPT) rc = r2;
-      if (r2 != HBM_OK) break;
+       * as it was: on to the next. */
+      if (r2 == HBM_EHOSTMEM || r2 == HBM_ECORRUPT) {
+        rc = r2;
+        break;
+      }
+      if (!z->scratch_va) break; /* no address space for the window any re-chunk in place needs */
+      if (r2 != HBM_OK) passed[best / 64] |= 1ull << (best % 64);
     }
   }
   free(touched);
