@@ -15,14 +15,15 @@
 enum { STAGED_TRACE_BLOCKS = 4 };
 
 /* The same job after `fillers` blocks of 64 MiB (a chunk each, live to the
- * end; give the device 64 MiB more for each), and with `two_runs`, S's 20
- * pages as two runs of 8 (S1 and S2, a freed 4 MiB gap between them), so
- * that the re-chunk makes two chunks. test_hostmem_failure sweeps the
+ * end; give the device 64 MiB more for each), and with `two_runs`, S as two
+ * blocks of 16 MiB (S1 and S2, a freed 4 MiB gap between them): two runs of
+ * used pages, so that the re-chunk makes two chunks. test_hostmem_failure sweeps the
  * fillers over the counts at which zoned's chunk records, or the device's
  * bookkeeping, are full just when the re-chunk asks for more. NULL if host
  * memory ran out. */
 static inline hbm_trace *rechunk_trace_after(uint64_t r_mib, uint32_t fillers, int two_runs) {
-  const uint64_t mib = 1ull << 20, first = fillers; /* ids 0..fillers-1: the fillers */
+  const uint64_t mib = 1ull << 20;
+  const uint32_t first = fillers; /* ids 0..fillers-1: the fillers */
   hbm_trace *t;
   if (hbm_trace_new("re-chunk", &t) != HBM_OK) return NULL;
   for (uint32_t i = 0; i < fillers; i++) hbm_trace_alloc(t, i, 64 * mib, HBM_TAG_ACT, 0);
