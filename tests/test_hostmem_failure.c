@@ -278,6 +278,16 @@ static uint64_t random_size(uint64_t *rng) {
   }
 }
 
+/* hbm_check() during a run: it may meet the failure itself and say so
+ * (HBM_EHOSTMEM); then once more, unless every allocation fails from here on. */
+static int check_during_run(hbm_heap *heap) {
+  unsigned long long before = injected;
+  int r = hbm_check(heap);
+  if (r == HBM_EHOSTMEM && injected != before && !fail_after) r = hbm_check(heap);
+  EXPECT(r == HBM_OK || (r == HBM_EHOSTMEM && fail_after));
+  return 0;
+}
+
 static int heap_run(const void *arg, int clean) {
   const heap_case *c = arg;
   hbm_device *dev = NULL;
@@ -361,13 +371,7 @@ static int heap_run(const void *arg, int clean) {
         diverged = 1;
       }
     }
-    if (hit || (i % 16) == 0) {
-      /* The check may meet the failure itself, and say so; then again. */
-      unsigned long long before_check = injected;
-      r = hbm_check(heap);
-      if (r == HBM_EHOSTMEM && injected != before_check && !fail_after) r = hbm_check(heap);
-      EXPECT(r == HBM_OK || (r == HBM_EHOSTMEM && fail_after));
-    }
+    if ((hit || (i % 16) == 0) && check_during_run(heap)) return 1;
   }
   if (fail_after && !clean) {
     /* Host memory is still failing: destroying a heap that holds blocks must
@@ -452,10 +456,7 @@ static int full_rechunk_run(const void *arg, int clean) {
     EXPECT(r == HBM_OK);
     EXPECT(layout == full_clean_layout);
   }
-  unsigned long long before_check = injected;
-  int k = hbm_check(heap);
-  if (k == HBM_EHOSTMEM && injected != before_check && !fail_after) k = hbm_check(heap);
-  EXPECT(k == HBM_OK || (k == HBM_EHOSTMEM && fail_after));
+  if (check_during_run(heap)) return 1;
   if (fail_after && !clean) { /* still failing: destroying must still give everything back */
     hbm_heap_destroy(heap);
     hbm_device_close(dev);
