@@ -12,7 +12,11 @@
 #include "hbm.h"
 #include "trace/trace.h"
 
-enum { STAGED_TRACE_BLOCKS = 4 };
+enum {
+  STAGED_TRACE_BLOCKS = 4,
+  RECHUNK_TRACE_R = 3,   /* R's id, after the fillers' (rechunk_trace_after) */
+  RECHUNK_TRACE_IDS = 7, /* ids past the fillers' */
+};
 
 /* The same job after `fillers` blocks of 64 MiB (a chunk each, live to the
  * end; give the device 64 MiB more for each), and with `two_runs`, S as two
@@ -38,8 +42,8 @@ static inline hbm_trace *rechunk_trace_after(uint64_t r_mib, uint32_t fillers, i
   } else {
     hbm_trace_alloc(t, first + 2, 40 * mib, HBM_TAG_ACT, 0);
   }
-  hbm_trace_alloc(t, first + 3, r_mib * mib, HBM_TAG_ACT, 0);
-  hbm_trace_free_id(t, first + 3);
+  hbm_trace_alloc(t, first + RECHUNK_TRACE_R, r_mib * mib, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, first + RECHUNK_TRACE_R);
   hbm_trace_free_id(t, first + 2);
   if (two_runs) hbm_trace_free_id(t, first + 6);
   hbm_trace_free_id(t, first + 1);

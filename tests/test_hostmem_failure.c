@@ -401,44 +401,44 @@ static int heap_run(const void *arg, int clean) {
 /* An array that doubles is full only at some counts, and the runs above never
  * fill zoned's chunk records or the device's bookkeeping just as a re-chunk
  * asks for more. So rechunk_trace_after's job (staged_trace.h: S in two runs,
- * so that the re-chunk needs a second record) is made here as requests after
- * a sweep of fillers, 64 MiB blocks of a chunk each: 254 fill zoned's first
+ * so that the re-chunk needs a second record) runs here as requests after a
+ * sweep of fillers, 64 MiB blocks of a chunk each: 254 fill zoned's first
  * 256 chunk records (with X and Y; chunk_new), and the sim device's ledger
- * grows its mappings at 251 to 254. The setup meets no failure (paused), so
- * every allocation of R's request, the re-chunk's, and the teardown's fails
- * in turn. Where zoned's first capacity changes, the window must follow. */
+ * grows its mappings at 251 to 254. The requests before R's meet no failure
+ * (paused), so every allocation of R's request, the re-chunk's, and the
+ * teardown's fails in turn. Where zoned's first capacity changes, the window
+ * must follow. */
 enum { FULL_FIRST = 248, FULL_LAST = 258 };
 typedef struct full_case {
+  const hbm_trace *trace; /* rechunk_trace_after's, two runs */
   uint32_t fillers;
-  int staged; /* 1: through host memory (no room for both chunks); 0: in place */
   char device[32];
 } full_case;
-static uint64_t full_r_mib(const full_case *c) { return c->staged ? 34 : 46; }
-static void full_device(full_case *c) {
-  snprintf(c->device, sizeof c->device, "sim:%lluMiB", (unsigned long long)(64ull * c->fillers + (c->staged ? 140 : 168)));
-}
 
 static uint64_t full_clean_layout;
 
 static int full_rechunk_run(const void *arg, int clean) {
   const full_case *c = arg;
-  const uint64_t mib = 1ull << 20;
+  const uint32_t r_id = c->fillers + RECHUNK_TRACE_R;
+  uint64_t addr[FULL_LAST + RECHUNK_TRACE_IDS];
+  uint8_t live[FULL_LAST + RECHUNK_TRACE_IDS] = {0};
   paused = 1;
   hbm_device *dev = NULL;
   hbm_heap *heap = NULL;
-  uint64_t fill[FULL_LAST], x, y, s1, gap, s2, r_addr = 0;
   int ok = hbm_device_open(c->device, &dev) == HBM_OK && hbm_heap_create(dev, "zoned", NULL, &heap) == HBM_OK;
-  for (uint32_t i = 0; ok && i < c->fillers; i++) ok = hbm_alloc(heap, 64 * mib, HBM_TAG_ACT, 0, &fill[i]) == HBM_OK;
-  ok = ok && hbm_alloc(heap, 64 * mib, HBM_TAG_ACT, 0, &x) == HBM_OK && hbm_alloc(heap, 64 * mib, HBM_TAG_ACT, 0, &y) == HBM_OK &&
-       hbm_free(heap, x) == HBM_OK && hbm_alloc(heap, 16 * mib, HBM_TAG_ACT, 0, &s1) == HBM_OK &&
-       hbm_alloc(heap, 4 * mib, HBM_TAG_ACT, 0, &gap) == HBM_OK && hbm_alloc(heap, 16 * mib, HBM_TAG_ACT, 0, &s2) == HBM_OK &&
-       hbm_free(heap, gap) == HBM_OK;
+  const hbm_event *e = c->trace->events;
+  for (; ok && !(e->kind == HBM_EV_ALLOC && e->id == r_id); e++) {
+    if (e->kind == HBM_EV_ALLOC) ok = hbm_alloc(heap, e->size, (hbm_tag)e->tag, e->stream, &addr[e->id]) == HBM_OK;
+    else if (e->kind == HBM_EV_FREE) ok = hbm_free(heap, addr[e->id]) == HBM_OK;
+    if (e->kind == HBM_EV_ALLOC || e->kind == HBM_EV_FREE) live[e->id] = e->kind == HBM_EV_ALLOC;
+  }
   paused = 0;
   EXPECT(ok);
   uint64_t held_before = holder_digest(heap, 1, 0), scan_before, scan_after;
   hbm_stats before, after;
   EXPECT(read_heap(heap, 1, 0, &scan_before, &before));
-  int r = hbm_alloc(heap, full_r_mib(c) * mib, HBM_TAG_ACT, 0, &r_addr);
+  int r = hbm_alloc(heap, e->size, (hbm_tag)e->tag, e->stream, &addr[r_id]);
+  live[r_id] = r == HBM_OK;
   uint64_t layout = heap_digest(heap, 1);
   if (clean) {
     EXPECT(r == HBM_OK);
@@ -464,9 +464,8 @@ static int full_rechunk_run(const void *arg, int clean) {
   }
   fail_at = 0;
   EXPECT(hbm_check(heap) == HBM_OK);
-  if (r == HBM_OK) EXPECT(hbm_free(heap, r_addr) == HBM_OK);
-  EXPECT(hbm_free(heap, s1) == HBM_OK && hbm_free(heap, s2) == HBM_OK && hbm_free(heap, y) == HBM_OK);
-  for (uint32_t i = 0; i < c->fillers; i++) EXPECT(hbm_free(heap, fill[i]) == HBM_OK);
+  for (uint32_t id = 0; id < c->fillers + RECHUNK_TRACE_IDS; id++)
+    if (live[id]) EXPECT(hbm_free(heap, addr[id]) == HBM_OK);
   EXPECT(hbm_check(heap) == HBM_OK);
   hbm_stats st;
   EXPECT(hbm_heap_stats(heap, &st) == HBM_OK && st.live == 0);
@@ -924,19 +923,21 @@ int main(void) {
      * device's bookkeeping full just when the re-chunk asks for more. */
     for (uint32_t fillers = FULL_FIRST; fillers <= FULL_LAST; fillers++) {
       for (int staged = 0; staged <= 1; staged++) {
-        full_case fc = {.fillers = fillers, .staged = staged};
+        full_case fc = {.fillers = fillers};
         char name[64];
-        full_device(&fc);
+        snprintf(fc.device, sizeof fc.device, "sim:%lluMiB", (unsigned long long)(64ull * fillers + (staged ? 140 : 168)));
         snprintf(name, sizeof name, "zoned re-chunk %s, %u before", staged ? "staged" : "in place", fillers);
-        /* The heap's run makes the replay's requests: the replay says which re-chunk they meet. */
-        hbm_trace *t = rechunk_trace_after(full_r_mib(&fc), fillers, 1);
+        /* R of 34 MiB on the smaller device is staged, of 46 on the larger in place: the replay says so. */
+        hbm_trace *t = rechunk_trace_after(staged ? 34 : 46, fillers, 1);
         hbm_replay_options po = {.policy = "zoned", .device = fc.device};
         hbm_replay_result pr;
         CHECK(t && hbm_replay(t, &po, &pr) == HBM_OK && replay_counter(&pr, "rechunks") == 1 &&
               replay_counter(&pr, "staged_rechunks") == staged);
-        hbm_trace_free(t);
+        if (!t) continue;
+        fc.trace = t;
         scenario s = {name, full_rechunk_run, &fc};
         bad |= run_scenario(&s, max_runs);
+        hbm_trace_free(t);
       }
     }
 
