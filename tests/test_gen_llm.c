@@ -105,10 +105,12 @@ static void check_config(const char *label, hbm_gen_llm_config *c) {
   CHECK(hbm_trace_validate(t, &diag) == HBM_OK);
   /* the estimate's buckets are the generator's: its largest is the largest
    * stream-1 buffer (ZeRO-3's gathers are stream 1 too: there, one of them) */
-  uint64_t comm1_max = 0, comm1_n = 0, has_max = 0;
+  uint64_t comm1_max = 0, comm1_n = 0, has_max = 0, comm0 = 0;
   for (uint64_t i = 0; i < t->nevents; i++) {
     const hbm_event *e = &t->events[i];
-    if (e->kind != HBM_EV_ALLOC || e->stream != 1 || e->tag != HBM_TAG_COMM) continue;
+    if (e->kind != HBM_EV_ALLOC || e->tag != HBM_TAG_COMM) continue;
+    if (e->stream == 0) comm0++;
+    if (e->stream != 1) continue;
     comm1_n++;
     if (e->size > comm1_max) comm1_max = e->size;
     has_max |= e->size == est.bucket_max_bytes;
@@ -127,10 +129,8 @@ static void check_config(const char *label, hbm_gen_llm_config *c) {
   }
   /* tensor parallelism's collectives on the compute stream: sequence parallelism
    * gathers and scatters through communication buffers; without it the
-   * all-reduces run in place and allocate none (pipeline sends aside) */
-  uint64_t comm0 = 0;
-  for (uint64_t i = 0; i < t->nevents; i++)
-    comm0 += t->events[i].kind == HBM_EV_ALLOC && t->events[i].stream == 0 && t->events[i].tag == HBM_TAG_COMM;
+   * all-reduces run in place and allocate none (pipeline sends aside;
+   * comm0 counted above) */
   if (c->pp == 1) CHECK((comm0 > 0) == (c->tp > 1 && c->sequence_parallel != 0));
   /* the count the CLI sizes host memory by, from two steps, is the trace's */
   uint64_t first = 0, later = 0;

@@ -788,9 +788,7 @@ int main(void) {
   CHECK(t != NULL);
   o = (hbm_replay_options){.policy = "zoned", .device = "sim:140MiB"};
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
-  double staged = -1;
-  for (int k = 0; k < r.ncounters; k++)
-    if (!strcmp(r.counters[k].name, "staged_rechunks")) staged = r.counters[k].value;
+  double staged = replay_counter(&r, "staged_rechunks");
   printf("test_zoned: staged: oom %d, %.0f re-chunked through host memory\n", r.oom, staged);
   CHECK(r.oom == 0);
   CHECK(staged == 1);
