@@ -240,6 +240,70 @@ static uint64_t stepped_heap(const char *spec, const char *conf, const stepped_o
   return failed;
 }
 
+/* Two partly used chunks, then a request that only re-chunking makes room
+ * for. A (a MiB) and B (b MiB) are a chunk each, with a 2 MiB block after
+ * each so that their holes stay apart; each is freed and a smaller block
+ * (a_then, b_then MiB) placed in its hole, leaving the chunk partly used.
+ * R (r MiB) fits no hole. */
+static hbm_trace *two_partly_used(uint64_t a, uint64_t a_then, uint64_t b, uint64_t b_then, uint64_t r) {
+  hbm_trace *t = NULL;
+  if (hbm_trace_new("two partly used", &t) != HBM_OK) return NULL;
+  enum { A_ID, S1_ID, B_ID, S2_ID, A2_ID, B2_ID, R_ID };
+  hbm_trace_alloc(t, A_ID, a * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, S1_ID, 2 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, B_ID, b * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, S2_ID, 2 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, A_ID);
+  hbm_trace_alloc(t, A2_ID, a_then * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, B_ID);
+  hbm_trace_alloc(t, B2_ID, b_then * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, R_ID, r * MiB, HBM_TAG_ACT, 0);
+  return t;
+}
+
+/* Which partly used chunk pressure re-chunks first: the one with the most
+ * idle pages among those the room left can re-chunk in place, made first or
+ * second; through host memory only where none can be, again the most idle.
+ * Each case is made so that the right chunk alone makes the room and the
+ * other alone does not, so a wrong first choice shows as a second re-chunk
+ * (or a staged one). Among equals the order is not a rule, and is not held. */
+static void reclaim_order_tests(void) {
+  static const struct {
+    const char *name;
+    uint64_t a, a_then, b, b_then, r, device_mib, staged;
+  } cases[] = {
+      /* A 25 pages used, 7 idle; B 8 used, 24 idle; 25 pages free; R 40
+       * pages: B makes 49, A 32. */
+      {"the most idle, made second", 64, 50, 64, 16, 80, 182, 0},
+      /* The same, A and B swapped. */
+      {"the most idle, made first", 64, 16, 64, 50, 80, 182, 0},
+      /* A 20 pages used, 12 idle, more than the 13 free; B 13 used (just
+       * what is free), 3 idle; R 16 pages: B in place makes 16, A through
+       * host memory 25. */
+      {"in place before through host memory", 64, 40, 32, 26, 32, 126, 0},
+      /* A 20 used, 12 idle; B 25 used, 7 idle; 10 free, too few for either
+       * in place; R 20 pages: A makes 22, B 17. */
+      {"the most idle through host memory, made first", 64, 40, 64, 50, 40, 152, 1},
+      {"the most idle through host memory, made second", 64, 50, 64, 40, 40, 152, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    hbm_trace *t = two_partly_used(cases[i].a, cases[i].a_then, cases[i].b, cases[i].b_then, cases[i].r);
+    CHECK(t != NULL);
+    if (!t) continue;
+    char spec[64];
+    snprintf(spec, sizeof spec, "sim:%lluMiB", (unsigned long long)cases[i].device_mib);
+    hbm_replay_options o = {.policy = "zoned", .device = spec, .check_every = 1};
+    hbm_replay_result r;
+    CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+    printf("test_zoned: reclaim takes %s: oom %d, %.0f re-chunked, %.0f through host memory\n", cases[i].name, r.oom,
+           replay_counter(&r, "rechunks"), replay_counter(&r, "staged_rechunks"));
+    CHECK(r.oom == 0);
+    CHECK(replay_counter(&r, "rechunks") == 1);
+    CHECK(replay_counter(&r, "staged_rechunks") == cases[i].staged);
+    hbm_trace_free(t);
+  }
+}
+
 static void step_plan_tests(uint64_t *rng, double scale) {
   /* ---- a fixed step: the plan reaches the peak, and steps on it make no call ---- */
   hbm_replay_result r;
@@ -817,6 +881,8 @@ int main(void) {
   CHECK(r.oom == 0);
   CHECK(replay_counter(&r, "rechunks") == 1);
   hbm_trace_free(t);
+
+  reclaim_order_tests();
 
   step_plan_tests(&rng, scale);
 
