@@ -1052,7 +1052,7 @@ static int rechunk_staged(zoned *z, uint32_t c, uint32_t nruns, const uint32_t *
        * be checked, which names the unbacked pages, and destroyed. */
       if (mapped) chunk_install(z, slot[i], handle, old.range, first[i], len[i], len[i]);
       else if (created) hbm_dev_phys_release(dev, handle, n);
-      for (uint32_t k = i + (uint32_t)mapped; k < nruns; k++) chunk_put_back(z, slot[k]);
+      for (uint32_t k = nruns; k > i + (uint32_t)mapped;) chunk_put_back(z, slot[--k]); /* last taken first */
       return hbm_report_error(HBM_ECORRUPT, "zoned: staged re-chunking could not remake %#llx", (unsigned long long)at);
     }
     chunk_install(z, slot[i], handle, old.range, first[i], len[i], len[i]);
