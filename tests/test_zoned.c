@@ -266,11 +266,12 @@ static hbm_trace *three_idle(int s_first, uint64_t r1_mib, uint64_t r2_mib) {
   return t;
 }
 
-/* Which idle chunk a full device stitches into new pages: the smallest that
- * covers the piece (made first or last, idle longer or not), else the
- * largest inside it. The cases are made so that another choice costs a
- * stitch more. Among chunks of one size the coldest goes first; that is not
- * held here (either leaves the same layout). */
+/* Which idle chunk zoned takes. A full device stitches into new pages the
+ * smallest that covers the piece (made first or last, idle longer or not),
+ * else the largest inside it; the high-water rule gives back the
+ * highest-addressed. The cases are made so that another choice costs a
+ * stitch or a chunk more. Among chunks of one size the coldest is stitched
+ * first; that is not held here (either leaves the same layout). */
 static void idle_order_tests(void) {
   static const struct {
     const char *name;
@@ -302,6 +303,32 @@ static void idle_order_tests(void) {
     CHECK(replay_counter(&r, "chunks_created") == 7); /* the first seven blocks' own: nothing new after */
     hbm_trace_free(t);
   }
+
+  /* The high-water rule (a job that marks no steps) gives back the
+   * highest-addressed idle chunk first. A (6 pages), B (4) and P (3), a
+   * page after each of A and B, are freed; R1 (7 pages) lands on P's pages
+   * and 4 new ones, past the device's high-water mark, so one idle chunk
+   * goes: B. R2 (6 pages) then fits A's hole, still mapped; had A gone, R2
+   * would need new pages. */
+  hbm_trace *t = NULL;
+  CHECK(hbm_trace_new("high water", &t) == HBM_OK);
+  if (!t) return;
+  enum { A_ID, S1_ID, B_ID, S2_ID, P_ID, R1_ID, R2_ID };
+  const uint64_t made[][2] = {{A_ID, 12}, {S1_ID, 2}, {B_ID, 8}, {S2_ID, 2}, {P_ID, 6}};
+  for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) hbm_trace_alloc(t, (uint32_t)made[i][0], made[i][1] * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, A_ID);
+  hbm_trace_free_id(t, B_ID);
+  hbm_trace_free_id(t, P_ID);
+  hbm_trace_alloc(t, R1_ID, 14 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, R2_ID, 12 * MiB, HBM_TAG_ACT, 0);
+  hbm_replay_options o = {.policy = "zoned", .device = "sim:1GiB", .check_every = 1};
+  hbm_replay_result r;
+  CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+  printf("test_zoned: the high-water rule gives back the highest-addressed idle chunk: %.0f given back, %.0f created\n",
+         replay_counter(&r, "peak_releases"), replay_counter(&r, "chunks_created"));
+  CHECK(replay_counter(&r, "peak_releases") == 1);
+  CHECK(replay_counter(&r, "chunks_created") == 6); /* the first five blocks' own, R1's 4 new pages */
+  hbm_trace_free(t);
 }
 
 /* Two partly used chunks, then a request that only re-chunking makes room
