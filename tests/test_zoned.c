@@ -314,8 +314,8 @@ static void idle_order_tests(void) {
   CHECK(hbm_trace_new("high water", &t) == HBM_OK);
   if (!t) return;
   enum { A_ID, S1_ID, B_ID, S2_ID, P_ID, R1_ID, R2_ID };
-  const uint64_t made[][2] = {{A_ID, 12}, {S1_ID, 2}, {B_ID, 8}, {S2_ID, 2}, {P_ID, 6}};
-  for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) hbm_trace_alloc(t, (uint32_t)made[i][0], made[i][1] * MiB, HBM_TAG_ACT, 0);
+  static const struct { uint32_t id; uint64_t mib; } made[] = {{A_ID, 12}, {S1_ID, 2}, {B_ID, 8}, {S2_ID, 2}, {P_ID, 6}};
+  for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) hbm_trace_alloc(t, made[i].id, made[i].mib * MiB, HBM_TAG_ACT, 0);
   hbm_trace_free_id(t, A_ID);
   hbm_trace_free_id(t, B_ID);
   hbm_trace_free_id(t, P_ID);
