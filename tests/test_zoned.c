@@ -241,21 +241,24 @@ static uint64_t stepped_heap(const char *spec, const char *conf, const stepped_o
 }
 
 /* Three idle chunks on a full device, then requests that only they can
- * back. X (32 MiB, 16 pages), L (16 MiB, 8) and S (8 MiB, 4), made in that
- * order (s_first: S before L) with a block after each so that their holes
- * stay apart, then F (64 MiB) fills the device to its last page, and X, L
- * and S are freed in that order, with T (20 MiB) placed in X's hole and
- * freed before S goes, so that L has been idle longer than S. R1 fits no
- * hole: it goes above F, at a stripe's start, and each piece of it is
- * stitched from the idle chunks. R2 (0: none) comes after. */
-static hbm_trace *three_idle(int s_first, uint64_t r1_mib, uint64_t r2_mib) {
+ * back. X (32 MiB, 16 pages), L (16 MiB, 8) and S (8 MiB, 4), made in the
+ * order `order` names ("XLS": X first) with a block after each so that
+ * their holes stay apart (the last one 2 pages), then F (64 MiB) fills the
+ * device to its last page, and X, L and S are freed in that order, with T
+ * (20 MiB) placed in X's hole and freed before S goes, so that L has been
+ * idle longer than S. R1 fits no hole: it goes above F, at a stripe's
+ * start, and each piece of it is stitched from the idle chunks. R2 (0:
+ * none) comes after. */
+static hbm_trace *three_idle(const char *order, uint64_t r1_mib, uint64_t r2_mib) {
   hbm_trace *t = NULL;
   if (hbm_trace_new("three idle", &t) != HBM_OK) return NULL;
-  enum { X_ID, S1_ID, L_ID, S2_ID, S_ID, S3_ID, F_ID, T_ID, R1_ID, R2_ID };
-  const struct { uint32_t id; uint64_t mib; } made[] = {
-      {X_ID, 32}, {S1_ID, 2}, {s_first ? S_ID : L_ID, s_first ? 8 : 16}, {S2_ID, 2},
-      {s_first ? L_ID : S_ID, s_first ? 16 : 8}, {S3_ID, 4}, {F_ID, 64}};
-  for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) hbm_trace_alloc(t, made[i].id, made[i].mib * MiB, HBM_TAG_ACT, 0);
+  enum { X_ID, L_ID, S_ID, GAP_ID, F_ID = GAP_ID + 3, T_ID, R1_ID, R2_ID };
+  for (uint32_t i = 0; i < 3; i++) {
+    uint32_t id = order[i] == 'X' ? X_ID : order[i] == 'L' ? L_ID : S_ID;
+    hbm_trace_alloc(t, id, (id == X_ID ? 32 : id == L_ID ? 16 : 8) * MiB, HBM_TAG_ACT, 0);
+    hbm_trace_alloc(t, GAP_ID + i, (i == 2 ? 4 : 2) * MiB, HBM_TAG_ACT, 0);
+  }
+  hbm_trace_alloc(t, F_ID, 64 * MiB, HBM_TAG_ACT, 0);
   hbm_trace_free_id(t, X_ID);
   hbm_trace_free_id(t, L_ID);
   hbm_trace_alloc(t, T_ID, 20 * MiB, HBM_TAG_ACT, 0);
@@ -274,23 +277,23 @@ static hbm_trace *three_idle(int s_first, uint64_t r1_mib, uint64_t r2_mib) {
  * first; that is not held here (either leaves the same layout). */
 static void idle_order_tests(void) {
   static const struct {
-    const char *name;
-    int s_first;
+    const char *name, *order;
     uint64_t r1, r2, moves;
   } cases[] = {
       /* R1 (20 pages): X inside it, then 4 pages: S covers them, L would
        * too (spilling 4 pages past R1). R2 (8 pages) then fits L's hole,
        * still mapped: no stitch. With L taken, R2 would land past R1 on
        * the 4 pages it spilled and 4 more, stitched from S. */
-      {"the smallest that covers, made last", 0, 40, 16, 2},
-      {"the smallest that covers, made first, idle less long", 1, 40, 16, 2},
+      {"the smallest that covers, made last", "XLS", 40, 16, 2},
+      {"the smallest that covers, made first, idle less long", "XSL", 40, 16, 2},
       /* R1 (24 pages): X, the largest inside, then 8 pages, which L covers.
        * S first would leave 20: X inside again, then 4 that only L, with
        * its spill, covers: three stitches. */
-      {"the largest inside", 0, 48, 0, 2},
+      {"the largest inside, made first", "XLS", 48, 0, 2},
+      {"the largest inside, made last", "SLX", 48, 0, 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    hbm_trace *t = three_idle(cases[i].s_first, cases[i].r1, cases[i].r2);
+    hbm_trace *t = three_idle(cases[i].order, cases[i].r1, cases[i].r2);
     CHECK(t != NULL);
     if (!t) continue;
     hbm_replay_options o = {.policy = "zoned", .device = "sim:128MiB", .check_every = 1};
