@@ -981,10 +981,10 @@ static int zone_get(zoned *z, int life, int small, int stream, uint32_t *out) {
  * data and says so (HBM_ECORRUPT). */
 enum { RECHUNK_MAX_RUNS = 64 };
 
-/* Gives back the records of runs 1..n-1, the last taken first: the free
- * list is as it was. */
-static void rechunk_records_back(zoned *z, uint32_t n, const uint32_t *slot) {
-  while (n > 1) chunk_put_back(z, slot[--n]);
+/* Gives back the records of runs from..n-1, the last taken first: the free
+ * list is as it was. Run 0's is the old chunk's own (from 1: it stays). */
+static void rechunk_records_back(zoned *z, uint32_t from, uint32_t n, const uint32_t *slot) {
+  while (n > from) chunk_put_back(z, slot[--n]);
 }
 
 /* The records for a re-chunk's n runs: run 0 keeps the old chunk c's own,
@@ -995,7 +995,7 @@ static int rechunk_records(zoned *z, uint32_t c, uint32_t n, uint32_t *slot) {
   slot[0] = c;
   for (uint32_t i = 1; i < n; i++) {
     if ((slot[i] = chunk_new(z)) == NIL) {
-      rechunk_records_back(z, i, slot);
+      rechunk_records_back(z, 1, i, slot);
       return HBM_EHOSTMEM;
     }
   }
@@ -1021,14 +1021,14 @@ static int rechunk_staged(zoned *z, uint32_t c, uint32_t nruns, const uint32_t *
    * chunk goes, first: if they cannot be had, nothing changed. */
   if (rechunk_records(z, c, nruns, slot) != HBM_OK) return HBM_EHOSTMEM;
   if (hbm_dev_prepare(dev, nruns, nruns) != HBM_OK) {
-    rechunk_records_back(z, nruns, slot);
+    rechunk_records_back(z, 1, nruns, slot);
     return HBM_EHOSTMEM;
   }
   uint64_t off = 0;
   for (uint32_t i = 0; i < nruns; off += (uint64_t)len[i] << z->gshift, i++) {
     int rc = hbm_dev_to_host(dev, (char *)z->stage + off, page_va(z, old.range, first[i]), (uint64_t)len[i] << z->gshift);
     if (rc != HBM_OK) {
-      rechunk_records_back(z, nruns, slot);
+      rechunk_records_back(z, 1, nruns, slot);
       return rc;
     }
   }
@@ -1052,7 +1052,7 @@ static int rechunk_staged(zoned *z, uint32_t c, uint32_t nruns, const uint32_t *
        * be checked, which names the unbacked pages, and destroyed. */
       if (mapped) chunk_install(z, slot[i], handle, old.range, first[i], len[i], len[i]);
       else if (created) hbm_dev_phys_release(dev, handle, n);
-      for (uint32_t k = nruns; k > i + (uint32_t)mapped;) chunk_put_back(z, slot[--k]); /* last taken first */
+      rechunk_records_back(z, i + (uint32_t)mapped, nruns, slot); /* the old chunk's own too, where run 0 was not made */
       return hbm_report_error(HBM_ECORRUPT, "zoned: staged re-chunking could not remake %#llx", (unsigned long long)at);
     }
     chunk_install(z, slot[i], handle, old.range, first[i], len[i], len[i]);
@@ -1068,7 +1068,7 @@ static int rechunk_staged(zoned *z, uint32_t c, uint32_t nruns, const uint32_t *
 static void rechunk_unmake(zoned *z, uint32_t made, uint32_t nruns, const uint32_t *slot, const uint64_t *handle,
                            const uint32_t *len) {
   for (uint32_t i = 0; i < made; i++) hbm_dev_phys_release(z->base.dev, handle[i], (uint64_t)len[i] << z->gshift);
-  rechunk_records_back(z, nruns, slot);
+  rechunk_records_back(z, 1, nruns, slot);
 }
 
 /* Re-chunks chunk c in place (new memory first, the used pages copied over
