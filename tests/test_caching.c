@@ -687,6 +687,52 @@ static void test_seeding_unmerged(void) {
   }
 }
 
+/* ---- a recorded oversize block inside a split segment ----
+ * PyTorch never splits a block of max_split_size or more, so under that
+ * setting an oversize cached block is a whole segment, and
+ * release_available_cached_blocks frees it. A state recorded without the
+ * setting can hold one that is not (58 MiB free before a live 2 MiB block):
+ * cudaFree of it would not free a whole allocation. The model passes it
+ * over, frees what it can, and the device and its statistics still agree. */
+static void test_seeding_oversize_split(void) {
+  const uint64_t base = 0x7f0000000000ull, whole = 0x7f0010000000ull;
+  hbm_trace *t;
+  CHECK(hbm_trace_new("oversize split", &t) == HBM_OK);
+  hbm_init_segment s1 = {.addr = base, .size = 60 * MiB, .stream = 0, .small = 0};
+  hbm_init_block f0 = {.addr = base, .size = 58 * MiB, .id = HBM_NO_ID};
+  hbm_init_block b0 = {.addr = base + 58 * MiB, .size = 2 * MiB, .request = 2 * MiB, .id = 0};
+  CHECK(hbm_trace_add_init_segment(t, &s1) == HBM_OK);
+  CHECK(hbm_trace_add_init_block(t, &f0) == HBM_OK && hbm_trace_add_init_block(t, &b0) == HBM_OK);
+  hbm_init_segment s2 = {.addr = whole, .size = 40 * MiB, .stream = 0, .small = 0};
+  hbm_init_block f1 = {.addr = whole, .size = 40 * MiB, .id = HBM_NO_ID};
+  CHECK(hbm_trace_add_init_segment(t, &s2) == HBM_OK && hbm_trace_add_init_block(t, &f1) == HBM_OK);
+  env e;
+  open_env(&e, "caching", "max_split_size_mb:32", 100 * MiB);
+  uint64_t ids[1] = {HBM_NO_ADDR}, addr = 0, bs = 0;
+  CHECK(e.cls->seed(e.p, t, ids) == HBM_OK);
+  CHECK_EQ_U64(ids[0], base + 58 * MiB);
+  /* 70 MiB: no cached block covers it and the device is full. The 40 MiB
+   * segment goes, the 58 MiB block stays: still no room. */
+  CHECK(e.cls->alloc(e.p, 70 * MiB, HBM_TAG_OTHER, 0, &addr, &bs) == HBM_ENOMEM);
+  CHECK(e.cls->check(e.p, report, NULL) == 0);
+  CHECK_EQ_U64(stats(&e).reserved, 60 * MiB);
+  CHECK_EQ_U64(e.dev->phys_used, 60 * MiB); /* the device agrees: nothing it refused */
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_FREE], 1);
+  /* Once the live block goes, the segment is whole and free: released, and
+   * a 70 MiB segment fits. */
+  F(&e, ids[0]);
+  addr = alloc_bs(&e, 70 * MiB, 0, &bs);
+  CHECK_EQ_U64(bs, 70 * MiB);
+  CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_FREE], 2);
+  CHECK_EQ_U64(stats(&e).reserved, 70 * MiB);
+  CHECK_EQ_U64(e.dev->phys_used, 70 * MiB);
+  F(&e, addr);
+  printf("test_caching: an oversize block inside a recorded split segment: passed over by "
+         "release_available_cached_blocks, the device and the statistics agree\n");
+  close_env(&e);
+  hbm_trace_free(t);
+}
+
 /* ---- usage and scan ---- */
 
 static int sum_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
@@ -808,6 +854,7 @@ int main(void) {
   test_seeding();
   test_seeding_unmerged();
   test_seeding_ranges();
+  test_seeding_oversize_split();
   test_usage_scan();
   test_random(seed, test_scale());
   return test_done("test_caching");

@@ -7,12 +7,15 @@
  * garbage_collection_threshold with per_process_memory_fraction), a device
  * capacity small enough that out-of-memory and release-and-retry happen, and
  * a sequence of mallocs (small, 1-10 MiB and oversize requests on several
- * streams, first used in random order) and frees. Model and reference each
- * own a sim device of that capacity. After every operation they must agree on
- * the answer (address and block size, or the error), the segment actions in
- * order (cudaMalloc, cudaFree, map, unmap with address and size), PyTorch's
- * statistics, and the devices' physical bytes and call counts; both invariant
- * checks run along the way.
+ * streams, first used in random order), frees and recorded segment releases,
+ * half the runs from a recorded starting state (ordinary segments and
+ * expandable ranges, sometimes larger than the device, sometimes broken).
+ * Model and reference each own a sim device of that capacity. After every
+ * operation they must agree on the answer (address and block size, or the
+ * error), the segment actions in order (cudaMalloc, cudaFree, map, unmap with
+ * address and size), PyTorch's statistics, the devices' physical bytes and
+ * call counts, and where the seeded live blocks landed; both invariant checks
+ * run along the way.
  *
  * HBM_SEED picks the seed; HBM_REF_RUNS the number of runs (default 300,
  * scaled by HBM_TEST_SCALE). On a difference the run, its settings and the
@@ -89,6 +92,66 @@ static uint64_t draw_size(uint64_t *rng, uint64_t capacity) {
   default: break;
   }
   return size ? size : 1;
+}
+
+/* A recorded starting state: ordinary segments of both pools at recorded
+ * addresses, expandable ranges in whole pages (runs of them in one
+ * reservation, a jump past it starting the next), on the run's streams; the
+ * blocks of each tile it in 512-byte units, about half of them live. It may
+ * be larger than the device (the seed then leaves out the segments without a
+ * live block, and may still fill the device). One state in sixteen is broken
+ * (a block past its segment's end, or a range not in whole pages): both must
+ * refuse it, unless the broken segment is cache the seed leaves out. */
+static hbm_trace *draw_state(uint64_t *rng, uint64_t capacity, const int *streams, int nstreams, int *broken) {
+  hbm_trace *t = NULL;
+  /* ordinary large segments up to a quarter of the device, in one state of four up to two thirds */
+  uint64_t large = capacity / (test_rand_below(rng, 4) ? 8 * MiB : 3 * MiB); /* in 2 MiB units */
+  CHECK(hbm_trace_new("state", &t) == HBM_OK);
+  uint64_t plain_at = 0x7f0000000000ull, range_at[4][2];
+  for (int k = 0; k < 4; k++)
+    for (int small = 0; small < 2; small++) range_at[k][small] = 0x7e0000000000ull - (uint64_t)(2 * k + small) * (1ull << 40);
+  uint32_t nids = 0;
+  int nseg = 1 + (int)test_rand_below(rng, 6);
+  for (int i = 0; i < nseg; i++) {
+    int si = (int)test_rand_below(rng, (uint64_t)nstreams), small = test_rand_below(rng, 3) == 0;
+    hbm_init_segment s = {.stream = streams[si], .small = (uint8_t)small, .expandable = test_rand_below(rng, 3) == 0};
+    if (s.expandable) {
+      uint64_t page = small ? 2 * MiB : 20 * MiB;
+      uint64_t *at = &range_at[si][small];
+      if (test_rand_below(rng, 6) == 0) *at += 2 * capacity; /* past this reservation */
+      *at += test_rand_below(rng, 3) * page;                 /* a gap, or none */
+      s.addr = *at;
+      s.size = page * (1 + test_rand_below(rng, 3));
+      *at += s.size;
+    } else {
+      s.size = small ? 2 * MiB : test_rand_below(rng, 2) ? 20 * MiB : 2 * MiB * (1 + test_rand_below(rng, large));
+      s.addr = plain_at;
+      plain_at += s.size + test_rand_below(rng, 3) * 2 * MiB;
+    }
+    CHECK(hbm_trace_add_init_segment(t, &s) == HBM_OK);
+    int nblocks = 1 + (int)test_rand_below(rng, 5);
+    uint64_t at = s.addr, end = s.addr + s.size;
+    for (int b = 0; b < nblocks && at < end; b++) {
+      uint64_t left = (end - at) / 512, size = b == nblocks - 1 ? left * 512 : (1 + test_rand_below(rng, left)) * 512;
+      int live = test_rand_below(rng, 2) == 0;
+      hbm_init_block ib = {.addr = at, .size = size, .request = size, .id = live ? nids++ : HBM_NO_ID};
+      CHECK(hbm_trace_add_init_block(t, &ib) == HBM_OK);
+      at += size;
+    }
+  }
+  *broken = test_rand_below(rng, 16) == 0;
+  if (*broken) {
+    hbm_init_segment *s = &t->init_segments[test_rand_below(rng, t->ninit_segments)];
+    hbm_init_block *last = &t->init_blocks[s->first_block + s->nblocks - 1];
+    if (s->expandable && test_rand_below(rng, 2)) { /* not whole pages */
+      s->size -= 512;
+      last->size -= 512;
+      if (last->size == 0) s->nblocks--;
+    } else {
+      last->size += 512;
+    }
+  }
+  return t;
 }
 
 /* The block layout as scan reports it: (address, size, allocated). */
@@ -170,6 +233,7 @@ static void print_stats(const char *who, const hbm_pt_stats *s) {
 
 typedef struct run_stats {
   uint64_t ops, ooms, retries, segment_frees, maps, unmaps, gc, failed_runs;
+  uint64_t seeded, seed_dropped, seed_full, seed_refused, released, release_refused;
 } run_stats;
 
 /* One run; returns 0 when model and reference agreed throughout. */
@@ -193,6 +257,7 @@ static int run(uint64_t seed, uint64_t run_index, run_stats *rs) {
   static side m, r;
   memset(&m.log, 0, sizeof m.log);
   memset(&r.log, 0, sizeof r.log);
+  m.blocks.n = r.blocks.n = 0;
   CHECK(hbm_sim_open(capacity, 2 * MiB, &m.dev) == HBM_OK);
   CHECK(hbm_sim_open(capacity, 2 * MiB, &r.dev) == HBM_OK);
   const hbm_policy_class *cls = expandable ? &hbm_policy_expandable : &hbm_policy_caching;
@@ -210,6 +275,13 @@ static int run(uint64_t seed, uint64_t run_index, run_stats *rs) {
   CHECK(hbm_ptref_create(r.dev, &conf, &ref) == HBM_OK);
   hbm_ptref_set_action(ref, on_action, &r.log);
 
+  int broken = 0;
+  hbm_trace *state = test_rand_below(&rng, 2) ? draw_state(&rng, capacity, streams, nstreams, &broken) : NULL;
+  uint32_t nids = state ? state->nids : 0;
+  uint64_t *ids_m = malloc(((size_t)nids + 1) * sizeof *ids_m), *ids_r = malloc(((size_t)nids + 1) * sizeof *ids_r);
+  CHECK(ids_m && ids_r);
+  for (uint32_t k = 0; k < nids; k++) ids_m[k] = ids_r[k] = HBM_NO_ADDR;
+  nlive_max += (int)nids;
   uint64_t *live = calloc((size_t)nlive_max, sizeof *live);
   int nlive = 0, bad = 0;
   char what[128] = "";
@@ -217,7 +289,45 @@ static int run(uint64_t seed, uint64_t run_index, run_stats *rs) {
     m.log.n = m.log.lost = r.log.n = r.log.lost = 0;
     int rc_m, rc_r;
     uint64_t am = 0, ar = 0, bm = 0, br = 0;
-    if (nlive && (nlive == nlive_max || test_rand_below(&rng, 100) < 40)) {
+    const char *expect = NULL; /* what the operation itself must show */
+    if (i == 0 && state) {
+      snprintf(what, sizeof what, "seed %u segment(s), %u live block(s)%s", state->ninit_segments, nids,
+               broken ? ", broken" : "");
+      rc_m = cls->seed(p, state, ids_m);
+      rc_r = hbm_ptref_seed(ref, state, ids_r);
+      if (nids && memcmp(ids_m, ids_r, nids * sizeof *ids_m)) expect = "where the live blocks landed";
+      else if (rc_m == HBM_EINVAL && m.dev->backend_calls) expect = "a refused state left the device untouched";
+      else if (!broken && rc_m == HBM_EINVAL) expect = "a sound state accepted";
+      for (uint32_t k = 0; k < nids; k++)
+        if (ids_m[k] != HBM_NO_ADDR && ids_m[k] == ids_r[k]) live[nlive++] = ids_m[k];
+      uint64_t need = 0;
+      for (uint32_t k = 0; k < state->ninit_segments; k++) need += state->init_segments[k].size;
+      rs->seed_dropped += need > capacity; /* seeded without its cache */
+      rs->seeded += rc_m == HBM_OK;
+      rs->seed_full += rc_m == HBM_ENOMEM;
+      rs->seed_refused += rc_m == HBM_EINVAL;
+    } else if (test_rand_below(&rng, 100) < 4) { /* a recorded release: mostly of a cached block */
+      uint64_t addr = 0x1000, size = 2 * MiB;
+      int n = m.blocks.n / 3, pick = n ? (int)test_rand_below(&rng, (uint64_t)n) * 3 : -1;
+      for (int tries = 0; pick >= 0 && m.blocks.v[pick + 2] && tries < 4; tries++) /* a free one, if it can */
+        pick = (int)test_rand_below(&rng, (uint64_t)n) * 3;
+      if (pick >= 0 && test_rand_below(&rng, 8)) {
+        addr = m.blocks.v[pick];
+        size = m.blocks.v[pick + 1];
+        if (test_rand_below(&rng, 2)) { /* a range inside it, in 2 MiB pages half the time */
+          uint64_t unit = test_rand_below(&rng, 2) ? 2 * MiB : 512;
+          uint64_t off = test_rand_below(&rng, size) / unit * unit;
+          addr += off;
+          size = 1 + test_rand_below(&rng, size - off);
+          if (unit > 512) size = (size + unit - 1) / unit * unit;
+        }
+      }
+      snprintf(what, sizeof what, "segment released 0x%llx %llu", (unsigned long long)addr, (unsigned long long)size);
+      rc_m = cls->seg_released(p, addr, size);
+      rc_r = hbm_ptref_seg_released(ref, addr, size);
+      rs->released += rc_m == HBM_OK;
+      rs->release_refused += rc_m != HBM_OK;
+    } else if (nlive && (nlive == nlive_max || test_rand_below(&rng, 100) < 40)) {
       int k = (int)test_rand_below(&rng, (uint64_t)nlive);
       snprintf(what, sizeof what, "free 0x%llx", (unsigned long long)live[k]);
       rc_m = cls->free(p, live[k], &bm);
@@ -237,7 +347,8 @@ static int run(uint64_t seed, uint64_t run_index, run_stats *rs) {
     CHECK(hbm_pt_get_stats(p, &sm) == HBM_OK);
     hbm_ptref_stats(ref, &sr);
     const char *diff = NULL;
-    if (rc_m != rc_r) diff = "the result";
+    if (expect) diff = expect;
+    else if (rc_m != rc_r) diff = "the result";
     else if (am != ar) diff = "the address";
     else if (bm != br) diff = "the block size";
     else if (!same_logs(&m.log, &r.log)) diff = "the segment actions";
@@ -277,6 +388,9 @@ static int run(uint64_t seed, uint64_t run_index, run_stats *rs) {
   rs->retries += sm.num_alloc_retries;
   rs->gc += sm.num_gc_releases;
   free(live);
+  free(ids_m);
+  free(ids_r);
+  hbm_trace_free(state);
   cls->destroy(p);
   hbm_ptref_destroy(ref);
   CHECK_EQ_U64(m.dev->phys_used, 0);
@@ -298,9 +412,13 @@ int main(void) {
   run_stats rs = {0};
   for (uint64_t k = 0; k < runs && rs.failed_runs < 3; k++) run(seed, k, &rs);
   printf("test_caching_reference: %llu runs, %llu operations, %llu out of memory, %llu retries, "
-         "%llu segment frees, %llu maps, %llu unmaps, %llu garbage-collected segments\n",
+         "%llu segment frees, %llu maps, %llu unmaps, %llu garbage-collected segments; starting states: "
+         "%llu seeded, %llu larger than the device, %llu filled it, %llu refused; recorded releases: "
+         "%llu applied, %llu refused\n",
          (unsigned long long)runs, (unsigned long long)rs.ops, (unsigned long long)rs.ooms,
          (unsigned long long)rs.retries, (unsigned long long)rs.segment_frees, (unsigned long long)rs.maps,
-         (unsigned long long)rs.unmaps, (unsigned long long)rs.gc);
+         (unsigned long long)rs.unmaps, (unsigned long long)rs.gc, (unsigned long long)rs.seeded,
+         (unsigned long long)rs.seed_dropped, (unsigned long long)rs.seed_full, (unsigned long long)rs.seed_refused,
+         (unsigned long long)rs.released, (unsigned long long)rs.release_refused);
   return test_done("test_caching_reference");
 }

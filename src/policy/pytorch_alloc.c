@@ -750,7 +750,11 @@ static int alloc_block(pt *m, uint32_t slot, int pool, uint64_t size, uint64_t a
  * max_split_size set), the smallest that covers the request, else largest first.
  * Expandable blocks are never released here: a lower_bound that lands on one
  * takes the largest-first path from the block below it, and that path skips
- * them (and does not count them). */
+ * them (and does not count them). Nor is a block that is part of a split
+ * segment, the same way: PyTorch never splits an oversize block, but a
+ * starting state recorded under other settings holds such blocks, and
+ * PyTorch's release_block would pass cudaFree a pointer that is not a whole
+ * allocation (docs/caching-model.md, "What is not modelled"). */
 static int release_available_cached_blocks(pt *m, uint32_t slot, int pool, uint64_t size) {
   uint64_t max_split = m->conf.max_split_size;
   if (max_split == UINT64_MAX) return 0;
@@ -759,7 +763,7 @@ static int release_available_cached_blocks(pt *m, uint32_t slot, int pool, uint6
   hbm_okey k;
   uint32_t b;
   int found = hbm_ordset_lower_bound(set, (hbm_okey){key_size, 0}, &k, &b);
-  if (found && B(m, b)->es == NONE) {
+  if (found && whole_segment(B(m, b))) {
     release_block(m, b);
     return 1;
   }
@@ -768,7 +772,7 @@ static int release_available_cached_blocks(pt *m, uint32_t slot, int pool, uint6
   while (released < key_size && B(m, b)->size >= max_split) {
     uint32_t cur = b;
     int more = hbm_ordset_below(set, k, &k, &b);
-    if (B(m, cur)->es == NONE) {
+    if (whole_segment(B(m, cur))) {
       released += B(m, cur)->size;
       release_block(m, cur);
     }

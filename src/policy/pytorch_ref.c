@@ -103,30 +103,35 @@ static uint64_t allocation_size(uint64_t rounded) {
 
 /* ---- blocks, neighbours, orders ---- */
 
+/* A free slot, zeroed (not live until the caller fills it). */
 static long new_block(hbm_ptref *r) {
-  for (long i = 0; i < r->nb; i++)
-    if (!r->b[i].live) return i;
-  if (r->nb == r->capb) {
+  long i = 0;
+  while (i < r->nb && r->b[i].live) i++;
+  if (i == r->capb) {
     long cap = r->capb ? r->capb * 2 : 64;
     ref_block *nb = realloc(r->b, (size_t)cap * sizeof *nb);
     if (!nb) return NIL;
     r->b = nb;
     r->capb = cap;
   }
-  return r->nb++;
+  if (i == r->nb) r->nb++;
+  memset(&r->b[i], 0, sizeof r->b[i]);
+  return i;
 }
 
 static long new_seg(hbm_ptref *r) {
-  for (long i = 0; i < r->ns; i++)
-    if (!r->s[i].live) return i;
-  if (r->ns == r->caps) {
+  long i = 0;
+  while (i < r->ns && r->s[i].live) i++;
+  if (i == r->caps) {
     long cap = r->caps ? r->caps * 2 : 16;
     ref_seg *ns = realloc(r->s, (size_t)cap * sizeof *ns);
     if (!ns) return NIL;
     r->s = ns;
     r->caps = cap;
   }
-  return r->ns++;
+  if (i == r->ns) r->ns++;
+  memset(&r->s[i], 0, sizeof r->s[i]);
+  return i;
 }
 
 static long prev_of(const hbm_ptref *r, long i) {
@@ -262,10 +267,15 @@ static int map_block(hbm_ptref *r, long i, uint64_t size) {
   return 1;
 }
 
-/* unmap_block: the whole pages inside a cached block go back. */
-static void unmap_block(hbm_ptref *r, long i) {
+/* unmap_block_range: the whole pages of [lo, hi) inside a cached block go
+ * back (the whole block for unmap_block, a recorded range for a recorded
+ * release). */
+static void unmap_range(hbm_ptref *r, long i, uint64_t lo, uint64_t hi) {
   ref_seg *s = &r->s[r->b[i].seg];
-  uint64_t lo = r->b[i].addr, hi = lo + r->b[i].size;
+  uint64_t blo = r->b[i].addr, bhi = blo + r->b[i].size;
+  if (lo < blo) lo = blo;
+  if (hi > bhi) hi = bhi;
+  if (hi <= lo) return;
   uint64_t first = (lo - s->addr + s->page - 1) / s->page, end = (hi - s->addr) / s->page;
   if (first >= end) return;
   for (uint64_t k = first; k < end; k++) {
@@ -274,18 +284,18 @@ static void unmap_block(hbm_ptref *r, long i) {
     s->handles[k] = 0;
   }
   uint64_t ulo = s->addr + first * s->page, uhi = s->addr + end * s->page;
-  /* the partial pages at either end stay cached as blocks of their own */
-  if (ulo > lo) {
+  /* what is left of the block on either side stays cached as blocks of its own */
+  if (ulo > blo) {
     long part = new_block(r);
     if (part == NIL) {
       r->host_failed = 1;
       return;
     }
     r->b[part] = r->b[i];
-    r->b[part].size = ulo - lo;
+    r->b[part].size = ulo - blo;
     to_cache(r, part);
   }
-  if (uhi < hi) {
+  if (uhi < bhi) {
     long part = new_block(r);
     if (part == NIL) {
       r->host_failed = 1;
@@ -293,7 +303,7 @@ static void unmap_block(hbm_ptref *r, long i) {
     }
     r->b[part] = r->b[i];
     r->b[part].addr = uhi;
-    r->b[part].size = hi - uhi;
+    r->b[part].size = bhi - uhi;
     to_cache(r, part);
   }
   r->b[i].addr = ulo;
@@ -305,6 +315,14 @@ static void unmap_block(hbm_ptref *r, long i) {
   r->reserved -= uhi - ulo;
   r->st.num_device_free++;
   report_action(r, HBM_PT_SEGMENT_UNMAP, ulo, uhi - ulo, r->b[i].stream, r->b[i].small);
+}
+
+static void unmap_block(hbm_ptref *r, long i) { unmap_range(r, i, r->b[i].addr, r->b[i].addr + r->b[i].size); }
+
+/* An expandable segment reserves 1.125 x the device, in whole pages. */
+static uint64_t reservation_size(const hbm_ptref *r, uint64_t page) {
+  uint64_t cap = r->dev->caps.capacity;
+  return (cap + cap / 8 + page - 1) / page * page;
 }
 
 /* find_expandable_block: the lowest unmapped block of the stream (with the
@@ -329,9 +347,7 @@ static long find_expandable_block(hbm_ptref *r, int stream, int pool, uint64_t s
     for (long x = c; bytes < size && x != NIL && !r->b[x].allocated; x = next_of(r, x)) bytes += r->b[x].size;
     if (bytes >= size) return c;
   }
-  uint64_t page = pool == SMALL ? KSMALLBUF : KLARGEBUF;
-  uint64_t cap = r->dev->caps.capacity;
-  uint64_t va = (cap + cap / 8 + page - 1) / page * page;
+  uint64_t page = pool == SMALL ? KSMALLBUF : KLARGEBUF, va = reservation_size(r, page);
   long si = new_seg(r), bi = si == NIL ? NIL : new_block(r);
   uint64_t *handles = calloc(va / page, sizeof *handles);
   uint64_t base;
@@ -478,9 +494,14 @@ static long alloc_block(hbm_ptref *r, int stream, int pool, uint64_t size, uint6
   return bi;
 }
 
+/* A cached block release_block can cudaFree: a whole ordinary segment. */
+static int whole_segment(const hbm_ptref *r, long i) { return !expandable_block(r, i) && !is_split(r, i); }
+
 /* release_available_cached_blocks: with max_split_size, the smallest
  * oversize block of the stream that covers the request, else oversize blocks
- * from the largest down until their sizes add up to it. */
+ * from the largest down until their sizes add up to it. Blocks release_block
+ * cannot take (expandable ones; part of a split segment, which only a state
+ * recorded under other settings holds) are passed over and not counted. */
 static int release_available(hbm_ptref *r, int stream, int pool, uint64_t size) {
   uint64_t msplit = r->conf.max_split_size;
   if (msplit == UINT64_MAX) return 0;
@@ -489,7 +510,7 @@ static int release_available(hbm_ptref *r, int stream, int pool, uint64_t size) 
   if (!v) return 0;
   long k = lower_bound(r, v, n, stream, key);
   int ok = 1;
-  if (k == n || r->b[v[k]].stream != stream || expandable_block(r, v[k])) {
+  if (k == n || r->b[v[k]].stream != stream || !whole_segment(r, v[k])) {
     if (k == 0) {
       ok = 0;
     } else {
@@ -499,7 +520,7 @@ static int release_available(hbm_ptref *r, int stream, int pool, uint64_t size) 
         long cur = v[k];
         int first = k == 0;
         if (!first) k--;
-        if (!expandable_block(r, cur)) {
+        if (whole_segment(r, cur)) {
           released += r->b[cur].size;
           release_block(r, cur);
         }
@@ -604,6 +625,203 @@ void hbm_ptref_stats(const hbm_ptref *r, hbm_pt_stats *out) {
     if (r->b[i].live && r->b[i].allocated) out->allocated += r->b[i].size;
     if (cached(r, i)) out->free_blocks++;
   }
+}
+
+/* ---- a recorded starting state, recorded releases ---- */
+
+/* Free blocks of one mapped state side by side become one, as frees do (a
+ * recorded state may list a free block after a free block). */
+static void merge_free_runs(hbm_ptref *r, long si) {
+  for (int merged = 1; merged;) {
+    merged = 0;
+    for (long i = 0; i < r->nb; i++) {
+      if (!r->b[i].live || r->b[i].seg != si || r->b[i].allocated) continue;
+      long n = next_of(r, i);
+      if (n != NIL && !r->b[n].allocated && r->b[n].mapped == r->b[i].mapped) {
+        try_merge(r, i, n);
+        merged = 1;
+      }
+    }
+  }
+}
+
+/* The recorded blocks of one segment as blocks of segment si, delta bytes
+ * from where they were recorded. */
+static int add_recorded_blocks(hbm_ptref *r, const hbm_trace *t, const hbm_init_segment *s, long si, int64_t delta,
+                               uint64_t *id_addr) {
+  for (uint32_t k = 0; k < s->nblocks; k++) {
+    const hbm_init_block *ib = &t->init_blocks[s->first_block + k];
+    long bi = new_block(r);
+    if (bi == NIL) return HBM_EHOSTMEM;
+    int live = ib->id != HBM_NO_ID;
+    r->b[bi] = (ref_block){(uint64_t)((int64_t)ib->addr + delta), ib->size, r->free_calls[s->small], s->stream, si,
+                           1, s->small, (uint8_t)live, 1};
+    if (live && id_addr && ib->id < t->nids) id_addr[ib->id] = r->b[bi].addr;
+  }
+  return HBM_OK;
+}
+
+/* Blocks that tile their segment in 512-byte units. */
+static int tiles(const hbm_trace *t, const hbm_init_segment *s) {
+  if (s->size == 0 || s->size % KMIN) return 0;
+  uint64_t at = s->addr;
+  for (uint32_t k = 0; k < s->nblocks; k++) {
+    const hbm_init_block *ib = &t->init_blocks[s->first_block + k];
+    if (ib->addr != at || ib->size == 0 || ib->size % KMIN || ib->addr % KMIN) return 0;
+    at += ib->size;
+  }
+  return at == s->addr + s->size;
+}
+
+static int holds_live(const hbm_trace *t, const hbm_init_segment *s) {
+  for (uint32_t k = 0; k < s->nblocks; k++)
+    if (t->init_blocks[s->first_block + k].id != HBM_NO_ID) return 1;
+  return 0;
+}
+
+/* Expandable ranges recorded in one reservation: those of the first one's
+ * stream and pool, in address order, that fit in a reservation starting at
+ * it. Returns how many of order[k..n) (0: the first alone does not fit). */
+static long same_reservation(const hbm_ptref *r, const hbm_trace *t, const uint32_t *order, long n, long k) {
+  const hbm_init_segment *s0 = &t->init_segments[order[k]];
+  uint64_t end = s0->addr + reservation_size(r, s0->small ? KSMALLBUF : KLARGEBUF), at = s0->addr;
+  long count = 0;
+  for (; k < n; k++, count++) {
+    const hbm_init_segment *s = &t->init_segments[order[k]];
+    if (s->stream != s0->stream || s->small != s0->small || s->addr < at || s->addr + s->size > end) break;
+    at = s->addr + s->size;
+  }
+  return count;
+}
+
+/* One reservation for the ranges order[k..k+count): each range mapped where
+ * it was recorded relative to the first, the rest of the reservation
+ * unmapped. A full device leaves the ranges from the one it refused unmapped. */
+static int seed_reservation(hbm_ptref *r, const hbm_trace *t, const uint32_t *order, long k, long count,
+                            uint64_t *id_addr) {
+  const hbm_init_segment *s0 = &t->init_segments[order[k]];
+  uint64_t page = s0->small ? KSMALLBUF : KLARGEBUF, va = reservation_size(r, page), base;
+  long si = new_seg(r);
+  uint64_t *handles = calloc(va / page, sizeof *handles);
+  if (si == NIL || !handles) {
+    free(handles);
+    return HBM_EHOSTMEM;
+  }
+  int rc = hbm_dev_reserve(r->dev, va, &base);
+  if (rc != HBM_OK) {
+    free(handles);
+    return rc;
+  }
+  r->s[si] = (ref_seg){base, va, s0->stream, 1, s0->small, 1, page, va / page, handles};
+  r->st.segments++;
+  int64_t delta = (int64_t)(base - s0->addr);
+  for (long j = k; j < k + count && rc == HBM_OK; j++) {
+    const hbm_init_segment *s = &t->init_segments[order[j]];
+    uint64_t at = (uint64_t)((int64_t)s->addr + delta);
+    if (!es_map(r, &r->s[si], at, s->size)) rc = HBM_ENOMEM;
+    else if ((rc = add_recorded_blocks(r, t, s, si, delta, id_addr)) == HBM_OK) r->reserved += s->size;
+  }
+  for (uint64_t at = base; at < base + va;) { /* unmapped blocks over what no range covers */
+    uint64_t next = base + va;
+    int covered = 0;
+    for (long i = 0; i < r->nb && !covered; i++) {
+      if (!r->b[i].live || r->b[i].seg != si) continue;
+      if (r->b[i].addr == at) {
+        at += r->b[i].size;
+        covered = 1;
+      } else if (r->b[i].addr > at && r->b[i].addr < next) {
+        next = r->b[i].addr;
+      }
+    }
+    if (covered) continue;
+    long gi = new_block(r);
+    if (gi == NIL) return HBM_EHOSTMEM;
+    r->b[gi] = (ref_block){at, next - at, 0, s0->stream, si, 1, s0->small, 0, 0};
+    at = next;
+  }
+  merge_free_runs(r, si);
+  return rc;
+}
+
+int hbm_ptref_seed(hbm_ptref *r, const hbm_trace *t, uint64_t *id_addr) {
+  uint32_t n = t->ninit_segments;
+  /* A state larger than the device starts without its cache: PyTorch, out of
+   * memory, would have released every segment that holds no live block. */
+  uint64_t need = 0;
+  for (uint32_t i = 0; i < n; i++) need += t->init_segments[i].size;
+  int drop_cache = need > r->dev->caps.capacity - r->dev->phys_used;
+  uint32_t *order = malloc(((size_t)n + 1) * sizeof *order);
+  if (!order) return HBM_EHOSTMEM;
+  long nexp = 0;
+  int rc = HBM_OK;
+  for (uint32_t i = 0; i < n && rc == HBM_OK; i++) {
+    const hbm_init_segment *s = &t->init_segments[i];
+    if (drop_cache && !holds_live(t, s)) continue;
+    if (!tiles(t, s)) rc = HBM_EINVAL;
+    if (s->expandable) {
+      long j = nexp++; /* insertion by (stream, pool, address) */
+      for (; j > 0; j--) {
+        const hbm_init_segment *o = &t->init_segments[order[j - 1]];
+        if (o->stream < s->stream || (o->stream == s->stream && (o->small < s->small ||
+                                      (o->small == s->small && o->addr < s->addr))))
+          break;
+        order[j] = order[j - 1];
+      }
+      order[j] = i;
+    }
+  }
+  for (long k = 0; k < nexp && rc == HBM_OK;) { /* every range in whole pages of a reservation */
+    const hbm_init_segment *s0 = &t->init_segments[order[k]];
+    uint64_t page = s0->small ? KSMALLBUF : KLARGEBUF;
+    long count = same_reservation(r, t, order, nexp, k);
+    if (!count) rc = HBM_EINVAL;
+    for (long j = k; j < k + count; j++) {
+      const hbm_init_segment *s = &t->init_segments[order[j]];
+      if ((s->addr - s0->addr) % page || s->size % page) rc = HBM_EINVAL;
+    }
+    k += count;
+  }
+  /* Ordinary segments in the order recorded, at their recorded addresses
+   * where the device allows; then the expandable ranges. */
+  for (uint32_t i = 0; i < n && rc == HBM_OK; i++) {
+    const hbm_init_segment *s = &t->init_segments[i];
+    if ((drop_cache && !holds_live(t, s)) || s->expandable) continue;
+    uint64_t got;
+    long si = new_seg(r);
+    if (si == NIL) rc = HBM_EHOSTMEM;
+    else if ((rc = hbm_dev_seg_alloc(r->dev, s->size, s->addr, &got)) == HBM_OK) {
+      r->s[si] = (ref_seg){got, s->size, s->stream, 1, s->small, 0, 0, 0, NULL};
+      r->reserved += s->size;
+      r->st.segments++;
+      rc = add_recorded_blocks(r, t, s, si, (int64_t)(got - s->addr), id_addr);
+      merge_free_runs(r, si);
+    }
+  }
+  for (long k = 0; k < nexp && rc == HBM_OK;) {
+    long count = same_reservation(r, t, order, nexp, k);
+    rc = seed_reservation(r, t, order, k, count, id_addr);
+    k += count;
+  }
+  free(order);
+  return rc;
+}
+
+int hbm_ptref_seg_released(hbm_ptref *r, uint64_t addr, uint64_t size) {
+  for (long i = 0; i < r->nb; i++) {
+    if (!r->b[i].live || !r->b[i].mapped || addr < r->b[i].addr || addr >= r->b[i].addr + r->b[i].size) continue;
+    if (r->b[i].allocated) return HBM_EBUSY;
+    if (!expandable_block(r, i)) { /* cudaFree: the whole segment, unsplit */
+      if (r->b[i].addr != addr || r->b[i].size != size || is_split(r, i)) return HBM_EBUSY;
+      release_block(r, i);
+      return HBM_OK;
+    }
+    uint64_t before = r->reserved;
+    unmap_range(r, i, addr, addr + size);
+    if (r->reserved == before) return HBM_EBUSY; /* not a whole page inside */
+    if (!is_split(r, i)) release_expandable_segment(r, i);
+    return r->host_failed ? HBM_EHOSTMEM : HBM_OK;
+  }
+  return HBM_EINVAL;
 }
 
 /* ---- life ---- */
