@@ -649,6 +649,34 @@ static void test_seeding_ranges(void) {
     close_env(&e);
     hbm_trace_free(t);
   }
+  /* A reservation from the first range reaches 1.125 GiB in 20 MiB pages
+   * (1160 MiB on a 1 GiB device): a range that ends exactly there is in it,
+   * with no unmapped block after it; one page further is the next one. */
+  const uint64_t va = 1160 * MiB;
+  for (int beyond = 0; beyond <= 1; beyond++) {
+    hbm_trace *t;
+    CHECK(hbm_trace_new("ranges at the edge", &t) == HBM_OK);
+    const uint64_t at[2] = {exp, exp + va - 20 * MiB + (uint64_t)beyond * 20 * MiB};
+    for (int k = 0; k < 2; k++) {
+      hbm_init_segment s = {.addr = at[k], .size = 20 * MiB, .stream = 0, .small = 0, .expandable = 1};
+      hbm_init_block live = {.addr = at[k], .size = 20 * MiB, .request = 20 * MiB, .id = (uint32_t)k};
+      CHECK(hbm_trace_add_init_segment(t, &s) == HBM_OK && hbm_trace_add_init_block(t, &live) == HBM_OK);
+    }
+    env e;
+    open_env(&e, "expandable", NULL, GiB);
+    uint64_t ids[2] = {HBM_NO_ADDR, HBM_NO_ADDR};
+    CHECK(e.cls->seed(e.p, t, ids) == HBM_OK);
+    CHECK(e.cls->check(e.p, report, NULL) == 0);
+    CHECK_EQ_U64(stats(&e).segments, beyond ? 2 : 1);
+    CHECK_EQ_U64(stats(&e).reserved, 40 * MiB);
+    if (!beyond) CHECK_EQ_U64(ids[1] - ids[0], va - 20 * MiB);
+    F(&e, ids[0]);
+    F(&e, ids[1]);
+    printf("test_caching: a recorded range ending %s the first range's reservation: %s\n",
+           beyond ? "one page past" : "exactly at the end of", beyond ? "a second reservation" : "the same one");
+    close_env(&e);
+    hbm_trace_free(t);
+  }
 }
 
 /* ---- a recorded state with free blocks side by side ----

@@ -107,9 +107,11 @@ static hbm_trace *draw_state(uint64_t *rng, uint64_t capacity, const int *stream
   /* ordinary large segments up to a quarter of the device, in one state of four up to two thirds */
   uint64_t large = capacity / (test_rand_below(rng, 4) ? 8 * MiB : 3 * MiB); /* in 2 MiB units */
   CHECK(hbm_trace_new("state", &t) == HBM_OK);
-  uint64_t plain_at = 0x7f0000000000ull, range_at[4][2];
-  for (int k = 0; k < 4; k++)
-    for (int small = 0; small < 2; small++) range_at[k][small] = 0x7e0000000000ull - (uint64_t)(2 * k + small) * (1ull << 40);
+  /* Expandable ranges of every stream and pool share one stretch of
+   * addresses, each at a whole number of its pages from the start, so that a
+   * range of another stream or pool can lie where a reservation would reach. */
+  const uint64_t range_base = 0x7e0000000000ull;
+  uint64_t plain_at = 0x7f0000000000ull, range_at = 0;
   uint32_t nids = 0;
   int nseg = 1 + (int)test_rand_below(rng, 6);
   for (int i = 0; i < nseg; i++) {
@@ -117,12 +119,11 @@ static hbm_trace *draw_state(uint64_t *rng, uint64_t capacity, const int *stream
     hbm_init_segment s = {.stream = streams[si], .small = (uint8_t)small, .expandable = test_rand_below(rng, 3) == 0};
     if (s.expandable) {
       uint64_t page = small ? 2 * MiB : 20 * MiB;
-      uint64_t *at = &range_at[si][small];
-      if (test_rand_below(rng, 6) == 0) *at += 2 * capacity; /* past this reservation */
-      *at += test_rand_below(rng, 3) * page;                 /* a gap, or none */
-      s.addr = *at;
+      if (test_rand_below(rng, 6) == 0) range_at += 2 * capacity; /* past a reservation */
+      range_at = (range_at + page - 1) / page * page + test_rand_below(rng, 3) * page; /* a gap, or none */
+      s.addr = range_base + range_at;
       s.size = page * (1 + test_rand_below(rng, 3));
-      *at += s.size;
+      range_at += s.size;
     } else {
       s.size = small ? 2 * MiB : test_rand_below(rng, 2) ? 20 * MiB : 2 * MiB * (1 + test_rand_below(rng, large));
       s.addr = plain_at;
@@ -141,7 +142,8 @@ static hbm_trace *draw_state(uint64_t *rng, uint64_t capacity, const int *stream
   }
   *broken = test_rand_below(rng, 16) == 0;
   if (*broken) {
-    hbm_init_segment *s = &t->init_segments[test_rand_below(rng, t->ninit_segments)];
+    uint32_t which = test_rand_below(rng, 2) ? t->ninit_segments - 1 : (uint32_t)test_rand_below(rng, t->ninit_segments);
+    hbm_init_segment *s = &t->init_segments[which]; /* the last often: the seed meets the others first */
     hbm_init_block *last = &t->init_blocks[s->first_block + s->nblocks - 1];
     if (s->expandable && test_rand_below(rng, 2)) { /* not whole pages */
       s->size -= 512;
