@@ -761,6 +761,60 @@ static void test_seeding_oversize_split(void) {
   hbm_trace_free(t);
 }
 
+/* ---- largest_free keeps its promise ----
+ * largest_free is the largest request that succeeds now. Two cases where
+ * the largest cached block is not that request: with
+ * roundup_power2_divisions:8 a 700 MiB block serves up to 640 MiB (a larger
+ * request rounds to 704 MiB); with expandable segments the free pages of two
+ * 60 MiB blocks, which release unmaps, map again as one 120 MiB block. */
+static uint64_t largest_free(env *e) {
+  hbm_policy_usage u;
+  e->cls->usage(e->p, &u);
+  return u.largest_free;
+}
+
+static void test_largest_free_promise(void) {
+  const uint64_t base = 0x7f0000000000ull, exp = 0x7f1000000000ull;
+  hbm_trace *t;
+  CHECK(hbm_trace_new("one free segment", &t) == HBM_OK);
+  hbm_init_segment s = {.addr = base, .size = 700 * MiB, .stream = 0, .small = 0};
+  hbm_init_block f = {.addr = base, .size = 700 * MiB, .id = HBM_NO_ID};
+  CHECK(hbm_trace_add_init_segment(t, &s) == HBM_OK && hbm_trace_add_init_block(t, &f) == HBM_OK);
+  env e;
+  open_env(&e, "caching", "roundup_power2_divisions:8", 700 * MiB);
+  CHECK(e.cls->seed(e.p, t, NULL) == HBM_OK);
+  CHECK_EQ_U64(largest_free(&e), 640 * MiB);
+  uint64_t addr, bs;
+  CHECK(e.cls->alloc(e.p, 640 * MiB + 512, HBM_TAG_OTHER, 0, &addr, &bs) == HBM_ENOMEM);
+  F(&e, A(&e, 640 * MiB));
+  close_env(&e);
+  hbm_trace_free(t);
+
+  CHECK(hbm_trace_new("two free runs", &t) == HBM_OK);
+  hbm_init_segment r = {.addr = exp, .size = 200 * MiB, .stream = 0, .small = 0, .expandable = 1};
+  CHECK(hbm_trace_add_init_segment(t, &r) == HBM_OK);
+  const uint64_t sizes[4] = {60 * MiB, 20 * MiB, 60 * MiB, 60 * MiB};
+  uint64_t at = exp;
+  for (uint32_t k = 0; k < 4; k++) {
+    hbm_init_block b = {.addr = at, .size = sizes[k], .request = sizes[k], .id = k % 2 ? k / 2 : HBM_NO_ID};
+    CHECK(hbm_trace_add_init_block(t, &b) == HBM_OK);
+    at += sizes[k];
+  }
+  open_env(&e, "expandable", NULL, 200 * MiB);
+  uint64_t ids[2];
+  CHECK(e.cls->seed(e.p, t, ids) == HBM_OK);
+  CHECK_EQ_U64(largest_free(&e), 120 * MiB);
+  uint64_t big = A(&e, 120 * MiB);
+  CHECK(big != 0);
+  F(&e, big);
+  F(&e, ids[0]);
+  F(&e, ids[1]);
+  printf("test_caching: largest_free is a request that succeeds: 640 MiB of a 700 MiB block at 8 divisions, "
+         "120 MiB from two free 60 MiB expandable runs\n");
+  close_env(&e);
+  hbm_trace_free(t);
+}
+
 /* ---- usage and scan ---- */
 
 static int sum_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
@@ -883,6 +937,7 @@ int main(void) {
   test_seeding_unmerged();
   test_seeding_ranges();
   test_seeding_oversize_split();
+  test_largest_free_promise();
   test_usage_scan();
   test_random(seed, test_scale());
   return test_done("test_caching");

@@ -235,7 +235,7 @@ static void print_stats(const char *who, const hbm_pt_stats *s) {
 
 typedef struct run_stats {
   uint64_t ops, ooms, retries, segment_frees, maps, unmaps, gc, failed_runs;
-  uint64_t seeded, seed_dropped, seed_full, seed_refused, released, release_refused;
+  uint64_t seeded, seed_dropped, seed_full, seed_refused, released, release_refused, probes, probes_under;
 } run_stats;
 
 /* One run; returns 0 when model and reference agreed throughout. */
@@ -329,6 +329,23 @@ static int run(uint64_t seed, uint64_t run_index, run_stats *rs) {
       rc_r = hbm_ptref_seg_released(ref, addr, size);
       rs->released += rc_m == HBM_OK;
       rs->release_refused += rc_m != HBM_OK;
+    } else if (nstreams == 1 && nlive < nlive_max && test_rand_below(&rng, 100) < 5) {
+      /* largest_free's promise: a request of that size succeeds now, and
+       * under caching one 512 bytes larger does not (expandable may grow a
+       * cached block into unmapped pages, which it does not count). */
+      hbm_policy_usage u;
+      cls->usage(p, &u);
+      int over = u.largest_free == 0 || test_rand_below(&rng, 2);
+      uint64_t size = u.largest_free + (over ? 512 : 0);
+      snprintf(what, sizeof what, "alloc %llu, largest_free %llu", (unsigned long long)size,
+               (unsigned long long)u.largest_free);
+      rc_m = cls->alloc(p, size, HBM_TAG_OTHER, streams[0], &am, &bm);
+      rc_r = hbm_ptref_alloc(ref, size, streams[0], &ar, &br);
+      if (rc_m == HBM_OK && rc_r == HBM_OK && am == ar) live[nlive++] = am;
+      if (!over && rc_m != HBM_OK) expect = "a request of largest_free succeeding";
+      else if (over && rc_m == HBM_OK && !expandable) expect = "a request above largest_free failing";
+      rs->probes++;
+      rs->probes_under += over && rc_m == HBM_OK;
     } else if (nlive && (nlive == nlive_max || test_rand_below(&rng, 100) < 40)) {
       int k = (int)test_rand_below(&rng, (uint64_t)nlive);
       snprintf(what, sizeof what, "free 0x%llx", (unsigned long long)live[k]);
@@ -416,11 +433,12 @@ int main(void) {
   printf("test_caching_reference: %llu runs, %llu operations, %llu out of memory, %llu retries, "
          "%llu segment frees, %llu maps, %llu unmaps, %llu garbage-collected segments; starting states: "
          "%llu seeded, %llu larger than the device, %llu filled it, %llu refused; recorded releases: "
-         "%llu applied, %llu refused\n",
+         "%llu applied, %llu refused; largest_free probed %llu times, below the largest request %llu\n",
          (unsigned long long)runs, (unsigned long long)rs.ops, (unsigned long long)rs.ooms,
          (unsigned long long)rs.retries, (unsigned long long)rs.segment_frees, (unsigned long long)rs.maps,
          (unsigned long long)rs.unmaps, (unsigned long long)rs.gc, (unsigned long long)rs.seeded,
          (unsigned long long)rs.seed_dropped, (unsigned long long)rs.seed_full, (unsigned long long)rs.seed_refused,
-         (unsigned long long)rs.released, (unsigned long long)rs.release_refused);
+         (unsigned long long)rs.released, (unsigned long long)rs.release_refused, (unsigned long long)rs.probes,
+         (unsigned long long)rs.probes_under);
   return test_done("test_caching_reference");
 }

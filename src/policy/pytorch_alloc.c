@@ -649,8 +649,9 @@ static uint64_t expandable_size(pt *m, uint32_t i) {
 }
 
 /* get_free_block */
-static uint32_t get_free_block(pt *m, uint32_t slot, int pool, uint64_t size) {
-  if (m->conf.set_fraction && m->conf.gc_threshold > 0.0) m->pool_calls[pool]++;
+/* The block get_free_block takes for a request of rounded `size`, without
+ * taking it (NONE: none). */
+static uint32_t find_free_block(pt *m, uint32_t slot, int pool, uint64_t size) {
   hbm_ordset *set = m->streams[slot].free[pool];
   hbm_okey k;
   uint32_t b;
@@ -675,7 +676,13 @@ static uint32_t get_free_block(pt *m, uint32_t slot, int pool, uint64_t size) {
   uint64_t max_split = m->conf.max_split_size;
   if (size < max_split && B(m, b)->size >= max_split) return NONE;
   if (size >= max_split && B(m, b)->size >= size + m->conf.max_non_split_rounding) return NONE;
-  free_erase(m, b);
+  return b;
+}
+
+static uint32_t get_free_block(pt *m, uint32_t slot, int pool, uint64_t size) {
+  if (m->conf.set_fraction && m->conf.gc_threshold > 0.0) m->pool_calls[pool]++;
+  uint32_t b = find_free_block(m, slot, pool, size);
+  if (b != NONE) free_erase(m, b);
   return b;
 }
 
@@ -1062,32 +1069,91 @@ static uint64_t largest_cached(pt *m, int pool) {
   return m->largest[pool];
 }
 
-/* largest_free: the largest request that succeeds now without moving data.
- * From the cache: the largest cached large block (best fit takes it, and an
- * oversize block is within max_non_split_rounding of its own size); a small
- * block serves at most kSmallSize. From the device: a new segment after
- * releasing every unsplit cached segment, as malloc's retry would. For an
- * expandable policy, free pages map in whole large pages (20 MiB). */
+/* The largest request whose rounded size is at most `bytes` (0 if none).
+ * Rounding is monotone, so a binary search finds it: with
+ * roundup_power2_divisions a 700 MiB block serves requests up to 640 MiB at
+ * 8 divisions, not 700 MiB. */
+static uint64_t largest_request_within(const hbm_pt_conf *c, uint64_t bytes) {
+  if (bytes < HBM_PT_MIN_BLOCK) return 0;
+  uint64_t lo = 1, hi = bytes; /* hbm_pt_round_size(c, 1) = 512 <= bytes */
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo + 1) / 2;
+    if (hbm_pt_round_size(c, mid) <= bytes) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+/* The largest request whose rounded size fits a cached block and falls in
+ * its pool (0: none). */
+static uint64_t request_within_block(const pt *m, const pt_block *b) {
+  uint64_t size = b->small && b->size > HBM_PT_SMALL_SIZE ? HBM_PT_SMALL_SIZE : b->size;
+  uint64_t x = largest_request_within(&m->conf, size);
+  if (!b->small && hbm_pt_round_size(&m->conf, x) <= HBM_PT_SMALL_SIZE) return 0; /* a small request */
+  return x;
+}
+
+/* The largest request any stream's cached blocks of a pool serve now: from
+ * each stream's largest block down, the largest request that fits a block,
+ * kept where get_free_block would give that request a block (best fit's
+ * walk over expandable blocks, max_split_size and max_non_split_rounding
+ * decide), until no smaller block can serve more. What an expandable block
+ * could grow to is not added (a lower bound there). */
+static uint64_t largest_from_cache(pt *m, int pool) {
+  uint64_t best = 0;
+  if (largest_cached(m, pool) == 0) return 0;
+  for (uint32_t s = 0; s < m->nstreams; s++) {
+    hbm_okey k;
+    uint32_t b;
+    int more = hbm_ordset_last(m->streams[s].free[pool], &k, &b);
+    while (more && k.hi > best) {
+      uint64_t x = request_within_block(m, B(m, b));
+      if (x > best && find_free_block(m, s, pool, hbm_pt_round_size(&m->conf, x)) != NONE) best = x;
+      more = hbm_ordset_below(m->streams[s].free[pool], k, &k, &b);
+    }
+  }
+  return best;
+}
+
+/* largest_free: the largest request that succeeds now without moving data,
+ * on the stream best placed for it. From the cache: largest_from_cache.
+ * From the device: a new segment after releasing
+ * every unsplit cached segment, as malloc's retry would, for a request whose
+ * rounded size fits it, counting the whole free pages of expandable
+ * segments that release unmaps. For an expandable policy, free pages map in
+ * whole large pages (20 MiB); a cached block that a request would grow into
+ * unmapped pages is not added (a lower bound there). */
 void hbm_pt_usage(hbm_policy *p, hbm_policy_usage *out) {
   pt *m = (pt *)p;
   hbm_device *dev = p->dev;
   out->reserved = m->total_allocated_memory;
-  uint64_t best = largest_cached(m, LARGE);
-  uint64_t small = largest_cached(m, SMALL);
-  if (small > HBM_PT_SMALL_SIZE) small = HBM_PT_SMALL_SIZE;
+  uint64_t best = largest_from_cache(m, LARGE);
+  uint64_t small = largest_from_cache(m, SMALL);
   if (small > best) best = small;
   uint64_t device_free = dev->caps.capacity > dev->phys_used ? dev->caps.capacity - dev->phys_used : 0;
-  uint64_t avail = device_free + m->releasable;
+  uint64_t unmappable = 0; /* whole pages of cached expandable blocks: release unmaps them */
+  for (uint32_t i = 0; m->live_es && i < m->nblocks; i++) {
+    const pt_block *b = &m->blocks[i];
+    if (!b->in_use || b->allocated || !b->mapped || b->es == NONE) continue;
+    const pt_es *e = &m->es[b->es];
+    uint64_t lo = es_page_right(e, b->addr), hi = es_page_left(e, b->addr + b->size);
+    if (hi > lo) unmappable += (hi - lo) * e->page;
+  }
+  uint64_t avail = device_free + m->releasable + unmappable;
   if (m->conf.set_fraction) {
-    uint64_t held = m->total_allocated_memory - m->releasable;
+    uint64_t held = m->total_allocated_memory - m->releasable - unmappable;
     uint64_t room = m->allowed_memory_maximum > held ? m->allowed_memory_maximum - held : 0;
     if (room < avail) avail = room;
   }
-  uint64_t fresh;
-  if (m->conf.expandable) fresh = avail / HBM_PT_LARGE_BUFFER * HBM_PT_LARGE_BUFFER;
-  else if (avail >= HBM_PT_MIN_LARGE_ALLOC) fresh = avail / HBM_PT_ROUND_LARGE * HBM_PT_ROUND_LARGE;
-  else if (avail >= HBM_PT_SMALL_BUFFER) fresh = HBM_PT_SMALL_SIZE;
-  else fresh = 0;
+  uint64_t fresh = 0;
+  if (m->conf.expandable) {
+    fresh = largest_request_within(&m->conf, avail / HBM_PT_LARGE_BUFFER * HBM_PT_LARGE_BUFFER);
+  } else if (avail >= HBM_PT_MIN_LARGE_ALLOC) {
+    fresh = largest_request_within(&m->conf, avail / HBM_PT_ROUND_LARGE * HBM_PT_ROUND_LARGE);
+    /* a rounded size below kMinLargeAlloc takes a whole kLargeBuffer segment */
+    if (hbm_pt_round_size(&m->conf, fresh) < HBM_PT_MIN_LARGE_ALLOC && avail < HBM_PT_LARGE_BUFFER) fresh = 0;
+  }
+  if (fresh < HBM_PT_SMALL_SIZE && avail >= HBM_PT_SMALL_BUFFER) fresh = HBM_PT_SMALL_SIZE; /* a small segment */
   out->largest_free = fresh > best ? fresh : best;
 }
 
