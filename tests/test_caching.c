@@ -621,6 +621,14 @@ static void test_seeding(void) {
  * of its own, in no promised order. Both ranges are one reservation: seeded
  * in either order, the blocks keep their distance and the unmapped pages
  * between them cost nothing. */
+/* An expandable policy on 1 GiB seeded with t's two live blocks (ids). */
+static void open_seeded(env *e, const hbm_trace *t, uint64_t ids[2]) {
+  open_env(e, "expandable", NULL, GiB);
+  ids[0] = ids[1] = HBM_NO_ADDR;
+  CHECK(e->cls->seed(e->p, t, ids) == HBM_OK);
+  CHECK(e->cls->check(e->p, report, NULL) == 0);
+}
+
 static void test_seeding_ranges(void) {
   const uint64_t exp = 0x7f1000000000ull;
   for (int descending = 0; descending <= 1; descending++) {
@@ -636,10 +644,8 @@ static void test_seeding_ranges(void) {
       CHECK(hbm_trace_add_init_block(t, &live) == HBM_OK && hbm_trace_add_init_block(t, &rest) == HBM_OK);
     }
     env e;
-    open_env(&e, "expandable", NULL, GiB);
-    uint64_t ids[2] = {HBM_NO_ADDR, HBM_NO_ADDR};
-    CHECK(e.cls->seed(e.p, t, ids) == HBM_OK);
-    CHECK(e.cls->check(e.p, report, NULL) == 0);
+    uint64_t ids[2];
+    open_seeded(&e, t, ids);
     CHECK(ids[0] != HBM_NO_ADDR && ids[1] != HBM_NO_ADDR);
     CHECK_EQ_U64(ids[1] - ids[0], 40 * MiB);
     CHECK_EQ_U64(stats(&e).reserved, 40 * MiB);
@@ -663,10 +669,8 @@ static void test_seeding_ranges(void) {
       CHECK(hbm_trace_add_init_segment(t, &s) == HBM_OK && hbm_trace_add_init_block(t, &live) == HBM_OK);
     }
     env e;
-    open_env(&e, "expandable", NULL, GiB);
-    uint64_t ids[2] = {HBM_NO_ADDR, HBM_NO_ADDR};
-    CHECK(e.cls->seed(e.p, t, ids) == HBM_OK);
-    CHECK(e.cls->check(e.p, report, NULL) == 0);
+    uint64_t ids[2];
+    open_seeded(&e, t, ids);
     CHECK_EQ_U64(stats(&e).segments, beyond ? 2 : 1);
     CHECK_EQ_U64(stats(&e).reserved, 40 * MiB);
     if (!beyond) CHECK_EQ_U64(ids[1] - ids[0], va - 20 * MiB);
@@ -715,6 +719,13 @@ static void test_seeding_unmerged(void) {
   }
 }
 
+/* A recorded ordinary large-pool segment that is one free block. */
+static void add_free_segment(hbm_trace *t, uint64_t addr, uint64_t size) {
+  hbm_init_segment s = {.addr = addr, .size = size, .stream = 0, .small = 0};
+  hbm_init_block f = {.addr = addr, .size = size, .id = HBM_NO_ID};
+  CHECK(hbm_trace_add_init_segment(t, &s) == HBM_OK && hbm_trace_add_init_block(t, &f) == HBM_OK);
+}
+
 /* ---- a recorded oversize block inside a split segment ----
  * PyTorch never splits a block of max_split_size or more, so under that
  * setting an oversize cached block is a whole segment, and
@@ -731,9 +742,7 @@ static void test_seeding_oversize_split(void) {
   hbm_init_block b0 = {.addr = base + 58 * MiB, .size = 2 * MiB, .request = 2 * MiB, .id = 0};
   CHECK(hbm_trace_add_init_segment(t, &s1) == HBM_OK);
   CHECK(hbm_trace_add_init_block(t, &f0) == HBM_OK && hbm_trace_add_init_block(t, &b0) == HBM_OK);
-  hbm_init_segment s2 = {.addr = whole, .size = 40 * MiB, .stream = 0, .small = 0};
-  hbm_init_block f1 = {.addr = whole, .size = 40 * MiB, .id = HBM_NO_ID};
-  CHECK(hbm_trace_add_init_segment(t, &s2) == HBM_OK && hbm_trace_add_init_block(t, &f1) == HBM_OK);
+  add_free_segment(t, whole, 40 * MiB);
   env e;
   open_env(&e, "caching", "max_split_size_mb:32", 100 * MiB);
   uint64_t ids[1] = {HBM_NO_ADDR}, addr = 0, bs = 0;
@@ -777,9 +786,7 @@ static void test_largest_free_promise(void) {
   const uint64_t base = 0x7f0000000000ull, exp = 0x7f1000000000ull;
   hbm_trace *t;
   CHECK(hbm_trace_new("one free segment", &t) == HBM_OK);
-  hbm_init_segment s = {.addr = base, .size = 700 * MiB, .stream = 0, .small = 0};
-  hbm_init_block f = {.addr = base, .size = 700 * MiB, .id = HBM_NO_ID};
-  CHECK(hbm_trace_add_init_segment(t, &s) == HBM_OK && hbm_trace_add_init_block(t, &f) == HBM_OK);
+  add_free_segment(t, base, 700 * MiB);
   env e;
   open_env(&e, "caching", "roundup_power2_divisions:8", 700 * MiB);
   CHECK(e.cls->seed(e.p, t, NULL) == HBM_OK);
