@@ -648,7 +648,6 @@ static uint64_t expandable_size(pt *m, uint32_t i) {
   return b->size + extra;
 }
 
-/* get_free_block */
 /* The block get_free_block takes for a request of rounded `size`, without
  * taking it (NONE: none). */
 static uint32_t find_free_block(pt *m, uint32_t slot, int pool, uint64_t size) {
@@ -679,6 +678,7 @@ static uint32_t find_free_block(pt *m, uint32_t slot, int pool, uint64_t size) {
   return b;
 }
 
+/* get_free_block */
 static uint32_t get_free_block(pt *m, uint32_t slot, int pool, uint64_t size) {
   if (m->conf.set_fraction && m->conf.gc_threshold > 0.0) m->pool_calls[pool]++;
   uint32_t b = find_free_block(m, slot, pool, size);
@@ -1116,13 +1116,13 @@ static uint64_t largest_from_cache(pt *m, int pool) {
 }
 
 /* largest_free: the largest request that succeeds now without moving data,
- * on the stream best placed for it. From the cache: largest_from_cache.
- * From the device: a new segment after releasing
- * every unsplit cached segment, as malloc's retry would, for a request whose
- * rounded size fits it, counting the whole free pages of expandable
- * segments that release unmaps. For an expandable policy, free pages map in
- * whole large pages (20 MiB); a cached block that a request would grow into
- * unmapped pages is not added (a lower bound there). */
+ * on the stream best placed for it (test_largest_free and
+ * test_caching_reference request it). From the cache: largest_from_cache.
+ * From the device: a new segment, for a request whose rounded size fits,
+ * after malloc's retry released every unsplit cached segment and unmapped
+ * the whole free pages of expandable ones. For an expandable policy, new
+ * pages map in whole large pages (20 MiB); what a cached block could grow
+ * to is not added (a lower bound there). */
 void hbm_pt_usage(hbm_policy *p, hbm_policy_usage *out) {
   pt *m = (pt *)p;
   hbm_device *dev = p->dev;
