@@ -95,7 +95,7 @@ int main(void) {
   uint64_t seed = test_seed("test_largest_free");
   uint64_t runs = (uint64_t)(150 * test_scale());
   if (runs == 0) runs = 1;
-  for (int i = 0; hbm_policy_classes[i]; i++) {
+  for (int i = 0; i < hbm_policy_class_count; i++) {
     const hbm_policy_class *cls = hbm_policy_classes[i];
     tally t = {0};
     for (uint64_t k = 0; k < runs; k++) run(cls, seed, k, &t);
