@@ -124,10 +124,8 @@ static uint64_t rec_new(hbm_heap *h) {
 }
 
 static void track_peaks(hbm_heap *h) {
-  hbm_policy_usage u;
-  h->policy->cls->usage(h->policy, &u);
-  h->st.reserved = u.reserved;
-  if (u.reserved > h->st.peak_reserved) h->st.peak_reserved = u.reserved;
+  h->st.reserved = hbm_policy_reserved(h->policy->cls, h->policy);
+  if (h->st.reserved > h->st.peak_reserved) h->st.peak_reserved = h->st.reserved;
   if (h->st.live > h->st.peak_live) h->st.peak_live = h->st.live;
   if (h->st.allocated > h->st.peak_allocated) h->st.peak_allocated = h->st.allocated;
 }

@@ -16,6 +16,7 @@ const hbm_policy_class hbm_policy_caching = {
     .alloc = hbm_pt_alloc,
     .free = hbm_pt_free,
     .usage = hbm_pt_usage,
+    .reserved = hbm_pt_reserved,
     .scan = hbm_pt_scan,
     .check = hbm_pt_check,
     .seed = hbm_pt_seed,

@@ -51,8 +51,9 @@ struct hbm_policy_class {
                uint64_t *block_size);
   /* HBM_EINVAL for an address that is not a live block (nothing changes). */
   int (*free)(hbm_policy *p, uint64_t addr, uint64_t *block_size);
-  /* Called after every successful allocation (peak reserved is tracked from
-   * it), so it must be O(1) or amortized O(1): keep counters, cache maxima. */
+  /* Called for samples, stats and failures, and, where `reserved` below is
+   * NULL, after every successful allocation (peak reserved is tracked from
+   * it): then it must be O(1) or amortized O(1): keep counters, cache maxima. */
   void (*usage)(hbm_policy *p, hbm_policy_usage *out);
   /* Visits live blocks and holes in address order (see hbm_heap_scan). */
   int (*scan)(hbm_policy *p, hbm_scan_fn *visit, void *arg);
@@ -60,6 +61,9 @@ struct hbm_policy_class {
   int (*check)(hbm_policy *p, hbm_check_report_fn *report, void *arg);
 
   /* ---- optional (NULL when not supported) ---- */
+  /* usage()'s `reserved` alone, in O(1), for a policy whose largest_free
+   * costs more (caching walks its cache and rounds). */
+  uint64_t (*reserved)(hbm_policy *p);
   /* Start from a recorded state (trace init-seg/init-blk). Writes the address
    * of each live init block into id_addr[id]. */
   int (*seed)(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr);
@@ -79,6 +83,14 @@ struct hbm_policy_class {
                                              uint64_t size),
                                   void *arg);
 };
+
+/* Bytes the policy reserves now, the cheap way. */
+static inline uint64_t hbm_policy_reserved(const hbm_policy_class *cls, hbm_policy *p) {
+  if (cls->reserved) return cls->reserved(p);
+  hbm_policy_usage u;
+  cls->usage(p, &u);
+  return u.reserved;
+}
 
 /* Registry (registry.c). */
 const hbm_policy_class *hbm_policy_find(const char *name);

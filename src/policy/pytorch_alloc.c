@@ -1157,6 +1157,8 @@ void hbm_pt_usage(hbm_policy *p, hbm_policy_usage *out) {
   out->largest_free = fresh > best ? fresh : best;
 }
 
+uint64_t hbm_pt_reserved(hbm_policy *p) { return ((pt *)p)->total_allocated_memory; }
+
 typedef struct head { uint64_t addr; uint32_t block; } head;
 static int head_cmp(const void *a, const void *b) {
   uint64_t x = ((const head *)a)->addr, y = ((const head *)b)->addr;

@@ -60,6 +60,7 @@ int hbm_pt_alloc(hbm_policy *p, uint64_t size, hbm_tag tag, int stream, uint64_t
                  uint64_t *block_size);
 int hbm_pt_free(hbm_policy *p, uint64_t addr, uint64_t *block_size);
 void hbm_pt_usage(hbm_policy *p, hbm_policy_usage *out);
+uint64_t hbm_pt_reserved(hbm_policy *p);
 int hbm_pt_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg);
 int hbm_pt_check(hbm_policy *p, hbm_check_report_fn *report, void *arg);
 int hbm_pt_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr);

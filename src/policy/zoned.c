@@ -2026,18 +2026,24 @@ static int zoned_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr) {
 }
 
 /* ==== usage, step, counters ================================================================ */
+static uint64_t zoned_reserved(hbm_policy *p) {
+  zoned *z = (zoned *)p;
+  if (z->fallback)
+    return hbm_range_top(z->fixed[HBM_LIFE_STATIC]) - z->seg_addr +
+           hbm_range_top(z->fixed[HBM_LIFE_TRANSIENT]) - (z->seg_addr + z->split_at);
+  return z->mapped_pages << z->gshift;
+}
+
 static void zoned_usage(hbm_policy *p, hbm_policy_usage *u) {
   zoned *z = (zoned *)p;
+  u->reserved = zoned_reserved(p);
   if (z->fallback) {
-    u->reserved = hbm_range_top(z->fixed[HBM_LIFE_STATIC]) - z->seg_addr +
-                  hbm_range_top(z->fixed[HBM_LIFE_TRANSIENT]) - (z->seg_addr + z->split_at);
     uint64_t a = hbm_range_largest_free(z->fixed[0]), b = hbm_range_largest_free(z->fixed[1]);
     u->largest_free = a > b ? a : b;
     return;
   }
   /* Free granules, counting the idle chunks pressure would unmap. (Pages
    * that partly used chunks hold are not counted: freeing them copies data.) */
-  u->reserved = z->mapped_pages << z->gshift;
   u->largest_free = (device_room(z) + z->idle_pages) << z->gshift;
 }
 
@@ -2315,6 +2321,7 @@ const hbm_policy_class hbm_policy_zoned = {
     .alloc = zoned_alloc,
     .free = zoned_free,
     .usage = zoned_usage,
+    .reserved = zoned_reserved,
     .scan = zoned_scan,
     .check = zoned_check,
     .seed = zoned_seed,

@@ -68,10 +68,9 @@ static void on_relocate(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_
 }
 
 static void track_peaks(replay_state *s) {
-  hbm_policy_usage u;
-  s->p->cls->usage(s->p, &u);
+  uint64_t reserved = hbm_policy_reserved(s->p->cls, s->p);
   hbm_replay_result *r = s->res;
-  if (u.reserved > r->peak_reserved) r->peak_reserved = u.reserved;
+  if (reserved > r->peak_reserved) r->peak_reserved = reserved;
   if (s->live > r->peak_live) r->peak_live = s->live;
   if (s->allocated > r->peak_allocated) r->peak_allocated = s->allocated;
 }
