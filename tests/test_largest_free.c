@@ -3,14 +3,14 @@
  *
  * Each run opens a heap on a sim device of 64 MiB to 1 GiB under one policy
  * with its default settings and drives it (through handles where the policy
- * moves blocks) with random requests (small, 1-31 MiB and
- * up to a quarter of the device, random tags) and frees on one stream. One
- * operation in twenty asks for largest_free and requests it, or one granule
- * more: the first must succeed; the second may, where the policy would have
- * to move data for it (compact, zoned's re-chunking) or where largest_free
- * is a documented lower bound (expandable growing a cached block into
- * unmapped pages, zoned), and must not under caching and bestfit, where the
- * figure is exact. How often more fitted is printed per policy.
+ * moves blocks) with random requests (small, 1-31 MiB and up to a quarter of
+ * the device, random tags) and frees on one stream. One operation in twenty
+ * asks for largest_free and requests it, or one granule more. The first must
+ * succeed. The second may where the policy would move data for it (compact,
+ * zoned's re-chunking) or where largest_free is a documented lower bound
+ * (expandable growing a cached block into unmapped pages, zoned); it must
+ * not under caching and bestfit, where the figure is exact. How often more
+ * fitted is printed per policy.
  *
  * HBM_SEED picks the seed; HBM_TEST_SCALE scales the runs. */
 #include "device/device.h"
