@@ -204,11 +204,16 @@ static size_t spares_needed(size_t count, size_t n) {
   return n < bound ? n : bound;
 }
 
+/* A small reservation keeps a spare per insert, more than the bound needs
+ * in a small set, so that the next one like it is answered inline
+ * (hbm_ordset_reserve) instead of here before every change. */
+enum { SMALL_RESERVATION = 4 };
+
 /* hbm_ordset_reserve (ordset.h) answers at once when there is a spare for
  * each insert (index room comes with them: cap >= nchunks + nspare). */
 int hbm_ordset_reserve_more(hbm_ordset *s, size_t n) {
   if (n < s->head.pending) n = s->head.pending; /* an earlier promise still holds */
-  size_t need = spares_needed(s->count, n);
+  size_t need = n <= SMALL_RESERVATION ? n : spares_needed(s->count, n);
   if (index_reserve(s, s->head.nspare > need ? s->head.nspare : need) != HBM_OK) return HBM_EHOSTMEM;
   while (s->head.nspare < need) {
     chunk *c = malloc(sizeof *c);
@@ -266,6 +271,16 @@ int hbm_ordset_replace(hbm_ordset *s, hbm_okey old, hbm_okey key, uint32_t value
     c->e[i].value = value;
     return HBM_OK;
   }
+  /* Most replaces keep the key's place: a block shrinks or grows by less
+   * than the gap to its neighbours' sizes. Then it is written where it is. */
+  int after_left = i > 0 ? lt(c->e[i - 1].key, key) : ci == 0 || lt(s->maxkey[ci - 1], key);
+  int before_right = i + 1 < c->n ? lt(key, c->e[i + 1].key) : ci + 1 == s->nchunks || lt(key, s->chunks[ci + 1]->e[0].key);
+  if (after_left && before_right) {
+    c->e[i].key = key;
+    c->e[i].value = value;
+    if (i + 1 == c->n) s->maxkey[ci] = key;
+    return HBM_OK;
+  }
   /* key stays in c when it lies between the chunks either side (O1 holds,
    * and no other chunk can hold it); otherwise insert, then erase. */
   int above_prev = ci == 0 || lt(s->maxkey[ci - 1], key);
@@ -285,7 +300,9 @@ int hbm_ordset_replace(hbm_ordset *s, hbm_okey old, hbm_okey key, uint32_t value
   }
   c->e[j].key = key;
   c->e[j].value = value;
-  s->maxkey[ci] = c->e[c->n - 1].key;
+  /* From key itself where it is the last: reading back the 16 bytes just
+   * written as two halves stalls the load. */
+  s->maxkey[ci] = j + 1 == c->n ? key : c->e[c->n - 1].key;
   return HBM_OK;
 }
 

@@ -61,8 +61,8 @@ int hbm_ordset_insert(hbm_ordset *s, hbm_okey key, uint32_t value);
 /* After HBM_OK, the next n inserts or replaces cannot fail for host memory,
  * whatever erases come between them; a promise made earlier and not yet
  * used up still holds. O(1) amortized: the room is spare chunks, kept for
- * later (at most min(n, (count + 3n) / 32 + 2) of them). HBM_EHOSTMEM leaves
- * the keys unchanged (some spares may have been made). */
+ * later (at most n of them, and for n over 4 at most (count + 3n) / 32 + 2).
+ * HBM_EHOSTMEM leaves the keys unchanged (some spares may have been made). */
 static inline int hbm_ordset_reserve(hbm_ordset *s, size_t n);
 /* What every set starts with, so that the common reservation is inline. */
 typedef struct hbm_ordset_head {
