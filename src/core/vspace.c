@@ -35,9 +35,14 @@ struct hbm_vspace {
   uint64_t live_bytes, live_blocks, free_blocks;
 };
 
-/* Room for `n` more blocks from block_new. */
-static int blocks_reserve(hbm_vspace *v, uint32_t n) {
-  if (v->nspare + (v->cap - v->nblocks) >= n) return HBM_OK;
+/* Room for `n` more blocks from block_new: the check inline, the growth
+ * out of line (every placement asks). */
+static int blocks_grow(hbm_vspace *v, uint32_t n);
+static inline int blocks_reserve(hbm_vspace *v, uint32_t n) {
+  return v->nspare + (v->cap - v->nblocks) >= n ? HBM_OK : blocks_grow(v, n);
+}
+
+static int blocks_grow(hbm_vspace *v, uint32_t n) {
   uint32_t cap = v->cap ? v->cap : 16;
   while (v->nspare + (cap - v->nblocks) < n) cap *= 2;
   vblock *b = realloc(v->blocks, cap * sizeof *b);
