@@ -620,8 +620,15 @@ static inline uint32_t stripe_start(const zoned *z, uint32_t p) {
  * one). Returns how many of them are not mapped (counted touched: the caller
  * maps them). */
 static inline uint32_t touch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
-  uint32_t a = p0 + (r->edge[p0]++ > 0), b = p1;
-  if (p1 != p0) b -= r->edge[p1]++ > 0;
+  if (p1 == p0) { /* a small block: one page, no loop */
+    if (r->edge[p0]++) return 0;
+    z->touched_pages++;
+    uint32_t c = r->chunk_of[p0];
+    if (!c) return 1;
+    if (z->chunks[c - 1].touched++ == 0) idle_remove(z, c - 1);
+    return 0;
+  }
+  uint32_t a = p0 + (r->edge[p0]++ > 0), b = p1 - (r->edge[p1]++ > 0);
   if (a > b) return 0;
   uint32_t fresh = 0, stripe = z->stripe;
   uint64_t touched = 0;
@@ -653,8 +660,15 @@ static inline uint32_t touch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
 /* The reverse of touch. Unmapped pages are skipped: only an undone placement
  * has them, and its caller uncounts them. */
 static void untouch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
-  uint32_t a = p0 + (--r->edge[p0] > 0), b = p1;
-  if (p1 != p0) b -= --r->edge[p1] > 0;
+  if (p1 == p0) { /* as in touch */
+    if (--r->edge[p0]) return;
+    uint32_t c = r->chunk_of[p0];
+    if (!c) return;
+    z->touched_pages--;
+    if (--z->chunks[c - 1].touched == 0) idle_push(z, c - 1);
+    return;
+  }
+  uint32_t a = p0 + (--r->edge[p0] > 0), b = p1 - (--r->edge[p1] > 0);
   if (a > b) return;
   uint32_t stripe = z->stripe;
   uint64_t touched = 0;
