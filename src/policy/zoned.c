@@ -2048,6 +2048,48 @@ static uint64_t zoned_reserved(hbm_policy *p) {
   return z->mapped_pages << z->gshift;
 }
 
+/* The largest request a hole of the large zone takes without moving data.
+ * Under pressure the cache goes first and placement looks at every hole for
+ * the one needing the fewest new pages (place_in): a request fits a hole
+ * when its pages there that no partly used chunk keeps mapped number at
+ * most `room` (the free granules with the idle chunks unmapped). So it
+ * reaches from the hole's start to the page that would be the room's one
+ * too many, or to the hole's end. */
+typedef struct hole_ctx {
+  const zoned *z;
+  const zrange *r;
+  uint64_t room, best;
+} hole_ctx;
+
+static int kept_mapped(const zoned *z, const zrange *r, uint32_t page) {
+  uint32_t c = chunk_at(r, page);
+  return c && z->chunks[c - 1].touched;
+}
+
+static int largest_in_hole(void *arg, uint64_t addr, uint64_t size, int live) {
+  hole_ctx *h = arg;
+  if (live || size <= h->best) return 0;
+  const zoned *z = h->z;
+  const zrange *r = h->r;
+  uint64_t end = addr + size, at = addr, room = h->room;
+  while (at < end) {
+    uint32_t page = (uint32_t)((at - r->base) >> z->gshift);
+    if (page >= r->top) { /* nothing above the top is mapped: the room's pages, and no more */
+      uint64_t reach = r->base + ((uint64_t)(page + room) << z->gshift);
+      at = reach < end ? reach : end;
+      break;
+    }
+    if (!kept_mapped(z, r, page)) {
+      if (!room) break;
+      room--;
+    }
+    uint64_t next = r->base + ((uint64_t)(page + 1) << z->gshift);
+    at = next < end ? next : end;
+  }
+  if (at - addr > h->best) h->best = at - addr;
+  return 0;
+}
+
 static void zoned_usage(hbm_policy *p, hbm_policy_usage *u) {
   zoned *z = (zoned *)p;
   u->reserved = zoned_reserved(p);
@@ -2056,9 +2098,21 @@ static void zoned_usage(hbm_policy *p, hbm_policy_usage *u) {
     u->largest_free = a > b ? a : b;
     return;
   }
-  /* Free granules, counting the idle chunks pressure would unmap. (Pages
-   * that partly used chunks hold are not counted: freeing them copies data.) */
-  u->largest_free = (device_room(z) + z->idle_pages) << z->gshift;
+  /* The free granules, counting the idle chunks pressure would unmap: a
+   * hole at the large zone's top takes that much. A hole with pages that
+   * partly used chunks keep mapped may take more (the holes below the top
+   * are walked page by page, only at samples). Every smaller request must
+   * fit too: one below a granule goes to a small zone, which with a free
+   * granule takes it at its top (a page at most), and without one may not;
+   * and where classes split the large blocks (large_life), which zone a
+   * request goes to is the rule's guess. In both cases only the granules.
+   * (Freeing what partly used chunks hold copies data: not counted.) */
+  uint64_t room = device_room(z) + z->idle_pages;
+  u->largest_free = room << z->gshift;
+  if (z->large_zone == NIL || !z->zones[z->large_zone].nranges || (!room && z->conf.small)) return;
+  hole_ctx h = {z, &z->ranges[z->zones[z->large_zone].ranges[0]], room, u->largest_free};
+  hbm_vspace_walk(h.r->vs, largest_in_hole, &h);
+  u->largest_free = h.best;
 }
 
 static int zoned_step(hbm_policy *p, uint64_t step) {
