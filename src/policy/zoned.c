@@ -108,10 +108,12 @@ typedef struct zchunk {
 } zchunk;             /* 32 bytes: two to a cache line */
 
 /* One virtual reservation of a zone. Invariants: chunk_of[p] != 0 <=> page p
- * is mapped, by chunk chunk_of[p] - 1; edge[p] == live blocks whose first
+ * is mapped, by chunk chunk_of[p] - 1, and then chunk_end[p] is one past
+ * that chunk's last page (so that touch and untouch find where a chunk ends
+ * without waiting on its record); edge[p] == live blocks whose first
  * or last page is p; a page is touched <=> edge[p] > 0 or it lies inside a
  * live block; touched => mapped; fenwick, once built, holds prefix counts of mapped
- * pages. chunk_of and edge hold pages [0, cover): cover >= top and > every
+ * pages. chunk_of, chunk_end and edge hold pages [0, cover): cover >= top and > every
  * page a live block touches, and the entries past it are 0 by definition
  * (read them through chunk_at). The vspace user value of a block is its
  * lifetime record or NIL. */
@@ -120,8 +122,9 @@ typedef struct zrange {
   uint32_t npages, zone;
   hbm_vspace *vs;
   uint32_t *chunk_of;
+  uint32_t *chunk_end;
   uint32_t *edge;
-  uint32_t cover;    /* pages chunk_of and edge hold, grown by doubling */
+  uint32_t cover;    /* pages chunk_of, chunk_end and edge hold, grown by doubling */
   uint32_t *fenwick; /* 1-based; built when counting pages directly has cost as much (fresh_cost) */
   uint32_t fenwick_n; /* pages it covers: >= top (nothing is mapped above), grown by doubling */
   uint32_t mapped;   /* mapped pages */
@@ -352,6 +355,9 @@ static int range_grow(zrange *r, uint32_t end) {
   uint32_t *c = realloc(r->chunk_of, (size_t)n * sizeof *c);
   if (!c) return HBM_EHOSTMEM;
   r->chunk_of = c;
+  uint32_t *ce = realloc(r->chunk_end, (size_t)n * sizeof *ce);
+  if (!ce) return HBM_EHOSTMEM;
+  r->chunk_end = ce;
   uint32_t *e = realloc(r->edge, (size_t)n * sizeof *e);
   if (!e) return HBM_EHOSTMEM; /* chunk_of is larger than it needs to be, no harm */
   r->edge = e;
@@ -360,7 +366,7 @@ static int range_grow(zrange *r, uint32_t end) {
   r->cover = n;
   return HBM_OK;
 }
-/* Makes chunk_of and edge hold pages [0, end) (end <= npages). On error
+/* Makes chunk_of, chunk_end and edge hold pages [0, end) (end <= npages). On error
  * nothing changed. */
 static inline int range_cover(zrange *r, uint32_t end) { return end <= r->cover ? HBM_OK : range_grow(r, end); }
 
@@ -518,6 +524,7 @@ static void chunk_set_pages(zoned *z, uint32_t c, int mapped) {
   }
   for (uint32_t p = ch->first; p < ch->first + ch->npages; p++) {
     r->chunk_of[p] = mapped ? c + 1 : 0;
+    r->chunk_end[p] = ch->first + ch->npages;
     fenwick_add(r, p, mapped ? 1 : -1);
   }
 }
@@ -644,7 +651,7 @@ static inline uint32_t touch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
         continue;
       }
       zchunk *ch = &z->chunks[c - 1];
-      uint32_t end = ch->first + ch->npages - 1;
+      uint32_t end = r->chunk_end[q] - 1;
       if (end > hi) end = hi;
       uint32_t n = end - q + 1;
       if (ch->touched == 0) idle_remove(z, c - 1);
@@ -678,7 +685,7 @@ static void untouch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
       uint32_t c = r->chunk_of[q];
       if (!c) { q++; continue; }
       zchunk *ch = &z->chunks[c - 1];
-      uint32_t end = ch->first + ch->npages - 1;
+      uint32_t end = r->chunk_end[q] - 1;
       if (end > hi) end = hi;
       uint32_t n = end - q + 1;
       ch->touched -= n;
@@ -940,6 +947,7 @@ static int range_add(zoned *z, uint32_t zi, uint32_t *out) {
   if (rc == HBM_OK && hbm_vspace_create(r.base, size, ZONED_UNIT, &r.vs) != HBM_OK) rc = HBM_EHOSTMEM;
   if (rc != HBM_OK) { /* carved space is not handed back: it is only address space */
     free(r.chunk_of);
+    free(r.chunk_end);
     free(r.edge);
     return rc;
   }
@@ -1842,6 +1850,7 @@ static void zoned_destroy(hbm_policy *p) {
   for (uint32_t i = 0; i < z->nranges; i++) {
     hbm_vspace_destroy(z->ranges[i].vs);
     free(z->ranges[i].chunk_of);
+    free(z->ranges[i].chunk_end);
     free(z->ranges[i].edge);
     free(z->ranges[i].fenwick);
   }
@@ -2187,7 +2196,7 @@ static int zoned_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
 }
 
 /* ==== invariants ============================================================================
- *   Z1 chunk_of agrees with the chunk records; every Fenwick node equals a
+ *   Z1 chunk_of and chunk_end agree with the chunk records; every Fenwick node equals a
  *      recount of the mapped pages it covers ((i - lowbit(i), i]); the
  *      placement cost's counts of unmapped pages equal a recount;
  *   Z2 edge counts equal a recount; every page a live block touches is mapped;
@@ -2318,6 +2327,8 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
         const zchunk *k = ch - 1 < z->nchunks ? &z->chunks[ch - 1] : NULL;
         if (!k || k->range != ri || q < k->first || q >= k->first + k->npages)
           hbm_check_fail(&c.k, "Z1 range %u page %u names chunk %u, which does not cover it", ri, q, ch - 1);
+        else if (r->chunk_end[q] != k->first + k->npages)
+          hbm_check_fail(&c.k, "Z1 range %u page %u: its chunk ends at %u, recorded %u", ri, q, k->first + k->npages, r->chunk_end[q]);
         else if (c.touched[q])
           chunk_touched[ch - 1]++;
       }
