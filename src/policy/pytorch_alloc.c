@@ -1085,11 +1085,12 @@ static uint64_t largest_request_within(const hbm_pt_conf *c, uint64_t bytes) {
 }
 
 /* The largest request whose rounded size fits a cached block and falls in
- * its pool (0: none). */
-static uint64_t request_within_block(const pt *m, const pt_block *b) {
+ * its pool (0: none); *rounded gets its rounded size. */
+static uint64_t request_within_block(const pt *m, const pt_block *b, uint64_t *rounded) {
   uint64_t size = b->small && b->size > HBM_PT_SMALL_SIZE ? HBM_PT_SMALL_SIZE : b->size;
   uint64_t x = largest_request_within(&m->conf, size);
-  if (!b->small && hbm_pt_round_size(&m->conf, x) <= HBM_PT_SMALL_SIZE) return 0; /* a small request */
+  *rounded = hbm_pt_round_size(&m->conf, x);
+  if (!b->small && *rounded <= HBM_PT_SMALL_SIZE) return 0; /* a small request */
   return x;
 }
 
@@ -1107,8 +1108,8 @@ static uint64_t largest_from_cache(pt *m, int pool) {
     uint32_t b;
     int more = hbm_ordset_last(m->streams[s].free[pool], &k, &b);
     while (more && k.hi > best) {
-      uint64_t x = request_within_block(m, B(m, b));
-      if (x > best && find_free_block(m, s, pool, hbm_pt_round_size(&m->conf, x)) != NONE) best = x;
+      uint64_t rounded, x = request_within_block(m, B(m, b), &rounded);
+      if (x > best && find_free_block(m, s, pool, rounded) != NONE) best = x;
       more = hbm_ordset_below(m->streams[s].free[pool], k, &k, &b);
     }
   }
