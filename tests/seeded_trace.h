@@ -4,7 +4,8 @@
  *
  * Recorded segments (small ones of 2 MiB, large ones of 2-80 MiB) are tiled
  * with blocks of odd sizes, most of them live, so that zoned's tight packing
- * makes recorded blocks share pages. Then the recording runs: recorded blocks
+ * makes recorded blocks share pages; some blocks outgrow their request by an
+ * unsplit remainder, as PyTorch's do. Then the recording runs: recorded blocks
  * die in a random order among new allocations and frees, with step marks. */
 #ifndef HBM_TEST_SEEDED_TRACE_H
 #define HBM_TEST_SEEDED_TRACE_H
@@ -42,7 +43,12 @@ static inline hbm_trace *seeded_trace(uint64_t *rng, int events) {
       hbm_init_block b = {.addr = seg.addr + at, .size = seeded_block_size(rng, seg.size - at, small), .id = HBM_NO_ID};
       if (test_rand_below(rng, 5) != 0 && nlive < 4096) {
         b.id = next_id++;
-        b.request = b.size - test_rand_below(rng, 512 < b.size ? 512 : b.size);
+        /* PyTorch leaves a remainder unsplit under 512 bytes in a small
+         * segment and under 1 MiB in a large one: the block outgrows its
+         * request by that much, and a policy that places the request need
+         * not keep it */
+        uint64_t unsplit = !small && test_rand_below(rng, 4) == 0 ? mib : 512;
+        b.request = b.size - test_rand_below(rng, unsplit < b.size ? unsplit : b.size);
         if (b.request == 0) b.request = b.size;
         b.tag = (uint8_t)test_rand_below(rng, HBM_TAG_COUNT);
         live[nlive++] = b.id;

@@ -577,7 +577,7 @@ static void test_seeding(void) {
   env e;
   open_env(&e, "caching", NULL, GiB);
   uint64_t ids[2] = {HBM_NO_ADDR, HBM_NO_ADDR};
-  CHECK(e.cls->seed(e.p, t, ids) == HBM_OK);
+  CHECK(e.cls->seed(e.p, t, ids, NULL) == HBM_OK);
   const uint64_t seed_calls = e.dev->backend_calls;
   CHECK(e.cls->check(e.p, report, NULL) == 0);
   CHECK_EQ_U64(ids[0], base); /* sim honours the recorded address */
@@ -602,7 +602,7 @@ static void test_seeding(void) {
   /* A device without room for the whole recorded state: the segment that
    * holds no live block is cache PyTorch would have released there. */
   open_env(&e, "caching", NULL, 61 * MiB);
-  CHECK(e.cls->seed(e.p, t, ids) == HBM_OK);
+  CHECK(e.cls->seed(e.p, t, ids, NULL) == HBM_OK);
   CHECK(e.cls->check(e.p, report, NULL) == 0);
   CHECK_EQ_U64(stats(&e).reserved, 60 * MiB);
   CHECK_EQ_U64(stats(&e).segments, 2);
@@ -611,7 +611,7 @@ static void test_seeding(void) {
   close_env(&e);
   /* Even without the cache it does not fit: the seed says so. */
   open_env(&e, "caching", NULL, 59 * MiB);
-  CHECK(e.cls->seed(e.p, t, ids) == HBM_ENOMEM);
+  CHECK(e.cls->seed(e.p, t, ids, NULL) == HBM_ENOMEM);
   close_env(&e);
   hbm_trace_free(t);
 }
@@ -625,7 +625,7 @@ static void test_seeding(void) {
 static void open_seeded(env *e, const hbm_trace *t, uint64_t ids[2]) {
   open_env(e, "expandable", NULL, GiB);
   ids[0] = ids[1] = HBM_NO_ADDR;
-  CHECK(e->cls->seed(e->p, t, ids) == HBM_OK);
+  CHECK(e->cls->seed(e->p, t, ids, NULL) == HBM_OK);
   CHECK(e->cls->check(e->p, report, NULL) == 0);
 }
 
@@ -704,7 +704,7 @@ static void test_seeding_unmerged(void) {
     env e;
     open_env(&e, expandable ? "expandable" : "caching", NULL, GiB);
     uint64_t ids[1] = {HBM_NO_ADDR}, bs;
-    CHECK(e.cls->seed(e.p, t, ids) == HBM_OK);
+    CHECK(e.cls->seed(e.p, t, ids, NULL) == HBM_OK);
     CHECK(e.cls->check(e.p, report, NULL) == 0);
     const uint64_t calls = e.dev->backend_calls;
     CHECK_EQ_U64(alloc_bs(&e, 16 * MiB, 0, &bs), ids[0] + 4 * MiB);
@@ -746,7 +746,7 @@ static void test_seeding_oversize_split(void) {
   env e;
   open_env(&e, "caching", "max_split_size_mb:32", 100 * MiB);
   uint64_t ids[1] = {HBM_NO_ADDR}, addr = 0, bs = 0;
-  CHECK(e.cls->seed(e.p, t, ids) == HBM_OK);
+  CHECK(e.cls->seed(e.p, t, ids, NULL) == HBM_OK);
   CHECK_EQ_U64(ids[0], base + 58 * MiB);
   /* 70 MiB: no cached block covers it and the device is full. The 40 MiB
    * segment goes, the 58 MiB block stays: still no room. */
@@ -789,7 +789,7 @@ static void test_largest_free_promise(void) {
   add_free_segment(t, base, 700 * MiB);
   env e;
   open_env(&e, "caching", "roundup_power2_divisions:8", 700 * MiB);
-  CHECK(e.cls->seed(e.p, t, NULL) == HBM_OK);
+  CHECK(e.cls->seed(e.p, t, NULL, NULL) == HBM_OK);
   CHECK_EQ_U64(largest_free(&e), 640 * MiB);
   uint64_t addr, bs;
   CHECK(e.cls->alloc(e.p, 640 * MiB + 512, HBM_TAG_OTHER, 0, &addr, &bs) == HBM_ENOMEM);
@@ -809,7 +809,7 @@ static void test_largest_free_promise(void) {
   }
   open_env(&e, "expandable", NULL, 200 * MiB);
   uint64_t ids[2];
-  CHECK(e.cls->seed(e.p, t, ids) == HBM_OK);
+  CHECK(e.cls->seed(e.p, t, ids, NULL) == HBM_OK);
   CHECK_EQ_U64(largest_free(&e), 120 * MiB);
   uint64_t big = A(&e, 120 * MiB);
   CHECK(big != 0);

@@ -295,7 +295,7 @@ static int run(uint64_t seed, uint64_t run_index, run_stats *rs) {
     if (i == 0 && state) {
       snprintf(what, sizeof what, "seed %u segment(s), %u live block(s)%s", state->ninit_segments, nids,
                broken ? ", broken" : "");
-      rc_m = cls->seed(p, state, ids_m);
+      rc_m = cls->seed(p, state, ids_m, NULL);
       rc_r = hbm_ptref_seed(ref, state, ids_r);
       if (nids && memcmp(ids_m, ids_r, nids * sizeof *ids_m)) expect = "where the live blocks landed";
       else if (rc_m == HBM_EINVAL && m.dev->backend_calls) expect = "a refused state left the device untouched";

@@ -65,8 +65,11 @@ struct hbm_policy_class {
    * costs more (caching walks its cache and rounds). */
   uint64_t (*reserved)(hbm_policy *p);
   /* Start from a recorded state (trace init-seg/init-blk). Writes the address
-   * of each live init block into id_addr[id]. */
-  int (*seed)(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr);
+   * of each live init block into id_addr[id] and, where id_block is not NULL,
+   * the size of the block the policy gave it into id_block[id]: the recorded
+   * block where the policy keeps the recorded layout, else its own rounding
+   * of the request (what free will return as the block size). */
+  int (*seed)(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr, uint64_t *id_block);
   /* A step boundary passed (policies that act per step: compaction, zones).
    * HBM_OK, or HBM_EHOSTMEM when host memory ran out: then the mark was not
    * taken and nothing changed (the caller may mark the step again). */

@@ -1533,7 +1533,7 @@ static int seed_plan(pt *m, const hbm_trace *t, int drop_cache, seg_ref *exp, ui
   return rc;
 }
 
-int hbm_pt_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr) {
+int hbm_pt_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr, uint64_t *id_block) {
   pt *m = (pt *)p;
   m->op++;
   uint32_t n = t->ninit_segments, nexp = 0;
@@ -1548,6 +1548,10 @@ int hbm_pt_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr) {
   }
   if (rc == HBM_OK && nexp) rc = seed_expandable(m, t, exp, nexp, id_addr);
   free(exp);
+  /* the model keeps the recorded blocks */
+  for (uint32_t i = 0; rc == HBM_OK && id_block && i < t->ninit_blocks; i++)
+    if (t->init_blocks[i].id != HBM_NO_ID && t->init_blocks[i].id < t->nids)
+      id_block[t->init_blocks[i].id] = t->init_blocks[i].size;
   return rc;
 }
 

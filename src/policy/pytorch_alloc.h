@@ -63,7 +63,7 @@ void hbm_pt_usage(hbm_policy *p, hbm_policy_usage *out);
 uint64_t hbm_pt_reserved(hbm_policy *p);
 int hbm_pt_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg);
 int hbm_pt_check(hbm_policy *p, hbm_check_report_fn *report, void *arg);
-int hbm_pt_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr);
+int hbm_pt_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr, uint64_t *id_block);
 int hbm_pt_seg_released(hbm_policy *p, uint64_t addr, uint64_t size);
 int hbm_pt_counters(hbm_policy *p, hbm_counter *out, int max);
 

@@ -2005,7 +2005,7 @@ static int seed_visit(void *arg, uint64_t addr, uint64_t size, int live) {
   return 0;
 }
 
-static int zoned_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr) {
+static int zoned_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr, uint64_t *id_block) {
   zoned *z = (zoned *)p;
   if (z->fallback) return HBM_EUNSUPPORTED; /* replay places them as requests */
   for (uint32_t k = 0; k < t->ninit_segments; k++) {
@@ -2035,6 +2035,7 @@ static int zoned_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr) {
       if ((rc = range_cover(&z->ranges[ri], p1 + 1)) != HBM_OK) return rc;
       touch(z, &z->ranges[ri], p0, p1); /* counted touched now, mapped below */
       id_addr[b->id] = addr;
+      if (id_block) id_block[b->id] = block; /* the request rounded, not the recorded block */
       count_live(z, (int64_t)block);
     }
   }

@@ -164,7 +164,7 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
   for (uint32_t i = 0; i <= t->nids; i++) id_addr[i] = HBM_NO_ADDR;
   uint64_t reserved_real = 0;
   for (uint32_t i = 0; i < t->ninit_segments; i++) reserved_real += t->init_segments[i].size;
-  rc = cls->seed(p, t, id_addr);
+  rc = cls->seed(p, t, id_addr, NULL);
   if (rc != HBM_OK && rc != HBM_EHOSTMEM) {
     hbm_diag_set(diag, t->name, 0, 0, "the starting state does not fit the %s model (%s)", cls->name,
                  hbm_strerror(rc));

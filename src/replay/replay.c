@@ -303,10 +303,11 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
   int seeded = 0; /* the policy took the recorded layout (checked already), or it did not fit */
   if (t->ninit_blocks) {
     if (s.p->cls->seed) {
-      uint64_t *ids = malloc(n * sizeof *ids);
+      uint64_t *ids = malloc(2 * (size_t)n * sizeof *ids); /* addresses, then block sizes */
       if (!ids) { rc = HBM_EHOSTMEM; goto out; }
+      uint64_t *blocks = ids + n;
       for (uint32_t i = 0; i < n; i++) ids[i] = HBM_NO_ADDR;
-      rc = s.p->cls->seed(s.p, t, ids);
+      rc = s.p->cls->seed(s.p, t, ids, blocks);
       if (rc == HBM_OK && o->check_every && (rc = check_policy(&s, 0)) != HBM_OK) { /* before any byte is filled */
         free(ids);
         goto out;
@@ -318,10 +319,10 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
           if (b->id == HBM_NO_ID || ids[b->id] == HBM_NO_ADDR) continue;
           s.addr[b->id] = ids[b->id];
           s.request[b->id] = b->request;
-          s.block[b->id] = b->size;
+          s.block[b->id] = blocks[b->id]; /* the policy's block, which may not be the recorded one */
           s.tag[b->id] = b->tag;
           s.live += b->request;
-          s.allocated += b->size;
+          s.allocated += blocks[b->id];
           if (s.by_addr && hbm_addrmap_put(s.by_addr, ids[b->id], b->id) != HBM_OK) {
             free(ids);
             rc = HBM_EHOSTMEM;
