@@ -107,13 +107,20 @@ typedef struct zchunk {
   uint64_t idle_since; /* z->clock (bytes allocated) when it became idle */
 } zchunk;             /* 32 bytes: two to a cache line */
 
-/* One virtual reservation of a zone. Invariants: chunk_of[p] != 0 <=> page p
- * is mapped, by chunk chunk_of[p] - 1, and then chunk_end[p] is one past
- * that chunk's last page (so that touch and untouch find where a chunk ends
- * without waiting on its record); edge[p] == live blocks whose first
+/* A mapped page's chunk, side by side with where that chunk ends, so that
+ * touch and untouch read both from one cache line and need not wait on the
+ * chunk's record to step to the next chunk. */
+typedef struct zpage {
+  uint32_t chunk; /* 0: not mapped; else the chunk's index + 1 */
+  uint32_t end;   /* while mapped: one past the chunk's last page */
+} zpage;
+
+/* One virtual reservation of a zone. Invariants: page[p].chunk != 0 <=> page
+ * p is mapped, by chunk page[p].chunk - 1, and then page[p].end is one past
+ * that chunk's last page; edge[p] == live blocks whose first
  * or last page is p; a page is touched <=> edge[p] > 0 or it lies inside a
  * live block; touched => mapped; fenwick, once built, holds prefix counts of mapped
- * pages. chunk_of, chunk_end and edge hold pages [0, cover): cover >= top and > every
+ * pages. page and edge hold pages [0, cover): cover >= top and > every
  * page a live block touches, and the entries past it are 0 by definition
  * (read them through chunk_at). The vspace user value of a block is its
  * lifetime record or NIL. */
@@ -121,10 +128,9 @@ typedef struct zrange {
   uint64_t base, size;
   uint32_t npages, zone;
   hbm_vspace *vs;
-  uint32_t *chunk_of;
-  uint32_t *chunk_end;
+  zpage *page;
   uint32_t *edge;
-  uint32_t cover;    /* pages chunk_of, chunk_end and edge hold, grown by doubling */
+  uint32_t cover;    /* pages page and edge hold, grown by doubling */
   uint32_t *fenwick; /* 1-based; built when counting pages directly has cost as much (fresh_cost) */
   uint32_t fenwick_n; /* pages it covers: >= top (nothing is mapped above), grown by doubling */
   uint32_t mapped;   /* mapped pages */
@@ -346,27 +352,24 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
  * A reservation is twice the capacity, and a run uses the pages near its
  * bottom, so the arrays cover only the pages used so far and double as more
  * are: a placement costs no page fault on the arrays past the first few. */
-static inline uint32_t chunk_at(const zrange *r, uint32_t p) { return p < r->cover ? r->chunk_of[p] : 0; }
+static inline uint32_t chunk_at(const zrange *r, uint32_t p) { return p < r->cover ? r->page[p].chunk : 0; }
 
 static int range_grow(zrange *r, uint32_t end) {
   uint32_t n = r->cover ? r->cover : 64;
   while (n < end) n = n > UINT32_MAX / 2 ? UINT32_MAX : n * 2;
   if (n > r->npages) n = r->npages;
-  uint32_t *c = realloc(r->chunk_of, (size_t)n * sizeof *c);
-  if (!c) return HBM_EHOSTMEM;
-  r->chunk_of = c;
-  uint32_t *ce = realloc(r->chunk_end, (size_t)n * sizeof *ce);
-  if (!ce) return HBM_EHOSTMEM;
-  r->chunk_end = ce;
+  zpage *pg = realloc(r->page, (size_t)n * sizeof *pg);
+  if (!pg) return HBM_EHOSTMEM;
+  r->page = pg;
   uint32_t *e = realloc(r->edge, (size_t)n * sizeof *e);
-  if (!e) return HBM_EHOSTMEM; /* chunk_of is larger than it needs to be, no harm */
+  if (!e) return HBM_EHOSTMEM; /* page is larger than it needs to be, no harm */
   r->edge = e;
-  memset(c + r->cover, 0, (size_t)(n - r->cover) * sizeof *c);
+  memset(pg + r->cover, 0, (size_t)(n - r->cover) * sizeof *pg);
   memset(e + r->cover, 0, (size_t)(n - r->cover) * sizeof *e);
   r->cover = n;
   return HBM_OK;
 }
-/* Makes chunk_of, chunk_end and edge hold pages [0, end) (end <= npages). On error
+/* Makes page and edge hold pages [0, end) (end <= npages). On error
  * nothing changed. */
 static inline int range_cover(zrange *r, uint32_t end) { return end <= r->cover ? HBM_OK : range_grow(r, end); }
 
@@ -375,7 +378,7 @@ static void fenwick_add(zrange *r, uint32_t page, int delta) {
   if (!r->fenwick) return;
   for (uint32_t i = page + 1; i <= r->fenwick_n; i += i & -i) r->fenwick[i] += (uint32_t)delta;
 }
-/* Builds (or grows) the tree from chunk_of; 0 when host memory ran out. It
+/* Builds (or grows) the tree from page[].chunk; 0 when host memory ran out. It
  * covers the pages up to `top` (at least 1024), not the whole reservation:
  * building it walks what it covers, and a reservation is twice the capacity. */
 static int fenwick_build(zrange *r) {
@@ -385,7 +388,7 @@ static int fenwick_build(zrange *r) {
   if (n > r->npages) n = r->npages;
   uint32_t *f = calloc((size_t)n + 1, sizeof *f);
   if (!f) return 0;
-  for (uint32_t i = 1; i <= r->top; i++) f[i] += r->chunk_of[i - 1] != 0;
+  for (uint32_t i = 1; i <= r->top; i++) f[i] += r->page[i - 1].chunk != 0;
   for (uint32_t i = 1; i <= n; i++) {
     uint32_t parent = i + (i & -i);
     if (parent <= n) f[parent] += f[i];
@@ -523,8 +526,8 @@ static void chunk_set_pages(zoned *z, uint32_t c, int mapped) {
     r->fenwick_n = 0;
   }
   for (uint32_t p = ch->first; p < ch->first + ch->npages; p++) {
-    r->chunk_of[p] = mapped ? c + 1 : 0;
-    r->chunk_end[p] = ch->first + ch->npages;
+    r->page[p].chunk = mapped ? c + 1 : 0;
+    r->page[p].end = ch->first + ch->npages;
     fenwick_add(r, p, mapped ? 1 : -1);
   }
 }
@@ -630,7 +633,7 @@ static inline uint32_t touch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
   if (p1 == p0) { /* a small block: one page, no loop */
     if (r->edge[p0]++) return 0;
     z->touched_pages++;
-    uint32_t c = r->chunk_of[p0];
+    uint32_t c = r->page[p0].chunk;
     if (!c) return 1;
     if (z->chunks[c - 1].touched++ == 0) idle_remove(z, c - 1);
     return 0;
@@ -644,14 +647,14 @@ static inline uint32_t touch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
   for (uint32_t s0 = stripe_start(z, a); s0 <= b; s0 += stripe) {
     uint32_t hi = s0 + stripe - 1 < b ? s0 + stripe - 1 : b;
     for (uint32_t q = s0 > a ? s0 : a; q <= hi;) {
-      uint32_t c = r->chunk_of[q];
+      uint32_t c = r->page[q].chunk;
       if (!c) {
         fresh++;
         q++;
         continue;
       }
       zchunk *ch = &z->chunks[c - 1];
-      uint32_t end = r->chunk_end[q] - 1;
+      uint32_t end = r->page[q].end - 1;
       if (end > hi) end = hi;
       uint32_t n = end - q + 1;
       if (ch->touched == 0) idle_remove(z, c - 1);
@@ -669,7 +672,7 @@ static inline uint32_t touch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
 static void untouch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
   if (p1 == p0) { /* as in touch */
     if (--r->edge[p0]) return;
-    uint32_t c = r->chunk_of[p0];
+    uint32_t c = r->page[p0].chunk;
     if (!c) return;
     z->touched_pages--;
     if (--z->chunks[c - 1].touched == 0) idle_push(z, c - 1);
@@ -682,10 +685,10 @@ static void untouch(zoned *z, zrange *r, uint32_t p0, uint32_t p1) {
   for (uint32_t s0 = stripe_start(z, a); s0 <= b; s0 += stripe) {
     uint32_t hi = s0 + stripe - 1 < b ? s0 + stripe - 1 : b;
     for (uint32_t q = s0 > a ? s0 : a; q <= hi;) {
-      uint32_t c = r->chunk_of[q];
+      uint32_t c = r->page[q].chunk;
       if (!c) { q++; continue; }
       zchunk *ch = &z->chunks[c - 1];
-      uint32_t end = r->chunk_end[q] - 1;
+      uint32_t end = r->page[q].end - 1;
       if (end > hi) end = hi;
       uint32_t n = end - q + 1;
       ch->touched -= n;
@@ -879,13 +882,13 @@ static int back_block(zoned *z, uint32_t ri, uint32_t p0, uint32_t p1) {
   z->nundo = 0;
   for (uint32_t q = p0; q <= p1 && rc == HBM_OK;) {
     const zrange *r = &z->ranges[ri];
-    if (r->chunk_of[q]) {
-      const zchunk *ch = &z->chunks[r->chunk_of[q] - 1];
+    if (r->page[q].chunk) {
+      const zchunk *ch = &z->chunks[r->page[q].chunk - 1];
       q = ch->first + ch->npages;
       continue;
     }
     uint32_t n = 1;
-    while (q + n <= p1 && !r->chunk_of[q + n]) n++;
+    while (q + n <= p1 && !r->page[q + n].chunk) n++;
     rc = back_run(z, ri, q, n, q + n - 1 == p1);
     q += n;
   }
@@ -946,8 +949,7 @@ static int range_add(zoned *z, uint32_t zi, uint32_t *out) {
   if (rc == HBM_OK) rc = va_take(z, size, &r.base);
   if (rc == HBM_OK && hbm_vspace_create(r.base, size, ZONED_UNIT, &r.vs) != HBM_OK) rc = HBM_EHOSTMEM;
   if (rc != HBM_OK) { /* carved space is not handed back: it is only address space */
-    free(r.chunk_of);
-    free(r.chunk_end);
+    free(r.page);
     free(r.edge);
     return rc;
   }
@@ -1849,8 +1851,7 @@ static void zoned_destroy(hbm_policy *p) {
   for (uint32_t i = 0; i < z->narenas; i++) hbm_dev_unreserve(dev, z->arenas[2 * i], z->arenas[2 * i + 1]);
   for (uint32_t i = 0; i < z->nranges; i++) {
     hbm_vspace_destroy(z->ranges[i].vs);
-    free(z->ranges[i].chunk_of);
-    free(z->ranges[i].chunk_end);
+    free(z->ranges[i].page);
     free(z->ranges[i].edge);
     free(z->ranges[i].fenwick);
   }
@@ -1967,12 +1968,12 @@ static int seed_map(zoned *z, uint32_t ri, uint32_t first, uint32_t last) {
   uint32_t stripe = stripe_pages(z);
   for (uint32_t q = first; q <= last;) {
     const zrange *r = &z->ranges[ri];
-    if (r->chunk_of[q]) {
-      q = z->chunks[r->chunk_of[q] - 1].first + z->chunks[r->chunk_of[q] - 1].npages;
+    if (r->page[q].chunk) {
+      q = z->chunks[r->page[q].chunk - 1].first + z->chunks[r->page[q].chunk - 1].npages;
       continue;
     }
     uint32_t n = 1, left = stripe - q % stripe, ch;
-    while (q + n <= last && n < left && !r->chunk_of[q + n]) n++;
+    while (q + n <= last && n < left && !r->page[q + n].chunk) n++;
     if (device_room(z) < n) return HBM_ENOMEM;
     int rc = chunk_create(z, ri, q, n, n, &ch);
     if (rc != HBM_OK) return rc;
@@ -2197,7 +2198,7 @@ static int zoned_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
 }
 
 /* ==== invariants ============================================================================
- *   Z1 chunk_of and chunk_end agree with the chunk records; every Fenwick node equals a
+ *   Z1 page[].chunk and page[].end agree with the chunk records; every Fenwick node equals a
  *      recount of the mapped pages it covers ((i - lowbit(i), i]); the
  *      placement cost's counts of unmapped pages equal a recount;
  *   Z2 edge counts equal a recount; every page a live block touches is mapped;
@@ -2328,8 +2329,8 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
         const zchunk *k = ch - 1 < z->nchunks ? &z->chunks[ch - 1] : NULL;
         if (!k || k->range != ri || q < k->first || q >= k->first + k->npages)
           hbm_check_fail(&c.k, "Z1 range %u page %u names chunk %u, which does not cover it", ri, q, ch - 1);
-        else if (r->chunk_end[q] != k->first + k->npages)
-          hbm_check_fail(&c.k, "Z1 range %u page %u: its chunk ends at %u, recorded %u", ri, q, k->first + k->npages, r->chunk_end[q]);
+        else if (r->page[q].end != k->first + k->npages)
+          hbm_check_fail(&c.k, "Z1 range %u page %u: its chunk ends at %u, recorded %u", ri, q, k->first + k->npages, r->page[q].end);
         else if (c.touched[q])
           chunk_touched[ch - 1]++;
       }
