@@ -2112,18 +2112,19 @@ static void zoned_usage(hbm_policy *p, hbm_policy_usage *u) {
   /* The free granules, counting the idle chunks pressure would unmap: a
    * hole at the large zone's top takes that much. A hole with pages that
    * partly used chunks keep mapped may take more (the holes below the top
-   * are walked page by page, only at samples). Every smaller request must
-   * fit too: one below a granule goes to a small zone, which with a free
-   * granule takes it at its top (a page at most), and without one may not;
-   * and where classes split the large blocks (large_life), which zone a
-   * request goes to is the rule's guess. In both cases only the granules.
-   * (Freeing what partly used chunks hold copies data: not counted.) */
+   * are walked page by page, only at samples). Where classes split the large
+   * blocks (large_life), which zone a request goes to is the rule's guess:
+   * only the granules. With no granule free, a request of a granule or more
+   * still fits such a hole (it goes to the large zone); one below a granule
+   * goes to a small zone, which may have no room, so a figure below a granule
+   * is not promised and reads 0. (Freeing what partly used chunks hold copies
+   * data: not counted.) */
   uint64_t room = device_room(z) + z->idle_pages;
   u->largest_free = room << z->gshift;
-  if (z->large_zone == NIL || !z->zones[z->large_zone].nranges || (!room && z->conf.small)) return;
+  if (z->large_zone == NIL || !z->zones[z->large_zone].nranges) return;
   hole_ctx h = {z, &z->ranges[z->zones[z->large_zone].ranges[0]], room, u->largest_free};
   hbm_vspace_walk(h.r->vs, largest_in_hole, &h);
-  u->largest_free = h.best;
+  u->largest_free = !room && z->conf.small && h.best < z->granule ? 0 : h.best;
 }
 
 static int zoned_step(hbm_policy *p, uint64_t step) {
