@@ -12,7 +12,8 @@
  * device copies during the request: compaction, zoned's re-chunking), which
  * the figure leaves out by definition; under expandable, whose figure is a
  * documented lower bound (a cached block grows into unmapped pages), it
- * may. How often more fitted is printed per policy.
+ * may. How often more fitted is printed per policy. The caching model runs
+ * again under settings that change what its figure weighs.
  *
  * With several streams the figure is "on the stream best placed for it":
  * the promised size must succeed on at least one stream, and one granule
@@ -71,15 +72,15 @@ static void log_op(oplog *l, logged op) {
   l->ops[l->n++] = op;
 }
 
-static void heap_open(const hbm_policy_class *cls, uint64_t capacity, uint64_t granule, hbm_device **dev,
-                      hbm_heap **heap) {
+static void heap_open(const hbm_policy_class *cls, const char *conf, uint64_t capacity, uint64_t granule,
+                      hbm_device **dev, hbm_heap **heap) {
   CHECK(hbm_sim_open(capacity, granule, dev) == HBM_OK);
   sim_ops = (*dev)->ops;
   counting_ops = *sim_ops;
   if (sim_ops->copy) counting_ops.copy = count_copy;
   if (sim_ops->to_host) counting_ops.to_host = count_to_host;
   (*dev)->ops = &counting_ops;
-  CHECK(hbm_heap_create(*dev, cls->name, NULL, heap) == HBM_OK);
+  CHECK(hbm_heap_create(*dev, cls->name, conf, heap) == HBM_OK);
 }
 
 static void heap_close(hbm_device *dev, hbm_heap *heap) {
@@ -89,9 +90,9 @@ static void heap_close(hbm_device *dev, hbm_heap *heap) {
 }
 
 /* A fresh heap brought to the state the log leaves. */
-static void replica(const hbm_policy_class *cls, uint64_t capacity, uint64_t granule, int moves, const oplog *l,
-                    hbm_device **dev, hbm_heap **heap) {
-  heap_open(cls, capacity, granule, dev, heap);
+static void replica(const hbm_policy_class *cls, const char *conf, uint64_t capacity, uint64_t granule, int moves,
+                    const oplog *l, hbm_device **dev, hbm_heap **heap) {
+  heap_open(cls, conf, capacity, granule, dev, heap);
   for (size_t i = 0; i < l->n; i++) {
     const logged *op = &l->ops[i];
     if (op->is_free) {
@@ -105,7 +106,7 @@ static void replica(const hbm_policy_class *cls, uint64_t capacity, uint64_t gra
   }
 }
 
-static void run(const hbm_policy_class *cls, uint64_t seed, uint64_t index, tally *t) {
+static void run(const hbm_policy_class *cls, const char *conf, uint64_t seed, uint64_t index, tally *t) {
   uint64_t rng = seed ^ (index * 0x9E3779B97F4A7C15ull);
   test_rand(&rng);
   const uint64_t granule = 2 * MiB, capacity = (32 + test_rand_below(&rng, 481)) * granule;
@@ -115,7 +116,7 @@ static void run(const hbm_policy_class *cls, uint64_t seed, uint64_t index, tall
   const int exact_but_moves = !strcmp(cls->name, "compact") || !strcmp(cls->name, "zoned");
   hbm_device *dev = NULL;
   hbm_heap *heap = NULL;
-  heap_open(cls, capacity, granule, &dev, &heap);
+  heap_open(cls, conf, capacity, granule, &dev, &heap);
   /* handles where the policy moves blocks (the others answer HBM_EUNSUPPORTED) */
   hbm_handle probe_handle;
   oplog log = {0};
@@ -153,7 +154,7 @@ static void run(const hbm_policy_class *cls, uint64_t seed, uint64_t index, tall
         if (!above && !last) {
           hbm_device *rdev;
           hbm_heap *rheap;
-          replica(cls, capacity, granule, moves, &log, &rdev, &rheap);
+          replica(cls, conf, capacity, granule, moves, &log, &rdev, &rheap);
           int ok = alloc(rheap, moves, size, tag, s, &h) == HBM_OK;
           heap_close(rdev, rheap);
           if (!ok) continue;
@@ -162,7 +163,7 @@ static void run(const hbm_policy_class *cls, uint64_t seed, uint64_t index, tall
         if (above && !last) {
           hbm_device *rdev;
           hbm_heap *rheap;
-          replica(cls, capacity, granule, moves, &log, &rdev, &rheap);
+          replica(cls, conf, capacity, granule, moves, &log, &rdev, &rheap);
           uint64_t copies_before = copies;
           int rrc = alloc(rheap, moves, size, tag, s, &h);
           heap_close(rdev, rheap);
@@ -186,20 +187,20 @@ static void run(const hbm_policy_class *cls, uint64_t seed, uint64_t index, tall
       t->probes++;
       t->multi_probes += nstreams > 1;
       if (!above && rc != HBM_OK) {
-        fprintf(stderr, "%s run %llu (HBM_SEED=%llu), op %d, %d stream(s): a request of largest_free (%llu) failed on every stream\n",
-                cls->name, (unsigned long long)index, (unsigned long long)seed, op, nstreams,
+        fprintf(stderr, "%s%s%s run %llu (HBM_SEED=%llu), op %d, %d stream(s): a request of largest_free (%llu) failed on every stream\n",
+                cls->name, conf ? " " : "", conf ? conf : "", (unsigned long long)index, (unsigned long long)seed, op, nstreams,
                 (unsigned long long)st.largest_free);
         CHECK(rc == HBM_OK);
       }
       if (above && rc == HBM_OK && exact) {
-        fprintf(stderr, "%s run %llu (HBM_SEED=%llu), op %d, %d stream(s): %llu bytes above largest_free (%llu) fitted\n",
-                cls->name, (unsigned long long)index, (unsigned long long)seed, op, nstreams,
+        fprintf(stderr, "%s%s%s run %llu (HBM_SEED=%llu), op %d, %d stream(s): %llu bytes above largest_free (%llu) fitted\n",
+                cls->name, conf ? " " : "", conf ? conf : "", (unsigned long long)index, (unsigned long long)seed, op, nstreams,
                 (unsigned long long)granule, (unsigned long long)st.largest_free);
         CHECK(rc != HBM_OK);
       }
       if (above && exact_but_moves && fitted_without_copy) {
-        fprintf(stderr, "%s run %llu (HBM_SEED=%llu), op %d, %d stream(s): %llu bytes above largest_free (%llu) fitted without moving data\n",
-                cls->name, (unsigned long long)index, (unsigned long long)seed, op, nstreams,
+        fprintf(stderr, "%s%s%s run %llu (HBM_SEED=%llu), op %d, %d stream(s): %llu bytes above largest_free (%llu) fitted without moving data\n",
+                cls->name, conf ? " " : "", conf ? conf : "", (unsigned long long)index, (unsigned long long)seed, op, nstreams,
                 (unsigned long long)granule, (unsigned long long)st.largest_free);
         CHECK(!fitted_without_copy);
       }
@@ -231,19 +232,39 @@ static void run(const hbm_policy_class *cls, uint64_t seed, uint64_t index, tall
   heap_close(dev, heap);
 }
 
+/* Every policy with its defaults, and the caching model under the settings
+ * that change what its figure must weigh: oversize blocks, rounding, a
+ * memory fraction with garbage collection. */
+static const struct {
+  const char *policy, *conf;
+} settings[] = {
+    {"caching", "max_split_size_mb:32,roundup_power2_divisions:4"},
+    {"caching", "garbage_collection_threshold:0.6,per_process_memory_fraction:0.9"},
+    {"expandable", "max_split_size_mb:32,max_non_split_rounding_mb:64"},
+};
+
 int main(void) {
   uint64_t seed = test_seed("test_largest_free");
   uint64_t runs = (uint64_t)(150 * test_scale());
   if (runs == 0) runs = 1;
-  for (int i = 0; i < hbm_policy_class_count; i++) {
-    const hbm_policy_class *cls = hbm_policy_classes[i];
+  const int nsettings = (int)(sizeof settings / sizeof settings[0]);
+  for (int i = 0; i < hbm_policy_class_count + nsettings; i++) {
+    const hbm_policy_class *cls = i < hbm_policy_class_count ? hbm_policy_classes[i] : NULL;
+    const char *conf = NULL;
+    if (!cls) {
+      conf = settings[i - hbm_policy_class_count].conf;
+      for (int j = 0; j < hbm_policy_class_count; j++)
+        if (!strcmp(hbm_policy_classes[j]->name, settings[i - hbm_policy_class_count].policy)) cls = hbm_policy_classes[j];
+      CHECK(cls != NULL);
+      if (!cls) continue;
+    }
     tally t = {0};
-    for (uint64_t k = 0; k < runs; k++) run(cls, seed, k, &t);
-    printf("test_largest_free: %-10s %llu probes (%llu on several streams): largest_free succeeded %llu of %llu "
+    for (uint64_t k = 0; k < runs; k++) run(cls, conf, seed, k, &t);
+    printf("test_largest_free: %-10s %s%s%llu probes (%llu on several streams): largest_free succeeded %llu of %llu "
            "times (%llu on a stream other than the first); one granule more fitted %llu of %llu times\n",
-           cls->name, (unsigned long long)t.probes, (unsigned long long)t.multi_probes, (unsigned long long)t.kept,
-           (unsigned long long)t.promised, (unsigned long long)t.kept_elsewhere, (unsigned long long)t.above_fitted,
-           (unsigned long long)t.above);
+           cls->name, conf ? conf : "", conf ? ": " : "", (unsigned long long)t.probes,
+           (unsigned long long)t.multi_probes, (unsigned long long)t.kept, (unsigned long long)t.promised,
+           (unsigned long long)t.kept_elsewhere, (unsigned long long)t.above_fitted, (unsigned long long)t.above);
     CHECK(t.promised > 0);
   }
   return test_done("test_largest_free");
