@@ -106,6 +106,20 @@ static void replica(const hbm_policy_class *cls, const char *conf, uint64_t capa
   }
 }
 
+/* Asks a replica of the logged heap for `size` on `stream`; *copied: the
+ * request moved data. */
+static int ask_replica(const hbm_policy_class *cls, const char *conf, uint64_t capacity, uint64_t granule, int moves,
+                       const oplog *l, uint64_t size, hbm_tag tag, int stream, int *copied) {
+  hbm_device *dev;
+  hbm_heap *heap;
+  replica(cls, conf, capacity, granule, moves, l, &dev, &heap);
+  uint64_t copies_before = copies, h;
+  int rc = alloc(heap, moves, size, tag, stream, &h);
+  *copied = copies != copies_before;
+  heap_close(dev, heap);
+  return rc;
+}
+
 static void run(const hbm_policy_class *cls, const char *conf, uint64_t seed, uint64_t index, tally *t) {
   uint64_t rng = seed ^ (index * 0x9E3779B97F4A7C15ull);
   test_rand(&rng);
@@ -121,16 +135,13 @@ static void run(const hbm_policy_class *cls, const char *conf, uint64_t seed, ui
   hbm_handle probe_handle;
   oplog log = {0};
   const int moves = hbm_alloc_handle(heap, 512, HBM_TAG_OTHER, 0, &probe_handle) == HBM_OK;
-  log_op(&log, (logged){.rc = moves ? HBM_OK : HBM_EUNSUPPORTED, .tag = HBM_TAG_OTHER, .size = 512,
-                        .value = probe_handle});
   if (moves) {
+    log_op(&log, (logged){.tag = HBM_TAG_OTHER, .size = 512, .value = probe_handle});
     CHECK(hbm_free_handle(heap, probe_handle) == HBM_OK);
     log_op(&log, (logged){.is_free = 1, .value = probe_handle});
-  } else {
-    log.n = 0; /* nothing happened: replicas ask by address */
   }
   enum { MAX_LIVE = 256 };
-  uint64_t live[MAX_LIVE], h; /* handles or addresses */
+  uint64_t live[MAX_LIVE], h = 0; /* handles or addresses */
   int nlive = 0;
   for (int op = 0; op < 400; op++) {
     uint64_t r = test_rand_below(&rng, 100);
@@ -148,30 +159,16 @@ static void run(const hbm_policy_class *cls, const char *conf, uint64_t seed, ui
       /* The figure holds on the stream best placed for it: each stream is
        * asked on a replica of this heap, the last (or the first that takes
        * the promised size) on the heap itself. */
-      int rc = HBM_ENOMEM, fitted_without_copy = 0;
+      int rc = HBM_ENOMEM, fitted_without_copy = 0, copied;
       for (int s = 0; s < nstreams; s++) {
-        int last = s == nstreams - 1;
-        if (!above && !last) {
-          hbm_device *rdev;
-          hbm_heap *rheap;
-          replica(cls, conf, capacity, granule, moves, &log, &rdev, &rheap);
-          int ok = alloc(rheap, moves, size, tag, s, &h) == HBM_OK;
-          heap_close(rdev, rheap);
-          if (!ok) continue;
-          last = 1;
-        }
-        if (above && !last) {
-          hbm_device *rdev;
-          hbm_heap *rheap;
-          replica(cls, conf, capacity, granule, moves, &log, &rdev, &rheap);
-          uint64_t copies_before = copies;
-          int rrc = alloc(rheap, moves, size, tag, s, &h);
-          heap_close(rdev, rheap);
-          if (rrc == HBM_OK) {
-            rc = HBM_OK;
-            fitted_without_copy |= copies == copies_before;
+        if (s < nstreams - 1) {
+          int rrc = ask_replica(cls, conf, capacity, granule, moves, &log, size, tag, s, &copied);
+          if (above) { /* every stream must refuse (or move data) */
+            if (rrc == HBM_OK) rc = HBM_OK;
+            fitted_without_copy |= rrc == HBM_OK && !copied;
+            continue;
           }
-          continue;
+          if (rrc != HBM_OK) continue; /* the promise may hold on a later stream */
         }
         uint64_t copies_before = copies;
         int lrc = alloc(heap, moves, size, tag, s, &h);
@@ -179,9 +176,9 @@ static void run(const hbm_policy_class *cls, const char *conf, uint64_t seed, ui
         if (lrc == HBM_OK) {
           rc = HBM_OK;
           fitted_without_copy |= above && copies == copies_before;
-          if (nstreams > 1 && !above) t->kept_elsewhere += s > 0;
+          t->kept_elsewhere += !above && s > 0;
+          live[nlive++] = h;
         }
-        if (lrc == HBM_OK) live[nlive++] = h;
         break;
       }
       t->probes++;
