@@ -196,7 +196,8 @@ typedef int hbm_scan_fn(void *arg, uint64_t addr, uint64_t size, int live, hbm_t
 int hbm_heap_scan(hbm_heap *heap, hbm_scan_fn *visit, void *arg);
 
 /* Verifies every invariant of the heap (no overlap, every byte live or free, no
- * two free neighbours, bitmaps agree with lists, stats equal a recount).
+ * two free neighbours, bitmaps agree with lists, stats equal a recount, and
+ * hold together: allocated <= reserved <= capacity, largest free <= free total).
  * HBM_OK, or HBM_ECORRUPT after reporting each failure through the error handler;
  * HBM_EHOSTMEM when, finding nothing wrong, some check could not run for want of
  * host memory. */
@@ -379,8 +380,10 @@ typedef struct hbm_replay_options {
    * (live blocks with their tags, and holes, in address order). */
   hbm_scan_fn *on_oom_layout;
   void *oom_layout_arg;
-  /* N > 0: the policy's invariants (those hbm_check() runs) after the
-   * starting state and after every N events; the first broken one ends the
+  /* N > 0: the policy's invariants (those hbm_check() runs) and the
+   * replay's figures (live <= allocated <= reserved <= capacity, largest
+   * free within capacity - live) after the starting state and after every
+   * N events; the first broken one ends the
    * replay with HBM_ECORRUPT, reported through the error callback. Slow, and
    * counted in ns_per_event: for tests and bug reports. On a sim device it
    * also checks the device's bookkeeping, fails the replay once the device has

@@ -343,10 +343,19 @@ int hbm_check(hbm_heap *h) {
     report_fail(&c, m);
   }
   if (h->reloc) hbm_reloc_check(h->reloc, &h->blocks, report_fail, &c);
-  hbm_policy_usage u;
-  h->policy->cls->usage(h->policy, &u);
-  if (u.reserved > h->st.capacity) {
-    snprintf(m, sizeof m, "reserved %llu exceeds capacity %llu", (unsigned long long)u.reserved, (unsigned long long)h->st.capacity);
+  hbm_stats st; /* what hbm_heap_stats would answer: its figures hold together */
+  fill_stats(h, &st);
+  if (st.reserved > st.capacity) {
+    snprintf(m, sizeof m, "reserved %llu exceeds capacity %llu", (unsigned long long)st.reserved, (unsigned long long)st.capacity);
+    report_fail(&c, m);
+  }
+  if (st.allocated > st.reserved) {
+    snprintf(m, sizeof m, "allocated %llu exceeds reserved %llu", (unsigned long long)st.allocated, (unsigned long long)st.reserved);
+    report_fail(&c, m);
+  }
+  if (st.largest_free > st.free_total) {
+    snprintf(m, sizeof m, "largest free %llu exceeds the free total %llu", (unsigned long long)st.largest_free,
+             (unsigned long long)st.free_total);
     report_fail(&c, m);
   }
   if (h->phys_held > h->dev->phys_used) {

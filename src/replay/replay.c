@@ -135,6 +135,22 @@ static int check_policy(replay_state *s, uint64_t event) {
   check_tally c = {event, 0, 0};
   if (s->p->cls->check) s->p->cls->check(s->p, check_failed, &c);
   hbm_device_check(s->p->dev, check_failed, &c);
+  /* The figures a sample would show hold together: a block holds its
+   * request, reserved memory holds the blocks and sits on the device, and a
+   * request that would succeed fits in what is not live. (Where the starting
+   * state did not fit, samples show the empty device instead.) */
+  if (!s->start_unfit) {
+    hbm_policy_usage u;
+    s->p->cls->usage(s->p, &u);
+    uint64_t cap = s->res->capacity;
+    if (s->live > s->allocated || s->allocated > u.reserved || u.reserved > cap || u.largest_free > cap - s->live) {
+      char m[200];
+      snprintf(m, sizeof m, "figures do not hold together: live %llu, allocated %llu, reserved %llu, largest free %llu, capacity %llu",
+               (unsigned long long)s->live, (unsigned long long)s->allocated, (unsigned long long)u.reserved,
+               (unsigned long long)u.largest_free, (unsigned long long)cap);
+      check_failed(&c, m);
+    }
+  }
   uint64_t refused = hbm_device_refused(s->p->dev);
   if (refused) {
     char m[160];
