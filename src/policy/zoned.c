@@ -882,9 +882,8 @@ static int back_block(zoned *z, uint32_t ri, uint32_t p0, uint32_t p1) {
   z->nundo = 0;
   for (uint32_t q = p0; q <= p1 && rc == HBM_OK;) {
     const zrange *r = &z->ranges[ri];
-    if (r->page[q].chunk) {
-      const zchunk *ch = &z->chunks[r->page[q].chunk - 1];
-      q = ch->first + ch->npages;
+    if (r->page[q].chunk) { /* mapped: skip to where its chunk ends */
+      q = r->page[q].end;
       continue;
     }
     uint32_t n = 1;
@@ -1969,7 +1968,7 @@ static int seed_map(zoned *z, uint32_t ri, uint32_t first, uint32_t last) {
   for (uint32_t q = first; q <= last;) {
     const zrange *r = &z->ranges[ri];
     if (r->page[q].chunk) {
-      q = z->chunks[r->page[q].chunk - 1].first + z->chunks[r->page[q].chunk - 1].npages;
+      q = r->page[q].end;
       continue;
     }
     uint32_t n = 1, left = stripe - q % stripe, ch;
