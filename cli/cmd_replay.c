@@ -237,6 +237,7 @@ int cmd_replay(int argc, char **argv) {
           hbm_json_kv_u64(&j, "event", s->event);
           hbm_json_kv_u64(&j, "step", s->step);
           hbm_json_kv_u64(&j, "live", s->live);
+          hbm_json_kv_u64(&j, "allocated", s->allocated);
           hbm_json_kv_u64(&j, "reserved", s->reserved);
           hbm_json_kv_u64(&j, "free_total", s->free_total);
           hbm_json_kv_u64(&j, "largest_free", s->largest_free);

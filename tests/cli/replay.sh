@@ -26,6 +26,8 @@ for p in d["policies"]:
     if p["peak_reserved"] and not p["failures"]:  # a failed request is not live: its own peak is lower
         n += 1
         if p["efficiency"] != d["peak_live"] / p["peak_reserved"]: bad.append((p["policy"], "efficiency", p["efficiency"]))
+    for s in p["samples"]:  # the figures hold together
+        if not s["live"] <= s["allocated"] <= s["reserved"] <= d["capacity"]: bad.append((p["policy"], "figures", s))
     for s in p["samples"] + ([p["oom"]] if p["oom"] else []):
         if s["fragmentation"] is not None:
             n += 1
