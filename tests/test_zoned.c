@@ -65,7 +65,7 @@ static uint64_t draw_size(uint64_t *rng, uint64_t big) {
   }
 }
 
-static uint64_t below_granule_excused; /* failures below largest_free, of requests below a granule */
+static uint64_t small_when_full; /* requests below a granule that succeeded with no granule free */
 
 /* ops random operations on a zoned heap over `spec`; checks after each (or
  * every `check_every`). Returns the number of failed allocations. */
@@ -86,16 +86,15 @@ static uint64_t stress(const char *spec, const char *conf, uint64_t ops, uint64_
       CHECK(hbm_heap_stats(h, &st) == HBM_OK);
       const int no_granule_free = dev->caps.capacity - dev->phys_used < dev->caps.granule;
       int rc = hbm_alloc(h, size, tag, stream, &addr[n]);
-      if (rc == HBM_OK) n++;
-      else {
+      if (rc == HBM_OK) {
+        n++;
+        small_when_full += no_granule_free && size < dev->caps.granule;
+      } else {
         CHECK(rc == HBM_ENOMEM);
         /* The promise: anything up to largest_free would have succeeded,
-         * but for a request below a granule when none was free: its small
-         * zone has only the room its pages have (zoned.md, Largest free) */
-        const int excused = no_granule_free && size < dev->caps.granule && (!conf || (!strstr(conf, "small:off") && !strstr(conf, "vmm:off")));
-        if (excused) below_granule_excused += size <= st.largest_free;
-        CHECK(size > st.largest_free || excused);
-        if (size <= st.largest_free && !excused) fprintf(stderr, "  %s %s: request %llu failed, largest free %llu, live %llu\n", spec, conf ? conf : "default", (unsigned long long)size, (unsigned long long)st.largest_free, (unsigned long long)st.live);
+         * a request below a granule with none free too (zoned.md, Largest free) */
+        CHECK(size > st.largest_free);
+        if (size <= st.largest_free) fprintf(stderr, "  %s %s: request %llu failed, largest free %llu, live %llu\n", spec, conf ? conf : "default", (unsigned long long)size, (unsigned long long)st.largest_free, (unsigned long long)st.live);
         failed++;
       }
     } else {
@@ -708,8 +707,8 @@ int main(void) {
          (unsigned long long)failed);
   failed = stress("sim:256MiB,granule=64KiB", NULL, ops, 32 * MiB, 1, &rng);
   printf("test_zoned: 64 KiB granules under pressure: %llu failed\n", (unsigned long long)failed);
-  printf("test_zoned: %llu requests below a granule failed below largest_free with no granule free (allowed)\n",
-         (unsigned long long)below_granule_excused);
+  printf("test_zoned: %llu requests below a granule succeeded with no granule free\n", (unsigned long long)small_when_full);
+  CHECK(small_when_full > 0);
 
   /* ---- settings that are refused ---- */
   hbm_device *dev;

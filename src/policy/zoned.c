@@ -231,8 +231,8 @@ typedef struct zoned {
   hbm_range *fixed[2];   /* [HBM_LIFE_TRANSIENT], [HBM_LIFE_STATIC] */
   /* ---- counters ---- */
   uint64_t chunks_created, chunks_released, chunks_moved, pressure_releases, cold_releases, rechunks,
-      staged_rechunks, trims, unsettles, switch_moves, bound_moves, bound_releases, peak_releases, static_allocs, slot_allocs, plan_builds,
-      plan_steps, plan_misses, plan_drops, plans_declined;
+      staged_rechunks, trims, unsettles, switch_moves, bound_moves, bound_releases, peak_releases, static_allocs, slot_allocs,
+      small_in_large, plan_builds, plan_steps, plan_misses, plan_drops, plans_declined;
 } zoned;
 
 /* ==== settings ================================================================ */
@@ -1459,11 +1459,10 @@ static int slot_or_zone(zoned *z, uint32_t li, uint64_t size, uint32_t user, uin
   return rc == HBM_EBUSY ? HBM_ENOMEM : rc;
 }
 
-static int vmm_alloc(zoned *z, uint64_t size, hbm_life life, int stream, uint32_t user, uint64_t *addr,
-                     uint64_t *block) {
-  uint32_t zi, ri;
-  int rc = zone_for(z, size, life, stream, &zi);
-  if (rc != HBM_OK) return rc;
+/* Places a request in zone zi (a slot first where slot:SIZE applies). */
+static int zone_alloc(zoned *z, uint32_t zi, uint64_t size, uint32_t user, uint64_t *addr, uint64_t *block) {
+  uint32_t ri;
+  int rc;
   if (z->conf.slot && size >= z->conf.slot && is_large(z, size) && !z->conf.large_life && z->zones[zi].nranges) {
     rc = slot_or_zone(z, z->zones[zi].ranges[0], size, user, addr, block);
     if (rc != HBM_ENOMEM) return rc;
@@ -1482,6 +1481,22 @@ static int vmm_alloc(zoned *z, uint64_t size, hbm_life life, int stream, uint32_
   rc = range_add(z, zi, &ri);
   if (rc == HBM_OK) rc = place_in(z, ri, size, 0, user, addr, block);
   if (rc == HBM_ENOMEM) rc = place_in(z, ri, size, 1, user, addr, block);
+  return rc;
+}
+
+static int vmm_alloc(zoned *z, uint64_t size, hbm_life life, int stream, uint32_t user, uint64_t *addr,
+                     uint64_t *block) {
+  uint32_t zi;
+  int rc = zone_for(z, size, life, stream, &zi);
+  if (rc == HBM_OK) rc = zone_alloc(z, zi, size, user, addr, block);
+  if (rc != HBM_ENOMEM || is_large(z, size) || z->large_zone == NIL) return rc;
+  /* A small zone with no room left: a hole of the large zone over pages its
+   * chunks keep mapped still takes the request (largest free counts those
+   * holes, whatever the request's size). Tried only where the request would
+   * fail, so that no layout that succeeds changes. */
+  for (uint32_t k = 0; k < z->zones[z->large_zone].nranges && rc == HBM_ENOMEM; k++)
+    rc = place_in(z, z->zones[z->large_zone].ranges[k], size, 1, user, addr, block);
+  z->small_in_large += rc == HBM_OK;
   return rc;
 }
 
@@ -1934,7 +1949,8 @@ static int zoned_free(hbm_policy *p, uint64_t addr, uint64_t *block_size) {
     uint32_t p0, p1;
     block_pages(z, r, addr, block, &p0, &p1);
     untouch(z, r, p0, p1);
-    if (plan_tracks(z) && !z->zones[r->zone].small) learn_free(z, addr);
+    /* (a small request the large zone took carries a lifetime record; the plan never saw it) */
+    if (plan_tracks(z) && !z->zones[r->zone].small && user == NIL) learn_free(z, addr);
   }
   if (user != NIL) {
     hbm_lifetime_observe(&z->life, &z->recs[user].stamp);
@@ -2113,17 +2129,16 @@ static void zoned_usage(hbm_policy *p, hbm_policy_usage *u) {
    * partly used chunks keep mapped may take more (the holes below the top
    * are walked page by page, only at samples). Where classes split the large
    * blocks (large_life), which zone a request goes to is the rule's guess:
-   * only the granules. With no granule free, a request of a granule or more
-   * still fits such a hole (it goes to the large zone); one below a granule
-   * goes to a small zone, which may have no room, so a figure below a granule
-   * is not promised and reads 0. (Freeing what partly used chunks hold copies
+   * only the granules. With no granule free, such a hole still takes any
+   * request: one below a granule that its small zone has no room for goes to
+   * the large zone (vmm_alloc). (Freeing what partly used chunks hold copies
    * data: not counted.) */
   uint64_t room = device_room(z) + z->idle_pages;
   u->largest_free = room << z->gshift;
   if (z->large_zone == NIL || !z->zones[z->large_zone].nranges) return;
   hole_ctx h = {z, &z->ranges[z->zones[z->large_zone].ranges[0]], room, u->largest_free};
   hbm_vspace_walk(h.r->vs, largest_in_hole, &h);
-  u->largest_free = !room && z->conf.small && h.best < z->granule ? 0 : h.best;
+  u->largest_free = h.best;
 }
 
 static int zoned_step(hbm_policy *p, uint64_t step) {
@@ -2159,6 +2174,7 @@ static int zoned_counters(hbm_policy *p, hbm_counter *out, int max) {
       {"plan_drops", (double)z->plan_drops},
       {"plans_declined", (double)z->plans_declined},
       {"slot_allocs", (double)z->slot_allocs},
+      {"small_in_large", (double)z->small_in_large},
       {"unsettles", (double)z->unsettles},
   };
   int n = (int)(sizeof c / sizeof c[0]);
