@@ -4,12 +4,15 @@
 #   make check              build and run every test (ends with "N passed, N failed")
 #   make check SANITIZE=1   the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make check SANITIZE=thread   ThreadSanitizer (build-tsan/)
+#   make check VALGRIND=1   every test under valgrind's memcheck (build/; randomized
+#                           tests at HBM_TEST_SCALE=0.1 unless set)
 #   make demo               the main job
 #   make install PREFIX=/usr/local
 #   make fuzz               libFuzzer targets (clang) into build-fuzz/
 #   make bench              the benchmarks, side by side, as JSON
 
 SANITIZE ?= 0
+VALGRIND ?= 0
 PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 ifeq ($(SANITIZE),0)
@@ -32,8 +35,16 @@ $(BUILD)/CMakeCache.txt:
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+VALGRIND_CMD := valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect
+
 check: build
+ifeq ($(VALGRIND),0)
 	sh tests/run.sh $(BUILD)
+else
+	@if [ "$(SANITIZE)" != 0 ]; then echo "make check: VALGRIND=1 runs the plain build; leave SANITIZE out" >&2; exit 2; fi
+	@command -v valgrind >/dev/null || { echo "make check VALGRIND=1: valgrind not found (Debian: apt-get install valgrind)" >&2; exit 2; }
+	HBM_TEST_WRAP="$(VALGRIND_CMD)" HBM_TEST_SCALE=$${HBM_TEST_SCALE:-0.1} sh tests/run.sh $(BUILD)
+endif
 
 demo: build
 	$(BUILD)/hbm demo

@@ -4,6 +4,9 @@
 # A program passes with exit 0, is skipped with exit 77, fails otherwise.
 # Ends with the plain line "N passed, N failed, N skipped".
 # Usage: tests/run.sh BUILD_DIR [FILTER...]   (runs tests whose name contains any FILTER)
+# HBM_TEST_WRAP, when set, is a command every test program, fuzz target and
+# hbm run of the CLI scripts runs under (make check VALGRIND=1 sets it to
+# valgrind's memcheck, which then fails a test with exit 99 on any error).
 build=${1:-build}
 [ $# -gt 0 ] && shift
 filters="$*"
@@ -13,6 +16,13 @@ logdir="$build/test-logs"
 mkdir -p "$logdir"
 passed=0; failed=0; skipped=0; failures=""
 export HBM="$build/hbm" HBM_ROOT="$root" HBM_BUILD="$build"
+wrap=${HBM_TEST_WRAP:-}
+if [ -n "$wrap" ]; then
+  # The CLI scripts run "$HBM": point it at a script that runs hbm under the wrapper.
+  export HBM="$build/hbm-wrapped"
+  printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$wrap" "$build/hbm" > "$HBM"
+  chmod +x "$HBM"
+fi
 
 run_one() { # name, command...
   name=$1; shift
@@ -38,14 +48,14 @@ run_one() { # name, command...
 
 for t in "$build"/tests/test_*; do
   [ -x "$t" ] || continue
-  run_one "$(basename "$t")" "$t"
+  run_one "$(basename "$t")" $wrap "$t"
 done
 for f in "$build"/fuzz/fuzz_*; do
   [ -x "$f" ] || continue
   name=$(basename "$f")
   corpus="$root/fuzz/corpus/${name#fuzz_}"
   [ -d "$corpus" ] || continue
-  run_one "$name-corpus" "$f" "$corpus"
+  run_one "$name-corpus" $wrap "$f" "$corpus"
 done
 for s in "$root"/tests/cli/*.sh; do
   [ -f "$s" ] || continue
