@@ -35,13 +35,17 @@ $(BUILD)/CMakeCache.txt:
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+ifneq ($(VALGRIND),0)
+  ifneq ($(SANITIZE),0)
+    $(error VALGRIND=1 runs the plain build; leave SANITIZE out)
+  endif
+endif
 VALGRIND_CMD := valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect
 
 check: build
 ifeq ($(VALGRIND),0)
 	sh tests/run.sh $(BUILD)
 else
-	@if [ "$(SANITIZE)" != 0 ]; then echo "make check: VALGRIND=1 runs the plain build; leave SANITIZE out" >&2; exit 2; fi
 	@command -v valgrind >/dev/null || { echo "make check VALGRIND=1: valgrind not found (Debian: apt-get install valgrind)" >&2; exit 2; }
 	HBM_TEST_WRAP="$(VALGRIND_CMD)" HBM_TEST_SCALE=$${HBM_TEST_SCALE:-0.1} sh tests/run.sh $(BUILD)
 endif
