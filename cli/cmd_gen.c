@@ -305,7 +305,9 @@ int cmd_gen(int argc, char **argv) {
   int estimate = 0, json = 0, list = 0, ok = 1;
   uint64_t v;
   uint32_t u;
-  int shape_given = 0;
+  /* which shape options the user gave: the others are derived from them,
+   * whatever the order on the line */
+  int layers_given = 0, hidden_given = 0, heads_given = 0, ffn_given = 0;
   optind = 1;
   opterr = 0;
   int opt;
@@ -319,18 +321,17 @@ int cmd_gen(int argc, char **argv) {
           cli_error("--params: expected a positive parameter count like 1.3B or 70e9, got '%s'", optarg);
           ok = 0;
         }
-        if (ok && !shape_given) c.layers = c.hidden = c.heads = c.ffn = 0;
         break;
       case O_ARCH:
         if (!strcmp(optarg, "gpt")) c.arch = HBM_ARCH_GPT;
         else if (!strcmp(optarg, "llama")) c.arch = HBM_ARCH_LLAMA;
         else { cli_error("--arch: expected gpt or llama, got '%s'", optarg); ok = 0; }
         break;
-      case O_LAYERS: ok = parse_u32("--layers", optarg, 1, 10000, &c.layers); shape_given = 1; break;
-      case O_HIDDEN: ok = parse_u32("--hidden", optarg, 1, 1u << 20, &c.hidden); shape_given = 1; break;
-      case O_HEADS: ok = parse_u32("--heads", optarg, 1, 1u << 20, &c.heads); break;
+      case O_LAYERS: ok = parse_u32("--layers", optarg, 1, 10000, &c.layers); layers_given = 1; break;
+      case O_HIDDEN: ok = parse_u32("--hidden", optarg, 1, 1u << 20, &c.hidden); hidden_given = 1; break;
+      case O_HEADS: ok = parse_u32("--heads", optarg, 1, 1u << 20, &c.heads); heads_given = 1; break;
       case O_KV: ok = parse_u32("--kv-heads", optarg, 1, 1u << 20, &c.kv_heads); break;
-      case O_FFN: ok = parse_u32("--ffn", optarg, 1, 1u << 24, &c.ffn); break;
+      case O_FFN: ok = parse_u32("--ffn", optarg, 1, 1u << 24, &c.ffn); ffn_given = 1; break;
       case O_VOCAB: ok = parse_u32("--vocab", optarg, 1, 1u << 24, &c.vocab); break;
       case O_ATTN:
         if (!strcmp(optarg, "flash")) c.attention = HBM_ATTN_FLASH;
@@ -392,9 +393,21 @@ int cmd_gen(int argc, char **argv) {
     cli_error("--estimate prints the closed form and writes no trace: drop -o %s, or --estimate to write it", output);
     return CLI_BAD_INPUT;
   }
-  if (c.params && shape_given && c.layers && c.hidden) {
+  if (c.params && layers_given && hidden_given) {
     cli_error("--params conflicts with --layers and --hidden: give the count or the shape");
     return CLI_BAD_INPUT;
+  }
+  /* What the user did not give follows from what they did (resolve derives
+   * zeros): --params solves for the layers and hidden size it is not given,
+   * and heads and ffn follow a hidden size given or solved, not the
+   * defaults' or a preset's for another width. */
+  if (c.params) {
+    if (!layers_given) c.layers = 0;
+    if (!hidden_given) c.hidden = 0;
+  }
+  if (c.params || hidden_given) {
+    if (!heads_given) c.heads = 0;
+    if (!ffn_given) c.ffn = 0;
   }
   hbm_diag diag;
   memset(&diag, 0, sizeof diag);

@@ -322,8 +322,14 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
   }
   if (c.layers == 0 || c.layers > 10000) return bad(diag, "--layers %u: expected 1..10000", c.layers);
   if (c.hidden == 0 || c.hidden > LIMIT_DIM) return bad(diag, "--hidden %u: expected 1..%u", c.hidden, LIMIT_DIM);
-  if (c.heads == 0) c.heads = c.hidden >= 128 ? c.hidden / 128 : 1;
-  if (c.hidden % c.heads) return bad(diag, "--heads %u does not divide --hidden %u", c.heads, c.hidden);
+  int heads_derived = c.heads == 0;
+  if (heads_derived) c.heads = c.hidden >= 128 ? c.hidden / 128 : 1;
+  if (c.hidden % c.heads) {
+    if (heads_derived)
+      return bad(diag, "--hidden %u: the default heads (hidden/128 = %u) do not divide it; give --heads", c.hidden,
+                 c.heads);
+    return bad(diag, "--heads %u does not divide --hidden %u", c.heads, c.hidden);
+  }
   if (c.kv_heads == 0) c.kv_heads = c.heads;
   if (c.kv_heads > c.heads || c.heads % c.kv_heads)
     return bad(diag, "--kv-heads %u does not divide --heads %u", c.kv_heads, c.heads);

@@ -93,6 +93,19 @@ grep -q "(32 layers, hidden 4096, 32 heads" "$dir/split" || { echo "FAIL --param
   { echo "FAIL --params 70B --tp 8 --pp 4: $(cat "$dir/wide")"; fail=1; }
 grep -q "llama 70.1B (80 layers, hidden 9216, 72 heads/8 kv" "$dir/wide" || { echo "FAIL --params 70B --tp 8 --pp 4: shape"; cat "$dir/wide"; fail=1; }
 
+# the shape options mean the same in any order: what is not given follows from what is
+# (--params solves for the rest; heads and ffn follow the hidden size given)
+shape() { "$HBM" gen llm "$@" --steps 1 --estimate --json | sed -n 's/.*"workload":"[a-z]* [0-9.]*[BMT] (\([^)]*\)).*/\1/p'; }
+for pair in "--hidden 4096|--params 7B" "--layers 32|--params 7B" "--heads 64|--params 7B" "--ffn 8192|--params 7B"; do
+  a=${pair%%|*}; b=${pair#*|}
+  # shellcheck disable=SC2086
+  x=$(shape $a $b); y=$(shape $b $a)
+  if [ -z "$x" ] || [ "$x" != "$y" ]; then echo "FAIL order: '$a $b' gives '$x', '$b $a' '$y'"; fail=1; fi
+done
+shape --heads 64 --params 7B | grep -q ", 64 heads/64 kv," || { echo "FAIL --heads before --params dropped"; fail=1; }
+shape --ffn 8192 --params 7B | grep -q ", ffn 8192," || { echo "FAIL --ffn before --params dropped"; fail=1; }
+shape --hidden 4096 | grep -q "^24 layers, hidden 4096, 32 heads/32 kv, ffn 16384," || { echo "FAIL --hidden 4096: heads not hidden/128: $(shape --hidden 4096)"; fail=1; }
+
 # bad options: exit 2, a message naming the option, no output file
 bad() { # name, expected substring, options...
   name=$1; want=$2; shift 2
@@ -115,6 +128,8 @@ bad unknown        "--frobnicate" --frobnicate 3
 bad no_value       "--layers"     --layers
 bad too_big        "--capacity"   --params 70B --dp 1 --capacity 80GiB
 bad params_shape   "--params"     --params 7B --layers 32 --hidden 4096
+bad shape_params   "--params"     --layers 32 --hidden 4096 --params 7B
+bad hidden_heads   "^hbm: --hidden 1000: the default heads (hidden/128 = 7) do not divide it; give --heads$" --hidden 1000
 bad params_split   "--pp 7"       --params 7B --layers 30 --pp 7
 bad params_heads   "--params: no shape" --params 7B --heads 7 --tp 4
 bad tflops_huge    "^hbm: --tflops: expected a number of TFLOP/s above 0 and below 1000000, got '1e308'$" --tflops 1e308
