@@ -226,7 +226,7 @@ int cmd_demo(int argc, char **argv) {
            "(%s), %s with every sequence at its maximum length. Whether and when a policy fails below "
            "comes from the replay alone, on the simulated device: it grants a new segment whenever "
            "enough capacity is unreserved (the driver maps any free pages, as CUDA's does).",
-           cli_size(est.peak, pk), est.peak_phase, cli_size(est.bound, bd));
+           cli_size(est.peak, pk), est.peak_phase, cli_size(est.at_seq_max, bd));
   char command[256];
   size_t cl = (size_t)snprintf(command, sizeof command, "hbm demo");
   if (strcmp(preset, "910c-dense") && cl < sizeof command)

@@ -228,7 +228,7 @@ static int print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estimat
     hbm_json_kv_u64(&j, "nbuckets", e->nbuckets);
     hbm_json_kv_u64(&j, "bucket_max_bytes", e->bucket_max_bytes);
     hbm_json_kv_u64(&j, "peak_estimate", e->peak);
-    hbm_json_kv_u64(&j, "peak_bound", e->bound);
+    hbm_json_kv_u64(&j, "peak_at_seq_max", e->at_seq_max);
     hbm_json_kv_string(&j, "peak_phase", e->peak_phase);
     hbm_json_object_end(&j);
     return cli_print_json("gen llm", &j);
@@ -251,7 +251,7 @@ static int print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estimat
          (unsigned long long)e->nbuckets, hbm_size_format(e->bucket_max_bytes, l, 32),
          hbm_size_format(e->comm_bytes, m, 32));
   printf("peak live      %s estimated (%s), %s with every sequence at %u; capacity %s\n",
-         hbm_size_format(e->peak, n, 32), e->peak_phase, hbm_size_format(e->bound, p, 32), c->seq_max,
+         hbm_size_format(e->peak, n, 32), e->peak_phase, hbm_size_format(e->at_seq_max, p, 32), c->seq_max,
          hbm_size_format(c->capacity, a, 32));
   return CLI_OK;
 }

@@ -1564,7 +1564,7 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
   /* Walk the 1F1B schedule of each step with this seed's sequence lengths. */
   uint32_t m = c.grad_accum, warm = c.pp - c.pp_stage - 1;
   if (warm > m) warm = m;
-  uint64_t best = static_all + opt, bound = best;
+  uint64_t best = static_all + opt, at_max = best;
   const char *phase = "optimizer";
   uint64_t best_act = 0, best_tr = opt, best_comm = 0;
   uint64_t *kept = malloc((size_t)m * sizeof *kept);
@@ -1606,11 +1606,11 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
         }
       }
     }
-    if (pass) bound = max2(bound, top);
+    if (pass) at_max = max2(at_max, top);
   }
   free(kept);
   est->peak = best;
-  est->bound = max2(bound, best);
+  est->at_seq_max = at_max;
   est->peak_phase = phase;
   est->act_peak_bytes = best_act;
   est->transient_bytes = best_tr;

@@ -99,7 +99,9 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag);
 /* Closed-form memory of one device (docs/workload.md §5), from formulas, not
  * from generated events. Sequence lengths are drawn from the seed exactly as
  * the generator draws them, so `peak` is the estimate for this very run;
- * `bound` puts every micro-batch at seq_max. */
+ * `at_seq_max` puts every micro-batch at seq_max. That is no bound: shorter
+ * sequences compute a backward faster, so more gradient buckets can be in
+ * flight at once (docs/workload.md §5). */
 typedef struct hbm_gen_llm_estimate {
   uint64_t params_total;     /* whole model */
   uint64_t params_device;    /* parameters this device computes with (its TP/PP share) */
@@ -116,7 +118,7 @@ typedef struct hbm_gen_llm_estimate {
   uint64_t nbuckets;         /* gradient buckets per reduction */
   uint64_t bucket_max_bytes; /* largest gradient bucket */
   uint64_t peak;             /* estimated peak live bytes for this seed */
-  uint64_t bound;            /* the same with every micro-batch at seq_max */
+  uint64_t at_seq_max;       /* the same with every micro-batch at seq_max */
   const char *peak_phase;    /* "forward", "backward", "gradient reduction", "optimizer" */
   uint64_t events_per_step;  /* rough count, for sizing */
 } hbm_gen_llm_estimate;
