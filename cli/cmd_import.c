@@ -82,7 +82,7 @@ int cmd_import(int argc, char **argv) {
   hbm_diag diag = {0};
   if (!hbm_pickle_sniff((const uint8_t *)data, len)) {
     free(data);
-    cli_error("%s: byte 0: not a pickle (a PyTorch snapshot starts with PROTO 2..5); "
+    cli_error("%s: byte 0: not a pickle of protocol 2 to 5 (a PyTorch snapshot starts with the PROTO opcode, 0x80); "
               "an hbm text trace needs no import", path);
     return CLI_BAD_INPUT;
   }

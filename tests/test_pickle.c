@@ -439,8 +439,8 @@ static void test_refusals(void) {
   PARSE_FAILS("\x80\x02Vabc\n.", 2, "UNICODE");
   PARSE_FAILS("\x80\x02\xff.", 2, "unknown opcode 0xff");
   PARSE_FAILS("\x80\x02K\x01Z.", 4, "unknown opcode 0x5a ('Z')");
-  PARSE_FAILS("\x80\x06N.", 0, "protocol 6", "2 to 5");
-  PARSE_FAILS("\x80\x01N.", 0, "protocol 1");
+  PARSE_FAILS("\x80\x06N.", 1, "protocol 6", "2 to 5"); /* at the protocol byte */
+  PARSE_FAILS("\x80\x01N.", 1, "protocol 1");
 }
 
 static void test_malformed(void) {
@@ -581,9 +581,11 @@ static void test_sniff(void) {
   CHECK(hbm_pickle_sniff((const uint8_t *)"\x80\x04\x95", 3));
   CHECK(hbm_pickle_sniff((const uint8_t *)"\x80\x02", 2));
   CHECK(hbm_pickle_sniff((const uint8_t *)"\x80\x05", 2));
-  CHECK(!hbm_pickle_sniff((const uint8_t *)"\x80\x06", 2));
-  CHECK(!hbm_pickle_sniff((const uint8_t *)"\x80\x01", 2));
-  CHECK(!hbm_pickle_sniff((const uint8_t *)"\x80", 1));
+  /* routed to the reader, which names the protocol or the truncation */
+  CHECK(hbm_pickle_sniff((const uint8_t *)"\x80\x06", 2));
+  CHECK(hbm_pickle_sniff((const uint8_t *)"\x80\x01", 2));
+  CHECK(hbm_pickle_sniff((const uint8_t *)"\x80", 1));
+  CHECK(!hbm_pickle_sniff((const uint8_t *)"(dp0\n", 5)); /* protocol 0: the text reader's header message */
   CHECK(!hbm_pickle_sniff((const uint8_t *)"hbm-trace 1\n", 12));
   CHECK(!hbm_pickle_sniff(NULL, 0));
 }

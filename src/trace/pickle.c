@@ -786,7 +786,8 @@ static int step(parser *p) {
   case OP_PROTO:
     if ((rc = need_bytes(p, 1))) return rc;
     n = p->data[p->pos++];
-    if (n < 2 || n > 5) return FAIL("PROTO: protocol %zu is not supported (expected 2 to 5)", n);
+    if (n < 2 || n > 5) /* at the protocol byte: the opcode's own offset, 0, reads as no offset */
+      return fail_at(p, p->pos - 1, "PROTO: protocol %zu is not supported (expected 2 to 5)", n);
     return HBM_OK;
   case OP_FRAME: /* a hint for buffered readers; the whole input is in memory */
     if ((rc = read_length(p, 8, 0, &n))) return rc;
@@ -944,5 +945,5 @@ const char *hbm_pk_type_name(hbm_pk_type type) {
 }
 
 int hbm_pickle_sniff(const uint8_t *data, size_t len) {
-  return data && len >= 2 && data[0] == OP_PROTO && data[1] >= 2 && data[1] <= 5;
+  return data && len >= 1 && data[0] == OP_PROTO;
 }

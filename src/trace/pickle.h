@@ -65,7 +65,9 @@ const hbm_pk_value *hbm_pk_get(const hbm_pk_value *dict, const char *key);
 int hbm_pk_int(const hbm_pk_value *v, int64_t *out);
 /* NUL-terminated string or NULL if not STR. */
 const char *hbm_pk_str(const hbm_pk_value *v);
-/* 1 if data looks like a pickle (PROTO opcode 0x80 with protocol 2..5). */
+/* 1 if data starts as a pickle of protocol 2 or later does (the PROTO opcode,
+ * 0x80, which no text trace starts with): the reader then takes it or says why
+ * not (a protocol it does not know, a truncated file). */
 int hbm_pickle_sniff(const uint8_t *data, size_t len);
 
 /* ---- additions (compatible with the API above) ---------------------------------

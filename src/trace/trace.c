@@ -458,7 +458,8 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
         saw_header = 1;
         continue;
       }
-      rc = BAD(&p, "expected the header 'hbm-trace 1' as the first line");
+      rc = BAD(&p, "expected the header 'hbm-trace 1' as the first line (or a PyTorch snapshot: a pickle of "
+                   "protocol 2 to 5)");
       break;
     }
     hbm_event e = {.id = HBM_NO_ID, .addr = HBM_NO_ADDR, .line = (uint32_t)(p.line > UINT32_MAX ? UINT32_MAX : p.line)};

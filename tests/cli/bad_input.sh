@@ -32,6 +32,15 @@ expect init_wrap      "wrap past the top of the address space" \
   'hbm-trace 1\ninit-seg 0xfffffffffffffe00 2MiB 0 large\ninit-blk 0xfffffffffffffe00 2MiB -\na x 10\n'
 expect conf           "conf: byte 18 of the setting 'max_split_size_mb:abc': max_split_size_mb: expected" \
   'hbm-trace 1\nconf max_split_size_mb:abc\na x 10 @0x0\nf x\n'
+# a pickle of a protocol the reader does not take is named as such by every command,
+# not read as a text trace without its header
+printf '\200\006N.' > "$dir/proto6.pickle"
+for cmd in "replay --policy caching --capacity 1GiB" "mincap --policy caching" "fidelity" "import -q -o $dir/p6.trace"; do
+  # shellcheck disable=SC2086
+  "$HBM" $cmd "$dir/proto6.pickle" > /dev/null 2> "$dir/err"; rc=$?
+  [ $rc -eq 2 ] && grep -q "proto6.pickle: byte 1: PROTO: protocol 6 is not supported (expected 2 to 5)" "$dir/err" ||
+    { echo "FAIL hbm $cmd with a protocol 6 pickle: exit $rc, $(cat "$dir/err")"; fail=1; }
+done
 # ... refused by every command that reads the trace, not only by the one that uses it
 for cmd in "replay --policy caching --capacity 1GiB" "mincap --policy caching" "fidelity"; do
   # shellcheck disable=SC2086
