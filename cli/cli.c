@@ -250,6 +250,16 @@ const char *cli_output_path(const char *opt, const char *arg) {
   return NULL;
 }
 
+void cli_summary_after_output(const char *output) {
+  struct stat so, s1, sn;
+  if (!output || fstat(STDOUT_FILENO, &s1) != 0 || stat(output, &so) != 0) return;
+  if (so.st_dev != s1.st_dev || so.st_ino != s1.st_ino) return;
+  /* both thrown away: nothing to keep apart, and stderr stays quiet */
+  if (stat("/dev/null", &sn) == 0 && sn.st_dev == so.st_dev && sn.st_ino == so.st_ino) return;
+  fflush(stdout);
+  dup2(STDERR_FILENO, STDOUT_FILENO);
+}
+
 const char *cli_size(uint64_t bytes, char buf[32]) { return hbm_size_format(bytes, buf, 32); }
 
 const char *cli_frag(double ratio, int decimals, char buf[32]) {

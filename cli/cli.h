@@ -106,6 +106,10 @@ int cli_check_output(const char *path, const char *const *inputs, int ninputs);
  * "hbm: OPT: expected a file path, got an empty one" (exit 2 then), checked
  * before any work is done. */
 const char *cli_output_path(const char *opt, const char *arg);
+/* Once OUTPUT is written: where it was standard output itself (-o /dev/stdout,
+ * /dev/fd/1, the pipe stdout is), what the command prints after (its summary,
+ * text or JSON) goes to standard error, so a reader of the output gets it alone. */
+void cli_summary_after_output(const char *output);
 /* Splits "a,b,c" (or "all": every policy this build knows) into names.
  * Returns the count; 0 for an empty (",a", "a,", "a,,b"), unknown or repeated
  * name, or more than `max`, after saying what --policy expects. */

@@ -446,6 +446,7 @@ int cmd_gen(int argc, char **argv) {
     hbm_trace_free(t);
     return cli_write_failed(&diag, rc, output);
   }
+  cli_summary_after_output(output);
   char a[32], b[32], d[32];
   int code = CLI_OK;
   if (json) {

@@ -105,6 +105,7 @@ int cmd_import(int argc, char **argv) {
     hbm_trace_free(t);
     return cli_write_failed(&diag, rc, output);
   }
+  cli_summary_after_output(output);
   int code = CLI_OK;
   if (!quiet) {
     uint64_t allocs = 0, frees = 0, segs = 0, segfrees = 0, steps = 0, live = 0, init_bytes = 0;

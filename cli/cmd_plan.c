@@ -233,6 +233,7 @@ int cmd_plan(int argc, char **argv) {
       exit_code = wrc;
       goto out;
     }
+    cli_summary_after_output(output);
   }
 
   uint64_t first_time = UINT64_MAX, last_time = 0;

@@ -60,5 +60,17 @@ rc=$?
 [ $rc -eq 1 ] && [ -d "$dir/adir" ] && grep -q "adir: cannot write: Is a directory" "$dir/err" ||
   { echo "FAIL directory: exit $rc: $(cat "$dir/err")"; fail=1; }
 
+# Standard output as the output: it carries the output alone (the summary, text or
+# JSON, goes to standard error), so the next command in a pipe reads it whole.
+"$HBM" plan "$dir/p.csv" -o /dev/stdout 2> "$dir/plan_err" | "$HBM" plan /dev/stdin > "$dir/plan_again" 2>&1 ||
+  { echo "FAIL plan -o /dev/stdout | plan: $(cat "$dir/plan_again")"; fail=1; }
+grep -q "wrote /dev/stdout" "$dir/plan_err" || { echo "FAIL plan -o /dev/stdout: no summary on stderr"; fail=1; }
+"$HBM" gen llm --layers 2 --hidden 256 --seq 128 --steps 2 --json -o /dev/stdout 2> "$dir/gen_err" |
+  "$HBM" replay /dev/stdin --policy caching > "$dir/gen_replay" 2>&1 ||
+  { echo "FAIL gen llm -o /dev/stdout | replay: $(cat "$dir/gen_replay")"; fail=1; }
+grep -q '"output":"/dev/stdout"' "$dir/gen_err" || { echo "FAIL gen llm -o /dev/stdout: no JSON on stderr"; fail=1; }
+"$HBM" gen llm --layers 2 --hidden 256 --seq 128 --steps 2 -o "$dir/small.trace" > "$dir/gen_out" 2>&1
+grep -q "wrote .*small.trace" "$dir/gen_out" || { echo "FAIL gen llm -o FILE: summary not on stdout"; fail=1; }
+
 [ $fail -eq 0 ] && echo "output_paths: ok"
 exit $fail
