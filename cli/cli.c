@@ -404,8 +404,15 @@ int cli_check_policies(const char *device, char names[][32], int n, const cli_co
     hbm_heap *heap = NULL;
     rc = hbm_heap_create(dev, names[i], cli_conf_for(confs, names[i]), &heap);
     if (heap) hbm_heap_destroy(heap);
-    if (rc == HBM_EINVAL && n > 1 && confs->all && !strcmp(cli_conf_for(confs, names[i]), confs->all))
-      cli_error("--alloc-conf '%s' went to every policy; POLICY=SETTINGS gives settings to one", confs->all);
+    if (rc == HBM_EINVAL && confs->all && !strcmp(cli_conf_for(confs, names[i]), confs->all)) {
+      /* a mistyped POLICY= reads as settings for every policy: say which name it was */
+      size_t len = strcspn(confs->all, "=:,");
+      if (confs->all[len] == '=' && len > 0)
+        cli_error("--alloc-conf '%s': '%.*s' is not a policy (known: %s); POLICY=SETTINGS gives settings to one",
+                  confs->all, (int)len, confs->all, hbm_policy_names());
+      else if (n > 1)
+        cli_error("--alloc-conf '%s' went to every policy; POLICY=SETTINGS gives settings to one", confs->all);
+    }
   }
   hbm_device_close(dev);
   return rc == HBM_OK ? CLI_OK : cli_exit_code(rc);

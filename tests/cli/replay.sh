@@ -61,6 +61,12 @@ n=$("$HBM" replay "$trace" --policy all --json | grep -o '"policy":' | wc -l)
 "$HBM" replay "$trace" --policy caching,zoned --alloc-conf zoned=moves:off --alloc-conf caching=max_split_size_mb:64 --json \
   > "$dir/out" 2> "$dir/err" || { echo "FAIL --policy with per-policy --alloc-conf: $(cat "$dir/err")"; fail=1; }
 grep -q '"policy":"zoned","alloc_conf":"moves:off"' "$dir/out" || { echo "FAIL per-policy settings: $(cat "$dir/out")"; fail=1; }
+# a mistyped POLICY= goes to every policy as settings; the message names the name that is no policy
+for p in caching zoned caching,zoned; do
+  "$HBM" replay "$trace" --policy $p --alloc-conf zonedd=moves:on > "$dir/out" 2> "$dir/err"; rc=$?
+  [ $rc -eq 2 ] && grep -q "^hbm: --alloc-conf 'zonedd=moves:on': 'zonedd' is not a policy (known: " "$dir/err" ||
+    { echo "FAIL --policy $p --alloc-conf zonedd=: exit $rc, $(cat "$dir/err")"; fail=1; }
+done
 # a bad --device is said once, not once per policy, and nothing is printed
 "$HBM" replay "$trace" --device sim:2PiB --policy bestfit,caching > "$dir/out" 2> "$dir/err"; rc=$?
 [ $rc -eq 2 ] && [ ! -s "$dir/out" ] && [ "$(wc -l < "$dir/err")" -eq 1 ] ||
