@@ -89,7 +89,8 @@ int hbm_size_parse(const char *text, uint64_t *bytes);
  * HBM_EINVAL on a sign, hexadecimal, anything else, a value that is not whole
  * ("1.5"), overflow or more than 64 characters. */
 int hbm_count_parse(const char *text, uint64_t *count);
-/* Writes a human size ("4.20 GiB") into buf; returns buf. */
+/* Writes a human size ("4.20 GiB") into buf of len bytes, truncated as snprintf
+ * truncates; returns buf (nothing written where buf is NULL or len 0). */
 char *hbm_size_format(uint64_t bytes, char *buf, size_t len);
 
 /* ---- devices ------------------------------------------------------------------- */
@@ -152,9 +153,10 @@ typedef struct hbm_stats {
  * 0 when nothing is free; "infinite" is reported as 1e9 when largest_free is 0. */
 double hbm_fragmentation_ratio(uint64_t free_total, uint64_t largest_free);
 
-/* Formats stats as text lines ("live 1.00 GiB (1073741824)") or as one JSON
- * object. Returns the length that was needed (like snprintf); HBM_EINVAL for
- * NULL stats. */
+/* Formats stats as text lines ("live 1.00 GiB (1073741824)", counts such as
+ * "allocs 3000" without a size) or as one JSON object (a fragmentation that
+ * is not finite as null). Returns the length that was needed (like snprintf);
+ * HBM_EINVAL for NULL stats. */
 int hbm_stats_format(const hbm_stats *stats, int json, char *buf, size_t len);
 
 /* ---- heaps: an allocator policy over a device ------------------------------------ */

@@ -1,6 +1,10 @@
 /* test_heap: the public API's edges (sizes, double and unknown frees, tags,
  * devices, stats equations, scan, check) and a seeded randomized run with
  * hbm_check() after every operation. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "hbm.h"
 #include "testutil.h"
 
@@ -155,6 +159,26 @@ int main(void) {
   char text[4096];
   CHECK(hbm_stats_format(&st, 1, text, sizeof text) > 0 && strstr(text, "\"largest_free\":") && strstr(text, "\"act\":5000"));
   CHECK(hbm_stats_format(&st, 0, text, sizeof text) > 0 && strstr(text, "fragmentation"));
+  /* counts are counts, not sizes; peaks per purpose are in the text too */
+  CHECK(strstr(text, "\nfailures        2\n") != NULL);
+  CHECK(strstr(text, "\npeak_live[act]  ") != NULL);
+  {
+    char want[96], sz[32];
+    snprintf(want, sizeof want, "\nlive            %s (%llu)\n", hbm_size_format(st.live, sz, sizeof sz),
+             (unsigned long long)st.live);
+    CHECK(strstr(text, want) != NULL); /* bytes keep their size */
+  }
+  {
+    hbm_stats odd = st;
+    odd.fragmentation = NAN; /* filled in by a caller: the JSON stays JSON */
+    CHECK(hbm_stats_format(&odd, 1, text, sizeof text) > 0 && strstr(text, "\"fragmentation\":null,"));
+  }
+  {
+    char small[8];
+    CHECK(hbm_size_format(1ull << 30, NULL, 16) == NULL); /* nowhere to write: nothing written */
+    CHECK(hbm_size_format(1ull << 30, small, 0) == small);
+    CHECK(!strcmp(hbm_size_format(1ull << 30, small, sizeof small), "1.00 Gi")); /* truncated as snprintf */
+  }
   scan_tally t = {.ordered = 1};
   CHECK(hbm_heap_scan(h, tally, &t) == HBM_OK);
   CHECK(t.ordered && t.live_blocks == 1 && t.live == 5120 && t.live + t.holes == 96ull << 30 && t.last_tag == HBM_TAG_ACT);

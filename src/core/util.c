@@ -224,6 +224,7 @@ int hbm_size_parse(const char *text, uint64_t *bytes) {
 
 char *hbm_size_format(uint64_t bytes, char *buf, size_t len) {
   static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (!buf || !len) return buf; /* nowhere to write */
   double v = (double)bytes;
   int u = 0;
   while (v >= 1024 && u < 5) {
@@ -255,15 +256,26 @@ static void outf(out_buf *o, const char *fmt, ...) {
   va_end(ap);
   if (n > 0) o->used += (size_t)n;
 }
+/* The fields that count events or blocks, not bytes: text gives them no size. */
+static int is_count(const char *name) {
+  static const char *const counts[] = {"allocs", "frees", "failures", "live_blocks", "backend_calls"};
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+    if (!strcmp(name, counts[i])) return 1;
+  return 0;
+}
 static void out_value_u64(out_buf *o, int json, const char *name, uint64_t v, int first) {
   char h[32];
   if (json)
     outf(o, "%s\"%s\":%llu", first ? "" : ",", name, (unsigned long long)v);
+  else if (is_count(name))
+    outf(o, "%-15s %llu\n", name, (unsigned long long)v);
   else
     outf(o, "%-15s %s (%llu)\n", name, hbm_size_format(v, h, sizeof h), (unsigned long long)v);
 }
 static void out_value_double(out_buf *o, int json, const char *name, double v, int first) {
-  if (json)
+  if (json && !isfinite(v)) /* JSON has no NaN or infinity */
+    outf(o, "%s\"%s\":null", first ? "" : ",", name);
+  else if (json)
     outf(o, "%s\"%s\":%.6g", first ? "" : ",", name, v);
   else
     outf(o, "%-15s %.4f\n", name, v);
@@ -296,6 +308,11 @@ int hbm_stats_format(const hbm_stats *s, int json, char *buf, size_t len) {
       char name[32], h[32];
       snprintf(name, sizeof name, "live[%s]", tag_names[t]);
       outf(&o, "%-15s %s\n", name, hbm_size_format(s->live_by_tag[t], h, sizeof h));
+    }
+    for (int t = 0; t < HBM_TAG_COUNT; t++) {
+      char name[32], h[32];
+      snprintf(name, sizeof name, "peak_live[%s]", tag_names[t]);
+      outf(&o, "%-15s %s\n", name, hbm_size_format(s->peak_live_by_tag[t], h, sizeof h));
     }
   }
   return (int)o.used;
