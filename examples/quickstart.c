@@ -4,6 +4,8 @@
 #include <stdio.h>
 
 static void on_error(int err, const char *message, void *arg) {
+  (void)err; /* the code the failing call returns as well */
+  (void)arg; /* the pointer given to hbm_set_error_handler: none here */
   fprintf(stderr, "hbm: %s\n", message);
 }
 
