@@ -57,6 +57,12 @@ int main(void) {
   hbm_replay_options small = {.policy = "bestfit", .device = "sim:84GiB"};
   CHECK(hbm_replay(t, &small, &r) == HBM_OK);
   CHECK(r.oom == 1 && r.first_oom.cause == HBM_CAUSE_CAPACITY);
+  /* Arguments refused: the result is cleared all the same, as the header says. */
+  hbm_replay_options none = {.policy = NULL};
+  CHECK(hbm_replay(t, &none, &r) == HBM_EINVAL && r.oom == 0 && r.events == 0 && r.peak_live == 0);
+  CHECK(hbm_replay(t, &small, &r) == HBM_OK && r.oom == 1);
+  CHECK(hbm_replay(NULL, &small, &r) == HBM_EINVAL && r.oom == 0 && r.events == 0);
+  CHECK(hbm_replay(t, NULL, NULL) == HBM_EINVAL);
   hbm_trace_free(t);
   return test_done("test_step437");
 }

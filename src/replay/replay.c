@@ -286,8 +286,9 @@ static int open_policy(const hbm_trace *t, const char *policy, const char *conf,
 }
 
 int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_result *res) {
-  if (!t || !o || !o->policy || !res) return HBM_EINVAL;
-  memset(res, 0, sizeof *res);
+  if (!res) return HBM_EINVAL;
+  memset(res, 0, sizeof *res); /* cleared on every error, as the header says */
+  if (!t || !o || !o->policy) return HBM_EINVAL;
   replay_state s = {.t = t, .o = o, .res = res};
   int rc = open_policy(t, o->policy, o->conf, o->device, o->untracked_mappings, &s.dev, &s.p);
   if (rc != HBM_OK) return rc;
