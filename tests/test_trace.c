@@ -76,6 +76,18 @@ int main(void) {
   }
   CHECK(hbm_trace_save(back, path, &d) == HBM_EINVAL && strstr(d.message, "overwrite"));
   hbm_trace_free(back);
+  /* a name with a newline (it is written as a comment) still gives a file that reads back */
+  hbm_trace *named = NULL;
+  const char *small = "hbm-trace 1\na x 10\nf x\n";
+  CHECK(hbm_trace_parse_text(small, strlen(small), "two\nlines\x7f", &named, &d) == HBM_OK);
+  CHECK(named && hbm_trace_save(named, path, &d) == HBM_OK);
+  hbm_trace_free(named);
+  back = NULL;
+  CHECK(hbm_trace_load(path, &back, &d) == HBM_OK);
+  if (back) {
+    CHECK_EQ_U64(back->nevents, 2);
+    hbm_trace_free(back);
+  }
   unlink(path);
   hbm_trace_free(t);
 

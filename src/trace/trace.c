@@ -702,7 +702,12 @@ int hbm_trace_save(const hbm_trace *t, const char *path, hbm_diag *diag) {
   }
   sbuf s = {malloc(1 << 16), 0, 1 << 16, 0};
   if (!s.b) return HBM_EHOSTMEM;
-  sb_printf(&s, "hbm-trace 1\n# %s\n", t->name);
+  /* The name is a comment: a control character in it (a newline in a path
+   * or a caller's name) would end the line and make a file no reader takes. */
+  sb_printf(&s, "hbm-trace 1\n# ");
+  for (const char *c = t->name ? t->name : ""; *c; c++)
+    sb_printf(&s, "%c", (unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c);
+  sb_printf(&s, "\n");
   if (t->capacity) sb_printf(&s, "capacity %llu\n", (unsigned long long)t->capacity);
   if (t->conf && *t->conf) sb_printf(&s, "conf %s\n", t->conf);
   for (uint32_t i = 0; i < t->ninit_segments; i++) {
