@@ -39,6 +39,34 @@ int main(void) {
   CHECK(hbm_size_parse("-5MiB", &v) == HBM_EINVAL);
   CHECK(hbm_size_parse("1.5", &v) == HBM_EINVAL);
   CHECK(hbm_size_parse("99999999999999999999GiB", &v) == HBM_EINVAL);
+  /* fractions are exact to the byte, however many digits (a double is not) */
+  CHECK(hbm_size_parse("0.529157375460210501PB", &v) == HBM_OK && v == 529157375460211ull);
+  CHECK(hbm_size_parse("0.0005KB", &v) == HBM_OK && v == 1);   /* half a byte rounds up */
+  CHECK(hbm_size_parse("0.00049999999999999999999999KB", &v) == HBM_OK && v == 0);
+  CHECK(hbm_size_parse("16383.9999999999999999999PiB", &v) == HBM_EINVAL); /* 2^64 once rounded */
+  {
+    /* against a reference in 128-bit integers: up to 19 digits after the point */
+    static const uint64_t mults[] = {1ull << 10, 1ull << 20, 1ull << 30, 1ull << 40, 1ull << 50,
+                                     1000ull, 1000000ull, 1000000000ull, 1000000000000ull, 1000000000000000ull};
+    static const char *const names[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "KB", "MB", "GB", "TB", "PB"};
+    for (int n = 0; n < 20000; n++) {
+      int u = (int)test_rand_below(&rng, 10), k = 1 + (int)test_rand_below(&rng, 19);
+      uint64_t whole = test_rand_below(&rng, 1000), ten_k = 1;
+      for (int i = 0; i < k; i++) ten_k *= 10;
+      uint64_t frac = test_rand_below(&rng, ten_k);
+      if (n % 4 == 0) frac = ten_k / 2 - test_rand_below(&rng, 2); /* at and just below a half */
+      char text[64];
+      snprintf(text, sizeof text, "%llu.%0*llu%s", (unsigned long long)whole, k, (unsigned long long)frac, names[u]);
+      unsigned __int128 num = (unsigned __int128)frac * mults[u] * 2 + ten_k;
+      uint64_t want = whole * mults[u] + (uint64_t)(num / ((unsigned __int128)ten_k * 2));
+      if (hbm_size_parse(text, &v) != HBM_OK || v != want) {
+        fprintf(stderr, "hbm_size_parse(\"%s\"): %llu, expected %llu\n", text, (unsigned long long)v,
+                (unsigned long long)want);
+        CHECK(0);
+        break;
+      }
+    }
+  }
   /* counts */
   CHECK(hbm_count_parse("1024", &v) == HBM_OK && v == 1024);
   CHECK(hbm_count_parse("18446744073709551615", &v) == HBM_OK && v == UINT64_MAX);

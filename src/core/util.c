@@ -182,17 +182,16 @@ int hbm_size_parse(const char *text, uint64_t *bytes) {
     whole = whole * 10 + d;
     p++;
   }
-  double frac = 0, scale = 0.1;
+  const char *frac = NULL; /* the fraction's digits, frac[0..nfrac) */
+  size_t nfrac = 0;
   int has_frac = 0;
   if (*p == '.') {
     p++;
     if (!isdigit((unsigned char)*p)) return HBM_EINVAL;
     has_frac = 1;
-    while (isdigit((unsigned char)*p)) {
-      frac += (*p - '0') * scale;
-      scale /= 10;
-      p++;
-    }
+    frac = p;
+    while (isdigit((unsigned char)*p)) p++;
+    nfrac = (size_t)(p - frac);
   }
   static const struct { const char *suffix; uint64_t mult; } units[] = {
       {"", 1},
@@ -214,7 +213,17 @@ int hbm_size_parse(const char *text, uint64_t *bytes) {
     if (has_frac && mult == 1) return HBM_EINVAL; /* fractional bytes */
     if (whole > UINT64_MAX / mult) return HBM_EINVAL;
     uint64_t v = whole * mult;
-    uint64_t f = (uint64_t)llround(frac * (double)mult);
+    /* The fraction times the unit, exactly: multiply its decimal digits from
+     * the last, carrying, as on paper (a digit times a unit of at most 10^15
+     * and the carry fit 64 bits). What carries out of the first digit is the
+     * whole bytes; the first digit left decides the rounding, half up. */
+    uint64_t carry = 0, first = 0;
+    for (size_t k = nfrac; k-- > 0;) {
+      uint64_t t = (uint64_t)(frac[k] - '0') * mult + carry;
+      carry = t / 10;
+      first = t % 10;
+    }
+    uint64_t f = carry + (nfrac && first >= 5);
     if (v > UINT64_MAX - f) return HBM_EINVAL;
     *bytes = v + f;
     return HBM_OK;
