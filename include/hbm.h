@@ -324,8 +324,8 @@ typedef struct hbm_trace hbm_trace;
  * file over 16 GiB is HBM_EPARSE, unread. On HBM_EHOSTMEM diag names the file. */
 int hbm_trace_load(const char *path, hbm_trace **out, hbm_diag *diag);
 /* The same, reading device `device` of a snapshot (-1: the first with trace
- * entries, as hbm_trace_load does). A text trace, or a device the snapshot
- * lacks, with device >= 0: HBM_EPARSE, diag says why. */
+ * entries, as hbm_trace_load does; below -1: HBM_EINVAL). A text trace, or a
+ * device the snapshot lacks, with device >= 0: HBM_EPARSE, diag says why. */
 int hbm_trace_load_device(const char *path, int device, hbm_trace **out, hbm_diag *diag);
 /* Parses a text trace from memory; `name` is used in diagnostics. */
 int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_trace **out,
@@ -336,6 +336,9 @@ int hbm_trace_save(const hbm_trace *trace, const char *path, hbm_diag *diag);
 void hbm_trace_free(hbm_trace *trace);
 uint64_t hbm_trace_event_count(const hbm_trace *trace);
 uint64_t hbm_trace_capacity(const hbm_trace *trace); /* 0 when the trace names none */
+/* The highest sum of live requests, starting state included: measured when the
+ * trace was read, so this only reads. A trace is never changed after it is read:
+ * threads may share one (replay it, ask it) without a lock. */
 uint64_t hbm_trace_peak_live(const hbm_trace *trace);
 const char *hbm_trace_name(const hbm_trace *trace);
 

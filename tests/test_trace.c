@@ -56,6 +56,8 @@ int main(void) {
   CHECK_EQ_U64(t->events[3].size, 4509715661ull);
   CHECK_EQ_U64(t->events[6].size, 2); /* bare 's' continues the count */
   CHECK(t->events[7].kind == HBM_EV_SEG_ALLOC && t->events[8].kind == HBM_EV_SEG_FREE);
+  /* measured as the trace is read: asking only reads (threads may share it) */
+  CHECK_EQ_U64(t->peak_live_cache, (2ull << 30) + 4509715661ull + (512ull << 20));
   CHECK_EQ_U64(hbm_trace_peak_live(t), (2ull << 30) + 4509715661ull + (512ull << 20)); /* after y is reallocated */
   CHECK(hbm_trace_validate(t, &d) == HBM_OK);
 
@@ -76,6 +78,8 @@ int main(void) {
   }
   CHECK(hbm_trace_save(back, path, &d) == HBM_EINVAL && strstr(d.message, "overwrite"));
   hbm_trace_free(back);
+  hbm_trace *none = NULL;
+  CHECK(hbm_trace_load_device(path, -2, &none, &d) == HBM_EINVAL && none == NULL);
   /* a name with a newline (it is written as a comment) still gives a file that reads back */
   hbm_trace *named = NULL;
   const char *small = "hbm-trace 1\na x 10\nf x\n";

@@ -115,11 +115,10 @@ uint64_t hbm_trace_event_count(const hbm_trace *t) { return t ? t->nevents : 0; 
 uint64_t hbm_trace_capacity(const hbm_trace *t) { return t ? t->capacity : 0; }
 const char *hbm_trace_name(const hbm_trace *t) { return t ? t->name : NULL; }
 
-uint64_t hbm_trace_peak_live(const hbm_trace *t) {
-  if (!t) return 0;
-  if (t->peak_live_cache) return t->peak_live_cache;
+/* The highest sum of live requests; HBM_EHOSTMEM for want of the id map. */
+static int peak_live_compute(const hbm_trace *t, uint64_t *out) {
   uint64_t *size = calloc(t->nids ? t->nids : 1, sizeof *size);
-  if (!size) return 0;
+  if (!size) return HBM_EHOSTMEM;
   /* 128 bits: 16Ki live allocations of 1 PiB already sum to 2^64 */
   unsigned __int128 live = 0, peak = 0;
   for (uint32_t i = 0; i < t->ninit_blocks; i++)
@@ -140,8 +139,25 @@ uint64_t hbm_trace_peak_live(const hbm_trace *t) {
     }
   }
   free(size);
-  uint64_t p = peak > UINT64_MAX ? UINT64_MAX : (uint64_t)peak;
-  ((hbm_trace *)t)->peak_live_cache = p;
+  *out = peak > UINT64_MAX ? UINT64_MAX : (uint64_t)peak;
+  return HBM_OK;
+}
+
+int hbm_trace_peak_live_prepare(hbm_trace *t) {
+  uint64_t p;
+  int rc = peak_live_compute(t, &p);
+  if (rc == HBM_OK) __atomic_store_n(&t->peak_live_cache, p, __ATOMIC_RELAXED);
+  return rc;
+}
+
+/* The public readers prepare the figure, so for their traces this only
+ * reads; a trace built here event by event computes it on first use, and
+ * threads that race there store the same value (atomically: no data race). */
+uint64_t hbm_trace_peak_live(const hbm_trace *t) {
+  if (!t) return 0;
+  uint64_t p = __atomic_load_n(&t->peak_live_cache, __ATOMIC_RELAXED);
+  if (p || peak_live_compute(t, &p) != HBM_OK) return p;
+  __atomic_store_n(&((hbm_trace *)t)->peak_live_cache, p, __ATOMIC_RELAXED);
   return p;
 }
 
@@ -622,6 +638,11 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
   if (t->nids < ids.n) t->nids = ids.n;
   t->id_names = ids.names;
   ids_release(&ids, 1);
+  if (hbm_trace_peak_live_prepare(t) != HBM_OK) {
+    hbm_diag_set(diag, name, 0, 0, "out of host memory measuring the trace's peak live bytes");
+    hbm_trace_free(t);
+    return HBM_EHOSTMEM;
+  }
   *out = t;
   return HBM_OK;
 }
@@ -631,7 +652,7 @@ int hbm_trace_load(const char *path, hbm_trace **out, hbm_diag *diag) {
 }
 
 int hbm_trace_load_device(const char *path, int device, hbm_trace **out, hbm_diag *diag) {
-  if (!path || !out) return HBM_EINVAL;
+  if (!path || !out || device < -1) return HBM_EINVAL;
   char *data;
   size_t len;
   int rc = hbm_read_file(path, &data, &len, diag);
@@ -640,6 +661,10 @@ int hbm_trace_load_device(const char *path, int device, hbm_trace **out, hbm_dia
   if (hbm_pickle_sniff((const uint8_t *)data, len)) {
     hbm_snapshot_options so = {.device = device < 0 ? -1 : device};
     rc = hbm_snapshot_import((const uint8_t *)data, len, path, &so, out, diag);
+    if (rc == HBM_OK && (rc = hbm_trace_peak_live_prepare(*out)) != HBM_OK) {
+      hbm_trace_free(*out);
+      *out = NULL;
+    }
   } else if (device >= 0) { /* a text trace is one device's already */
     hbm_diag_set(diag, path, 0, 0, "a text trace holds one device's events: a snapshot device (%d) applies "
                  "to PyTorch snapshots only", device);

@@ -76,7 +76,7 @@ struct hbm_trace {
   uint32_t ninit_segments, init_segments_cap;
   hbm_init_block *init_blocks;
   uint32_t ninit_blocks, init_blocks_cap;
-  uint64_t peak_live_cache; /* 0 = not computed */
+  uint64_t peak_live_cache; /* 0 = not computed; read and written atomically */
   uint8_t from_snapshot;  /* events came from device_traces[snapshot_device]: line = entry + 1 */
   int32_t snapshot_device;
 };
@@ -100,6 +100,9 @@ void hbm_trace_reserve_ids(hbm_trace *t, uint32_t n);
  * settings parser takes. HBM_EPARSE with diag naming the event, segment or
  * setting (and its line, for text traces). */
 int hbm_trace_validate(const hbm_trace *t, hbm_diag *diag);
+/* Computes the trace's peak live bytes now, so that hbm_trace_peak_live()
+ * only reads it: HBM_OK or HBM_EHOSTMEM (the figure not kept). */
+int hbm_trace_peak_live_prepare(hbm_trace *t);
 /* The starting state's segments alone: none wraps, no two overlap. HBM_OK,
  * HBM_EPARSE (diag in `file`, NULL for the trace's name, at the line of the
  * later of two overlapping segments, naming the other), or HBM_EHOSTMEM. */
