@@ -81,7 +81,8 @@ int hbm_tag_parse(const char *name, hbm_tag *tag);
 /* ---- sizes ----------------------------------------------------------------------- */
 /* Parses "96GiB", "512MiB", "4.2GB", "1024" (bytes). B/KiB/MiB/GiB/TiB/PiB are
  * powers of 2; KB/MB/GB/TB/PB powers of 10. Fractions allowed with a unit, any number of
- * digits; the result is exactly the nearest byte (a half rounds up). HBM_EINVAL on anything else or on overflow. */
+ * digits; the result is exactly the nearest byte (a half rounds up). HBM_EINVAL on
+ * anything else or on overflow. */
 int hbm_size_parse(const char *text, uint64_t *bytes);
 /* Parses a whole count: "1024", "7B", "70e9", "1.3B", "16Mi". Digits with an
  * optional fraction and exponent (e6), then an optional suffix: K, M, G or B,
@@ -127,7 +128,7 @@ uint64_t hbm_device_peak_used(const hbm_device *dev);
   X(uint64_t, peak_live, "highest live")                                                \
   X(uint64_t, allocated, "sum of block sizes handed out")                               \
   X(uint64_t, peak_allocated, "highest allocated")                                      \
-  X(uint64_t, reserved, "bytes held from the device")                                   \
+  X(uint64_t, reserved, "bytes held from the device (bestfit, compact: their footprint)") \
   X(uint64_t, peak_reserved, "highest reserved")                                        \
   X(uint64_t, free_total, "capacity - live - what other heaps on the device hold")       \
   X(uint64_t, largest_free, "largest request that would succeed now without moving data") \
@@ -168,7 +169,12 @@ typedef struct hbm_heap hbm_heap;
  * must outlive it. Heaps are thread-safe, and so are heaps that share one
  * device: every call takes the device's lock (they share its memory and
  * counters), so they take turns. A heap's free_total and largest_free leave
- * out what the other heaps on its device hold. */
+ * out what the other heaps on its device hold. bestfit and compact take the
+ * whole device as they start, one segment their blocks are placed in: their
+ * `reserved` is the footprint in it (the end of the highest live block, what
+ * the layout costs), not what they hold, and no other heap can have memory of
+ * that device (HBM_ENOMEM, reported); caching, expandable and zoned take
+ * memory as they need it and report it as reserved. */
 int hbm_heap_create(hbm_device *dev, const char *policy, const char *conf, hbm_heap **out);
 void hbm_heap_destroy(hbm_heap *heap);
 /* Comma-separated list of policy names this build knows. */

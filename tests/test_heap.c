@@ -261,5 +261,23 @@ int main(void) {
     hbm_heap_destroy(hb);
     hbm_device_close(dev);
   }
+  /* bestfit and compact take the whole device as they start: a second heap
+   * there is refused, and said so (not an allocation's silent answer). */
+  static const char *const whole[] = {"bestfit", "compact"};
+  for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++) {
+    hbm_heap *ha, *hb = NULL;
+    CHECK(hbm_device_open("sim:1GiB", &dev) == HBM_OK);
+    CHECK(hbm_heap_create(dev, whole[i], NULL, &ha) == HBM_OK);
+    CHECK_EQ_U64(hbm_device_peak_used(dev), 1ull << 30);
+    errors_seen = 0;
+    CHECK(hbm_heap_create(dev, "caching", NULL, &hb) == HBM_OK); /* takes memory as it needs it */
+    uint64_t x;
+    CHECK(hbm_alloc(hb, 2ull << 20, HBM_TAG_ACT, 0, &x) == HBM_ENOMEM && errors_seen == 0);
+    hbm_heap_destroy(hb);
+    hb = NULL;
+    CHECK(hbm_heap_create(dev, whole[i], NULL, &hb) == HBM_ENOMEM && hb == NULL && errors_seen == 1);
+    hbm_heap_destroy(ha);
+    hbm_device_close(dev);
+  }
   return test_done("test_heap");
 }

@@ -71,6 +71,9 @@ int hbm_heap_create(hbm_device *dev, const char *policy, const char *conf, hbm_h
   heap_unlock(h);
   if (rc != HBM_OK) {
     if (diag.message[0]) hbm_report_error(rc, "policy %s: %s", policy, diag.message);
+    else if (rc == HBM_ENOMEM) /* no heap yet: so no answer a caller expects, as an allocation's is */
+      hbm_report_error(rc, "policy %s: the device cannot give the memory the policy takes as it starts "
+                           "(bestfit and compact take the whole device; another heap may hold some of it)", policy);
     free(h);
     return rc;
   }
