@@ -55,7 +55,8 @@ typedef struct hbm_diag {
  * settings) are described here before the error code is returned. Not
  * reported here: HBM_ENOMEM from an allocation (an answer the caller handles,
  * and hbm_stats says why), and a NULL handle or pointer argument (HBM_EINVAL
- * alone). Default: silent. */
+ * alone), except in hbm_adamw_step, which says which of its arguments it
+ * refuses, NULL ones included. Default: silent. */
 typedef void hbm_error_fn(int err, const char *message, void *arg);
 void hbm_set_error_handler(hbm_error_fn *fn, void *arg);
 /* Informational output. Nothing in this version writes to it: hbm_check()
@@ -121,7 +122,9 @@ uint64_t hbm_device_peak_used(const hbm_device *dev);
 
 /* ---- telemetry ----------------------------------------------------------------- */
 /* Every field is declared once here, and expanded for the struct, the text
- * printer and the JSON writer. X(type, name, description). */
+ * printer and the JSON writer. X(type, name, description). largest_free is
+ * for the stream that takes the most: policies that keep memory per stream
+ * (caching, expandable; docs/caching-model.md) may place less on another. */
 #define HBM_STATS_FIELDS(X)                                                              \
   X(uint64_t, capacity, "bytes the device can give this heap")                          \
   X(uint64_t, live, "sum of requests not yet freed")                                    \
@@ -135,7 +138,7 @@ uint64_t hbm_device_peak_used(const hbm_device *dev);
   X(double, fragmentation, "free_total / largest_free - 1")                             \
   X(uint64_t, allocs, "successful allocations")                                         \
   X(uint64_t, frees, "frees")                                                           \
-  X(uint64_t, failures, "requests that failed")                                         \
+  X(uint64_t, failures, "requests the policy could not place (not bad arguments)")      \
   X(uint64_t, live_blocks, "allocations alive now")                                     \
   X(uint64_t, backend_calls, "device runtime calls")
 
