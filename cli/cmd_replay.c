@@ -214,6 +214,7 @@ int cmd_replay(int argc, char **argv) {
       hbm_json_kv_u64(&j, "peak_reserved", r->peak_reserved);
       hbm_json_kv_u64(&j, "peak_device", r->peak_device);
       hbm_json_kv_u64(&j, "peak_allocated", r->peak_allocated);
+      hbm_json_kv_u64(&j, "peak_live", r->peak_live);
       hbm_json_kv_double(&j, "efficiency", r->efficiency);
       hbm_json_kv_double(&j, "max_frag", r->max_frag);
       hbm_json_kv_u64(&j, "backend_calls", r->backend_calls);

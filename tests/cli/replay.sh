@@ -23,9 +23,11 @@ def frag(free, largest):
     return max(free / largest - 1.0, 0.0)
 d, bad, n = json.load(sys.stdin), [], 0
 for p in d["policies"]:
-    if p["peak_reserved"] and not p["failures"]:  # a failed request is not live: its own peak is lower
+    if not p["failures"] and p["peak_live"] != d["peak_live"]: bad.append((p["policy"], "peak_live", p["peak_live"]))
+    if p["peak_live"] > d["peak_live"]: bad.append((p["policy"], "peak_live above the trace", p["peak_live"]))
+    if p["peak_reserved"]:  # its own peak live: a failed request is not live
         n += 1
-        if p["efficiency"] != d["peak_live"] / p["peak_reserved"]: bad.append((p["policy"], "efficiency", p["efficiency"]))
+        if p["efficiency"] != p["peak_live"] / p["peak_reserved"]: bad.append((p["policy"], "efficiency", p["efficiency"]))
     for s in p["samples"]:  # the figures hold together
         if not s["live"] <= s["allocated"] <= s["reserved"] <= d["capacity"]: bad.append((p["policy"], "figures", s))
     for s in p["samples"] + ([p["oom"]] if p["oom"] else []):
