@@ -244,6 +244,7 @@ int cmd_demo(int argc, char **argv) {
   rep.command = command;
   rep.capacity = c.capacity;
   rep.notes = notes;
+  rep.every = j.every;
   rep.runs = runs;
   rep.nruns = npol;
   if (hbm_report_trace_facts(t, &rep) != HBM_OK) cli_error("out of host memory: live is drawn from samples");

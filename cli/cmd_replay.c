@@ -44,7 +44,7 @@ static void usage(FILE *out) {
 /* The report page: runs that did not fail show their layout at the sampled
  * moment with the smallest largest free block (one more partial replay). */
 static int write_html(const hbm_trace *trace, const char *path, const char *html_path,
-                      hbm_report_run *runs, int nruns, const cli_confs *confs, const char *device) {
+                      hbm_report_run *runs, int nruns, const cli_confs *confs, const char *device, uint64_t every) {
   for (int i = 0; i < nruns; i++) {
     uint64_t at = runs[i].result.oom ? 0 : hbm_report_tightest_event(&runs[i]);
     int rc = at ? hbm_report_layout_at(trace, runs[i].result.policy, cli_conf_for(confs, runs[i].result.policy), device, at, &runs[i]) : HBM_OK;
@@ -52,7 +52,7 @@ static int write_html(const hbm_trace *trace, const char *path, const char *html
       cli_error("%s: %s's layout at event %llu is not drawn: %s", html_path, runs[i].result.policy,
                 (unsigned long long)at, hbm_strerror(rc));
   }
-  hbm_report rep = {.title = "hbm replay", .workload = path, .runs = runs, .nruns = nruns,
+  hbm_report rep = {.title = "hbm replay", .workload = path, .runs = runs, .nruns = nruns, .every = every,
                     .capacity = nruns ? runs[0].result.capacity : hbm_trace_capacity(trace)};
   if (hbm_report_trace_facts(trace, &rep) != HBM_OK) cli_error("out of host memory: live is drawn from samples");
   char *html = NULL;
@@ -293,7 +293,7 @@ int cmd_replay(int argc, char **argv) {
     }
   }
   if (html_path && exit_code == CLI_OK) {
-    int rc_html = write_html(trace, path, html_path, runs, npolicies, &confs, device);
+    int rc_html = write_html(trace, path, html_path, runs, npolicies, &confs, device, every);
     if (rc_html != CLI_OK) exit_code = rc_html;
     else if (!json) printf("\nreport: %s\n", html_path);
   }

@@ -206,6 +206,10 @@ int main(void) {
     CHECK(hbm_size_format(1ull << 30, NULL, 16) == NULL); /* nowhere to write: nothing written */
     CHECK(hbm_size_format(1ull << 30, small, 0) == small);
     CHECK(!strcmp(hbm_size_format(1ull << 30, small, sizeof small), "1.00 Gi")); /* truncated as snprintf */
+    char sz[32];
+    CHECK(!strcmp(hbm_size_format((1ull << 30) - 1, sz, sizeof sz), "1.00 GiB")); /* not "1024.00 MiB" */
+    CHECK(!strcmp(hbm_size_format(1023, sz, sizeof sz), "1023 B"));
+    CHECK(!strcmp(hbm_size_format(1023ull << 20, sz, sizeof sz), "1023.00 MiB"));
   }
   scan_tally t = {.ordered = 1};
   CHECK(hbm_heap_scan(h, tally, &t) == HBM_OK);

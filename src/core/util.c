@@ -240,6 +240,10 @@ char *hbm_size_format(uint64_t bytes, char *buf, size_t len) {
     v /= 1024;
     u++;
   }
+  if (u > 0 && u < 5 && v >= 1023.995) { /* would print as 1024.00 of this unit */
+    v /= 1024;
+    u++;
+  }
   if (u == 0)
     snprintf(buf, len, "%llu B", (unsigned long long)bytes);
   else

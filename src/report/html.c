@@ -89,9 +89,13 @@ int hbm_report_run_policy(const hbm_trace *t, const char *policy, const char *co
 
 uint64_t hbm_report_tightest_event(const hbm_report_run *r) {
   uint64_t best = UINT64_MAX, at = 0;
+  /* after the first two steps (the first fills caches and creates optimizer
+   * state) where the samples reach past them; else (few or no step marks)
+   * every sample */
+  int skip = r->nsamples && r->samples[r->nsamples - 1].step >= 2;
   for (size_t i = 0; i < r->nsamples; i++) {
     const hbm_sample *s = &r->samples[i];
-    if (s->step < 2) continue; /* the first step fills caches and creates optimizer state */
+    if (skip && s->step < 2) continue;
     if (s->largest_free < best) {
       best = s->largest_free;
       at = s->event;
@@ -342,6 +346,20 @@ static const char *frag_text(double ratio, char *buf, size_t len) {
   return buf;
 }
 
+/* How the runs were sampled, for sentences that speak of the samples only:
+ * "Sampled at each step boundary (501 samples; not between them)". */
+static const char *sampling_text(const hbm_report *rep, const hbm_report_run *r, char *buf, size_t len) {
+  uint64_t every = rep->every;
+  if (!every && !rep->steps) every = rep->events / 1000 > 0 ? rep->events / 1000 : 1;
+  if (every)
+    snprintf(buf, len, "Sampled every %llu event%s (%zu samples)", (unsigned long long)every, every == 1 ? "" : "s",
+             r->nsamples);
+  else
+    snprintf(buf, len, "Sampled at each step boundary (%zu samples; within a step it goes lower, unseen here: "
+                       "--every N samples there)", r->nsamples);
+  return buf;
+}
+
 /* ==== what a run says ============================================================ */
 
 static const char *tag_colors[HBM_TAG_COUNT] = {
@@ -434,10 +452,10 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
                      size_text(cap, c, 32), size_text(live, d, 32));
     if (o->cause == HBM_CAUSE_FRAGMENTATION) {
       n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
-                    "but the largest free block only %s: fragmentation, not capacity (ratio %.2f = %s / %s - 1). "
+                    "but the largest free block only %s: fragmentation, not capacity (ratio %s = %s / %s - 1). "
                     "A perfectly packed device would have had room for it.",
                     size_text(o->largest_free, e, 32),
-                    hbm_fragmentation_ratio(o->free_total, o->largest_free),
+                    frag_text(hbm_fragmentation_ratio(o->free_total, o->largest_free), c, 32),
                     size_text(o->free_total, b, 32), size_text(o->largest_free, g, 32));
     } else {
       n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
@@ -464,20 +482,24 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
                    (unsigned long long)rep->steps, rep->steps == 1 ? "" : "s", size_text(res->peak_reserved, a, 32), size_text(cap, b, 32),
                    size_text(cap > res->peak_reserved ? cap - res->peak_reserved : 0, c, 32),
                    size_text(res->peak_live, d, 32), res->efficiency);
+  char how[160];
+  sampling_text(rep, r, how, sizeof how);
+  if (f.worst_frag > 0 || rep->largest_comm_request)
+    n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0, "%s: ", how);
   if (f.worst_frag > 0)
     n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
-                  "The worst fragmentation ratio, %s, came at step %llu (%s free, largest block %s). ",
+                  "the worst fragmentation ratio, %s, came at step %llu (%s free, largest block %s)%s",
                   frag_text(f.worst_frag, c, 32), (unsigned long long)f.worst_frag_step, size_text(f.worst_frag_free, a, 32),
-                  size_text(f.worst_frag_largest, b, 32));
+                  size_text(f.worst_frag_largest, b, 32), rep->largest_comm_request ? "; " : ".");
   if (rep->largest_comm_request)
     n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
-                  "The largest free block never fell below %s (step %llu); the largest communication "
-                  "buffer is %s, so it %s.",
+                  "the largest free block was never below %s (step %llu), and the largest communication "
+                  "buffer is %s, so %s.",
                   size_text(f.min_largest_free, a, 32), (unsigned long long)f.min_largest_free_step,
                   size_text(rep->largest_comm_request, b, 32),
                   f.min_largest_free >= rep->largest_comm_request
-                      ? "always had room"
-                      : "would not always have fit, had it come at that moment");
+                      ? "it had room at every sample"
+                      : "it would not have fit at that moment");
   if (retries > 0)
     n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
                   " It got there by releasing its cached segments and retrying %.0f time%s (alloc_retries): "
@@ -788,8 +810,8 @@ static void strip(sb *b, const hbm_report *rep, const hbm_report_run *r, const r
   }
   strip_add(col, NCLASS, UNRES, &pos, unreserved, all);
   const int W = CHART_W, H = 96, top = 22, sh = 44, left = 8, width = W - 16;
-  sb_printf(b, "<svg viewBox='0 0 %d %d' width='%d' height='%d' role='img' aria-label='layout at the first failure'>\n",
-            W, H, W, H);
+  sb_printf(b, "<svg viewBox='0 0 %d %d' width='%d' height='%d' role='img' aria-label='layout at %s'>\n",
+            W, H, W, H, r->result.oom ? "the first failure" : "the tightest moment sampled");
   sb_printf(b, "<defs><pattern id='hatch' width='6' height='6' patternUnits='userSpaceOnUse' "
                "patternTransform='rotate(45)'><rect width='6' height='6' fill='#f4f4f4'/>"
                "<line x1='0' y1='0' x2='0' y2='6' stroke='#c8c8c8' stroke-width='2'/></pattern></defs>\n");
@@ -948,7 +970,7 @@ static void summary_table(sb *b, const hbm_report *rep) {
       sb_printf(b, "</a></td><td colspan='9' class='fail'>replay error: %s</td></tr>\n", hbm_strerror(r->error));
       continue;
     }
-    sb_printf(b, "</a></td><td>%s</td><td>%.3f</td><td>%.2f</td>", size_text(x->peak_reserved, a, 32),
+    sb_printf(b, "</a></td><td>%s</td><td>%.3f</td><td>%.3f</td>", size_text(x->peak_reserved, a, 32),
               x->efficiency, x->max_frag >= 1e9 ? INFINITY : x->max_frag);
     char step[32];
     if (x->first_oom.cause == HBM_CAUSE_START) snprintf(step, sizeof step, "before event 0");
@@ -1054,7 +1076,8 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
                   (unsigned long long)r->result.first_oom.step, size_text(r->result.first_oom.request, a, 32),
                   size_text(r->result.first_oom.largest_free, c, 32));
       else
-        sb_printf(&b, "<h3>Layout at the tightest moment (step %llu, largest free %s, live %s; no request failed)</h3>",
+        sb_printf(&b, "<h3>Layout at the tightest moment sampled%s (step %llu, largest free %s, live %s; no request failed)</h3>",
+                  r->nsamples && r->samples[r->nsamples - 1].step >= 2 ? " after the first two steps" : "",
                   (unsigned long long)r->layout_step, size_text(r->layout_largest_free, a, 32),
                   size_text(r->layout_live, c, 32));
       sb_printf(&b, "<div class='legend'>");
@@ -1065,12 +1088,18 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
       sb_printf(&b, "</div>\n");
       if (r->nlayout) {
         strip(&b, rep, r, &f);
-        sb_printf(&b, "<p class='sub'>%llu holes, %s in all, the largest %s (marked); live by purpose:",
-                  (unsigned long long)f.holes, size_text(f.hole_bytes, a, 32), size_text(f.largest_hole, c, 32));
+        sb_printf(&b, "<p class='sub'>%llu hole%s, %s in all, the largest %s (marked); live by purpose:",
+                  (unsigned long long)f.holes, f.holes == 1 ? "" : "s", size_text(f.hole_bytes, a, 32),
+                  size_text(f.largest_hole, c, 32));
         for (int t = 0; t < HBM_TAG_COUNT; t++)
           if (f.live_by_tag[t]) sb_printf(&b, " %s %s", hbm_tag_name((hbm_tag)t), size_text(f.live_by_tag[t], a, 32));
         sb_printf(&b, ". The strip puts the address ranges the policy holds side by side (ticks below mark "
                       "gaps between ranges), then the capacity it has not reserved.");
+        uint64_t cap = r->result.capacity ? r->result.capacity : rep->capacity;
+        if (f.layout_total > cap) /* virtual memory: ranges of address space, mapped where blocks are */
+          sb_printf(&b, " Its ranges span %s, more than the capacity: they are address space the policy "
+                        "reserved, and a hole there may have no memory behind it.",
+                    size_text(f.layout_total, a, 32));
         uint64_t lf = r->result.oom ? r->result.first_oom.largest_free : r->layout_largest_free;
         if (lf > f.largest_hole)
           sb_printf(&b, " Its largest free (%s) exceeds the largest hole because it counts what the policy "

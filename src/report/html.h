@@ -41,6 +41,8 @@ typedef struct hbm_report {
   uint64_t largest_comm_request; /* largest comm-tagged request in the trace (0: none) */
   uint64_t peak_live;            /* of the trace */
   const char *notes;             /* optional paragraph (e.g. the closed-form estimate) */
+  uint64_t every;                /* the runs' sampling: every N events; 0 at step boundaries
+                                  * (a trace without step marks: every thousandth of it) */
   const hbm_report_run *runs;
   int nruns;
   /* Live bytes over time, exact, from the trace (hbm_report_trace_facts fills
