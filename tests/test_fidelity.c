@@ -153,5 +153,21 @@ int main(void) {
   CHECK(hbm_fidelity(t, NULL, &(hbm_fidelity_result){0}, &d) == HBM_EINVAL);
   CHECK(strstr(d.message, "no allocations with recorded addresses to compare") != NULL);
   hbm_trace_free(t);
+
+  /* The other allocator over a recording: expandable run over cudaMalloc
+   * segments. The recorded segment's address is no place for expandable's
+   * reservation, which would reach over the live segment above it: the
+   * device picks one (the run was refused there before). */
+  text = "hbm-trace 1\n"
+         "init-seg 0x7f0002000000 2MiB 0 large\ninit-blk 0x7f0002000000 2MiB w 2MiB param\n"
+         "seg 0x7f0000000000 20MiB 0 large\na x 12MiB act 0 @0x7f0000000000\nf x\n";
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_parse_text(text, strlen(text), "other", &t, &d) == HBM_OK);
+  hbm_fidelity_options other = {.policy = "expandable"};
+  hbm_fidelity_result o;
+  int orc = hbm_fidelity(t, &other, &o, &d);
+  if (orc != HBM_OK) fprintf(stderr, "expandable over a cudaMalloc recording: %s\n", d.message);
+  CHECK(orc == HBM_OK && o.allocs == 1 && !strcmp(o.policy, "expandable"));
+  hbm_trace_free(t);
   return test_done("test_fidelity");
 }

@@ -62,6 +62,16 @@ int main(void) {
       continue;
     }
     hbm_fidelity_result r;
+    /* the other allocator over the same recording runs too (its addresses
+     * need not match: a recorded segment's address may be no place for a
+     * reservation); both, so whichever was recorded */
+    static const char *const both[] = {"caching", "expandable"};
+    for (int k = 0; k < 2; k++) {
+      hbm_fidelity_options other = {.policy = both[k]};
+      int orc = hbm_fidelity(t, &other, &r, &d);
+      if (orc != HBM_OK) fprintf(stderr, "%s: fidelity --policy %s: %s\n", path, both[k], d.message);
+      CHECK(orc == HBM_OK && r.allocs > 0 && r.check_failures == 0);
+    }
     rc = hbm_fidelity(t, NULL, &r, &d);
     hbm_trace_free(t);
     if (rc != HBM_OK) {

@@ -200,6 +200,12 @@ int hbm_sim_reserve_next_at(hbm_device *dev, uint64_t addr) {
   return HBM_OK;
 }
 
+int hbm_sim_reserve_can_take(const hbm_device *dev, uint64_t addr, uint64_t size) {
+  if (!dev || dev->ops != &sim_ops || !size) return 0;
+  const sim_device *s = (const sim_device *)dev;
+  return aligned(s, addr) && fits(addr, size) && !hbm_ledger_seg_overlaps(&s->ledger, addr, size);
+}
+
 int hbm_sim_track_mappings(hbm_device *dev, int on) {
   if (!dev || dev->ops != &sim_ops) return HBM_EINVAL;
   hbm_ledger *l = &((sim_device *)dev)->ledger;

@@ -40,6 +40,10 @@ static uint64_t on_hint(void *arg, int reservation, uint64_t size, int stream, i
      * so the first map recorded in this malloc is at the new base. */
     uint64_t at = proposed;
     if (!at && r->nhints) at = r->hints[0].addr;
+    /* A recording of the other allocator (expandable run over cudaMalloc
+     * segments) names segment addresses, where a reservation may overlap a
+     * recorded segment still live: the device then picks the address. */
+    if (at && !hbm_sim_reserve_can_take(r->dev, at, size)) at = 0;
     hbm_sim_reserve_next_at(r->dev, at);
     return at;
   }
