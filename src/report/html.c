@@ -87,12 +87,17 @@ int hbm_report_run_policy(const hbm_trace *t, const char *policy, const char *co
   return rc;
 }
 
+/* The tightest moment leaves out steps 0 and 1 (the first fills caches and
+ * creates optimizer state) where the samples reach past them; else (few or no
+ * step marks) it takes every sample. 1 when that leaves some sample out. */
+static int tightest_skips(const hbm_report_run *r) {
+  if (!r->nsamples || r->samples[r->nsamples - 1].step < 2) return 0;
+  return r->samples[0].step < 2;
+}
+
 uint64_t hbm_report_tightest_event(const hbm_report_run *r) {
   uint64_t best = UINT64_MAX, at = 0;
-  /* after the first two steps (the first fills caches and creates optimizer
-   * state) where the samples reach past them; else (few or no step marks)
-   * every sample */
-  int skip = r->nsamples && r->samples[r->nsamples - 1].step >= 2;
+  int skip = tightest_skips(r);
   for (size_t i = 0; i < r->nsamples; i++) {
     const hbm_sample *s = &r->samples[i];
     if (skip && s->step < 2) continue;
@@ -1077,7 +1082,7 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
                   size_text(r->result.first_oom.largest_free, c, 32));
       else
         sb_printf(&b, "<h3>Layout at the tightest moment sampled%s (step %llu, largest free %s, live %s; no request failed)</h3>",
-                  r->nsamples && r->samples[r->nsamples - 1].step >= 2 ? " after the first two steps" : "",
+                  tightest_skips(r) ? " after steps 0 and 1" : "",
                   (unsigned long long)r->layout_step, size_text(r->layout_largest_free, a, 32),
                   size_text(r->layout_live, c, 32));
       sb_printf(&b, "<div class='legend'>");
