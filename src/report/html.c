@@ -352,7 +352,8 @@ static const char *frag_text(double ratio, char *buf, size_t len) {
 }
 
 /* How the runs were sampled, for sentences that speak of the samples only:
- * "Sampled at each step boundary (501 samples; not between them)". */
+ * "Sampled every 55 events (20337 samples)", or at each step boundary, which
+ * misses a step's own low point (said so). */
 static const char *sampling_text(const hbm_report *rep, const hbm_report_run *r, char *buf, size_t len) {
   uint64_t every = rep->every;
   if (!every && !rep->steps) every = rep->events / 1000 > 0 ? rep->events / 1000 : 1;
