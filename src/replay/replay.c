@@ -285,6 +285,11 @@ static int open_policy(const hbm_trace *t, const char *policy, const char *conf,
   return HBM_OK;
 }
 
+uint64_t hbm_replay_sample_every(uint64_t every, int has_steps, uint64_t nevents) {
+  if (every || has_steps) return every;
+  return nevents / 1000 > 0 ? nevents / 1000 : 1;
+}
+
 int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_result *res) {
   if (!res) return HBM_EINVAL;
   memset(res, 0, sizeof *res); /* cleared on every error, as the header says */
@@ -382,8 +387,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
 
   int has_steps = 0;
   for (uint64_t i = 0; i < t->nevents && !has_steps; i++) has_steps = t->events[i].kind == HBM_EV_STEP;
-  uint64_t every = o->every;
-  if (!every && !has_steps) every = t->nevents / 1000 > 0 ? t->nevents / 1000 : 1;
+  uint64_t every = hbm_replay_sample_every(o->every, has_steps, t->nevents);
   uint64_t steps_seen = 0, progress_every = 1u << 20;
   int counted_first_step = 0;
   uint64_t calls_after_first_step = 0;

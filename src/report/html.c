@@ -355,8 +355,7 @@ static const char *frag_text(double ratio, char *buf, size_t len) {
  * "Sampled every 55 events (20337 samples)", or at each step boundary, which
  * misses a step's own low point (said so). */
 static const char *sampling_text(const hbm_report *rep, const hbm_report_run *r, char *buf, size_t len) {
-  uint64_t every = rep->every;
-  if (!every && !rep->steps) every = rep->events / 1000 > 0 ? rep->events / 1000 : 1;
+  uint64_t every = hbm_replay_sample_every(rep->every, rep->steps > 0, rep->events);
   if (every)
     snprintf(buf, len, "Sampled every %llu event%s (%zu samples)", (unsigned long long)every, every == 1 ? "" : "s",
              r->nsamples);
