@@ -191,6 +191,14 @@ int cmd_replay(int argc, char **argv) {
     }
   }
 
+  /* The page first: where it goes to standard output, the table then goes to
+   * standard error, so the page reaches its reader alone. */
+  int html_written = 0;
+  if (html_path && exit_code == CLI_OK) {
+    int rc_html = write_html(trace, path, html_path, runs, npolicies, &confs, device, every);
+    if (rc_html != CLI_OK) exit_code = rc_html;
+    else html_written = 1, cli_summary_after_output(html_path);
+  }
   uint64_t peak_live = hbm_trace_peak_live(trace);
   uint64_t capacity = npolicies ? results[0].capacity : hbm_trace_capacity(trace);
   if (!npolicies) {
@@ -292,11 +300,7 @@ int cmd_replay(int argc, char **argv) {
         }
     }
   }
-  if (html_path && exit_code == CLI_OK) {
-    int rc_html = write_html(trace, path, html_path, runs, npolicies, &confs, device, every);
-    if (rc_html != CLI_OK) exit_code = rc_html;
-    else if (!json) printf("\nreport: %s\n", html_path);
-  }
+  if (html_written && !json) printf("\nreport: %s\n", html_path);
   for (int i = 0; i < 16; i++) hbm_report_run_release(&runs[i]);
   hbm_trace_free(trace);
   return exit_code;

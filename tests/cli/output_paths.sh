@@ -69,6 +69,11 @@ grep -q "wrote /dev/stdout" "$dir/plan_err" || { echo "FAIL plan -o /dev/stdout:
   "$HBM" replay /dev/stdin --policy caching > "$dir/gen_replay" 2>&1 ||
   { echo "FAIL gen llm -o /dev/stdout | replay: $(cat "$dir/gen_replay")"; fail=1; }
 grep -q '"output":"/dev/stdout"' "$dir/gen_err" || { echo "FAIL gen llm -o /dev/stdout: no JSON on stderr"; fail=1; }
+"$HBM" replay "$HBM_ROOT/tests/fixtures/step437.trace" --policy caching --html /dev/stdout \
+  > "$dir/page.html" 2> "$dir/page_err" || { echo "FAIL replay --html /dev/stdout: $(cat "$dir/page_err")"; fail=1; }
+head -n 1 "$dir/page.html" | grep -q "^<!DOCTYPE html>$" && tail -n 1 "$dir/page.html" | grep -q "</html>$" || { echo "FAIL replay --html /dev/stdout: the page is not alone on stdout"; fail=1; }
+grep -q "peak reserv" "$dir/page_err" && grep -q "report: /dev/stdout" "$dir/page_err" ||
+  { echo "FAIL replay --html /dev/stdout: no table on stderr"; fail=1; }
 "$HBM" gen llm --layers 2 --hidden 256 --seq 128 --steps 2 -o "$dir/small.trace" > "$dir/gen_out" 2>&1
 grep -q "wrote .*small.trace" "$dir/gen_out" || { echo "FAIL gen llm -o FILE: summary not on stdout"; fail=1; }
 
