@@ -294,7 +294,7 @@ int bench_compact(int argc, char **argv) {
   int orc = hbm_device_open(spec, &f.dev);
   if (orc != HBM_OK) {
     cli_error("bench compact: cannot open %s: %s", spec, hbm_strerror(orc));
-    return CLI_FAILED;
+    return cli_exit_code(orc); /* a capacity this host cannot reserve is bad input */
   }
   hbm_device_caps caps;
   hbm_device_get_caps(f.dev, &caps);

@@ -111,7 +111,8 @@ typedef struct hbm_device_caps {
  * (real memory, real granule mapping through memfd + mmap). An optional
  * ",granule=2MiB" sets the granule. The capacity is rounded down to whole
  * granules (caps.capacity says what it is). HBM_EUNSUPPORTED for a kind this
- * build does not know (kinds are lower case); HBM_EINVAL for a bad size. */
+ * build does not know (kinds are lower case); HBM_EINVAL for a bad size, and
+ * for a host capacity the host cannot reserve address space for. */
 int hbm_device_open(const char *spec, hbm_device **out);
 void hbm_device_close(hbm_device *dev);
 int hbm_device_get_caps(const hbm_device *dev, hbm_device_caps *caps);

@@ -74,6 +74,9 @@ int hbm_heap_create(hbm_device *dev, const char *policy, const char *conf, hbm_h
     else if (rc == HBM_ENOMEM) /* no heap yet: so no answer a caller expects, as an allocation's is */
       hbm_report_error(rc, "policy %s: the device cannot give the memory the policy takes as it starts "
                            "(bestfit and compact take the whole device; another heap may hold some of it)", policy);
+    else if (rc == HBM_EHOSTMEM) /* e.g. a host device whose reservation the address space cannot hold */
+      hbm_report_error(rc, "policy %s: out of host memory or address space as it starts (zoned and expandable "
+                           "reserve address space beyond the capacity)", policy);
     free(h);
     return rc;
   }

@@ -120,7 +120,10 @@ static int host_reserve(hbm_device *d, uint64_t size, uint64_t *base) {
   host_device *h = (host_device *)d;
   int rc = hbm_ledger_reserve_ok(&h->ledger, size, 0);
   if (rc != HBM_OK) return rc;
-  if ((rc = range_reserve(size, d->caps.granule, base)) != HBM_OK) return rc;
+  if ((rc = range_reserve(size, d->caps.granule, base)) != HBM_OK) {
+    char b[32];
+    return hbm_report_error(rc, "host device: the host cannot reserve %s of address space", hbm_size_format(size, b, sizeof b));
+  }
   hbm_ledger_reserve_done(&h->ledger, *base, size);
   return HBM_OK;
 }
@@ -272,6 +275,15 @@ static const hbm_device_ops host_ops = {
 int hbm_host_open(uint64_t capacity, uint64_t granule, hbm_device **out) {
   long page = sysconf(_SC_PAGESIZE);
   if (granule % (uint64_t)page) return hbm_report_error(HBM_EINVAL, "host device: granule must be a multiple of the %ld-byte page", page);
+  /* A capacity this host cannot even reserve address space for is a spec to
+   * refuse now, not a heap that fails later with no word of why. */
+  uint64_t probe;
+  if (range_reserve(capacity, granule, &probe) != HBM_OK) {
+    char b[32];
+    return hbm_report_error(HBM_EINVAL, "host device: the host cannot reserve %s of address space for its "
+                            "capacity (a host device's memory is the host's own)", hbm_size_format(capacity, b, sizeof b));
+  }
+  munmap((void *)(uintptr_t)probe, capacity);
   host_device *h = calloc(1, sizeof *h);
   if (!h) return HBM_EHOSTMEM;
   h->fd = memfd_create("hbm-host-device", MFD_CLOEXEC);

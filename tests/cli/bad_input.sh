@@ -131,8 +131,11 @@ for cmd in "replay x --policy" "import x -o" "gen llm --preset" "bench sweep --j
 done
 before_work "--verify fills and checks real memory" replay "$good" --capacity 1GiB --verify
 printf 'hbm-trace 1\na x 900TiB\nf x\n' > "$dir/huge.trace" # --verify would write 900 TiB
-before_work "huge.trace (every live byte written) needs about 900.00 TiB of host memory, more than the" \
-  replay "$dir/huge.trace" --policy zoned --device host:1PiB --verify
+before_work "huge.trace (every live byte written) needs about 32.00 TiB of host memory, more than the" \
+  replay "$dir/huge.trace" --policy zoned --device host:32TiB --verify
+# a host device is host address space: one the host cannot reserve is refused as it opens
+before_work "host device: the host cannot reserve 1.00 PiB of address space for its capacity" \
+  replay "$good" --policy bestfit --device host:1PiB
 before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '1B'" replay "$good" --capacity 1B
 before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '2PiB'" \
   gen llm --preset 7b-1gpu-80g --steps 1 --capacity 2PiB -o "$dir/never.trace"
