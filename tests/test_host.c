@@ -1,14 +1,57 @@
 /* test_host: the host device moves real bytes. Granules are mapped for real
  * (the same physical granule seen through two virtual addresses; stitching of
- * non-adjacent granules into one range), and a heap on it keeps every block's
- * contents through 1e5 random operations (filled on alloc, verified on free). */
+ * non-adjacent granules into one range), a heap on it keeps every block's
+ * contents through 1e5 random operations (filled on alloc, verified on free),
+ * and PyTorch's expandable segments give back handle 0 as any other. */
 #include <sys/mman.h>
 
+#include "device/contract.h"
 #include "device/device.h"
 #include "hbm.h"
+#include "policy/pytorch_alloc.h"
+#include "policy/pytorch_ref.h"
 #include "testutil.h"
 
 static uint64_t word(uint64_t addr, uint64_t i) { return addr * 31 + i * 0x9E3779B97F4A7C15ull; }
+
+/* The host device's first handle is 0, which sim's never is. PyTorch's
+ * expandable segments, model and reference, keep it through an expansion the
+ * device cannot finish: every page made is given back, handle 0 with them, and
+ * the device refuses nothing. A 70 MiB request on 64 MiB makes three 20 MiB
+ * pages and fails at the fourth. */
+static void expandable_keeps_handle_zero(void) {
+  hbm_device *dev;
+  hbm_heap *h;
+  uint64_t a;
+  CHECK(hbm_device_open("host:64MiB", &dev) == HBM_OK);
+  CHECK(hbm_heap_create(dev, "expandable", NULL, &h) == HBM_OK);
+  CHECK(hbm_alloc(h, 70ull << 20, HBM_TAG_ACT, 0, &a) == HBM_ENOMEM);
+  CHECK_EQ_U64(dev->ledger->refused, 0);
+  CHECK_EQ_U64(dev->phys_used, 0);
+  CHECK(hbm_alloc(h, 60ull << 20, HBM_TAG_ACT, 0, &a) == HBM_OK); /* every page, handle 0 too, can be made again */
+  CHECK(hbm_free(h, a) == HBM_OK);
+  CHECK(hbm_check(h) == HBM_OK);
+  hbm_heap_destroy(h);
+  CHECK_EQ_U64(dev->ledger->refused, 0);
+  CHECK_EQ_U64(dev->phys_used, 0);
+  hbm_device_close(dev);
+
+  CHECK(hbm_device_open("host:64MiB", &dev) == HBM_OK);
+  hbm_pt_conf conf;
+  hbm_pt_conf_default(&conf, 1);
+  hbm_ptref *ref;
+  uint64_t block;
+  CHECK(hbm_ptref_create(dev, &conf, &ref) == HBM_OK);
+  CHECK(hbm_ptref_alloc(ref, 70ull << 20, 0, &a, &block) == HBM_ENOMEM);
+  CHECK_EQ_U64(dev->ledger->refused, 0);
+  CHECK_EQ_U64(dev->phys_used, 0);
+  CHECK(hbm_ptref_alloc(ref, 60ull << 20, 0, &a, &block) == HBM_OK); /* kept: destroy gives its pages back */
+  CHECK(hbm_ptref_check(ref, NULL, NULL) == HBM_OK);
+  hbm_ptref_destroy(ref);
+  CHECK_EQ_U64(dev->ledger->refused, 0);
+  CHECK_EQ_U64(dev->phys_used, 0);
+  hbm_device_close(dev);
+}
 
 int main(void) {
   uint64_t seed = test_seed("test_host"), rng = seed;
@@ -90,6 +133,7 @@ int main(void) {
   CHECK(hbm_check(h) == HBM_OK);
   hbm_heap_destroy(h);
   hbm_device_close(dev);
+  expandable_keeps_handle_zero();
   printf("test_host: %llu operations, %llu blocks verified on free\n", (unsigned long long)ops, (unsigned long long)verified);
   return test_done("test_host");
 }

@@ -321,6 +321,10 @@ static int es_handles_reserve(pt_es *e, uint64_t n) {
   return HBM_OK;
 }
 
+/* Page i's device handle: handles[] holds UINT64_MAX for handle 0, as 0 there
+ * means unmapped. */
+static uint64_t es_handle(const pt_es *e, uint64_t i) { return e->handles[i] == UINT64_MAX ? 0 : e->handles[i]; }
+
 /* ExpandableSegment::map: physical pages for [begin, end), created first,
  * all or nothing, then mapped. HBM_ENOMEM when the device is full. */
 static int es_map_pages(pt *m, pt_es *e, uint64_t begin, uint64_t end) {
@@ -332,7 +336,7 @@ static int es_map_pages(pt *m, pt_es *e, uint64_t begin, uint64_t end) {
     rc = hbm_dev_phys_create(dev, e->page, &e->handles[i]);
     if (rc != HBM_OK) {
       for (uint64_t j = begin; j < i; j++) {
-        hbm_dev_phys_release(dev, e->handles[j], e->page);
+        hbm_dev_phys_release(dev, es_handle(e, j), e->page);
         e->handles[j] = 0;
       }
       e->handles[i] = 0;
@@ -341,11 +345,11 @@ static int es_map_pages(pt *m, pt_es *e, uint64_t begin, uint64_t end) {
     if (e->handles[i] == 0) e->handles[i] = UINT64_MAX; /* 0 means unmapped here */
   }
   for (uint64_t i = begin; i < end; i++) {
-    rc = hbm_dev_map(dev, e->base + i * e->page, e->page, e->handles[i] == UINT64_MAX ? 0 : e->handles[i], 0);
+    rc = hbm_dev_map(dev, e->base + i * e->page, e->page, es_handle(e, i), 0);
     if (rc != HBM_OK) {
       for (uint64_t j = begin; j < end; j++) {
         if (j < i) hbm_dev_unmap(dev, e->base + j * e->page, e->page);
-        hbm_dev_phys_release(dev, e->handles[j] == UINT64_MAX ? 0 : e->handles[j], e->page);
+        hbm_dev_phys_release(dev, es_handle(e, j), e->page);
         e->handles[j] = 0;
       }
       return rc;
@@ -359,7 +363,7 @@ static void es_unmap_pages(pt *m, pt_es *e, uint64_t begin, uint64_t end) {
   hbm_device *dev = m->base.dev;
   for (uint64_t i = begin; i < end; i++) {
     hbm_dev_unmap(dev, e->base + i * e->page, e->page);
-    hbm_dev_phys_release(dev, e->handles[i] == UINT64_MAX ? 0 : e->handles[i], e->page);
+    hbm_dev_phys_release(dev, es_handle(e, i), e->page);
     e->handles[i] = 0;
   }
   while (e->nhandles && !e->handles[e->nhandles - 1]) e->nhandles--; /* trimHandles */

@@ -34,7 +34,7 @@ typedef struct ref_seg {
   uint8_t live, small, expandable;
   uint64_t page;     /* expandable: 2 MiB (small) or 20 MiB (large) */
   uint64_t npages;   /* expandable: size / page */
-  uint64_t *handles; /* expandable: physical handle per page, 0 when unmapped */
+  uint64_t *handles; /* expandable: physical handle per page (page_handle), 0 when unmapped */
 } ref_seg;
 
 /* Invariant (hbm_ptref_check): the live blocks of each live segment tile it
@@ -215,6 +215,10 @@ static uint64_t es_size(const hbm_ptref *r, long i) {
   return r->b[i].size + (n != NIL && !r->b[n].mapped ? r->b[n].size : 0);
 }
 
+/* Page k's device handle: handles[] holds UINT64_MAX for handle 0 (the host
+ * device's first), as 0 there means the page is not mapped. */
+static uint64_t page_handle(const ref_seg *s, uint64_t k) { return s->handles[k] == UINT64_MAX ? 0 : s->handles[k]; }
+
 /* ExpandableSegment::map of [addr, addr + size): every page is created
  * first, then mapped; a failed create releases the ones made. Returns the
  * mapped size (whole pages), 0 on failure. */
@@ -226,14 +230,14 @@ static uint64_t es_map(hbm_ptref *r, ref_seg *s, uint64_t addr, uint64_t size) {
     int rc = hbm_dev_phys_create(r->dev, s->page, &h);
     if (rc != HBM_OK) {
       for (uint64_t j = first; j < k; j++) {
-        hbm_dev_phys_release(r->dev, s->handles[j], s->page);
+        hbm_dev_phys_release(r->dev, page_handle(s, j), s->page);
         s->handles[j] = 0;
       }
       return 0;
     }
-    s->handles[k] = h;
+    s->handles[k] = h ? h : UINT64_MAX;
   }
-  for (uint64_t k = first; k < end; k++) hbm_dev_map(r->dev, s->addr + k * s->page, s->page, s->handles[k], 0);
+  for (uint64_t k = first; k < end; k++) hbm_dev_map(r->dev, s->addr + k * s->page, s->page, page_handle(s, k), 0);
   return (end - first) * s->page;
 }
 
@@ -280,7 +284,7 @@ static void unmap_range(hbm_ptref *r, long i, uint64_t lo, uint64_t hi) {
   if (first >= end) return;
   for (uint64_t k = first; k < end; k++) {
     hbm_dev_unmap(r->dev, s->addr + k * s->page, s->page);
-    hbm_dev_phys_release(r->dev, s->handles[k], s->page);
+    hbm_dev_phys_release(r->dev, page_handle(s, k), s->page);
     s->handles[k] = 0;
   }
   uint64_t ulo = s->addr + first * s->page, uhi = s->addr + end * s->page;
@@ -857,7 +861,7 @@ void hbm_ptref_destroy(hbm_ptref *r) {
     for (uint64_t k = 0; k < s->npages; k++) {
       if (!s->handles[k]) continue;
       hbm_dev_unmap(r->dev, s->addr + k * s->page, s->page);
-      hbm_dev_phys_release(r->dev, s->handles[k], s->page);
+      hbm_dev_phys_release(r->dev, page_handle(s, k), s->page);
     }
     hbm_dev_unreserve(r->dev, s->addr, s->size);
     free(s->handles);
