@@ -100,6 +100,14 @@ int main(void) {
   hbm_mincap_options low = {.limit = 704 * MiB};
   CHECK(hbm_mincap(frag, "bestfit", &low, &r) == HBM_OK);
   CHECK(!r.found && r.replays > 0 && r.limit == 704 * MiB);
+  /* A limit the doubling steps pass over (640, 656, 688, 752, then 880 MiB)
+   * is tried itself: the need at the limit, or under it, is found. */
+  for (uint64_t mib = 768; mib <= 784; mib += 16) {
+    hbm_mincap_options at = {.limit = mib * MiB};
+    CHECK(hbm_mincap(frag, "bestfit", &at, &r) == HBM_OK);
+    CHECK(r.found && r.below_fails);
+    CHECK_EQ_U64(r.min_capacity, 768 * MiB);
+  }
   hbm_trace_free(frag);
 
   /* A starting state that does not fit as recorded: 100 B live in a 1 GiB

@@ -73,7 +73,8 @@ int hbm_mincap(const hbm_trace *t, const char *policy, const hbm_mincap_options 
   uint64_t fail = first - step, ok = 0, probe = first, gap = step;
   int fail_seen = 0;
   while (!ok) {
-    if (probe > limit) return HBM_OK; /* found stays 0 */
+    if (fail >= limit) return HBM_OK; /* found stays 0 */
+    if (probe > limit) probe = limit; /* the limit itself is tried: "none" means it failed there */
     int rc = try_capacity(t, policy, o.conf, probe, &res, &out->replays);
     if (rc < 0) return rc;
     if (rc) {
