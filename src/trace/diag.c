@@ -1,6 +1,8 @@
 /* diag.c: where bad input was found, and whole-file I/O that never loses data. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -141,6 +143,27 @@ static int write_in_place(const char *path, const void *data, size_t len, hbm_di
   return close(fd) == 0 ? HBM_OK : io_error(diag, path, "write failed");
 }
 
+/* The descriptor of this process a path names (/dev/stdout, /dev/fd/N,
+ * /proc/self/fd/N), or -1. Opening such a path anew would start at its
+ * file's first byte (or replace the file), losing what the shell's `>>` or
+ * the commands before wrote there; writing to the descriptor goes on where
+ * they left off. */
+static int open_descriptor(const char *path) {
+  static const char *const prefixes[] = {"/dev/fd/", "/proc/self/fd/"};
+  long fd = -1;
+  if (!strcmp(path, "/dev/stdout")) fd = STDOUT_FILENO;
+  else if (!strcmp(path, "/dev/stderr")) fd = STDERR_FILENO;
+  for (size_t i = 0; fd < 0 && i < sizeof prefixes / sizeof *prefixes; i++) {
+    size_t n = strlen(prefixes[i]);
+    if (strncmp(path, prefixes[i], n) || !isdigit((unsigned char)path[n])) continue;
+    char *end;
+    errno = 0;
+    long v = strtol(path + n, &end, 10);
+    if (!*end && !errno && v <= INT_MAX) fd = v;
+  }
+  return fd >= 0 && fcntl((int)fd, F_GETFL) != -1 ? (int)fd : -1;
+}
+
 int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_diag *diag) {
   if (!path || !path[0]) {
     if (diag) {
@@ -153,10 +176,14 @@ int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_di
   /* Atomic means a temporary file renamed over the path: right for a regular
    * file (through a symbolic link, the file it names), wrong for anything
    * else a path can name. */
+  int open_fd = open_descriptor(path);
+  if (open_fd >= 0) return write_all(open_fd, data, len) == 0 ? HBM_OK : io_error(diag, path, "write failed");
   struct stat st, lst;
   char *resolved = NULL;
   const char *target = path;
+  int replacing = 0; /* a new file gets 0644 less the umask; a replaced one keeps its mode */
   if (stat(path, &st) == 0) {
+    replacing = 1;
     if (S_ISDIR(st.st_mode)) {
       errno = EISDIR;
       return io_error(diag, path, "cannot write");
@@ -176,6 +203,7 @@ int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_di
     rc = io_error(diag, path, "cannot create");
     goto out;
   }
+  if (replacing && fchmod(fd, st.st_mode & 07777) != 0) rc = io_error(diag, path, "cannot keep the mode of");
   if (write_all(fd, data, len) != 0) rc = io_error(diag, path, "write failed");
   if (rc == HBM_OK && fsync(fd) != 0 && errno != EINVAL) rc = io_error(diag, path, "fsync failed");
   if (close(fd) != 0 && rc == HBM_OK) rc = io_error(diag, path, "cannot replace");

@@ -135,9 +135,12 @@ int hbm_read_file(const char *path, char **data, size_t *len, hbm_diag *diag);
 /* The same with another limit (tests). */
 int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, hbm_diag *diag);
 /* Writes data to path atomically: path.tmp.PID then rename (through a
- * symbolic link, next to the file it names). A path that is neither a regular
- * file nor absent (a device such as /dev/stdout, a FIFO) is written in place,
- * not replaced. An empty path: HBM_EINVAL with diag saying so. */
+ * symbolic link, next to the file it names), keeping a replaced file's mode.
+ * A path naming one of this process's descriptors (/dev/stdout, /dev/fd/N,
+ * /proc/self/fd/N) is written through it, where the descriptor stands (after
+ * what `>>` or earlier commands wrote); any other path that is neither a
+ * regular file nor absent (a device, a FIFO) is written in place, not
+ * replaced. An empty path: HBM_EINVAL with diag saying so. */
 int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_diag *diag);
 
 #endif

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Where outputs go: a regular file is replaced atomically (through a symbolic
-# link, the file it names, the link kept); a FIFO or a device is written in
-# place, never replaced by a regular file; an empty path is refused as usage
+# link, the file it names, the link kept; its mode kept); standard output is
+# written where it stands; a FIFO or a device is written in place, never
+# replaced by a regular file; an empty path is refused as usage
 # before any work; a directory is not written.
 set -u
 fail=0
@@ -16,6 +17,22 @@ ln -s real.csv "$dir/link.csv"
 [ -L "$dir/link.csv" ] || { echo "FAIL symlink: the link was replaced"; fail=1; }
 grep -q '^a,0,1,2,' "$dir/real.csv" || { echo "FAIL symlink: the target does not hold the plan"; fail=1; }
 ls "$dir" | grep -q tmp && { echo "FAIL symlink: a temporary file was left"; fail=1; }
+
+# A replaced file keeps its mode.
+printf 'x\n' > "$dir/mode.csv"
+chmod 600 "$dir/mode.csv"
+"$HBM" plan "$dir/p.csv" -o "$dir/mode.csv" > /dev/null || { echo "FAIL mode: exit $?"; fail=1; }
+[ "$(stat -c %a "$dir/mode.csv")" = 600 ] || { echo "FAIL mode: $(stat -c %a "$dir/mode.csv"), expected 600"; fail=1; }
+
+# Standard output that is a file: written where it stands, after what the
+# shell and earlier commands put there, never replacing the file.
+printf 'log line\n' > "$dir/log"
+"$HBM" plan "$dir/p.csv" -o /dev/stdout >> "$dir/log" 2> /dev/null || { echo "FAIL -o /dev/stdout >>: exit $?"; fail=1; }
+{ echo header; "$HBM" plan "$dir/p.csv" -o /dev/fd/1 2> /dev/null; echo footer; } > "$dir/framed"
+[ "$(head -n 1 "$dir/log")" = "log line" ] && grep -q '^a,0,1,2,' "$dir/log" ||
+  { echo "FAIL -o /dev/stdout >> FILE: $(head -c 200 "$dir/log")"; fail=1; }
+[ "$(head -n 1 "$dir/framed")" = header ] && [ "$(tail -n 1 "$dir/framed")" = footer ] && grep -q '^b,0,1,3,' "$dir/framed" ||
+  { echo "FAIL -o /dev/fd/1 between two echoes: $(head -c 200 "$dir/framed")"; fail=1; }
 
 # A FIFO: written into, and still a FIFO.
 if mkfifo "$dir/fifo" 2>/dev/null; then
