@@ -352,6 +352,43 @@ static void test_steps_and_settings(void) {
   hbm_trace_free(t);
 }
 
+/* The settings PyTorch records no field for come from the text it was given;
+ * the fields win over the text, and a text PyTorch would refuse adds nothing. */
+static void test_settings_from_text(void) {
+  static const struct {
+    const char *text, *want, *not_want;
+  } cases[] = {
+      {"max_split_size_mb:100,max_non_split_rounding_mb:300,per_process_memory_fraction:0.5",
+       "max_split_size_mb:128,max_non_split_rounding_mb:300,per_process_memory_fraction:0.5", NULL},
+      {"max_non_split_rounding_mb:20,per_process_memory_fraction:1.0", "max_split_size_mb:128", "non_split"},
+      {"max_non_split_rounding_mb:300,bogus:1", "max_split_size_mb:128", "non_split"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    snap s;
+    snap_begin(&s);
+    trace_begin(&s);
+    ev(&s, "segment_alloc", A0, 2 * MiB, 0, 100);
+    ev(&s, "alloc", A0, 512, 0, 100);
+    trace_end(&s);
+    pk *p = &s.p;
+    pk_str(p, "allocator_settings");
+    dict_begin(p);
+    kv_str(p, "PYTORCH_CUDA_ALLOC_CONF", cases[k].text);
+    kv_int(p, "max_split_size", 128 * MiB); /* the field: what the allocator used */
+    dict_end(p);
+    snap_end(&s);
+    hbm_trace *t;
+    hbm_diag d;
+    CHECK(import(&s, &t, &d) == HBM_OK);
+    CHECK(t->conf != NULL);
+    if (t->conf && (strcmp(t->conf, cases[k].want) || (cases[k].not_want && strstr(t->conf, cases[k].not_want)))) {
+      fprintf(stderr, "settings from '%s': conf '%s', expected '%s'\n", cases[k].text, t->conf, cases[k].want);
+      CHECK(0);
+    }
+    hbm_trace_free(t);
+  }
+}
+
 /* Expandable: the mapped ranges at the start are the final ones less what
  * the trace mapped, plus what it unmapped. */
 static void test_expandable_ranges(void) {
@@ -567,6 +604,7 @@ int main(void) {
   test_segments_streams_ids();
   test_pending_free();
   test_steps_and_settings();
+  test_settings_from_text();
   test_expandable_ranges();
   test_errors();
   test_capacity_from_oom();

@@ -294,9 +294,18 @@ static int read_settings(importer *im, const hbm_pk_value *s) {
   if (hbm_pk_int(hbm_pk_get(s, "max_split_size"), &i) && i > 0 && (uint64_t)i / MiB >= 20 &&
       (uint64_t)i < (UINT64_MAX >> 1))
     APPEND("max_split_size_mb:%llu", (unsigned long long)((uint64_t)i / MiB));
+  /* PyTorch records no field for these two: the text it was given is their
+   * only trace (a text it refused, or one the fields contradict, adds nothing). */
+  hbm_pt_conf given;
+  hbm_pt_conf_default(&given, 0);
+  const char *given_text = hbm_pk_str(hbm_pk_get(s, "PYTORCH_CUDA_ALLOC_CONF"));
+  int given_ok = given_text && hbm_pt_conf_parse(given_text, &given, NULL) == HBM_OK;
   if (hbm_pk_int(hbm_pk_get(s, "max_non_split_rounding_size"), &i) && i > 0 && (uint64_t)i / MiB >= 20 &&
       (uint64_t)i != HBM_PT_LARGE_BUFFER)
     APPEND("max_non_split_rounding_mb:%llu", (unsigned long long)((uint64_t)i / MiB));
+  else if (given_ok && given.max_non_split_rounding != HBM_PT_LARGE_BUFFER)
+    APPEND("max_non_split_rounding_mb:%llu", (unsigned long long)(given.max_non_split_rounding / MiB));
+  if (given_ok && given.set_fraction) APPEND("per_process_memory_fraction:%.17g", given.memory_fraction);
   if (hbm_pk_float(hbm_pk_get(s, "garbage_collection_threshold"), &d) && d > 0 && d < 1)
     APPEND("garbage_collection_threshold:%.17g", d);
   const hbm_pk_value *r = hbm_pk_get(s, "roundup_power2_divisions");
