@@ -3,7 +3,9 @@
  * digits, integers stay integers, and non-finite values are null. Random
  * doubles of every kind (any bit pattern, ratios of byte counts as reports
  * compute them, values with few decimal digits, integers, subnormals) go
- * through hbm_json_double inside an array and come back through strtod. */
+ * through hbm_json_double inside an array and come back through strtod.
+ * Strings come out as UTF-8 text: random byte strings against a decoder that
+ * checks code points, where each byte of no well-formed sequence is U+FFFD. */
 #include <float.h>
 #include <math.h>
 
@@ -59,8 +61,84 @@ static double random_double(uint64_t *rng) {
   }
 }
 
+/* The reference: decodes the code point at p and checks it (continuation
+ * bytes, no overlong form, no surrogate, at most U+10FFFF). Its length, or 0. */
+static int sequence_len(const unsigned char *p) {
+  int n = *p >= 0xf0 && *p < 0xf8 ? 4 : *p >= 0xe0 && *p < 0xf0 ? 3 : *p >= 0xc0 && *p < 0xe0 ? 2 : 0;
+  if (!n) return 0;
+  uint32_t cp = *p & (0x7f >> n);
+  for (int k = 1; k < n; k++) {
+    if ((p[k] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (p[k] & 0x3f);
+  }
+  static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < least[n] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return 0;
+  return n;
+}
+
+/* s as the writer must quote it (for bytes >= 0x20 but '"' and '\\'). */
+static void expected_string(const unsigned char *s, char *out) {
+  size_t o = 0;
+  out[o++] = '"';
+  for (; *s; s++) {
+    int n = *s < 0x80 ? 1 : sequence_len(s);
+    if (!n) {
+      memcpy(out + o, "\\ufffd", 6);
+      o += 6;
+      continue;
+    }
+    memcpy(out + o, s, (size_t)n);
+    o += (size_t)n;
+    s += n - 1;
+  }
+  out[o++] = '"';
+  out[o] = 0;
+}
+
+static void check_strings(uint64_t *rng) {
+  static const char *const fixed[][2] = {
+      {"caf\xc3\xa9", "\"caf\xc3\xa9\""},        {"\xff\xfe.pickle", "\"\\ufffd\\ufffd.pickle\""},
+      {"\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\""}, {"\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\""},
+      {"\xe2\x82", "\"\\ufffd\\ufffd\""},         {"\xc0\xaf", "\"\\ufffd\\ufffd\""},
+      {"\xf0\x9f\x98\x80", "\"\xf0\x9f\x98\x80\""}, {"a\"b\\c\n", "\"a\\\"b\\\\c\\n\""},
+  };
+  for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) {
+    hbm_json j;
+    hbm_json_init(&j);
+    hbm_json_string(&j, fixed[i][0]);
+    if (j.failed || !j.buf || strcmp(j.buf, fixed[i][1])) {
+      fprintf(stderr, "string case %zu written as '%s', want '%s'\n", i, j.buf ? j.buf : "(failed)", fixed[i][1]);
+      CHECK(0);
+    }
+    hbm_json_release(&j);
+  }
+  /* bytes from where sequences go wrong: leads, continuations, the edges */
+  static const unsigned char pool[] = {'a',  0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2,
+                                       0xdf, 0xe0, 0xe1, 0xec, 0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf3, 0xf4,
+                                       0xf5, 0xf8, 0xfe, 0xff};
+  for (int run = 0; run < 200000; run++) {
+    unsigned char s[16];
+    int len = 1 + (int)test_rand_below(rng, 12);
+    for (int k = 0; k < len; k++) s[k] = pool[test_rand_below(rng, sizeof pool)];
+    s[len] = 0;
+    char want[16 * 6 + 3];
+    expected_string(s, want);
+    hbm_json j;
+    hbm_json_init(&j);
+    hbm_json_string(&j, (const char *)s);
+    if (j.failed || !j.buf || strcmp(j.buf, want)) {
+      fprintf(stderr, "random string %d written as '%s', want '%s'\n", run, j.buf ? j.buf : "(failed)", want);
+      CHECK(0);
+      hbm_json_release(&j);
+      return;
+    }
+    hbm_json_release(&j);
+  }
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_json"), rng = seed;
+  check_strings(&rng);
 
   /* ---- fixed cases: short stays short, integers stay integers ---- */
   static const struct {

@@ -21,7 +21,7 @@ void hbm_json_object_end(hbm_json *j);
 void hbm_json_array_begin(hbm_json *j);
 void hbm_json_array_end(hbm_json *j);
 void hbm_json_key(hbm_json *j, const char *key);    /* then one value */
-void hbm_json_string(hbm_json *j, const char *s);
+void hbm_json_string(hbm_json *j, const char *s); /* NULL: null; bytes not UTF-8: U+FFFD */
 void hbm_json_u64(hbm_json *j, uint64_t v);
 void hbm_json_i64(hbm_json *j, int64_t v);
 /* The shortest of %.15g, %.16g, %.17g that reads back (strtod) as v: no double
