@@ -444,14 +444,15 @@ static void test_refusals(void) {
 }
 
 static void test_malformed(void) {
-  /* truncation, with the lengths in the message */
+  /* truncation, with the lengths in the message, at the byte the arguments
+   * were wanted from (the protocol byte's too) */
   PARSE_FAILS("", 0, "empty input");
-  PARSE_FAILS("\x80", 0, "truncated PROTO");
+  PARSE_FAILS("\x80", 1, "truncated PROTO");
   PARSE_FAILS("\x80\x02N", 3, "without STOP");
-  PARSE_FAILS("\x80\x02J\x01\x02", 2, "truncated BININT", "needs 4", "2 left");
-  PARSE_FAILS("\x80\x02M\x01", 2, "truncated BININT2");
-  PARSE_FAILS("\x80\x02K", 2, "truncated BININT1");
-  PARSE_FAILS("\x80\x02G\x01\x02\x03", 2, "truncated BINFLOAT");
+  PARSE_FAILS("\x80\x02J\x01\x02", 3, "truncated BININT", "needs 4", "2 left");
+  PARSE_FAILS("\x80\x02M\x01", 3, "truncated BININT2");
+  PARSE_FAILS("\x80\x02K", 3, "truncated BININT1");
+  PARSE_FAILS("\x80\x02G\x01\x02\x03", 3, "truncated BINFLOAT");
   PARSE_FAILS("\x80\x02X\x00\x09\x3d\x00" "abcdefghijkl.", 2, "truncated BINUNICODE",
               "length 4000000 exceeds the 13 bytes left");
   PARSE_FAILS("\x80\x04\x8c\x05" "abc", 2, "SHORT_BINUNICODE", "length 5", "3 bytes left");

@@ -133,11 +133,15 @@ static void bad_inputs(void) {
     for (size_t i = 0; i < sizeof in; i++) untouched &= p[i] == 0xab;
     CHECK(untouched);
   }
-  /* A NUL byte: by its offset. */
+  /* A NUL byte: by its line, the message giving its offset (one at byte 0 too). */
   hbm_plan_input in;
   hbm_diag d = {0};
   CHECK(hbm_plan_csv_parse("id,lower\0,upper", 15, "t.csv", &in, &d) == HBM_EPARSE);
-  CHECK(d.line == 0 && d.offset == 8 && strstr(d.message, "NUL"));
+  CHECK(d.line == 1 && d.offset == 8 && strstr(d.message, "NUL byte (byte 8)"));
+  CHECK(hbm_plan_csv_parse("id,size\na,\0", 12, "t.csv", &in, &d) == HBM_EPARSE);
+  CHECK(d.line == 2 && d.offset == 10 && strstr(d.message, "NUL byte (byte 10)"));
+  CHECK(hbm_plan_csv_parse("\0", 1, "t.csv", &in, &d) == HBM_EPARSE);
+  CHECK(d.line == 1 && d.offset == 0 && strstr(d.message, "NUL byte (byte 0)"));
 }
 
 /* Random problems, rendered with offsets and read back: the same buffers. */

@@ -247,10 +247,11 @@ static inline int push_new(parser *p, pk_node *n) {
 
 static inline size_t left(const parser *p) { return p->len - p->pos; }
 
-/* Fails unless n argument bytes follow the opcode. */
+/* Fails unless n argument bytes follow the opcode, naming the byte where
+ * they were wanted (never 0: the opcode is before it). */
 static inline int need_bytes(parser *p, size_t n) {
   if (left(p) >= n) return HBM_OK;
-  return FAIL("truncated %s: needs %zu argument byte(s), %zu left", cur_name(p), n, left(p));
+  return fail_at(p, p->pos, "truncated %s: needs %zu argument byte(s), %zu left", cur_name(p), n, left(p));
 }
 
 static inline uint32_t rd_u32(const uint8_t *b) {

@@ -116,7 +116,12 @@ int hbm_plan_csv_parse(const char *text, size_t len, const char *name, hbm_plan_
   if (!text) text = ""; /* no arithmetic on a null pointer below, even + 0 */
   if (!name) name = "<input>";
   const char *nul = len ? memchr(text, 0, len) : NULL;
-  if (nul) return hbm_diag_set(diag, name, 0, (uint64_t)(nul - text), "a NUL byte: expected CSV text");
+  if (nul) { /* by its line, as every other error here (byte 0 would read as no place at all) */
+    uint64_t line = 1;
+    for (const char *c = text; c < nul; c++) line += *c == '\n';
+    return hbm_diag_set(diag, name, line, (uint64_t)(nul - text), "a NUL byte (byte %llu): expected CSV text",
+                        (unsigned long long)(nul - text));
+  }
   size_t lines = 1;
   for (const char *p = text; p && (p = memchr(p, '\n', len - (size_t)(p - text))); p++) lines++;
 
