@@ -307,7 +307,8 @@ int bench_adamw(int argc, char **argv) {
   uint64_t t;
   optind = 1;
   opterr = 0;
-  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+  cli_seen seen = {0};
+  while ((c = cli_getopt(argc, argv, ":h", opts, NULL, &seen)) != -1) {
     switch (c) {
       case 'h': usage(stdout); return CLI_OK;
       case 'j': json = 1; break;

@@ -144,7 +144,8 @@ int bench_alloc(int argc, char **argv) {
   uint64_t pairs = 2000000, live = 1024, seed = 437;
   optind = 1;
   opterr = 0; /* cli_option_error says what is wrong */
-  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+  cli_seen seen = {0};
+  while ((c = cli_getopt(argc, argv, ":h", opts, NULL, &seen)) != -1) {
     int ok = 1;
     switch (c) {
       case 'j': json = 1; break;

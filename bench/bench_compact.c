@@ -251,7 +251,8 @@ int bench_compact(int argc, char **argv) {
   uint64_t capacity = 4ull << 30, rounds = 5, seed = 437, max_block = 256ull << 20;
   optind = 1;
   opterr = 0; /* our messages, prefixed "hbm: ", as every other command's */
-  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+  cli_seen seen = {0};
+  while ((c = cli_getopt(argc, argv, ":h", opts, NULL, &seen)) != -1) {
     int ok = 1;
     switch (c) {
       case 'j': json = 1; break;

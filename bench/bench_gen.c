@@ -37,7 +37,8 @@ int bench_gen(int argc, char **argv) {
   uint64_t steps = 40;
   optind = 1;
   opterr = 0;
-  while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+  cli_seen seen = {0};
+  while ((opt = cli_getopt(argc, argv, ":h", opts, NULL, &seen)) != -1) {
     switch (opt) {
       case 'j': json = 1; break;
       case 'p': preset = optarg; break;

@@ -320,7 +320,8 @@ int bench_sweep(int argc, char **argv) {
   cli_confs confs = {0};
   optind = 1;
   opterr = 0;
-  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+  cli_seen seen = {0};
+  while ((c = cli_getopt(argc, argv, ":h", opts, "alloc-conf", &seen)) != -1) {
     int ok = 1;
     switch (c) {
       case 'n': ok = cli_parse_count("bench sweep: --jobs", optarg, 1, 100000, &njobs); break;

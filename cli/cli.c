@@ -111,7 +111,35 @@ int cli_parse_count(const char *opt, const char *text, uint64_t min, uint64_t ma
   return 1;
 }
 
+int cli_getopt(int argc, char *const argv[], const char *optstring, const struct option *opts,
+               const char *repeatable, cli_seen *seen) {
+  int li = -1, c = getopt_long(argc, argv, optstring, opts, &li);
+  if (c == -1 || c == '?' || c == ':' || !optarg) return c; /* flags may repeat */
+  const char *name = NULL;
+  for (const struct option *o = opts; o->name && !name; o++)
+    if (o->val == c && !o->flag) name = o->name;
+  if (name && repeatable) { /* a name in the comma-separated list */
+    size_t n = strlen(name);
+    for (const char *r = strstr(repeatable, name); r; r = strstr(r + 1, name))
+      if ((r == repeatable || r[-1] == ',') && (r[n] == ',' || !r[n])) return c;
+  }
+  for (int i = 0; i < seen->n; i++) {
+    if (seen->one[i].c != c) continue;
+    char shown[64];
+    if (li >= 0 || !name) snprintf(shown, sizeof shown, "--%s", name ? name : "?");
+    else snprintf(shown, sizeof shown, "-%c", c);
+    cli_error("%s given twice ('%s', then '%s'): give it once", shown, seen->one[i].value, optarg);
+    return CLI_OPT_TWICE;
+  }
+  if (seen->n < (int)(sizeof seen->one / sizeof *seen->one)) {
+    seen->one[seen->n].c = c;
+    seen->one[seen->n++].value = optarg;
+  }
+  return c;
+}
+
 int cli_option_error(const char *command, char *const argv[], int c) {
+  if (c == CLI_OPT_TWICE) return CLI_BAD_INPUT; /* cli_getopt said why */
   const char *opt = optind > 0 ? argv[optind - 1] : "";
   if (c == ':') cli_error("%s: %s needs a value (try: hbm %s --help)", command, opt, command);
   else cli_error("%s: unknown option '%s' (try: hbm %s --help)", command, opt, command);

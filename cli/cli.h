@@ -4,6 +4,7 @@
 #ifndef HBM_CLI_H
 #define HBM_CLI_H
 
+#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -32,8 +33,26 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* After getopt_long returned `c`, '?' or ':' (an optstring that starts with
  * ':', and opterr = 0, so getopt itself says nothing): says "hbm: COMMAND:
  * unknown option 'X'" or "hbm: COMMAND: X needs a value", each with "(try: hbm
- * COMMAND --help)", and returns CLI_BAD_INPUT. */
+ * COMMAND --help)", and returns CLI_BAD_INPUT; after CLI_OPT_TWICE it returns
+ * CLI_BAD_INPUT alone (cli_getopt said why). */
 int cli_option_error(const char *command, char *const argv[], int c);
+
+/* The options with a value a command has seen (cli_getopt's memory). */
+typedef struct cli_seen {
+  int n;
+  struct {
+    int c;
+    const char *value;
+  } one[64];
+} cli_seen;
+#define CLI_OPT_TWICE (-2)
+/* getopt_long, refusing an option with a value given a second time ("--policy
+ * given twice ('caching', then 'zoned'): give it once"), as which one was
+ * meant is a guess: it says so and returns CLI_OPT_TWICE. `repeatable` lists
+ * the long names that may come more than once (e.g. "alloc-conf"), or NULL;
+ * flags without a value may repeat. `seen` starts zeroed. */
+int cli_getopt(int argc, char *const argv[], const char *optstring, const struct option *opts,
+               const char *repeatable, cli_seen *seen);
 /* Prints a diag as "file:line: message" (or file: byte N:) to stderr. An
  * empty diag falls back to `path` and to hbm_strerror(err), so a failure is
  * never printed without words. */

@@ -113,7 +113,8 @@ int cmd_demo(int argc, char **argv) {
   opterr = 0;
   int opt;
   uint64_t v;
-  while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+  cli_seen seen = {0};
+  while ((opt = cli_getopt(argc, argv, ":h", opts, NULL, &seen)) != -1) {
     switch (opt) {
       case 'H':
         if (!(html_path = cli_output_path("--html", optarg))) return CLI_BAD_INPUT;

@@ -95,7 +95,8 @@ int cmd_fidelity(int argc, char **argv) {
   cli_confs confs = {0};
   optind = 1;
   opterr = 0; /* cli_option_error says what is wrong */
-  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+  cli_seen seen = {0};
+  while ((c = cli_getopt(argc, argv, ":h", opts, "alloc-conf", &seen)) != -1) {
     switch (c) {
       case 'p':
         if (strcmp(optarg, "caching") && strcmp(optarg, "expandable")) {

@@ -311,7 +311,8 @@ int cmd_gen(int argc, char **argv) {
   optind = 1;
   opterr = 0;
   int opt;
-  while (ok && (opt = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
+  cli_seen seen = {0};
+  while (ok && (opt = cli_getopt(argc, argv, ":o:h", opts, NULL, &seen)) != -1) {
     switch (opt) {
       case O_PRESET: break;
       case O_LIST: list = 1; break;

@@ -49,7 +49,8 @@ int cmd_import(int argc, char **argv) {
   hbm_snapshot_options so = {.device = -1};
   optind = 1;
   opterr = 0; /* cli_option_error says what is wrong */
-  while ((c = getopt_long(argc, argv, ":o:qh", opts, NULL)) != -1) {
+  cli_seen seen = {0};
+  while ((c = cli_getopt(argc, argv, ":o:qh", opts, NULL, &seen)) != -1) {
     switch (c) {
       case 'o':
         if (!(output = cli_output_path("-o", optarg))) return CLI_BAD_INPUT;

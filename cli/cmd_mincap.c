@@ -82,7 +82,8 @@ int cmd_mincap(int argc, char **argv) {
   int json = 0, c;
   optind = 1;
   opterr = 0; /* cli_option_error says what is wrong */
-  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+  cli_seen seen = {0};
+  while ((c = cli_getopt(argc, argv, ":h", opts, "alloc-conf", &seen)) != -1) {
     switch (c) {
       case 'p': policy_list = optarg; break;
       case 'D':

@@ -127,7 +127,8 @@ int cmd_plan(int argc, char **argv) {
   int json = 0, orders = 0, has_capacity = 0, c;
   optind = 1;
   opterr = 0; /* cli_option_error says what is wrong */
-  while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
+  cli_seen seen = {0};
+  while ((c = cli_getopt(argc, argv, ":o:h", opts, NULL, &seen)) != -1) {
     switch (c) {
       case 'a':
         if (!cli_parse_count("--align", optarg, 1, HBM_PLAN_MAX_ALIGN, &align)) return CLI_BAD_INPUT;

@@ -98,7 +98,8 @@ int cmd_replay(int argc, char **argv) {
   int snapshot_device = -1; /* not given */
   optind = 1;
   opterr = 0; /* cli_option_error says what is wrong */
-  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+  cli_seen seen = {0};
+  while ((c = cli_getopt(argc, argv, ":h", opts, "alloc-conf", &seen)) != -1) {
     switch (c) {
       case 'p': policy_list = optarg; break;
       case 'D':
@@ -106,7 +107,7 @@ int cmd_replay(int argc, char **argv) {
         break;
       case 'd':
       case 'c': {
-        if (device) { /* both, or one twice: which would win is a guess */
+        if (device) { /* both: which would win is a guess (one twice: cli_getopt) */
           cli_error("--capacity and --device each name the device: give one of them, once (a second: '%s')", optarg);
           return CLI_BAD_INPUT;
         }

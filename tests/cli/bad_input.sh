@@ -111,7 +111,15 @@ before_work "contradicts policy caching" bench replay --trace "$good" --rounds 1
   --alloc-conf expandable_segments:True
 before_work "--capacity and --device each name the device: give one of them, once (a second: 'sim:2GiB')" \
   replay "$good" --capacity 1GiB --device sim:2GiB
-before_work "give one of them, once (a second: '2GiB')" replay "$good" --capacity 1GiB --capacity 2GiB
+before_work "--capacity given twice ('1GiB', then '2GiB'): give it once" replay "$good" --capacity 1GiB --capacity 2GiB
+# any option with a value, given twice: which one was meant is a guess (--alloc-conf may repeat)
+before_work "--policy given twice ('caching', then 'zoned'): give it once" mincap "$good" --policy caching --policy zoned
+before_work "--policy given twice ('caching', then 'expandable'): give it once" \
+  fidelity "$good" --policy caching --policy=expandable
+before_work "-o given twice ('$dir/a.trace', then '$dir/b.trace'): give it once" \
+  gen llm --preset 7b-1gpu-80g --steps 1 -o "$dir/a.trace" -o "$dir/b.trace"
+before_work "--preset given twice ('7b-1gpu-80g', then '70b-zero3-64'): give it once" \
+  bench replay --preset 7b-1gpu-80g --preset 70b-zero3-64
 # an unknown option, or one without its value: one line naming it and the
 # command, the same in every command (not getopt's own words and the usage)
 for cmd in replay mincap import fidelity plan demo "gen llm" "bench replay" "bench alloc" "bench adamw" \
