@@ -339,23 +339,14 @@ int bench_sweep(int argc, char **argv) {
     cli_error("bench sweep: unexpected argument '%s' (try: hbm bench sweep --help)", argv[optind]);
     return CLI_BAD_INPUT;
   }
-  /* Settings are checked once, up front: a bad one is bad input, not a failed job. */
-  for (int i = 0; i < NPOL; i++) {
-    const char *conf = cli_conf_for(&confs, sweep_policies[i]);
-    if (!conf) continue;
-    hbm_device *dev = NULL;
-    hbm_heap *heap = NULL;
-    char spec[64];
-    snprintf(spec, sizeof spec, "sim:%llu", (unsigned long long)capacity);
-    int rc = hbm_device_open(spec, &dev);
-    if (rc == HBM_OK) rc = hbm_heap_create(dev, sweep_policies[i], conf, &heap);
-    if (heap) hbm_heap_destroy(heap);
-    if (dev) hbm_device_close(dev);
-    if (rc != HBM_OK) {
-      cli_error("bench sweep: --alloc-conf for %s: '%s': %s", sweep_policies[i], conf, hbm_strerror(rc));
-      return CLI_BAD_INPUT;
-    }
-  }
+  /* Settings are checked once, up front: a bad one, or one for a policy the
+   * sweep does not run, is bad input, not a failed job. */
+  char names[NPOL][32];
+  for (int i = 0; i < NPOL; i++) snprintf(names[i], sizeof names[i], "%s", sweep_policies[i]);
+  char spec[64];
+  snprintf(spec, sizeof spec, "sim:%llu", (unsigned long long)capacity);
+  int check_rc = cli_check_policies(spec, names, NPOL, &confs, NULL);
+  if (check_rc != CLI_OK) return check_rc;
 
   sweep_job *jobs = calloc(njobs, sizeof *jobs);
   if (!jobs) { cli_error("bench sweep: out of host memory"); return CLI_FAILED; }

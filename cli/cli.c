@@ -420,7 +420,9 @@ int cli_check_policies(const char *device, char names[][32], int n, const cli_co
     int run = 0;
     for (int k = 0; k < n; k++) run |= !strcmp(names[k], confs->one[i].policy);
     if (!run) {
-      cli_error("--alloc-conf: settings for %s, which --policy does not run", confs->one[i].policy);
+      char ran[16 * 33] = "";
+      for (int k = 0; k < n; k++) snprintf(ran + strlen(ran), sizeof ran - strlen(ran), "%s%s", k ? "," : "", names[k]);
+      cli_error("--alloc-conf: settings for %s, which this run does not use (it runs %s)", confs->one[i].policy, ran);
       return CLI_BAD_INPUT;
     }
   }

@@ -104,11 +104,13 @@ before_work "expandable_segments:True contradicts policy caching" replay "$good"
   --policy caching --alloc-conf caching=expandable_segments:True
 before_work "policy bestfit: takes no settings" replay "$good" --capacity 1GiB --policy caching,bestfit \
   --alloc-conf max_split_size_mb:128
-before_work "settings for expandable, which --policy does not run" replay "$good" --capacity 1GiB \
+before_work "settings for expandable, which this run does not use (it runs caching)" replay "$good" --capacity 1GiB \
   --policy caching --alloc-conf expandable=max_split_size_mb:128
 before_work "policy bestfit: takes no settings" mincap "$good" --policy caching,bestfit --alloc-conf max_split_size_mb:128
 before_work "contradicts policy caching" bench replay --trace "$good" --rounds 1 --policy caching \
   --alloc-conf expandable_segments:True
+before_work "settings for bestfit, which this run does not use (it runs caching,expandable,zoned)" \
+  bench sweep --jobs 1 --alloc-conf bestfit=x
 before_work "--capacity and --device each name the device: give one of them, once (a second: 'sim:2GiB')" \
   replay "$good" --capacity 1GiB --device sim:2GiB
 before_work "--capacity given twice ('1GiB', then '2GiB'): give it once" replay "$good" --capacity 1GiB --capacity 2GiB
