@@ -176,6 +176,10 @@ int bench_alloc(int argc, char **argv) {
               (unsigned long long)most_live);
     return CLI_BAD_INPUT;
   }
+  char what[64];
+  snprintf(what, sizeof what, "bench alloc: --pairs %llu", (unsigned long long)pairs);
+  int mem_rc = cli_check_host_memory(what, pairs * sizeof(op), "give fewer --pairs");
+  if (mem_rc != CLI_OK) return mem_rc;
   op *ops = malloc(pairs * sizeof *ops);
   if (!ops) { cli_error("bench alloc: out of memory"); return CLI_FAILED; }
   size_t nsmall = 0;
