@@ -211,7 +211,8 @@ int hbm_heap_scan(hbm_heap *heap, hbm_scan_fn *visit, void *arg);
 
 /* Verifies every invariant of the heap (no overlap, every byte live or free, no
  * two free neighbours, bitmaps agree with lists, stats equal a recount, and
- * hold together: allocated <= reserved <= capacity, largest free <= free total).
+ * hold together: allocated <= reserved <= capacity, largest free <= free total,
+ * no figure above its peak).
  * HBM_OK, or HBM_ECORRUPT after reporting each failure through the error handler;
  * HBM_EHOSTMEM when, finding nothing wrong, some check could not run for want of
  * host memory. */
