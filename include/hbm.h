@@ -81,9 +81,10 @@ int hbm_tag_parse(const char *name, hbm_tag *tag);
 
 /* ---- sizes ----------------------------------------------------------------------- */
 /* Parses "96GiB", "512MiB", "4.2GB", "1024" (bytes). B/KiB/MiB/GiB/TiB/PiB are
- * powers of 2; KB/MB/GB/TB/PB powers of 10. Fractions allowed with a unit, any number of
- * digits; the result is exactly the nearest byte (a half rounds up). HBM_EINVAL on
- * anything else or on overflow. */
+ * powers of 2; KB/MB/GB/TB/PB powers of 10. Fractions allowed with a unit of KiB
+ * or KB and up (not B: no fraction of a byte), any number of digits; the result is
+ * exactly the nearest byte (a half rounds up). HBM_EINVAL on anything else or on
+ * overflow. */
 int hbm_size_parse(const char *text, uint64_t *bytes);
 /* Parses a whole count: "1024", "7B", "70e9", "1.3B", "16Mi". Digits with an
  * optional fraction and exponent (e6), then an optional suffix: K, M, G or B,

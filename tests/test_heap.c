@@ -75,6 +75,14 @@ int main(void) {
   CHECK(hbm_count_parse("70e9", &v) == HBM_OK && v == 70000000000ull);
   CHECK(hbm_count_parse("16Mi", &v) == HBM_OK && v == 16ull << 20);
   CHECK(hbm_count_parse("0.5Ki", &v) == HBM_OK && v == 512);
+  CHECK(hbm_count_parse("0.3Ki", &v) == HBM_EINVAL); /* 307.2 */
+  /* exact where the digits times the unit pass 2^64 on the way */
+  CHECK(hbm_count_parse("0.0000152587890625Gi", &v) == HBM_OK && v == 1ull << 14);
+  CHECK(hbm_count_parse("0.00006103515625Ti", &v) == HBM_OK && v == 1ull << 26);
+  CHECK(hbm_count_parse("16777215.9999999999990905052982270717620849609375Ti", &v) == HBM_OK && v == UINT64_MAX);
+  CHECK(hbm_count_parse("16777215.99999904632568359375Ti", &v) == HBM_OK && v == UINT64_MAX - ((1ull << 20) - 1));
+  CHECK(hbm_count_parse("16777215.999999999999090505298227071762084960937Ti", &v) == HBM_EINVAL); /* not whole */
+  CHECK(hbm_count_parse("16777216Ti", &v) == HBM_EINVAL); /* 2^64 */
   CHECK(hbm_count_parse("1k", &v) == HBM_OK && v == 1000);
   CHECK(hbm_count_parse("1.50", &v) == HBM_EINVAL); /* not whole */
   CHECK(hbm_count_parse("2.50", &v) == HBM_EINVAL);
@@ -97,6 +105,37 @@ int main(void) {
       fprintf(stderr, "count '%s' accepted\n", bad_counts[i]);
       CHECK(!"a bad count accepted");
     }
+  /* Binary units with the exact fraction: n = (n >> b) + (n mod 2^b) / 2^b,
+   * whose decimals are (n mod 2^b) x 5^b over b places; one digit fewer is
+   * not whole. */
+  for (int i = 0; i < 20000; i++) {
+    static const char *const bunits[] = {"Ki", "Mi", "Gi"};
+    int u = (int)test_rand_below(&rng, 3), b = 10 * (u + 1);
+    uint64_t want = test_rand(&rng) >> test_rand_below(&rng, 64), low = want & ((1ull << b) - 1);
+    unsigned __int128 dec = (unsigned __int128)low;
+    for (int k = 0; k < b; k++) dec *= 5;
+    char digits[48];
+    for (int k = b; k-- > 0; dec /= 10) digits[k] = (char)('0' + (int)(dec % 10));
+    digits[b] = 0;
+    char text[80];
+    snprintf(text, sizeof text, "%llu.%s%s", (unsigned long long)(want >> b), digits, bunits[u]);
+    if (hbm_count_parse(text, &v) != HBM_OK || v != want) {
+      fprintf(stderr, "hbm_count_parse(\"%s\"): %llu, expected %llu\n", text, (unsigned long long)v, (unsigned long long)want);
+      CHECK(0);
+      break;
+    }
+    int last = b; /* the last nonzero decimal: without it the value is not whole */
+    while (last > 0 && digits[last - 1] == '0') last--;
+    if (last > 0) {
+      digits[last - 1] = 0;
+      snprintf(text, sizeof text, "%llu.%s%s", (unsigned long long)(want >> b), digits, bunits[u]);
+      if (hbm_count_parse(text, &v) != HBM_EINVAL) {
+        fprintf(stderr, "hbm_count_parse(\"%s\") accepted a count that is not whole\n", text);
+        CHECK(0);
+        break;
+      }
+    }
+  }
   /* Random whole numbers in every spelling the grammar has for them. */
   for (int i = 0; i < 20000; i++) {
     int digits = 1 + (int)test_rand_below(&rng, 19);

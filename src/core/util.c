@@ -112,13 +112,39 @@ static int mul_u64(uint64_t *v, uint64_t m) {
   return 1;
 }
 
+/* The digits of a count spelling, whatever their number: 64 characters are
+ * below 10^64 < 2^213, and times 2^40 (Ti) below 2^256. Limbs low first. */
+typedef struct count_digits {
+  uint32_t limb[8];
+} count_digits;
+
+static void digits_mul_add(count_digits *b, uint32_t m, uint32_t add) {
+  uint64_t carry = add;
+  for (int i = 0; i < 8; i++) {
+    uint64_t t = (uint64_t)b->limb[i] * m + carry;
+    b->limb[i] = (uint32_t)t;
+    carry = t >> 32;
+  }
+}
+
+/* Divides by d, returning the remainder. */
+static uint32_t digits_div(count_digits *b, uint32_t d) {
+  uint64_t rem = 0;
+  for (int i = 8; i-- > 0;) {
+    uint64_t cur = rem << 32 | b->limb[i];
+    b->limb[i] = (uint32_t)(cur / d);
+    rem = cur % d;
+  }
+  return (uint32_t)rem;
+}
+
 int hbm_count_parse(const char *text, uint64_t *count) {
   /* 64 characters hold any spelling of a 64-bit count, and keep the
    * exponent bookkeeping below far from int's range. */
   if (!text || !count || !isdigit((unsigned char)text[0]) || strnlen(text, 65) > 64) return HBM_EINVAL;
   const char *p = text;
-  uint64_t mant = 0; /* the digits without the point; the value is mant x 10^exp10 */
-  int exp10 = 0, zeros = 0;
+  count_digits mant = {{0}}; /* the digits without the point; the value is mant x 10^exp10 */
+  int exp10 = 0, zeros = 0, any = 0;
   for (int frac = 0;; p++) {
     if (*p == '.' && !frac) {
       frac = 1;
@@ -130,10 +156,9 @@ int hbm_count_parse(const char *text, uint64_t *count) {
       zeros++;
       continue;
     }
-    for (; zeros > 0; zeros--, exp10--)
-      if (!mul_u64(&mant, 10)) return HBM_EINVAL;
-    if (!mul_u64(&mant, 10) || mant > UINT64_MAX - d) return HBM_EINVAL;
-    mant += d;
+    for (; zeros > 0; zeros--, exp10--) digits_mul_add(&mant, 10, 0);
+    digits_mul_add(&mant, 10, d);
+    any |= d != 0;
     exp10 -= frac;
   }
   if (p[-1] == '.') return HBM_EINVAL; /* "5." */
@@ -156,18 +181,24 @@ int hbm_count_parse(const char *text, uint64_t *count) {
     else if (!p[1]) exp10 += units[i].dec;
     else return HBM_EINVAL;
   }
-  if (mant == 0) { /* 0, 0.0, 0e99, 0Ki */
+  if (!any) { /* 0, 0.0, 0e99, 0Ki */
     *count = 0;
     return HBM_OK;
   }
-  if (!mul_u64(&mant, bin ? 1ull << bin : 1)) return HBM_EINVAL;
-  for (; exp10 < 0; exp10++) { /* a fraction: whole only if the digits divide out */
-    if (mant % 10) return HBM_EINVAL;
-    mant /= 10;
-  }
+  /* mant x 2^bin x 10^exp10. A fraction (exp10 = -k) is whole only where 5^k
+   * divides mant (2^bin has no factor 5) and 2^k divides mant x 2^bin. */
+  int shift = bin;
+  for (; exp10 < 0; exp10++, shift--)
+    if (digits_div(&mant, 5)) return HBM_EINVAL;
+  for (; shift < 0; shift++)
+    if (digits_div(&mant, 2)) return HBM_EINVAL;
+  for (int i = 2; i < 8; i++)
+    if (mant.limb[i]) return HBM_EINVAL; /* 2^64 or more, before any unit multiplies it */
+  uint64_t v = (uint64_t)mant.limb[1] << 32 | mant.limb[0];
+  if (!mul_u64(&v, 1ull << shift)) return HBM_EINVAL;
   for (; exp10 > 0; exp10--)
-    if (!mul_u64(&mant, 10)) return HBM_EINVAL;
-  *count = mant;
+    if (!mul_u64(&v, 10)) return HBM_EINVAL;
+  *count = v;
   return HBM_OK;
 }
 
