@@ -21,6 +21,16 @@ static int tally(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag)
   return 0;
 }
 
+typedef struct stop_after_one {
+  int answer, visits;
+} stop_after_one;
+static int stop_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
+  (void)addr, (void)size, (void)live, (void)tag;
+  stop_after_one *s = arg;
+  s->visits++;
+  return s->answer;
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_heap"), rng = seed;
   hbm_set_error_handler(count_error, NULL);
@@ -280,6 +290,30 @@ int main(void) {
   hbm_heap_destroy(h);
   hbm_device_close(dev);
   printf("test_heap: %llu randomized operations, hbm_check after each\n", (unsigned long long)ops);
+
+  /* A visitor's stop is no error, whatever it returns, under every policy. */
+  for (const char *names = hbm_policy_names(); *names;) {
+    char name[32];
+    size_t len = strcspn(names, ",");
+    snprintf(name, sizeof name, "%.*s", (int)len, names);
+    names += len + (names[len] == ',');
+    hbm_heap *hs;
+    uint64_t x;
+    CHECK(hbm_device_open("sim:1GiB", &dev) == HBM_OK);
+    CHECK(hbm_heap_create(dev, name, NULL, &hs) == HBM_OK);
+    CHECK(hbm_alloc(hs, 3 << 20, HBM_TAG_ACT, 0, &x) == HBM_OK);
+    for (int answer = -8; answer <= 1; answer++) {
+      if (!answer) continue;
+      stop_after_one st1 = {answer, 0};
+      int rc = hbm_heap_scan(hs, stop_visit, &st1);
+      if (rc != HBM_OK || st1.visits != 1) {
+        fprintf(stderr, "%s: a visitor answering %d: scan %d after %d visits\n", name, answer, rc, st1.visits);
+        CHECK(0);
+      }
+    }
+    hbm_heap_destroy(hs);
+    hbm_device_close(dev);
+  }
 
   /* Heaps that share a device: what one holds is not free for the other,
    * and an empty heap is not fragmented by it. */

@@ -251,21 +251,22 @@ int hbm_heap_step(hbm_heap *h, uint64_t step) {
 }
 
 /* The policy's scan knows addresses; the heap knows what each block is for. */
-typedef struct scan_ctx { hbm_heap *h; hbm_scan_fn *visit; void *arg; } scan_ctx;
+typedef struct scan_ctx { hbm_heap *h; hbm_scan_fn *visit; void *arg; int stopped; } scan_ctx;
 static int scan_tagged(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
   scan_ctx *c = arg;
   uint64_t r;
   if (live && hbm_addrmap_get(&c->h->blocks, addr, &r)) tag = c->h->recs[r].tag;
-  return c->visit(c->arg, addr, size, live, tag);
+  c->stopped = c->visit(c->arg, addr, size, live, tag) != 0;
+  return c->stopped; /* 1, whatever the visitor said: the policies stop on any nonzero */
 }
 
 int hbm_heap_scan(hbm_heap *h, hbm_scan_fn *visit, void *arg) {
   if (!h || !visit) return HBM_EINVAL;
   heap_lock(h);
-  scan_ctx c = {h, visit, arg};
+  scan_ctx c = {h, visit, arg, 0};
   int rc = h->policy->cls->scan(h->policy, scan_tagged, &c);
   heap_unlock(h);
-  return rc < 0 ? rc : HBM_OK;
+  return rc < 0 && !c.stopped ? rc : HBM_OK; /* a visitor's stop is no error */
 }
 
 /* ---- hbm_check: the policy's own invariants, then the heap's recount ---- */
