@@ -56,7 +56,9 @@ typedef struct hbm_diag {
  * reported here: HBM_ENOMEM from an allocation (an answer the caller handles,
  * and hbm_stats says why), and a NULL handle or pointer argument (HBM_EINVAL
  * alone), except in hbm_adamw_step, which says which of its arguments it
- * refuses, NULL ones included. Default: silent. */
+ * refuses, NULL ones included. Calls that take an hbm_diag (the trace and plan
+ * readers, hbm_trace_save) describe their errors in it instead, not here.
+ * Default: silent. */
 typedef void hbm_error_fn(int err, const char *message, void *arg);
 void hbm_set_error_handler(hbm_error_fn *fn, void *arg);
 /* Informational output. Nothing in this version writes to it: hbm_check()
@@ -340,7 +342,7 @@ typedef struct hbm_trace hbm_trace;
  * file over 16 GiB is HBM_EPARSE, unread. On HBM_EHOSTMEM diag names the file. */
 int hbm_trace_load(const char *path, hbm_trace **out, hbm_diag *diag);
 /* The same, reading device `device` of a snapshot (-1: the first with trace
- * entries, as hbm_trace_load does; below -1: HBM_EINVAL). A text trace, or a
+ * entries, as hbm_trace_load does; below -1: HBM_EINVAL, diag says so). A text trace, or a
  * device the snapshot lacks, with device >= 0: HBM_EPARSE, diag says why. */
 int hbm_trace_load_device(const char *path, int device, hbm_trace **out, hbm_diag *diag);
 /* Parses a text trace from memory; `name` is used in diagnostics. */

@@ -79,7 +79,8 @@ int main(void) {
   CHECK(hbm_trace_save(back, path, &d) == HBM_EINVAL && strstr(d.message, "overwrite"));
   hbm_trace_free(back);
   hbm_trace *none = NULL;
-  CHECK(hbm_trace_load_device(path, -2, &none, &d) == HBM_EINVAL && none == NULL);
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_load_device(path, -2, &none, &d) == HBM_EINVAL && none == NULL && strstr(d.message, "device -2"));
   /* a name with a newline (it is written as a comment) still gives a file that reads back */
   hbm_trace *named = NULL;
   const char *small = "hbm-trace 1\na x 10\nf x\n";

@@ -652,7 +652,11 @@ int hbm_trace_load(const char *path, hbm_trace **out, hbm_diag *diag) {
 }
 
 int hbm_trace_load_device(const char *path, int device, hbm_trace **out, hbm_diag *diag) {
-  if (!path || !out || device < -1) return HBM_EINVAL;
+  if (!path || !out) return HBM_EINVAL;
+  if (device < -1) {
+    hbm_diag_set(diag, path, 0, 0, "device %d: expected a device index, or -1 for the first with trace entries", device);
+    return HBM_EINVAL;
+  }
   char *data;
   size_t len;
   int rc = hbm_read_file(path, &data, &len, diag);
