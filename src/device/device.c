@@ -32,8 +32,11 @@ int hbm_device_open(const char *spec, hbm_device **out) {
   if (!spec || !out) return HBM_EINVAL;
   char kind[16], rest[128];
   const char *colon = strchr(spec, ':');
-  if (!colon || (size_t)(colon - spec) >= sizeof kind || strlen(colon + 1) >= sizeof rest)
+  if (!colon || strlen(colon + 1) >= sizeof rest)
     return hbm_report_error(HBM_EINVAL, "device '%s': expected KIND:CAPACITY, e.g. sim:96GiB or host:4GiB", spec);
+  if ((size_t)(colon - spec) >= sizeof kind) /* longer than any kind there is */
+    return hbm_report_error(HBM_EUNSUPPORTED, "device '%s': unknown kind '%.*s' (known: sim, host)", spec,
+                            (int)(colon - spec), spec);
   memcpy(kind, spec, (size_t)(colon - spec));
   kind[colon - spec] = 0;
   strcpy(rest, colon + 1);
