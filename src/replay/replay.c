@@ -405,6 +405,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
         s.step = e->size;
         if (++steps_seen == 2) { counted_first_step = 1; calls_after_first_step = s.dev->backend_calls; }
         if (s.p->cls->step) rc = s.p->cls->step(s.p, s.step);
+        track_peaks(&s); /* a step may map or move (compact's every_steps pass) */
         break;
       default: break; /* recorded segment events: only fidelity uses them */
     }
