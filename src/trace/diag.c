@@ -1,8 +1,7 @@
 /* diag.c: where bad input was found, and whole-file I/O that never loses data. */
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -122,6 +121,10 @@ static int write_all(int fd, const void *data, size_t len) {
     ssize_t w = write(fd, p, left);
     if (w < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) { /* a non-blocking stream a parent left us: wait for room */
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        if (poll(&pfd, 1, -1) >= 0 || errno == EINTR) continue;
+      }
       return -1;
     }
     p += w;
@@ -143,25 +146,29 @@ static int write_in_place(const char *path, const void *data, size_t len, hbm_di
   return close(fd) == 0 ? HBM_OK : io_error(diag, path, "write failed");
 }
 
-/* The descriptor of this process a path names (/dev/stdout, /dev/fd/N,
- * /proc/self/fd/N), or -1. Opening such a path anew would start at its
- * file's first byte (or replace the file), losing what the shell's `>>` or
- * the commands before wrote there; writing to the descriptor goes on where
- * they left off. */
-static int open_descriptor(const char *path) {
-  static const char *const prefixes[] = {"/dev/fd/", "/proc/self/fd/"};
-  long fd = -1;
-  if (!strcmp(path, "/dev/stdout")) fd = STDOUT_FILENO;
-  else if (!strcmp(path, "/dev/stderr")) fd = STDERR_FILENO;
-  for (size_t i = 0; fd < 0 && i < sizeof prefixes / sizeof *prefixes; i++) {
-    size_t n = strlen(prefixes[i]);
-    if (strncmp(path, prefixes[i], n) || !isdigit((unsigned char)path[n])) continue;
-    char *end;
-    errno = 0;
-    long v = strtol(path + n, &end, 10);
-    if (!*end && !errno && v <= INT_MAX) fd = v;
+/* The standard stream (stdout, stderr, then stdin) that is the very file a
+ * path names (/dev/stdout, /proc/self/fd/1, or the file's own name), or -1.
+ * Opening it anew would start at its first byte, or replace it, losing what
+ * `>>` or the commands before wrote there; writing to the descriptor goes on
+ * where they left off. Standard input is open for reading: the write fails,
+ * and the file is kept. */
+static int standard_stream(const struct stat *st) {
+  static const int order[] = {STDOUT_FILENO, STDERR_FILENO, STDIN_FILENO};
+  for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
+    struct stat s;
+    if (fstat(order[i], &s) == 0 && s.st_dev == st->st_dev && s.st_ino == st->st_ino) return order[i];
   }
-  return fd >= 0 && fcntl((int)fd, F_GETFL) != -1 ? (int)fd : -1;
+  return -1;
+}
+
+/* A path that names a descriptor by number: where it is missing, the
+ * descriptor is closed, and the path is no file to create. */
+static int names_descriptor(const char *path) {
+  static const char *const prefixes[] = {"/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/"};
+  if (!strcmp(path, "/dev/stdin") || !strcmp(path, "/dev/stdout") || !strcmp(path, "/dev/stderr")) return 1;
+  for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+    if (!strncmp(path, prefixes[i], strlen(prefixes[i]))) return 1;
+  return 0;
 }
 
 int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_diag *diag) {
@@ -176,8 +183,6 @@ int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_di
   /* Atomic means a temporary file renamed over the path: right for a regular
    * file (through a symbolic link, the file it names), wrong for anything
    * else a path can name. */
-  int open_fd = open_descriptor(path);
-  if (open_fd >= 0) return write_all(open_fd, data, len) == 0 ? HBM_OK : io_error(diag, path, "write failed");
   struct stat st, lst;
   char *resolved = NULL;
   const char *target = path;
@@ -188,8 +193,13 @@ int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_di
       errno = EISDIR;
       return io_error(diag, path, "cannot write");
     }
+    int stream = standard_stream(&st);
+    if (stream >= 0) return write_all(stream, data, len) == 0 ? HBM_OK : io_error(diag, path, "write failed");
     if (!S_ISREG(st.st_mode)) return write_in_place(path, data, len, diag);
     if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && (resolved = realpath(path, NULL))) target = resolved;
+  } else if (names_descriptor(path)) {
+    errno = EBADF;
+    return io_error(diag, path, "cannot write (the descriptor is not open)");
   }
   size_t plen = strlen(target);
   char *tmp = malloc(plen + 32);

@@ -136,11 +136,13 @@ int hbm_read_file(const char *path, char **data, size_t *len, hbm_diag *diag);
 int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, hbm_diag *diag);
 /* Writes data to path atomically: path.tmp.PID then rename (through a
  * symbolic link, next to the file it names), keeping a replaced file's mode.
- * A path naming one of this process's descriptors (/dev/stdout, /dev/fd/N,
- * /proc/self/fd/N) is written through it, where the descriptor stands (after
- * what `>>` or earlier commands wrote); any other path that is neither a
- * regular file nor absent (a device, a FIFO) is written in place, not
- * replaced. An empty path: HBM_EINVAL with diag saying so. */
+ * A path that is the very file of standard output or error (/dev/stdout,
+ * /proc/self/fd/1, the file's own name) is written through that descriptor,
+ * where it stands (after what `>>` or earlier commands wrote); standard input's
+ * is refused as its descriptor refuses writes, the file kept; a descriptor
+ * path whose descriptor is closed is HBM_EIO, no file made. Any other path
+ * that is neither a regular file nor absent (a device, a FIFO) is written in
+ * place, not replaced. An empty path: HBM_EINVAL with diag saying so. */
 int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_diag *diag);
 
 #endif

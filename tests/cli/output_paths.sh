@@ -33,6 +33,20 @@ printf 'log line\n' > "$dir/log"
   { echo "FAIL -o /dev/stdout >> FILE: $(head -c 200 "$dir/log")"; fail=1; }
 [ "$(head -n 1 "$dir/framed")" = header ] && [ "$(tail -n 1 "$dir/framed")" = footer ] && grep -q '^b,0,1,3,' "$dir/framed" ||
   { echo "FAIL -o /dev/fd/1 between two echoes: $(head -c 200 "$dir/framed")"; fail=1; }
+# however standard output is spelled (and the file's own name is one spelling)
+for spelling in //dev/stdout /dev/./stdout /proc/self/fd/1 "$dir/log2"; do
+  printf 'log line\n' > "$dir/log2"
+  "$HBM" plan "$dir/p.csv" -o "$spelling" >> "$dir/log2" 2> /dev/null
+  [ "$(head -n 1 "$dir/log2")" = "log line" ] && grep -q '^a,0,1,2,' "$dir/log2" ||
+    { echo "FAIL -o $spelling >> FILE: $(head -c 200 "$dir/log2")"; fail=1; }
+done
+# standard input is read-only: the write fails and its file is kept
+printf 'keep\n' > "$dir/in"
+"$HBM" plan "$dir/p.csv" -o /dev/stdin < "$dir/in" > /dev/null 2> "$dir/err"; rc=$?
+[ $rc -eq 1 ] && [ "$(cat "$dir/in")" = keep ] || { echo "FAIL -o /dev/stdin: exit $rc, the file holds $(head -c 100 "$dir/in")"; fail=1; }
+# a closed standard output: refused, not made into a file
+"$HBM" plan "$dir/p.csv" -o /dev/stdout >&- 2> "$dir/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "descriptor is not open" "$dir/err" || { echo "FAIL -o /dev/stdout, closed: exit $rc: $(cat "$dir/err")"; fail=1; }
 
 # A FIFO: written into, and still a FIFO.
 if mkfifo "$dir/fifo" 2>/dev/null; then
