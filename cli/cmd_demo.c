@@ -259,7 +259,7 @@ int cmd_demo(int argc, char **argv) {
   } else {
     int wrc = cli_write_output(html_path, html, html_len, NULL, 0);
     if (wrc != CLI_OK) exit_code = wrc;
-    else written = 1;
+    else written = 1, cli_summary_after_output(html_path); /* a page on stdout goes alone */
   }
   free(html);
   char where[PATH_MAX];

@@ -105,6 +105,10 @@ grep -q '"output":"/dev/stdout"' "$dir/gen_err" || { echo "FAIL gen llm -o /dev/
 head -n 1 "$dir/page.html" | grep -q "^<!DOCTYPE html>$" && tail -n 1 "$dir/page.html" | grep -q "</html>$" || { echo "FAIL replay --html /dev/stdout: the page is not alone on stdout"; fail=1; }
 grep -q "peak reserv" "$dir/page_err" && grep -q "report: /dev/stdout" "$dir/page_err" ||
   { echo "FAIL replay --html /dev/stdout: no table on stderr"; fail=1; }
+"$HBM" demo --preset 7b-1gpu-80g --steps 1 --policy caching --html /dev/stdout > "$dir/demo.html" 2> "$dir/demo_err" ||
+  { echo "FAIL demo --html /dev/stdout: $(cat "$dir/demo_err")"; fail=1; }
+tail -n 1 "$dir/demo.html" | grep -q "</html>$" && grep -q "peak reserved" "$dir/demo_err" ||
+  { echo "FAIL demo --html /dev/stdout: the page is not alone on stdout"; fail=1; }
 "$HBM" gen llm --layers 2 --hidden 256 --seq 128 --steps 2 -o "$dir/small.trace" > "$dir/gen_out" 2>&1
 grep -q "wrote .*small.trace" "$dir/gen_out" || { echo "FAIL gen llm -o FILE: summary not on stdout"; fail=1; }
 
