@@ -141,8 +141,13 @@ for cmd in "replay x --policy" "import x -o" "gen llm --preset" "bench sweep --j
 done
 before_work "--verify fills and checks real memory" replay "$good" --capacity 1GiB --verify
 printf 'hbm-trace 1\na x 900TiB\nf x\n' > "$dir/huge.trace" # --verify would write 900 TiB
-before_work "huge.trace (every live byte written) needs about 32.00 TiB of host memory, more than the" \
-  replay "$dir/huge.trace" --policy zoned --device host:32TiB --verify
+# (a host that cannot even reserve 32 TiB of address space, as under ThreadSanitizer, refuses the device first)
+if "$HBM" replay "$dir/huge.trace" --policy zoned --device host:32TiB --verify 2>&1 | grep -q "cannot reserve"; then
+  echo "note: this host cannot reserve 32 TiB of address space: the --verify memory case was not run"
+else
+  before_work "huge.trace (every live byte written) needs about 32.00 TiB of host memory, more than the" \
+    replay "$dir/huge.trace" --policy zoned --device host:32TiB --verify
+fi
 # a host device is host address space: one the host cannot reserve is refused as it opens
 before_work "host device: the host cannot reserve 1.00 PiB of address space for its capacity" \
   replay "$good" --policy bestfit --device host:1PiB
