@@ -357,11 +357,15 @@ static void test_steps_and_settings(void) {
 static void test_settings_from_text(void) {
   static const struct {
     const char *text, *want, *not_want;
+    int64_t rounding_field; /* -1: not recorded */
   } cases[] = {
       {"max_split_size_mb:100,max_non_split_rounding_mb:300,per_process_memory_fraction:0.5",
-       "max_split_size_mb:128,max_non_split_rounding_mb:300,per_process_memory_fraction:0.5", NULL},
-      {"max_non_split_rounding_mb:20,per_process_memory_fraction:1.0", "max_split_size_mb:128", "non_split"},
-      {"max_non_split_rounding_mb:300,bogus:1", "max_split_size_mb:128", "non_split"},
+       "max_split_size_mb:128,max_non_split_rounding_mb:300,per_process_memory_fraction:0.5", NULL, -1},
+      {"max_non_split_rounding_mb:20,per_process_memory_fraction:1.0", "max_split_size_mb:128", "non_split", -1},
+      {"max_non_split_rounding_mb:300,bogus:1", "max_split_size_mb:128", "non_split", -1},
+      /* a field recorded, at its default: it wins over the text */
+      {"max_non_split_rounding_mb:300", "max_split_size_mb:128", "non_split", 20 * MiB},
+      {"max_non_split_rounding_mb:300", "max_split_size_mb:128,max_non_split_rounding_mb:40", NULL, 40 * MiB},
   };
   for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
     snap s;
@@ -375,6 +379,7 @@ static void test_settings_from_text(void) {
     dict_begin(p);
     kv_str(p, "PYTORCH_CUDA_ALLOC_CONF", cases[k].text);
     kv_int(p, "max_split_size", 128 * MiB); /* the field: what the allocator used */
+    if (cases[k].rounding_field >= 0) kv_int(p, "max_non_split_rounding_size", cases[k].rounding_field);
     dict_end(p);
     snap_end(&s);
     hbm_trace *t;

@@ -300,10 +300,10 @@ static int read_settings(importer *im, const hbm_pk_value *s) {
   hbm_pt_conf_default(&given, 0);
   const char *given_text = hbm_pk_str(hbm_pk_get(s, "PYTORCH_CUDA_ALLOC_CONF"));
   int given_ok = given_text && hbm_pt_conf_parse(given_text, &given, NULL) == HBM_OK;
-  if (hbm_pk_int(hbm_pk_get(s, "max_non_split_rounding_size"), &i) && i > 0 && (uint64_t)i / MiB >= 20 &&
-      (uint64_t)i != HBM_PT_LARGE_BUFFER)
-    APPEND("max_non_split_rounding_mb:%llu", (unsigned long long)((uint64_t)i / MiB));
-  else if (given_ok && given.max_non_split_rounding != HBM_PT_LARGE_BUFFER)
+  if (hbm_pk_int(hbm_pk_get(s, "max_non_split_rounding_size"), &i)) { /* recorded: it wins, default or not */
+    if (i > 0 && (uint64_t)i / MiB >= 20 && (uint64_t)i != HBM_PT_LARGE_BUFFER)
+      APPEND("max_non_split_rounding_mb:%llu", (unsigned long long)((uint64_t)i / MiB));
+  } else if (given_ok && given.max_non_split_rounding != HBM_PT_LARGE_BUFFER)
     APPEND("max_non_split_rounding_mb:%llu", (unsigned long long)(given.max_non_split_rounding / MiB));
   if (given_ok && given.set_fraction) APPEND("per_process_memory_fraction:%.17g", given.memory_fraction);
   if (hbm_pk_float(hbm_pk_get(s, "garbage_collection_threshold"), &d) && d > 0 && d < 1)
