@@ -114,26 +114,29 @@ int cli_parse_count(const char *opt, const char *text, uint64_t min, uint64_t ma
 int cli_getopt(int argc, char *const argv[], const char *optstring, const struct option *opts,
                const char *repeatable, cli_seen *seen) {
   int li = -1, c = getopt_long(argc, argv, optstring, opts, &li);
-  if (c == -1 || c == '?' || c == ':' || !optarg) return c; /* flags may repeat */
-  const char *name = NULL;
-  for (const struct option *o = opts; o->name && !name; o++)
-    if (o->val == c && !o->flag) name = o->name;
-  if (name && repeatable) { /* a name in the comma-separated list */
+  if (c == -1 || c == '?' || c == ':') return c;
+  int entry = li; /* the option's entry in opts, long or short spelling alike */
+  for (int i = 0; entry < 0 && opts[i].name; i++)
+    if (!opts[i].flag && opts[i].val == c) entry = i;
+  if (entry < 0 || opts[entry].has_arg == no_argument) return c; /* flags may repeat */
+  const char *name = opts[entry].name;
+  if (repeatable) { /* a name in the comma-separated list */
     size_t n = strlen(name);
     for (const char *r = strstr(repeatable, name); r; r = strstr(r + 1, name))
       if ((r == repeatable || r[-1] == ',') && (r[n] == ',' || !r[n])) return c;
   }
+  const char *value = optarg ? optarg : "";
   for (int i = 0; i < seen->n; i++) {
-    if (seen->one[i].c != c) continue;
+    if (seen->one[i].c != entry) continue;
     char shown[64];
-    if (li >= 0 || !name) snprintf(shown, sizeof shown, "--%s", name ? name : "?");
+    if (li >= 0) snprintf(shown, sizeof shown, "--%s", name);
     else snprintf(shown, sizeof shown, "-%c", c);
-    cli_error("%s given twice ('%s', then '%s'): give it once", shown, seen->one[i].value, optarg);
+    cli_error("%s given twice ('%s', then '%s'): give it once", shown, seen->one[i].value, value);
     return CLI_OPT_TWICE;
   }
   if (seen->n < (int)(sizeof seen->one / sizeof *seen->one)) {
-    seen->one[seen->n].c = c;
-    seen->one[seen->n++].value = optarg;
+    seen->one[seen->n].c = entry;
+    seen->one[seen->n++].value = value;
   }
   return c;
 }

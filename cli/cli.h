@@ -41,7 +41,7 @@ int cli_option_error(const char *command, char *const argv[], int c);
 typedef struct cli_seen {
   int n;
   struct {
-    int c;
+    int c; /* the option's entry in the option table */
     const char *value;
   } one[64];
 } cli_seen;
