@@ -150,12 +150,14 @@ static int write_in_place(const char *path, const void *data, size_t len, hbm_di
  * path names (/dev/stdout, /proc/self/fd/1, or the file's own name), or -1.
  * Opening it anew would start at its first byte, or replace it, losing what
  * `>>` or the commands before wrote there; writing to the descriptor goes on
- * where they left off. Standard input is open for reading: the write fails,
- * and the file is kept. */
+ * where they left off. Standard input counts only as a regular file: it is
+ * open for reading, so the write fails and the file is kept; a device it
+ * shares (/dev/null, a terminal) is opened for writing as any other. */
 static int standard_stream(const struct stat *st) {
   static const int order[] = {STDOUT_FILENO, STDERR_FILENO, STDIN_FILENO};
   for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
     struct stat s;
+    if (order[i] == STDIN_FILENO && !S_ISREG(st->st_mode)) break;
     if (fstat(order[i], &s) == 0 && s.st_dev == st->st_dev && s.st_ino == st->st_ino) return order[i];
   }
   return -1;

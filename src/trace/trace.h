@@ -139,7 +139,7 @@ int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, 
  * A path that is the very file of standard output or error (/dev/stdout,
  * /proc/self/fd/1, the file's own name) is written through that descriptor,
  * where it stands (after what `>>` or earlier commands wrote); standard input's
- * is refused as its descriptor refuses writes, the file kept; a descriptor
+ * regular file is refused as its descriptor refuses writes, the file kept; a descriptor
  * path whose descriptor is closed is HBM_EIO, no file made. Any other path
  * that is neither a regular file nor absent (a device, a FIFO) is written in
  * place, not replaced. An empty path: HBM_EINVAL with diag saying so. */
