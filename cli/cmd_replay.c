@@ -291,6 +291,7 @@ int cmd_replay(int argc, char **argv) {
                hbm_oom_cause_name(r->first_oom.cause));
       }
       for (int k = 0; k < r->ncounters; k++) printf("%-11s   %s = %.15g\n", "", r->counters[k].name, r->counters[k].value);
+      if (verify_data) printf("%-11s   verified_blocks = %llu\n", "", (unsigned long long)r->verified_blocks);
       if (show_samples)
         for (size_t k = 0; k < runs[i].nsamples; k++) {
           const hbm_sample *s = &runs[i].samples[k];

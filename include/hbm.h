@@ -442,8 +442,9 @@ typedef struct hbm_replay_result {
                               segment (bestfit, compact, zoned without virtual memory) holds
                               all of it */
   double efficiency;       /* peak_live / peak_reserved */
-  double max_frag;         /* highest fragmentation ratio over samples (0 when the starting
-                              state did not fit: its one sample has no ratio) */
+  double max_frag;         /* highest fragmentation ratio over the samples and the moment of
+                              the first failure (0 when the starting state did not fit: its
+                              one sample has no ratio) */
   uint64_t backend_calls;
   uint64_t backend_calls_after_first_step;
   uint64_t alloc_events;

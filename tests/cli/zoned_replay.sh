@@ -62,6 +62,10 @@ if out=$("$HBM" replay "$dir/job.trace" --policy zoned --device host:384MiB --ve
   echo "$out"
   echo "$out" | grep -q '"verified_blocks":[1-9]' || { echo "FAIL: no block verified"; fail=1; }
   echo "$out" | grep -q '"oom":null' || { echo "FAIL: the job did not fit on host:384MiB"; fail=1; }
+  # the text says it too, the same count
+  n=$(echo "$out" | sed -n 's/.*"verified_blocks":\([0-9]*\).*/\1/p')
+  "$HBM" replay "$dir/job.trace" --policy zoned --device host:384MiB --verify 2> /dev/null | grep -q "verified_blocks = $n\$" ||
+    { echo "FAIL: the text does not give verified_blocks = $n"; fail=1; }
 elif grep -q "memfd" "$dir/err"; then
   echo "skip --verify: $(cat "$dir/err")"
 else
