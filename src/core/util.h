@@ -39,5 +39,6 @@ int hbm_grow_array(void **p, size_t *cap, size_t n, size_t elem);
 
 /* Sizes above this are absurd for any device we model (1 PiB). */
 #define HBM_MAX_SIZE (1ull << 50)
+#define HBM_TRACE_MIN_CAPACITY (2ull << 20) /* one default granule: the least a trace's sim device opens at */
 
 #endif

@@ -540,6 +540,12 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
       if (capacity_line) { rc = BAD(&p, "a second 'capacity' (the first at line %llu)", (unsigned long long)capacity_line); break; }
       capacity_line = p.line;
       if ((rc = parse_size_tok(&p, tk[1], "capacity", &t->capacity)) != HBM_OK) break;
+      /* The trace's device is sim at its default granule: refuse here, at the
+       * line, a capacity no device of that granule can open. */
+      if (t->capacity < HBM_TRACE_MIN_CAPACITY) {
+        rc = BAD(&p, "capacity: %.*s is smaller than one 2 MiB granule, the least a device holds", (int)tk[1].n, tk[1].s);
+        break;
+      }
       continue;
     } else if (tok_eq(tk[0], "conf")) {
       if (n != 2) { rc = BAD(&p, "expected 'conf KEY:VALUE[,KEY:VALUE...]' (no spaces)"); break; }
