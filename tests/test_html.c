@@ -3,6 +3,7 @@
  * above it every policy gets a section with its charts; the exact live
  * envelope agrees with the trace's peak; a layout taken at a moment accounts
  * for every live byte at that moment. */
+#include "core/util.h"
 #include "report/html.h"
 #include "small_workload.h"
 #include "testutil.h"
@@ -22,6 +23,13 @@ static void check_page_is_self_contained(const char *html) {
   CHECK(strstr(html, "src=") == NULL);
   CHECK(strstr(html, "@import") == NULL);
   CHECK(count(html, "<svg") == count(html, "</svg>"));
+  /* the page declares UTF-8 and is: every byte in a well-formed sequence */
+  for (const unsigned char *p = (const unsigned char *)html; *p; p++) {
+    int n = *p < 0x80 ? 1 : hbm_utf8_len(p);
+    CHECK(n > 0);
+    if (!n) break;
+    p += n - 1;
+  }
 }
 
 /* Every x drawn in the charts lies on the page: points of lines and bands,
@@ -61,7 +69,7 @@ int main(void) {
 
   hbm_report rep;
   memset(&rep, 0, sizeof rep);
-  rep.title = "test <report> & more";
+  rep.title = "test <report> & more \xe9\x01 \xc3\xa9"; /* a Latin-1 byte, a control, UTF-8 */
   rep.workload = t->name;
   rep.capacity = tight;
   CHECK(hbm_report_trace_facts(t, &rep) == HBM_OK);
@@ -100,7 +108,7 @@ int main(void) {
   CHECK(html && strlen(html) == len);
   if (html) {
     check_page_is_self_contained(html);
-    CHECK(strstr(html, "test &lt;report&gt; &amp; more") != NULL); /* escaped */
+    CHECK(strstr(html, "test &lt;report&gt; &amp; more \xef\xbf\xbd\xef\xbf\xbd \xc3\xa9") != NULL); /* escaped */
     CHECK(strstr(html, "Layout at the first failure") != NULL);
     CHECK(strstr(html, "first failure, step") != NULL);
     CHECK(count(html, "<svg") >= 5); /* memory, fragmentation, free, calls, layout */

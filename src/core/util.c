@@ -282,6 +282,21 @@ char *hbm_size_format(uint64_t bytes, char *buf, size_t len) {
   return buf;
 }
 
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong
+ * forms, surrogates or code points past U+10FFFF), or 0. */
+int hbm_utf8_len(const unsigned char *p) {
+  unsigned char lo = 0x80, hi = 0xbf;
+  int n;
+  if (*p >= 0xc2 && *p <= 0xdf) n = 2;
+  else if (*p >= 0xe0 && *p <= 0xef) n = 3, lo = *p == 0xe0 ? 0xa0 : 0x80, hi = *p == 0xed ? 0x9f : 0xbf;
+  else if (*p >= 0xf0 && *p <= 0xf4) n = 4, lo = *p == 0xf0 ? 0x90 : 0x80, hi = *p == 0xf4 ? 0x8f : 0xbf;
+  else return 0;
+  if (p[1] < lo || p[1] > hi) return 0; /* a NUL ends the check too */
+  for (int k = 2; k < n; k++)
+    if (p[k] < 0x80 || p[k] > 0xbf) return 0;
+  return n;
+}
+
 double hbm_fragmentation_ratio(uint64_t free_total, uint64_t largest_free) {
   if (free_total == 0) return 0.0;
   if (largest_free == 0) return 1e9;

@@ -37,6 +37,11 @@ static inline int hbm_is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
  * unchanged. */
 int hbm_grow_array(void **p, size_t *cap, size_t n, size_t elem);
 
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong
+ * forms, surrogates or code points past U+10FFFF), or 0; never reads past a
+ * NUL. Reports written as UTF-8 replace what is not with U+FFFD. */
+int hbm_utf8_len(const unsigned char *p);
+
 /* Sizes above this are absurd for any device we model (1 PiB). */
 #define HBM_MAX_SIZE (1ull << 50)
 #define HBM_TRACE_MIN_CAPACITY (2ull << 20) /* one default granule: the least a trace's sim device opens at */

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/addrmap.h"
+#include "core/util.h"
 #include "policy/policy.h"
 #include "replay/replay.h"
 #include "trace/trace.h"
@@ -327,14 +328,27 @@ static void sb_printf(sb *b, const char *fmt, ...) {
   free(big);
 }
 
+/* The page declares UTF-8: a byte that is not part of a well-formed sequence
+ * (a Latin-1 file name, say), or a control character HTML does not allow, is
+ * written as U+FFFD, as the JSON reports do. */
 static void sb_esc(sb *b, const char *s) {
-  for (; s && *s; s++) {
-    switch (*s) {
+  for (const unsigned char *p = (const unsigned char *)s; p && *p; p++) {
+    switch (*p) {
       case '<': sb_put(b, "&lt;", 4); break;
       case '>': sb_put(b, "&gt;", 4); break;
       case '&': sb_put(b, "&amp;", 5); break;
       case '"': sb_put(b, "&quot;", 6); break;
-      default: sb_put(b, s, 1);
+      case '\t': case '\n': case '\r': sb_put(b, (const char *)p, 1); break;
+      default:
+        if (*p < 0x20 || *p == 0x7f) {
+          sb_put(b, "\xef\xbf\xbd", 3);
+        } else if (*p < 0x80) {
+          sb_put(b, (const char *)p, 1);
+        } else {
+          int n = hbm_utf8_len(p);
+          sb_put(b, n ? (const char *)p : "\xef\xbf\xbd", n ? (size_t)n : 3);
+          if (n) p += n - 1;
+        }
     }
   }
 }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/util.h"
+
 void hbm_json_init(hbm_json *j) { memset(j, 0, sizeof *j); }
 void hbm_json_release(hbm_json *j) { free(j->buf); memset(j, 0, sizeof *j); }
 
@@ -48,21 +50,6 @@ void hbm_json_object_end(hbm_json *j) { close_(j, "}"); }
 void hbm_json_array_begin(hbm_json *j) { open_(j, "["); }
 void hbm_json_array_end(hbm_json *j) { close_(j, "]"); }
 
-/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong
- * forms, surrogates or code points past U+10FFFF), or 0. */
-static int utf8_len(const unsigned char *p) {
-  unsigned char lo = 0x80, hi = 0xbf;
-  int n;
-  if (*p >= 0xc2 && *p <= 0xdf) n = 2;
-  else if (*p >= 0xe0 && *p <= 0xef) n = 3, lo = *p == 0xe0 ? 0xa0 : 0x80, hi = *p == 0xed ? 0x9f : 0xbf;
-  else if (*p >= 0xf0 && *p <= 0xf4) n = 4, lo = *p == 0xf0 ? 0x90 : 0x80, hi = *p == 0xf4 ? 0x8f : 0xbf;
-  else return 0;
-  if (p[1] < lo || p[1] > hi) return 0; /* a NUL ends the check too */
-  for (int k = 2; k < n; k++)
-    if (p[k] < 0x80 || p[k] > 0xbf) return 0;
-  return n;
-}
-
 /* JSON is UTF-8 text (RFC 8259): a byte that is not part of a well-formed
  * sequence (a Latin-1 file name, say) is written as U+FFFD. */
 static void quoted(hbm_json *j, const char *s) {
@@ -82,7 +69,7 @@ static void quoted(hbm_json *j, const char *s) {
         } else if (*p < 0x80) {
           put(j, (const char *)p, 1);
         } else {
-          int n = utf8_len(p);
+          int n = hbm_utf8_len(p);
           if (n) {
             put(j, (const char *)p, (size_t)n);
             p += n - 1;
