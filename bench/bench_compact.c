@@ -298,7 +298,7 @@ int bench_compact(int argc, char **argv) {
   fragmented f = {.seed = seed, .max_block = max_block};
   int orc = hbm_device_open(spec, &f.dev);
   if (orc != HBM_OK) {
-    cli_error("bench compact: cannot open %s: %s", spec, hbm_strerror(orc));
+    cli_error("bench compact: cannot open a host device of --capacity %s: %s", cap_arg, hbm_strerror(orc));
     return cli_exit_code(orc); /* a capacity this host cannot reserve is bad input */
   }
   hbm_device_caps caps;
@@ -307,7 +307,7 @@ int bench_compact(int argc, char **argv) {
   int hrc = hbm_heap_create(f.dev, "compact", "on_failure:off", &f.heap);
   if (hrc != HBM_OK) { /* say why, not only that */
     hbm_device_close(f.dev);
-    cli_error("bench compact: cannot create the heap on %s: %s", spec, hbm_strerror(hrc));
+    cli_error("bench compact: cannot create the heap on a host device of --capacity %s: %s", cap_arg, hbm_strerror(hrc));
     return CLI_FAILED;
   }
   /* The layout and a request that fails for fragmentation in it. */
@@ -385,8 +385,8 @@ int bench_compact(int argc, char **argv) {
     if (cli_print_json("bench compact", &j) != CLI_OK) return CLI_FAILED;
   } else {
     char b1[32], b2[32], b3[32], b4[32];
-    printf("fragmented heap on %s: %s live in %llu blocks, %s free, largest free %s (median of %llu round%s)\n", spec,
-           cli_size(live, b1), (unsigned long long)nblocks, cli_size(free_bytes, b2), cli_size(largest, b3),
+    printf("fragmented heap on a %s host device: %s live in %llu blocks, %s free, largest free %s (median of %llu round%s)\n",
+           cli_size(f.capacity, b4), cli_size(live, b1), (unsigned long long)nblocks, cli_size(free_bytes, b2), cli_size(largest, b3),
            (unsigned long long)rounds, rounds == 1 ? "" : "s");
     printf("  full compaction   moved %s in %llu blocks (%llu copies), %.3f s, %6.2f GB/s\n", cli_size(full.moved, b1),
            (unsigned long long)full.blocks, (unsigned long long)full.copies, compact_s, compact_gbps);
