@@ -2,7 +2,13 @@
  *
  * Physical memory is one memfd of `capacity` bytes; a physical allocation is a
  * run of granules in that file (placed by the range allocator, so physical
- * runs are found in O(1)). Virtual ranges are PROT_NONE reservations; map puts
+ * runs are found in O(1)), or, when no free run is that long, several runs
+ * ("pieces", taken in address order): device memory needs no physical
+ * contiguity, and neither does a handle or a segment here, so the host device
+ * fails a create or a segment exactly when the sim device does, for want of
+ * free granules, not of a long enough piece of its file.
+ *
+ * Virtual ranges are PROT_NONE reservations; map puts
  * file pages at an address with mmap(MAP_FIXED | MAP_SHARED), so the same
  * physical granule can appear anywhere, exactly as cuMemMap does. This is
  * what lets policies stitch pages and move data for real in tests.
@@ -15,8 +21,8 @@
  * fallocate behind a call run only once the ledger accepted it, and a map
  * outside a reservation never reaches mmap(MAP_FIXED) (which would replace
  * whatever the process has there), nor does a release of a mapped handle
- * punch out memory still in use. Handle ids are the runs' offsets in the
- * memfd; a segment's run is kept in its ledger entry.
+ * punch out memory still in use. Handle ids are the offsets of their (first)
+ * runs in the memfd; a segment's is kept in its ledger entry.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,39 +31,105 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/addrmap.h"
 #include "core/range.h"
 #include "core/util.h"
 #include "device/contract.h"
 #include "device/device.h"
 
+/* One piece of a physical allocation: a run of the memfd. */
+typedef struct host_piece { uint64_t off, len; } host_piece;
+typedef struct host_pieces { uint64_t n; host_piece p[]; } host_pieces;
+
 /* Invariant (host_check; beyond the ledger's): the physical runs live in
- * `phys` are exactly the ledger's handles (offset = id, its size) and its
- * segments' runs (offset = data, its held bytes). */
+ * `phys` are exactly the pieces of the ledger's handles (first offset = id,
+ * their lengths summing to its size) and of its segments (first offset =
+ * data, summing to its held bytes). An allocation of one run has no entry in
+ * `pieces`; one of several has its list there, keyed by its first offset. */
 typedef struct host_device {
   hbm_device base;
   hbm_ledger ledger;
   int fd;
-  hbm_range *phys; /* offsets in the memfd, unit = granule */
+  hbm_range *phys;     /* offsets in the memfd, unit = granule */
+  hbm_addrmap pieces;  /* first offset -> host_pieces *, for allocations of several runs */
+  uint64_t prepared;   /* the creates the last prepare made room for */
 } host_device;
 
 /* ---- the real work, once the ledger accepted a call ---------------------------- */
+
+typedef struct gather_ctx {
+  uint64_t need, got, n; /* bytes asked, bytes found, pieces found */
+  host_piece *out;       /* NULL: count only */
+} gather_ctx;
+
+static int gather_visit(void *arg, uint64_t addr, uint64_t size, int live) {
+  gather_ctx *g = arg;
+  if (live) return 0;
+  uint64_t take = size < g->need - g->got ? size : g->need - g->got;
+  if (g->out) g->out[g->n] = (host_piece){addr, take};
+  g->n++;
+  g->got += take;
+  return g->got == g->need;
+}
+
+/* size bytes from several free runs, in address order (no run is that long):
+ * counted first, so that the only host memory it needs is asked for before
+ * anything changes. */
+static int pieces_create(host_device *h, uint64_t size, uint64_t *off) {
+  gather_ctx g = {.need = size};
+  hbm_range_walk(h->phys, gather_visit, &g);
+  if (g.got < size) return HBM_ENOMEM; /* claimed, so not reached: the ledger would say */
+  host_pieces *list = malloc(sizeof *list + g.n * sizeof list->p[0]);
+  uint64_t blocks = 2 * (hbm_range_live_blocks(h->phys) + g.n + h->prepared) + 1; /* as host_prepare's, these runs too */
+  if (!list || hbm_addrmap_reserve(&h->pieces, 1) != HBM_OK || hbm_range_reserve(h->phys, blocks) != HBM_OK) {
+    free(list);
+    return HBM_EHOSTMEM;
+  }
+  list->n = g.n;
+  g = (gather_ctx){.need = size, .out = list->p};
+  hbm_range_walk(h->phys, gather_visit, &g);
+  for (uint64_t i = 0; i < list->n; i++) (void)hbm_range_alloc_at(h->phys, list->p[i].off, list->p[i].len); /* free: just walked */
+  (void)hbm_addrmap_put(&h->pieces, list->p[0].off, (uint64_t)(uintptr_t)list); /* reserved */
+  *off = list->p[0].off;
+  return HBM_OK;
+}
 
 static int run_create(host_device *h, uint64_t size, uint64_t *off) {
   uint64_t got;
   if (hbm_device_claim(&h->base, size) != HBM_OK) return HBM_ENOMEM;
   int rc = hbm_range_alloc(h->phys, size, 0, off, &got);
-  if (rc != HBM_OK) { /* ENOMEM: the memory file has no piece that large; EHOSTMEM is not that */
+  if (rc == HBM_ENOMEM) rc = pieces_create(h, size, off); /* free granules, but no run that long */
+  if (rc != HBM_OK) {
     hbm_device_unclaim(&h->base, size);
-    return rc == HBM_EHOSTMEM ? rc : HBM_ENOMEM;
+    return rc;
   }
   return HBM_OK;
 }
 
+/* The pieces of the allocation whose first run is at off: its list, or one. */
+static const host_piece *pieces_of(const host_device *h, uint64_t off, host_piece *one, uint64_t *n) {
+  uint64_t v;
+  if (hbm_addrmap_get(&h->pieces, off, &v)) {
+    const host_pieces *list = (const host_pieces *)(uintptr_t)v;
+    *n = list->n;
+    return list->p;
+  }
+  *one = (host_piece){off, hbm_range_block_size(h->phys, off)};
+  *n = 1;
+  return one;
+}
+
 static void run_release(host_device *h, uint64_t off) {
-  uint64_t got;
-  if (hbm_range_free(h->phys, off, &got) != HBM_OK) return; /* the ledger vouched for it; host_check would say */
-  (void)fallocate(h->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)got);
-  hbm_device_unclaim(&h->base, got);
+  uint64_t v, got;
+  host_pieces *list = hbm_addrmap_take(&h->pieces, off, &v) ? (host_pieces *)(uintptr_t)v : NULL;
+  host_piece one = {off, 0};
+  for (uint64_t i = 0, n = list ? list->n : 1; i < n; i++) {
+    const host_piece *p = list ? &list->p[i] : &one;
+    if (hbm_range_free(h->phys, p->off, &got) != HBM_OK) continue; /* the ledger vouched for it; host_check would say */
+    (void)fallocate(h->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p->off, (off_t)got);
+    hbm_device_unclaim(&h->base, got);
+  }
+  free(list);
 }
 
 /* A range at a granule boundary, as the contract has reservations (and as
@@ -75,15 +147,29 @@ static int range_reserve(uint64_t size, uint64_t granule, uint64_t *base) {
   return HBM_OK;
 }
 
-static int range_map(host_device *h, uint64_t va, uint64_t size, uint64_t off) {
-  void *p = mmap((void *)(uintptr_t)va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, h->fd, (off_t)off);
-  return p == MAP_FAILED ? HBM_EHOSTMEM : HBM_OK;
-}
-
 /* Unmapping keeps the reservation: the range becomes PROT_NONE again. */
 static int range_unmap(uint64_t va, uint64_t size) {
   void *p = mmap((void *)(uintptr_t)va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
   return p == MAP_FAILED ? HBM_EHOSTMEM : HBM_OK;
+}
+
+/* Maps size bytes from offset within the allocation whose first run is at
+ * first: piece by piece where it has several. */
+static int range_map(host_device *h, uint64_t va, uint64_t size, uint64_t first, uint64_t offset) {
+  host_piece one;
+  uint64_t n, done = 0;
+  const host_piece *p = pieces_of(h, first, &one, &n);
+  for (uint64_t i = 0, at = 0; i < n && done < size; at += p[i].len, i++) {
+    if (offset + done >= at + p[i].len) continue;
+    uint64_t in = offset + done - at, len = p[i].len - in < size - done ? p[i].len - in : size - done;
+    if (mmap((void *)(uintptr_t)(va + done), len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, h->fd,
+             (off_t)(p[i].off + in)) == MAP_FAILED) {
+      if (done) (void)range_unmap(va, done);
+      return HBM_EHOSTMEM;
+    }
+    done += len;
+  }
+  return HBM_OK;
 }
 
 /* ---- the calls ------------------------------------------------------------------ */
@@ -93,6 +179,7 @@ static int range_unmap(uint64_t va, uint64_t size) {
  * creates need no host memory (hbm_dev_prepare). */
 static int host_prepare(hbm_device *d, uint64_t handles) {
   host_device *h = (host_device *)d;
+  h->prepared = handles;
   return hbm_range_reserve(h->phys, 2 * (hbm_range_live_blocks(h->phys) + handles) + 1);
 }
 
@@ -141,7 +228,7 @@ static int host_map(hbm_device *d, uint64_t va, uint64_t size, uint64_t handle, 
   host_device *h = (host_device *)d;
   int rc = hbm_ledger_map_ok(&h->ledger, va, size, handle, offset);
   if (rc != HBM_OK) return rc;
-  if ((rc = range_map(h, va, size, handle + offset)) != HBM_OK) return rc;
+  if ((rc = range_map(h, va, size, handle, offset)) != HBM_OK) return rc;
   if ((rc = hbm_ledger_map_done(&h->ledger, va, size, handle, offset)) != HBM_OK) (void)range_unmap(va, size);
   return rc;
 }
@@ -155,9 +242,10 @@ static int host_unmap(hbm_device *d, uint64_t va, uint64_t size) {
   return HBM_OK;
 }
 
-/* A segment is a reservation backed by one physical run, mapped at once, as
- * cudaMalloc is; the hint is not honoured (the kernel picks addresses). It
- * counts as one backend call (the wrapper counted it). */
+/* A segment is a reservation backed by physical runs (one where a free run
+ * is long enough), mapped at once, as cudaMalloc is; the hint is not honoured
+ * (the kernel picks addresses). It counts as one backend call (the wrapper
+ * counted it). */
 static int host_seg_alloc(hbm_device *d, uint64_t size, uint64_t hint, uint64_t *addr) {
   host_device *h = (host_device *)d;
   int rc = hbm_ledger_seg_alloc_ok(&h->ledger, size, hint);
@@ -169,7 +257,7 @@ static int host_seg_alloc(hbm_device *d, uint64_t size, uint64_t hint, uint64_t 
     run_release(h, off);
     return rc;
   }
-  if ((rc = range_map(h, va, bytes, off)) != HBM_OK) {
+  if ((rc = range_map(h, va, bytes, off, 0)) != HBM_OK) {
     munmap((void *)(uintptr_t)va, bytes);
     run_release(h, off);
     return rc;
@@ -217,11 +305,20 @@ typedef struct host_check_ctx {
 } host_check_ctx;
 
 static void run_expected(host_check_ctx *c, const char *what, uint64_t off, uint64_t size) {
-  c->runs++;
+  host_piece one;
+  uint64_t n, got = 0;
+  const host_piece *p = pieces_of(c->h, off, &one, &n);
+  c->runs += n;
   c->bytes += size;
-  uint64_t got = hbm_range_block_size(c->h->phys, off);
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t run = hbm_range_block_size(c->h->phys, p[i].off);
+    if (run != p[i].len)
+      hbm_check_fail(&c->k, "%s at memfd offset %#llx: its piece at %#llx has %#llx bytes, its run %#llx", what,
+                     (unsigned long long)off, (unsigned long long)p[i].off, (unsigned long long)p[i].len, (unsigned long long)run);
+    got += p[i].len;
+  }
   if (got != size)
-    hbm_check_fail(&c->k, "%s at memfd offset %#llx: %#llx bytes, its run holds %#llx", what, (unsigned long long)off,
+    hbm_check_fail(&c->k, "%s at memfd offset %#llx: %#llx bytes, its runs hold %#llx", what, (unsigned long long)off,
                    (unsigned long long)size, (unsigned long long)got);
 }
 
@@ -242,12 +339,19 @@ static int host_check(const hbm_device *d, void (*report)(void *arg, const char 
   return c.k.failures;
 }
 
+static void free_pieces(void *arg, uint64_t first, uint64_t list) {
+  (void)arg, (void)first;
+  free((void *)(uintptr_t)list);
+}
+
 static void host_destroy(hbm_device *d) {
   host_device *h = (host_device *)d;
   /* What a policy left behind: the process's address space is given back. */
   for (size_t i = 0; i < h->ledger.nsegs; i++) munmap((void *)(uintptr_t)h->ledger.segs[i].addr, h->ledger.segs[i].held);
   for (size_t i = 0; i < h->ledger.nres; i++) munmap((void *)(uintptr_t)h->ledger.res[i].addr, h->ledger.res[i].size);
   hbm_ledger_release(&h->ledger);
+  hbm_addrmap_each(&h->pieces, free_pieces, NULL);
+  hbm_addrmap_release(&h->pieces);
   hbm_range_destroy(h->phys);
   close(h->fd);
   pthread_mutex_destroy(&d->lock);
@@ -299,6 +403,7 @@ int hbm_host_open(uint64_t capacity, uint64_t granule, hbm_device **out) {
     free(h);
     return HBM_EHOSTMEM;
   }
+  hbm_addrmap_init(&h->pieces);
   if (hbm_ledger_init(&h->ledger, "host", granule) != HBM_OK) {
     hbm_range_destroy(h->phys);
     close(h->fd);
