@@ -413,6 +413,8 @@ void cli_json_oom(hbm_json *j, const hbm_replay_result *r) {
   hbm_json_key(j, "fragmentation"); /* none where no request failed: the start did not fit */
   if (r->first_oom.cause == HBM_CAUSE_START) hbm_json_null(j);
   else hbm_json_double(j, hbm_fragmentation_ratio(r->first_oom.free_total, r->first_oom.largest_free));
+  hbm_json_kv_u64(j, "allocated", r->first_oom.allocated);
+  hbm_json_kv_u64(j, "limit", r->first_oom.limit);
   hbm_json_kv_string(j, "cause", hbm_oom_cause_name(r->first_oom.cause));
   hbm_json_object_end(j);
 }

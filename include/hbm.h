@@ -364,12 +364,21 @@ const char *hbm_trace_name(const hbm_trace *trace);
 typedef enum hbm_oom_cause {
   HBM_CAUSE_NONE = 0,
   HBM_CAUSE_CAPACITY,      /* live + request > capacity */
-  HBM_CAUSE_FRAGMENTATION, /* free total >= request > largest free */
+  HBM_CAUSE_FRAGMENTATION, /* free total >= request > largest free, and the live blocks
+                              as placed (allocated) leave room for the request */
   HBM_CAUSE_START,         /* the trace's starting state (init-seg/init-blk) does not fit:
                               its live bytes (the report's request) exceed the capacity
                               (request > free_total), or the policy cannot hold them (as
                               recorded, segments whole). The run fails before its first
                               event (event 0, nothing replayed; max_frag 0) */
+  HBM_CAUSE_RULES,         /* the memory could hold it, the policy's own rules refused it:
+                              request <= largest free (a 5 MiB request needs a 20 MiB
+                              segment under PyTorch's rules, a small one its small pool,
+                              a block its own stream), or live + request > limit (a cap
+                              such as per_process_memory_fraction) */
+  HBM_CAUSE_OVERHEAD,      /* allocated + request > limit >= live + request: the live
+                              blocks' rounding (and unsplit remainders) holds the bytes
+                              free total counts */
 } hbm_oom_cause;
 const char *hbm_oom_cause_name(hbm_oom_cause cause);
 
@@ -428,6 +437,9 @@ typedef struct hbm_oom_report {
   uint64_t free_total;
   uint64_t largest_free;
   hbm_oom_cause cause;
+  uint64_t allocated;      /* the live blocks as placed (requests rounded up) */
+  uint64_t limit;          /* what the policy may hold: the capacity, or less under a cap
+                              it was set with (per_process_memory_fraction) */
 } hbm_oom_report;
 
 #define HBM_MAX_COUNTERS 24 /* policy-specific figures a replay reports */

@@ -27,6 +27,7 @@ typedef struct hbm_policy {
 typedef struct hbm_policy_usage {
   uint64_t reserved;
   uint64_t largest_free;
+  uint64_t limit; /* the most the policy may hold, where a setting caps it below the capacity; else 0 */
 } hbm_policy_usage;
 
 /* A named counter a policy adds to replay's JSON (e.g. moved_bytes). */

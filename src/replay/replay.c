@@ -173,6 +173,19 @@ static int check_emptied(hbm_device *dev, const char *policy) {
   return HBM_OK;
 }
 
+/* Free pieces in the policy's layout: its holes, and the memory it has not
+ * reserved (one piece: any segment or page can be made of it). */
+static int count_hole(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
+  (void)addr, (void)tag;
+  if (!live && size) (*(uint64_t *)arg)++;
+  return 0;
+}
+static uint64_t free_pieces(replay_state *s, uint64_t capacity) {
+  uint64_t pieces = hbm_policy_reserved(s->p->cls, s->p) < capacity;
+  if (s->p->cls->scan(s->p, count_hole, &pieces) != HBM_OK) return UINT64_MAX; /* unknown: no host memory */
+  return pieces;
+}
+
 static int do_alloc(replay_state *s, uint32_t id, uint64_t size, hbm_tag tag, int stream,
                     uint64_t event) {
   uint64_t a, block;
@@ -185,15 +198,27 @@ static int do_alloc(replay_state *s, uint32_t id, uint64_t size, hbm_tag tag, in
     hbm_replay_result *r = s->res;
     r->failures++;
     if (!r->oom) {
-      hbm_policy_usage u;
+      hbm_policy_usage u = {0};
       s->p->cls->usage(s->p, &u);
+      hbm_oom_report *o = &r->first_oom;
       r->oom = 1;
-      r->first_oom.event = event;
-      r->first_oom.step = s->step;
-      r->first_oom.request = size;
-      r->first_oom.free_total = r->capacity - s->live;
-      r->first_oom.largest_free = u.largest_free;
-      r->first_oom.cause = s->live + size > r->capacity ? HBM_CAUSE_CAPACITY : HBM_CAUSE_FRAGMENTATION;
+      o->event = event;
+      o->step = s->step;
+      o->request = size;
+      o->free_total = r->capacity - s->live;
+      o->largest_free = u.largest_free;
+      o->allocated = s->allocated;
+      o->limit = u.limit && u.limit < r->capacity ? u.limit : r->capacity;
+      /* Capacity, then what the policy's own rules refused though the memory
+       * could hold it, then what its blocks' rounding holds; only then is the
+       * free memory in pieces too small: fragmentation. Free memory in one
+       * piece is not fragmented: the policy's granularity (expandable's 20 MiB
+       * pages) refused a request that piece holds. */
+      if (s->live + size > r->capacity) o->cause = HBM_CAUSE_CAPACITY;
+      else if (s->live + size > o->limit || size <= u.largest_free) o->cause = HBM_CAUSE_RULES;
+      else if (s->allocated + size > o->limit) o->cause = HBM_CAUSE_OVERHEAD;
+      else if (free_pieces(s, o->limit) <= 1) o->cause = HBM_CAUSE_RULES;
+      else o->cause = HBM_CAUSE_FRAGMENTATION;
       double f = hbm_fragmentation_ratio(r->first_oom.free_total, u.largest_free);
       if (f > r->max_frag) r->max_frag = f;
       if (s->o->on_oom_layout) return report_oom_layout(s);
@@ -249,7 +274,7 @@ static void start_unfit(replay_state *s) {
    * own high-water mark. */
   res->peak_reserved = res->peak_allocated = res->peak_live = 0;
   res->first_oom = (hbm_oom_report){.request = recorded, .free_total = res->capacity, .largest_free = res->capacity,
-                                    .cause = HBM_CAUSE_START};
+                                    .cause = HBM_CAUSE_START, .limit = res->capacity};
 }
 
 static int open_policy(const hbm_trace *t, const char *policy, const char *conf, const char *device_spec,
@@ -461,6 +486,8 @@ const char *hbm_oom_cause_name(hbm_oom_cause cause) {
     case HBM_CAUSE_CAPACITY: return "capacity";
     case HBM_CAUSE_FRAGMENTATION: return "fragmentation";
     case HBM_CAUSE_START: return "start";
+    case HBM_CAUSE_RULES: return "rules";
+    case HBM_CAUSE_OVERHEAD: return "overhead";
     default: return "none";
   }
 }

@@ -469,7 +469,35 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
     int n = snprintf(buf, len, "At step %llu a %s request failed with %s free in total (capacity %s minus %s live) ",
                      (unsigned long long)o->step, size_text(o->request, a, 32), size_text(o->free_total, b, 32),
                      size_text(cap, c, 32), size_text(live, d, 32));
-    if (o->cause == HBM_CAUSE_FRAGMENTATION) {
+    if (o->cause == HBM_CAUSE_RULES && live + o->request > o->limit) {
+      n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
+                    "but the policy may hold only %s of the capacity (a cap it was set with, such as "
+                    "per_process_memory_fraction), and live plus the request exceed that by %s: over the "
+                    "policy's limit, not the device's capacity and not fragmentation.",
+                    size_text(o->limit, e, 32), size_text(live + o->request - o->limit, g, 32));
+    } else if (o->cause == HBM_CAUSE_RULES && o->request > o->largest_free) {
+      n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
+                    "in one piece, not cut up, yet the largest request the policy could serve was %s: its "
+                    "granularity refused it, not fragmentation and not capacity%s",
+                    size_text(o->largest_free, e, 32),
+                    !strcmp(res->policy, "expandable") ? " (expandable segments map whole 20 MiB pages)." : ".");
+    } else if (o->cause == HBM_CAUSE_RULES) {
+      n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
+                    "and the policy itself reports that a request of %s would have succeeded: its own rules "
+                    "refused this one, not fragmentation and not capacity%s",
+                    size_text(o->largest_free, e, 32),
+                    !strcmp(res->policy, "caching") || !strcmp(res->policy, "expandable")
+                        ? " (PyTorch's rules: a request of 1 to 10 MiB takes a segment of its own of 20 MiB, "
+                          "one of at most 1 MiB a 2 MiB segment of the small pool, and a block serves only "
+                          "the stream it was made on)."
+                        : " (its size rounding, its pools or its streams).");
+    } else if (o->cause == HBM_CAUSE_OVERHEAD) {
+      n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
+                    "but the live blocks as placed hold %s, %s more than their requests (each rounded up), "
+                    "so only %s was free to place it in: the policy's overhead, not fragmentation.",
+                    size_text(o->allocated, e, 32), size_text(o->allocated - live, g, 32),
+                    size_text(o->limit > o->allocated ? o->limit - o->allocated : 0, c, 32));
+    } else if (o->cause == HBM_CAUSE_FRAGMENTATION) {
       n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
                     "but the largest free block only %s: fragmentation, not capacity (ratio %s = %s / %s - 1). "
                     "A perfectly packed device would have had room for it.",

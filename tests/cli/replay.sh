@@ -102,9 +102,30 @@ npol=$(echo "$text" | grep -c "^[a-z]\+ \+[0-9.]\+ [KMGiB]* \+[0-9]")
 "$HBM" replay "$dir/over.trace" --capacity 512MiB --policy bestfit,caching,zoned --json > "$dir/json" || fail=1
 [ "$(grep -o '"max_frag":0,' "$dir/json" | wc -l)" -eq 3 ] &&
   [ "$(grep -o '"peak_reserved":0,' "$dir/json" | wc -l)" -eq 3 ] &&
-  [ "$(grep -o '"event":0,"step":0,"request":629145600,"free_total":536870912,"largest_free":536870912,"fragmentation":null,"cause":"start"' "$dir/json" | wc -l)" -eq 3 ] ||
+  [ "$(grep -o '"event":0,"step":0,"request":629145600,"free_total":536870912,"largest_free":536870912,"fragmentation":null,"allocated":0,"limit":536870912,"cause":"start"' "$dir/json" | wc -l)" -eq 3 ] ||
   { echo "FAIL: JSON of a starting state over the capacity: $(cat "$dir/json")"; fail=1; }
 "$HBM" replay "$dir/over.trace" --capacity 512MiB --policy bestfit,caching --html "$dir/over.html" > /dev/null || fail=1
 grep -q "<td class='fail'>before event 0</td>" "$dir/over.html" && grep -q "starting state does not fit: its 600.00 MiB live exceed" "$dir/over.html" &&
   ! grep -q "first failure, step" "$dir/over.html" || { echo "FAIL: HTML of a starting state over the capacity"; fail=1; }
+# the cause of a failure is the first that holds: capacity, the policy's own
+# rules (a larger request would succeed; a cap; free memory in one piece its
+# granularity cannot use), its blocks' overhead, and only then fragmentation
+cause() { # name, policy, expected cause, alloc-conf (or -), trace text
+  printf '%b' "$5" > "$dir/$1.trace"
+  if [ "$4" = - ]; then out=$("$HBM" replay "$dir/$1.trace" --policy "$2" --json)
+  else out=$("$HBM" replay "$dir/$1.trace" --policy "$2" --alloc-conf "$4" --json); fi
+  echo "$out" | grep -q "\"cause\":\"$3\"" || { echo "FAIL cause $1 ($2): expected $3: $out"; fail=1; }
+  "$HBM" replay "$dir/$1.trace" --policy "$2" ${4#-} --html "$dir/$1.html" > /dev/null 2>&1
+}
+cause segment_rule caching rules - 'hbm-trace 1\ncapacity 1GiB\na a 1012MiB\na b 5MiB\n'
+grep -q "would have succeeded: its own rules refused this one" "$dir/segment_rule.html" || { echo "FAIL: rules not explained"; fail=1; }
+cause small_pool caching rules - 'hbm-trace 1\ncapacity 32MiB\na A 32MiB\nf A\na B 2MiB\na C 1000\n'
+cause other_stream caching rules - 'hbm-trace 1\ncapacity 64MiB\na big 40MiB 1\nf big\na s 10MiB 1\na t 25MiB 2\n'
+cause fraction caching rules caching=per_process_memory_fraction:0.5 'hbm-trace 1\ncapacity 1GiB\na a 600MiB\n'
+cause page expandable rules - 'hbm-trace 1\ncapacity 32MiB\na a 32MiB\n'
+grep -q "its granularity refused it" "$dir/page.html" || { echo "FAIL: granularity not explained"; fail=1; }
+cause rounding bestfit overhead - "hbm-trace 1\ncapacity 2MiB\n$(i=0; while [ $i -le 4096 ]; do printf 'a x%d 1\\n' $i; i=$((i+1)); done)"
+grep -q "the policy's overhead, not fragmentation" "$dir/rounding.html" || { echo "FAIL: overhead not explained"; fail=1; }
+cause holes bestfit fragmentation - 'hbm-trace 1\ncapacity 8MiB\na a 2MiB\na b 2MiB\na c 2MiB\na d 2MiB\nf a\nf c\na e 4MiB\n'
+cause full bestfit capacity - 'hbm-trace 1\ncapacity 8MiB\na a 6MiB\na b 4MiB\n'
 exit $fail
