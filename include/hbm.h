@@ -412,6 +412,13 @@ typedef struct hbm_replay_options {
    * (live blocks with their tags, and holes, in address order). */
   hbm_scan_fn *on_oom_layout;
   void *oom_layout_arg;
+  /* With on_layout: after layout_event events (1 to the trace's events; else
+   * none is taken), the layout then, as on_oom_layout has it, reached as the
+   * whole run reaches it (starting state, failed requests, moved blocks). The
+   * replay ends there: *result is then a partial one, not a run's result. */
+  uint64_t layout_event;
+  hbm_scan_fn *on_layout;
+  void *layout_arg;
   /* N > 0: the policy's invariants (those hbm_check() runs) and the
    * replay's figures (live <= allocated <= reserved <= capacity, largest
    * free within capacity - live) after the starting state and after every

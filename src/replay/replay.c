@@ -102,15 +102,15 @@ static void take_sample(replay_state *s, uint64_t event) {
 }
 
 /* Layout at the first failure: the policy's scan with each block's tag. */
-typedef struct oom_scan { replay_state *s; hbm_addrmap tags; } oom_scan;
+typedef struct oom_scan { replay_state *s; hbm_addrmap tags; hbm_scan_fn *visit; void *arg; } oom_scan;
 static int oom_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
   oom_scan *c = arg;
   uint64_t id;
   if (live && hbm_addrmap_get(&c->tags, addr, &id)) tag = (hbm_tag)c->s->tag[id];
-  return c->s->o->on_oom_layout(c->s->o->oom_layout_arg, addr, size, live, tag);
+  return c->visit(c->arg, addr, size, live, tag);
 }
-static int report_oom_layout(replay_state *s) {
-  oom_scan c = {s, {0}};
+static int report_layout(replay_state *s, hbm_scan_fn *visit, void *arg) {
+  oom_scan c = {s, {0}, visit, arg};
   hbm_addrmap_init(&c.tags);
   /* Without every block's tag the layout would show some wrong: none then. */
   int rc = HBM_OK;
@@ -221,7 +221,7 @@ static int do_alloc(replay_state *s, uint32_t id, uint64_t size, hbm_tag tag, in
       else o->cause = HBM_CAUSE_FRAGMENTATION;
       double f = hbm_fragmentation_ratio(r->first_oom.free_total, u.largest_free);
       if (f > r->max_frag) r->max_frag = f;
-      if (s->o->on_oom_layout) return report_oom_layout(s);
+      if (s->o->on_oom_layout) return report_layout(s, s->o->on_oom_layout, s->o->oom_layout_arg);
     }
     return HBM_OK; /* skipped */
   }
@@ -441,6 +441,10 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
     if (o->check_every && (i + 1) % o->check_every == 0 && (rc = check_policy(&s, i + 1)) != HBM_OK) goto out;
     if (every && (i + 1) % every == 0) take_sample(&s, i + 1);
     if (o->on_progress && (i + 1) % progress_every == 0) o->on_progress(i + 1, t->nevents, o->progress_arg);
+    if (o->on_layout && i + 1 == o->layout_event) {
+      rc = report_layout(&s, o->on_layout, o->layout_arg);
+      goto out;
+    }
   }
   double elapsed = now_ns() - t0;
   if (unfit) take_sample(&s, 0); /* where it ended */

@@ -110,101 +110,61 @@ uint64_t hbm_report_tightest_event(const hbm_report_run *r) {
   return at;
 }
 
-/* ---- the layout at a chosen moment: the events before it, replayed the way
- * hbm_replay does (failed requests skipped, step hooks called, moved blocks
- * followed), then the policy's scan with each block's tag. ---- */
+/* ---- the layout at a chosen moment: hbm_replay up to it (starting state,
+ * failed requests skipped, step hooks, moved blocks followed, as in the whole
+ * run), then the policy's scan with each block's tag. ---- */
 typedef struct at_ctx {
-  uint64_t *addr;      /* per id */
-  uint8_t *tag;
-  hbm_addrmap by_addr; /* addr -> id */
   hbm_report_run *run;
+  uint64_t event;
+  hbm_sample sample; /* the one taken at the event */
+  int sampled;
 } at_ctx;
 
-static void at_relocate(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_t size) {
+static void at_sample(const hbm_sample *s, void *arg) {
   at_ctx *c = arg;
-  uint64_t id;
-  (void)size;
-  if (hbm_addrmap_take(&c->by_addr, old_addr, &id)) {
-    hbm_addrmap_put(&c->by_addr, new_addr, id);
-    c->addr[id] = new_addr;
-  }
-}
-
-static int at_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
-  at_ctx *c = arg;
-  uint64_t id;
-  if (live && hbm_addrmap_get(&c->by_addr, addr, &id)) tag = (hbm_tag)c->tag[id];
-  return hbm_report_keep_layout(c->run, addr, size, live, tag);
+  if (s->event != c->event) return;
+  c->sample = *s;
+  c->sampled = 1;
 }
 
 int hbm_report_layout_at(const hbm_trace *t, const char *policy, const char *conf, const char *device,
                          uint64_t event, hbm_report_run *run) {
-  hbm_device *dev = NULL;
-  hbm_policy *p = NULL;
-  int rc = hbm_replay_open_policy(t, policy, conf, device, &dev, &p);
-  if (rc != HBM_OK) return rc;
-  at_ctx c;
-  memset(&c, 0, sizeof c);
-  c.run = run;
-  uint32_t n = t->nids ? t->nids : 1;
-  c.addr = malloc(n * sizeof *c.addr);
-  c.tag = calloc(n, 1);
-  uint64_t *request = calloc(n, sizeof *request);
-  hbm_addrmap_init(&c.by_addr);
-  if (!c.addr || !c.tag || !request) {
-    rc = HBM_EHOSTMEM;
-    goto out;
-  }
-  for (uint32_t i = 0; i < n; i++) c.addr[i] = HBM_NO_ADDR;
-  if (p->cls->set_relocation_callback) p->cls->set_relocation_callback(p, at_relocate, &c);
-  uint64_t step = 0, live = 0;
   if (event > t->nevents) event = t->nevents;
-  for (uint64_t i = 0; i < event; i++) {
-    const hbm_event *e = &t->events[i];
-    uint64_t a, block;
-    if (e->kind == HBM_EV_ALLOC) {
-      rc = p->cls->alloc(p, e->size, (hbm_tag)e->tag, e->stream, &a, &block);
-      if (rc == HBM_ENOMEM) continue;
-      if (rc != HBM_OK) goto out;
-      c.addr[e->id] = a;
-      c.tag[e->id] = e->tag;
-      request[e->id] = e->size;
-      live += e->size;
-      if ((rc = hbm_addrmap_put(&c.by_addr, a, e->id)) != HBM_OK) goto out;
-    } else if (e->kind == HBM_EV_FREE) {
-      a = c.addr[e->id];
-      if (a == HBM_NO_ADDR) continue;
-      if ((rc = p->cls->free(p, a, &block)) != HBM_OK) goto out;
-      hbm_addrmap_take(&c.by_addr, a, NULL);
-      c.addr[e->id] = HBM_NO_ADDR;
-      live -= request[e->id];
-    } else if (e->kind == HBM_EV_STEP) {
-      step = e->size;
-      if (p->cls->step && (rc = p->cls->step(p, step)) != HBM_OK) goto out;
-    }
-  }
-  hbm_policy_usage u;
-  p->cls->usage(p, &u);
-  free(run->layout);
+  if (!event) return HBM_EINVAL;
+  at_ctx c = {.run = run, .event = event};
+  hbm_replay_options o;
+  memset(&o, 0, sizeof o);
+  o.policy = policy;
+  o.conf = conf;
+  o.device = device;
+  o.every = event; /* the first sample is the moment itself */
+  o.on_sample = at_sample;
+  o.sample_arg = &c;
+  o.layout_event = event;
+  o.on_layout = hbm_report_keep_layout;
+  o.layout_arg = run;
+  hbm_report_run saved = *run; /* its layout is replaced */
   run->layout = NULL;
   run->nlayout = run->layout_cap = 0;
   run->error = HBM_OK;
-  p->cls->scan(p, at_visit, &c);
-  if ((rc = run->error) != HBM_OK) goto out;
+  hbm_replay_result partial;
+  int rc = hbm_replay(t, &o, &partial);
+  if (rc == HBM_OK) rc = run->error;
+  if (rc == HBM_OK && !c.sampled) rc = HBM_EINVAL; /* a starting state that did not fit: no moment to draw */
+  free(saved.layout);
+  if (rc != HBM_OK) { /* no layout with runs left out: the page shows the error in its place */
+    free(run->layout);
+    run->layout = NULL;
+    run->nlayout = run->layout_cap = 0;
+    run->error = rc;
+    return rc;
+  }
   run->layout_at_failure = 0;
   run->layout_event = event;
-  run->layout_step = step;
-  run->layout_largest_free = u.largest_free;
-  run->layout_live = live;
-  rc = HBM_OK;
-out:
-  hbm_addrmap_release(&c.by_addr);
-  free(c.addr);
-  free(c.tag);
-  free(request);
-  p->cls->destroy(p);
-  hbm_device_close(dev);
-  return rc;
+  run->layout_step = c.sample.step;
+  run->layout_largest_free = c.sample.largest_free;
+  run->layout_live = c.sample.live;
+  return HBM_OK;
 }
 
 void hbm_report_run_release(hbm_report_run *r) {

@@ -69,10 +69,11 @@ void hbm_report_run_release(hbm_report_run *run);
 void hbm_report_keep_sample(const hbm_sample *sample, void *run);
 int hbm_report_keep_layout(void *run, uint64_t addr, uint64_t size, int live, hbm_tag tag);
 
-/* The layout of `policy` just before event `event` of the trace (replaying the
- * events before it the way hbm_replay does), into run->layout. For runs that did
- * not fail: hbm_report_tightest_event() says which moment to show. HBM_EHOSTMEM
- * (also in run->error) when host memory ran out: no layout with runs left out. */
+/* The layout of `policy` just before event `event` of the trace (1 to its
+ * events; hbm_replay up to there, starting state included), into run->layout.
+ * For runs that did not fail: hbm_report_tightest_event() says which moment to
+ * show. HBM_EHOSTMEM (also in run->error) when host memory ran out: no layout
+ * with runs left out; HBM_EINVAL for event 0 or a start that did not fit. */
 int hbm_report_layout_at(const hbm_trace *trace, const char *policy, const char *conf,
                          const char *device, uint64_t event, hbm_report_run *run);
 /* The sampled moment (after step 1) with the smallest largest free block; 0 if none. */

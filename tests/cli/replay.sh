@@ -128,4 +128,10 @@ cause rounding bestfit overhead - "hbm-trace 1\ncapacity 2MiB\n$(i=0; while [ $i
 grep -q "the policy's overhead, not fragmentation" "$dir/rounding.html" || { echo "FAIL: overhead not explained"; fail=1; }
 cause holes bestfit fragmentation - 'hbm-trace 1\ncapacity 8MiB\na a 2MiB\na b 2MiB\na c 2MiB\na d 2MiB\nf a\nf c\na e 4MiB\n'
 cause full bestfit capacity - 'hbm-trace 1\ncapacity 8MiB\na a 6MiB\na b 4MiB\n'
+# a page's layout at the tightest moment starts from the trace's starting state,
+# as the run does: bestfit's samples put it after event 3, 38 MiB live
+printf 'hbm-trace 1\ncapacity 64MiB\ninit-seg 0x100000000 40MiB 0 large\ninit-blk 0x100000000 30MiB w 30MiB param\ninit-blk 0x101e00000 10MiB -\na x 4MiB act\nf x\na y 8MiB act\nf y\n' > "$dir/init3.trace"
+"$HBM" replay "$dir/init3.trace" --policy bestfit --every 1 --html "$dir/init3.html" > /dev/null || fail=1
+grep -q "tightest moment sampled (step 0, largest free 26.00 MiB, live 38.00 MiB" "$dir/init3.html" ||
+  { echo "FAIL: the tightest moment's layout leaves out the starting state"; fail=1; }
 exit $fail
