@@ -175,6 +175,7 @@ void hbm_report_run_release(hbm_report_run *r) {
 }
 
 int hbm_report_trace_facts(const hbm_trace *t, hbm_report *rep) {
+  rep->trace = t;
   rep->events = t->nevents;
   rep->steps = 0;
   rep->largest_comm_request = 0;
@@ -407,6 +408,29 @@ static void facts_of(const hbm_report *rep, const hbm_report_run *r, run_facts *
   (void)rep;
 }
 
+/* The largest communication request live after `event` events of a run in
+ * which none failed (0: none, no trace, or no host memory to tell). */
+static uint64_t largest_comm_live(const hbm_trace *t, uint64_t event) {
+  if (!t || !t->nids) return 0;
+  uint64_t *size = calloc(t->nids, sizeof *size); /* live comm requests by id */
+  if (!size) return 0;
+  for (uint32_t i = 0; i < t->ninit_blocks; i++) {
+    const hbm_init_block *b = &t->init_blocks[i];
+    if (b->id != HBM_NO_ID && b->id < t->nids && b->tag == HBM_TAG_COMM) size[b->id] = b->request;
+  }
+  for (uint64_t i = 0; i < event && i < t->nevents; i++) {
+    const hbm_event *e = &t->events[i];
+    if (e->id >= t->nids) continue;
+    if (e->kind == HBM_EV_ALLOC) size[e->id] = e->tag == HBM_TAG_COMM ? e->size : 0;
+    else if (e->kind == HBM_EV_FREE) size[e->id] = 0;
+  }
+  uint64_t largest = 0;
+  for (uint32_t id = 0; id < t->nids; id++)
+    if (size[id] > largest) largest = size[id];
+  free(size);
+  return largest;
+}
+
 int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *buf, size_t len) {
   char a[32], b[32], c[32], d[32], e[32], g[32];
   const hbm_replay_result *res = &r->result;
@@ -483,10 +507,12 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
   double retries = 0;
   for (int k = 0; k < res->ncounters; k++)
     if (!strcmp(res->counters[k].name, "alloc_retries")) retries = res->counters[k].value;
+  char steps[48] = ""; /* a trace without step marks has none to count */
+  if (rep->steps) snprintf(steps, sizeof steps, " in %llu step%s", (unsigned long long)rep->steps, rep->steps == 1 ? "" : "s");
   int n = snprintf(buf, len,
-                   "No request failed in %llu step%s. Peak reserved %s of %s (%s to spare), peak live %s: "
+                   "No request failed%s. Peak reserved %s of %s (%s to spare), peak live %s: "
                    "efficiency %.3f. ",
-                   (unsigned long long)rep->steps, rep->steps == 1 ? "" : "s", size_text(res->peak_reserved, a, 32), size_text(cap, b, 32),
+                   steps, size_text(res->peak_reserved, a, 32), size_text(cap, b, 32),
                    size_text(cap > res->peak_reserved ? cap - res->peak_reserved : 0, c, 32),
                    size_text(res->peak_live, d, 32), res->efficiency);
   char how[160];
@@ -498,7 +524,18 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
                   "the worst fragmentation ratio, %s, came at step %llu (%s free, largest block %s)%s",
                   frag_text(f.worst_frag, c, 32), (unsigned long long)f.worst_frag_step, size_text(f.worst_frag_free, a, 32),
                   size_text(f.worst_frag_largest, b, 32), rep->largest_comm_request ? "; " : ".");
-  if (rep->largest_comm_request)
+  /* Where a buffer that large was itself live at that moment, the low is the
+   * buffer's own: no alarm to raise. */
+  uint64_t comm_live = rep->largest_comm_request && f.min_largest_free < rep->largest_comm_request
+                           ? largest_comm_live(rep->trace, f.min_largest_free_event) : 0;
+  if (rep->largest_comm_request && comm_live >= rep->largest_comm_request)
+    n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
+                  "the largest free block was never below %s (step %llu), and the largest communication "
+                  "buffer is %s: one that large was itself live at that moment, so that low is the "
+                  "buffer's own.",
+                  size_text(f.min_largest_free, a, 32), (unsigned long long)f.min_largest_free_step,
+                  size_text(rep->largest_comm_request, b, 32));
+  else if (rep->largest_comm_request)
     n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
                   "the largest free block was never below %s (step %llu), and the largest communication "
                   "buffer is %s, so %s.",
@@ -506,7 +543,7 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
                   size_text(rep->largest_comm_request, b, 32),
                   f.min_largest_free >= rep->largest_comm_request
                       ? "it had room at every sample"
-                      : "it would not have fit at that moment");
+                      : "one that large would not have fit beside what was live at that moment");
   if (retries > 0)
     n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
                   " It got there by releasing its cached segments and retrying %.0f time%s (alloc_retries): "
@@ -543,6 +580,17 @@ static double nice_step(double range, int ticks) {
 }
 
 /* Frame, horizontal grid with labels (y in `unit`), and step ticks from the samples. */
+/* A byte axis in the unit its top calls for: 0.0 GiB on every line says nothing. */
+static void byte_axis(double top, double *unit, const char **name, int *decimals) {
+  static const struct { double unit; const char *name; } units[] = {
+      {1024.0 * 1024 * 1024 * 1024, " TiB"}, {GIB, " GiB"}, {1024.0 * 1024, " MiB"}, {1024.0, " KiB"}, {1.0, " B"}};
+  size_t i = 0;
+  while (i + 1 < sizeof units / sizeof units[0] && top < units[i].unit) i++;
+  *unit = units[i].unit;
+  *name = units[i].name;
+  *decimals = top / units[i].unit < 8 && units[i].unit > 1 ? 1 : 0;
+}
+
 static void frame(sb *b, const plot *p, const hbm_report_run *r, double unit, const char *unit_name,
                   int decimals) {
   sb_printf(b, "<rect x='%d' y='%d' width='%d' height='%d' class='plotbg'/>\n", ML, MT,
@@ -685,7 +733,11 @@ static void chart_memory(sb *b, const hbm_report *rep, const hbm_report_run *r) 
   uint64_t cap = r->result.capacity ? r->result.capacity : rep->capacity;
   plot p = {0, rep->events ? rep->events : 1, (double)cap * 1.06};
   svg_open(b, "live, allocated and reserved bytes over time");
-  frame(b, &p, r, GIB, " GiB", 0);
+  double unit;
+  const char *unit_name;
+  int decimals;
+  byte_axis(p.y1, &unit, &unit_name, &decimals);
+  frame(b, &p, r, unit, unit_name, decimals);
   if (!r->result.oom && rep->live_buckets && rep->events) {
     /* exact, from the trace: the replay served every request */
     sb_printf(b, "<polygon class='live' points='");
@@ -750,7 +802,11 @@ static void chart_free(sb *b, const hbm_report *rep, const hbm_report_run *r) {
   top *= 1.08;
   plot p = {0, rep->events ? rep->events : 1, top};
   svg_open(b, "free total and largest free block over time");
-  frame(b, &p, r, GIB, " GiB", top / GIB < 8 ? 1 : 0);
+  double unit;
+  const char *unit_name;
+  int decimals;
+  byte_axis(top, &unit, &unit_name, &decimals);
+  frame(b, &p, r, unit, unit_name, decimals);
   band(b, &p, r, F_FREE, "freetotal");
   band(b, &p, r, F_LARGEST, "largestband");
   line(b, &p, r, F_LARGEST, 1, "largest", 0);

@@ -50,6 +50,8 @@ typedef struct hbm_report {
    * slices of the events. Replays that failed requests use their samples. */
   uint64_t *live_min, *live_max;
   size_t live_buckets;
+  const hbm_trace *trace;        /* set by hbm_report_trace_facts: the diagnosis asks it what was
+                                  * live at a sampled moment (NULL: it does not) */
 } hbm_report;
 
 /* Replays `trace` through `policy` (conf and device as in hbm_replay_options;

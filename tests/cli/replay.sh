@@ -134,4 +134,13 @@ printf 'hbm-trace 1\ncapacity 64MiB\ninit-seg 0x100000000 40MiB 0 large\ninit-bl
 "$HBM" replay "$dir/init3.trace" --policy bestfit --every 1 --html "$dir/init3.html" > /dev/null || fail=1
 grep -q "tightest moment sampled (step 0, largest free 26.00 MiB, live 38.00 MiB" "$dir/init3.html" ||
   { echo "FAIL: the tightest moment's layout leaves out the starting state"; fail=1; }
+# sizes that round alike are given in bytes, not as a contradiction
+printf 'hbm-trace 1\ncapacity 4MiB\na x 2097153\na y 2MiB\n' > "$dir/round.trace"
+"$HBM" replay "$dir/round.trace" --policy bestfit | grep -q "request 2097152 B, free total 2097151 B, largest free 2096640 B, ratio 0.00: capacity$" ||
+  { echo "FAIL: sizes that round alike"; fail=1; }
+# a communication buffer that was itself live at the tightest moment raises no alarm
+printf 'hbm-trace 1\ncapacity 10MiB\na w 1MiB param\ns 1\na c 8MiB comm\ns 2\nf c\na c2 8MiB comm\nf c2\ns 3\n' > "$dir/comm.trace"
+"$HBM" replay "$dir/comm.trace" --policy bestfit --html "$dir/comm.html" > /dev/null || fail=1
+grep -q "one that large was itself live at that moment" "$dir/comm.html" && ! grep -q "would not have fit" "$dir/comm.html" ||
+  { echo "FAIL: a live communication buffer called a risk"; fail=1; }
 exit $fail
