@@ -9,7 +9,8 @@
  * A draw the model rejects (a split that does not divide the shape, a static
  * state or a closed-form or generated peak live above the capacity: no
  * allocator could run it) is redrawn and counted. A job where a policy fails
- * (a request it could not place, or a replay error) is kept and reported.
+ * (a request it could not place, or a replay error) is kept and reported;
+ * where that policy is zoned, the job meets none of its goals.
  * It reports; it does not judge: exit 0 whatever the goals show. */
 #include <getopt.h>
 #include <stdio.h>
@@ -181,7 +182,9 @@ static void judge(sweep_job *j) {
   j->allowance = j->peak_live / 50 > min_allowance ? j->peak_live / 50 : min_allowance;
   memset(j->goal, 0, sizeof j->goal);
   j->goal[G_COMPLETES] = completes(z);
-  if (z->error != HBM_OK) return; /* no figures: no goal holds */
+  /* A zoned run that did not place every request never reached the job's
+   * peak: its reserve and calls are not the job's, so no goal is met. */
+  if (!completes(z)) return;
   j->goal[G_RESERVE] = held(&z->r) <= j->peak_live + j->allowance;
   /* A policy that could not place a request needed more than the device, so
    * more than zoned reserved; one whose replay did not run says nothing. */
@@ -210,8 +213,9 @@ static void usage(FILE *out) {
           "expandable's), calls_after_first_step (backend calls after the first step <= 1%%\n"
           "of allocations), calls_second_half (the same over the second half of the\n"
           "steps: what a long run keeps paying once its layout is learnt), completes\n"
-          "(every request placed). A draw the model rejects (split, or static state or\n"
-          "peak live over the capacity) is redrawn and counted.\n"
+          "(every request placed). A job zoned does not complete meets none of them (its\n"
+          "figures are not the job's; its row shows - for them). A draw the model rejects\n"
+          "(split, or static state or peak live over the capacity) is redrawn and counted.\n"
           "Each row's command regenerates its job (add -o TRACE). Exit 0 whatever the\n"
           "goals show; 1 when a replay could not run, 2 for bad options or a job whose\n"
           "trace would not fit in host memory (said before it is generated).\n"
@@ -292,12 +296,14 @@ static void text_row(int index, const sweep_job *job) {
     else if (run->r.oom) snprintf(col[i], sizeof col[i], "oom");
     else snprintf(col[i], sizeof col[i], "%.2f%%", 100 * over_live(held(&run->r), job->peak_live));
   }
+  /* zoned's figures only where it completed, as its goals are judged. */
   const sweep_run *z = &job->run[ZONED];
-  if (z->error != HBM_OK || !z->sampled) snprintf(end, sizeof end, "-");
+  int judged = completes(z);
+  if (!judged || !z->sampled) snprintf(end, sizeof end, "-");
   else snprintf(end, sizeof end, "%.2f%%", 100 * over_live(z->last_reserved, job->peak_live));
-  if (z->error != HBM_OK) snprintf(calls, sizeof calls, "-");
+  if (!judged) snprintf(calls, sizeof calls, "-");
   else snprintf(calls, sizeof calls, "%.3f%%", 100 * calls_share(&z->r));
-  if (z->error != HBM_OK) snprintf(late, sizeof late, "-");
+  if (!judged) snprintf(late, sizeof late, "-");
   else snprintf(late, sizeof late, "%.3f%%", 100 * late_share(z));
   for (int g = 0; g < NGOALS; g++)
     if (!job->goal[g]) {

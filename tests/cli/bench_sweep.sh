@@ -5,7 +5,9 @@
 # with it, then hbm replay: the same peak reserved for zoned, and the same
 # calls and allocations over the second half of the steps, counted from the
 # replay's samples); bad options exit 2 with a message, and so does a job
-# too large for host memory, before it is generated. Small and short: timings are never asserted here.
+# too large for host memory, before it is generated; a job zoned does not
+# complete meets none of its goals and its row prints no figures of zoned's.
+# Small and short: timings are never asserted here.
 set -u
 fail=0
 dir=$(mktemp -d)
@@ -97,6 +99,36 @@ fi
 for g in reserve never_more calls_after_first_step calls_second_half completes; do
   grep -q "^$g  *[0-9]*/3 jobs" "$dir/text" || { echo "FAIL text: no summary line for $g: $(cat "$dir/text")"; fail=1; }
 done
+
+# A job zoned does not complete (1 GiB leaves seed 1's first job without
+# room) meets no goal, counted so in the summary, and its row prints - for
+# zoned's figures rather than those of a run cut short.
+oom_args="--capacity 1GiB --jobs 2 --steps 2 --seed 1"
+# shellcheck disable=SC2086
+"$HBM" bench sweep $oom_args --json > "$dir/oom.json" 2> "$dir/oom.err" || { echo "FAIL $oom_args --json exits $?: $(cat "$dir/oom.err")"; fail=1; }
+if command -v python3 >/dev/null; then
+  python3 - "$dir/oom.json" <<'EOF' || { echo "FAIL: a job zoned did not complete counts as meeting a goal"; fail=1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+jobs = d["jobs"]
+cut = [j for j in jobs if not {p["policy"]: p for p in j["policies"]}["zoned"]["completes"]]
+assert cut, "no job where zoned fails: the case is not exercised"
+for j in cut:
+    assert not any(j["goals"].values()), (j["index"], j["goals"])
+for g, s in d["summary"].items():
+    assert s["total"] == len(jobs) and s["met"] == sum(1 for j in jobs if j["goals"][g]), (g, s)
+EOF
+fi
+# shellcheck disable=SC2086
+"$HBM" bench sweep $oom_args > "$dir/oom.txt" 2>&1
+# columns: job, peak live (number and unit), caching, expandable, zoned, at end, calls, 2nd half, misses
+rows=$(awk '$6 == "oom" || $6 == "error"' "$dir/oom.txt")
+if [ -z "$rows" ]; then echo "FAIL $oom_args: no row where zoned fails: $(cat "$dir/oom.txt")"; fail=1
+elif echo "$rows" | awk '$7 != "-" || $8 != "-" || $9 != "-" { bad = 1 } END { exit !bad }'; then
+  echo "FAIL $oom_args: a row where zoned fails prints its figures: $rows"; fail=1
+elif ! echo "$rows" | grep -q " reserve,never_more,"; then
+  echo "FAIL $oom_args: a row where zoned fails does not miss reserve and never_more: $rows"; fail=1
+else echo "ok   zoned did not complete: no goal met, no figures: $(echo "$rows" | cut -c1-120)"; fi
 
 # one job: said in the singular
 "$HBM" bench sweep --jobs 1 --steps 2 > "$dir/one" 2>&1
