@@ -419,6 +419,20 @@ void cli_json_oom(hbm_json *j, const hbm_replay_result *r) {
   hbm_json_object_end(j);
 }
 
+void cli_library_error(int err, const char *message, void *arg) {
+  (void)arg;
+  cli_error("%s", message && message[0] ? message : hbm_strerror(err));
+}
+
+/* The first error the library reports while a policy is created. */
+typedef struct held_error {
+  char message[512];
+} held_error;
+static void hold_error(int err, const char *message, void *arg) {
+  held_error *h = arg;
+  if (!h->message[0]) snprintf(h->message, sizeof h->message, "%s", message && message[0] ? message : hbm_strerror(err));
+}
+
 int cli_check_policies(const char *device, char names[][32], int n, const cli_confs *confs,
                        hbm_device_caps *caps) {
   for (int i = 0; i < confs->n; i++) {
@@ -437,17 +451,23 @@ int cli_check_policies(const char *device, char names[][32], int n, const cli_co
   if (caps) hbm_device_get_caps(dev, caps);
   for (int i = 0; i < n && rc == HBM_OK; i++) {
     hbm_heap *heap = NULL;
+    /* The policy's own words are held, not printed: where the settings went
+     * to every policy they are said once, in one line, with why. */
+    held_error held = {0};
+    hbm_set_error_handler(hold_error, &held);
     rc = hbm_heap_create(dev, names[i], cli_conf_for(confs, names[i]), &heap);
+    hbm_set_error_handler(cli_library_error, NULL);
     if (heap) hbm_heap_destroy(heap);
-    if (rc == HBM_EINVAL && confs->all && !strcmp(cli_conf_for(confs, names[i]), confs->all)) {
-      /* a mistyped POLICY= reads as settings for every policy: say which name it was */
-      size_t len = strcspn(confs->all, "=:,");
-      if (confs->all[len] == '=' && len > 0)
-        cli_error("--alloc-conf '%s': '%.*s' is not a policy (known: %s); POLICY=SETTINGS gives settings to one",
-                  confs->all, (int)len, confs->all, hbm_policy_names());
-      else if (n > 1)
-        cli_error("--alloc-conf '%s' went to every policy; POLICY=SETTINGS gives settings to one", confs->all);
-    }
+    int to_all = rc == HBM_EINVAL && confs->all && !strcmp(cli_conf_for(confs, names[i]), confs->all);
+    size_t len = to_all ? strcspn(confs->all, "=:,") : 0;
+    if (to_all && confs->all[len] == '=' && len > 0) /* a mistyped POLICY=: what the policy said misleads */
+      cli_error("--alloc-conf '%s': '%.*s' is not a policy (known: %s); POLICY=SETTINGS gives settings to one",
+                confs->all, (int)len, confs->all, hbm_policy_names());
+    else if (to_all && n > 1 && held.message[0])
+      cli_error("--alloc-conf '%s' went to every policy; %s; POLICY=SETTINGS gives settings to one",
+                confs->all, held.message);
+    else if (held.message[0])
+      cli_error("%s", held.message);
   }
   hbm_device_close(dev);
   return rc == HBM_OK ? CLI_OK : cli_exit_code(rc);

@@ -28,6 +28,9 @@ int cmd_fidelity(int argc, char **argv);
 int cmd_mincap(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 
+/* The library's error handler in hbm: what it reports (double free, bad
+ * policy settings, failed checks) reaches the user as "hbm: <message>". */
+void cli_library_error(int err, const char *message, void *arg);
 /* Prints "hbm: <message>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* After getopt_long returned `c`, '?' or ':' (an optstring that starts with
@@ -160,7 +163,8 @@ int cli_load_trace(const char *path, int device, hbm_trace **out);
 /* Before any work: refuses POLICY=SETTINGS for a policy not in `names`, and
  * creates each policy with its settings over the device (`device`, or a sim
  * device where the trace will name the capacity), so that a bad device or
- * setting is said once, before the first replay: CLI_OK, else the exit code.
+ * setting is said once, in one line, before the first replay: CLI_OK, else
+ * the exit code.
  * `caps`, if not NULL, receives the capabilities of the device it opened. */
 int cli_check_policies(const char *device, char names[][32], int n, const cli_confs *confs,
                        hbm_device_caps *caps);

@@ -30,15 +30,8 @@ static void usage(FILE *out) {
           hbm_policy_names());
 }
 
-/* What the library reports (double free, bad policy settings, failed checks)
- * reaches the user as "hbm: <message>", whatever the command. */
-static void print_error(int err, const char *message, void *arg) {
-  (void)arg;
-  cli_error("%s", message && message[0] ? message : hbm_strerror(err));
-}
-
 int main(int argc, char **argv) {
-  hbm_set_error_handler(print_error, NULL);
+  hbm_set_error_handler(cli_library_error, NULL); /* whatever the command */
   cli_catch_sigpipe();
   if (argc < 2) {
     usage(stderr);

@@ -114,6 +114,23 @@ before_work "settings for bestfit, which this run does not use (it runs caching,
   bench sweep --jobs 1 --alloc-conf bestfit=x
 before_work "--capacity and --device each name the device: give one of them, once (a second: 'sim:2GiB')" \
   replay "$good" --capacity 1GiB --device sim:2GiB
+# settings that went to every policy and one policy refused: one line, the
+# CLI's (a mistyped POLICY=, or why that policy refused them), not the
+# policy's message and then the CLI's
+one_line() { # expected start after "hbm: ", command...
+  want=$1; shift
+  "$HBM" "$@" > "$dir/out" 2> "$dir/err"; rc=$?
+  if [ $rc -ne 2 ] || [ -s "$dir/out" ] || [ "$(wc -l < "$dir/err")" -ne 1 ] || ! grep -q -- "^hbm: $want" "$dir/err"; then
+    echo "FAIL '$*': exit $rc, expected 2 and one line 'hbm: $want...':"; cat "$dir/err"; fail=1
+  else echo "ok   '$*': $(cat "$dir/err")"; fi
+}
+one_line "--alloc-conf 'nope=moves:off': 'nope' is not a policy" replay "$good" --alloc-conf nope=moves:off
+one_line "--alloc-conf 'nope=moves:off': 'nope' is not a policy" bench replay --alloc-conf nope=moves:off
+one_line "--alloc-conf 'nope=moves:off': 'nope' is not a policy" mincap "$good" --alloc-conf nope=moves:off
+one_line "--alloc-conf 'moves:off' went to every policy; policy bestfit: takes no settings" \
+  bench replay --steps 1 --alloc-conf moves:off
+one_line "--alloc-conf 'chunk:16MiB' went to every policy; policy caching: " bench sweep --alloc-conf chunk:16MiB --jobs 1
+one_line "policy zoned: bad setting 'moves:maybe'" replay "$good" --policy zoned --alloc-conf moves:maybe
 before_work "--capacity given twice ('1GiB', then '2GiB'): give it once" replay "$good" --capacity 1GiB --capacity 2GiB
 # any option with a value, given twice: which one was meant is a guess (--alloc-conf may repeat)
 before_work "--policy given twice ('caching', then 'zoned'): give it once" mincap "$good" --policy caching --policy zoned
