@@ -1,5 +1,11 @@
-/* quickstart.c: the README's example. Builds against an installed libhbm:
- *   cc quickstart.c $(pkg-config --cflags --libs hbm) -o quickstart */
+/* quickstart.c: the README's example. Builds against an installed libhbm
+ * (PKG_CONFIG_PATH=PREFIX/lib/pkgconfig for a prefix pkg-config does not search):
+ *   cc quickstart.c $(pkg-config --cflags --libs hbm) -Wl,-rpath,$(pkg-config --variable=libdir hbm) -o quickstart
+ * The rpath lets it find libhbm.so.0 at run time in a prefix the loader does
+ * not search (without it: "cannot open shared object file"; ldconfig, for a
+ * system prefix, or LD_LIBRARY_PATH do the same). Or link it statically:
+ *   cc quickstart.c $(pkg-config --cflags hbm) $(pkg-config --variable=libdir hbm)/libhbm.a -lpthread -lm -ldl -o quickstart
+ */
 #include <hbm.h>
 #include <stdio.h>
 
