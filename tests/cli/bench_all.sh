@@ -3,7 +3,8 @@
 # refused before any benchmark runs (exit 2, naming it), not passed on bare;
 # an argument no benchmark takes (a trace named bare) is refused by each, not
 # ignored while the defaults are measured. Runs no benchmark at its defaults
-# (they are long): only alloc and compact, tiny, for their JSON names.
+# (they are long): only alloc and compact, tiny, for their JSON names (and
+# alloc's ratio to glibc malloc, in JSON and text).
 set -u
 fail=0
 out=$(mktemp)
@@ -50,6 +51,23 @@ if command -v python3 >/dev/null; then
   "$HBM" bench alloc --json --pairs 1000 --live 64 > "$out" 2> "$err" &&
     python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["live_blocks"] == 64 and "live" not in d, d' < "$out" ||
     { echo "FAIL bench alloc --json: $(cat "$out" "$err")"; fail=1; }
+  # hbm against glibc malloc side by side, with mimalloc or without: the
+  # ratio of the two figures, and as many sizes as the text's table says
+  python3 - "$out" <<'EOF' || { echo "FAIL bench alloc --json ratios and sizes: $(cat "$out")"; fail=1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert 0 < d["small_sizes"] <= d["sizes"], d
+for p in ("", "small_"):
+    r = d[p + "ratio_hbm_glibc"]
+    assert abs(r - d[p + "hbm_ns"] / d[p + "glibc_ns"]) <= 1e-9 * r, (p, d)
+    assert (d[p + "ratio_hbm_mimalloc"] is None) == (d[p + "mimalloc_ns"] is None), (p, d)
+EOF
+  "$HBM" bench alloc --pairs 1000 --live 64 > "$err" 2>&1
+  sizes=$(python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["sizes"], d["small_sizes"])' < "$out")
+  # shellcheck disable=SC2086
+  set -- ${sizes:-none none}
+  grep -q "^real request sizes  *$1  *$2$" "$err" && grep -q "^ratio hbm / glibc  *[0-9.]*  *[0-9.]*$" "$err" ||
+    { echo "FAIL bench alloc text: no ratio to glibc, or other sizes than the JSON's ($sizes): $(cat "$err")"; fail=1; }
   "$HBM" bench compact --json --capacity 256MiB --rounds 1 > "$out" 2> "$err" &&
     python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["free_total"] == d["capacity"] - d["live"] > 0 and d["live_blocks"] > 0, d' < "$out" ||
     { echo "FAIL bench compact --json: $(cat "$out" "$err")"; fail=1; }
