@@ -280,17 +280,26 @@ static void usage(FILE *out) {
           "parameter) against the same step as separate passes and against memcpy, side by side.\n\n"
           "  --params N   parameters, well past the caches (default 16Mi = 16777216; K/M/G/Ki/Mi/Gi suffixes)\n"
           "  --reps N     interleaved rounds; each figure is the best round (default 5)\n"
-          "  --threads N  threads for every sequence and the copy (default 0: one per CPU)\n"
+          "  --threads N  threads for every sequence and the copy (default 0: one per CPU);\n"
+          "               at most one per 64 parameters, one for --impl reference (printed: those used)\n"
           "  --impl NAME  auto, reference, scalar, avx2, avx512 (default auto)\n"
           "  --json       one JSON object: params, fused_ms, unfused_ms, fused_gbps, copy_gbps,\n"
           "               max_rel_err (master weights vs the reference after 10 steps), and more\n");
 }
 
-static int threads_in_use(int requested) {
-  if (requested > 0) return requested;
+/* hbm.h's rule for N threads asked for: at most one per this many elements. */
+enum { ELEMENTS_PER_THREAD = 64 };
+
+/* The threads the fused step runs on, which the passes and the copy use too:
+ * --threads (0: one per CPU), at most one per ELEMENTS_PER_THREAD parameters,
+ * and one for the reference, which is single-threaded. */
+static int threads_in_use(int requested, uint64_t params, hbm_adamw_impl impl) {
+  if (impl == HBM_ADAMW_REFERENCE) return 1;
+  int n = requested;
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  return 1;
+  if (n <= 0) n = sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+  uint64_t most = (params + ELEMENTS_PER_THREAD - 1) / ELEMENTS_PER_THREAD;
+  return (uint64_t)n > most ? (int)most : n;
 }
 
 int bench_adamw(int argc, char **argv) {
@@ -346,10 +355,10 @@ int bench_adamw(int argc, char **argv) {
            HOST_BYTES_PER_PARAM);
   int mem_rc = cli_check_host_memory(what, (uint64_t)(params * HOST_BYTES_PER_PARAM), "give fewer --params");
   if (mem_rc != CLI_OK) return mem_rc;
-  int threads = threads_in_use(o.threads);
+  hbm_adamw_impl impl = o.impl == HBM_ADAMW_AUTO ? hbm_adamw_impl_best() : o.impl;
+  int threads = threads_in_use(o.threads, params, impl);
   if (threads > 64) threads = 64;
   o.threads = threads;
-  hbm_adamw_impl impl = o.impl == HBM_ADAMW_AUTO ? hbm_adamw_impl_best() : o.impl;
 
   /* Three states from one seed: fused, unfused (PyTorch ops), unfused (five passes). */
   /* zeroed: when one state_alloc fails, && skips the rest, and state_free frees all three */
@@ -466,8 +475,9 @@ int bench_adamw(int argc, char **argv) {
     hbm_json_object_end(&j);
     if (cli_print_json("bench adamw", &j) != CLI_OK) return CLI_FAILED;
   } else {
-    printf("adamw: %" PRIu64 " parameters, impl %s, %d thread%s, best of %" PRIu64 " interleaved round%s\n", params,
-           hbm_adamw_impl_name(impl), threads, threads == 1 ? "" : "s", reps, reps == 1 ? "" : "s");
+    printf("adamw: %" PRIu64 " parameter%s, impl %s, %d thread%s, best of %" PRIu64 " interleaved round%s\n", params,
+           params == 1 ? "" : "s", hbm_adamw_impl_name(impl), threads, threads == 1 ? "" : "s", reps,
+           reps == 1 ? "" : "s");
     printf("  %-34s %9.3f ms  %7.2f GB/s (28 B/param)\n", "fused step", fused_ms, fused_gbps);
     printf("  %-34s %9.3f ms  %7.2f GB/s-equivalent  %.2fx the fused time\n", "unfused: PyTorch's 10 ops",
            unfused_ms, unfused_gbps, unfused_ms / fused_ms);

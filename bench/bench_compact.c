@@ -395,11 +395,12 @@ int bench_compact(int argc, char **argv) {
     if (cli_print_json("bench compact", &j) != CLI_OK) return CLI_FAILED;
   } else {
     char b1[32], b2[32], b3[32], b4[32];
-    printf("fragmented heap on a %s host device: %s live in %llu blocks, %s free, largest free %s (median of %llu round%s)\n",
-           cli_size(f.capacity, b4), cli_size(live, b1), (unsigned long long)nblocks, cli_size(free_bytes, b2), cli_size(largest, b3),
+    printf("fragmented heap on a %s host device: %s live in %llu block%s, %s free, largest free %s (median of %llu round%s)\n",
+           cli_size(f.capacity, b4), cli_size(live, b1), (unsigned long long)nblocks, nblocks == 1 ? "" : "s", cli_size(free_bytes, b2), cli_size(largest, b3),
            (unsigned long long)rounds, rounds == 1 ? "" : "s");
-    printf("  full compaction   moved %s in %llu blocks (%llu copies), %.3f s, %6.2f GB/s\n", cli_size(full.moved, b1),
-           (unsigned long long)full.blocks, (unsigned long long)full.copies, compact_s, compact_gbps);
+    printf("  full compaction   moved %s in %llu block%s (%llu cop%s), %.3f s, %6.2f GB/s\n", cli_size(full.moved, b1),
+           (unsigned long long)full.blocks, full.blocks == 1 ? "" : "s", (unsigned long long)full.copies,
+           full.copies == 1 ? "y" : "ies", compact_s, compact_gbps);
     printf("  memmove, same copies                                %.3f s, %6.2f GB/s\n", memmove_s, memmove_gbps);
     printf("  memmove, same runs to a separate buffer             %.3f s, %6.2f GB/s\n", disjoint_s, disjoint_gbps);
     printf("  ratio compact/memmove %.3f (target >= 0.80), compact/disjoint memmove %.3f (medians of per-round ratios)\n",

@@ -177,8 +177,8 @@ int bench_replay(int argc, char **argv) {
     hbm_json_kv_u64(&j, "failures", res[i].failures);
     hbm_json_object_end(&j);
     if (!json)
-      printf("  %-11s %10.2f M events/s  %7.1f ns/event  %5.2fx the first  (%llu failed requests)%s%s\n", p, eps / 1e6,
-             best[i], best[i] / first, (unsigned long long)res[i].failures, conf ? "  settings " : "", conf ? conf : "");
+      printf("  %-11s %10.2f M events/s  %7.1f ns/event  %5.2fx the first  (%llu failed request%s)%s%s\n", p, eps / 1e6,
+             best[i], best[i] / first, (unsigned long long)res[i].failures, res[i].failures == 1 ? "" : "s", conf ? "  settings " : "", conf ? conf : "");
   }
   hbm_json_array_end(&j);
   hbm_json_object_end(&j);

@@ -34,6 +34,16 @@ done
 # one thread, one round: said in the singular
 "$HBM" bench adamw --params 64Ki --reps 1 --threads 1 > "$out" 2>&1
 head -n 1 "$out" | grep -q ", 1 thread, best of 1 interleaved round$" || { echo "FAIL plurals: $(head -n 1 "$out")"; fail=1; }
+"$HBM" bench adamw --params 1 --reps 1 > "$out" 2>&1
+head -n 1 "$out" | grep -q "^adamw: 1 parameter, " || { echo "FAIL plurals: $(head -n 1 "$out")"; fail=1; }
+# the threads printed are those used: one for the single-threaded reference,
+# and at most one per 64 parameters (hbm.h) however many are asked for
+"$HBM" bench adamw --impl reference --threads 2 --params 64Ki --reps 1 > "$out" 2>&1
+head -n 1 "$out" | grep -q ", impl reference, 1 thread, " || { echo "FAIL reference threads: $(head -n 1 "$out")"; fail=1; }
+"$HBM" bench adamw --params 100 --threads 64 --reps 1 --json > "$out" 2>&1
+threads=$(sed -n 's/.*"threads":\([0-9]*\).*/\1/p' "$out")
+if [ -z "$threads" ] || [ $(( (threads - 1) * 64 )) -ge 100 ]; then echo "FAIL --params 100 --threads 64: threads '$threads' reported"; fail=1
+else echo "ok   --params 100 --threads 64: $threads threads reported"; fi
 # more parameters than the host can hold: refused before anything is allocated
 # (exit 2, naming the memory needed and available), not left to the OOM killer
 "$HBM" bench adamw --params 1000000000000 --reps 1 > "$out" 2>&1
