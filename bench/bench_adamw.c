@@ -316,7 +316,7 @@ int bench_adamw(int argc, char **argv) {
   uint64_t t;
   optind = 1;
   opterr = 0;
-  cli_seen seen = {0};
+  cli_seen seen = {.command = "bench adamw"};
   while ((c = cli_getopt(argc, argv, ":h", opts, NULL, &seen)) != -1) {
     switch (c) {
       case 'h': usage(stdout); return CLI_OK;

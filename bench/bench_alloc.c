@@ -162,7 +162,7 @@ int bench_alloc(int argc, char **argv) {
   uint64_t pairs = 2000000, live = 1024, seed = 437;
   optind = 1;
   opterr = 0; /* cli_option_error says what is wrong */
-  cli_seen seen = {0};
+  cli_seen seen = {.command = "bench alloc"};
   while ((c = cli_getopt(argc, argv, ":h", opts, NULL, &seen)) != -1) {
     int ok = 1;
     switch (c) {

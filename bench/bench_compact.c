@@ -265,7 +265,7 @@ int bench_compact(int argc, char **argv) {
   uint64_t capacity = 4ull << 30, rounds = 5, seed = 437, max_block = 256ull << 20;
   optind = 1;
   opterr = 0; /* our messages, prefixed "hbm: ", as every other command's */
-  cli_seen seen = {0};
+  cli_seen seen = {.command = "bench compact"};
   while ((c = cli_getopt(argc, argv, ":h", opts, NULL, &seen)) != -1) {
     int ok = 1;
     switch (c) {

@@ -37,13 +37,13 @@ int bench_gen(int argc, char **argv) {
   uint64_t steps = 40;
   optind = 1;
   opterr = 0;
-  cli_seen seen = {0};
+  cli_seen seen = {.command = "bench gen"};
   while ((opt = cli_getopt(argc, argv, ":h", opts, NULL, &seen)) != -1) {
     switch (opt) {
       case 'j': json = 1; break;
       case 'p': preset = optarg; break;
       case 's':
-        if (!cli_parse_count("--steps", optarg, 1, 100000, &steps)) return CLI_BAD_INPUT;
+        if (!cli_parse_count("bench gen: --steps", optarg, 1, 100000, &steps)) return CLI_BAD_INPUT;
         break;
       case 'h': usage(stdout); return CLI_OK;
       default: return cli_option_error("bench gen", argv, opt);
@@ -55,7 +55,7 @@ int bench_gen(int argc, char **argv) {
   }
   hbm_gen_llm_config c;
   if (hbm_gen_llm_preset(preset, &c) != HBM_OK) {
-    cli_error("--preset: unknown preset '%s' (hbm gen llm --list-presets)", preset);
+    cli_error("bench gen: --preset: unknown preset '%s' (hbm gen llm --list-presets)", preset);
     return CLI_BAD_INPUT;
   }
   c.steps = (uint32_t)steps;
@@ -70,7 +70,7 @@ int bench_gen(int argc, char **argv) {
     int rc = hbm_gen_llm(&c, &t, &diag);
     double ns = bench_now_ns() - t0;
     if (rc != HBM_OK) {
-      cli_error("gen: %s", rc == HBM_EINVAL && diag.message[0] ? diag.message : hbm_strerror(rc));
+      cli_error("bench gen: %s", rc == HBM_EINVAL && diag.message[0] ? diag.message : hbm_strerror(rc));
       return CLI_FAILED;
     }
     events = t->nevents;

@@ -56,7 +56,7 @@ int bench_replay(int argc, char **argv) {
   cli_confs confs = {0};
   optind = 1;
   opterr = 0; /* cli_option_error says what is wrong */
-  cli_seen seen = {0};
+  cli_seen seen = {.command = "bench replay"};
   while ((c = cli_getopt(argc, argv, ":h", opts, "alloc-conf", &seen)) != -1) {
     int ok = 1;
     switch (c) {

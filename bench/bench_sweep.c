@@ -326,7 +326,7 @@ int bench_sweep(int argc, char **argv) {
   cli_confs confs = {0};
   optind = 1;
   opterr = 0;
-  cli_seen seen = {0};
+  cli_seen seen = {.command = "bench sweep"};
   while ((c = cli_getopt(argc, argv, ":h", opts, "alloc-conf", &seen)) != -1) {
     int ok = 1;
     switch (c) {

@@ -131,7 +131,8 @@ int cli_getopt(int argc, char *const argv[], const char *optstring, const struct
     char shown[64];
     if (li >= 0) snprintf(shown, sizeof shown, "--%s", name);
     else snprintf(shown, sizeof shown, "-%c", c);
-    cli_error("%s given twice ('%s', then '%s'): give it once", shown, seen->one[i].value, value);
+    cli_error("%s%s%s given twice ('%s', then '%s'): give it once", seen->command ? seen->command : "",
+              seen->command ? ": " : "", shown, seen->one[i].value, value);
     return CLI_OPT_TWICE;
   }
   if (seen->n < (int)(sizeof seen->one / sizeof *seen->one)) {

@@ -40,8 +40,10 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * CLI_BAD_INPUT alone (cli_getopt said why). */
 int cli_option_error(const char *command, char *const argv[], int c);
 
-/* The options with a value a command has seen (cli_getopt's memory). */
+/* The options with a value a command has seen (cli_getopt's memory), and
+ * the command's name where its messages start with it ("bench sweep"), or NULL. */
 typedef struct cli_seen {
+  const char *command;
   int n;
   struct {
     int c; /* the option's entry in the option table */
@@ -50,7 +52,8 @@ typedef struct cli_seen {
 } cli_seen;
 #define CLI_OPT_TWICE (-2)
 /* getopt_long, refusing an option with a value given a second time ("--policy
- * given twice ('caching', then 'zoned'): give it once"), as which one was
+ * given twice ('caching', then 'zoned'): give it once", after "COMMAND: " where
+ * seen->command is set), as which one was
  * meant is a guess: it says so and returns CLI_OPT_TWICE. `repeatable` lists
  * the long names that may come more than once (e.g. "alloc-conf"), or NULL;
  * flags without a value may repeat. `seen` starts zeroed. */

@@ -138,8 +138,12 @@ before_work "--policy given twice ('caching', then 'expandable'): give it once" 
   fidelity "$good" --policy caching --policy=expandable
 before_work "-o given twice ('$dir/a.trace', then '$dir/b.trace'): give it once" \
   gen llm --preset 7b-1gpu-80g --steps 1 -o "$dir/a.trace" -o "$dir/b.trace"
-before_work "--preset given twice ('7b-1gpu-80g', then '70b-zero3-64'): give it once" \
+before_work "^hbm: bench replay: --preset given twice ('7b-1gpu-80g', then '70b-zero3-64'): give it once" \
   bench replay --preset 7b-1gpu-80g --preset 70b-zero3-64
+# a benchmark's messages name it, as its other messages do
+before_work "^hbm: bench adamw: --params given twice ('1', then '2')" bench adamw --params 1 --params 2
+before_work "^hbm: bench gen: --preset: unknown preset 'nope'" bench gen --preset nope
+before_work "^hbm: bench gen: --steps: expected a whole number" bench gen --steps 0
 # an unknown option, or one without its value: one line naming it and the
 # command, the same in every command (not getopt's own words and the usage)
 for cmd in replay mincap import fidelity plan demo "gen llm" "bench replay" "bench alloc" "bench adamw" \

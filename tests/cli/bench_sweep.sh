@@ -152,11 +152,15 @@ elif [ -n "$avail" ] && [ "$avail" -lt 150000000 ]; then
 fi
 
 for bad in "--jobs 0" "--jobs x" "--steps 1" "--capacity lots" "--alloc-conf zoned=moves:maybe" "--frobnicate" "extra"; do
+  base="--steps 2" # short, should a bad option be taken; not beside a bad --steps (given twice)
+  case "$bad" in --steps*) base="" ;; esac
   # shellcheck disable=SC2086
-  "$HBM" bench sweep --steps 2 $bad > "$dir/out" 2> "$dir/err"
+  "$HBM" bench sweep $base $bad > "$dir/out" 2> "$dir/err"
   rc=$?
   if [ $rc -ne 2 ]; then echo "FAIL '$bad' exits $rc, expected 2"; fail=1
   elif ! grep -q "hbm: " "$dir/err"; then echo "FAIL '$bad': no message"; fail=1
+  elif [ "$bad" = "--steps 1" ] && ! grep -q "bench sweep: --steps: expected" "$dir/err"; then
+    echo "FAIL '$bad': not the range of --steps: $(cat "$dir/err")"; fail=1
   else echo "ok   '$bad': $(tail -n 1 "$dir/err")"; fi
 done
 exit $fail
