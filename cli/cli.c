@@ -119,6 +119,14 @@ int cli_getopt(int argc, char *const argv[], const char *optstring, const struct
   for (int i = 0; entry < 0 && opts[i].name; i++)
     if (!opts[i].flag && opts[i].val == c) entry = i;
   if (entry < 0 || opts[entry].has_arg == no_argument) return c; /* flags may repeat */
+  /* getopt takes the next argument as the value whatever it is, so "--impl
+   * --reps 3" would read "--reps" as the implementation: a value that starts
+   * with "--" and stands on its own is the next option, and this one has no
+   * value. ("-1" stays a value; so does "--opt=--x".) */
+  if (optarg && optind > 1 && optarg == argv[optind - 1] && !strncmp(optarg, "--", 2)) {
+    optind--; /* argv[optind - 1] names the option again, as for getopt's own ':' */
+    return ':';
+  }
   const char *name = opts[entry].name;
   if (repeatable) { /* a name in the comma-separated list */
     size_t n = strlen(name);

@@ -53,10 +53,13 @@ typedef struct cli_seen {
 #define CLI_OPT_TWICE (-2)
 /* getopt_long, refusing an option with a value given a second time ("--policy
  * given twice ('caching', then 'zoned'): give it once", after "COMMAND: " where
- * seen->command is set), as which one was
- * meant is a guess: it says so and returns CLI_OPT_TWICE. `repeatable` lists
+ * seen->command is set), as which one was meant is a guess: it says so and
+ * returns CLI_OPT_TWICE. `repeatable` lists
  * the long names that may come more than once (e.g. "alloc-conf"), or NULL;
- * flags without a value may repeat. `seen` starts zeroed. */
+ * flags without a value may repeat. A value that is a separate argument
+ * starting with "--" is the next option: ':' (needs a value) is returned, as
+ * getopt does for a value missing at the end; --opt=--x still gives one.
+ * `seen` starts zeroed, its command set where messages name it. */
 int cli_getopt(int argc, char *const argv[], const char *optstring, const struct option *opts,
                const char *repeatable, cli_seen *seen);
 /* Prints a diag as "file:line: message" (or file: byte N:) to stderr. An

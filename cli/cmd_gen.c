@@ -293,7 +293,8 @@ int cmd_gen(int argc, char **argv) {
   /* the preset first, wherever it is on the line, so other options refine it */
   for (int i = 1; i < argc; i++) {
     const char *name = NULL;
-    if (!strcmp(argv[i], "--preset") && i + 1 < argc) name = argv[i + 1];
+    /* (not the next option as a value: cli_getopt says --preset needs one) */
+    if (!strcmp(argv[i], "--preset") && i + 1 < argc && strncmp(argv[i + 1], "--", 2)) name = argv[i + 1];
     else if (!strncmp(argv[i], "--preset=", 9)) name = argv[i] + 9;
     if (name && hbm_gen_llm_preset(name, &c) != HBM_OK) {
       cli_error("--preset: unknown preset '%s'; known:", name);

@@ -44,6 +44,10 @@ head -n 1 "$out" | grep -q ", impl reference, 1 thread, " || { echo "FAIL refere
 threads=$(sed -n 's/.*"threads":\([0-9]*\).*/\1/p' "$out")
 if [ -z "$threads" ] || [ $(( (threads - 1) * 64 )) -ge 100 ]; then echo "FAIL --params 100 --threads 64: threads '$threads' reported"; fail=1
 else echo "ok   --params 100 --threads 64: $threads threads reported"; fi
+# a value that is the next option is no value
+"$HBM" bench adamw --impl --reps 3 > "$out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "^hbm: bench adamw: --impl needs a value" "$out" || { echo "FAIL --impl --reps 3: exit $rc, $(cat "$out")"; fail=1; }
 # more parameters than the host can hold: refused before anything is allocated
 # (exit 2, naming the memory needed and available), not left to the OOM killer
 "$HBM" bench adamw --params 1000000000000 --reps 1 > "$out" 2>&1
