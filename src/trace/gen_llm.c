@@ -1573,7 +1573,10 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
     uint64_t steps = pass ? 1 : c.steps;
     uint64_t top = 0;
     for (uint64_t step = 1; step <= steps; step++) {
-      uint64_t st = step == 1 && c.steps == 1 ? static_first : static_all;
+      /* m, v are created in step 1's optimizer, after its micro-batches: these
+       * run without them in any run; with every sequence at seq_max (pass 1)
+       * the step stands for the later steps, which have them, where there are any */
+      uint64_t st = step == 1 && (!pass || c.steps == 1) ? static_first : static_all;
       uint64_t sum = 0; /* kept by the micro-batches in flight */
       uint32_t nf = 0, nb = 0;
       for (uint32_t op = 0; op < 2 * m; op++) {
