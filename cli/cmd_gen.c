@@ -290,14 +290,18 @@ int cmd_gen(int argc, char **argv) {
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   hbm_gen_llm_config c;
   hbm_gen_llm_defaults(&c);
-  /* the preset first, wherever it is on the line, so other options refine it */
-  for (int i = 1; i < argc; i++) {
-    const char *name = NULL;
+  /* The preset first, wherever it is on the line, so other options refine it.
+   * getopt_long itself finds it, so it is spelt as the main pass reads it
+   * (--pre X, --preset=X) and a value that looks like it (--seed --preset) is
+   * not it; the main pass reports bad options and a preset given twice. */
+  optind = 0; /* glibc and musl start afresh */
+  opterr = 0;
+  int opt;
+  while ((opt = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
     /* (not the next option as a value: cli_getopt says --preset needs one) */
-    if (!strcmp(argv[i], "--preset") && i + 1 < argc && strncmp(argv[i + 1], "--", 2)) name = argv[i + 1];
-    else if (!strncmp(argv[i], "--preset=", 9)) name = argv[i] + 9;
-    if (name && hbm_gen_llm_preset(name, &c) != HBM_OK) {
-      cli_error("--preset: unknown preset '%s'; known:", name);
+    if (opt != O_PRESET || !strncmp(optarg, "--", 2)) continue;
+    if (hbm_gen_llm_preset(optarg, &c) != HBM_OK) {
+      cli_error("--preset: unknown preset '%s'; known:", optarg);
       list_presets(stderr);
       return CLI_BAD_INPUT;
     }
@@ -309,9 +313,8 @@ int cmd_gen(int argc, char **argv) {
   /* which shape options the user gave: the others are derived from them,
    * whatever the order on the line */
   int layers_given = 0, hidden_given = 0, heads_given = 0, ffn_given = 0;
-  optind = 1;
+  optind = 0;
   opterr = 0;
-  int opt;
   cli_seen seen = {0};
   while (ok && (opt = cli_getopt(argc, argv, ":o:h", opts, NULL, &seen)) != -1) {
     switch (opt) {

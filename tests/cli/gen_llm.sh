@@ -63,6 +63,14 @@ fi
 grep -q "peak live" "$dir/est" || { echo "FAIL --estimate prints no peak"; cat "$dir/est"; fail=1; }
 "$HBM" gen llm --preset 910c-dense --estimate --json | grep -q '"peak_estimate"' || { echo "FAIL --estimate --json"; fail=1; }
 
+# an abbreviated --preset is the preset, as getopt_long reads any unique prefix
+for abbrev in "--pre 70b-zero3-64" "--pres=70b-zero3-64"; do
+  # shellcheck disable=SC2086
+  "$HBM" gen llm $abbrev --steps 1 --estimate > "$dir/abbrev" 2>&1
+  "$HBM" gen llm --preset 70b-zero3-64 --steps 1 --estimate > "$dir/full" 2>&1
+  cmp -s "$dir/abbrev" "$dir/full" || { echo "FAIL '$abbrev' is not --preset 70b-zero3-64: $(head -n 1 "$dir/abbrev")"; fail=1; }
+done
+
 # under ZeRO-3 a device holds a shard of the weights at rest: the estimate says so
 "$HBM" gen llm --preset 70b-zero3-64 --estimate > "$dir/z3" || { echo "FAIL 70b-zero3-64 --estimate"; fail=1; }
 grep -q "^parameters .*68.98B in the model, 68.98B computed on this device, 1.08B of them held at rest (its ZeRO-3 shard, 1/64" "$dir/z3" ||
@@ -124,6 +132,8 @@ bad zero           "--zero"       --zero 4
 bad seq_range      "--seq"        --seq 4096:1024
 bad arch           "--arch"       --arch rnn
 bad preset         "--preset"     --preset nosuch
+bad preset_abbrev  "--preset: unknown preset 'nosuch'" --pre nosuch
+bad preset_twice   "--preset given twice" --preset 910c-dense --pre 7b-1gpu-80g
 bad unknown        "--frobnicate" --frobnicate 3
 bad no_value       "--layers"     --layers
 bad too_big        "--capacity"   --params 70B --dp 1 --capacity 80GiB
