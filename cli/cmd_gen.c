@@ -36,7 +36,8 @@ static void usage(FILE *out) {
           "  --layers N              transformer layers (default: %u)\n"
           "  --hidden N              hidden size (default: %u)\n"
           "  --heads N               attention heads (default: hidden/128)\n"
-          "  --kv-heads N            key/value heads (default: heads)\n"
+          "  --kv-heads N            key/value heads (default: heads; a preset's, unless it has\n"
+          "                          as many as heads: then it follows the heads)\n"
           "  --ffn N                 MLP size (default: 4 x hidden; llama: 8/3 x hidden, to 256)\n"
           "  --vocab N               vocabulary, padded to 128 x tp (default: 50304; llama 32000)\n"
           "  --attention flash|eager flash keeps Q,K,V,O and the log-sum-exp; eager keeps the\n"
@@ -312,7 +313,9 @@ int cmd_gen(int argc, char **argv) {
   uint32_t u;
   /* which shape options the user gave: the others are derived from them,
    * whatever the order on the line */
-  int layers_given = 0, hidden_given = 0, heads_given = 0, ffn_given = 0;
+  int layers_given = 0, hidden_given = 0, heads_given = 0, kv_given = 0, ffn_given = 0;
+  /* a preset with as many kv heads as heads (MHA) stays MHA when the heads change */
+  int preset_mha = c.preset[0] && c.kv_heads == c.heads;
   optind = 0;
   opterr = 0;
   cli_seen seen = {0};
@@ -335,7 +338,7 @@ int cmd_gen(int argc, char **argv) {
       case O_LAYERS: ok = parse_u32("--layers", optarg, 1, 10000, &c.layers); layers_given = 1; break;
       case O_HIDDEN: ok = parse_u32("--hidden", optarg, 1, 1u << 20, &c.hidden); hidden_given = 1; break;
       case O_HEADS: ok = parse_u32("--heads", optarg, 1, 1u << 20, &c.heads); heads_given = 1; break;
-      case O_KV: ok = parse_u32("--kv-heads", optarg, 1, 1u << 20, &c.kv_heads); break;
+      case O_KV: ok = parse_u32("--kv-heads", optarg, 1, 1u << 20, &c.kv_heads); kv_given = 1; break;
       case O_FFN: ok = parse_u32("--ffn", optarg, 1, 1u << 24, &c.ffn); ffn_given = 1; break;
       case O_VOCAB: ok = parse_u32("--vocab", optarg, 1, 1u << 24, &c.vocab); break;
       case O_ATTN:
@@ -414,6 +417,7 @@ int cmd_gen(int argc, char **argv) {
     if (!heads_given) c.heads = 0;
     if (!ffn_given) c.ffn = 0;
   }
+  if (preset_mha && !kv_given) c.kv_heads = 0; /* follows the heads, given or derived */
   hbm_diag diag;
   memset(&diag, 0, sizeof diag);
   int rc = hbm_gen_llm_resolve(&c, &diag);

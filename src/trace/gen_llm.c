@@ -210,12 +210,13 @@ static uint32_t default_ffn(int arch, uint32_t h) {
 }
 
 /* Parameters of layers L and hidden h, or -1 where the split cannot run the
- * shape (tp must divide the heads, the kv heads and the ffn; head size 128
- * unless --heads says otherwise). */
+ * shape (tp must divide the heads, the kv heads and the ffn; the kv heads, given
+ * or a preset's, must divide the heads; head size 128 unless --heads says
+ * otherwise). */
 static double shape_params(const hbm_gen_llm_config *c, uint32_t L, uint32_t h) {
   uint32_t f = c->ffn ? c->ffn : default_ffn(c->arch, h);
   uint32_t heads = c->heads ? c->heads : h / 128, kv = c->kv_heads ? c->kv_heads : heads;
-  if (!heads || h % heads || heads % c->tp || kv % c->tp || f % c->tp) return -1;
+  if (!heads || h % heads || heads % kv || heads % c->tp || kv % c->tp || f % c->tp) return -1;
   uint64_t hkv = (uint64_t)h / heads * kv;
   return (double)model_params(c->arch, L, h, hkv, f, c->vocab);
 }
@@ -297,9 +298,14 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
           if (err < INFINITY && err <= within && d < off) { off = d; best_L = L; best_h = h; }
         }
     }
-    if (!best_L)
+    if (!best_L) {
+      if (c.kv_heads)
+        return bad(diag, "--params: no shape that --tp %u, --pp %u and --kv-heads %u can run (--pp must divide the layers, "
+                   "--tp the heads and the ffn, --kv-heads the heads): change --kv-heads, --tp or --pp",
+                   tp, pp, c.kv_heads);
       return bad(diag, "--params: no shape that --tp %u and --pp %u can split (--pp must divide the layers, --tp the heads and the ffn)",
                  tp, pp);
+    }
     /* Past either end of what the search reaches (by more than names round),
      * the closest shape is not the model asked for: say so, not build it. */
     if (best_err > 0.06 * (double)c.params && (c.params > r.hi || c.params < r.lo)) {
@@ -331,8 +337,12 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
     return bad(diag, "--heads %u does not divide --hidden %u", c.heads, c.hidden);
   }
   if (c.kv_heads == 0) c.kv_heads = c.heads;
-  if (c.kv_heads > c.heads || c.heads % c.kv_heads)
+  if (c.kv_heads > c.heads || c.heads % c.kv_heads) {
+    if (heads_derived) /* the user gave no heads: say where the count came from */
+      return bad(diag, "--kv-heads %u does not divide the default heads of --hidden %u (hidden/128 = %u); "
+                 "give --heads or --kv-heads", c.kv_heads, c.hidden, c.heads);
     return bad(diag, "--kv-heads %u does not divide --heads %u", c.kv_heads, c.heads);
+  }
   if (c.ffn == 0) c.ffn = default_ffn(c.arch, c.hidden);
   if (c.ffn > 16 * LIMIT_DIM) return bad(diag, "--ffn %u: too large", c.ffn);
   if (c.vocab > 16 * LIMIT_DIM) return bad(diag, "--vocab %u: too large", c.vocab);

@@ -112,6 +112,14 @@ for pair in "--hidden 4096|--params 7B" "--layers 32|--params 7B" "--heads 64|--
 done
 shape --heads 64 --params 7B | grep -q ", 64 heads/64 kv," || { echo "FAIL --heads before --params dropped"; fail=1; }
 shape --ffn 8192 --params 7B | grep -q ", ffn 8192," || { echo "FAIL --ffn before --params dropped"; fail=1; }
+# with a preset, --params picks heads its kv heads divide (GQA: 8 of 72); an MHA
+# preset stays MHA when --params, --hidden or --heads change the heads
+preset_shape() { "$HBM" gen llm "$@" --steps 1 --estimate --json 2>&1 | sed -n 's/.*"workload":"[^:]*: [a-z]* [0-9.]*[BMT] (\([^)]*\)).*/\1/p'; }
+preset_shape --preset 70b-zero3-64 --params 70B | grep -q ", [0-9]* heads/8 kv," || { echo "FAIL 70b-zero3-64 --params 70B: $(preset_shape --preset 70b-zero3-64 --params 70B)"; fail=1; }
+preset_shape --preset 7b-1gpu-80g --params 13B | grep -q "^40 layers, hidden 5120, 40 heads/40 kv," || { echo "FAIL 7b-1gpu-80g --params 13B: $(preset_shape --preset 7b-1gpu-80g --params 13B)"; fail=1; }
+preset_shape --preset 7b-1gpu-80g --hidden 2048 | grep -q ", 16 heads/16 kv," || { echo "FAIL 7b-1gpu-80g --hidden 2048: $(preset_shape --preset 7b-1gpu-80g --hidden 2048)"; fail=1; }
+preset_shape --preset 7b-1gpu-80g --heads 16 | grep -q ", 16 heads/16 kv," || { echo "FAIL 7b-1gpu-80g --heads 16: $(preset_shape --preset 7b-1gpu-80g --heads 16)"; fail=1; }
+preset_shape --preset 7b-1gpu-80g --heads 16 --kv-heads 4 | grep -q ", 16 heads/4 kv," || { echo "FAIL 7b-1gpu-80g --kv-heads 4 dropped"; fail=1; }
 shape --hidden 4096 | grep -q "^24 layers, hidden 4096, 32 heads/32 kv, ffn 16384," || { echo "FAIL --hidden 4096: heads not hidden/128: $(shape --hidden 4096)"; fail=1; }
 
 # bad options: exit 2, a message naming the option, no output file
@@ -141,6 +149,8 @@ bad params_shape   "--params"     --params 7B --layers 32 --hidden 4096
 bad shape_params   "--params"     --layers 32 --hidden 4096 --params 7B
 bad hidden_heads   "^hbm: --hidden 1000: the default heads (hidden/128 = 7) do not divide it; give --heads$" --hidden 1000
 bad params_split   "--pp 7"       --params 7B --layers 30 --pp 7
+bad params_kv      "^hbm: --params: no shape that --tp 4, --pp 1 and --kv-heads 5 can run .*: change --kv-heads, --tp or --pp$" --params 7B --kv-heads 5 --tp 4
+bad hidden_kv      "^hbm: --kv-heads 8 does not divide the default heads of --hidden 4224 (hidden/128 = 33); give --heads or --kv-heads$" --preset 70b-zero3-64 --hidden 4224
 bad params_heads   "--params: no shape" --params 7B --heads 7 --tp 4
 bad tflops_huge    "^hbm: --tflops: expected a number of TFLOP/s above 0 and below 1000000, got '1e308'$" --tflops 1e308
 bad commbw_zero    "^hbm: --comm-bw: expected a number of GB/s above 0 and below 1000000, got '0'$" --comm-bw 0
