@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/util.h"
 #include "trace/trace.h"
 
 /* ==== configuration ========================================================== */
@@ -248,8 +249,39 @@ static const char *count_text(double v, char buf[32]) {
 #define LIMIT_DIM (1u << 20)
 #define LIMIT_SEQ (1u << 20)
 
+/* A trace's SIZE is at most 1 PiB (docs/trace-format.md): a tensor past that
+ * would be written and then refused by replay. Only activations reach it
+ * (weights stay below 2^48 bytes within the shape limits); their sizes are
+ * computed in double, where 64 bits could wrap (heads x seq^2 x micro-batch). */
+static int check_largest(const hbm_gen_llm_config *c, hbm_diag *diag) {
+  double n = (double)c->seq_max * c->micro_batch, t = c->tp, s = c->seq_max;
+  double scores = c->attention == HBM_ATTN_EAGER ? 2.0 * (c->heads / c->tp) * s * s * c->micro_batch : 0;
+  double softmax = c->pp_stage == c->pp - 1 ? 4.0 * n * c->vocab / t : 0; /* FP32, last stage */
+  double fc1 = 2.0 * n * c->ffn / t * (c->arch == HBM_ARCH_LLAMA ? 2 : 1);
+  double limit = (double)HBM_MAX_SIZE, pib = limit;
+  const char *what, *fix;
+  double v;
+  if (scores >= softmax && scores >= fc1) {
+    v = scores;
+    what = "the attention scores, 2 x heads/tp x seq^2 x micro-batch";
+    fix = "lower --seq, --micro-batch or --heads, raise --tp, or use --attention flash";
+  } else if (softmax >= fc1) {
+    v = softmax;
+    what = "the FP32 softmax of the logits, 4 x seq x micro-batch x vocab/tp";
+    fix = "lower --seq, --micro-batch or --vocab, or raise --tp";
+  } else {
+    v = fc1;
+    what = "the MLP's fc1 output, 2 x seq x micro-batch x ffn/tp";
+    fix = "lower --seq, --micro-batch or --ffn, or raise --tp";
+  }
+  if (v <= limit) return HBM_OK;
+  return bad(diag, "--seq %u x --micro-batch %u: one allocation (%s) of %.2f PiB, more than the 1 PiB a trace "
+             "holds: %s", c->seq_max, c->micro_batch, what, v / pib, fix);
+}
+
 int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
   hbm_gen_llm_config c = *cfg;
+  int rc;
   if (c.arch != HBM_ARCH_GPT && c.arch != HBM_ARCH_LLAMA) return bad(diag, "--arch: expected gpt or llama");
   if (c.attention != HBM_ATTN_FLASH && c.attention != HBM_ATTN_EAGER)
     return bad(diag, "--attention: expected flash or eager");
@@ -395,6 +427,7 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
   if (c.steps == 0 || c.steps > 1000000) return bad(diag, "--steps %u: expected 1..1000000", c.steps);
   if (c.capacity == 0) return bad(diag, "--capacity: expected a positive size");
   if (c.offload && c.zero == 0) c.zero = 2; /* ZeRO-Offload runs on top of stage 2 */
+  if ((rc = check_largest(&c, diag))) return rc;
   *cfg = c;
   return HBM_OK;
 }

@@ -155,6 +155,12 @@ bad params_heads   "--params: no shape" --params 7B --heads 7 --tp 4
 bad tflops_huge    "^hbm: --tflops: expected a number of TFLOP/s above 0 and below 1000000, got '1e308'$" --tflops 1e308
 bad commbw_zero    "^hbm: --comm-bw: expected a number of GB/s above 0 and below 1000000, got '0'$" --comm-bw 0
 bad bucket_small   "^hbm: --bucket: expected a size from 4KiB to 16TiB, got '1B'$" --bucket 1B
+# a tensor past the 1 PiB a trace's SIZE holds (eager scores of 8192 heads x 1M^2) is
+# refused, not written for replay to refuse
+bad huge_alloc     "^hbm: --seq 1048576 x --micro-batch 1: one allocation (the attention scores.* more than the 1 PiB a trace holds: .*--attention flash$" \
+  --hidden 8192 --heads 8192 --layers 1 --seq 1048576 --micro-batch 1 --grad-accum 1 --attention eager --steps 1
+"$HBM" gen llm --hidden 8192 --heads 8192 --layers 1 --seq 1048576 --attention eager --steps 1 --estimate > /dev/null 2> "$dir/err"
+rc=$?; [ $rc -eq 2 ] && grep -q "more than the 1 PiB a trace holds" "$dir/err" || { echo "FAIL huge --estimate: exit $rc: $(cat "$dir/err")"; fail=1; }
 bad estimate_o     "--estimate prints the closed form and writes no trace: drop -o" --steps 1 --estimate
 # counts past what the shape search reaches are refused, naming the largest or
 # smallest model it reaches; zero and negative counts name --params, no range
