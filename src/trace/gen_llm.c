@@ -412,6 +412,11 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
   } else if (c.seq_kind == HBM_SEQ_UNIFORM) {
     if (c.seq_min == 0 || c.seq_max > LIMIT_SEQ || c.seq_min > c.seq_max)
       return bad(diag, "--seq %u:%u: expected MIN:MAX with 1 <= MIN <= MAX <= %u", c.seq_min, c.seq_max, LIMIT_SEQ);
+    /* lengths are drawn among the multiples of seq_align in the range; a range
+     * of one length is that length, aligned or not */
+    if (c.seq_min < c.seq_max && cdiv(c.seq_min, c.seq_align) > c.seq_max / c.seq_align)
+      return bad(diag, "--seq %u:%u holds no multiple of --seq-align %u: widen the range or give a smaller --seq-align",
+                 c.seq_min, c.seq_max, c.seq_align);
   } else {
     return bad(diag, "--seq: unknown distribution");
   }
@@ -446,7 +451,7 @@ uint32_t hbm_gen_llm_seq(const hbm_gen_llm_config *c, uint64_t step, uint32_t mi
   uint64_t r = mix64(c->seed * 0x100000001B3ull ^ mix64(step * 65537 + micro));
   if (c->seq_kind == HBM_SEQ_LIST) return c->seq_list[r % (uint64_t)c->nseq_list];
   uint64_t lo = cdiv(c->seq_min, c->seq_align), hi = c->seq_max / c->seq_align;
-  if (hi < lo) return c->seq_max;
+  if (hi < lo) return c->seq_max; /* MIN == MAX (resolve refuses other ranges without a multiple) */
   return (uint32_t)((lo + r % (hi - lo + 1)) * c->seq_align);
 }
 

@@ -63,6 +63,10 @@ fi
 grep -q "peak live" "$dir/est" || { echo "FAIL --estimate prints no peak"; cat "$dir/est"; fail=1; }
 "$HBM" gen llm --preset 910c-dense --estimate --json | grep -q '"peak_estimate"' || { echo "FAIL --estimate --json"; fail=1; }
 
+# a range of one length is that length, aligned or not
+"$HBM" gen llm --layers 2 --hidden 256 --seq 100:100 --seq-align 64 --steps 1 --estimate > "$dir/one" 2>&1 ||
+  { echo "FAIL --seq 100:100 --seq-align 64: $(cat "$dir/one")"; fail=1; }
+
 # an abbreviated --preset is the preset, as getopt_long reads any unique prefix
 for abbrev in "--pre 70b-zero3-64" "--pres=70b-zero3-64"; do
   # shellcheck disable=SC2086
@@ -138,6 +142,7 @@ bad tp_heads       "--tp 3"       --heads 16 --tp 3
 bad pp_layers      "--pp 5"       --layers 24 --pp 5
 bad zero           "--zero"       --zero 4
 bad seq_range      "--seq"        --seq 4096:1024
+bad seq_unaligned  "^hbm: --seq 100:120 holds no multiple of --seq-align 64: " --seq 100:120 --seq-align 64
 bad arch           "--arch"       --arch rnn
 bad preset         "--preset"     --preset nosuch
 bad preset_abbrev  "--preset: unknown preset 'nosuch'" --pre nosuch
