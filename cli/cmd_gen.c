@@ -58,7 +58,9 @@ static void usage(FILE *out) {
           "  --sequence-parallel on|off   (default: on when tp > 1)\n"
           "  --zero 0|1|2|3          0: all-reduce gradients; 1: shard optimizer state;\n"
           "                          2: + gradients; 3: + weights (default: %d)\n"
-          "  --offload               optimizer state and FP32 gradients on the host (ZeRO-Offload)\n"
+          "  --offload               optimizer state and FP32 gradients on the host (ZeRO-Offload,\n"
+          "                          on ZeRO stage 2 or 3: --zero 2 unless --zero 3 is given)\n"
+          "  --no-offload            keep them on the device (undoes a preset's --offload)\n"
           "memory:\n"
           "  --checkpoint-every K    keep only every K-th layer's input, recompute in backward\n"
           "                          (default: %u = keep everything)\n"
@@ -195,7 +197,7 @@ fail:
 enum {
   O_PRESET = 1000, O_LIST, O_PARAMS, O_ARCH, O_LAYERS, O_HIDDEN, O_HEADS, O_KV, O_FFN, O_VOCAB,
   O_ATTN, O_DROPOUT, O_SEQ, O_ALIGN, O_MB, O_GA, O_DP, O_TP, O_PP, O_STAGE, O_SP, O_ZERO,
-  O_OFFLOAD, O_CKPT, O_BUCKET, O_OPTIM, O_TFLOPS, O_COMMBW, O_STEPS, O_SEED, O_CAP, O_EST,
+  O_OFFLOAD, O_NO_OFFLOAD, O_CKPT, O_BUCKET, O_OPTIM, O_TFLOPS, O_COMMBW, O_STEPS, O_SEED, O_CAP, O_EST,
   O_JSON
 };
 
@@ -283,7 +285,8 @@ int cmd_gen(int argc, char **argv) {
       {"dp", required_argument, 0, O_DP}, {"tp", required_argument, 0, O_TP},
       {"pp", required_argument, 0, O_PP}, {"stage", required_argument, 0, O_STAGE},
       {"sequence-parallel", required_argument, 0, O_SP}, {"zero", required_argument, 0, O_ZERO},
-      {"offload", no_argument, 0, O_OFFLOAD}, {"checkpoint-every", required_argument, 0, O_CKPT},
+      {"offload", no_argument, 0, O_OFFLOAD}, {"no-offload", no_argument, 0, O_NO_OFFLOAD},
+      {"checkpoint-every", required_argument, 0, O_CKPT},
       {"bucket", required_argument, 0, O_BUCKET}, {"optimizer", required_argument, 0, O_OPTIM},
       {"tflops", required_argument, 0, O_TFLOPS}, {"comm-bw", required_argument, 0, O_COMMBW},
       {"steps", required_argument, 0, O_STEPS}, {"seed", required_argument, 0, O_SEED},
@@ -315,6 +318,7 @@ int cmd_gen(int argc, char **argv) {
   /* which shape options the user gave: the others are derived from them,
    * whatever the order on the line */
   int layers_given = 0, hidden_given = 0, heads_given = 0, kv_given = 0, ffn_given = 0;
+  int zero_given = 0, offload_given = 0, no_offload_given = 0;
   /* a preset with as many kv heads as heads (MHA) stays MHA when the heads change */
   int preset_mha = c.preset[0] && c.kv_heads == c.heads;
   optind = 0;
@@ -360,8 +364,10 @@ int cmd_gen(int argc, char **argv) {
       case O_ZERO:
         ok = parse_u32("--zero", optarg, 0, 3, &u);
         if (ok) c.zero = (int)u;
+        zero_given = 1;
         break;
-      case O_OFFLOAD: c.offload = 1; break;
+      case O_OFFLOAD: c.offload = 1; offload_given = 1; break;
+      case O_NO_OFFLOAD: c.offload = 0; no_offload_given = 1; break;
       case O_CKPT: ok = parse_u32("--checkpoint-every", optarg, 0, 10000, &c.checkpoint_every); break;
       case O_BUCKET:
         ok = cli_parse_size("--bucket", optarg, &c.bucket_bytes);
@@ -400,6 +406,16 @@ int cmd_gen(int argc, char **argv) {
   if (list) return print_presets(json);
   if (estimate && output) { /* it would exit 0 having written nothing */
     cli_error("--estimate prints the closed form and writes no trace: drop -o %s, or --estimate to write it", output);
+    return CLI_BAD_INPUT;
+  }
+  if (offload_given && no_offload_given) { /* which would win is a guess */
+    cli_error("--offload and --no-offload: give one");
+    return CLI_BAD_INPUT;
+  }
+  if (c.offload && zero_given && c.zero < 2) { /* the library reads 0 as "not given" */
+    cli_error("--zero %d with %s: ZeRO-Offload runs on ZeRO stage 2 or 3; give --zero 2 or 3, or %s", c.zero,
+              offload_given ? "--offload" : "the preset's offload",
+              offload_given ? "no --offload" : "--no-offload");
     return CLI_BAD_INPUT;
   }
   if (c.params && layers_given && hidden_given) {

@@ -268,8 +268,9 @@ static void check_bad_options(void) {
 }
 
 /* What resolving a configuration settles: ZeRO-Offload runs on stage 2 unless
- * a stage is given (with stage 3, ZeRO-Infinity's sharded weights); a uniform
- * range may be one length; the largest micro-batch and accumulation counts. */
+ * stage 3 is given (ZeRO-Infinity's sharded weights), and refuses stage 1 (0 is
+ * the default, read as not given); a uniform range may be one length; the
+ * largest micro-batch and accumulation counts. */
 static void check_resolve(void) {
   hbm_gen_llm_config c;
   hbm_diag d;
@@ -277,6 +278,10 @@ static void check_resolve(void) {
     hbm_gen_llm_defaults(&c);
     c.offload = 1;
     c.zero = zero;
+    if (zero == 1) {
+      expect_bad("offload-zero1", &c, "--zero 1 with --offload");
+      continue;
+    }
     CHECK(hbm_gen_llm_resolve(&c, &d) == HBM_OK && c.zero == (zero ? zero : 2));
   }
   hbm_gen_llm_defaults(&c);

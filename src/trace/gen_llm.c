@@ -431,7 +431,13 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
     return bad(diag, "--comm-bw %g: expected a number of GB/s above 0 and below 1000000", c.comm_gbps);
   if (c.steps == 0 || c.steps > 1000000) return bad(diag, "--steps %u: expected 1..1000000", c.steps);
   if (c.capacity == 0) return bad(diag, "--capacity: expected a positive size");
-  if (c.offload && c.zero == 0) c.zero = 2; /* ZeRO-Offload runs on top of stage 2 */
+  /* ZeRO-Offload runs on top of stage 2 (or 3): each micro-batch's BF16 gradients
+   * are reduced and streamed to the host as partitions, which stage 1 does not do.
+   * Stage 0 is the default, so it means "not given" here; the CLI refuses a
+   * --zero 0 the user gave. */
+  if (c.offload && c.zero == 1)
+    return bad(diag, "--zero 1 with --offload: ZeRO-Offload runs on ZeRO stage 2 or 3; give --zero 2 or 3, or no --offload");
+  if (c.offload && c.zero == 0) c.zero = 2;
   if ((rc = check_largest(&c, diag))) return rc;
   *cfg = c;
   return HBM_OK;

@@ -34,7 +34,7 @@ cmp -s "$dir/small.trace" "$dir/other.trace" && { echo "FAIL determinism: seed 7
 "$HBM" gen llm --help > "$dir/help"
 for o in --preset --list-presets --params --arch --layers --hidden --heads --kv-heads --ffn --vocab \
          --attention --dropout --seq --seq-align --micro-batch --grad-accum --dp --tp --pp --stage \
-         --sequence-parallel --zero --offload --checkpoint-every --bucket --optimizer --tflops \
+         --sequence-parallel --zero --offload --no-offload --checkpoint-every --bucket --optimizer --tflops \
          --comm-bw --steps --seed --capacity --output --estimate --json; do
   grep -q -- "$o" "$dir/help" || { echo "FAIL --help does not list $o"; fail=1; }
 done
@@ -62,6 +62,12 @@ fi
 "$HBM" gen llm --preset 910c-dense --estimate > "$dir/est" || { echo "FAIL --estimate"; fail=1; }
 grep -q "peak live" "$dir/est" || { echo "FAIL --estimate prints no peak"; cat "$dir/est"; fail=1; }
 "$HBM" gen llm --preset 910c-dense --estimate --json | grep -q '"peak_estimate"' || { echo "FAIL --estimate --json"; fail=1; }
+
+# --no-offload undoes a preset's offload; --offload alone runs on ZeRO-2
+"$HBM" gen llm --preset 7b-1gpu-80g --no-offload --dp 8 --zero 1 --steps 1 --estimate --json > "$dir/nooff" 2>&1
+grep -q '"workload":"[^"]*, zero 1, ' "$dir/nooff" || { echo "FAIL --no-offload: $(cat "$dir/nooff")"; fail=1; }
+"$HBM" gen llm --layers 2 --hidden 256 --seq 128 --offload --steps 1 --estimate --json > "$dir/off" 2>&1
+grep -q '"workload":"[^"]*, zero 2 + offload, ' "$dir/off" || { echo "FAIL --offload: $(cat "$dir/off")"; fail=1; }
 
 # a range of one length is that length, aligned or not
 "$HBM" gen llm --layers 2 --hidden 256 --seq 100:100 --seq-align 64 --steps 1 --estimate > "$dir/one" 2>&1 ||
@@ -166,6 +172,12 @@ bad huge_alloc     "^hbm: --seq 1048576 x --micro-batch 1: one allocation (the a
   --hidden 8192 --heads 8192 --layers 1 --seq 1048576 --micro-batch 1 --grad-accum 1 --attention eager --steps 1
 "$HBM" gen llm --hidden 8192 --heads 8192 --layers 1 --seq 1048576 --attention eager --steps 1 --estimate > /dev/null 2> "$dir/err"
 rc=$?; [ $rc -eq 2 ] && grep -q "more than the 1 PiB a trace holds" "$dir/err" || { echo "FAIL huge --estimate: exit $rc: $(cat "$dir/err")"; fail=1; }
+# ZeRO-Offload runs on stage 2 or 3: a stage below given with it, from --offload or
+# a preset's, is refused, not raised to 2 (nor kept as 1 while run as 2)
+bad offload_zero0  "^hbm: --zero 0 with --offload: ZeRO-Offload runs on ZeRO stage 2 or 3; give --zero 2 or 3, or no --offload$" --offload --zero 0
+bad offload_zero1  "^hbm: --zero 1 with --offload: ZeRO-Offload runs on ZeRO stage 2 or 3" --zero 1 --offload
+bad preset_zero0   "^hbm: --zero 0 with the preset's offload: .*, or --no-offload$" --preset 7b-1gpu-80g --zero 0
+bad offload_both   "^hbm: --offload and --no-offload: give one$" --offload --no-offload
 bad estimate_o     "--estimate prints the closed form and writes no trace: drop -o" --steps 1 --estimate
 # counts past what the shape search reaches are refused, naming the largest or
 # smallest model it reaches; zero and negative counts name --params, no range
