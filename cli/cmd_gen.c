@@ -403,6 +403,11 @@ int cmd_gen(int argc, char **argv) {
     cli_error("unexpected argument '%s' (try: hbm gen llm --help)", argv[optind]);
     return CLI_BAD_INPUT;
   }
+  if (list && output) { /* it would exit 0 having written nothing, as --estimate -o */
+    cli_error("--list-presets prints the presets and writes no trace: drop -o %s, or --list-presets to write it",
+              output);
+    return CLI_BAD_INPUT;
+  }
   if (list) return print_presets(json);
   if (estimate && output) { /* it would exit 0 having written nothing */
     cli_error("--estimate prints the closed form and writes no trace: drop -o %s, or --estimate to write it", output);

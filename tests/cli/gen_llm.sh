@@ -178,6 +178,7 @@ bad offload_zero0  "^hbm: --zero 0 with --offload: ZeRO-Offload runs on ZeRO sta
 bad offload_zero1  "^hbm: --zero 1 with --offload: ZeRO-Offload runs on ZeRO stage 2 or 3" --zero 1 --offload
 bad preset_zero0   "^hbm: --zero 0 with the preset's offload: .*, or --no-offload$" --preset 7b-1gpu-80g --zero 0
 bad offload_both   "^hbm: --offload and --no-offload: give one$" --offload --no-offload
+bad list_o         "^hbm: --list-presets prints the presets and writes no trace: drop -o" --list-presets
 bad estimate_o     "--estimate prints the closed form and writes no trace: drop -o" --steps 1 --estimate
 # counts past what the shape search reaches are refused, naming the largest or
 # smallest model it reaches; zero and negative counts name --params, no range
