@@ -175,7 +175,8 @@ static int parse_seq(const char *text, hbm_gen_llm_config *c) {
     while (*p) {
       const char *e = strchr(p, ',');
       size_t len = e ? (size_t)(e - p) : strlen(p);
-      if (len == 0 || len >= sizeof buf || c->nseq_list == HBM_GEN_SEQ_LIST_MAX) goto fail;
+      /* an empty length anywhere, last too ("1,2,"), is a typo, not a list of two */
+      if (len == 0 || len >= sizeof buf || c->nseq_list == HBM_GEN_SEQ_LIST_MAX || (e && !e[1])) goto fail;
       memcpy(buf, p, len);
       buf[len] = 0;
       if (!parse_u32("--seq", buf, 1, 1u << 20, &c->seq_list[c->nseq_list])) return 0;

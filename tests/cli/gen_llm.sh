@@ -148,6 +148,8 @@ bad tp_heads       "--tp 3"       --heads 16 --tp 3
 bad pp_layers      "--pp 5"       --layers 24 --pp 5
 bad zero           "--zero"       --zero 4
 bad seq_range      "--seq"        --seq 4096:1024
+bad seq_trailing   "^hbm: --seq: expected N, MIN:MAX or a list A,B,C (at most [0-9]*), got '1024,2048,'$" --seq 1024,2048,
+bad seq_empty      "^hbm: --seq: expected N, MIN:MAX or a list A,B,C (at most [0-9]*), got '1024,,2048'$" --seq 1024,,2048
 bad seq_unaligned  "^hbm: --seq 100:120 holds no multiple of --seq-align 64: " --seq 100:120 --seq-align 64
 bad arch           "--arch"       --arch rnn
 bad preset         "--preset"     --preset nosuch
