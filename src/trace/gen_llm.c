@@ -1250,24 +1250,24 @@ int hbm_gen_llm_describe(const hbm_gen_llm_config *cfg, char *buf, size_t len) {
   hbm_gen_llm_config resolved = *cfg;
   const hbm_gen_llm_config *c = cfg;
   if (hbm_gen_llm_resolve(&resolved, NULL) == HBM_OK) c = &resolved;
-  char seq[64], bucket[48], gib[32], ckpt[40] = "no checkpointing";
+  char seq[64], bucket[32], ckpt[40] = "no checkpointing";
   if (c->checkpoint_every) snprintf(ckpt, sizeof ckpt, "checkpoint every %u", c->checkpoint_every);
   if (c->seq_kind == HBM_SEQ_FIXED) snprintf(seq, sizeof seq, "%u", c->seq_max);
   else if (c->seq_kind == HBM_SEQ_UNIFORM) snprintf(seq, sizeof seq, "%u..%u", c->seq_min, c->seq_max);
   else snprintf(seq, sizeof seq, "%d lengths in %u..%u", c->nseq_list, c->seq_min, c->seq_max);
-  snprintf(bucket, sizeof bucket, "%.3g GB (%s)", (double)c->bucket_bytes / 1e9,
-           hbm_size_format(c->bucket_bytes, gib, sizeof gib));
+  hbm_size_format(c->bucket_bytes, bucket, sizeof bucket); /* "%.3g GB" wrote 1e+03 GB and 4.1e-06 GB */
   shape S;
   shape_init(c, &S);
   return snprintf(buf, len,
-                  "%s%s%s %.1f%s (%u layers, hidden %u, %u heads/%u kv, ffn %u, vocab %u), %s "
+                  "%s%s%s %.1f%s (%u layer%s, hidden %u, %u head%s/%u kv, ffn %u, vocab %u), %s "
                   "attention, seq %s x micro-batch %u x %u, tp %u pp %u (stage %u) dp %u, "
                   "zero %d%s, %s, buckets %s, %u step%s, seed %llu",
                   c->preset[0] ? c->preset : "", c->preset[0] ? ": " : "",
                   c->arch == HBM_ARCH_LLAMA ? "llama" : "gpt", /* a model under 1B in millions: "0.0B" says nothing */
                   (double)S.total_params / (S.total_params < 1000000000 ? 1e6 : 1e9),
                   S.total_params < 1000000000 ? "M" : "B",
-                  c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->vocab,
+                  c->layers, c->layers == 1 ? "" : "s", c->hidden, c->heads, c->heads == 1 ? "" : "s",
+                  c->kv_heads, c->ffn, c->vocab,
                   c->attention == HBM_ATTN_EAGER ? "eager" : "flash", seq, c->micro_batch,
                   c->grad_accum, c->tp, c->pp, c->pp_stage, c->dp, c->zero,
                   c->offload ? " + offload" : "", ckpt, bucket, c->steps,

@@ -87,6 +87,14 @@ grep -q "^parameters .*68.98B in the model, 68.98B computed on this device, 1.08
   { echo "FAIL ZeRO-3 estimate: $(head -n 1 "$dir/z3")"; fail=1; }
 "$HBM" gen llm --preset 70b-zero3-64 --estimate --json | grep -q '"params_resident":1077760128,' || { echo "FAIL --json params_resident"; fail=1; }
 
+# the description counts one layer and one head in the singular, and gives bucket
+# sizes as every size (not "1e+03 GB" or "4.1e-06 GB")
+"$HBM" gen llm --layers 1 --hidden 128 --heads 1 --seq 128 --bucket 4KiB --steps 1 --estimate --json > "$dir/one_layer"
+grep -q '"workload":"[^"]*(1 layer, hidden 128, 1 head/1 kv, [^"]*, buckets 4.00 KiB, ' "$dir/one_layer" ||
+  { echo "FAIL singular or bucket size: $(cat "$dir/one_layer")"; fail=1; }
+"$HBM" gen llm --layers 2 --hidden 256 --seq 128 --bucket 1000GB --steps 1 --estimate --json > "$dir/big_bucket"
+grep -q '"workload":"[^"]*, buckets 931.32 GiB, ' "$dir/big_bucket" || { echo "FAIL bucket size: $(cat "$dir/big_bucket")"; fail=1; }
+
 # the description says when nothing is checkpointed, not "checkpoint every 0"
 "$HBM" gen llm --layers 2 --hidden 256 --seq 128 --steps 1 --estimate --json > "$dir/nockpt"
 grep -q '"workload":"[^"]*, no checkpointing, buckets' "$dir/nockpt" || { echo "FAIL no checkpointing: $(cat "$dir/nockpt")"; fail=1; }
