@@ -202,10 +202,12 @@ enum {
   O_JSON
 };
 
-/* A parameter count as people say it: 6.74B, or 24.6M under a billion. */
+/* A parameter count as people say it: 6.74B, 24.6M under a billion, 26.39T
+ * from a trillion (as the --params messages and the workload's name say). */
 static const char *params_text(uint64_t n, char buf[32]) {
   if (n < 1000000000) snprintf(buf, 32, "%.1fM", (double)n / 1e6);
-  else snprintf(buf, 32, "%.2fB", (double)n / 1e9);
+  else if (n < 1000000000000) snprintf(buf, 32, "%.2fB", (double)n / 1e9);
+  else snprintf(buf, 32, "%.2fT", (double)n / 1e12);
   return buf;
 }
 

@@ -1264,8 +1264,8 @@ int hbm_gen_llm_describe(const hbm_gen_llm_config *cfg, char *buf, size_t len) {
                   "zero %d%s, %s, buckets %s, %u step%s, seed %llu",
                   c->preset[0] ? c->preset : "", c->preset[0] ? ": " : "",
                   c->arch == HBM_ARCH_LLAMA ? "llama" : "gpt", /* a model under 1B in millions: "0.0B" says nothing */
-                  (double)S.total_params / (S.total_params < 1000000000 ? 1e6 : 1e9),
-                  S.total_params < 1000000000 ? "M" : "B",
+                  (double)S.total_params / (S.total_params < 1000000000 ? 1e6 : S.total_params < 1000000000000 ? 1e9 : 1e12),
+                  S.total_params < 1000000000 ? "M" : S.total_params < 1000000000000 ? "B" : "T",
                   c->layers, c->layers == 1 ? "" : "s", c->hidden, c->heads, c->heads == 1 ? "" : "s",
                   c->kv_heads, c->ffn, c->vocab,
                   c->attention == HBM_ATTN_EAGER ? "eager" : "flash", seq, c->micro_batch,

@@ -202,6 +202,12 @@ bad params_minus   "^hbm: --params: expected a positive parameter count like 1.3
 # a trace larger than the host's memory (a million 910c-dense steps, 3 TiB with
 # its text) is refused before generating, naming the memory and the steps that fit
 bad host_memory "host memory, more than the .* available; give --steps" --preset 910c-dense --steps 1000000
+# a model of trillions is counted in trillions, as --params counts it, in the
+# estimate and the trace's name (not "26392.01B")
+"$HBM" gen llm --layers 512 --hidden 65536 --seq 128 --dp 1000000 --zero 3 --steps 1 --estimate > "$dir/huge_model" 2>&1
+grep -q "^parameters     26.39T in the model" "$dir/huge_model" || { echo "FAIL trillions in the estimate: $(head -1 "$dir/huge_model")"; fail=1; }
+"$HBM" gen llm --layers 512 --hidden 65536 --seq 128 --dp 1000000 --zero 3 --steps 1 --estimate --json > "$dir/huge_model" 2>&1
+grep -q '"workload":"gpt 26.4T (512 layers' "$dir/huge_model" || { echo "FAIL trillions in the name: $(cat "$dir/huge_model")"; fail=1; }
 # a model under a billion parameters is counted in millions, in the estimate and the trace's name
 "$HBM" gen llm --params 20M --steps 1 --estimate > "$dir/small" 2>&1
 grep -q "^parameters     24.6M in the model" "$dir/small" || { echo "FAIL small model estimate: $(head -1 "$dir/small")"; fail=1; }
