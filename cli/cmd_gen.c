@@ -464,7 +464,11 @@ int cmd_gen(int argc, char **argv) {
     cli_error("%s", diag.message[0] ? diag.message : hbm_strerror(rc));
     return CLI_BAD_INPUT;
   }
-  if (estimate) {
+  if (estimate) { /* what generating would refuse, the estimate refuses too */
+    if ((rc = hbm_gen_llm_check_capacity(&c, &est, &diag)) != HBM_OK) {
+      cli_error("%s", diag.message);
+      return CLI_BAD_INPUT;
+    }
     return print_estimate(&c, &est, json);
   }
   hbm_trace *t = NULL;

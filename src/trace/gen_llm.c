@@ -1286,20 +1286,23 @@ static void gen_release(gen *g) {
   free(g->head_stash);
 }
 
+int hbm_gen_llm_check_capacity(const hbm_gen_llm_config *cfg, const hbm_gen_llm_estimate *est,
+                               hbm_diag *diag) {
+  if (est->static_bytes <= cfg->capacity) return HBM_OK;
+  char need[32], cap[32];
+  return bad(diag,
+             "weights, gradients and optimizer state need %s per device, more than --capacity %s: "
+             "split the model further (--tp, --pp, --zero with --dp), use --offload, or a larger device",
+             hbm_size_format(est->static_bytes, need, sizeof need), hbm_size_format(cfg->capacity, cap, sizeof cap));
+}
+
 int hbm_gen_llm(const hbm_gen_llm_config *cfg, hbm_trace **out, hbm_diag *diag) {
   hbm_gen_llm_config c = *cfg;
   int rc = hbm_gen_llm_resolve(&c, diag);
   if (rc) return rc;
   hbm_gen_llm_estimate est;
   if ((rc = hbm_gen_llm_estimate_peak(&c, &est, diag))) return rc;
-  if (est.static_bytes > c.capacity) {
-    char need[32], cap[32];
-    return bad(diag,
-               "weights, gradients and optimizer state need %s per device, more than --capacity %s: "
-               "split the model further (--tp, --pp, --zero with --dp), use --offload, or a larger device",
-               hbm_size_format(est.static_bytes, need, sizeof need),
-               hbm_size_format(c.capacity, cap, sizeof cap));
-  }
+  if ((rc = hbm_gen_llm_check_capacity(&c, &est, diag))) return rc;
   gen g;
   memset(&g, 0, sizeof g);
   g.c = &c;

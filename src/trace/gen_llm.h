@@ -127,9 +127,15 @@ typedef struct hbm_gen_llm_estimate {
 int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimate *est,
                               hbm_diag *diag);
 
+/* HBM_EINVAL, with a message naming the options to change, when est's static
+ * state (weights, gradients, optimizer) is larger than cfg->capacity; else
+ * HBM_OK. Changes nothing. */
+int hbm_gen_llm_check_capacity(const hbm_gen_llm_config *cfg, const hbm_gen_llm_estimate *est,
+                               hbm_diag *diag);
+
 /* Generates the trace. Resolves a copy of cfg first (errors as above). A
- * static state (weights, gradients, optimizer) larger than cfg->capacity is
- * refused with HBM_EINVAL naming the options to change. */
+ * static state larger than cfg->capacity is refused as
+ * hbm_gen_llm_check_capacity() refuses it. */
 int hbm_gen_llm(const hbm_gen_llm_config *cfg, hbm_trace **out, hbm_diag *diag);
 
 /* Events the trace of cfg holds, without generating it: *first is the setup

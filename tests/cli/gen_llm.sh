@@ -121,7 +121,8 @@ grep -q "llama 70.1B (80 layers, hidden 9216, 72 heads/8 kv" "$dir/wide" || { ec
 
 # the shape options mean the same in any order: what is not given follows from what is
 # (--params solves for the rest; heads and ffn follow the hidden size given)
-shape() { "$HBM" gen llm "$@" --steps 1 --estimate --json | sed -n 's/.*"workload":"[a-z]* [0-9.]*[BMT] (\([^)]*\)).*/\1/p'; }
+# (a capacity the static state fits in: --estimate refuses one it does not)
+shape() { "$HBM" gen llm "$@" --capacity 1TiB --steps 1 --estimate --json | sed -n 's/.*"workload":"[a-z]* [0-9.]*[BMT] (\([^)]*\)).*/\1/p'; }
 for pair in "--hidden 4096|--params 7B" "--layers 32|--params 7B" "--heads 64|--params 7B" "--ffn 8192|--params 7B"; do
   a=${pair%%|*}; b=${pair#*|}
   # shellcheck disable=SC2086
@@ -202,6 +203,13 @@ bad params_minus   "^hbm: --params: expected a positive parameter count like 1.3
 # a trace larger than the host's memory (a million 910c-dense steps, 3 TiB with
 # its text) is refused before generating, naming the memory and the steps that fit
 bad host_memory "host memory, more than the .* available; give --steps" --preset 910c-dense --steps 1000000
+# a static state larger than the device: --estimate refuses it as generating does
+"$HBM" gen llm --preset 910c-dense --capacity 50GiB --estimate > /dev/null 2> "$dir/est_cap"; rc=$?
+"$HBM" gen llm --preset 910c-dense --capacity 50GiB -o "$dir/cap.trace" > /dev/null 2> "$dir/gen_cap"
+if [ $rc -ne 2 ] || ! grep -q -- "more than --capacity 50.00 GiB" "$dir/est_cap" || ! cmp -s "$dir/est_cap" "$dir/gen_cap"; then
+  echo "FAIL --estimate over --capacity: exit $rc: $(cat "$dir/est_cap"), generating: $(cat "$dir/gen_cap")"; fail=1
+fi
+
 # a model of trillions is counted in trillions, as --params counts it, in the
 # estimate and the trace's name (not "26392.01B")
 "$HBM" gen llm --layers 512 --hidden 65536 --seq 128 --dp 1000000 --zero 3 --steps 1 --estimate > "$dir/huge_model" 2>&1
