@@ -20,13 +20,15 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: hbm bench replay [--trace FILE | --preset NAME] [--steps N] [--policy P,Q|all]\n"
-          "                        [--alloc-conf [POLICY=]CONF ...] [--device SPEC] [--rounds N]\n"
-          "                        [--every N] [--json]\n\n"
+          "usage: hbm bench replay [--trace FILE [--snapshot-device N] | --preset NAME] [--steps N]\n"
+          "                        [--policy P,Q|all] [--alloc-conf [POLICY=]CONF ...] [--device SPEC]\n"
+          "                        [--rounds N] [--every N] [--json]\n\n"
           "Replay speed per policy on one trace, same run, sim device (no memory touched;\n"
           "the device takes mappings on trust, so the time is the policy's own).\n"
           "  --trace FILE    an hbm trace or PyTorch snapshot (default: a generated workload);\n"
           "                  a snapshot names no capacity: give --device sim:SIZE with it\n"
+          "  --snapshot-device N  which device of a multi-device snapshot (default: the first\n"
+          "                  with trace entries)\n"
           "  --preset NAME   workload preset for the generated trace (default 910c-dense);\n"
           "                  not with --trace\n"
           "  --steps N       steps of the generated trace (default 20); not with --trace\n"
@@ -49,10 +51,10 @@ int bench_replay(int argc, char **argv) {
       {"device", required_argument, 0, 'd'}, {"rounds", required_argument, 0, 'r'},
       {"alloc-conf", required_argument, 0, 'a'}, {"every", required_argument, 0, 'e'},
       {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0}};
+      {"snapshot-device", required_argument, 0, 'S'}, {0, 0, 0, 0}};
   const char *trace_path = NULL, *preset = "910c-dense", *policy_list = "all", *device = NULL;
   uint64_t steps = 20, rounds = 3, every = 0;
-  int json = 0, preset_given = 0, steps_given = 0, c;
+  int json = 0, preset_given = 0, steps_given = 0, snapshot_device = -1, c;
   cli_confs confs = {0};
   optind = 1;
   opterr = 0; /* cli_option_error says what is wrong */
@@ -61,6 +63,7 @@ int bench_replay(int argc, char **argv) {
     int ok = 1;
     switch (c) {
       case 't': trace_path = optarg; break;
+      case 'S': ok = cli_parse_snapshot_device("bench replay: --snapshot-device", optarg, &snapshot_device); break;
       case 'p': preset = optarg; preset_given = 1; break;
       case 's':
         ok = cli_parse_count("bench replay: --steps", optarg, 1, 1000000, &steps);
@@ -87,6 +90,10 @@ int bench_replay(int argc, char **argv) {
   char policies[MAX_POLICIES][32];
   int npolicies = cli_split_policies(policy_list, policies, MAX_POLICIES);
   if (!npolicies) return CLI_BAD_INPUT;
+  if (!trace_path && snapshot_device >= 0) {
+    cli_error("bench replay: --snapshot-device picks a device of a --trace snapshot; give --trace with it");
+    return CLI_BAD_INPUT;
+  }
   if (trace_path && (preset_given || steps_given)) {
     cli_error("bench replay: %s shapes the generated workload, not a --trace file; give one or the other",
               preset_given ? "--preset" : "--steps");
@@ -99,7 +106,7 @@ int bench_replay(int argc, char **argv) {
   char name[128];
   int rc;
   if (trace_path) {
-    rc = hbm_trace_load(trace_path, &t, &d);
+    rc = hbm_trace_load_device(trace_path, snapshot_device, &t, &d);
     snprintf(name, sizeof name, "%s", trace_path);
   } else {
     hbm_gen_llm_config cfg;

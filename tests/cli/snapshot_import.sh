@@ -123,6 +123,10 @@ echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQQoXXEFKH1xBi
   { echo "FAIL replay --snapshot-device 1"; fail=1; }
 "$HBM" mincap "$dir/two.pickle" --policy bestfit --snapshot-device 1 --json | grep -q '"peak_live":3145728' ||
   { echo "FAIL mincap --snapshot-device 1"; fail=1; }
+"$HBM" bench replay --trace "$dir/two.pickle" --device sim:2MiB --snapshot-device 1 --policy bestfit --rounds 1 --json |
+  grep -q '"failures":1}' || { echo "FAIL bench replay --snapshot-device 1 (its 3 MiB on 2 MiB)"; fail=1; }
+"$HBM" bench replay --trace "$dir/two.pickle" --device sim:1GiB --snapshot-device 2 --rounds 1 > /dev/null 2>&1
+[ $? -eq 2 ] || { echo "FAIL bench replay --snapshot-device 2: expected exit 2"; fail=1; }
 "$HBM" import "$dir/two.pickle" --device 1 -o "$dir/two1.trace" | grep -q "(device 1)" || { echo "FAIL import --device 1"; fail=1; }
 "$HBM" import "$dir/two.pickle" --snapshot-device 1 -o "$dir/two1s.trace" | grep -q "(device 1)" ||
   { echo "FAIL import --snapshot-device 1"; fail=1; }
