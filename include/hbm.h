@@ -375,7 +375,9 @@ typedef enum hbm_oom_cause {
                               request <= largest free (a 5 MiB request needs a 20 MiB
                               segment under PyTorch's rules, a small one its small pool,
                               a block its own stream), or live + request > limit (a cap
-                              such as per_process_memory_fraction) */
+                              such as per_process_memory_fraction), or the free memory is
+                              in one piece its granularity cannot use (expandable's 20 MiB
+                              pages) */
   HBM_CAUSE_OVERHEAD,      /* allocated + request > limit >= live + request: the live
                               blocks' rounding (and unsplit remainders) holds the bytes
                               free total counts */

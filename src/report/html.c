@@ -143,7 +143,7 @@ int hbm_report_layout_at(const hbm_trace *t, const char *policy, const char *con
   o.layout_event = event;
   o.on_layout = hbm_report_keep_layout;
   o.layout_arg = run;
-  hbm_report_run saved = *run; /* its layout is replaced */
+  free(run->layout); /* replaced */
   run->layout = NULL;
   run->nlayout = run->layout_cap = 0;
   run->error = HBM_OK;
@@ -151,7 +151,6 @@ int hbm_report_layout_at(const hbm_trace *t, const char *policy, const char *con
   int rc = hbm_replay(t, &o, &partial);
   if (rc == HBM_OK) rc = run->error;
   if (rc == HBM_OK && !c.sampled) rc = HBM_EINVAL; /* a starting state that did not fit: no moment to draw */
-  free(saved.layout);
   if (rc != HBM_OK) { /* no layout with runs left out: the page shows the error in its place */
     free(run->layout);
     run->layout = NULL;
@@ -579,7 +578,6 @@ static double nice_step(double range, int ticks) {
   return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * mag;
 }
 
-/* Frame, horizontal grid with labels (y in `unit`), and step ticks from the samples. */
 /* A byte axis in the unit its top calls for: 0.0 GiB on every line says nothing. */
 static void byte_axis(double top, double *unit, const char **name, int *decimals) {
   static const struct { double unit; const char *name; } units[] = {
@@ -591,6 +589,7 @@ static void byte_axis(double top, double *unit, const char **name, int *decimals
   *decimals = top / units[i].unit < 8 && units[i].unit > 1 ? 1 : 0;
 }
 
+/* Frame, horizontal grid with labels (y in `unit`), and step ticks from the samples. */
 static void frame(sb *b, const plot *p, const hbm_report_run *r, double unit, const char *unit_name,
                   int decimals) {
   sb_printf(b, "<rect x='%d' y='%d' width='%d' height='%d' class='plotbg'/>\n", ML, MT,
