@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "core/dsa.h"
+#include "device/device.h"
 #include "hbm.h"
 #include "replay/fidelity.h"
 #include "replay/mincap.h"
@@ -614,6 +615,40 @@ static int plan_csv_run(const void *arg, int clean) {
   return 0;
 }
 
+/* The host device's promise (hbm_dev_prepare): the creates it was prepared
+ * for need no host memory, also where no free run of its memory file is long
+ * enough and a handle is made of several runs, and after a release between
+ * the prepare and the creates (as zoned's staged re-chunk does). */
+static int host_prepared_run(const void *arg, int clean) {
+  (void)arg, (void)clean;
+  const uint64_t MiB = 1ull << 20;
+  hbm_device *dev;
+  int r = hbm_device_open("host:64MiB", &dev);
+  if (r != HBM_OK) {
+    EXPECT(r == HBM_EHOSTMEM && injected);
+    return 0;
+  }
+  uint64_t seg[4], h1 = 0, h2 = 0;
+  int nseg = 0;
+  for (; nseg < 4 && (r = hbm_dev_seg_alloc(dev, 16 * MiB, 0, &seg[nseg])) == HBM_OK; nseg++) {}
+  if (r == HBM_OK) r = hbm_dev_seg_free(dev, seg[0], 16 * MiB);
+  if (r == HBM_OK) r = hbm_dev_prepare(dev, 2, 2);
+  if (r == HBM_OK) {
+    unsigned long long before = alloc_calls;
+    EXPECT(hbm_dev_seg_free(dev, seg[2], 16 * MiB) == HBM_OK); /* released after the prepare */
+    EXPECT(hbm_dev_phys_create(dev, 24 * MiB, &h1) == HBM_OK); /* 16 MiB + 8 MiB */
+    EXPECT(hbm_dev_phys_create(dev, 8 * MiB, &h2) == HBM_OK);
+    EXPECT(alloc_calls == before);
+    EXPECT(hbm_device_check(dev, NULL, NULL) == 0);
+    EXPECT(hbm_dev_phys_release(dev, h1, 24 * MiB) == HBM_OK);
+    EXPECT(hbm_dev_phys_release(dev, h2, 8 * MiB) == HBM_OK);
+  } else {
+    EXPECT(r == HBM_EHOSTMEM && injected);
+  }
+  hbm_device_close(dev); /* gives back what is left */
+  return 0;
+}
+
 static int gen_run(const void *arg, int clean) {
   (void)arg;
   hbm_gen_llm_config c;
@@ -962,6 +997,8 @@ int main(void) {
     }
     unlink(path);
   }
+  scenario shost = {"host device, prepared creates over scattered runs", host_prepared_run, NULL};
+  bad |= run_scenario(&shost, max_runs);
   scenario sgen = {"workload generator", gen_run, NULL};
   bad |= run_scenario(&sgen, max_runs);
 

@@ -39,23 +39,34 @@
 
 /* One piece of a physical allocation: a run of the memfd. */
 typedef struct host_piece { uint64_t off, len; } host_piece;
-typedef struct host_pieces { uint64_t n; host_piece p[]; } host_pieces;
+#define LAST_PIECE UINT64_MAX /* `next`'s value for an allocation's last run */
 
 /* Invariant (host_check; beyond the ledger's): the physical runs live in
  * `phys` are exactly the pieces of the ledger's handles (first offset = id,
  * their lengths summing to its size) and of its segments (first offset =
  * data, summing to its held bytes). An allocation of one run has no entry in
- * `pieces`; one of several has its list there, keyed by its first offset. */
+ * `next`; one of several has its runs chained there, each to the next, the
+ * last to LAST_PIECE. */
 typedef struct host_device {
   hbm_device base;
   hbm_ledger ledger;
   int fd;
-  hbm_range *phys;     /* offsets in the memfd, unit = granule */
-  hbm_addrmap pieces;  /* first offset -> host_pieces *, for allocations of several runs */
-  uint64_t prepared;   /* the creates the last prepare made room for */
+  hbm_range *phys;       /* offsets in the memfd, unit = granule */
+  hbm_addrmap next;      /* run offset -> the allocation's next run offset, for allocations of several */
+  host_piece *scratch;   /* a create's pieces while it gathers them */
+  uint64_t scratch_cap;
 } host_device;
 
 /* ---- the real work, once the ledger accepted a call ---------------------------- */
+
+static int scratch_reserve(host_device *h, uint64_t n) {
+  if (n <= h->scratch_cap) return HBM_OK;
+  host_piece *p = realloc(h->scratch, n * sizeof *p);
+  if (!p) return HBM_EHOSTMEM;
+  h->scratch = p;
+  h->scratch_cap = n;
+  return HBM_OK;
+}
 
 typedef struct gather_ctx {
   uint64_t need, got, n; /* bytes asked, bytes found, pieces found */
@@ -73,24 +84,23 @@ static int gather_visit(void *arg, uint64_t addr, uint64_t size, int live) {
 }
 
 /* size bytes from several free runs, in address order (no run is that long):
- * counted first, so that the only host memory it needs is asked for before
- * anything changes. */
+ * counted first, so that what host memory it needs is asked for before
+ * anything changes; after host_prepare, none (its room covers this). */
 static int pieces_create(host_device *h, uint64_t size, uint64_t *off) {
   gather_ctx g = {.need = size};
   hbm_range_walk(h->phys, gather_visit, &g);
   if (g.got < size) return HBM_ENOMEM; /* claimed, so not reached: the ledger would say */
-  host_pieces *list = malloc(sizeof *list + g.n * sizeof list->p[0]);
-  uint64_t blocks = 2 * (hbm_range_live_blocks(h->phys) + g.n + h->prepared) + 1; /* as host_prepare's, these runs too */
-  if (!list || hbm_addrmap_reserve(&h->pieces, 1) != HBM_OK || hbm_range_reserve(h->phys, blocks) != HBM_OK) {
-    free(list);
+  uint64_t live_after = hbm_range_live_blocks(h->phys) + g.n;
+  if (scratch_reserve(h, g.n) != HBM_OK || hbm_addrmap_reserve(&h->next, g.n) != HBM_OK ||
+      hbm_range_reserve(h->phys, 2 * live_after + 1) != HBM_OK)
     return HBM_EHOSTMEM;
-  }
-  list->n = g.n;
-  g = (gather_ctx){.need = size, .out = list->p};
+  g = (gather_ctx){.need = size, .out = h->scratch};
   hbm_range_walk(h->phys, gather_visit, &g);
-  for (uint64_t i = 0; i < list->n; i++) (void)hbm_range_alloc_at(h->phys, list->p[i].off, list->p[i].len); /* free: just walked */
-  (void)hbm_addrmap_put(&h->pieces, list->p[0].off, (uint64_t)(uintptr_t)list); /* reserved */
-  *off = list->p[0].off;
+  for (uint64_t i = 0; i < g.n; i++) {
+    (void)hbm_range_alloc_at(h->phys, h->scratch[i].off, h->scratch[i].len); /* free: just walked */
+    (void)hbm_addrmap_put(&h->next, h->scratch[i].off, i + 1 < g.n ? h->scratch[i + 1].off : LAST_PIECE); /* reserved */
+  }
+  *off = h->scratch[0].off;
   return HBM_OK;
 }
 
@@ -106,30 +116,20 @@ static int run_create(host_device *h, uint64_t size, uint64_t *off) {
   return HBM_OK;
 }
 
-/* The pieces of the allocation whose first run is at off: its list, or one. */
-static const host_piece *pieces_of(const host_device *h, uint64_t off, host_piece *one, uint64_t *n) {
+/* The run after `off` in its allocation, or LAST_PIECE. */
+static uint64_t next_piece(const host_device *h, uint64_t off) {
   uint64_t v;
-  if (hbm_addrmap_get(&h->pieces, off, &v)) {
-    const host_pieces *list = (const host_pieces *)(uintptr_t)v;
-    *n = list->n;
-    return list->p;
-  }
-  *one = (host_piece){off, hbm_range_block_size(h->phys, off)};
-  *n = 1;
-  return one;
+  return hbm_addrmap_get(&h->next, off, &v) ? v : LAST_PIECE;
 }
 
 static void run_release(host_device *h, uint64_t off) {
-  uint64_t v, got;
-  host_pieces *list = hbm_addrmap_take(&h->pieces, off, &v) ? (host_pieces *)(uintptr_t)v : NULL;
-  host_piece one = {off, 0};
-  for (uint64_t i = 0, n = list ? list->n : 1; i < n; i++) {
-    const host_piece *p = list ? &list->p[i] : &one;
-    if (hbm_range_free(h->phys, p->off, &got) != HBM_OK) continue; /* the ledger vouched for it; host_check would say */
-    (void)fallocate(h->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p->off, (off_t)got);
+  uint64_t got, next;
+  for (; off != LAST_PIECE; off = next) {
+    if (!hbm_addrmap_take(&h->next, off, &next)) next = LAST_PIECE;
+    if (hbm_range_free(h->phys, off, &got) != HBM_OK) continue; /* the ledger vouched for it; host_check would say */
+    (void)fallocate(h->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)got);
     hbm_device_unclaim(&h->base, got);
   }
-  free(list);
 }
 
 /* A range at a granule boundary, as the contract has reservations (and as
@@ -154,20 +154,23 @@ static int range_unmap(uint64_t va, uint64_t size) {
 }
 
 /* Maps size bytes from offset within the allocation whose first run is at
- * first: piece by piece where it has several. */
+ * first: run by run where it has several. */
 static int range_map(host_device *h, uint64_t va, uint64_t size, uint64_t first, uint64_t offset) {
-  host_piece one;
-  uint64_t n, done = 0;
-  const host_piece *p = pieces_of(h, first, &one, &n);
-  for (uint64_t i = 0, at = 0; i < n && done < size; at += p[i].len, i++) {
-    if (offset + done >= at + p[i].len) continue;
-    uint64_t in = offset + done - at, len = p[i].len - in < size - done ? p[i].len - in : size - done;
-    if (mmap((void *)(uintptr_t)(va + done), len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, h->fd,
-             (off_t)(p[i].off + in)) == MAP_FAILED) {
+  uint64_t done = 0;
+  for (uint64_t off = first, at = 0; off != LAST_PIECE && done < size; off = next_piece(h, off)) {
+    uint64_t len = hbm_range_block_size(h->phys, off);
+    if (offset + done >= at + len) {
+      at += len;
+      continue;
+    }
+    uint64_t in = offset + done - at, n = len - in < size - done ? len - in : size - done;
+    if (mmap((void *)(uintptr_t)(va + done), n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, h->fd,
+             (off_t)(off + in)) == MAP_FAILED) {
       if (done) (void)range_unmap(va, done);
       return HBM_EHOSTMEM;
     }
-    done += len;
+    done += n;
+    at += len;
   }
   return HBM_OK;
 }
@@ -175,12 +178,22 @@ static int range_map(host_device *h, uint64_t va, uint64_t size, uint64_t first,
 /* ---- the calls ------------------------------------------------------------------ */
 
 /* The memory file's allocator: a tiling of L live runs has at most 2L + 1
- * blocks, so room for that many with `handles` more runs makes the next
- * creates need no host memory (hbm_dev_prepare). */
+ * blocks, so room for that many, with the runs the next `handles` creates may
+ * take (several each where no free run is long enough), makes those creates
+ * need no host memory (hbm_dev_prepare). */
 static int host_prepare(hbm_device *d, uint64_t handles) {
   host_device *h = (host_device *)d;
-  h->prepared = handles;
-  return hbm_range_reserve(h->phys, 2 * (hbm_range_live_blocks(h->phys) + handles) + 1);
+  uint64_t live = hbm_range_live_blocks(h->phys);
+  if (!handles) return hbm_range_reserve(h->phys, 2 * live + 1);
+  /* Creates of several runs take whole free runs: at most the F <= L + 1 free
+   * now, plus one per run released meanwhile (R), plus a part of one each.
+   * So no more than L - R + (L + 1 + R + handles) runs are ever live before
+   * the next prepare, each chained at most once, none gathered more. */
+  uint64_t most = 2 * live + handles + 1;
+  if (hbm_range_reserve(h->phys, 2 * most + 1) != HBM_OK || hbm_addrmap_reserve(&h->next, most) != HBM_OK ||
+      scratch_reserve(h, most) != HBM_OK)
+    return HBM_EHOSTMEM;
+  return HBM_OK;
 }
 
 static int host_phys_create(hbm_device *d, uint64_t size, uint64_t *handle) {
@@ -305,18 +318,19 @@ typedef struct host_check_ctx {
 } host_check_ctx;
 
 static void run_expected(host_check_ctx *c, const char *what, uint64_t off, uint64_t size) {
-  host_piece one;
-  uint64_t n, got = 0;
-  const host_piece *p = pieces_of(c->h, off, &one, &n);
-  c->runs += n;
+  uint64_t got = 0, first = off;
   c->bytes += size;
-  for (uint64_t i = 0; i < n; i++) {
-    uint64_t run = hbm_range_block_size(c->h->phys, p[i].off);
-    if (run != p[i].len)
-      hbm_check_fail(&c->k, "%s at memfd offset %#llx: its piece at %#llx has %#llx bytes, its run %#llx", what,
-                     (unsigned long long)off, (unsigned long long)p[i].off, (unsigned long long)p[i].len, (unsigned long long)run);
-    got += p[i].len;
+  for (uint64_t n = 0; off != LAST_PIECE; off = next_piece(c->h, off)) {
+    uint64_t run = hbm_range_block_size(c->h->phys, off);
+    if (!run || ++n > hbm_range_live_blocks(c->h->phys)) { /* not live, or a chain that loops */
+      hbm_check_fail(&c->k, "%s at memfd offset %#llx: its piece at %#llx is not a live run", what,
+                     (unsigned long long)first, (unsigned long long)off);
+      break;
+    }
+    c->runs++;
+    got += run;
   }
+  off = first;
   if (got != size)
     hbm_check_fail(&c->k, "%s at memfd offset %#llx: %#llx bytes, its runs hold %#llx", what, (unsigned long long)off,
                    (unsigned long long)size, (unsigned long long)got);
@@ -339,19 +353,14 @@ static int host_check(const hbm_device *d, void (*report)(void *arg, const char 
   return c.k.failures;
 }
 
-static void free_pieces(void *arg, uint64_t first, uint64_t list) {
-  (void)arg, (void)first;
-  free((void *)(uintptr_t)list);
-}
-
 static void host_destroy(hbm_device *d) {
   host_device *h = (host_device *)d;
   /* What a policy left behind: the process's address space is given back. */
   for (size_t i = 0; i < h->ledger.nsegs; i++) munmap((void *)(uintptr_t)h->ledger.segs[i].addr, h->ledger.segs[i].held);
   for (size_t i = 0; i < h->ledger.nres; i++) munmap((void *)(uintptr_t)h->ledger.res[i].addr, h->ledger.res[i].size);
   hbm_ledger_release(&h->ledger);
-  hbm_addrmap_each(&h->pieces, free_pieces, NULL);
-  hbm_addrmap_release(&h->pieces);
+  hbm_addrmap_release(&h->next);
+  free(h->scratch);
   hbm_range_destroy(h->phys);
   close(h->fd);
   pthread_mutex_destroy(&d->lock);
@@ -403,7 +412,7 @@ int hbm_host_open(uint64_t capacity, uint64_t granule, hbm_device **out) {
     free(h);
     return HBM_EHOSTMEM;
   }
-  hbm_addrmap_init(&h->pieces);
+  hbm_addrmap_init(&h->next);
   if (hbm_ledger_init(&h->ledger, "host", granule) != HBM_OK) {
     hbm_range_destroy(h->phys);
     close(h->fd);
