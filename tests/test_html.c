@@ -69,7 +69,7 @@ int main(void) {
 
   hbm_report rep;
   memset(&rep, 0, sizeof rep);
-  rep.title = "test <report> & more \xe9\x01 \xc3\xa9"; /* a Latin-1 byte, a control, UTF-8 */
+  rep.title = "test <report> & more \xe9\x01 \xc3\xa9\xc2\x85"; /* a Latin-1 byte, controls (C0, C1), UTF-8 */
   rep.workload = t->name;
   rep.capacity = tight;
   CHECK(hbm_report_trace_facts(t, &rep) == HBM_OK);
@@ -108,7 +108,7 @@ int main(void) {
   CHECK(html && strlen(html) == len);
   if (html) {
     check_page_is_self_contained(html);
-    CHECK(strstr(html, "test &lt;report&gt; &amp; more \xef\xbf\xbd\xef\xbf\xbd \xc3\xa9") != NULL); /* escaped */
+    CHECK(strstr(html, "test &lt;report&gt; &amp; more \xef\xbf\xbd\xef\xbf\xbd \xc3\xa9\xef\xbf\xbd") != NULL); /* escaped */
     CHECK(strstr(html, "Layout at the first failure") != NULL);
     CHECK(strstr(html, "first failure, step") != NULL);
     CHECK(count(html, "<svg") >= 5); /* memory, fragmentation, free, calls, layout */

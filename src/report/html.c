@@ -306,7 +306,9 @@ static void sb_esc(sb *b, const char *s) {
           sb_put(b, (const char *)p, 1);
         } else {
           int n = hbm_utf8_len(p);
-          sb_put(b, n ? (const char *)p : "\xef\xbf\xbd", n ? (size_t)n : 3);
+          int c1 = n == 2 && p[0] == 0xc2 && p[1] < 0xa0; /* U+0080..U+009F: C1 controls */
+          if (n && !c1) sb_put(b, (const char *)p, (size_t)n);
+          else sb_put(b, "\xef\xbf\xbd", 3);
           if (n) p += n - 1;
         }
     }
@@ -449,9 +451,14 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
                       "would, but not in the segments that hold them, which the policy keeps whole; the run "
                       "fails before its first event.",
                       size_text(cap, a, 32), size_text(o->request, b, 32));
+    size_text(o->request, a, 32);
+    size_text(o->free_total, b, 32);
+    if (!strcmp(a, b) && o->request != o->free_total) { /* "3.00 MiB failed with 3.00 MiB free" reads as a contradiction */
+      snprintf(a, 32, "%llu B", (unsigned long long)o->request);
+      snprintf(b, 32, "%llu B", (unsigned long long)o->free_total);
+    }
     int n = snprintf(buf, len, "At step %llu a %s request failed with %s free in total (capacity %s minus %s live) ",
-                     (unsigned long long)o->step, size_text(o->request, a, 32), size_text(o->free_total, b, 32),
-                     size_text(cap, c, 32), size_text(live, d, 32));
+                     (unsigned long long)o->step, a, b, size_text(cap, c, 32), size_text(live, d, 32));
     if (o->cause == HBM_CAUSE_RULES && live + o->request > o->limit) {
       n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
                     "but the policy may hold only %s of the capacity (a cap it was set with, such as "

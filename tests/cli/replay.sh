@@ -112,16 +112,20 @@ grep -q "<td class='fail'>before event 0</td>" "$dir/over.html" && grep -q "star
 # granularity cannot use), its blocks' overhead, and only then fragmentation
 cause() { # name, policy, expected cause, alloc-conf (or -), trace text
   printf '%b' "$5" > "$dir/$1.trace"
-  if [ "$4" = - ]; then out=$("$HBM" replay "$dir/$1.trace" --policy "$2" --json)
-  else out=$("$HBM" replay "$dir/$1.trace" --policy "$2" --alloc-conf "$4" --json); fi
-  echo "$out" | grep -q "\"cause\":\"$3\"" || { echo "FAIL cause $1 ($2): expected $3: $out"; fail=1; }
-  "$HBM" replay "$dir/$1.trace" --policy "$2" ${4#-} --html "$dir/$1.html" > /dev/null 2>&1
+  if [ "$4" = - ]; then set -- "$1" "$2" "$3"
+  else set -- "$1" "$2" "$3" --alloc-conf "$4"; fi
+  name=$1; policy=$2; want=$3; shift 3 # "$@": the settings, if any
+  out=$("$HBM" replay "$dir/$name.trace" --policy "$policy" "$@" --json)
+  echo "$out" | grep -q "\"cause\":\"$want\"" || { echo "FAIL cause $name ($policy): expected $want: $out"; fail=1; }
+  "$HBM" replay "$dir/$name.trace" --policy "$policy" "$@" --html "$dir/$name.html" > /dev/null ||
+    { echo "FAIL cause $name ($policy): the page"; fail=1; }
 }
 cause segment_rule caching rules - 'hbm-trace 1\ncapacity 1GiB\na a 1012MiB\na b 5MiB\n'
 grep -q "would have succeeded: its own rules refused this one" "$dir/segment_rule.html" || { echo "FAIL: rules not explained"; fail=1; }
 cause small_pool caching rules - 'hbm-trace 1\ncapacity 32MiB\na A 32MiB\nf A\na B 2MiB\na C 1000\n'
 cause other_stream caching rules - 'hbm-trace 1\ncapacity 64MiB\na big 40MiB 1\nf big\na s 10MiB 1\na t 25MiB 2\n'
 cause fraction caching rules caching=per_process_memory_fraction:0.5 'hbm-trace 1\ncapacity 1GiB\na a 600MiB\n'
+grep -q "the policy may hold only 512.00 MiB of the capacity" "$dir/fraction.html" || { echo "FAIL: the cap not explained"; fail=1; }
 cause page expandable rules - 'hbm-trace 1\ncapacity 32MiB\na a 32MiB\n'
 grep -q "its granularity refused it" "$dir/page.html" || { echo "FAIL: granularity not explained"; fail=1; }
 cause rounding bestfit overhead - "hbm-trace 1\ncapacity 2MiB\n$(i=0; while [ $i -le 4096 ]; do printf 'a x%d 1\\n' $i; i=$((i+1)); done)"
@@ -136,8 +140,8 @@ grep -q "tightest moment sampled (step 0, largest free 26.00 MiB, live 38.00 MiB
   { echo "FAIL: the tightest moment's layout leaves out the starting state"; fail=1; }
 # sizes that round alike are given in bytes, not as a contradiction
 printf 'hbm-trace 1\ncapacity 4MiB\na x 2097153\na y 2MiB\n' > "$dir/round.trace"
-"$HBM" replay "$dir/round.trace" --policy bestfit | grep -q "request 2097152 B, free total 2097151 B, largest free 2096640 B, ratio 0.00: capacity$" ||
-  { echo "FAIL: sizes that round alike"; fail=1; }
+"$HBM" replay "$dir/round.trace" --policy bestfit --html "$dir/round.html" | grep -q "request 2097152 B, free total 2097151 B, largest free 2096640 B, ratio 0.00: capacity$" &&
+  grep -q "a 2097152 B request failed with 2097151 B free in total" "$dir/round.html" || { echo "FAIL: sizes that round alike"; fail=1; }
 # a communication buffer that was itself live at the tightest moment raises no alarm
 printf 'hbm-trace 1\ncapacity 10MiB\na w 1MiB param\ns 1\na c 8MiB comm\ns 2\nf c\na c2 8MiB comm\nf c2\ns 3\n' > "$dir/comm.trace"
 "$HBM" replay "$dir/comm.trace" --policy bestfit --html "$dir/comm.html" > /dev/null || fail=1
