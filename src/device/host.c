@@ -89,7 +89,7 @@ static int gather_visit(void *arg, uint64_t addr, uint64_t size, int live) {
 static int pieces_create(host_device *h, uint64_t size, uint64_t *off) {
   gather_ctx g = {.need = size};
   hbm_range_walk(h->phys, gather_visit, &g);
-  if (g.got < size) return HBM_ENOMEM; /* claimed, so not reached: the ledger would say */
+  if (g.got < size) return HBM_ENOMEM; /* the capacity was checked: not reached */
   uint64_t live_after = hbm_range_live_blocks(h->phys) + g.n;
   if (scratch_reserve(h, g.n) != HBM_OK || hbm_addrmap_reserve(&h->next, g.n) != HBM_OK ||
       hbm_range_reserve(h->phys, 2 * live_after + 1) != HBM_OK)
@@ -104,16 +104,15 @@ static int pieces_create(host_device *h, uint64_t size, uint64_t *off) {
   return HBM_OK;
 }
 
+/* Claimed once made: a create that fails for host memory leaves no trace in
+ * the device's peak. */
 static int run_create(host_device *h, uint64_t size, uint64_t *off) {
-  uint64_t got;
-  if (hbm_device_claim(&h->base, size) != HBM_OK) return HBM_ENOMEM;
+  uint64_t got, cap = h->base.caps.capacity;
+  if (size > cap || h->base.phys_used > cap - size) return HBM_ENOMEM;
   int rc = hbm_range_alloc(h->phys, size, 0, off, &got);
   if (rc == HBM_ENOMEM) rc = pieces_create(h, size, off); /* free granules, but no run that long */
-  if (rc != HBM_OK) {
-    hbm_device_unclaim(&h->base, size);
-    return rc;
-  }
-  return HBM_OK;
+  if (rc != HBM_OK) return rc;
+  return hbm_device_claim(&h->base, size); /* checked above: cannot fail */
 }
 
 /* The run after `off` in its allocation, or LAST_PIECE. */
