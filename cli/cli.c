@@ -472,9 +472,12 @@ int cli_check_policies(const char *device, char names[][32], int n, const cli_co
     if (to_all && confs->all[len] == '=' && len > 0) /* a mistyped POLICY=: what the policy said misleads */
       cli_error("--alloc-conf '%s': '%.*s' is not a policy (known: %s); POLICY=SETTINGS gives settings to one",
                 confs->all, (int)len, confs->all, hbm_policy_names());
-    else if (to_all && n > 1 && held.message[0])
-      cli_error("--alloc-conf '%s' went to every policy; %s; POLICY=SETTINGS gives settings to one",
-                confs->all, held.message);
+    else if (to_all && n > 1) {
+      if (!held.message[0]) /* the policy gave no words of its own */
+        snprintf(held.message, sizeof held.message, "policy %s: %s", names[i], hbm_strerror(rc));
+      cli_error("--alloc-conf '%s' went to every policy; %s; POLICY=SETTINGS gives settings to one", confs->all,
+                held.message);
+    }
     else if (held.message[0])
       cli_error("%s", held.message);
   }
