@@ -36,7 +36,7 @@ static void usage(FILE *out) {
           "                       the same in number and sizes, and peak reserved is within 0.5%%\n"
           "                       (what failed is said on standard error)\n"
           "  --json               one JSON object: trace, policy, streams, alloc_events, unrecorded,\n"
-          "                       address_matches, address_match, segment_allocs_real,\n"
+          "                       refused, address_matches, address_match, segment_allocs_real,\n"
           "                       segment_allocs_model, segment_sizes_equal,\n"
           "                       segment_frees_real, segment_frees_applied,\n"
           "                       peak_reserved_real, peak_reserved_model, peak_reserved_diff,\n"
@@ -47,6 +47,8 @@ static void usage(FILE *out) {
           "\n"
           "A trace with no allocations at recorded addresses has nothing to compare: exit 2.\n"
           "Allocations without a recorded address are placed, not compared (unrecorded).\n"
+          "Requests PyTorch refused (a snapshot's oom entries) are not placed (refused):\n"
+          "the model runs without PyTorch's memory limit.\n"
           "Where PyTorch's peak reserved is 0 B the difference prints n/a (and --check\n"
           "needs the model's to be 0 B too).\n"
           "\n"
@@ -169,6 +171,7 @@ int cmd_fidelity(int argc, char **argv) {
     hbm_json_kv_u64(&j, "streams", r.streams);
     hbm_json_kv_u64(&j, "alloc_events", r.allocs);
     hbm_json_kv_u64(&j, "unrecorded", r.unrecorded);
+    hbm_json_kv_u64(&j, "refused", r.refused);
     hbm_json_kv_u64(&j, "address_matches", r.address_matches);
     hbm_json_kv_double(&j, "address_match", r.address_match);
     hbm_json_kv_u64(&j, "segment_allocs_real", r.segment_allocs_real);
@@ -232,6 +235,8 @@ int cmd_fidelity(int argc, char **argv) {
            (unsigned long long)r.segment_frees_real, (unsigned long long)r.segment_frees_applied);
     printf("  peak reserved        PyTorch %s, model %s (%s)\n", cli_size(r.peak_reserved_real, a),
            cli_size(r.peak_reserved_model, b), pct);
+    if (r.refused) printf("  refused requests     %llu: PyTorch ran out of memory there; not placed, since the model "
+                          "runs without PyTorch's limit\n", (unsigned long long)r.refused);
     if (r.failed_allocs) printf("  failed requests      %llu (the model ran out where PyTorch did not)\n",
                                 (unsigned long long)r.failed_allocs);
     if (r.has_mismatch) {

@@ -27,7 +27,7 @@ static void usage(FILE *out) {
           "  --device N           which device of a multi-device snapshot (default: the first\n"
           "                       with trace entries); also --snapshot-device N, as in replay\n"
           "  -q, --quiet          no summary (text or JSON)\n"
-          "  --json               the summary as JSON: input, output, device, alloc_events, frees,\n"
+          "  --json               the summary as JSON: input, output, device, alloc_events, refused, frees,\n"
           "                       segment_allocs, segment_frees, steps, init_segments,\n"
           "                       init_segment_bytes, init_live_blocks, peak_live, conf\n"
           "  -h, --help           this text\n"
@@ -109,9 +109,15 @@ int cmd_import(int argc, char **argv) {
   cli_summary_after_output(output);
   int code = CLI_OK;
   if (!quiet) {
-    uint64_t allocs = 0, frees = 0, segs = 0, segfrees = 0, steps = 0, live = 0, init_bytes = 0;
+    uint64_t allocs = 0, refused = 0, frees = 0, segs = 0, segfrees = 0, steps = 0, live = 0, init_bytes = 0;
     for (uint64_t i = 0; i < t->nevents; i++) {
-      switch (t->events[i].kind) {
+      const hbm_event *e = &t->events[i];
+      if (e->kind == HBM_EV_ALLOC && (e->flags & HBM_EV_REFUSED)) { /* with the free that follows it */
+        refused++;
+        if (i + 1 < t->nevents && t->events[i + 1].kind == HBM_EV_FREE && t->events[i + 1].id == e->id) i++;
+        continue;
+      }
+      switch (e->kind) {
         case HBM_EV_ALLOC: allocs++; break;
         case HBM_EV_FREE: frees++; break;
         case HBM_EV_SEG_ALLOC: segs++; break;
@@ -130,6 +136,7 @@ int cmd_import(int argc, char **argv) {
       hbm_json_kv_string(&j, "output", output);
       hbm_json_kv_u64(&j, "device", (uint64_t)t->snapshot_device);
       hbm_json_kv_u64(&j, "alloc_events", allocs);
+      hbm_json_kv_u64(&j, "refused", refused);
       hbm_json_kv_u64(&j, "frees", frees);
       hbm_json_kv_u64(&j, "segment_allocs", segs);
       hbm_json_kv_u64(&j, "segment_frees", segfrees);
@@ -145,8 +152,13 @@ int cmd_import(int argc, char **argv) {
       return code;
     }
     char a[32], b[32];
-    printf("%s (device %d) -> %s: %llu allocation%s, %llu free%s, %llu segment allocation%s, %llu release%s, %llu step%s\n",
-           path, (int)t->snapshot_device, output, (unsigned long long)allocs, allocs == 1 ? "" : "s", (unsigned long long)frees,
+    char refusals[96] = "";
+    if (refused)
+      snprintf(refusals, sizeof refusals, ", %llu request%s PyTorch refused (out of memory)", (unsigned long long)refused,
+               refused == 1 ? "" : "s");
+    printf("%s (device %d) -> %s: %llu allocation%s%s, %llu free%s, %llu segment allocation%s, %llu release%s, %llu step%s\n",
+           path, (int)t->snapshot_device, output, (unsigned long long)allocs, allocs == 1 ? "" : "s", refusals,
+           (unsigned long long)frees,
            frees == 1 ? "" : "s", (unsigned long long)segs, segs == 1 ? "" : "s", (unsigned long long)segfrees,
            segfrees == 1 ? "" : "s", (unsigned long long)steps, steps == 1 ? "" : "s");
     printf("starting state: %u segment%s (%s), %llu block%s alive; peak live %s; conf '%s'\n",

@@ -554,7 +554,51 @@ static void test_capacity_from_oom(void) {
   hbm_diag d;
   CHECK(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->capacity, 160 * MiB); /* 20 + 40 reserved + 100 free, in 2 MiB units */
-  CHECK_EQ_U64(t->nevents, 2);           /* the oom is no allocation */
+  /* The refused request is asked again, and let go at once. */
+  CHECK_EQ_U64(t->nevents, 4);
+  if (t->nevents == 4) {
+    const hbm_event *a = &t->events[2], *f = &t->events[3];
+    CHECK(a->kind == HBM_EV_ALLOC && (a->flags & HBM_EV_REFUSED) && a->size == 200 * MiB && a->addr == HBM_NO_ADDR);
+    CHECK(f->kind == HBM_EV_FREE && f->id == a->id);
+    CHECK(!(t->events[1].flags & HBM_EV_REFUSED));
+  }
+  hbm_trace_free(t);
+}
+
+/* Where the device had room for the refused request, a limit below the
+ * device refused it (a memory fraction): the capacity is the most PyTorch
+ * held, not the device's memory; and the refused request fails again there. */
+static void test_capacity_from_limited_oom(void) {
+  snap s;
+  snap_begin(&s);
+  trace_begin(&s);
+  ev(&s, "segment_alloc", A0, 40 * MiB, 0, -1);
+  ev(&s, "alloc", A0, 40 * MiB, 0, -1);
+  ev(&s, "segment_alloc", A0 + 64 * MiB, 30 * MiB, 0, -1);
+  ev(&s, "alloc", A0 + 64 * MiB, 30 * MiB, 0, -1);
+  ev(&s, "free_requested", A0 + 64 * MiB, 30 * MiB, 0, -1);
+  ev(&s, "free_completed", A0 + 64 * MiB, 30 * MiB, 0, -1);
+  ev(&s, "segment_free", A0 + 64 * MiB, 30 * MiB, 0, -1); /* released before the retry */
+  pk *p = &s.p;
+  dict_begin(p);
+  kv_str(p, "action", "oom");
+  kv_int(p, "device_free", 70ll << 30); /* the device had 70 GiB free */
+  kv_int(p, "size", 50 * MiB);
+  kv_int(p, "stream", 0);
+  dict_end(p);
+  trace_end(&s);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->capacity, 70 * MiB); /* 40 + 30 at the most, not 40 + 70 GiB */
+  CHECK_EQ_U64(hbm_trace_peak_live(t), 90 * MiB); /* the refused request counts: the job asked for it */
+  hbm_replay_options o = {.policy = "caching"};
+  hbm_replay_result r;
+  CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+  CHECK(r.oom && r.failures == 1);
+  CHECK_EQ_U64(r.first_oom.request, 50 * MiB);
+  CHECK(r.first_oom.cause == HBM_CAUSE_CAPACITY);
   hbm_trace_free(t);
 }
 
@@ -613,6 +657,7 @@ int main(void) {
   test_expandable_ranges();
   test_errors();
   test_capacity_from_oom();
+  test_capacity_from_limited_oom();
   test_devices();
   return test_done("test_snapshot");
 }

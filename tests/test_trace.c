@@ -40,7 +40,7 @@ int main(void) {
       "s 1\n"
       "a x 2GiB param   # trailing comment\n"
       "a y 1000 act 3 @0x7f0000001000\n"
-      "a z 4.2GiB comm\n"
+      "a z 4.2GiB refused comm\n"
       "f y\n"
       "a y 512MiB temp 0\n"
       "s\n"
@@ -54,6 +54,7 @@ int main(void) {
   CHECK_EQ_U64(t->nids, 3);
   CHECK(t->events[2].stream == 3 && t->events[2].addr == 0x7f0000001000ull && t->events[2].tag == HBM_TAG_ACT);
   CHECK_EQ_U64(t->events[3].size, 4509715661ull);
+  CHECK(t->events[3].flags == HBM_EV_REFUSED && t->events[3].tag == HBM_TAG_COMM && t->events[2].flags == 0);
   CHECK_EQ_U64(t->events[6].size, 2); /* bare 's' continues the count */
   CHECK(t->events[7].kind == HBM_EV_SEG_ALLOC && t->events[8].kind == HBM_EV_SEG_FREE);
   /* measured as the trace is read: asking only reads (threads may share it) */
@@ -75,6 +76,7 @@ int main(void) {
     CHECK_EQ_U64(back->events[i].size, t->events[i].size);
     CHECK_EQ_U64(back->events[i].addr, t->events[i].addr);
     CHECK(back->events[i].stream == t->events[i].stream && back->events[i].tag == t->events[i].tag);
+    CHECK(back->events[i].flags == t->events[i].flags);
   }
   CHECK(hbm_trace_save(back, path, &d) == HBM_EINVAL && strstr(d.message, "overwrite"));
   hbm_trace_free(back);
@@ -136,6 +138,7 @@ int main(void) {
   expect_bad("hbm-trace 1\na x 1 2147483648\n", 2, "stream '2147483648' out of range: expected 0..2147483647");
   expect_bad("hbm-trace 1\na x 1 @0x1000 @0x2000\n", 2, "a second @ADDR '@0x2000'");
   expect_bad("hbm-trace 1\na x 1 act 1 zzz\n", 2, "unexpected field 'zzz'");
+  expect_bad("hbm-trace 1\na x 1 refused act refused\n", 2, "a second 'refused'");
   expect_bad("hbm-trace 1\ns 5\na x 1\ns 3\n", 4, "step 3 after step 5 (line 2): steps only go forward");
   expect_bad("hbm-trace 1\ns 5\ns 5\n", 3, "step 5 after step 5");
   expect_bad("hbm-trace 1\ncapacity 1GiB\ncapacity 2GiB\n", 3, "a second 'capacity' (the first at line 2)");

@@ -222,6 +222,11 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
         if (cls->seg_released(p, e->addr, e->size) == HBM_OK) res->segment_frees_applied++;
         break;
       case HBM_EV_ALLOC:
+        if (e->flags & HBM_EV_REFUSED) {
+          res->refused++;
+          id_addr[e->id] = HBM_NO_ADDR; /* its free is then no event for the model */
+          break;
+        }
         res->allocs++;
         rc = cls->alloc(p, e->size, (hbm_tag)e->tag, e->stream, &addr, &bs);
         r.nhints = 0; /* hints belong to the malloc that recorded them */

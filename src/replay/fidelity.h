@@ -30,6 +30,9 @@ typedef struct hbm_fidelity_result {
   uint64_t streams;                /* distinct streams in the trace */
   uint64_t allocs;                 /* allocation events */
   uint64_t unrecorded;             /* of those, with no recorded address: placed, not compared */
+  uint64_t refused;                /* requests PyTorch refused (a snapshot's oom entries): not
+                                    * placed, since the model runs without PyTorch's limit, and
+                                    * not counted in allocs */
   uint64_t address_matches;        /* placed at exactly the recorded address */
   double address_match;            /* address_matches / (allocs - unrecorded), never 0 / 0 */
   uint64_t segment_allocs_real;    /* recorded segment_alloc + segment_map */

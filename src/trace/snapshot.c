@@ -44,7 +44,8 @@ enum {
   E_SEG_FREE,   /* segment_free */
   E_MAP,        /* segment_map (expandable) */
   E_UNMAP,      /* segment_unmap (expandable) */
-  E_OOM,        /* oom: addr holds device_free (cudaMemGetInfo at the failure) */
+  E_OOM,        /* oom: addr holds device_free (cudaMemGetInfo at the failure), size the
+                 * refused request (rounded, as PyTorch records it; 0 if not recorded) */
   E_OTHER,
 };
 
@@ -249,9 +250,16 @@ static int read_trace(importer *im, const hbm_pk_value *trace) {
     entry *x = &im->e[im->ne];
     int rc;
     if (kind == E_OOM) { /* kept only when it says how much the device had free */
-      int64_t free_bytes;
+      int64_t free_bytes, size, stream = 0;
       if (!hbm_pk_int(hbm_pk_get(t, "device_free"), &free_bytes) || free_bytes < 0) continue;
       x->addr = (uint64_t)free_bytes;
+      /* The refused request, where recorded: a malformed one only loses the event. */
+      x->size = hbm_pk_int(hbm_pk_get(t, "size"), &size) && size > 0 && (uint64_t)size <= HBM_MAX_SIZE ? (uint64_t)size : 0;
+      const hbm_pk_value *sv = hbm_pk_get(t, "stream");
+      if (sv && !hbm_pk_int(sv, &stream)) stream = 0;
+      x->stream = stream;
+      const hbm_pk_value *tv = hbm_pk_get(t, "time_us");
+      x->has_time = tv && hbm_pk_int(tv, &x->time_us);
       x->index = (uint32_t)i;
       x->kind = E_OOM;
       im->ne++;
@@ -275,6 +283,15 @@ static int read_trace(importer *im, const hbm_pk_value *trace) {
   return HBM_OK;
 }
 
+/* The shortest text that reads back as d: 0.0481, not 0.048099999999999997. */
+static const char *shortest_double(double d, char buf[32]) {
+  for (int digits = 1; digits <= 17; digits++) {
+    snprintf(buf, 32, "%.*g", digits, d);
+    if (strtod(buf, NULL) == d) break;
+  }
+  return buf;
+}
+
 /* allocator_settings -> PYTORCH_CUDA_ALLOC_CONF text with the same effect. */
 static int read_settings(importer *im, const hbm_pk_value *s) {
   hbm_pt_conf_default(&im->conf, 0);
@@ -290,6 +307,7 @@ static int read_settings(importer *im, const hbm_pk_value *s) {
   } while (0)
   int64_t i;
   double d;
+  char num[32];
   if (hbm_pk_int(hbm_pk_get(s, "expandable_segments"), &i) && i) APPEND("expandable_segments:True");
   if (hbm_pk_int(hbm_pk_get(s, "max_split_size"), &i) && i > 0 && (uint64_t)i / MiB >= 20 &&
       (uint64_t)i < (UINT64_MAX >> 1))
@@ -305,9 +323,9 @@ static int read_settings(importer *im, const hbm_pk_value *s) {
       APPEND("max_non_split_rounding_mb:%llu", (unsigned long long)((uint64_t)i / MiB));
   } else if (given_ok && given.max_non_split_rounding != HBM_PT_LARGE_BUFFER)
     APPEND("max_non_split_rounding_mb:%llu", (unsigned long long)(given.max_non_split_rounding / MiB));
-  if (given_ok && given.set_fraction) APPEND("per_process_memory_fraction:%.17g", given.memory_fraction);
+  if (given_ok && given.set_fraction) APPEND("per_process_memory_fraction:%s", shortest_double(given.memory_fraction, num));
   if (hbm_pk_float(hbm_pk_get(s, "garbage_collection_threshold"), &d) && d > 0 && d < 1)
-    APPEND("garbage_collection_threshold:%.17g", d);
+    APPEND("garbage_collection_threshold:%s", shortest_double(d, num));
   const hbm_pk_value *r = hbm_pk_get(s, "roundup_power2_divisions");
   if (r && r->type == HBM_PK_DICT) {
     uint64_t div[HBM_PT_ROUNDUP_INTERVALS] = {0};
@@ -626,6 +644,17 @@ static uint64_t start_block_size(importer *im, const live_start *l, const sseg *
   return rounded;
 }
 
+/* What a refused request asked the device for: the segment PyTorch's
+ * alloc_block would cudaMalloc, or under expandable segments the whole pages
+ * it would map (an upper bound: a segment's free end may have served part). */
+static uint64_t refused_need(const importer *im, const entry *x) {
+  if (!x->size) return 0;
+  uint64_t rounded = hbm_pt_round_size(&im->conf, x->size);
+  if (!im->conf.expandable) return hbm_pt_allocation_size(rounded);
+  uint64_t page = rounded <= HBM_PT_SMALL_SIZE ? HBM_PT_SMALL_BUFFER : HBM_PT_LARGE_BUFFER;
+  return (rounded + page - 1) / page * page;
+}
+
 static int build(importer *im, hbm_trace *t) {
   int rc;
   if (im->nss) qsort(im->ss, im->nss, sizeof *im->ss, sseg_cmp);
@@ -713,17 +742,36 @@ static int build(importer *im, hbm_trace *t) {
   if (rc) return rc;
   hbm_trace_reserve_ids(t, (uint32_t)im->nls);
 
-  /* Capacity: at an out-of-memory entry, what the allocator held plus what
-   * the device still had free is what this process could have had. */
-  uint64_t reserved = 0;
+  /* Capacity, from the out-of-memory entries (docs/snapshot-import.md). PyTorch
+   * had released its cached segments and still could not get the `need` bytes
+   * its request asked the device for. Where the device had less than that
+   * free, the device was the limit: what PyTorch held plus what was free is
+   * what this process could have had. Where the device had room, a limit
+   * below it refused (a memory fraction), which the recording does not give:
+   * it lies between the most PyTorch ever held and what it held plus `need`.
+   * The lower end is taken: at it PyTorch's allocator makes the same calls
+   * and fails the same request, and no policy is credited with memory the
+   * process may never have had. The largest over all entries. */
+  uint64_t reserved = 0, peak = 0, capacity = 0;
+  int limited = 0;
   for (size_t k = 0; k < im->nss; k++) reserved += im->ss[k].size;
+  peak = reserved;
   for (size_t i = 0; i < im->ne; i++) {
     entry *x = &im->e[i];
-    if (x->kind == E_SEG_ALLOC || x->kind == E_MAP) reserved += x->size;
-    else if ((x->kind == E_SEG_FREE || x->kind == E_UNMAP) && reserved >= x->size) reserved -= x->size;
-    else if (x->kind == E_OOM && x->addr <= HBM_MAX_SIZE && reserved + x->addr > t->capacity)
-      t->capacity = (reserved + x->addr) / (2 * MiB) * (2 * MiB);
+    if (x->kind == E_SEG_ALLOC || x->kind == E_MAP) {
+      reserved += x->size;
+      if (reserved > peak) peak = reserved;
+    } else if ((x->kind == E_SEG_FREE || x->kind == E_UNMAP) && reserved >= x->size) {
+      reserved -= x->size;
+    } else if (x->kind == E_OOM && x->addr <= HBM_MAX_SIZE) {
+      uint64_t need = refused_need(im, x);
+      if (need && x->addr >= need) limited = 1;
+      else if (reserved + x->addr > capacity) capacity = reserved + x->addr;
+    }
   }
+  if (limited && peak > capacity) capacity = peak;
+  capacity = capacity / (2 * MiB) * (2 * MiB);
+  if (capacity > t->capacity) t->capacity = capacity;
 
   /* Events, in recorded order, with ids reused after their free. */
   hbm_addrmap live, start_id;
@@ -782,6 +830,19 @@ static int build(importer *im, hbm_trace *t) {
       case E_SEG_FREE:
       case E_UNMAP:
         ev.kind = HBM_EV_SEG_FREE;
+        rc = hbm_trace_push(t, &ev);
+        break;
+      case E_OOM: /* the request PyTorch refused: asked again, and let go at once,
+                   * since what the program would have done with it is unrecorded */
+        if (!x->size) break;
+        ev.kind = HBM_EV_ALLOC;
+        ev.flags = HBM_EV_REFUSED;
+        ev.addr = HBM_NO_ADDR;
+        ev.tag = HBM_TAG_OTHER;
+        ev.id = nfree ? free_ids[--nfree] : next_id++;
+        if ((rc = hbm_trace_push(t, &ev))) break;
+        ev = (hbm_event){.kind = HBM_EV_FREE, .id = ev.id, .addr = HBM_NO_ADDR, .stream = ev.stream, .line = ev.line};
+        free_ids[nfree++] = ev.id;
         rc = hbm_trace_push(t, &ev);
         break;
       default: break;

@@ -480,7 +480,7 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
     }
     hbm_event e = {.id = HBM_NO_ID, .addr = HBM_NO_ADDR, .line = (uint32_t)(p.line > UINT32_MAX ? UINT32_MAX : p.line)};
     if (tok_eq(tk[0], "a")) {
-      if (n < 3) { rc = BAD(&p, "expected 'a ID SIZE [TAG] [STREAM] [@ADDR]'"); break; }
+      if (n < 3) { rc = BAD(&p, "expected 'a ID SIZE [TAG] [STREAM] [@ADDR] [refused]'"); break; }
       uint32_t id = ids_lookup(&ids, tk[1].s, tk[1].n, 1);
       if (id == HBM_NO_ID) { rc = HBM_EHOSTMEM; break; }
       if (ids.live[id]) { rc = BAD(&p, "id '%.*s' is already live (allocated at line %u and not freed)", (int)tk[1].n, tk[1].s, ids.last_line[id]); break; }
@@ -490,7 +490,10 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
         hbm_tag tag;
         uint64_t num;
         int is_tag = tok_tag(tk[i], &tag);
-        if (tk[i].n > 1 && tk[i].s[0] == '@') {
+        if (tok_eq(tk[i], "refused")) {
+          if (e.flags & HBM_EV_REFUSED) rc = BAD(&p, "a second 'refused'");
+          e.flags |= HBM_EV_REFUSED;
+        } else if (tk[i].n > 1 && tk[i].s[0] == '@') {
           if (e.addr != HBM_NO_ADDR) rc = BAD(&p, "a second @ADDR '%.*s': one recorded address per allocation", (int)tk[i].n, tk[i].s);
           else rc = parse_addr_tok(&p, (tok){tk[i].s + 1, tk[i].n - 1}, "recorded address", &e.addr);
         } else if (!have_tag && is_tag) {
@@ -504,7 +507,7 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
           rc = have_stream ? BAD(&p, "a second stream number '%.*s': one stream per allocation", (int)tk[i].n, tk[i].s)
                            : BAD(&p, "stream '%.*s' out of range: expected 0..2147483647", (int)tk[i].n, tk[i].s);
         } else {
-          rc = BAD(&p, "unexpected field '%.*s': expected a tag (param grad optim act comm temp other), a stream number or @ADDR", (int)tk[i].n, tk[i].s);
+          rc = BAD(&p, "unexpected field '%.*s': expected a tag (param grad optim act comm temp other), a stream number, @ADDR or 'refused'", (int)tk[i].n, tk[i].s);
         }
       }
       if (rc != HBM_OK) break;
@@ -768,6 +771,7 @@ int hbm_trace_save(const hbm_trace *t, const char *path, hbm_diag *diag) {
         write_id(&s, t, e->id);
         sb_printf(&s, " %llu %s %d", (unsigned long long)e->size, hbm_tag_name((hbm_tag)e->tag), e->stream);
         if (e->addr != HBM_NO_ADDR) sb_printf(&s, " @%#llx", (unsigned long long)e->addr);
+        if (e->flags & HBM_EV_REFUSED) sb_printf(&s, " refused");
         sb_printf(&s, "\n");
         break;
       case HBM_EV_FREE:

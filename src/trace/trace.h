@@ -5,7 +5,8 @@
  *   capacity 96GiB                 optional
  *   conf expandable_segments:True  optional: allocator settings the trace was recorded with
  *   s [N]                          step boundary (N optional, else previous + 1)
- *   a ID SIZE [TAG] [STREAM] [@ADDR]   allocate; @ADDR = where the recorded allocator put it
+ *   a ID SIZE [TAG] [STREAM] [@ADDR] [refused]   allocate; @ADDR = where the recorded allocator
+ *                                  put it; refused = it refused the request (an OOM)
  *   f ID [@STEP?]                  free
  *   seg ADDR SIZE [STREAM] [small|large]   recorded segment allocation (cudaMalloc / map)
  *   segfree ADDR SIZE              recorded segment release (empty_cache / release on retry)
@@ -28,6 +29,10 @@ typedef enum hbm_event_kind {
   HBM_EV_SEG_ALLOC,  /* recorded: size, addr, stream, pool in tag field (0 large, 1 small) */
   HBM_EV_SEG_FREE,   /* recorded: size, addr */
 } hbm_event_kind;
+
+/* hbm_event.flags */
+#define HBM_EV_REFUSED 1u /* alloc: the recorded allocator refused this request (a
+                           * snapshot's oom entry); freed by the next event */
 
 #define HBM_NO_ID UINT32_MAX
 #define HBM_NO_ADDR UINT64_MAX
