@@ -3,8 +3,11 @@
  *
  * Each tensor is cut into chunks of ADAMW_CHUNK elements; block b handles
  * chunks b, b + gridDim.x, ... and finds each chunk's tensor by binary search
- * in a prefix table. The tensor table is copied to the device once per call
- * (stream-ordered, from a host buffer freed by a host callback once copied).
+ * in a prefix table. A list of up to ADAMW_PARAM_TENSORS tensors travels in
+ * the launch's own parameters (__grid_constant__: read in place, no copy), so
+ * a short call costs one launch; a longer table is copied to the device once
+ * per call (stream-ordered, from a host buffer freed by a host callback once
+ * copied).
  * Where all five arrays of a tensor are 16-byte (floats) and 8-byte (BF16)
  * aligned, a thread moves 4 elements per access; otherwise one.
  *
@@ -13,6 +16,7 @@
  * and square root, the kernel matches the CPU reference bit for bit. */
 #include <cuda_runtime.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/adamw_internal.h"
 extern "C" {
@@ -24,6 +28,9 @@ extern "C" {
 /* 4 vector iterations per thread per chunk: 4096 elements. */
 #define ADAMW_CHUNK (ADAMW_THREADS * ADAMW_VECTOR * 4)
 #define ADAMW_MAX_BLOCKS (1u << 20)
+/* Tensors whose table fits the launch parameters: 32 x 72 bytes, well inside
+ * the 4 KiB every CUDA version takes. */
+#define ADAMW_PARAM_TENSORS 32
 
 struct adamw_device_tensor {
   uint16_t *weight;
@@ -60,9 +67,16 @@ __device__ __forceinline__ void update1(const adamw_scalars &s, const adamw_devi
                                      &t.exp_avg_sq[i]);
 }
 
-__global__ void __launch_bounds__(ADAMW_THREADS)
-    adamw_kernel(const adamw_device_tensor *__restrict__ tensors, const uint64_t *__restrict__ chunk_start,
-                 int ntensors, uint64_t total_chunks, adamw_scalars s) {
+struct adamw_param_table {
+  adamw_device_tensor tensors[ADAMW_PARAM_TENSORS];
+  uint64_t chunk_start[ADAMW_PARAM_TENSORS + 1];
+};
+static_assert(sizeof(adamw_param_table) + sizeof(adamw_scalars) + 16 <= 4096, "launch parameters over 4 KiB");
+
+/* The chunks of this block, whichever memory the tables are in. */
+__device__ __forceinline__ void adamw_chunks(const adamw_device_tensor *__restrict__ tensors,
+                                             const uint64_t *__restrict__ chunk_start, int ntensors,
+                                             uint64_t total_chunks, const adamw_scalars &s) {
   __shared__ int tensor_of_chunk;
   for (uint64_t chunk = blockIdx.x; chunk < total_chunks; chunk += gridDim.x) {
     if (threadIdx.x == 0) {
@@ -91,6 +105,18 @@ __global__ void __launch_bounds__(ADAMW_THREADS)
   }
 }
 
+__global__ void __launch_bounds__(ADAMW_THREADS)
+    adamw_kernel(const adamw_device_tensor *__restrict__ tensors, const uint64_t *__restrict__ chunk_start,
+                 int ntensors, uint64_t total_chunks, adamw_scalars s) {
+  adamw_chunks(tensors, chunk_start, ntensors, total_chunks, s);
+}
+
+__global__ void __launch_bounds__(ADAMW_THREADS)
+    adamw_kernel_params(const __grid_constant__ adamw_param_table table, int ntensors, uint64_t total_chunks,
+                        adamw_scalars s) {
+  adamw_chunks(table.tensors, table.chunk_start, ntensors, total_chunks, s);
+}
+
 /* Maps a CUDA error to an hbm error and reports it. */
 static int cuda_failed(cudaError_t err, const char *what) {
   int code = err == cudaErrorMemoryAllocation ? HBM_ENOMEM : HBM_EUNSUPPORTED;
@@ -98,6 +124,31 @@ static int cuda_failed(cudaError_t err, const char *what) {
 }
 
 static void CUDART_CB free_host_table(void *table) { free(table); }
+
+/* The tensor table and the chunk prefix table (chunk_start[n] = all chunks);
+ * returns the number of chunks. */
+static uint64_t fill_tables(const hbm_adamw_tensor *tensors, size_t ntensors, const adamw_scalars *s,
+                            adamw_device_tensor *table, uint64_t *chunk_start) {
+  uint64_t chunks = 0;
+  for (size_t k = 0; k < ntensors; k++) {
+    const hbm_adamw_tensor *t = &tensors[k];
+    adamw_device_tensor *d = &table[k];
+    d->weight = t->weight;
+    d->grad = t->grad;
+    d->master = t->master;
+    d->exp_avg = t->exp_avg;
+    d->exp_avg_sq = t->exp_avg_sq;
+    d->count = t->count;
+    d->key = adamw_tensor_key(s->stochastic_key, k);
+    d->decay = t->weight_decay != 0;
+    d->vectorized = ((uintptr_t)t->master | (uintptr_t)t->exp_avg | (uintptr_t)t->exp_avg_sq) % 16 == 0 &&
+                    ((uintptr_t)t->weight | (uintptr_t)t->grad) % 8 == 0;
+    chunk_start[k] = chunks;
+    chunks += (t->count + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
+  }
+  chunk_start[ntensors] = chunks;
+  return chunks;
+}
 
 extern "C" int hbm_adamw_step_cuda(const hbm_adamw_tensor *tensors, size_t ntensors,
                                    const hbm_adamw_options *options, void *cuda_stream) {
@@ -109,31 +160,23 @@ extern "C" int hbm_adamw_step_cuda(const hbm_adamw_tensor *tensors, size_t ntens
   adamw_scalars s;
   hbm_adamw_scalars_init(&s, options);
 
+  /* A short list: the tables go in the launch parameters. */
+  if (ntensors <= ADAMW_PARAM_TENSORS) {
+    adamw_param_table params;
+    memset(&params, 0, sizeof params);
+    uint64_t chunks = fill_tables(tensors, ntensors, &s, params.tensors, params.chunk_start);
+    unsigned blocks = chunks < ADAMW_MAX_BLOCKS ? (unsigned)chunks : ADAMW_MAX_BLOCKS;
+    adamw_kernel_params<<<blocks, ADAMW_THREADS, 0, stream>>>(params, (int)ntensors, chunks, s);
+    cudaError_t err = cudaGetLastError();
+    return err == cudaSuccess ? HBM_OK : cuda_failed(err, "launching the kernel");
+  }
+
   /* One host buffer: the tensor table, then the chunk prefix table. */
   size_t table_bytes = ntensors * sizeof(adamw_device_tensor);
   size_t bytes = table_bytes + (ntensors + 1) * sizeof(uint64_t);
   char *host = (char *)malloc(bytes);
   if (!host) return hbm_report_error(HBM_EHOSTMEM, "adamw (cuda): no host memory for %zu tensors", ntensors);
-  adamw_device_tensor *table = (adamw_device_tensor *)host;
-  uint64_t *chunk_start = (uint64_t *)(host + table_bytes);
-  uint64_t chunks = 0;
-  for (size_t k = 0; k < ntensors; k++) {
-    const hbm_adamw_tensor *t = &tensors[k];
-    adamw_device_tensor *d = &table[k];
-    d->weight = t->weight;
-    d->grad = t->grad;
-    d->master = t->master;
-    d->exp_avg = t->exp_avg;
-    d->exp_avg_sq = t->exp_avg_sq;
-    d->count = t->count;
-    d->key = adamw_tensor_key(s.stochastic_key, k);
-    d->decay = t->weight_decay != 0;
-    d->vectorized = ((uintptr_t)t->master | (uintptr_t)t->exp_avg | (uintptr_t)t->exp_avg_sq) % 16 == 0 &&
-                    ((uintptr_t)t->weight | (uintptr_t)t->grad) % 8 == 0;
-    chunk_start[k] = chunks;
-    chunks += (t->count + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
-  }
-  chunk_start[ntensors] = chunks;
+  uint64_t chunks = fill_tables(tensors, ntensors, &s, (adamw_device_tensor *)host, (uint64_t *)(host + table_bytes));
 
   void *device = NULL;
   cudaError_t err = cudaMallocAsync(&device, bytes, stream);

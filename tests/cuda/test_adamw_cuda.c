@@ -1,9 +1,10 @@
 /* test_adamw_cuda.c: hbm_adamw_step_cuda in CI (built only where nvcc is).
  * Without a GPU: bad arguments are still HBM_EINVAL before any CUDA call, and
  * a valid call is HBM_EUNSUPPORTED with the CUDA error reported; then it
- * skips. With a GPU: 20 steps of a small list through the kernel and the CPU
- * reference must agree bit for bit, weight, master, m and v, one tensor one
- * element off the 16-byte alignment the vector path needs
+ * skips. With a GPU: 20 steps of a list of 40 tensors (the table copied to the
+ * device) and of its first 4 (the table in the launch parameters) through the
+ * kernel and the CPU reference must agree bit for bit, weight, master, m and
+ * v, one tensor one element off the 16-byte alignment the vector path needs
  * (tools/gpu_check_adamw.sh does it at size). */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -56,8 +57,12 @@ int main(void) {
     return TEST_SKIP;
   }
 
-  enum { NT = 4 };
-  const uint64_t counts[NT] = {1, 4097, 100003, 4099};
+  /* 40 tensors: the whole list goes through the tensor table copied to the
+   * device; the first 4 alone (every other step) through the launch's own
+   * parameters. */
+  enum { NT = 40, NT_SHORT = 4 };
+  uint64_t counts[NT] = {1, 4097, 100003, 4099};
+  for (int k = NT_SHORT; k < NT; k++) counts[k] = 1 + 97 * (uint64_t)k;
   hbm_adamw_tensor host[NT], dev[NT];
   void *alloc[NT][5];
   for (int k = 0; k < NT; k++) {
@@ -88,8 +93,9 @@ int main(void) {
     }
     o.step = step;
     o.impl = HBM_ADAMW_REFERENCE;
-    CHECK(hbm_adamw_step(host, NT, &o) == HBM_OK);
-    CHECK(hbm_adamw_step_cuda(dev, NT, &o, NULL) == HBM_OK);
+    size_t n = step % 2 ? NT : NT_SHORT;
+    CHECK(hbm_adamw_step(host, n, &o) == HBM_OK);
+    CHECK(hbm_adamw_step_cuda(dev, n, &o, NULL) == HBM_OK);
   }
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
   for (int k = 0; k < NT; k++) {
