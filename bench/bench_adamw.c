@@ -19,7 +19,6 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,21 +286,6 @@ static void usage(FILE *out) {
           "               max_rel_err (master weights vs the reference after 10 steps), and more\n");
 }
 
-/* hbm.h's rule for N threads asked for: at most one per this many elements. */
-enum { ELEMENTS_PER_THREAD = 64 };
-
-/* The threads the fused step runs on, which the passes and the copy use too:
- * --threads (0: one per CPU), at most one per ELEMENTS_PER_THREAD parameters,
- * and one for the reference, which is single-threaded. */
-static int threads_in_use(int requested, uint64_t params, hbm_adamw_impl impl) {
-  if (impl == HBM_ADAMW_REFERENCE) return 1;
-  int n = requested;
-  cpu_set_t set;
-  if (n <= 0) n = sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
-  uint64_t most = (params + ELEMENTS_PER_THREAD - 1) / ELEMENTS_PER_THREAD;
-  return (uint64_t)n > most ? (int)most : n;
-}
-
 int bench_adamw(int argc, char **argv) {
   uint64_t params = 16ull << 20, reps = 5;
   int json = 0;
@@ -356,7 +340,8 @@ int bench_adamw(int argc, char **argv) {
   int mem_rc = cli_check_host_memory(what, (uint64_t)(params * HOST_BYTES_PER_PARAM), "give fewer --params");
   if (mem_rc != CLI_OK) return mem_rc;
   hbm_adamw_impl impl = o.impl == HBM_ADAMW_AUTO ? hbm_adamw_impl_best() : o.impl;
-  int threads = threads_in_use(o.threads, params, impl);
+  /* The threads the fused step runs on, which the passes and the copy use too. */
+  int threads = hbm_adamw_thread_count(params, o.threads, impl);
   if (threads > 64) threads = 64;
   o.threads = threads;
 

@@ -548,6 +548,11 @@ void hbm_adamw_options_init(hbm_adamw_options *options);
 int hbm_adamw_step(const hbm_adamw_tensor *tensors, size_t ntensors,
                    const hbm_adamw_options *options);
 
+/* The threads hbm_adamw_step() runs a step of `elements` parameters on, with
+ * options->threads = `requested_threads` and options->impl = `impl` (the
+ * reference: 1). For reports; the step itself decides the same way. */
+int hbm_adamw_thread_count(uint64_t elements, int requested_threads, hbm_adamw_impl impl);
+
 /* 1 if `impl` can run here (HBM_ADAMW_AUTO always can). */
 int hbm_adamw_impl_available(hbm_adamw_impl impl);
 /* What HBM_ADAMW_AUTO runs on this CPU. */

@@ -559,6 +559,18 @@ static void test_bad_arguments(void) {
   CHECK(hbm_adamw_impl_available(HBM_ADAMW_AUTO) && hbm_adamw_impl_available(HBM_ADAMW_REFERENCE));
 }
 
+/* The threads a step runs on, as reports give them: the rule hbm.h states. */
+static void test_thread_count(void) {
+  CHECK(hbm_adamw_thread_count(1ull << 30, 5, HBM_ADAMW_SCALAR) == 5);
+  CHECK(hbm_adamw_thread_count(100, 64, HBM_ADAMW_SCALAR) == 2);   /* at most one per 64 elements */
+  CHECK(hbm_adamw_thread_count(64, 64, HBM_ADAMW_SCALAR) == 1);
+  CHECK(hbm_adamw_thread_count(1ull << 40, 100000, HBM_ADAMW_SCALAR) == 256);
+  CHECK(hbm_adamw_thread_count(1ull << 30, 8, HBM_ADAMW_REFERENCE) == 1); /* single-threaded */
+  CHECK(hbm_adamw_thread_count(32768, 0, HBM_ADAMW_AUTO) == 1);   /* automatic: too little work to share */
+  int cpus = hbm_adamw_thread_count(1ull << 40, 0, HBM_ADAMW_SCALAR);
+  CHECK(cpus >= 1 && cpus <= 256);
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_adamw");
   rng = seed;
@@ -569,5 +581,6 @@ int main(void) {
   test_stochastic_seed();
   test_index_past_4g();
   test_fast_paths(seed);
+  test_thread_count();
   return test_done("test_adamw");
 }

@@ -275,17 +275,9 @@ static int cpus_available(void) {
   return n > 0 ? (int)n : 1;
 }
 
-static int run_threaded(const adamw_scalars *s, const hbm_adamw_tensor *tensors, size_t ntensors,
-                        adamw_range_fn *range, int requested_threads) {
-  uint64_t *tensor_start = malloc(ntensors * sizeof *tensor_start);
-  if (!tensor_start) return hbm_report_error(HBM_EHOSTMEM, "adamw: no host memory for %zu tensors", ntensors);
-  uint64_t total = 0;
-  for (size_t k = 0; k < ntensors; k++) {
-    tensor_start[k] = total;
-    total += tensors[k].count;
-  }
-  /* Asked for: that many, while each has a share. Automatic: one per CPU,
-   * while each has enough work to repay starting it. */
+/* Asked for: that many, while each has a share. Automatic: one per CPU,
+ * while each has enough work to repay starting it. */
+static int thread_count(uint64_t total, int requested_threads) {
   uint64_t threads, useful;
   if (requested_threads > 0) {
     threads = (uint64_t)requested_threads;
@@ -296,6 +288,24 @@ static int run_threaded(const adamw_scalars *s, const hbm_adamw_tensor *tensors,
   }
   if (threads > useful) threads = useful ? useful : 1;
   if (threads > ADAMW_MAX_THREADS) threads = ADAMW_MAX_THREADS;
+  return (int)threads;
+}
+
+int hbm_adamw_thread_count(uint64_t elements, int requested_threads, hbm_adamw_impl impl) {
+  if (impl == HBM_ADAMW_AUTO) impl = hbm_adamw_impl_best();
+  return impl == HBM_ADAMW_REFERENCE ? 1 : thread_count(elements, requested_threads);
+}
+
+static int run_threaded(const adamw_scalars *s, const hbm_adamw_tensor *tensors, size_t ntensors,
+                        adamw_range_fn *range, int requested_threads) {
+  uint64_t *tensor_start = malloc(ntensors * sizeof *tensor_start);
+  if (!tensor_start) return hbm_report_error(HBM_EHOSTMEM, "adamw: no host memory for %zu tensors", ntensors);
+  uint64_t total = 0;
+  for (size_t k = 0; k < ntensors; k++) {
+    tensor_start[k] = total;
+    total += tensors[k].count;
+  }
+  uint64_t threads = (uint64_t)thread_count(total, requested_threads);
 
   adamw_share shares[ADAMW_MAX_THREADS];
   pthread_t ids[ADAMW_MAX_THREADS];

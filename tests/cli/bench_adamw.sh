@@ -44,6 +44,9 @@ head -n 1 "$out" | grep -q ", impl reference, 1 thread, " || { echo "FAIL refere
 threads=$(sed -n 's/.*"threads":\([0-9]*\).*/\1/p' "$out")
 if [ -z "$threads" ] || [ $(( (threads - 1) * 64 )) -ge 100 ]; then echo "FAIL --params 100 --threads 64: threads '$threads' reported"; fail=1
 else echo "ok   --params 100 --threads 64: $threads threads reported"; fi
+# automatic threads on a step too small to share: the step runs on one, and so says the report
+"$HBM" bench adamw --params 32Ki --reps 1 --impl scalar > "$out" 2>&1
+head -n 1 "$out" | grep -q ", 1 thread, " || { echo "FAIL --params 32Ki automatic threads: $(head -n 1 "$out")"; fail=1; }
 # a value that is the next option is no value
 "$HBM" bench adamw --impl --reps 3 > "$out" 2>&1
 rc=$?
