@@ -5,6 +5,7 @@
  * replay at every recorded address, with the same segment allocations and
  * peak; the same after a round trip through the text trace format. */
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "hbm.h"
@@ -52,8 +53,52 @@ static void expect_faithful(const char *what, const hbm_trace *t, const char *po
   if (out) *out = r;
 }
 
+typedef struct found { uint64_t addr, size; int live; } found;
+static int find_live(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
+  (void)tag;
+  found *f = arg;
+  if (live && size == f->size && !f->live) {
+    f->addr = addr;
+    f->live = 1;
+  }
+  return HBM_OK;
+}
+
+/* A replay of caching on a recording gives new segments CUDA's addresses, so
+ * best fit breaks the tie between two free 12 MiB blocks as PyTorch did: z
+ * lands in y's segment, the lower address, though the model made x's first.
+ * expandable over the same recording places by its own addresses. (The
+ * recorded addresses lie far from the sim device's own.) */
+static void test_replay_takes_recorded_segment_addresses(void) {
+  const char *text =
+      "hbm-trace 1\n"
+      "capacity 1GiB\n"
+      "seg 0x5f0002000000 12MiB 0 large\n"
+      "a x 12MiB other 0 @0x5f0002000000\n"
+      "seg 0x5f0001000000 12MiB 0 large\n"
+      "a y 12MiB other 0 @0x5f0001000000\n"
+      "f x\n"
+      "f y\n"
+      "a z 12MiB other 0 @0x5f0001000000\n";
+  hbm_trace *t = NULL;
+  hbm_diag d = {0};
+  CHECK(hbm_trace_parse_text(text, strlen(text), "ties.trace", &t, &d) == HBM_OK);
+  if (!t) return;
+  found f = {.size = 12 << 20};
+  hbm_replay_options o = {.policy = "caching", .layout_event = t->nevents, .on_layout = find_live, .layout_arg = &f};
+  hbm_replay_result r;
+  CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+  CHECK(f.live && f.addr == 0x5f0001000000ull);
+  o.policy = "expandable";
+  f.live = 0;
+  CHECK(hbm_replay(t, &o, &r) == HBM_OK && f.live);
+  CHECK(f.addr >> 40 != 0x5f); /* the device's own: nowhere near the recording's */
+  hbm_trace_free(t);
+}
+
 int main(void) {
   const char *root = getenv("HBM_ROOT");
+  test_replay_takes_recorded_segment_addresses();
   if (!root) root = ".";
   static const struct { const char *file, *policy; } fixtures[] = {
       {"snapshot_basic_p2.pickle", "caching"},          {"snapshot_basic_p4.pickle", "caching"},
@@ -159,7 +204,7 @@ int main(void) {
    * reservation, which would reach over the live segment above it: the
    * device picks one (the run was refused there before). */
   text = "hbm-trace 1\n"
-         "init-seg 0x7f0002000000 2MiB 0 large\ninit-blk 0x7f0002000000 2MiB w 2MiB param\n"
+         "init-seg 0x5f0002000000 2MiB 0 large\ninit-blk 0x5f0002000000 2MiB w 2MiB param\n"
          "seg 0x7f0000000000 20MiB 0 large\na x 12MiB act 0 @0x7f0000000000\nf x\n";
   memset(&d, 0, sizeof d);
   CHECK(hbm_trace_parse_text(text, strlen(text), "other", &t, &d) == HBM_OK);

@@ -96,6 +96,8 @@ int hbm_sim_reserve_next_at(hbm_device *dev, uint64_t addr);
 /* 1 if a reserve of `size` at addr named so would be taken now (aligned, inside
  * the address space, over no live segment); 0 otherwise or not a sim device. */
 int hbm_sim_reserve_can_take(const hbm_device *dev, uint64_t addr, uint64_t size);
+/* The same, and over no live reservation either. */
+int hbm_sim_reserve_is_clear(const hbm_device *dev, uint64_t addr, uint64_t size);
 /* on = 0: this sim device's ledger takes handles, mappings and copies on
  * trust (segments and reservations stay tracked, with every rule on them):
  * no call is refused for them and no check sees them. For timing a policy

@@ -206,6 +206,11 @@ int hbm_sim_reserve_can_take(const hbm_device *dev, uint64_t addr, uint64_t size
   return aligned(s, addr) && fits(addr, size) && !hbm_ledger_seg_overlaps(&s->ledger, addr, size);
 }
 
+int hbm_sim_reserve_is_clear(const hbm_device *dev, uint64_t addr, uint64_t size) {
+  return hbm_sim_reserve_can_take(dev, addr, size) &&
+         !hbm_ledger_res_overlaps(&((const sim_device *)dev)->ledger, addr, size);
+}
+
 int hbm_sim_track_mappings(hbm_device *dev, int on) {
   if (!dev || dev->ops != &sim_ops) return HBM_EINVAL;
   hbm_ledger *l = &((sim_device *)dev)->ledger;

@@ -13,20 +13,15 @@
 #include "policy/policy.h"
 #include "policy/pytorch_alloc.h"
 #include "replay/fidelity.h"
+#include "replay/seg_hints.h"
 
 #define FIDELITY_BASE (1ull << 60) /* the device's own addresses: far above any recorded CUDA address */
 
 /* ---- the comparison ----------------------------------------------------------------- */
 
-typedef struct pending {
-  uint64_t addr, size;
-  int used;
-} pending;
-
 typedef struct run {
   hbm_device *dev;
-  pending *hints; /* recorded segment allocations since the last alloc event */
-  size_t nhints, cap_hints;
+  hbm_seg_hints hints; /* recorded segment allocations since the last alloc event */
   uint64_t *model_sizes;
   size_t nmodel, cap_model;
   uint64_t reserved_model, peak_model;
@@ -35,25 +30,7 @@ typedef struct run {
 
 static uint64_t on_hint(void *arg, int reservation, uint64_t size, int stream, int small, uint64_t proposed) {
   run *r = arg;
-  if (reservation) {
-    /* PyTorch maps a fresh reservation from its start right after making it,
-     * so the first map recorded in this malloc is at the new base. */
-    uint64_t at = proposed;
-    if (!at && r->nhints) at = r->hints[0].addr;
-    /* A recording of the other allocator (expandable run over cudaMalloc
-     * segments) names segment addresses, where a reservation may overlap a
-     * recorded segment still live: the device then picks the address. */
-    if (at && !hbm_sim_reserve_can_take(r->dev, at, size)) at = 0;
-    hbm_sim_reserve_next_at(r->dev, at);
-    return at;
-  }
-  for (size_t i = 0; i < r->nhints; i++) {
-    if (!r->hints[i].used && r->hints[i].size == size) {
-      r->hints[i].used = 1;
-      return r->hints[i].addr;
-    }
-  }
-  return 0;
+  return hbm_seg_hints_take(&r->hints, reservation, size, stream, small, proposed);
 }
 
 static void on_action(void *arg, hbm_pt_action action, uint64_t addr, uint64_t size, int stream, int small) {
@@ -157,6 +134,7 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
   size_t nreal = 0;
   rc = cls->create(r.dev, conf, &p, diag);
   if (rc != HBM_OK) goto done;
+  r.hints.dev = r.dev;
   hbm_pt_hooks hooks = {on_hint, on_action, &r};
   hbm_pt_set_hooks(p, &hooks);
   id_addr = malloc(((size_t)t->nids + 1) * sizeof *id_addr);
@@ -200,17 +178,10 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
     uint64_t addr, bs;
     switch (e->kind) {
       case HBM_EV_SEG_ALLOC:
-        if (r.nhints == r.cap_hints) {
-          size_t cap = r.cap_hints ? r.cap_hints * 2 : 16;
-          pending *h = realloc(r.hints, cap * sizeof *h);
-          if (!h) {
-            rc = HBM_EHOSTMEM;
-            goto done;
-          }
-          r.hints = h;
-          r.cap_hints = cap;
+        if (hbm_seg_hints_add(&r.hints, e->addr, e->size) != HBM_OK) {
+          rc = HBM_EHOSTMEM;
+          goto done;
         }
-        r.hints[r.nhints++] = (pending){e->addr, e->size, 0};
         real_sizes[nreal++] = e->size;
         res->segment_allocs_real++;
         reserved_real += e->size;
@@ -229,7 +200,7 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
         }
         res->allocs++;
         rc = cls->alloc(p, e->size, (hbm_tag)e->tag, e->stream, &addr, &bs);
-        r.nhints = 0; /* hints belong to the malloc that recorded them */
+        hbm_seg_hints_clear(&r.hints); /* hints belong to the malloc that recorded them */
         if (rc == HBM_OK) {
           id_addr[e->id] = addr;
         } else if (rc == HBM_ENOMEM) {
@@ -288,7 +259,7 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
 done:
   if (p) cls->destroy(p);
   hbm_device_close(r.dev);
-  free(r.hints);
+  hbm_seg_hints_release(&r.hints);
   free(r.model_sizes);
   free(id_addr);
   free(real_sizes);

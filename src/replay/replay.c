@@ -14,7 +14,9 @@
 #include "core/addrmap.h"
 #include "core/util.h"
 #include "policy/policy.h"
+#include "policy/pytorch_alloc.h"
 #include "replay/replay.h"
+#include "replay/seg_hints.h"
 
 typedef struct replay_state {
   const hbm_trace *t;
@@ -33,6 +35,8 @@ typedef struct replay_state {
   int failed;          /* a fatal error inside a callback */
   int placing_start;   /* placing the starting state's blocks as requests */
   int start_unfit;     /* ... and one of them did not fit */
+  hbm_seg_hints hints; /* a recording's segment addresses, for PyTorch's model on sim */
+  int use_hints;
 } replay_state;
 
 static double now_ns(void) {
@@ -310,6 +314,17 @@ static int open_policy(const hbm_trace *t, const char *policy, const char *conf,
   return HBM_OK;
 }
 
+/* The policy is the allocator the trace was recorded with: caching over a
+ * recording without expandable segments, expandable over one with them. Only
+ * then are the recorded segments its own (cudaMalloc'd segments, or mapped
+ * pages). */
+static int same_allocator(const hbm_trace *t, const hbm_policy *p) {
+  hbm_pt_conf c;
+  hbm_pt_conf_default(&c, 0);
+  if (hbm_pt_conf_parse(t->conf, &c, NULL) != HBM_OK) return 0;
+  return !strcmp(p->cls->name, c.expandable ? "expandable" : "caching");
+}
+
 uint64_t hbm_replay_sample_every(uint64_t every, int has_steps, uint64_t nevents) {
   if (every || has_steps) return every;
   return nevents / 1000 > 0 ? nevents / 1000 : 1;
@@ -410,6 +425,18 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
   }
   if (o->check_every && !seeded && (rc = check_policy(&s, 0)) != HBM_OK) goto out;
 
+  /* On a recording, PyTorch's model gets its new segments where CUDA put
+   * them (seg_hints.h): best fit breaks ties between blocks of one size by
+   * address, so at the sim device's own addresses its layout can depart from
+   * the one PyTorch had (a recorded job that completed could fail). */
+  if (!strcmp(s.dev->caps.kind, "sim") && same_allocator(t, s.p)) {
+    for (uint64_t i = 0; i < t->nevents && !s.use_hints; i++) s.use_hints = t->events[i].kind == HBM_EV_SEG_ALLOC;
+    s.hints.dev = s.dev;
+    s.hints.clear_only = 1;
+    hbm_pt_hooks hooks = {hbm_seg_hints_take, NULL, &s.hints};
+    if (s.use_hints && hbm_pt_set_hooks(s.p, &hooks) != HBM_OK) s.use_hints = 0; /* not PyTorch's model */
+  }
+
   int has_steps = 0;
   for (uint64_t i = 0; i < t->nevents && !has_steps; i++) has_steps = t->events[i].kind == HBM_EV_STEP;
   uint64_t every = hbm_replay_sample_every(o->every, has_steps, t->nevents);
@@ -423,6 +450,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
       case HBM_EV_ALLOC:
         res->alloc_events++;
         rc = do_alloc(&s, e->id, e->size, (hbm_tag)e->tag, e->stream, i);
+        hbm_seg_hints_clear(&s.hints); /* hints belong to the malloc that recorded them */
         break;
       case HBM_EV_FREE: rc = do_free(&s, e->id); break;
       case HBM_EV_STEP:
@@ -432,7 +460,10 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
         if (s.p->cls->step) rc = s.p->cls->step(s.p, s.step);
         track_peaks(&s); /* a step may map or move (compact's every_steps pass) */
         break;
-      default: break; /* recorded segment events: only fidelity uses them */
+      case HBM_EV_SEG_ALLOC:
+        if (s.use_hints) rc = hbm_seg_hints_add(&s.hints, e->addr, e->size);
+        break;
+      default: break; /* recorded segment releases: only fidelity applies them */
     }
     if (rc != HBM_OK || s.failed) {
       if (rc == HBM_OK) rc = s.failed;
@@ -474,6 +505,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
     res->verified_blocks++;
   }
 out:
+  hbm_seg_hints_release(&s.hints);
   if (s.by_addr) hbm_addrmap_release(s.by_addr);
   free(s.addr);
   free(s.request);

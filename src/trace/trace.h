@@ -13,9 +13,9 @@
  *   init-seg ADDR SIZE STREAM small|large [expandable]   starting state: a segment
  *   init-blk ADDR SIZE ID|- [REQUEST] [TAG]               starting state: block in the last init-seg
  *                                                         ('-' = a free block)
- * Policies never see @ADDR or segment addresses; only replay modes that compare
- * with the recording (fidelity) use them, and only to seed the starting state
- * and to give new segments the recorded address.
+ * Policies never see @ADDR or segment addresses; they seed the starting state,
+ * and give PyTorch's model's new segments the recorded address (fidelity, and
+ * replay of the recording's own allocator on sim: replay/seg_hints.h).
  */
 #ifndef HBM_TRACE_H
 #define HBM_TRACE_H
