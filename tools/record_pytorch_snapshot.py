@@ -18,6 +18,12 @@ Workloads:
   resnet  torchvision's ResNet-50, batch 64, 224x224, bf16 autocast, SGD
           with momentum (convolution workspaces)
 
+--side-stream (gpt) reduces the gradients in buckets on a second stream, as
+data-parallel training does: a bucket made on the main stream is used on the
+side stream (record_stream: its free waits for that stream), and the result,
+made on the side stream, is used back on the main one. --empty-cache-every N
+calls torch.cuda.empty_cache() after every N-th step.
+
 --record-from K starts recording at step K (a snapshot that begins mid-run,
 with blocks already live); --oom-ok keeps going when the run runs out of
 memory (a --fraction below the job's need): the snapshot then ends with the
@@ -39,6 +45,8 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--record-from", type=int, default=0, metavar="K")
     ap.add_argument("--oom-ok", action="store_true")
+    ap.add_argument("--side-stream", action="store_true")
+    ap.add_argument("--empty-cache-every", type=int, default=0, metavar="N")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("-o", "--output", required=True)
     args = ap.parse_args()
@@ -61,7 +69,7 @@ def main():
         torch.cuda.memory._record_memory_history(**history)
 
     if args.workload == "gpt":
-        step = gpt_job(torch, dev)
+        step = gpt_job(torch, dev, args.side_stream)
     else:
         step = resnet_job(torch, dev)
 
@@ -78,6 +86,9 @@ def main():
             oom = str(e).split("\n")[0]
             break
         done += 1
+        if args.empty_cache_every and (i + 1) % args.empty_cache_every == 0:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
     torch.cuda.synchronize()
     tmp = args.output + ".tmp"
     torch.cuda.memory._dump_snapshot(tmp)
@@ -101,7 +112,7 @@ def main():
     return 0
 
 
-def gpt_job(torch, dev):
+def gpt_job(torch, dev, side_stream=False):
     nn = torch.nn
     vocab, d, layers, heads, batch = 32000, 1024, 8, 16, 8
 
@@ -135,11 +146,38 @@ def gpt_job(torch, dev):
             logits = model(x)
             loss = nn.functional.cross_entropy(logits.float().view(-1, vocab), y.view(-1))
         loss.backward()
+        if side_stream:
+            reduce_on_side_stream(torch, model, side)
         opt.step()
         opt.zero_grad(set_to_none=True)
         del logits, loss
 
+    side = torch.cuda.Stream() if side_stream else None
     return step
+
+
+def reduce_on_side_stream(torch, model, side, bucket_params=8):
+    """Gradient buckets as DDP makes them: flattened on the main stream,
+    reduced on a side stream (here a scaling, standing for the all-reduce),
+    copied back on the main stream."""
+    main = torch.cuda.current_stream()
+    params = [p for p in model.parameters() if p.grad is not None]
+    for k in range(0, len(params), bucket_params):
+        group = params[k:k + bucket_params]
+        bucket = torch.cat([p.grad.flatten() for p in group])  # main stream
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            reduced = bucket * 0.5                          # a block of the side stream
+        bucket.record_stream(side)                          # its free waits for the side stream
+        del bucket
+        main.wait_stream(side)
+        reduced.record_stream(main)
+        offset = 0
+        for p in group:
+            n = p.grad.numel()
+            p.grad.copy_(reduced[offset:offset + n].view_as(p.grad))
+            offset += n
+        del reduced
 
 
 def resnet_job(torch, dev):
