@@ -15,13 +15,18 @@
 # then runs `hbm fidelity --check` on each (same addresses for >= 99% of
 # allocations, the same segment allocations, peak reserved within 0.5%) and
 # `hbm replay` on the one that ran out of memory, and prints a table.
-# The snapshots stay in OUTDIR for `hbm replay`, `hbm mincap`, `hbm report`.
+# The snapshots stay in OUTDIR for `hbm replay` (--html for the page), `hbm mincap`.
 # hbm is $HBM, else build/hbm (built with `make` where missing).
 # About a minute on an H200.
 # Exit: 0 every snapshot agrees, 1 a disagreement or a failed recording,
-# 77 no usable GPU or no torch (nothing checked).
+# 2 usage, or OUTDIR not empty; 77 no usable GPU or no torch (nothing checked).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
+case ${1:-} in
+  -h|--help) sed -n '2,/^set -eu/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+  -*) echo "gpu_check_fidelity: unknown option '$1' (usage: sh tools/gpu_check_fidelity.sh [OUTDIR])" >&2; exit 2 ;;
+esac
+[ $# -le 1 ] || { echo "gpu_check_fidelity: one folder at most (usage: sh tools/gpu_check_fidelity.sh [OUTDIR])" >&2; exit 2; }
 out=${1:-fidelity-snapshots}
 py=${PYTHON:-python3}
 if ! "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
