@@ -46,14 +46,25 @@ static double now_ns(void) {
 }
 
 /* ---- data verification: every block holds words derived from its id ---- */
-static uint64_t pattern(uint32_t id, uint64_t word) {
+/* The blocks lie in the host device's mappings, where AddressSanitizer has
+ * nothing to check (no redzones, nothing poisoned): instrumenting every word
+ * found nothing and made test_zoned_host under ASan some 30% slower. */
+#if defined(__has_attribute)
+#if __has_attribute(no_sanitize_address)
+#define NO_ASAN __attribute__((no_sanitize_address))
+#endif
+#endif
+#ifndef NO_ASAN
+#define NO_ASAN
+#endif
+NO_ASAN static uint64_t pattern(uint32_t id, uint64_t word) {
   return ((uint64_t)id * 0x9E3779B97F4A7C15ull) ^ (word * 0xD1B54A32D192ED03ull) ^ 0x5555555555555555ull;
 }
-static void fill(uint64_t addr, uint64_t bytes, uint32_t id) {
+NO_ASAN static void fill(uint64_t addr, uint64_t bytes, uint32_t id) {
   uint64_t *w = (uint64_t *)(uintptr_t)addr;
   for (uint64_t i = 0; i < bytes / 8; i++) w[i] = pattern(id, i);
 }
-static int verify(uint64_t addr, uint64_t bytes, uint32_t id) {
+NO_ASAN static int verify(uint64_t addr, uint64_t bytes, uint32_t id) {
   const uint64_t *w = (const uint64_t *)(uintptr_t)addr;
   for (uint64_t i = 0; i < bytes / 8; i++)
     if (w[i] != pattern(id, i)) return 0;
