@@ -531,6 +531,17 @@ static void test_errors(void) {
   expect_error(&s, "'segments'");
 }
 
+/* PyTorch's record of a refused request: cudaMemGetInfo's free bytes, the request. */
+static void oom_entry(snap *s, int64_t device_free, int64_t size) {
+  pk *p = &s->p;
+  dict_begin(p);
+  kv_str(p, "action", "oom");
+  kv_int(p, "device_free", device_free);
+  kv_int(p, "size", size);
+  kv_int(p, "stream", 0);
+  dict_end(p);
+}
+
 /* An oom entry gives the capacity: what was reserved then plus the device's free bytes. */
 static void test_capacity_from_oom(void) {
   snap s;
@@ -541,13 +552,7 @@ static void test_capacity_from_oom(void) {
   trace_begin(&s);
   ev(&s, "segment_alloc", A0 + 20 * MiB, 40 * MiB, 0, -1);
   ev(&s, "alloc", A0 + 20 * MiB, 40 * MiB, 0, -1);
-  pk *p = &s.p;
-  dict_begin(p);
-  kv_str(p, "action", "oom");
-  kv_int(p, "device_free", 100 * MiB + 12345);
-  kv_int(p, "size", 200 * MiB);
-  kv_int(p, "stream", 0);
-  dict_end(p);
+  oom_entry(&s, 100 * MiB + 12345, 200 * MiB);
   trace_end(&s);
   snap_end(&s);
   hbm_trace *t;
@@ -579,13 +584,7 @@ static void test_capacity_from_limited_oom(void) {
   ev(&s, "free_requested", A0 + 64 * MiB, 30 * MiB, 0, -1);
   ev(&s, "free_completed", A0 + 64 * MiB, 30 * MiB, 0, -1);
   ev(&s, "segment_free", A0 + 64 * MiB, 30 * MiB, 0, -1); /* released before the retry */
-  pk *p = &s.p;
-  dict_begin(p);
-  kv_str(p, "action", "oom");
-  kv_int(p, "device_free", 70ll << 30); /* the device had 70 GiB free */
-  kv_int(p, "size", 50 * MiB);
-  kv_int(p, "stream", 0);
-  dict_end(p);
+  oom_entry(&s, 70ll << 30, 50 * MiB); /* the device had 70 GiB free */
   trace_end(&s);
   snap_end(&s);
   hbm_trace *t;
