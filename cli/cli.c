@@ -425,6 +425,8 @@ void cli_json_oom(hbm_json *j, const hbm_replay_result *r) {
   hbm_json_kv_u64(j, "allocated", r->first_oom.allocated);
   hbm_json_kv_u64(j, "limit", r->first_oom.limit);
   hbm_json_kv_string(j, "cause", hbm_oom_cause_name(r->first_oom.cause));
+  hbm_json_key(j, "refused_too"); /* the recorded allocator refused this request too */
+  hbm_json_bool(j, r->first_oom.refused);
   hbm_json_object_end(j);
 }
 

@@ -231,6 +231,8 @@ int cmd_replay(int argc, char **argv) {
       hbm_json_kv_u64(&j, "alloc_events", r->alloc_events);
       hbm_json_kv_double(&j, "ns_per_event", r->ns_per_event);
       hbm_json_kv_u64(&j, "failures", r->failures);
+      hbm_json_kv_u64(&j, "refused_requests", r->refused_requests);
+      hbm_json_kv_u64(&j, "refused_placed", r->refused_placed);
       for (int k = 0; k < r->ncounters; k++) { /* whole counts (bytes, passes) exactly, others as doubles */
         double v = r->counters[k].value;
         if (v >= 0 && v < 9007199254740992.0 && v == (double)(uint64_t)v) hbm_json_kv_u64(&j, r->counters[k].name, (uint64_t)v);
@@ -294,11 +296,17 @@ int cmd_replay(int argc, char **argv) {
           snprintf(b, sizeof b, "%llu B", (unsigned long long)o->free_total);
           snprintf(d, sizeof d, "%llu B", (unsigned long long)o->largest_free);
         }
-        printf("step %llu (event %llu): request %s, free total %s, largest free %s, ratio %s: %s\n",
+        printf("step %llu (event %llu): request %s, free total %s, largest free %s, ratio %s: %s%s\n",
                (unsigned long long)r->first_oom.step, (unsigned long long)r->first_oom.event, a, b, d,
                cli_frag(hbm_fragmentation_ratio(r->first_oom.free_total, r->first_oom.largest_free), 2, f),
-               hbm_oom_cause_name(r->first_oom.cause));
+               hbm_oom_cause_name(r->first_oom.cause), o->refused ? " (PyTorch refused it too)" : "");
       }
+      /* The question a recording of a failed run asks: would this policy have placed it? */
+      if (r->refused_placed && r->refused_requests == 1)
+        printf("%-11s   placed the request PyTorch refused (what the run would have asked next is not recorded)\n", "");
+      else if (r->refused_placed)
+        printf("%-11s   placed %llu of the %llu requests PyTorch refused (what the run would have asked next is "
+               "not recorded)\n", "", (unsigned long long)r->refused_placed, (unsigned long long)r->refused_requests);
       for (int k = 0; k < r->ncounters; k++) printf("%-11s   %s = %.15g\n", "", r->counters[k].name, r->counters[k].value);
       if (verify_data) printf("%-11s   verified_blocks = %llu\n", "", (unsigned long long)r->verified_blocks);
       if (show_samples)

@@ -449,6 +449,7 @@ typedef struct hbm_oom_report {
   uint64_t allocated;      /* the live blocks as placed (requests rounded up) */
   uint64_t limit;          /* what the policy may hold: the capacity, or less under a cap
                               it was set with (per_process_memory_fraction) */
+  int refused;             /* 1: the recorded allocator refused this request too */
 } hbm_oom_report;
 
 #define HBM_MAX_COUNTERS 24 /* policy-specific figures a replay reports */
@@ -471,6 +472,10 @@ typedef struct hbm_replay_result {
   uint64_t alloc_events;
   double ns_per_event;
   uint64_t failures;       /* requests that failed (skipped) */
+  uint64_t refused_requests; /* requests the recorded allocator refused (a PyTorch snapshot's
+                                oom entries, replayed as requests) */
+  uint64_t refused_placed;   /* of those, the ones this policy placed: where the run would
+                                have gone on */
   int oom;                 /* 1 if any request failed; first_oom then holds the first */
   hbm_oom_report first_oom;
   uint64_t verified_blocks; /* with verify_data: blocks whose pattern was checked */

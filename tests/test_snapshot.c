@@ -598,6 +598,10 @@ static void test_capacity_from_limited_oom(void) {
   CHECK(r.oom && r.failures == 1);
   CHECK_EQ_U64(r.first_oom.request, 50 * MiB);
   CHECK(r.first_oom.cause == HBM_CAUSE_CAPACITY);
+  CHECK(r.first_oom.refused && r.refused_requests == 1 && r.refused_placed == 0);
+  o.device = "sim:1GiB"; /* with room, the policy places what PyTorch refused */
+  CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+  CHECK(!r.oom && r.refused_requests == 1 && r.refused_placed == 1);
   hbm_trace_free(t);
 }
 

@@ -462,6 +462,11 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
         res->alloc_events++;
         rc = do_alloc(&s, e->id, e->size, (hbm_tag)e->tag, e->stream, i);
         hbm_seg_hints_clear(&s.hints); /* hints belong to the malloc that recorded them */
+        if (e->flags & HBM_EV_REFUSED) {
+          res->refused_requests++;
+          if (rc == HBM_OK && s.addr[e->id] != HBM_NO_ADDR) res->refused_placed++;
+          if (res->oom && res->first_oom.event == i) res->first_oom.refused = 1;
+        }
         break;
       case HBM_EV_FREE: rc = do_free(&s, e->id); break;
       case HBM_EV_STEP:

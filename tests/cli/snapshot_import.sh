@@ -57,6 +57,13 @@ refused_id=$(echo "$refused_line" | cut -d' ' -f2)
 [ -n "$refused_line" ] && sed -n "$(( ${refused_line%%:*} + 1 ))p" "$dir/oom.trace" | grep -qx "f $refused_id" ||
   { echo "FAIL import oom: no 'refused' allocation freed at once: '$refused_line'"; fail=1; }
 "$HBM" fidelity "$dir/oom.trace" --check | grep -q "refused requests     1" || { echo "FAIL fidelity oom: refused not reported"; fail=1; }
+# replay: caching fails where PyTorch failed, and says so; with room it places the request
+"$HBM" replay "$fx/snapshot_oom_p4.pickle" --policy caching > "$dir/oom.txt" 2>&1
+grep -q "(PyTorch refused it too)" "$dir/oom.txt" || { echo "FAIL replay oom: $(cat "$dir/oom.txt")"; fail=1; }
+"$HBM" replay "$fx/snapshot_oom_p4.pickle" --policy caching --capacity 4GiB --json > "$dir/oom_room.json" 2>&1
+grep -q '"refused_requests":1,"refused_placed":1,' "$dir/oom_room.json" || { echo "FAIL replay oom with room: $(cat "$dir/oom_room.json")"; fail=1; }
+"$HBM" replay "$fx/snapshot_oom_p4.pickle" --policy caching --capacity 4GiB | grep -q "placed the request PyTorch refused" ||
+  { echo "FAIL replay oom with room: no line saying the refused request was placed"; fail=1; }
 
 "$HBM" import --help | grep -q "init_live_blocks" || { echo "FAIL import --help names no JSON keys"; fail=1; }
 
