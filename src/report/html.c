@@ -1045,12 +1045,14 @@ static void summary_table(sb *b, const hbm_report *rep) {
     if (x->first_oom.cause == HBM_CAUSE_START) snprintf(step, sizeof step, "before event 0");
     else snprintf(step, sizeof step, "%llu", (unsigned long long)x->first_oom.step);
     if (x->oom)
-      sb_printf(b, "<td class='fail'>%s</td><td>%s</td><td>%s</td><td>%s</td><td class='fail'>%s</td><td>%llu</td></tr>\n",
+      sb_printf(b, "<td class='fail'>%s</td><td>%s</td><td>%s</td><td>%s</td><td class='fail'>%s%s</td><td>%llu</td></tr>\n",
                 step, size_text(x->first_oom.request, c, 32),
                 size_text(x->first_oom.free_total, d, 32), size_text(x->first_oom.largest_free, e, 32),
-                hbm_oom_cause_name(x->first_oom.cause), (unsigned long long)x->failures);
+                hbm_oom_cause_name(x->first_oom.cause), x->first_oom.refused ? " (PyTorch refused it too)" : "",
+                (unsigned long long)x->failures);
     else
-      sb_printf(b, "<td class='ok'>none</td><td>-</td><td>-</td><td>-</td><td>-</td><td>0</td></tr>\n");
+      sb_printf(b, "<td class='ok'>none%s</td><td>-</td><td>-</td><td>-</td><td>-</td><td>0</td></tr>\n",
+                x->refused_placed ? " (it placed what PyTorch refused)" : "");
   }
   sb_printf(b, "</table>\n");
 }

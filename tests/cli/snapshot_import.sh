@@ -64,6 +64,8 @@ grep -q "(PyTorch refused it too)" "$dir/oom.txt" || { echo "FAIL replay oom: $(
 grep -q '"refused_requests":1,"refused_placed":1,' "$dir/oom_room.json" || { echo "FAIL replay oom with room: $(cat "$dir/oom_room.json")"; fail=1; }
 "$HBM" replay "$fx/snapshot_oom_p4.pickle" --policy caching --capacity 4GiB | grep -q "placed the request PyTorch refused" ||
   { echo "FAIL replay oom with room: no line saying the refused request was placed"; fail=1; }
+"$HBM" replay "$fx/snapshot_oom_p4.pickle" --policy caching --html "$dir/oom.html" > /dev/null 2>&1 &&
+  grep -q "(PyTorch refused it too)" "$dir/oom.html" || { echo "FAIL replay oom --html: the page does not say PyTorch refused it too"; fail=1; }
 
 "$HBM" import --help | grep -q "init_live_blocks" || { echo "FAIL import --help names no JSON keys"; fail=1; }
 
