@@ -6,8 +6,8 @@ the baseline for tools/gpu_check_adamw.sh's figures. Needs torch with CUDA.
   python3 tools/adamw_torch_baseline.py [--params N] [--tensors K]
 
 A mixed-precision step as frameworks run it: the BF16 gradients cast into the
-FP32 .grad (one foreach copy), AdamW on the FP32 master (fused=True; then foreach=True), and the master
-copied back to the BF16 weight. Also the fused AdamW call alone, gradients
+FP32 .grad (one foreach copy), AdamW on the FP32 master (fused=True; then
+foreach=True), and the master copied back to the BF16 weight. Also the fused AdamW call alone, gradients
 already FP32 (the least PyTorch can do). Best and median of 20 after 3
 warm-ups, CUDA events, for one tensor of N parameters and for the same N as K
 tensors. One JSON line at the end. Exit 77 without a usable CUDA device.
@@ -18,7 +18,8 @@ import sys
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--params", type=int, default=512 << 20)
     ap.add_argument("--tensors", type=int, default=4096)
     ap.add_argument("--reps", type=int, default=20)

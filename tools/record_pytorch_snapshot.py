@@ -25,12 +25,14 @@ made on the side stream, is used back on the main one. --empty-cache-every N
 calls torch.cuda.empty_cache() after every N-th step.
 
 --record-from K starts recording at step K (a snapshot that begins mid-run,
-with blocks already live); --oom-ok keeps going when the run runs out of
-memory (a --fraction below the job's need): the snapshot then ends with the
-OOM. One JSON line on standard output says what happened: torch version,
-device, total memory, peak allocated and reserved, retries and OOMs.
+with blocks already live). --oom-ok: when the run runs out of memory (under a
+per_process_memory_fraction below its need), stop there and write the
+snapshot, which then ends with the OOM, instead of failing. One JSON line on
+standard output says what happened: torch version, device, total memory, peak
+allocated and reserved, retries and OOMs.
 
-Exit: 0 recorded, 1 a failure, 77 no usable CUDA device or no torch.
+Exit: 0 recorded, 1 a failure (or the output exists), 2 usage, 77 no usable
+CUDA device or no torch.
 """
 import argparse
 import json
@@ -40,7 +42,8 @@ import sys
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workload", choices=["gpt", "resnet"], default="gpt")
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--record-from", type=int, default=0, metavar="K")
