@@ -39,7 +39,7 @@ ooms = [p["oom"] for p in d["policies"]]
 assert any(ooms), ooms
 for o in ooms:
     assert o is None or sorted(o) == sorted(["event", "step", "request", "free_total", "largest_free",
-                                             "fragmentation", "allocated", "limit", "cause"]), o
+                                             "fragmentation", "allocated", "limit", "cause", "refused_too"]), o
 assert d["report"].endswith("tight.html"), d["report"]
 PY
 fi
