@@ -474,8 +474,8 @@ typedef struct hbm_replay_result {
   uint64_t failures;       /* requests that failed (skipped) */
   uint64_t refused_requests; /* requests the recorded allocator refused (a PyTorch snapshot's
                                 oom entries, replayed as requests) */
-  uint64_t refused_placed;   /* of those, the ones this policy placed: where the run would
-                                have gone on */
+  uint64_t refused_placed;   /* of those, the ones this policy placed (let go at once: what
+                                the run would have asked next is not recorded) */
   int oom;                 /* 1 if any request failed; first_oom then holds the first */
   hbm_oom_report first_oom;
   uint64_t verified_blocks; /* with verify_data: blocks whose pattern was checked */

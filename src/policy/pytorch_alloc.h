@@ -39,6 +39,10 @@ void hbm_pt_conf_default(hbm_pt_conf *conf, int expandable);
  * those without an effect on placement (pinned memory, locking) are checked
  * and ignored. backend:cudaMallocAsync is refused: it is not this allocator. */
 int hbm_pt_conf_parse(const char *text, hbm_pt_conf *conf, hbm_diag *diag);
+/* The policy that models the allocator `text` (a recording's settings) names:
+ * "expandable" with expandable_segments:True, else "caching". Errors as
+ * hbm_pt_conf_parse's. */
+int hbm_pt_conf_policy(const char *text, const char **policy, hbm_diag *diag);
 
 /* round_size: request -> block size before slack (512-multiple or power-of-two division). */
 uint64_t hbm_pt_round_size(const hbm_pt_conf *conf, uint64_t size);

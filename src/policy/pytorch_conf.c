@@ -262,6 +262,14 @@ int hbm_pt_conf_parse(const char *text, hbm_pt_conf *conf, hbm_diag *diag) {
   return rc;
 }
 
+int hbm_pt_conf_policy(const char *text, const char **policy, hbm_diag *diag) {
+  hbm_pt_conf c;
+  hbm_pt_conf_default(&c, 0);
+  int rc = hbm_pt_conf_parse(text, &c, diag);
+  if (rc == HBM_OK) *policy = c.expandable ? "expandable" : "caching";
+  return rc;
+}
+
 /* ---- sizes ---- */
 
 static size_t roundup_divisions_for(const hbm_pt_conf *c, uint64_t size) {

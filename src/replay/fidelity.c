@@ -73,9 +73,8 @@ static int pick_policy(const hbm_trace *t, const hbm_fidelity_options *o, const 
   hbm_pt_conf c;
   hbm_pt_conf_default(&c, name && !strcmp(name, "expandable"));
   if (!name) {
-    int rc = hbm_pt_conf_parse(*conf, &c, diag);
+    int rc = hbm_pt_conf_policy(*conf, &name, diag);
     if (rc != HBM_OK) return rc == HBM_EHOSTMEM ? rc : HBM_EINVAL;
-    name = c.expandable ? "expandable" : "caching";
   }
   *cls = hbm_policy_find(name);
   if (!*cls || (strcmp(name, "caching") && strcmp(name, "expandable"))) {

@@ -330,10 +330,8 @@ static int open_policy(const hbm_trace *t, const char *policy, const char *conf,
  * then are the recorded segments its own (cudaMalloc'd segments, or mapped
  * pages). */
 static int same_allocator(const hbm_trace *t, const hbm_policy *p) {
-  hbm_pt_conf c;
-  hbm_pt_conf_default(&c, 0);
-  if (hbm_pt_conf_parse(t->conf, &c, NULL) != HBM_OK) return 0;
-  return !strcmp(p->cls->name, c.expandable ? "expandable" : "caching");
+  const char *recorded;
+  return hbm_pt_conf_policy(t->conf, &recorded, NULL) == HBM_OK && !strcmp(p->cls->name, recorded);
 }
 
 uint64_t hbm_replay_sample_every(uint64_t every, int has_steps, uint64_t nevents) {
