@@ -73,6 +73,29 @@ static void run(uint64_t seed, int narrow, int ops) {
       }
       int a = hbm_ordset_replace(s, old, k, v), b = hbm_ordref_replace(r, old, k, v);
       CHECK(a == b);
+    } else if (op == 9) {
+      /* A placement's walk: seek, a few steps on, then erase or replace
+       * the key found there (a block carved out of its free block). */
+      hbm_ordpos pa, pb;
+      hbm_okey ka = {0, 0}, kb = {0, 0};
+      uint32_t va = 0, vb = 0;
+      int a = hbm_ordset_seek(s, k, &pa, &ka, &va), b = hbm_ordref_seek(r, k, &pb, &kb, &vb);
+      CHECK(same_answer(a, ka, va, b, kb, vb));
+      for (uint64_t steps = test_rand_below(&rng, 4); a && b && steps; steps--) {
+        a = hbm_ordset_next(s, &pa, &ka, &va);
+        b = hbm_ordref_next(r, &pb, &kb, &vb);
+        CHECK(same_answer(a, ka, va, b, kb, vb));
+      }
+      if (a && b && test_rand_below(&rng, 2)) {
+        hbm_ordset_erase_at(s, &pa);
+        hbm_ordref_erase_at(r, &pb);
+      } else if (a && b) {
+        hbm_okey nk = ka;
+        uint64_t shrink = test_rand_below(&rng, 3);
+        if (shrink <= nk.hi) nk.hi -= shrink;
+        if (test_rand_below(&rng, 4) == 0) nk = random_key(&rng, narrow);
+        CHECK(hbm_ordset_replace_at(s, &pa, nk, v) == hbm_ordref_replace_at(r, &pb, nk, v));
+      }
     }
     hbm_okey ka = {0, 0}, kb = {0, 0};
     uint32_t va = 0, vb = 0;

@@ -225,19 +225,16 @@ int hbm_ordset_reserve_more(hbm_ordset *s, size_t n) {
   return HBM_OK;
 }
 
-int hbm_ordset_erase(hbm_ordset *s, hbm_okey key) {
-  size_t ci = find_chunk(s, key);
-  if (ci == s->nchunks) return HBM_EINVAL;
+/* Erases the key at position pos of chunk ci. */
+static inline __attribute__((always_inline)) void erase_found(hbm_ordset *s, size_t ci, uint32_t pos) {
   chunk *c = s->chunks[ci];
-  uint32_t pos = find_pos(c, key);
-  if (pos == c->n || hbm_okey_cmp(c->e[pos].key, key) != 0) return HBM_EINVAL;
   memmove(c->e + pos, c->e + pos + 1, (c->n - pos - 1) * sizeof *c->e);
   c->n--;
   s->count--;
   if (c->n == 0) {
     index_remove(s, ci);
     chunk_drop(s, c);
-    return HBM_OK;
+    return;
   }
   s->maxkey[ci] = c->e[c->n - 1].key;
   if (c->n < CHUNK / 4) { /* merge into a neighbour with room */
@@ -257,15 +254,23 @@ int hbm_ordset_erase(hbm_ordset *s, hbm_okey key) {
       chunk_drop(s, c);
     }
   }
+}
+
+int hbm_ordset_erase(hbm_ordset *s, hbm_okey key) {
+  size_t ci = find_chunk(s, key);
+  if (ci == s->nchunks) return HBM_EINVAL;
+  const chunk *c = s->chunks[ci];
+  uint32_t pos = find_pos(c, key);
+  if (pos == c->n || hbm_okey_cmp(c->e[pos].key, key) != 0) return HBM_EINVAL;
+  erase_found(s, ci, pos);
   return HBM_OK;
 }
 
-int hbm_ordset_replace(hbm_ordset *s, hbm_okey old, hbm_okey key, uint32_t value) {
-  size_t ci = find_chunk(s, old);
-  if (ci == s->nchunks) return HBM_EINVAL;
+void hbm_ordset_erase_at(hbm_ordset *s, const hbm_ordpos *pos) { erase_found(s, pos->chunk, pos->at); }
+
+/* Replaces `old`, the key at position i of chunk ci (see hbm_ordset_replace). */
+static inline __attribute__((always_inline)) int replace_found(hbm_ordset *s, size_t ci, uint32_t i, hbm_okey old, hbm_okey key, uint32_t value) {
   chunk *c = s->chunks[ci];
-  uint32_t i = find_pos(c, old);
-  if (i == c->n || hbm_okey_cmp(c->e[i].key, old) != 0) return HBM_EINVAL;
   int dir = hbm_okey_cmp(key, old);
   if (dir == 0) {
     c->e[i].value = value;
@@ -306,6 +311,19 @@ int hbm_ordset_replace(hbm_ordset *s, hbm_okey old, hbm_okey key, uint32_t value
   return HBM_OK;
 }
 
+int hbm_ordset_replace(hbm_ordset *s, hbm_okey old, hbm_okey key, uint32_t value) {
+  size_t ci = find_chunk(s, old);
+  if (ci == s->nchunks) return HBM_EINVAL;
+  const chunk *c = s->chunks[ci];
+  uint32_t i = find_pos(c, old);
+  if (i == c->n || hbm_okey_cmp(c->e[i].key, old) != 0) return HBM_EINVAL;
+  return replace_found(s, ci, i, old, key, value);
+}
+
+int hbm_ordset_replace_at(hbm_ordset *s, const hbm_ordpos *pos, hbm_okey key, uint32_t value) {
+  return replace_found(s, pos->chunk, pos->at, s->chunks[pos->chunk]->e[pos->at].key, key, value);
+}
+
 static int emit(const chunk *c, uint32_t pos, hbm_okey *found, uint32_t *value) {
   if (found) *found = c->e[pos].key;
   if (value) *value = (uint32_t)c->e[pos].value;
@@ -340,6 +358,22 @@ int hbm_ordset_upper_bound(const hbm_ordset *s, hbm_okey key, hbm_okey *found, u
     pos = 0;
   }
   return emit(c, pos, found, value);
+}
+
+int hbm_ordset_seek(const hbm_ordset *s, hbm_okey key, hbm_ordpos *pos, hbm_okey *found, uint32_t *value) {
+  size_t ci = find_chunk(s, key);
+  if (ci == s->nchunks) return 0;
+  const chunk *c = s->chunks[ci];
+  *pos = (hbm_ordpos){ci, find_pos(c, key)};
+  return emit(c, pos->at, found, value);
+}
+
+int hbm_ordset_next(const hbm_ordset *s, hbm_ordpos *pos, hbm_okey *found, uint32_t *value) {
+  if (++pos->at == s->chunks[pos->chunk]->n) {
+    if (pos->chunk + 1 == s->nchunks) return 0;
+    *pos = (hbm_ordpos){pos->chunk + 1, 0};
+  }
+  return emit(s->chunks[pos->chunk], pos->at, found, value);
 }
 
 int hbm_ordset_below(const hbm_ordset *s, hbm_okey key, hbm_okey *found, uint32_t *value) {

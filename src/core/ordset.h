@@ -96,6 +96,22 @@ int hbm_ordset_upper_bound(const hbm_ordset *s, hbm_okey key, hbm_okey *found, u
 int hbm_ordset_below(const hbm_ordset *s, hbm_okey key, hbm_okey *found, uint32_t *value);
 int hbm_ordset_first(const hbm_ordset *s, hbm_okey *found, uint32_t *value);
 int hbm_ordset_last(const hbm_ordset *s, hbm_okey *found, uint32_t *value);
+/* A place in the set, for walking keys in order without a search per key
+ * (a best-fit placement that compares several candidates). Any change to
+ * the set invalidates it. */
+typedef struct hbm_ordpos {
+  size_t chunk;
+  uint32_t at;
+} hbm_ordpos;
+/* seek: lower_bound, and *pos its place; next: the key after *pos (moving
+ * *pos there). Each returns 1 and fills *found and *value (either may be
+ * NULL) when such a key exists, else 0 (then *pos means nothing). */
+int hbm_ordset_seek(const hbm_ordset *s, hbm_okey key, hbm_ordpos *pos, hbm_okey *found, uint32_t *value);
+int hbm_ordset_next(const hbm_ordset *s, hbm_ordpos *pos, hbm_okey *found, uint32_t *value);
+/* erase and replace of the key at a place seek or next gave (no search for
+ * it); then the place means nothing. replace_at returns as replace does. */
+void hbm_ordset_erase_at(hbm_ordset *s, const hbm_ordpos *pos);
+int hbm_ordset_replace_at(hbm_ordset *s, const hbm_ordpos *pos, hbm_okey key, uint32_t value);
 /* Verifies O1..O5; returns the number of failures, each passed to report (may be NULL). */
 int hbm_ordset_check(const hbm_ordset *s, hbm_ordset_report_fn *report, void *arg);
 
@@ -113,5 +129,9 @@ int hbm_ordref_upper_bound(const hbm_ordref *s, hbm_okey key, hbm_okey *found, u
 int hbm_ordref_below(const hbm_ordref *s, hbm_okey key, hbm_okey *found, uint32_t *value);
 int hbm_ordref_first(const hbm_ordref *s, hbm_okey *found, uint32_t *value);
 int hbm_ordref_last(const hbm_ordref *s, hbm_okey *found, uint32_t *value);
+int hbm_ordref_seek(const hbm_ordref *s, hbm_okey key, hbm_ordpos *pos, hbm_okey *found, uint32_t *value);
+int hbm_ordref_next(const hbm_ordref *s, hbm_ordpos *pos, hbm_okey *found, uint32_t *value);
+void hbm_ordref_erase_at(hbm_ordref *s, const hbm_ordpos *pos);
+int hbm_ordref_replace_at(hbm_ordref *s, const hbm_ordpos *pos, hbm_okey key, uint32_t value);
 
 #endif

@@ -89,6 +89,15 @@ int hbm_ordref_upper_bound(const hbm_ordref *s, hbm_okey key, hbm_okey *found, u
   return emit(s, i, found, value);
 }
 
+int hbm_ordref_seek(const hbm_ordref *s, hbm_okey key, hbm_ordpos *pos, hbm_okey *found, uint32_t *value) {
+  *pos = (hbm_ordpos){lb(s, key), 0};
+  return emit(s, pos->chunk, found, value);
+}
+
+int hbm_ordref_next(const hbm_ordref *s, hbm_ordpos *pos, hbm_okey *found, uint32_t *value) {
+  return emit(s, ++pos->chunk, found, value);
+}
+
 int hbm_ordref_below(const hbm_ordref *s, hbm_okey key, hbm_okey *found, uint32_t *value) {
   size_t i = lb(s, key);
   if (i == 0) return 0;
@@ -113,4 +122,10 @@ int hbm_ordref_replace(hbm_ordref *s, hbm_okey old, hbm_okey key, uint32_t value
   int rc = hbm_ordref_insert(s, key, value);
   if (rc != HBM_OK) return rc;
   return hbm_ordref_erase(s, old);
+}
+
+void hbm_ordref_erase_at(hbm_ordref *s, const hbm_ordpos *pos) { hbm_ordref_erase(s, s->e[pos->chunk].key); }
+
+int hbm_ordref_replace_at(hbm_ordref *s, const hbm_ordpos *pos, hbm_okey key, uint32_t value) {
+  return hbm_ordref_replace(s, s->e[pos->chunk].key, key, value);
 }
