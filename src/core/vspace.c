@@ -121,7 +121,7 @@ int hbm_vspace_index_addresses(hbm_vspace *v) {
  * the chain changes, so when host memory runs out everything is undone and
  * nothing changed. In the free set f's key gives way, in one step, to the
  * part left free before the block, else to the part after it. */
-static int carve(hbm_vspace *v, uint32_t f, uint64_t at, uint64_t size, uint32_t user) {
+static int carve(hbm_vspace *v, uint32_t f, const hbm_ordpos *fpos, uint64_t at, uint64_t size, uint32_t user) {
   uint64_t fa = v->blocks[f].addr, fs = v->blocks[f].size;
   uint64_t low = at - fa, high = fa + fs - at - size;
   uint32_t mid = f, rest = NIL;
@@ -130,9 +130,15 @@ static int carve(hbm_vspace *v, uint32_t f, uint64_t at, uint64_t size, uint32_t
   if (hbm_addrmap_put(&v->live, at, mid) != HBM_OK) goto no_live;
   if (v->by_addr && high && hbm_ordset_insert(v->by_addr, addr_key(at + size), rest) != HBM_OK) goto no_index;
   if (low && high && hbm_ordset_insert(v->free_set, size_key(at + size, high), rest) != HBM_OK) goto no_free;
+  /* f's place in the free set, where the caller found it, stands until the
+   * set changes: with no part before the block nothing has changed it. */
   if (low || high) {
     hbm_okey left = low ? size_key(fa, low) : size_key(at + size, high);
-    if (hbm_ordset_replace(v->free_set, size_key(fa, fs), left, low ? f : rest) != HBM_OK) goto no_left;
+    int rc = fpos && !low ? hbm_ordset_replace_at(v->free_set, fpos, left, rest)
+                          : hbm_ordset_replace(v->free_set, size_key(fa, fs), left, low ? f : rest);
+    if (rc != HBM_OK) goto no_left;
+  } else if (fpos) {
+    hbm_ordset_erase_at(v->free_set, fpos);
   } else {
     hbm_ordset_erase(v->free_set, size_key(fa, fs));
   }
@@ -192,19 +198,21 @@ int hbm_vspace_alloc(hbm_vspace *v, uint64_t size, hbm_vspace_cost_fn *cost, voi
   if (size > v->size) return HBM_ENOMEM;
   size = hbm_align_up(size, v->unit);
   hbm_okey key;
+  hbm_ordpos pos, best_pos;
   uint32_t i, best;
-  if (!hbm_ordset_lower_bound(v->free_set, (hbm_okey){size, 0}, &key, &i)) return HBM_ENOMEM;
+  if (!hbm_ordset_seek(v->free_set, (hbm_okey){size, 0}, &pos, &key, &i)) return HBM_ENOMEM;
   best = i; /* the best fit, also when every candidate costs UINT64_MAX (ties: the earlier) */
+  best_pos = pos;
   if (cost && probes >= 2) {
     uint64_t best_cost = UINT64_MAX;
     for (int k = 0; k < probes; k++) {
       uint64_t c = cost(arg, key.lo, key.hi, size);
-      if (c < best_cost || k == 0) { best_cost = c; best = i; }
-      if (c == 0 || !hbm_ordset_upper_bound(v->free_set, key, &key, &i)) break;
+      if (c < best_cost || k == 0) { best_cost = c; best = i; best_pos = pos; }
+      if (c == 0 || !hbm_ordset_next(v->free_set, &pos, &key, &i)) break;
     }
   }
   uint64_t at = v->blocks[best].addr;
-  int rc = carve(v, best, at, size, user);
+  int rc = carve(v, best, &best_pos, at, size, user);
   if (rc != HBM_OK) return rc;
   *addr = at;
   if (block_size) *block_size = size;
@@ -222,7 +230,7 @@ int hbm_vspace_alloc_at(hbm_vspace *v, uint64_t addr, uint64_t size, uint32_t us
   /* the free block that starts at or below addr: the largest key below (addr, 1) */
   if (!hbm_ordset_below(v->by_addr, (hbm_okey){addr, 1}, &key, &f)) return HBM_ENOMEM;
   if (v->blocks[f].addr + v->blocks[f].size < addr + size) return HBM_ENOMEM; /* ends short of the span */
-  int rc = carve(v, f, addr, size, user);
+  int rc = carve(v, f, NULL, addr, size, user);
   if (rc == HBM_OK && block_size) *block_size = size;
   return rc;
 }
