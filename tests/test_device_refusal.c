@@ -114,14 +114,16 @@ static uint64_t setup_calls(const scenario *s) {
   return n;
 }
 
-/* Returns the number of runs that broke the promise. */
-static int run_scenario(const scenario *s, uint64_t seed, int max_runs) {
+/* Returns the number of runs that broke the promise. The run without a
+ * refusal, which counts the calls, is left in *clean where it succeeded. */
+static int run_scenario(const scenario *s, uint64_t seed, int max_runs, hbm_replay_result *clean) {
   hbm_replay_result r;
   clock_t t0 = clock();
   uint64_t setup = setup_calls(s);
   refuse_at = 0;
   int rc = run(s, &r);
   uint64_t total = calls, clean_calls = r.backend_calls;
+  if (rc == HBM_OK) *clean = r;
   if (rc != HBM_OK) {
     fprintf(stderr, "%s: fails without any refusal: %s\n", s->name, first_error);
     return 1;
@@ -203,19 +205,17 @@ int main(void) {
            (unsigned long long)((hbm_trace_peak_live(seeded) / 20 * 21 + 16 * MiB) / (2 * MiB) * (2 * MiB)));
   list[n++] = sd;
 
-  /* The fixed jobs do what they are there for. */
-  {
-    hbm_replay_result r;
-    refuse_at = 0;
-    CHECK(run(&fixed[2], &r) == HBM_OK && replay_counter(&r, "rechunks") == 1 && replay_counter(&r, "staged_rechunks") == 0);
-    CHECK(run(&fixed[3], &r) == HBM_OK && replay_counter(&r, "staged_rechunks") == 1);
-  }
   int bad = 0;
   for (int i = 0; i < n; i++) {
     const char *only = getenv("HBM_REFUSAL_ONLY");
     if (only && !strstr(list[i].name, only)) continue;
     /* The recorded starting state is the most memory to fill: fewer runs. */
-    bad += run_scenario(&list[i], seed, list[i].trace == seeded ? max_runs / 3 + 1 : max_runs);
+    hbm_replay_result clean = {0}; /* no counters unless the run without a refusal succeeded */
+    bad += run_scenario(&list[i], seed, list[i].trace == seeded ? max_runs / 3 + 1 : max_runs, &clean);
+    /* The re-chunk jobs do what they are there for (in their run without a refusal). */
+    if (list[i].trace == inplace)
+      CHECK(replay_counter(&clean, "rechunks") == 1 && replay_counter(&clean, "staged_rechunks") == 0);
+    if (list[i].trace == staged) CHECK(replay_counter(&clean, "staged_rechunks") == 1);
   }
   CHECK(bad == 0);
   hbm_trace_free(random);
