@@ -14,7 +14,18 @@
  * either with HBM_OK (every block verified), or with the policy's own report
  * that it lost data (HBM_ECORRUPT, first reported by the policy itself: a
  * re-chunk refused half way). Never the replay finding a block's contents
- * gone, a broken invariant, a leak, or another error. */
+ * gone, a broken invariant, a leak, or another error.
+ *
+ * Each run fills and verifies hundreds of MiB of the host device's memory,
+ * most of its time the kernel's (faulting pages in, punching them out), the
+ * same with or without sanitizers, and no scenario depends on another: with
+ * two CPUs or more they run two at a time, each in a process of its own whose
+ * lines are printed in scenario order; a child that breaks a run, fails a
+ * check, meets a sanitizer or crashes fails the test. HBM_TEST_JOBS=N runs N
+ * at a time; 1 runs them all in this process, one after another. */
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "hbm.h"
 #include "device/device.h"
 #include "trace/trace.h"
@@ -164,6 +175,92 @@ static int run_scenario(const scenario *s, uint64_t seed, int max_runs, hbm_repl
   return bad;
 }
 
+/* ---- the scenarios, one process each ---------------------------------------------------- */
+static struct {
+  scenario list[16];
+  int n, max_runs;
+  uint64_t seed;
+  const hbm_trace *seeded, *inplace, *staged;
+} all;
+
+/* Scenario i in full: the number of runs that broke the promise (a check that
+ * fails counts in test_failures_). */
+static int scenario_at(int i) {
+  const scenario *s = &all.list[i];
+  /* The recorded starting state is the most memory to fill: fewer runs. */
+  hbm_replay_result clean = {0}; /* no counters unless the run without a refusal succeeded */
+  int bad = run_scenario(s, all.seed, s->trace == all.seeded ? all.max_runs / 3 + 1 : all.max_runs, &clean);
+  /* The re-chunk jobs do what they are there for (in their run without a refusal). */
+  if (s->trace == all.inplace)
+    CHECK(replay_counter(&clean, "rechunks") == 1 && replay_counter(&clean, "staged_rechunks") == 0);
+  if (s->trace == all.staged) CHECK(replay_counter(&clean, "staged_rechunks") == 1);
+  return bad;
+}
+
+static int jobs_wanted(void) {
+  const char *env = getenv("HBM_TEST_JOBS");
+  if (env) return atoi(env) > 1 ? atoi(env) : 1;
+  return sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 2 : 1;
+}
+
+/* Every scenario HBM_REFUSAL_ONLY names (all by default), up to `jobs` at a
+ * time in child processes, each one's output held in a file and printed in
+ * scenario order once it ends. Returns the number that broke the promise
+ * (in this process: the runs that did), a child that did not end with 0
+ * (a broken run or check, a sanitizer's report, a crash) counting as one. */
+static int run_all(int jobs) {
+  const char *only = getenv("HBM_REFUSAL_ONLY");
+  int bad = 0, next = 0, running = 0, printed = 0;
+  pid_t pid[16] = {0};
+  FILE *out[16] = {0};
+  int done[16] = {0};
+  while (printed < all.n) {
+    while (next < all.n && (running < jobs || jobs <= 1)) {
+      int i = next++;
+      done[i] = 1; /* unless a child takes it */
+      if (only && !strstr(all.list[i].name, only)) continue;
+      fflush(stdout);
+      fflush(stderr);
+      if (jobs <= 1 || !(out[i] = tmpfile()) || (pid[i] = fork()) < 0) { /* here, as the only process */
+        if (out[i]) fclose(out[i]);
+        out[i] = NULL;
+        bad += scenario_at(i);
+        continue;
+      }
+      if (pid[i] == 0) {
+        dup2(fileno(out[i]), STDOUT_FILENO);
+        int broke = scenario_at(i) || test_failures_;
+        fflush(stdout);
+        exit(broke ? 1 : 0);
+      }
+      done[i] = 0;
+      running++;
+    }
+    for (; printed < all.n && done[printed]; printed++) {
+      FILE *f = out[printed];
+      if (!f) continue;
+      rewind(f);
+      char line[1024];
+      while (fgets(line, sizeof line, f)) fputs(line, stdout);
+      fclose(f);
+    }
+    if (printed >= all.n || running == 0) continue;
+    int status;
+    pid_t p = wait(&status);
+    if (p < 0) break;
+    for (int i = 0; i < all.n; i++) {
+      if (pid[i] != p || done[i]) continue;
+      done[i] = 1;
+      running--;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        bad++;
+        if (WIFSIGNALED(status)) fprintf(stderr, "%s: ended by signal %d\n", all.list[i].name, WTERMSIG(status));
+      }
+    }
+  }
+  return bad;
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_device_refusal"), rng = seed;
   hbm_device *probe;
@@ -183,7 +280,7 @@ int main(void) {
   CHECK(random && seeded && inplace && staged && trim && trim_staged);
   if (!random || !seeded || !inplace || !staged || !trim || !trim_staged) return test_done("test_device_refusal");
 
-  scenario list[16];
+  scenario *list = all.list;
   int n = 0;
   static const char *policies[] = {"zoned", "caching", "expandable", "compact", "bestfit"};
   for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++) {
@@ -205,18 +302,13 @@ int main(void) {
            (unsigned long long)((hbm_trace_peak_live(seeded) / 20 * 21 + 16 * MiB) / (2 * MiB) * (2 * MiB)));
   list[n++] = sd;
 
-  int bad = 0;
-  for (int i = 0; i < n; i++) {
-    const char *only = getenv("HBM_REFUSAL_ONLY");
-    if (only && !strstr(list[i].name, only)) continue;
-    /* The recorded starting state is the most memory to fill: fewer runs. */
-    hbm_replay_result clean = {0}; /* no counters unless the run without a refusal succeeded */
-    bad += run_scenario(&list[i], seed, list[i].trace == seeded ? max_runs / 3 + 1 : max_runs, &clean);
-    /* The re-chunk jobs do what they are there for (in their run without a refusal). */
-    if (list[i].trace == inplace)
-      CHECK(replay_counter(&clean, "rechunks") == 1 && replay_counter(&clean, "staged_rechunks") == 0);
-    if (list[i].trace == staged) CHECK(replay_counter(&clean, "staged_rechunks") == 1);
-  }
+  all.n = n;
+  all.max_runs = max_runs;
+  all.seed = seed;
+  all.seeded = seeded;
+  all.inplace = inplace;
+  all.staged = staged;
+  int bad = run_all(jobs_wanted());
   CHECK(bad == 0);
   hbm_trace_free(random);
   hbm_trace_free(seeded);
