@@ -1,8 +1,8 @@
 /* test_zoned: policy zoned under randomized load with hbm_check() after every
- * operation (below HBM_TEST_SCALE 1: after every one that called the backend
- * or failed, and every few others), every setting, and a device so small that
- * every pressure path runs (stitching idle chunks, unmapping, exhaustive
- * placement, re-chunking),
+ * operation (every setting, and a device so small that every pressure path
+ * runs: stitching idle chunks, unmapping, exhaustive placement, re-chunking;
+ * in a sanitizer build below HBM_TEST_SCALE 1, after every operation that
+ * called the backend or failed and every few others),
  * the largest-free promise, the layout scan, the step-437 layout, settings
  * that are refused, the fixed-zone fallback without virtual memory, a
  * periodic workload whose steady state makes no backend calls, moves and
@@ -71,14 +71,14 @@ static uint64_t small_when_full; /* requests below a granule that succeeded with
 static uint64_t stress_ops, stress_checks; /* operations stress() ran, and hbm_check() after how many */
 
 /* ops random operations on a zoned heap over `spec`; hbm_check() after each
- * one when `sparse` is 1. With `sparse` N (HBM_TEST_SCALE below 1: the
- * sanitizer builds, where a check costs most), after each one that made a
- * backend call (mapping, stitching, unmapping, re-chunking, moving) or failed,
- * and after every Nth: the others only place blocks on pages already mapped
- * or free them leaving their chunks mapped, and what they change (edge counts,
- * touched pages, idle bits, lifetime records) is still recounted within N
- * operations; at scale 1 every operation is checked. Returns the number of
- * failed allocations. */
+ * one when `sparse` is 1. With `sparse` N (a sanitizer build below
+ * HBM_TEST_SCALE 1, where the checks were nine tenths of the time), after each
+ * one that made a backend call (mapping, stitching, unmapping, re-chunking,
+ * moving) or failed, and after every Nth: the others only place blocks on
+ * pages already mapped or free them leaving their chunks mapped, and what they
+ * change (edge counts, touched pages, idle bits, lifetime records) is still
+ * recounted within N operations. The plain build checks every operation at
+ * any scale. Returns the number of failed allocations. */
 static uint64_t stress(const char *spec, const char *conf, uint64_t ops, uint64_t big, int sparse, uint64_t *rng) {
   hbm_device *dev;
   CHECK(hbm_device_open(spec, &dev) == HBM_OK);
@@ -677,9 +677,9 @@ int main(void) {
   hbm_set_error_handler(count_error, NULL);
   double scale = test_scale();
   uint64_t ops = (uint64_t)(20000 * scale) + 200;
-  /* hbm_check() after every operation at scale 1; below it, after every one
-   * that called the backend or failed and every `sparse`th (stress) */
-  int sparse = scale >= 1 ? 1 : scale > 0.1 ? (int)(1 / scale + 0.5) : 10;
+  /* hbm_check() after every operation, but in a sanitizer build below scale 1
+   * after every one that called the backend or failed and every `sparse`th */
+  int sparse = !test_sanitized() || scale >= 1 ? 1 : scale > 0.1 ? (int)(1 / scale + 0.5) : 10;
 
   /* ---- randomized, hbm_check() after every operation, each setting ---- */
   const char *confs[] = {NULL, "zones:off", "zones:tags", "small:off", "streams:off", "large_life:on",
@@ -726,8 +726,11 @@ int main(void) {
   failed = stress("sim:256MiB,granule=64KiB", NULL, ops, 32 * MiB, sparse, &rng);
   printf("test_zoned: 64 KiB granules under pressure: %llu failed\n", (unsigned long long)failed);
   printf("test_zoned: %llu requests below a granule succeeded with no granule free\n", (unsigned long long)small_when_full);
-  printf("test_zoned: randomized: hbm_check() after %llu of %llu operations (every one that called the backend or "
-         "failed, and every %dth)\n", (unsigned long long)stress_checks, (unsigned long long)stress_ops, sparse);
+  if (sparse > 1)
+    printf("test_zoned: randomized: hbm_check() after %llu of %llu operations (every one that called the backend or "
+           "failed, and every %dth)\n", (unsigned long long)stress_checks, (unsigned long long)stress_ops, sparse);
+  else
+    printf("test_zoned: randomized: hbm_check() after every one of %llu operations\n", (unsigned long long)stress_ops);
   CHECK(small_when_full > 0);
 
   /* ---- settings that are refused ---- */

@@ -61,6 +61,25 @@ static inline double test_scale(void) {
   return env ? atof(env) : 1.0;
 }
 
+/* 1 in a build with AddressSanitizer or ThreadSanitizer (make check SANITIZE=1
+ * or SANITIZE=thread), which CI runs at HBM_TEST_SCALE=0.2 after the plain
+ * build at 1. There a test may repeat less of what the plain build checks in
+ * full at any scale (an invariant recount, one more identical step), never
+ * less of what only a sanitizer sees (the operations themselves). */
+static inline int test_sanitized(void) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return 1;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  return 1;
+#else
+  return 0;
+#endif
+#else
+  return 0;
+#endif
+}
+
 /* splitmix64: small, seedable, good enough for tests. */
 static inline uint64_t test_rand(uint64_t *state) {
   uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
