@@ -67,14 +67,8 @@ static inline double test_scale(void) {
  * full at any scale (an invariant recount, one more identical step), never
  * less of what only a sanitizer sees (the operations themselves). */
 static inline int test_sanitized(void) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef HBM_SANITIZED /* CMakeLists.txt defines it in both sanitizer builds */
   return 1;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  return 1;
-#else
-  return 0;
-#endif
 #else
   return 0;
 #endif
