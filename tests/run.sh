@@ -3,7 +3,8 @@
 # their regression corpus, and the CLI scripts in tests/cli/*.sh.
 # A program passes with exit 0, is skipped with exit 77, fails otherwise.
 # Ends with the plain line "N passed, N failed, N skipped".
-# Usage: tests/run.sh BUILD_DIR [FILTER...]   (runs tests whose name contains any FILTER)
+# Usage: tests/run.sh BUILD_DIR [FILTER...]   (runs tests whose name contains any FILTER;
+#        a FILTER =NAME runs the test NAME only)
 # HBM_TEST_WRAP, when set, is a command every test program, fuzz target and
 # hbm run of the CLI scripts runs under (make check VALGRIND=1 sets it to
 # valgrind's memcheck, which then fails a test with exit 99 on any error).
@@ -28,7 +29,12 @@ run_one() { # name, command...
   name=$1; shift
   if [ -n "$filters" ]; then
     match=0
-    for f in $filters; do case "$name" in *"$f"*) match=1 ;; esac; done
+    for f in $filters; do
+      case "$f" in
+        =*) [ "$name" = "${f#=}" ] && match=1 ;;
+        *) case "$name" in *"$f"*) match=1 ;; esac ;;
+      esac
+    done
     [ $match -eq 1 ] || return
   fi
   start=$(date +%s)
