@@ -190,23 +190,6 @@ typedef struct figures {
   int rounds, verified;
 } figures;
 
-static int dbl_cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-static double median(const double *v, int n) {
-  double s[MAX_ROUNDS];
-  memcpy(s, v, (size_t)n * sizeof *s);
-  qsort(s, (size_t)n, sizeof *s, dbl_cmp);
-  return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-/* Median over rounds of each round's time a / time b: the two were measured
- * seconds apart, so a load change on a shared machine shifts both. */
-static double median_ratio(const double *a, const double *b, int n) {
-  double r[MAX_ROUNDS];
-  for (int i = 0; i < n; i++) r[i] = b[i] / a[i];
-  return median(r, n);
-}
 
 static int measure(fragmented *f, uint64_t need, int rounds, unsigned char *scratch, figures *out) {
   moves m = {0};
@@ -352,14 +335,14 @@ int bench_compact(int argc, char **argv) {
     return CLI_FAILED;
   }
   int n = full.rounds;
-  double compact_s = median(full.compact_ns, n) / 1e9, memmove_s = median(full.memmove_ns, n) / 1e9;
-  double disjoint_s = median(full.disjoint_ns, n) / 1e9;
+  double compact_s = bench_median(full.compact_ns, n) / 1e9, memmove_s = bench_median(full.memmove_ns, n) / 1e9;
+  double disjoint_s = bench_median(full.disjoint_ns, n) / 1e9;
   double compact_gbps = full.moved / compact_s / 1e9, memmove_gbps = full.moved / memmove_s / 1e9;
   double disjoint_gbps = full.moved / disjoint_s / 1e9;
-  double ratio = median_ratio(full.compact_ns, full.memmove_ns, n);
-  double ratio_disjoint = median_ratio(full.compact_ns, full.disjoint_ns, n);
-  double p_compact_gbps = part.moved / (median(part.compact_ns, part.rounds) / 1e9) / 1e9;
-  double p_memmove_gbps = part.moved / (median(part.memmove_ns, part.rounds) / 1e9) / 1e9;
+  double ratio = bench_ratio_quantile(full.compact_ns, full.memmove_ns, n, 0.5);
+  double ratio_disjoint = bench_ratio_quantile(full.compact_ns, full.disjoint_ns, n, 0.5);
+  double p_compact_gbps = part.moved / (bench_median(part.compact_ns, part.rounds) / 1e9) / 1e9;
+  double p_memmove_gbps = part.moved / (bench_median(part.memmove_ns, part.rounds) / 1e9) / 1e9;
   int verified = full.verified && part.verified;
   if (json) {
     hbm_json j;

@@ -3,7 +3,9 @@
  * (hbm gen llm --preset 910c-dense) shortened to --steps steps. Each policy
  * is replayed --rounds times and the fastest round is kept. Rounds take the
  * policies in turn, so that a spell of a busy machine falls on all of them
- * alike rather than on whichever was running. The sim device takes handles,
+ * alike rather than on whichever was running; each round's time over the
+ * first policy's in the same round gives a ratio per round, and their median
+ * and quartiles say how far one run's ratio can be trusted. The sim device takes handles,
  * mappings and copies on trust here (hbm_replay_options.untracked_mappings):
  * its ledger's bookkeeping of each backend call would otherwise be timed as
  * the policy's, and it is the simulator's work, not the allocator's. */
@@ -36,12 +38,15 @@ static void usage(FILE *out) {
           "  --alloc-conf C  policy settings, as for hbm replay; POLICY=C for one policy only\n"
           "                  (e.g. --alloc-conf zoned=moves:off,plan:off); repeatable\n"
           "  --device SPEC   device (default: sim at the trace's capacity)\n"
-          "  --rounds N      replays per policy, the policies in turn; the fastest counts (default 3)\n"
+          "  --rounds N      replays per policy, the policies in turn; the fastest counts, and\n"
+          "                  each round's ratio to the first policy's gives median and quartiles\n"
+          "                  (default 3, at most 1000)\n"
           "  --every N       sample every N events, as hbm replay (default: at each step boundary,\n"
           "                  or every thousandth of a trace without steps); a sample asks the policy\n"
           "                  for its usage, so a large N times the allocator alone\n"
-          "JSON keys: trace, events, policies: [{policy, alloc_conf, events_per_s, ns_per_event,\n"
-          "ratio_to_first, failures}]\n");
+          "JSON keys: trace, events, rounds, policies: [{policy, alloc_conf, events_per_s, ns_per_event,\n"
+          "ratio_to_first, ratio_median, ratio_quartiles, failures}]; ns_per_event and ratio_to_first\n"
+          "are the fastest rounds', ratio_median and ratio_quartiles [first, third] the per-round ratios'\n");
 }
 
 int bench_replay(int argc, char **argv) {
@@ -71,7 +76,7 @@ int bench_replay(int argc, char **argv) {
         break;
       case 'P': policy_list = optarg; break;
       case 'd': device = optarg; break;
-      case 'r': ok = cli_parse_count("bench replay: --rounds", optarg, 1, 1000, &rounds); break;
+      case 'r': ok = cli_parse_count("bench replay: --rounds", optarg, 1, BENCH_MAX_ROUNDS, &rounds); break;
       case 'e': ok = cli_parse_count("bench replay: --every", optarg, 1, UINT64_MAX, &every); break;
       case 'a':
         if (!cli_conf_add(&confs, optarg)) return CLI_BAD_INPUT;
@@ -135,6 +140,7 @@ int bench_replay(int argc, char **argv) {
   /* Every round first, then the report: settings a policy refuses (bad input)
    * end the run before anything is printed. */
   double best[MAX_POLICIES] = {0};
+  static double round_ns[MAX_POLICIES][BENCH_MAX_ROUNDS];
   hbm_replay_result res[MAX_POLICIES];
   int err[MAX_POLICIES] = {0};
   for (uint64_t k = 0; k < rounds; k++)
@@ -142,8 +148,9 @@ int bench_replay(int argc, char **argv) {
       if (err[i]) continue;
       hbm_replay_options o = {.policy = policies[i], .conf = cli_conf_for(&confs, policies[i]), .device = device, .every = every,
                               .untracked_mappings = 1};
-      if ((err[i] = hbm_replay(t, &o, &res[i])) == HBM_OK && (best[i] == 0 || res[i].ns_per_event < best[i]))
-        best[i] = res[i].ns_per_event;
+      if ((err[i] = hbm_replay(t, &o, &res[i])) != HBM_OK) continue;
+      round_ns[i][k] = res[i].ns_per_event;
+      if (best[i] == 0 || res[i].ns_per_event < best[i]) best[i] = res[i].ns_per_event;
     }
   int exit_code = CLI_OK;
   for (int i = 0; i < npolicies; i++) {
@@ -163,17 +170,22 @@ int bench_replay(int argc, char **argv) {
   hbm_json_kv_string(&j, "bench", "replay");
   hbm_json_kv_string(&j, "trace", name);
   hbm_json_kv_u64(&j, "events", hbm_trace_event_count(t));
+  hbm_json_kv_u64(&j, "rounds", rounds);
   hbm_json_key(&j, "policies");
   hbm_json_array_begin(&j);
   if (!json)
     printf("replay speed on %s (%llu events), fastest of %llu round%s\n", name,
            (unsigned long long)hbm_trace_event_count(t), (unsigned long long)rounds, rounds == 1 ? "" : "s");
   double first = 0;
+  int first_i = -1, n = (int)rounds;
   for (int i = 0; i < npolicies; i++) {
     const char *p = policies[i], *conf = cli_conf_for(&confs, p);
     if (err[i] != HBM_OK) continue; /* said above */
-    if (first == 0) first = best[i];
+    if (first_i < 0) first_i = i, first = best[i];
     double eps = best[i] > 0 ? 1e9 / best[i] : 0;
+    double med = bench_ratio_quantile(round_ns[first_i], round_ns[i], n, 0.5);
+    double q1 = bench_ratio_quantile(round_ns[first_i], round_ns[i], n, 0.25);
+    double q3 = bench_ratio_quantile(round_ns[first_i], round_ns[i], n, 0.75);
     hbm_json_object_begin(&j);
     hbm_json_kv_string(&j, "policy", p);
     hbm_json_key(&j, "alloc_conf");
@@ -181,11 +193,19 @@ int bench_replay(int argc, char **argv) {
     hbm_json_kv_double(&j, "events_per_s", eps);
     hbm_json_kv_double(&j, "ns_per_event", best[i]);
     hbm_json_kv_double(&j, "ratio_to_first", best[i] / first);
+    hbm_json_kv_double(&j, "ratio_median", med);
+    hbm_json_key(&j, "ratio_quartiles");
+    hbm_json_array_begin(&j);
+    hbm_json_double(&j, q1);
+    hbm_json_double(&j, q3);
+    hbm_json_array_end(&j);
     hbm_json_kv_u64(&j, "failures", res[i].failures);
     hbm_json_object_end(&j);
-    if (!json)
-      printf("  %-11s %10.2f M events/s  %7.1f ns/event  %5.2fx the first  (%llu failed request%s)%s%s\n", p, eps / 1e6,
-             best[i], best[i] / first, (unsigned long long)res[i].failures, res[i].failures == 1 ? "" : "s", conf ? "  settings " : "", conf ? conf : "");
+    if (json) continue;
+    printf("  %-11s %10.2f M events/s  %7.1f ns/event  %5.2fx the first", p, eps / 1e6, best[i], best[i] / first);
+    if (i != first_i && n > 1) printf(" (per round: median %.2fx, middle half %.2f-%.2fx)", med, q1, q3);
+    printf("  (%llu failed request%s)%s%s\n", (unsigned long long)res[i].failures, res[i].failures == 1 ? "" : "s",
+           conf ? "  settings " : "", conf ? conf : "");
   }
   hbm_json_array_end(&j);
   hbm_json_object_end(&j);

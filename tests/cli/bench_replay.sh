@@ -17,7 +17,7 @@ grep -q -- "--every" "$out" || { echo "FAIL --help does not name --every"; fail=
   --alloc-conf zoned=moves:off,plan:off --json > "$out" 2>&1
 rc=$?
 [ $rc -eq 0 ] || { echo "FAIL --json exits $rc:"; cat "$out"; fail=1; }
-for key in trace events policies events_per_s ns_per_event ratio_to_first failures alloc_conf; do
+for key in trace events rounds policies events_per_s ns_per_event ratio_to_first ratio_median ratio_quartiles failures alloc_conf; do
   grep -q "\"$key\":" "$out" || { echo "FAIL key $key missing: $(cat "$out")"; fail=1; }
 done
 grep -q '"policy":"caching","alloc_conf":null' "$out" || { echo "FAIL caching's settings not null: $(cat "$out")"; fail=1; }
@@ -29,6 +29,24 @@ rc=$?
 [ $rc -eq 0 ] || { echo "FAIL --every exits $rc:"; cat "$out"; fail=1; }
 [ "$(grep -o '"ns_per_event":' "$out" | wc -l)" -eq 2 ] || { echo "FAIL --every: not two policies timed: $(cat "$out")"; fail=1; }
 echo "ok   --every: $(cat "$out")"
+
+# per-round ratios: the first policy's are 1; the others' quartiles hold their
+# median, and come from the rounds the fastest-round figures come from
+"$HBM" bench replay --preset 7b-1gpu-80g --steps 1 --rounds 5 --policy caching,zoned,bestfit --json > "$out" 2>&1
+python3 - "$out" <<'PY' || { echo "FAIL per-round ratios: $(cat "$out")"; fail=1; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = r["policies"]
+assert r["rounds"] == 5 and len(p) == 3, r
+assert p[0]["ratio_median"] == 1 and p[0]["ratio_quartiles"] == [1, 1], p[0]
+for q in p[1:]:
+    lo, hi = q["ratio_quartiles"]
+    assert 0 < lo <= q["ratio_median"] <= hi, q
+PY
+"$HBM" bench replay --preset 7b-1gpu-80g --steps 1 --rounds 3 --policy caching,zoned > "$out" 2>&1
+grep -q "zoned .*x the first (per round: median .*x, middle half .*x)" "$out" || { echo "FAIL text per-round ratios: $(cat "$out")"; fail=1; }
+grep "caching" "$out" | grep -q "per round" && { echo "FAIL the first policy has per-round ratios: $(cat "$out")"; fail=1; }
+echo "ok   per-round ratios: $(grep zoned "$out")"
 
 for bad in "--policy nosuch" "--policy zoned --alloc-conf zoned=moves:maybe" "--rounds 0" "--every 0" "--every -5" "--frobnicate"; do
   # shellcheck disable=SC2086
