@@ -3,6 +3,8 @@
 #ifndef HBM_BENCH_H
 #define HBM_BENCH_H
 
+#include "stats.h"
+
 typedef struct bench_entry {
   const char *name;
   const char *summary;
@@ -18,15 +20,5 @@ int bench_sweep(int argc, char **argv);
 
 /* Monotonic clock in nanoseconds. */
 double bench_now_ns(void);
-
-/* Order statistics over the rounds of a benchmark (n <= BENCH_MAX_ROUNDS,
- * v left as it was): the q-quantile (0 <= q <= 1, linear between the two
- * nearest values; q = 0.5 is the median). */
-enum { BENCH_MAX_ROUNDS = 1000 };
-double bench_quantile(const double *v, int n, double q);
-double bench_median(const double *v, int n);
-/* The q-quantile over rounds of b[i] / a[i]: the two were measured moments
- * apart, so a spell of a busy machine shifts both, and their ratio less. */
-double bench_ratio_quantile(const double *a, const double *b, int n, double q);
 
 #endif

@@ -43,6 +43,14 @@ for q in p[1:]:
     lo, hi = q["ratio_quartiles"]
     assert 0 < lo <= q["ratio_median"] <= hi, q
 PY
+# one round: its ratio is the fastest rounds' ratio, the median and both quartiles
+"$HBM" bench replay --preset 7b-1gpu-80g --steps 1 --rounds 1 --policy caching,zoned --json > "$out" 2>&1
+python3 - "$out" <<'PY' || { echo "FAIL per-round ratios of one round: $(cat "$out")"; fail=1; }
+import json, sys
+z = json.load(open(sys.argv[1]))["policies"][1]
+r = z["ratio_to_first"]
+assert abs(z["ratio_median"] - r) < 1e-9 * r and all(abs(q - r) < 1e-9 * r for q in z["ratio_quartiles"]), z
+PY
 "$HBM" bench replay --preset 7b-1gpu-80g --steps 1 --rounds 3 --policy caching,zoned > "$out" 2>&1
 grep -q "zoned .*x the first (per round: median .*x, middle half .*x)" "$out" || { echo "FAIL text per-round ratios: $(cat "$out")"; fail=1; }
 grep "caching" "$out" | grep -q "per round" && { echo "FAIL the first policy has per-round ratios: $(cat "$out")"; fail=1; }
