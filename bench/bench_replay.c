@@ -5,8 +5,8 @@
  * policies in turn, so that a spell of a busy machine falls on all of them
  * alike rather than on whichever was running; each round's time over the
  * first policy's in the same round gives a ratio per round, and their median
- * and quartiles say how far one run's ratio can be trusted. The sim device takes handles,
- * mappings and copies on trust here (hbm_replay_options.untracked_mappings):
+ * and quartiles say how far one run's ratio can be trusted. The sim device
+ * takes handles, mappings and copies on trust here (untracked_mappings):
  * its ledger's bookkeeping of each backend call would otherwise be timed as
  * the policy's, and it is the simulator's work, not the allocator's. */
 #include <getopt.h>
