@@ -237,6 +237,8 @@ static int print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estimat
     hbm_json_kv_u64(&j, "peak_estimate", e->peak);
     hbm_json_kv_u64(&j, "peak_at_seq_max", e->at_seq_max);
     hbm_json_kv_string(&j, "peak_phase", e->peak_phase);
+    hbm_json_key(&j, "fits");
+    hbm_json_bool(&j, e->peak <= c->capacity);
     hbm_json_object_end(&j);
     return cli_print_json("gen llm", &j);
   }
@@ -260,6 +262,15 @@ static int print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estimat
   printf("peak live      %s estimated (%s), %s with every sequence at %u; capacity %s\n",
          hbm_size_format(e->peak, n, 32), e->peak_phase, hbm_size_format(e->at_seq_max, p, 32), c->seq_max,
          hbm_size_format(c->capacity, a, 32));
+  /* The static state over the capacity is refused before this (as generating
+   * refuses it); the peak over it is a result: say which way it goes. */
+  if (e->peak > c->capacity)
+    printf("fits           no: the estimated peak is %s over the capacity, before any allocator's overhead\n",
+           hbm_size_format(e->peak - c->capacity, b, 32));
+  else
+    printf("fits           yes, %s to spare before any allocator's overhead%s\n",
+           hbm_size_format(c->capacity - e->peak, b, 32),
+           e->at_seq_max > c->capacity ? " (not with every sequence at its longest)" : "");
   return CLI_OK;
 }
 
