@@ -190,7 +190,6 @@ typedef struct figures {
   int rounds, verified;
 } figures;
 
-
 static int measure(fragmented *f, uint64_t need, int rounds, unsigned char *scratch, figures *out) {
   moves m = {0};
   int rc = HBM_OK;
