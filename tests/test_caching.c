@@ -822,6 +822,40 @@ static void test_largest_free_promise(void) {
   hbm_trace_free(t);
 }
 
+/* Expandable's largest_free counts what a request grows to at a segment's
+ * free tail (200 MiB device, 20 MiB pages, figures worked by hand). A, B, C
+ * are allocated in turn from one segment and B is freed:
+ *   - A 30, B 15, C 30 MiB: pages [0, 80) are mapped, C ends at 75, and the
+ *     device has 6 pages free. A request starting at 75 takes the free 5 MiB
+ *     there and maps 6 pages: 125 MiB, not the 120 MiB of 6 fresh pages.
+ *   - A 30, B 40, C 25 MiB: 5 pages free now, and B's whole page [40, 60)
+ *     comes free when malloc's retry releases the cache: 6 pages after the
+ *     free 5 MiB at C's end, 125 MiB again, only after the release. B's run
+ *     (40 MiB) comes first but is too short, so the tail's serves. */
+static void open_grown(env *e, const uint64_t sizes[3]) {
+  open_env(e, "expandable", NULL, 200 * MiB);
+  uint64_t a = A(e, sizes[0]), b = A(e, sizes[1]), c = A(e, sizes[2]);
+  CHECK_EQ_U64(b, a + sizes[0]);
+  CHECK_EQ_U64(c, b + sizes[1]);
+  F(e, b);
+}
+
+static void test_largest_free_growth(void) {
+  const uint64_t layouts[2][3] = {{30 * MiB, 15 * MiB, 30 * MiB}, {30 * MiB, 40 * MiB, 25 * MiB}};
+  for (int k = 0; k < 2; k++) {
+    env e;
+    open_grown(&e, layouts[k]);
+    CHECK_EQ_U64(largest_free(&e), 125 * MiB);
+    uint64_t addr, bs;
+    CHECK(e.cls->alloc(e.p, 125 * MiB + 512, HBM_TAG_OTHER, 0, &addr, &bs) == HBM_ENOMEM);
+    close_env(&e);
+    open_grown(&e, layouts[k]);
+    F(&e, A(&e, 125 * MiB));
+    close_env(&e);
+  }
+  printf("test_caching: expandable's largest_free grows a free tail: 125 MiB where 6 fresh pages give 120\n");
+}
+
 /* ---- usage and scan ---- */
 
 static int sum_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
@@ -945,6 +979,7 @@ int main(void) {
   test_seeding_ranges();
   test_seeding_oversize_split();
   test_largest_free_promise();
+  test_largest_free_growth();
   test_usage_scan();
   test_random(seed, test_scale());
   return test_done("test_caching");

@@ -1103,7 +1103,7 @@ static uint64_t request_within_block(const pt *m, const pt_block *b, uint64_t *r
  * kept where get_free_block would give that request a block (best fit's
  * walk over expandable blocks, max_split_size and max_non_split_rounding
  * decide), until no smaller block can serve more. What an expandable block
- * could grow to is not added (a lower bound there). */
+ * could grow to is largest_by_growth's. */
 static uint64_t largest_from_cache(pt *m, int pool) {
   uint64_t best = 0;
   if (largest_cached(m, pool) == 0) return 0;
@@ -1120,14 +1120,111 @@ static uint64_t largest_from_cache(pt *m, int pool) {
   return best;
 }
 
+/* Growth: a request that no cached block serves goes to
+ * find_expandable_block, which gives it the first run of free space (free
+ * and unmapped blocks between allocated ones or the segment's ends) in
+ * address order, on its stream, long enough to hold it and holding an
+ * unmapped block; try_allocate_expandable_block then maps, from the run's
+ * start, the pages the request reaches. Counted here as the run stands after
+ * malloc's retry (release_cached_blocks): every cached block's whole pages
+ * unmapped and their pages free, a segment emptied by that released. A
+ * request the run serves before the retry it serves after it too, since the
+ * retry frees at least the pages of the run's cached blocks that the first
+ * try did not need to map; so the first try adds nothing to the figure.
+ * Nothing here allocates: usage cannot fail, and a figure that host memory
+ * made smaller would be a different answer. */
+typedef struct growth_run {
+  uint64_t len, serves; /* serves: the largest block the run gives after the retry, 0 if none */
+  uint32_t next;        /* the block after the run */
+} growth_run;
+
+/* The run starting at block i, with `pages` device pages free after the
+ * retry. The run's first and last partial pages stay mapped (an allocated
+ * neighbour holds them); the request maps whole pages from there on. */
+static growth_run growth_run_at(pt *m, uint32_t i, uint64_t pages) {
+  const pt_es *e = &m->es[B(m, i)->es];
+  growth_run g = {0, 0, NONE};
+  int mapped = 0;
+  uint32_t j = i;
+  for (; j != NONE && !B(m, j)->allocated; j = B(m, j)->next) {
+    g.len += B(m, j)->size;
+    mapped |= B(m, j)->mapped;
+  }
+  g.next = j;
+  /* release_blocks unmaps a free segment's cached blocks and then releases
+   * it; one whose blocks were all unmapped already is never visited, and stays. */
+  int released = B(m, i)->prev == NONE && j == NONE && mapped;
+  uint64_t addr = B(m, i)->addr, first = es_page_right(e, addr), end = es_page_left(e, addr + g.len);
+  if (!released && end > first) {
+    uint64_t head = e->base + first * e->page - addr;
+    g.serves = end - first <= pages ? g.len : head + pages * e->page;
+  }
+  return g;
+}
+
+/* The live large-pool segment of a stream with the lowest base above `above`
+ * (any, when `first`), or NONE. */
+static uint32_t next_segment(const pt *m, uint32_t slot, int first, uint64_t above) {
+  uint32_t best = NONE;
+  for (uint32_t k = 0; k < m->nes; k++) {
+    const pt_es *e = &m->es[k];
+    if (!e->live || e->slot != slot || e->small || (!first && e->base <= above)) continue;
+    if (best == NONE || e->base < m->es[best].base) best = k;
+  }
+  return best;
+}
+
+/* The block at a segment's base. */
+static uint32_t segment_head(const pt *m, uint32_t ei) {
+  for (uint32_t i = 0; i < m->nblocks; i++) {
+    const pt_block *b = &m->blocks[i];
+    if (b->in_use && b->es == ei && b->prev == NONE) return i;
+  }
+  return NONE; /* cannot happen: a live segment has blocks (P1) */
+}
+
+/* The largest large-pool request growth serves after the retry, with
+ * `free_bytes` on the device then and `held` bytes still allocated from it
+ * (per_process_memory_fraction's check). A run serves only requests longer
+ * than every run before it on its stream. A small request is at most 1 MiB,
+ * which the caller covers. */
+static uint64_t largest_by_growth(pt *m, uint64_t free_bytes, uint64_t held) {
+  uint64_t best = 0;
+  for (uint32_t slot = 0; slot < m->nstreams; slot++) {
+    uint64_t longest = 0;
+    for (uint32_t ei = next_segment(m, slot, 1, 0); ei != NONE; ei = next_segment(m, slot, 0, m->es[ei].base)) {
+      uint64_t pages = free_bytes / m->es[ei].page;
+      for (uint32_t i = segment_head(m, ei); i != NONE;) {
+        if (B(m, i)->allocated) {
+          i = B(m, i)->next;
+          continue;
+        }
+        growth_run g = growth_run_at(m, i, pages);
+        i = g.next;
+        if (!g.serves) continue;
+        uint64_t x = largest_request_within(&m->conf, g.serves), r = hbm_pt_round_size(&m->conf, x);
+        int fits = !m->conf.set_fraction || held + hbm_pt_allocation_size(r) <= m->allowed_memory_maximum;
+        if (r > HBM_PT_SMALL_SIZE && r > longest && fits && x > best) best = x;
+        if (g.len > longest) longest = g.len;
+      }
+    }
+  }
+  return best;
+}
+
 /* largest_free: the largest request that succeeds now without moving data,
  * on the stream best placed for it (test_largest_free and
  * test_caching_reference request it). From the cache: largest_from_cache.
  * From the device: a new segment, for a request whose rounded size fits,
  * after malloc's retry released every unsplit cached segment and unmapped
  * the whole free pages of expandable ones. For an expandable policy, new
- * pages map in whole large pages (20 MiB); what a cached block could grow
- * to is not added (a lower bound there). */
+ * pages map in whole large pages (20 MiB), and a request may also grow into
+ * a segment's free space: largest_by_growth. Exact, but a lower bound
+ * where blocks outside expandable segments (only a recorded starting state
+ * holds them) are freed before the retry (release_available_cached_blocks
+ * under max_split_size, garbage collection), and under
+ * per_process_memory_fraction, whose check drops a run's figure where a
+ * shorter request would pass. */
 void hbm_pt_usage(hbm_policy *p, hbm_policy_usage *out) {
   pt *m = (pt *)p;
   hbm_device *dev = p->dev;
@@ -1160,6 +1257,11 @@ void hbm_pt_usage(hbm_policy *p, hbm_policy_usage *out) {
     if (hbm_pt_round_size(&m->conf, fresh) < HBM_PT_MIN_LARGE_ALLOC && avail < HBM_PT_LARGE_BUFFER) fresh = 0;
   }
   if (fresh < HBM_PT_SMALL_SIZE && avail >= HBM_PT_SMALL_BUFFER) fresh = HBM_PT_SMALL_SIZE; /* a small segment */
+  if (m->conf.expandable && m->live_es) {
+    uint64_t grown = largest_by_growth(m, device_free + m->releasable + unmappable,
+                                       m->total_allocated_memory - m->releasable - unmappable);
+    if (grown > best) best = grown;
+  }
   out->largest_free = fresh > best ? fresh : best;
 }
 
