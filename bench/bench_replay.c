@@ -112,6 +112,7 @@ int bench_replay(int argc, char **argv) {
   int rc;
   if (trace_path) {
     rc = hbm_trace_load_device(trace_path, snapshot_device, &t, &d);
+    if (rc == HBM_OK) cli_note_private_pools(trace_path, t);
     snprintf(name, sizeof name, "%s", trace_path);
   } else {
     hbm_gen_llm_config cfg;

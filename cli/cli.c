@@ -487,9 +487,21 @@ int cli_check_policies(const char *device, char names[][32], int n, const cli_co
   return rc == HBM_OK ? CLI_OK : cli_exit_code(rc);
 }
 
+void cli_note_private_pools(const char *path, const hbm_trace *t) {
+  uint64_t bytes;
+  uint32_t n = hbm_trace_private_pools(t, &bytes);
+  char b[32];
+  if (n)
+    fprintf(stderr, "%s: note: %u segment%s (%s) %s in private memory pools (CUDA graphs, torch.cuda.MemPool) when "
+            "the snapshot was taken; hbm keeps no private pools, so a replay places their blocks as the default "
+            "pool's and may differ from the run there\n", path, n, n == 1 ? "" : "s", cli_size(bytes, b),
+            n == 1 ? "was" : "were");
+}
+
 int cli_load_trace(const char *path, int device, hbm_trace **out) {
   hbm_diag diag = {0};
   int rc = hbm_trace_load_device(path, device, out, &diag);
+  if (rc == HBM_OK) cli_note_private_pools(path, *out);
   if (rc == HBM_OK) return CLI_OK;
   cli_diag(&diag, rc, path);
   return cli_exit_code(rc);

@@ -166,6 +166,9 @@ int cli_read_input(const char *path, char **data, size_t *len);
  * trace entries); on error prints the diagnostic (file, line or byte offset)
  * and returns the exit code, else CLI_OK. */
 int cli_load_trace(const char *path, int device, hbm_trace **out);
+/* On stderr, where a snapshot had private memory pools: what a replay of it
+ * cannot follow (hbm_trace_private_pools). */
+void cli_note_private_pools(const char *path, const hbm_trace *t);
 /* Before any work: refuses POLICY=SETTINGS for a policy not in `names`, and
  * creates each policy with its settings over the device (`device`, or a sim
  * device where the trace will name the capacity), so that a bad device or

@@ -29,7 +29,8 @@ static void usage(FILE *out) {
           "  -q, --quiet          no summary (text or JSON)\n"
           "  --json               the summary as JSON: input, output, device, alloc_events, refused, frees,\n"
           "                       segment_allocs, segment_frees, steps, init_segments,\n"
-          "                       init_segment_bytes, init_live_blocks, peak_live, conf\n"
+          "                       init_segment_bytes, init_live_blocks, peak_live, private_pool_segments,\n"
+          "                       private_pool_bytes, conf\n"
           "  -h, --help           this text\n"
           "\n"
           "exit: 0 written, 1 could not write TRACE (or standard output), 2 bad input or\n"
@@ -107,6 +108,7 @@ int cmd_import(int argc, char **argv) {
     return cli_write_failed(&diag, rc, output);
   }
   cli_summary_after_output(output);
+  cli_note_private_pools(path, t);
   int code = CLI_OK;
   if (!quiet) {
     uint64_t allocs = 0, refused = 0, frees = 0, segs = 0, segfrees = 0, steps = 0, live = 0, init_bytes = 0;
@@ -145,6 +147,9 @@ int cmd_import(int argc, char **argv) {
       hbm_json_kv_u64(&j, "init_segment_bytes", init_bytes);
       hbm_json_kv_u64(&j, "init_live_blocks", live);
       hbm_json_kv_u64(&j, "peak_live", hbm_trace_peak_live(t));
+      uint64_t private_bytes;
+      hbm_json_kv_u64(&j, "private_pool_segments", hbm_trace_private_pools(t, &private_bytes));
+      hbm_json_kv_u64(&j, "private_pool_bytes", private_bytes);
       hbm_json_kv_string(&j, "conf", t->conf ? t->conf : "");
       hbm_json_object_end(&j);
       code = cli_print_json("import", &j);

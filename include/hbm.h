@@ -359,6 +359,12 @@ uint64_t hbm_trace_capacity(const hbm_trace *trace); /* 0 when the trace names n
  * threads may share one (replay it, ask it) without a lock. */
 uint64_t hbm_trace_peak_live(const hbm_trace *trace);
 const char *hbm_trace_name(const hbm_trace *trace);
+/* How many of a snapshot's segments (and their bytes, in *bytes if not NULL)
+ * belonged to a private memory pool (CUDA graph capture, torch.cuda.MemPool)
+ * when it was taken; 0 for a text trace. No policy keeps private pools apart,
+ * so a replay places their blocks as the default pool's and may differ from
+ * the recorded run there (docs/snapshot-import.md). */
+uint32_t hbm_trace_private_pools(const hbm_trace *trace, uint64_t *bytes);
 
 /* ---- replay -------------------------------------------------------------------- */
 typedef enum hbm_oom_cause {

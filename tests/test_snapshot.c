@@ -2,8 +2,10 @@
  * rule at a time: the starting state (blocks alive before recording, their
  * unsplit slack, evidence from later allocations, small pool, blocks alive
  * throughout, segments made or released in the trace, expandable ranges),
- * ids, streams, steps, settings, pending frees, devices; and the errors:
- * missing keys, double frees, frees of unknown blocks, overlaps. */
+ * ids, streams, steps, settings, pending frees, devices, private pools; and
+ * the errors: missing keys, double frees, frees of unknown blocks, overlaps. */
+#include <unistd.h>
+
 #include "hbm.h"
 #include "replay/fidelity.h"
 #include "trace/snapshot.h"
@@ -440,6 +442,80 @@ static void expect_error(snap *s, const char *needle) {
   if (rc == HBM_OK) hbm_trace_free(t);
 }
 
+/* segment_pool_id: (0, 0) is the default pool; any other pair, as a tuple
+ * or a list, a private one, counted with its bytes and noted in a saved
+ * trace; anything else is an error naming the segment. */
+static void seg_begin_pool(snap *s, uint64_t addr, uint64_t size, int64_t a, int64_t b, int as_list) {
+  pk *p = &s->p;
+  dict_begin(p);
+  kv_int(p, "device", 0);
+  kv_int(p, "address", (int64_t)addr);
+  kv_int(p, "total_size", (int64_t)size);
+  kv_str(p, "segment_type", "large");
+  pk_str(p, "segment_pool_id");
+  if (as_list) list_begin(p);
+  pk_int(p, a);
+  pk_int(p, b);
+  if (as_list) list_end(p);
+  else op(p, 0x86); /* TUPLE2, as Python writes a pair */
+  pk_str(p, "blocks");
+  list_begin(p);
+}
+
+static void test_private_pools(void) {
+  snap s;
+  snap_begin(&s);
+  const int64_t pools[3][3] = {{0, 0, 0}, {1, 3, 0}, {0, 7, 1}}; /* a, b, as a list */
+  for (int k = 0; k < 3; k++) {
+    seg_begin_pool(&s, A0 + (uint64_t)k * 20 * MiB, (uint64_t)(k + 1) * 2 * MiB, pools[k][0], pools[k][1], (int)pools[k][2]);
+    blk(&s, A0 + (uint64_t)k * 20 * MiB, (uint64_t)(k + 1) * 2 * MiB, 0, "inactive");
+    seg_end(&s);
+  }
+  trace_begin(&s);
+  trace_end(&s);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  uint64_t bytes = 0;
+  CHECK_EQ_U64(hbm_trace_private_pools(t, &bytes), 2);
+  CHECK_EQ_U64(bytes, 10 * MiB);
+  char path[] = "/tmp/hbm_test_pools_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  close(fd);
+  CHECK(hbm_trace_save(t, path, &d) == HBM_OK);
+  hbm_trace_free(t);
+  CHECK(hbm_trace_load(path, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(hbm_trace_private_pools(t, NULL), 0); /* text traces carry no pools */
+  hbm_trace_free(t);
+  FILE *f = fopen(path, "r");
+  char text[4096] = "";
+  CHECK(f && fread(text, 1, sizeof text - 1, f) > 0);
+  if (f) fclose(f);
+  unlink(path);
+  CHECK(strstr(text, "# 2 segment(s), 10485760 bytes, were in private pools") != NULL);
+
+  snap_begin(&s);
+  seg_begin(&s, A0, 2 * MiB, 0, 0, 0);
+  blk(&s, A0, 2 * MiB, 0, "inactive");
+  seg_end(&s);
+  dict_begin(&s.p);
+  kv_int(&s.p, "device", 0);
+  kv_int(&s.p, "address", (int64_t)(A0 + 20 * MiB));
+  kv_int(&s.p, "total_size", (int64_t)(2 * MiB));
+  kv_str(&s.p, "segment_pool_id", "graph");
+  pk_str(&s.p, "blocks");
+  list_begin(&s.p);
+  blk(&s, A0 + 20 * MiB, 2 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "segments[1]: 'segment_pool_id' is not a pair of ints (a str)");
+  printf("test_snapshot: private pools counted (2 segments, 10 MiB), noted in a saved trace, a malformed id refused\n");
+}
+
 static void test_errors(void) {
   snap s;
   /* a double free */
@@ -658,6 +734,7 @@ int main(void) {
   test_steps_and_settings();
   test_settings_from_text();
   test_expandable_ranges();
+  test_private_pools();
   test_errors();
   test_capacity_from_oom();
   test_capacity_from_limited_oom();

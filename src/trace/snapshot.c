@@ -103,6 +103,8 @@ typedef struct importer {
   int have_conf;
   int64_t *step_ends;
   size_t nsteps;
+  uint32_t private_segments; /* the device's segments in a private pool at the dump */
+  uint64_t private_bytes;
 } importer;
 
 static int fail(importer *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -174,6 +176,20 @@ static int read_segments(importer *im, const hbm_pk_value *segments) {
     if (exp && exp->type != HBM_PK_NONE && !hbm_pk_int(exp, &e))
       return fail(im, "%s: 'is_expandable' is a %s, expected a bool", where, hbm_pk_type_name(exp->type));
     g->expandable = e != 0;
+    /* segment_pool_id: (0, 0) is the default pool; any other pair a private
+     * one (CUDA graph capture, torch.cuda.MemPool), which no policy keeps
+     * apart: counted, so that the tools can say so. */
+    const hbm_pk_value *pool = hbm_pk_get(s, "segment_pool_id");
+    if (pool && pool->type != HBM_PK_NONE) {
+      int64_t id[2];
+      if ((pool->type != HBM_PK_TUPLE && pool->type != HBM_PK_LIST) || hbm_pk_len(pool) != 2 ||
+          !hbm_pk_int(hbm_pk_item(pool, 0), &id[0]) || !hbm_pk_int(hbm_pk_item(pool, 1), &id[1]))
+        return fail(im, "%s: 'segment_pool_id' is not a pair of ints (a %s)", where, hbm_pk_type_name(pool->type));
+      if (id[0] || id[1]) {
+        im->private_segments++;
+        im->private_bytes += g->size;
+      }
+    }
     const hbm_pk_value *blocks = hbm_pk_get(s, "blocks");
     if (!blocks) return fail(im, "%s: missing 'blocks'", where);
     if (blocks->type != HBM_PK_LIST && blocks->type != HBM_PK_TUPLE)
@@ -772,6 +788,8 @@ static int build(importer *im, hbm_trace *t) {
   if (limited && peak > capacity) capacity = peak;
   capacity = capacity / (2 * MiB) * (2 * MiB);
   if (capacity > t->capacity) t->capacity = capacity;
+  t->private_pool_segments = im->private_segments;
+  t->private_pool_bytes = im->private_bytes;
 
   /* Events, in recorded order, with ids reused after their free. */
   hbm_addrmap live, start_id;

@@ -113,6 +113,11 @@ int hbm_trace_add_init_block(hbm_trace *t, const hbm_init_block *blk) {
 /* ---- queries -------------------------------------------------------------------- */
 uint64_t hbm_trace_event_count(const hbm_trace *t) { return t ? t->nevents : 0; }
 uint64_t hbm_trace_capacity(const hbm_trace *t) { return t ? t->capacity : 0; }
+
+uint32_t hbm_trace_private_pools(const hbm_trace *t, uint64_t *bytes) {
+  if (bytes) *bytes = t ? t->private_pool_bytes : 0;
+  return t ? t->private_pool_segments : 0;
+}
 const char *hbm_trace_name(const hbm_trace *t) { return t ? t->name : NULL; }
 
 /* The highest sum of live requests; HBM_EHOSTMEM for want of the id map. */
@@ -748,6 +753,10 @@ int hbm_trace_save(const hbm_trace *t, const char *path, hbm_diag *diag) {
   sb_printf(&s, "\n");
   if (t->capacity) sb_printf(&s, "capacity %llu\n", (unsigned long long)t->capacity);
   if (t->conf && *t->conf) sb_printf(&s, "conf %s\n", t->conf);
+  if (t->private_pool_segments) /* a note for the reader: the format carries no pools */
+    sb_printf(&s, "# %u segment(s), %llu bytes, were in private pools (CUDA graphs, MemPool) when the snapshot "
+              "was taken; replays place their blocks as the default pool's\n", t->private_pool_segments,
+              (unsigned long long)t->private_pool_bytes);
   for (uint32_t i = 0; i < t->ninit_segments; i++) {
     const hbm_init_segment *g = &t->init_segments[i];
     sb_printf(&s, "init-seg %#llx %llu %d %s%s\n", (unsigned long long)g->addr, (unsigned long long)g->size,

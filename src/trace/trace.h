@@ -84,6 +84,12 @@ struct hbm_trace {
   uint64_t peak_live_cache; /* 0 = not computed; read and written atomically */
   uint8_t from_snapshot;  /* events came from device_traces[snapshot_device]: line = entry + 1 */
   int32_t snapshot_device;
+  /* A snapshot's segments that belonged to a private pool (CUDA graph
+   * capture, torch.cuda.MemPool) when it was taken. No policy keeps such
+   * pools apart, so a replay places their blocks as the default pool's: the
+   * tools say so. Not carried by text traces. */
+  uint32_t private_pool_segments;
+  uint64_t private_pool_bytes;
 };
 
 /* ---- building a trace (generators, importers) ----
