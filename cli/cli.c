@@ -90,7 +90,10 @@ int cli_parse_capacity(const char *what, const char *text, uint64_t *out) {
     cli_error("%s: expected a device capacity of 2MiB (one page) to 1PiB, got '%s'", what, text);
     return 0;
   }
-  *out = v;
+  /* What the device gives: whole 2 MiB granules, as a sim device opens it, so
+   * that every command reports the capacity it replays on (80GB is
+   * 79,997,960,192 B), not the figure typed. */
+  *out = v / (2ull << 20) * (2ull << 20);
   return 1;
 }
 

@@ -78,7 +78,8 @@ int cli_write_failed(const hbm_diag *diag, int err, const char *path);
 /* Parses a size argument; on error prints "hbm: <what>: ..." and returns 0. */
 int cli_parse_size(const char *what, const char *text, uint64_t *out);
 /* A device's capacity: a size from 2 MiB (one page at the default granule)
- * to 1 PiB, the most a trace or device takes; on error prints why, returns 0. */
+ * to 1 PiB, the most a trace or device takes, rounded down to whole 2 MiB
+ * granules (what the device gives); on error prints why, returns 0. */
 int cli_parse_capacity(const char *what, const char *text, uint64_t *out);
 /* A count min..max for option `opt`, as hbm_count_parse reads it ("20",
  * "7B", "16Mi", "1e6"); on error prints "hbm: <opt>: expected a whole number

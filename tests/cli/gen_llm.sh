@@ -229,4 +229,11 @@ grep -q '"workload":"gpt 26.4T (512 layers' "$dir/huge_model" || { echo "FAIL tr
 grep -q "^parameters     24.6M in the model" "$dir/small" || { echo "FAIL small model estimate: $(head -1 "$dir/small")"; fail=1; }
 "$HBM" gen llm --params 20M --steps 1 -o "$dir/small.trace" > /dev/null 2>&1
 grep -q "^# gpt 24.6M (3 layers" "$dir/small.trace" || { echo "FAIL small model name: $(sed -n 2p "$dir/small.trace")"; fail=1; }
+# a capacity in decimal units is what the device gives, whole 2 MiB granules,
+# in the trace, the JSON and demo's header alike (not the 80,000,000,000 typed)
+"$HBM" gen llm --params 20M --steps 1 --capacity 80GB --json -o "$dir/gb.trace" > "$dir/gb.json" 2>&1
+grep -q '"capacity":79997960192[,}]' "$dir/gb.json" && grep -qx "capacity 79997960192" "$dir/gb.trace" ||
+  { echo "FAIL --capacity 80GB: $(cat "$dir/gb.json"; grep capacity "$dir/gb.trace")"; fail=1; }
+"$HBM" demo --preset 7b-1gpu-80g --steps 1 --capacity 80GB --policy caching --html "$dir/gb.html" > "$dir/gb.demo" 2>&1
+grep -q "capacity 74.50 GiB" "$dir/gb.demo" || { echo "FAIL demo --capacity 80GB: $(head -3 "$dir/gb.demo")"; fail=1; }
 exit $fail
