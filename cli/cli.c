@@ -252,9 +252,28 @@ void cli_progress_end(void) {
   progress_shown = 0;
 }
 
+/* The directory an output goes in must be there and take files, before the
+ * work: a long replay or plan would otherwise end in "cannot create". Said as
+ * writing it would say it. */
+static int check_output_dir(const char *path) {
+  const char *slash = strrchr(path, '/');
+  char dir[4096];
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else if (slash == path) snprintf(dir, sizeof dir, "/");
+  else if ((size_t)(slash - path) < sizeof dir) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  else return CLI_OK; /* a path this long is left to the writer */
+  struct stat sd;
+  int err = stat(dir, &sd) != 0 ? errno : !S_ISDIR(sd.st_mode) ? ENOTDIR : access(dir, W_OK | X_OK) != 0 ? errno : 0;
+  if (!err) return CLI_OK;
+  hbm_diag d = {0};
+  snprintf(d.file, sizeof d.file, "%s", path);
+  snprintf(d.message, sizeof d.message, "cannot create: %s", strerror(err));
+  return cli_write_failed(&d, HBM_EIO, path);
+}
+
 int cli_check_output(const char *path, const char *const *inputs, int ninputs) {
   struct stat so, si;
-  if (stat(path, &so) != 0) return CLI_OK; /* not there yet (a missing directory is said on writing) */
+  if (stat(path, &so) != 0) return check_output_dir(path); /* not there yet */
   for (int i = 0; i < ninputs; i++) {
     if (inputs[i] && stat(inputs[i], &si) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino) {
       cli_error("%s: refusing to overwrite an input file; choose another output path", path);

@@ -3,7 +3,8 @@
 # link, the file it names, the link kept; its mode kept); standard output is
 # written where it stands; a FIFO or a device is written in place, never
 # replaced by a regular file; an empty path is refused as usage
-# before any work; a directory is not written.
+# before any work; a directory is not written; a missing directory is said
+# before any work.
 set -u
 fail=0
 dir=$(mktemp -d)
@@ -114,6 +115,20 @@ tail -n 1 "$dir/demo.html" | grep -q "</html>$" && grep -q "peak reserved" "$dir
   { echo "FAIL demo --html /dev/stdout: the page is not alone on stdout"; fail=1; }
 "$HBM" gen llm --layers 2 --hidden 256 --seq 128 --steps 2 -o "$dir/small.trace" > "$dir/gen_out" 2>&1
 grep -q "wrote .*small.trace" "$dir/gen_out" || { echo "FAIL gen llm -o FILE: summary not on stdout"; fail=1; }
+
+# A directory that is not there, or a file where a directory should be: said
+# before any work (a replay or a demo would otherwise run to the end first),
+# as writing would say it, exit 1, nothing written.
+for cmd in "plan $dir/p.csv -o" "replay $HBM_ROOT/tests/fixtures/step437.trace --policy caching --html" \
+           "demo --preset 7b-1gpu-80g --steps 1 --policy caching --html" "gen llm --params 20M --steps 1 -o"; do
+  for out in "$dir/none/out" "$dir/p.csv/out"; do
+    # shellcheck disable=SC2086
+    "$HBM" $cmd "$out" > "$dir/out" 2> "$dir/err"; rc=$?
+    [ $rc -eq 1 ] && grep -q "cannot create: \(No such file or directory\|Not a directory\)" "$dir/err" &&
+      ! grep -q "peak reserv\|wrote" "$dir/out" "$dir/err" ||
+      { echo "FAIL hbm $cmd $out: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
+  done
+done
 
 [ $fail -eq 0 ] && echo "output_paths: ok"
 exit $fail
