@@ -114,8 +114,11 @@ int cli_parse_count(const char *opt, const char *text, uint64_t min, uint64_t ma
   return 1;
 }
 
+static const struct option *last_opts; /* cli_option_error names the candidates of an ambiguous prefix */
+
 int cli_getopt(int argc, char *const argv[], const char *optstring, const struct option *opts,
                const char *repeatable, cli_seen *seen) {
+  last_opts = opts;
   int li = -1, c = getopt_long(argc, argv, optstring, opts, &li);
   if (c == -1 || c == '?' || c == ':') return c;
   int entry = li; /* the option's entry in opts, long or short spelling alike */
@@ -156,7 +159,22 @@ int cli_getopt(int argc, char *const argv[], const char *optstring, const struct
 int cli_option_error(const char *command, char *const argv[], int c) {
   if (c == CLI_OPT_TWICE) return CLI_BAD_INPUT; /* cli_getopt said why */
   const char *opt = optind > 0 ? argv[optind - 1] : "";
-  if (c == ':') cli_error("%s: %s needs a value (try: hbm %s --help)", command, opt, command);
+  if (c == ':') {
+    cli_error("%s: %s needs a value (try: hbm %s --help)", command, opt, command);
+    return CLI_BAD_INPUT;
+  }
+  /* getopt_long takes a unique prefix (--cap for --capacity) and refuses one
+   * that several options share as it refuses an unknown one: say which. */
+  char names[256] = "";
+  size_t len = strncmp(opt, "--", 2) ? 0 : strcspn(opt + 2, "="), used = 0;
+  int matches = 0;
+  for (int i = 0; len && last_opts && last_opts[i].name; i++) {
+    if (strncmp(last_opts[i].name, opt + 2, len) || strlen(last_opts[i].name) == len) continue;
+    int w = snprintf(names + used, sizeof names - used, "%s--%s", matches ? ", " : "", last_opts[i].name);
+    if (w > 0 && (size_t)w < sizeof names - used) used += (size_t)w;
+    matches++;
+  }
+  if (matches > 1) cli_error("%s: ambiguous option '%s': %s (try: hbm %s --help)", command, opt, names, command);
   else cli_error("%s: unknown option '%s' (try: hbm %s --help)", command, opt, command);
   return CLI_BAD_INPUT;
 }

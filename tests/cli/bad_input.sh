@@ -154,6 +154,10 @@ for cmd in replay mincap import fidelity plan demo "gen llm" "bench replay" "ben
     grep -q "^hbm: $cmd: unknown option '--bogus' (try: hbm $cmd --help)$" "$dir/err" ||
     { echo "FAIL hbm $cmd --bogus: exit $rc, $(cat "$dir/err")"; fail=1; }
 done
+# a prefix two options share is refused as ambiguous, naming them (a unique
+# prefix is taken, as getopt takes it)
+count_bad "^hbm: replay: ambiguous option '--c': --capacity, --check (try: hbm replay --help)$" replay "$good" --c 1GiB
+"$HBM" replay "$good" --cap 1GiB --policy caching > /dev/null 2>&1 || { echo "FAIL a unique prefix (--cap) refused"; fail=1; }
 # the same where the next option follows at once: it is not taken for the
 # value ("--impl --reps 3" is not an implementation named --reps)
 for cmd in "replay x --policy" "import x -o" "gen llm --preset" "bench sweep --jobs" "bench adamw --impl"; do
