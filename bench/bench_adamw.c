@@ -280,7 +280,8 @@ static void usage(FILE *out) {
           "  --params N   parameters, well past the caches (default 16Mi = 16777216; K/M/G/Ki/Mi/Gi suffixes)\n"
           "  --reps N     interleaved rounds; each figure is the best round (default 5)\n"
           "  --threads N  threads for every sequence and the copy (default 0: one per CPU);\n"
-          "               at most one per 64 parameters, one for --impl reference (printed: those used)\n"
+          "               at most one per 64 parameters begun (65 take 2), one for --impl reference\n"
+          "               (printed: those used)\n"
           "  --impl NAME  auto, reference, scalar, avx2, avx512 (default auto)\n"
           "  --json       one JSON object: params, fused_ms, unfused_ms, fused_gbps, copy_gbps,\n"
           "               max_rel_err (master weights vs the reference after 10 steps), and more\n");

@@ -538,7 +538,7 @@ typedef struct hbm_adamw_options {
   uint64_t seed;          /* stochastic rounding: bits depend on (seed, step, tensor position,
                            * element index) only, never on threads or implementation */
   int threads;            /* 0: one per CPU this process may run on, fewer for small steps;
-                           * N: N threads, at most one per 64 elements */
+                           * N: N threads, at most one per 64 elements begun (65 take 2) */
   hbm_adamw_impl impl;
 } hbm_adamw_options;
 
