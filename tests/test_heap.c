@@ -316,6 +316,24 @@ int main(void) {
     hbm_device_close(dev);
   }
 
+  /* Under a memory fraction, memory past the limit is not free to the heap:
+   * an unfragmented heap reads as such (counted against the capacity, half
+   * the device would read as a ratio of about 1). */
+  {
+    hbm_heap *hf;
+    uint64_t x;
+    hbm_stats sf;
+    CHECK(hbm_device_open("sim:1GiB", &dev) == HBM_OK);
+    CHECK(hbm_heap_create(dev, "caching", "per_process_memory_fraction:0.5", &hf) == HBM_OK);
+    CHECK(hbm_alloc(hf, 100ull << 20, HBM_TAG_ACT, 0, &x) == HBM_OK);
+    CHECK(hbm_heap_stats(hf, &sf) == HBM_OK);
+    CHECK_EQ_U64(sf.free_total, (512ull << 20) - sf.live);
+    CHECK(sf.largest_free <= sf.free_total && sf.fragmentation < 0.05);
+    CHECK(hbm_free(hf, x) == HBM_OK);
+    hbm_heap_destroy(hf);
+    hbm_device_close(dev);
+  }
+
   /* Heaps that share a device: what one holds is not free for the other,
    * and an empty heap is not fragmented by it. */
   static const char *const sharing[] = {"caching", "expandable", "zoned"};

@@ -221,13 +221,15 @@ void hbm_heap_leave(hbm_heap *h) {
 }
 
 static void fill_stats(hbm_heap *h, hbm_stats *out) {
-  hbm_policy_usage u;
+  hbm_policy_usage u = {0};
   h->policy->cls->usage(h->policy, &u);
   *out = h->st;
   out->reserved = u.reserved;
-  /* what the other heaps on the device hold is not free for this one */
+  /* what the other heaps on the device hold is not free for this one, nor is
+   * memory past the policy's limit (per_process_memory_fraction) */
   uint64_t others = h->dev->phys_used > h->phys_held ? h->dev->phys_used - h->phys_held : 0;
-  out->free_total = h->st.capacity - h->st.live > others ? h->st.capacity - h->st.live - others : 0;
+  uint64_t room = u.limit && u.limit < h->st.capacity ? u.limit : h->st.capacity;
+  out->free_total = room > h->st.live + others ? room - h->st.live - others : 0;
   out->largest_free = u.largest_free;
   out->fragmentation = hbm_fragmentation_ratio(out->free_total, u.largest_free);
   out->backend_calls = h->dev->backend_calls;

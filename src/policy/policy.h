@@ -52,9 +52,10 @@ struct hbm_policy_class {
                uint64_t *block_size);
   /* HBM_EINVAL for an address that is not a live block (nothing changes). */
   int (*free)(hbm_policy *p, uint64_t addr, uint64_t *block_size);
-  /* Called for samples, stats and failures, and, where `reserved` below is
-   * NULL, after every successful allocation (peak reserved is tracked from
-   * it): then it must be O(1) or amortized O(1): keep counters, cache maxima. */
+  /* Fills every field of *out. Called for samples, stats and failures, and,
+   * where `reserved` below is NULL, after every successful allocation (peak
+   * reserved is tracked from it): then it must be O(1) or amortized O(1):
+   * keep counters, cache maxima. */
   void (*usage)(hbm_policy *p, hbm_policy_usage *out);
   /* Visits live blocks and holes in address order (see hbm_heap_scan). */
   int (*scan)(hbm_policy *p, hbm_scan_fn *visit, void *arg);

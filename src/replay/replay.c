@@ -90,15 +90,23 @@ static void track_peaks(replay_state *s) {
   if (s->allocated > r->peak_allocated) r->peak_allocated = s->allocated;
 }
 
+/* What is free for the policy: the capacity, or its limit below it
+ * (per_process_memory_fraction), less live. Memory the process may not take
+ * is not free to it, and counted free it would read as fragmentation. */
+static uint64_t free_for(const replay_state *s, const hbm_policy_usage *u) {
+  uint64_t room = u->limit && u->limit < s->res->capacity ? u->limit : s->res->capacity;
+  return room > s->live ? room - s->live : 0;
+}
+
 static void take_sample(replay_state *s, uint64_t event) {
-  hbm_policy_usage u;
+  hbm_policy_usage u = {0};
   s->p->cls->usage(s->p, &u);
   hbm_sample smp = {.event = event,
                     .step = s->step,
                     .live = s->live,
                     .allocated = s->allocated,
                     .reserved = u.reserved,
-                    .free_total = s->res->capacity - s->live,
+                    .free_total = free_for(s, &u),
                     .largest_free = u.largest_free,
                     .backend_calls = s->dev->backend_calls,
                     .alloc_events = s->res->alloc_events};
@@ -220,7 +228,7 @@ static int do_alloc(replay_state *s, uint32_t id, uint64_t size, hbm_tag tag, in
       o->event = event;
       o->step = s->step;
       o->request = size;
-      o->free_total = r->capacity - s->live;
+      o->free_total = free_for(s, &u);
       o->largest_free = u.largest_free;
       o->allocated = s->allocated;
       o->limit = u.limit && u.limit < r->capacity ? u.limit : r->capacity;

@@ -38,6 +38,20 @@ for p in d["policies"]:
 print("FAIL doubles do not read back:", bad) if bad else print("ok   %d ratios read back exactly" % n)
 sys.exit(1 if bad or n < 10 else 0)' || fail=1
 fi
+# Under a memory fraction, memory past the limit is not free to the policy:
+# every sample's free total is the limit less live, and the failure's limit is
+# that same figure (not the device's capacity, which read as fragmentation).
+if command -v python3 >/dev/null; then
+  "$HBM" replay "$trace" --policy caching --device sim:96GiB --alloc-conf per_process_memory_fraction:0.5 --samples --json |
+  python3 -c '
+import json, sys
+p = json.load(sys.stdin)["policies"][0]
+limit = p["oom"]["limit"] if p["oom"] else None
+rooms = {s["free_total"] + s["live"] for s in p["samples"]}
+if limit != 48 << 30 or rooms != {limit} or p["oom"]["free_total"] + 0 > limit:
+    print("FAIL free total under a memory fraction:", limit, sorted(rooms)[:5]); sys.exit(1)
+print("ok   free total under a memory fraction: the limit less live")' || fail=1
+fi
 text=$("$HBM" replay "$trace" --policy bestfit --device sim:96GiB)
 echo "$text"
 echo "$text" | grep -q "step 437.*ratio 3.67: fragmentation" || { echo "FAIL: text table lacks the failure"; fail=1; }
