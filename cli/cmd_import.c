@@ -95,12 +95,7 @@ int cmd_import(int argc, char **argv) {
     cli_diag(&diag, rc, path);
     return cli_exit_code(rc);
   }
-  t->source_path = strdup(path); /* so the writer refuses to overwrite it */
-  if (!t->source_path) {
-    hbm_trace_free(t);
-    cli_error("out of host memory");
-    return CLI_FAILED;
-  }
+  hbm_trace_set_source(t, path); /* so the writer refuses to overwrite it */
   memset(&diag, 0, sizeof diag);
   rc = hbm_trace_save(t, output, &diag);
   if (rc != HBM_OK) {

@@ -348,8 +348,10 @@ int hbm_trace_load_device(const char *path, int device, hbm_trace **out, hbm_dia
 /* Parses a text trace from memory; `name` is used in diagnostics. */
 int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_trace **out,
                          hbm_diag *diag);
-/* Writes the trace as text v1, atomically (temp file + rename). Refuses
- * (HBM_EINVAL) to write over the file the trace was read from. */
+/* Writes the trace as text v1, atomically: a temporary file of its own
+ * (created exclusively beside the path, never an existing one), renamed over
+ * the path. Refuses (HBM_EINVAL) to write over the file the trace was read
+ * from, however the path names it (the file, not the path read, is kept). */
 int hbm_trace_save(const hbm_trace *trace, const char *path, hbm_diag *diag);
 void hbm_trace_free(hbm_trace *trace);
 uint64_t hbm_trace_event_count(const hbm_trace *trace);

@@ -1,6 +1,10 @@
 /* test_trace: the text trace v1 reader and writer. Every kind of bad input is
  * refused with the line and what was expected; a written trace reads back
- * identical; the writer never overwrites its input. */
+ * identical; the writer never overwrites its input (after a chdir too),
+ * never shares or follows a temporary file, and a reader never sees half a
+ * file while two threads write it. */
+#include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -27,6 +31,119 @@ static void expect_bad_n(const char *text, size_t len, uint64_t line, const char
 }
 static void expect_bad(const char *text, uint64_t line, const char *words) {
   expect_bad_n(text, strlen(text), line, words);
+}
+
+/* The writer's temporary file is its own: one already at a name it would
+ * try (here, symbolic links to a victim at the first ten) is passed over,
+ * never followed (nor the single name per process earlier writers used).
+ * Runs first: the names count from 0 in a fresh process. */
+static void test_save_temp_names(const hbm_trace *t) {
+  char dir[] = "/tmp/hbm-test-save-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char victim[128], out[128], name[192];
+  snprintf(victim, sizeof victim, "%s/victim", dir);
+  snprintf(out, sizeof out, "%s/out.trace", dir);
+  FILE *f = fopen(victim, "w");
+  CHECK(f && fputs("keep\n", f) >= 0);
+  if (f) fclose(f);
+  for (int k = -1; k < 10; k++) { /* -1: the one name per process an earlier writer used */
+    if (k < 0) snprintf(name, sizeof name, "%s.tmp.%ld", out, (long)getpid());
+    else snprintf(name, sizeof name, "%s.tmp.%ld.%d", out, (long)getpid(), k);
+    CHECK(symlink(victim, name) == 0);
+  }
+  hbm_diag d;
+  CHECK(hbm_trace_save(t, out, &d) == HBM_OK);
+  char text[16] = "";
+  f = fopen(victim, "r");
+  CHECK(f && fgets(text, sizeof text, f) && !strcmp(text, "keep\n"));
+  if (f) fclose(f);
+  hbm_trace *back = NULL;
+  CHECK(hbm_trace_load(out, &back, &d) == HBM_OK && back->nevents == t->nevents);
+  hbm_trace_free(back);
+  for (int k = -1; k < 10; k++) {
+    if (k < 0) snprintf(name, sizeof name, "%s.tmp.%ld", out, (long)getpid());
+    else snprintf(name, sizeof name, "%s.tmp.%ld.%d", out, (long)getpid(), k);
+    unlink(name);
+  }
+  unlink(out);
+  unlink(victim);
+  CHECK(rmdir(dir) == 0); /* nothing else was left behind */
+}
+
+/* Two threads saving to one path while a third reads it: every save
+ * succeeds, and a reader only ever sees a whole trace. */
+typedef struct save_job {
+  const hbm_trace *t;
+  const char *path;
+  int failures;
+} save_job;
+static void *save_loop(void *arg) {
+  save_job *j = arg;
+  hbm_diag d;
+  for (int k = 0; k < 200; k++) j->failures += hbm_trace_save(j->t, j->path, &d) != HBM_OK;
+  return NULL;
+}
+static void *load_loop(void *arg) {
+  save_job *j = arg;
+  for (int k = 0; k < 200; k++) {
+    hbm_trace *t = NULL;
+    hbm_diag d;
+    int rc = hbm_trace_load(j->path, &t, &d);
+    j->failures += rc != HBM_OK || (t->nevents != 10 && t->nevents != 2);
+    if (rc == HBM_OK) hbm_trace_free(t);
+  }
+  return NULL;
+}
+static void test_save_concurrent(const hbm_trace *a, const hbm_trace *b) {
+  char dir[] = "/tmp/hbm-test-save-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char out[128];
+  snprintf(out, sizeof out, "%s/shared.trace", dir);
+  hbm_diag d;
+  CHECK(hbm_trace_save(a, out, &d) == HBM_OK);
+  save_job jobs[3] = {{a, out, 0}, {b, out, 0}, {NULL, out, 0}};
+  pthread_t th[3];
+  for (int k = 0; k < 3; k++) CHECK(pthread_create(&th[k], NULL, k < 2 ? save_loop : load_loop, &jobs[k]) == 0);
+  for (int k = 0; k < 3; k++) pthread_join(th[k], NULL);
+  CHECK_EQ_U64(jobs[0].failures + jobs[1].failures, 0);
+  CHECK_EQ_U64(jobs[2].failures, 0);
+  unlink(out);
+  CHECK(rmdir(dir) == 0); /* no temporary file left */
+}
+
+/* The input is the file it was read from, not its path: after a chdir the
+ * same relative path names another file, which may be written, and the
+ * input, named any way, may not. */
+static void test_save_input_after_chdir(void) {
+  char dir[] = "/tmp/hbm-test-save-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char d1[160], d2[160], in1[192], in2[192], cwd[4096];
+  snprintf(d1, sizeof d1, "%s/d1", dir);
+  snprintf(d2, sizeof d2, "%s/d2", dir);
+  snprintf(in1, sizeof in1, "%s/in.trace", d1);
+  snprintf(in2, sizeof in2, "%s/in.trace", d2);
+  CHECK(mkdir(d1, 0755) == 0 && mkdir(d2, 0755) == 0);
+  const char *small = "hbm-trace 1\na x 10\nf x\n";
+  for (int k = 0; k < 2; k++) {
+    FILE *f = fopen(k ? in2 : in1, "w");
+    CHECK(f && fputs(small, f) >= 0);
+    if (f) fclose(f);
+  }
+  CHECK(getcwd(cwd, sizeof cwd) != NULL);
+  CHECK(chdir(d1) == 0);
+  hbm_trace *t = NULL;
+  hbm_diag d;
+  CHECK(hbm_trace_load("in.trace", &t, &d) == HBM_OK);
+  CHECK(chdir(d2) == 0);
+  CHECK(hbm_trace_save(t, "in.trace", &d) == HBM_OK);               /* d2's: not the input */
+  CHECK(hbm_trace_save(t, in1, &d) == HBM_EINVAL && strstr(d.message, "overwrite")); /* the input, by its full path */
+  CHECK(chdir(cwd) == 0);
+  hbm_trace_free(t);
+  unlink(in1);
+  unlink(in2);
+  rmdir(d1);
+  rmdir(d2);
+  CHECK(rmdir(dir) == 0);
 }
 
 int main(void) {
@@ -61,6 +178,12 @@ int main(void) {
   CHECK_EQ_U64(t->peak_live_cache, (2ull << 30) + 4509715661ull + (512ull << 20));
   CHECK_EQ_U64(hbm_trace_peak_live(t), (2ull << 30) + 4509715661ull + (512ull << 20)); /* after y is reallocated */
   CHECK(hbm_trace_validate(t, &d) == HBM_OK);
+  test_save_temp_names(t);
+  hbm_trace *two = NULL;
+  CHECK(parse("hbm-trace 1\na x 10\nf x\n", &two, &d) == HBM_OK);
+  test_save_concurrent(t, two);
+  hbm_trace_free(two);
+  test_save_input_after_chdir();
 
   /* round trip through a file; the writer refuses to overwrite the input */
   char path[] = "/tmp/hbm-test-trace-XXXXXX";

@@ -1,6 +1,7 @@
 /* diag.c: where bad input was found, and whole-file I/O that never loses data. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -204,13 +205,21 @@ int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_di
     return io_error(diag, path, "cannot write (the descriptor is not open)");
   }
   size_t plen = strlen(target);
-  char *tmp = malloc(plen + 32);
+  char *tmp = malloc(plen + 64);
   if (!tmp) {
     free(resolved);
     return HBM_EHOSTMEM;
   }
-  snprintf(tmp, plen + 32, "%s.tmp.%ld", target, (long)getpid());
-  int rc = HBM_OK, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  /* A name of its own, created exclusively: two writers (threads of one
+   * process too) never share a temporary file, and a file or a symbolic link
+   * already at that name is neither followed nor truncated. */
+  static atomic_ulong serial;
+  int rc = HBM_OK, fd = -1;
+  for (int tries = 0; fd < 0 && tries < 100; tries++) {
+    snprintf(tmp, plen + 64, "%s.tmp.%ld.%lu", target, (long)getpid(), (unsigned long)atomic_fetch_add(&serial, 1));
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) {
     rc = io_error(diag, path, "cannot create");
     goto out;

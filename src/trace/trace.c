@@ -33,7 +33,6 @@ void hbm_trace_free(hbm_trace *t) {
     free(t->id_names);
   }
   free(t->name);
-  free(t->source_path);
   free(t->conf);
   free(t->events);
   free(t->init_segments);
@@ -691,14 +690,7 @@ int hbm_trace_load_device(const char *path, int device, hbm_trace **out, hbm_dia
     rc = hbm_trace_parse_text(data, len, path, out, diag);
   }
   free(data);
-  if (rc == HBM_OK) {
-    (*out)->source_path = strdup(path);
-    if (!(*out)->source_path) {
-      hbm_trace_free(*out);
-      *out = NULL;
-      rc = HBM_EHOSTMEM;
-    }
-  }
+  if (rc == HBM_OK) hbm_trace_set_source(*out, path);
   if (rc == HBM_EHOSTMEM) { /* the readers' own out-of-memory returns say nothing */
     hbm_diag_set(diag, path, 0, 0, "out of host memory reading %llu bytes", (unsigned long long)len);
     return HBM_EHOSTMEM;
@@ -731,15 +723,18 @@ static void write_id(sbuf *s, const hbm_trace *t, uint32_t id) {
   else sb_printf(s, "b%u", id);
 }
 
-static int same_file(const char *a, const char *b) {
-  struct stat sa, sb;
-  if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
-  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+void hbm_trace_set_source(hbm_trace *t, const char *path) {
+  struct stat st;
+  t->has_source = stat(path, &st) == 0;
+  t->source_dev = t->has_source ? (uint64_t)st.st_dev : 0;
+  t->source_ino = t->has_source ? (uint64_t)st.st_ino : 0;
 }
 
 int hbm_trace_save(const hbm_trace *t, const char *path, hbm_diag *diag) {
   if (!t || !path) return HBM_EINVAL;
-  if (t->source_path && same_file(t->source_path, path)) {
+  struct stat so;
+  if (t->has_source && stat(path, &so) == 0 && (uint64_t)so.st_dev == t->source_dev &&
+      (uint64_t)so.st_ino == t->source_ino) {
     hbm_diag_set(diag, path, 0, 0, "refusing to overwrite the input file; choose another output path");
     return HBM_EINVAL;
   }

@@ -70,7 +70,10 @@ typedef struct hbm_init_block {
 
 struct hbm_trace {
   char *name;             /* file name or generator description */
-  char *source_path;      /* file it was read from (NULL if generated) */
+  /* The file it was read from (hbm_trace_set_source), by device and inode:
+   * a path would name another file after a chdir. */
+  uint8_t has_source;
+  uint64_t source_dev, source_ino;
   char *conf;             /* recorded allocator settings, or NULL */
   uint64_t capacity;      /* 0 if unknown */
   hbm_event *events;
@@ -124,6 +127,11 @@ static inline int hbm_range_wraps(uint64_t addr, uint64_t size) { return size > 
 /* Names an event's source for messages, as the importer does: "line N" in a
  * text trace, "device_traces[D][N - 1]" in a snapshot's; "" when line is 0. */
 const char *hbm_trace_where(const hbm_trace *t, uint32_t line, char *buf, size_t len);
+
+/* Records `path` (as it names a file now) as the file the trace was read
+ * from: hbm_trace_save refuses to write over it. A path that names nothing
+ * records nothing. */
+void hbm_trace_set_source(hbm_trace *t, const char *path);
 
 /* Loads a PyTorch snapshot pickle from memory as a trace (snapshot.c). */
 int hbm_snapshot_to_trace(const uint8_t *data, size_t len, const char *name, hbm_trace **out,
