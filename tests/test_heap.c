@@ -200,6 +200,8 @@ int main(void) {
   CHECK(hbm_device_open("sim:lots", &dev) == HBM_EINVAL);
   CHECK(hbm_device_open("gpu:8GiB", &dev) == HBM_EUNSUPPORTED);
   CHECK(hbm_device_open("averyveryverylongkind:1GiB", &dev) == HBM_EUNSUPPORTED); /* longer than any kind: still a kind */
+  CHECK(hbm_device_open("cuda:0", &dev) == HBM_EUNSUPPORTED);      /* the kind first: not a bad capacity */
+  CHECK(hbm_device_open("npu:0,granule=3MiB", &dev) == HBM_EUNSUPPORTED);
   CHECK(hbm_device_open("sim:8GiB,granule=3MiB", &dev) == HBM_EINVAL);
   CHECK(hbm_device_open("sim:96GiB", &dev) == HBM_OK);
   hbm_device_caps caps;

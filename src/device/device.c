@@ -39,6 +39,10 @@ int hbm_device_open(const char *spec, hbm_device **out) {
                             (int)(colon - spec), spec);
   memcpy(kind, spec, (size_t)(colon - spec));
   kind[colon - spec] = 0;
+  /* The kind first: 'cuda:0' is a device this build cannot open, whatever
+   * follows the colon, not a bad capacity. */
+  if (strcmp(kind, "sim") && strcmp(kind, "host"))
+    return hbm_report_error(HBM_EUNSUPPORTED, "device '%s': unknown kind '%s' (known: sim, host)", spec, kind);
   strcpy(rest, colon + 1);
   uint64_t granule = DEFAULT_GRANULE, capacity;
   char *opt = strchr(rest, ',');
@@ -54,9 +58,7 @@ int hbm_device_open(const char *spec, hbm_device **out) {
   if (capacity == 0)
     return hbm_report_error(HBM_EINVAL, "device '%s': capacity '%s' is smaller than one granule (%llu B)", spec,
                             rest, (unsigned long long)granule);
-  if (!strcmp(kind, "sim")) return hbm_sim_open(capacity, granule, out);
-  if (!strcmp(kind, "host")) return hbm_host_open(capacity, granule, out);
-  return hbm_report_error(HBM_EUNSUPPORTED, "device '%s': unknown kind '%s' (known: sim, host)", spec, kind);
+  return !strcmp(kind, "sim") ? hbm_sim_open(capacity, granule, out) : hbm_host_open(capacity, granule, out);
 }
 
 void hbm_device_close(hbm_device *dev) {
