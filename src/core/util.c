@@ -1,6 +1,8 @@
 /* util.c: errors, callbacks, tags, sizes and the stats printer. */
 #include <ctype.h>
+#include <locale.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,42 @@
 #include "core/util.h"
 
 const char *hbm_version(void) { return "0.1.0"; }
+
+/* ---- C-locale numbers (util.h) ---- */
+static locale_t c_locale;
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+static void make_c_locale(void) { c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0); }
+
+/* The calling thread's locale before the switch, or 0 where there was none. */
+static locale_t c_numeric_begin(void) {
+  pthread_once(&c_locale_once, make_c_locale);
+  return c_locale ? uselocale(c_locale) : (locale_t)0;
+}
+static void c_numeric_end(locale_t old) {
+  if (old) uselocale(old);
+}
+
+double hbm_strtod(const char *s, char **end) {
+  locale_t old = c_numeric_begin();
+  double v = strtod(s, end);
+  c_numeric_end(old);
+  return v;
+}
+
+int hbm_vsnprintf(char *buf, size_t len, const char *fmt, va_list ap) {
+  locale_t old = c_numeric_begin();
+  int n = vsnprintf(buf, len, fmt, ap);
+  c_numeric_end(old);
+  return n;
+}
+
+int hbm_snprintf(char *buf, size_t len, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = hbm_vsnprintf(buf, len, fmt, ap);
+  va_end(ap);
+  return n;
+}
 
 const char *hbm_strerror(int err) {
   switch (err) {
@@ -39,7 +77,7 @@ int hbm_report_error(int err, const char *fmt, ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  hbm_vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   error_fn(err, msg, error_arg);
   return err;
@@ -50,7 +88,7 @@ void hbm_report_output(const char *fmt, ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  hbm_vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   output_fn(msg, output_arg);
 }
@@ -84,7 +122,7 @@ void hbm_check_fail(hbm_checker *k, const char *fmt, ...) {
   int n = snprintf(msg, sizeof msg, "%s", k->prefix ? k->prefix : "");
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+  hbm_vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
   va_end(ap);
   k->report(k->arg, msg);
 }
@@ -278,7 +316,7 @@ char *hbm_size_format(uint64_t bytes, char *buf, size_t len) {
   if (u == 0)
     snprintf(buf, len, "%llu B", (unsigned long long)bytes);
   else
-    snprintf(buf, len, "%.2f %s", v, units[u]);
+    hbm_snprintf(buf, len, "%.2f %s", v, units[u]);
   return buf;
 }
 
@@ -311,7 +349,7 @@ static void outf(out_buf *o, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   size_t room = o->used < o->len ? o->len - o->used : 0;
-  int n = vsnprintf(room ? o->buf + o->used : NULL, room, fmt, ap);
+  int n = hbm_vsnprintf(room ? o->buf + o->used : NULL, room, fmt, ap);
   va_end(ap);
   if (n > 0) o->used += (size_t)n;
 }

@@ -2,7 +2,19 @@
 #ifndef HBM_UTIL_H
 #define HBM_UTIL_H
 
+#include <stdarg.h>
+
 #include "hbm.h"
+
+/* Numbers in hbm's text (JSON, traces, settings, reports, messages) use '.'
+ * as the decimal point whatever LC_NUMERIC the program set: a program that
+ * called setlocale(LC_ALL, "") in a comma locale would otherwise get invalid
+ * JSON and have "0.8" refused. These run the C library's conversion under
+ * the C locale for the calling thread only (uselocale), and fall back to the
+ * program's locale where the C locale cannot be made. */
+double hbm_strtod(const char *s, char **end);
+int hbm_vsnprintf(char *buf, size_t len, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
+int hbm_snprintf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Reports through the error handler; returns err so callers can
  * `return hbm_report_error(HBM_EINVAL, "...")`. */

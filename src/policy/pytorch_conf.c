@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/util.h"
 #include "policy/pytorch_alloc.h"
 
 #define MB (1ull << 20)
@@ -49,7 +50,7 @@ static int fail(parser *ps, size_t i, const char *fmt, ...) {
     ps->diag->offset = i < ps->n ? ps->tok[i].offset : strlen(ps->src);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ps->diag->message, sizeof ps->diag->message, fmt, ap);
+    hbm_vsnprintf(ps->diag->message, sizeof ps->diag->message, fmt, ap);
     va_end(ap);
   }
   return HBM_EINVAL;
@@ -114,7 +115,7 @@ static int parse_double(parser *ps, size_t i, const char *what, double *out) {
   const char *t = ps->tok[i].text;
   char *end = NULL;
   errno = 0;
-  double v = strtod(t, &end);
+  double v = hbm_strtod(t, &end);
   if (!*t || *end || errno || !isfinite(v))
     return fail(ps, i, "%s: expected a number, got '%s'", what, t);
   *out = v;

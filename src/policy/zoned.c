@@ -280,7 +280,7 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
       snprintf(want, sizeof want, "slack:SIZE, or slack:P%% with P from 0 to 1000");
       size_t len = strlen(v);
       if (len > 1 && v[len - 1] == '%') {
-        c->slack_share = strtod(v, &end) / 100.0;
+        c->slack_share = hbm_strtod(v, &end) / 100.0;
         if (*end != '%' || !(c->slack_share >= 0 && c->slack_share <= 10)) goto bad;
       } else if (hbm_size_parse(v, &c->slack) != HBM_OK) {
         goto bad;
@@ -288,7 +288,7 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
     } else if (!strcmp(k, "headroom")) {
       snprintf(want, sizeof want, "headroom:P%% with P from 0 to 50");
       size_t len = strlen(v);
-      c->headroom = strtod(v, &end) / 100.0;
+      c->headroom = hbm_strtod(v, &end) / 100.0;
       if (len < 2 || v[len - 1] != '%' || *end != '%' || !(c->headroom >= 0 && c->headroom <= 0.5)) goto bad;
     } else if (!strcmp(k, "slot")) {
       snprintf(want, sizeof want, "slot:off, or slot:SIZE of at least the device's granule (%llu B) up to 1 PiB",
@@ -327,7 +327,7 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
       if (!parse_onoff(v, &c->vmm)) goto bad;
     } else if (!strcmp(k, "split")) {
       snprintf(want, sizeof want, "split:F with F between 0 and 1, both excluded");
-      double f = strtod(v, &end);
+      double f = hbm_strtod(v, &end);
       if (*end || !(f > 0 && f < 1)) goto bad;
       c->split = f;
     } else {

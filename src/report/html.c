@@ -269,7 +269,7 @@ static void sb_printf(sb *b, const char *fmt, ...) {
   char small[1024];
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(small, sizeof small, fmt, ap);
+  int n = hbm_vsnprintf(small, sizeof small, fmt, ap);
   va_end(ap);
   if (n < 0) return;
   if ((size_t)n < sizeof small) {
@@ -282,7 +282,7 @@ static void sb_printf(sb *b, const char *fmt, ...) {
     return;
   }
   va_start(ap, fmt);
-  vsnprintf(big, (size_t)n + 1, fmt, ap);
+  hbm_vsnprintf(big, (size_t)n + 1, fmt, ap);
   va_end(ap);
   sb_put(b, big, (size_t)n);
   free(big);
@@ -323,7 +323,7 @@ static const char *size_text(uint64_t bytes, char *buf, size_t len) {
  * usable) is "infinite", not a number. */
 static const char *frag_text(double ratio, char *buf, size_t len) {
   if (ratio >= 1e9) snprintf(buf, len, "infinite");
-  else snprintf(buf, len, "%.2f", ratio);
+  else hbm_snprintf(buf, len, "%.2f", ratio);
   return buf;
 }
 

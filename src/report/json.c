@@ -112,8 +112,8 @@ void hbm_json_double(hbm_json *j, double v) {
   value_prefix(j);
   if (!isfinite(v)) { puts_(j, "null"); return; }
   for (int digits = 15; digits <= 17; digits++) {
-    snprintf(b, sizeof b, "%.*g", digits, v);
-    if (strtod(b, NULL) == v) break;
+    hbm_snprintf(b, sizeof b, "%.*g", digits, v);
+    if (hbm_strtod(b, NULL) == v) break;
   }
   puts_(j, b);
 }

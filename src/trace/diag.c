@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/util.h"
 #include "trace/trace.h"
 
 int hbm_diag_set(hbm_diag *diag, const char *file, uint64_t line, uint64_t offset,
@@ -21,7 +22,7 @@ int hbm_diag_set(hbm_diag *diag, const char *file, uint64_t line, uint64_t offse
   diag->offset = offset;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(diag->message, sizeof diag->message, fmt, ap);
+  hbm_vsnprintf(diag->message, sizeof diag->message, fmt, ap);
   va_end(ap);
   return HBM_EPARSE;
 }

@@ -181,7 +181,7 @@ static int bad(hbm_diag *diag, const char *fmt, ...) {
     snprintf(diag->file, sizeof diag->file, "gen llm");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(diag->message, sizeof diag->message, fmt, ap);
+    hbm_vsnprintf(diag->message, sizeof diag->message, fmt, ap);
     va_end(ap);
   }
   return HBM_EINVAL;
@@ -239,10 +239,10 @@ static void reach_add(reach *r, const hbm_gen_llm_config *c, uint32_t L, uint32_
 
 /* A parameter count as a model is named: 6.74B, 26.39T, 6.55M. */
 static const char *count_text(double v, char buf[32]) {
-  if (v >= 1e12) snprintf(buf, 32, "%.2fT", v / 1e12);
-  else if (v >= 1e9) snprintf(buf, 32, "%.2fB", v / 1e9);
-  else if (v >= 1e6) snprintf(buf, 32, "%.2fM", v / 1e6);
-  else snprintf(buf, 32, "%.0f", v);
+  if (v >= 1e12) hbm_snprintf(buf, 32, "%.2fT", v / 1e12);
+  else if (v >= 1e9) hbm_snprintf(buf, 32, "%.2fB", v / 1e9);
+  else if (v >= 1e6) hbm_snprintf(buf, 32, "%.2fM", v / 1e6);
+  else hbm_snprintf(buf, 32, "%.0f", v);
   return buf;
 }
 

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/util.h"
 #include "trace/pickle.h"
 #include "trace/trace.h"
 
@@ -170,7 +171,7 @@ static int fail_at(parser *p, size_t offset, const char *fmt, ...) {
   char msg[400];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  hbm_vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   return hbm_diag_set(p->diag, p->name, 0, offset, "%s", msg);
 }
@@ -574,7 +575,7 @@ static int push_text_float(parser *p) {
   memcpy(buf, s, n);
   buf[n] = 0;
   char *end;
-  double d = strtod(buf, &end);
+  double d = hbm_strtod(buf, &end);
   if (end != buf + n) return FAIL("FLOAT: expected a decimal number, found \"%s\"", buf);
   return push_float(p, d);
 }

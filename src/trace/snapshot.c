@@ -112,7 +112,7 @@ static int fail(importer *im, const char *fmt, ...) {
   char msg[480];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  hbm_vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   return hbm_diag_set(im->diag, im->name, 0, 0, "%s", msg);
 }
@@ -302,8 +302,8 @@ static int read_trace(importer *im, const hbm_pk_value *trace) {
 /* The shortest text that reads back as d: 0.0481, not 0.048099999999999997. */
 static const char *shortest_double(double d, char buf[32]) {
   for (int digits = 1; digits <= 17; digits++) {
-    snprintf(buf, 32, "%.*g", digits, d);
-    if (strtod(buf, NULL) == d) break;
+    hbm_snprintf(buf, 32, "%.*g", digits, d);
+    if (hbm_strtod(buf, NULL) == d) break;
   }
   return buf;
 }

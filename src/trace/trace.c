@@ -706,7 +706,7 @@ static void sb_printf(sbuf *s, const char *fmt, ...) {
   for (;;) {
     va_list ap;
     va_start(ap, fmt);
-    int k = vsnprintf(s->b + s->n, s->cap - s->n, fmt, ap);
+    int k = hbm_vsnprintf(s->b + s->n, s->cap - s->n, fmt, ap);
     va_end(ap);
     if (k < 0) { s->failed = 1; return; }
     if ((size_t)k < s->cap - s->n) { s->n += (size_t)k; return; }
