@@ -541,8 +541,10 @@ void cli_note_private_pools(const char *path, const hbm_trace *t) {
 int cli_load_trace(const char *path, int device, hbm_trace **out) {
   hbm_diag diag = {0};
   int rc = hbm_trace_load_device(path, device, out, &diag);
-  if (rc == HBM_OK) cli_note_private_pools(path, *out);
-  if (rc == HBM_OK) return CLI_OK;
+  if (rc == HBM_OK) {
+    cli_note_private_pools(path, *out);
+    return CLI_OK;
+  }
   cli_diag(&diag, rc, path);
   return cli_exit_code(rc);
 }

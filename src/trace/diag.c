@@ -1,9 +1,9 @@
 /* diag.c: where bad input was found, and whole-file I/O that never loses data. */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -117,6 +117,7 @@ uint32_t hbm_trace_private_pools(const hbm_trace *t, uint64_t *bytes) {
   if (bytes) *bytes = t ? t->private_pool_bytes : 0;
   return t ? t->private_pool_segments : 0;
 }
+
 const char *hbm_trace_name(const hbm_trace *t) { return t ? t->name : NULL; }
 
 /* The highest sum of live requests; HBM_EHOSTMEM for want of the id map. */
