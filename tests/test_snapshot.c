@@ -77,7 +77,8 @@ static void snap_begin(snap *s) {
   pk_str(&s->p, "segments");
   list_begin(&s->p);
 }
-static void seg_begin(snap *s, uint64_t addr, uint64_t size, int64_t stream, int small, int expandable) {
+/* A segment's keys up to its blocks, which seg_begin opens. */
+static void seg_head(snap *s, uint64_t addr, uint64_t size, int64_t stream, int small, int expandable) {
   pk *p = &s->p;
   dict_begin(p);
   kv_int(p, "device", 0);
@@ -87,8 +88,11 @@ static void seg_begin(snap *s, uint64_t addr, uint64_t size, int64_t stream, int
   kv_str(p, "segment_type", small ? "small" : "large");
   pk_str(p, "is_expandable");
   op(p, expandable ? 0x88 : 0x89);
-  pk_str(p, "blocks");
-  list_begin(p);
+}
+static void seg_begin(snap *s, uint64_t addr, uint64_t size, int64_t stream, int small, int expandable) {
+  seg_head(s, addr, size, stream, small, expandable);
+  pk_str(&s->p, "blocks");
+  list_begin(&s->p);
 }
 static void blk(snap *s, uint64_t addr, uint64_t size, uint64_t requested, const char *state) {
   pk *p = &s->p;
@@ -447,11 +451,7 @@ static void expect_error(snap *s, const char *needle) {
  * trace; anything else is an error naming the segment. */
 static void seg_begin_pool(snap *s, uint64_t addr, uint64_t size, int64_t a, int64_t b, int as_list) {
   pk *p = &s->p;
-  dict_begin(p);
-  kv_int(p, "device", 0);
-  kv_int(p, "address", (int64_t)addr);
-  kv_int(p, "total_size", (int64_t)size);
-  kv_str(p, "segment_type", "large");
+  seg_head(s, addr, size, 0, 0, 0);
   pk_str(p, "segment_pool_id");
   if (as_list) list_begin(p);
   pk_int(p, a);
@@ -500,10 +500,7 @@ static void test_private_pools(void) {
   seg_begin(&s, A0, 2 * MiB, 0, 0, 0);
   blk(&s, A0, 2 * MiB, 0, "inactive");
   seg_end(&s);
-  dict_begin(&s.p);
-  kv_int(&s.p, "device", 0);
-  kv_int(&s.p, "address", (int64_t)(A0 + 20 * MiB));
-  kv_int(&s.p, "total_size", (int64_t)(2 * MiB));
+  seg_head(&s, A0 + 20 * MiB, 2 * MiB, 0, 0, 0);
   kv_str(&s.p, "segment_pool_id", "graph");
   pk_str(&s.p, "blocks");
   list_begin(&s.p);
