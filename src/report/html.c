@@ -83,7 +83,7 @@ int hbm_report_run_policy(const hbm_trace *t, const char *policy, const char *co
     out->layout_event = out->result.first_oom.event;
     out->layout_step = out->result.first_oom.step;
     out->layout_largest_free = out->result.first_oom.largest_free;
-    out->layout_live = out->result.capacity - out->result.first_oom.free_total;
+    out->layout_live = out->result.first_oom.limit - out->result.first_oom.free_total; /* free is the limit less live */
   }
   return rc;
 }
@@ -442,7 +442,8 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
     return snprintf(buf, len, "%s: the replay could not run (%s).", res->policy, hbm_strerror(r->error));
   if (res->oom) {
     const hbm_oom_report *o = &res->first_oom;
-    uint64_t live = cap - o->free_total;
+    uint64_t room = o->limit && o->limit < cap ? o->limit : cap; /* free total is this less live */
+    uint64_t live = room > o->free_total ? room - o->free_total : 0;
     if (o->cause == HBM_CAUSE_START && o->request > cap)
       return snprintf(buf, len, "The trace's starting state does not fit: its %s live exceed the capacity %s; "
                       "the run fails before its first event.", size_text(o->request, b, 32), size_text(cap, a, 32));
@@ -457,8 +458,9 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
       snprintf(a, 32, "%llu B", (unsigned long long)o->request);
       snprintf(b, 32, "%llu B", (unsigned long long)o->free_total);
     }
-    int n = snprintf(buf, len, "At step %llu a %s request failed with %s free in total (capacity %s minus %s live) ",
-                     (unsigned long long)o->step, a, b, size_text(cap, c, 32), size_text(live, d, 32));
+    int n = snprintf(buf, len, "At step %llu a %s request failed with %s free in total (%s %s minus %s live) ",
+                     (unsigned long long)o->step, a, b, room < cap ? "the policy's limit" : "capacity",
+                     size_text(room, c, 32), size_text(live, d, 32));
     if (o->cause == HBM_CAUSE_RULES && live + o->request > o->limit) {
       n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
                     "but the policy may hold only %s of the capacity (a cap it was set with, such as "
