@@ -139,7 +139,7 @@ uint64_t hbm_device_peak_used(const hbm_device *dev);
   X(uint64_t, peak_allocated, "highest allocated")                                      \
   X(uint64_t, reserved, "bytes held from the device (bestfit, compact: their footprint)") \
   X(uint64_t, peak_reserved, "highest reserved")                                        \
-  X(uint64_t, free_total, "capacity (or a lower limit the policy's settings set) - live - what other heaps hold") \
+  X(uint64_t, free_total, "capacity - live - what other heaps hold; at most a limit the settings set - live") \
   X(uint64_t, largest_free, "largest request that would succeed now without moving data") \
   X(double, fragmentation, "free_total / largest_free - 1")                             \
   X(uint64_t, allocs, "successful allocations")                                         \

@@ -332,6 +332,16 @@ int main(void) {
     CHECK_EQ_U64(sf.free_total, (512ull << 20) - sf.live);
     CHECK(sf.largest_free <= sf.free_total && sf.fragmentation < 0.05);
     CHECK(hbm_free(hf, x) == HBM_OK);
+    /* another heap's 400 MiB leave 624 MiB on the device, more than the
+     * limit's 512: the limit counts this heap's memory only */
+    hbm_heap *other;
+    CHECK(hbm_heap_create(dev, "caching", NULL, &other) == HBM_OK);
+    CHECK(hbm_alloc(other, 400ull << 20, HBM_TAG_ACT, 0, &x) == HBM_OK);
+    CHECK(hbm_heap_stats(hf, &sf) == HBM_OK);
+    CHECK_EQ_U64(sf.free_total, 512ull << 20);
+    CHECK(sf.largest_free <= sf.free_total);
+    CHECK(hbm_free(other, x) == HBM_OK);
+    hbm_heap_destroy(other);
     hbm_heap_destroy(hf);
     hbm_device_close(dev);
   }
