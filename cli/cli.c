@@ -167,14 +167,20 @@ int cli_option_error(const char *command, char *const argv[], int c) {
    * that several options share as it refuses an unknown one: say which. */
   char names[256] = "";
   size_t len = strncmp(opt, "--", 2) ? 0 : strcspn(opt + 2, "="), used = 0;
-  int matches = 0;
+  int matches = 0, exact = 0;
   for (int i = 0; len && last_opts && last_opts[i].name; i++) {
-    if (strncmp(last_opts[i].name, opt + 2, len) || strlen(last_opts[i].name) == len) continue;
+    if (strncmp(last_opts[i].name, opt + 2, len)) continue;
+    if (strlen(last_opts[i].name) == len) { /* the whole name: getopt refused its '=value' */
+      exact = 1;
+      continue;
+    }
     int w = snprintf(names + used, sizeof names - used, "%s--%s", matches ? ", " : "", last_opts[i].name);
     if (w > 0 && (size_t)w < sizeof names - used) used += (size_t)w;
+    else names[used] = 0; /* no half name */
     matches++;
   }
-  if (matches > 1) cli_error("%s: ambiguous option '%s': %s (try: hbm %s --help)", command, opt, names, command);
+  if (exact) cli_error("%s: --%.*s takes no value, got '%s' (try: hbm %s --help)", command, (int)len, opt + 2, opt, command);
+  else if (matches > 1) cli_error("%s: ambiguous option '%s': %s (try: hbm %s --help)", command, opt, names, command);
   else cli_error("%s: unknown option '%s' (try: hbm %s --help)", command, opt, command);
   return CLI_BAD_INPUT;
 }
@@ -274,6 +280,9 @@ void cli_progress_end(void) {
  * work: a long replay or plan would otherwise end in "cannot create". Said as
  * writing it would say it. */
 static int check_output_dir(const char *path) {
+  /* /dev/stdout, /proc/self/fd/N: names of descriptors, which the writer
+   * checks (a closed one is not a directory's permissions) */
+  if (!strncmp(path, "/dev/", 5) || !strncmp(path, "/proc/", 6)) return CLI_OK;
   const char *slash = strrchr(path, '/');
   char dir[4096];
   if (!slash) snprintf(dir, sizeof dir, ".");

@@ -70,6 +70,9 @@ int main(void) {
   if (rc != HBM_OK) fprintf(stderr, "%s: %s\n", d.file, d.message);
   CHECK(rc == HBM_OK);
   hbm_trace_free(t);
+  char again[16];
+  snprintf(again, sizeof again, "%.1f", 0.5);
+  CHECK(!strcmp(again, "0,5")); /* the program's locale is back after the library's calls */
   printf("test_locale: under a decimal comma (printf gives '%s'), hbm writes 4.20 GiB and JSON with '.', and "
          "reads 0.8 and 1.5%%\n", probe);
   return test_done("test_locale");

@@ -158,6 +158,7 @@ done
 # prefix is taken, as getopt takes it)
 count_bad "^hbm: replay: ambiguous option '--c': --capacity, --check (try: hbm replay --help)$" replay "$good" --c 1GiB
 "$HBM" replay "$good" --cap 1GiB --policy caching > /dev/null 2>&1 || { echo "FAIL a unique prefix (--cap) refused"; fail=1; }
+count_bad "^hbm: replay: --json takes no value, got '--json=yes' (try: hbm replay --help)$" replay "$good" --json=yes
 # the same where the next option follows at once: it is not taken for the
 # value ("--impl --reps 3" is not an implementation named --reps)
 for cmd in "replay x --policy" "import x -o" "gen llm --preset" "bench sweep --jobs" "bench adamw --impl"; do
