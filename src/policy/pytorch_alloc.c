@@ -1242,9 +1242,11 @@ void hbm_pt_usage(hbm_policy *p, hbm_policy_usage *out) {
     uint64_t lo = es_page_right(e, b->addr), hi = es_page_left(e, b->addr + b->size);
     if (hi > lo) unmappable += (hi - lo) * e->page;
   }
-  uint64_t avail = device_free + m->releasable + unmappable;
+  /* after malloc's retry: what the device then has free, and what is still held */
+  uint64_t released_free = device_free + m->releasable + unmappable;
+  uint64_t held = m->total_allocated_memory - m->releasable - unmappable;
+  uint64_t avail = released_free;
   if (m->conf.set_fraction) {
-    uint64_t held = m->total_allocated_memory - m->releasable - unmappable;
     uint64_t room = m->allowed_memory_maximum > held ? m->allowed_memory_maximum - held : 0;
     if (room < avail) avail = room;
   }
@@ -1258,8 +1260,7 @@ void hbm_pt_usage(hbm_policy *p, hbm_policy_usage *out) {
   }
   if (fresh < HBM_PT_SMALL_SIZE && avail >= HBM_PT_SMALL_BUFFER) fresh = HBM_PT_SMALL_SIZE; /* a small segment */
   if (m->conf.expandable && m->live_es) {
-    uint64_t grown = largest_by_growth(m, device_free + m->releasable + unmappable,
-                                       m->total_allocated_memory - m->releasable - unmappable);
+    uint64_t grown = largest_by_growth(m, released_free, held);
     if (grown > best) best = grown;
   }
   out->largest_free = fresh > best ? fresh : best;

@@ -90,11 +90,17 @@ static void track_peaks(replay_state *s) {
   if (s->allocated > r->peak_allocated) r->peak_allocated = s->allocated;
 }
 
-/* What is free for the policy: the capacity, or its limit below it
- * (per_process_memory_fraction), less live. Memory the process may not take
- * is not free to it, and counted free it would read as fragmentation. */
+/* What the policy may hold: the capacity, or its limit below it
+ * (per_process_memory_fraction). */
+static uint64_t room_of(const replay_state *s, const hbm_policy_usage *u) {
+  return u->limit && u->limit < s->res->capacity ? u->limit : s->res->capacity;
+}
+
+/* What is free for the policy: its room less live. Memory the process may
+ * not take is not free to it, and counted free it would read as
+ * fragmentation. */
 static uint64_t free_for(const replay_state *s, const hbm_policy_usage *u) {
-  uint64_t room = u->limit && u->limit < s->res->capacity ? u->limit : s->res->capacity;
+  uint64_t room = room_of(s, u);
   return room > s->live ? room - s->live : 0;
 }
 
@@ -231,7 +237,7 @@ static int do_alloc(replay_state *s, uint32_t id, uint64_t size, hbm_tag tag, in
       o->free_total = free_for(s, &u);
       o->largest_free = u.largest_free;
       o->allocated = s->allocated;
-      o->limit = u.limit && u.limit < r->capacity ? u.limit : r->capacity;
+      o->limit = room_of(s, &u);
       /* Capacity, then what the policy's own rules refused though the memory
        * could hold it, then what its blocks' rounding holds; only then is the
        * free memory in pieces too small: fragmentation. Free memory in one
