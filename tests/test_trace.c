@@ -4,6 +4,7 @@
  * never shares or follows a temporary file, and a reader never sees half a
  * file while two threads write it. */
 #include <pthread.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,37 +34,67 @@ static void expect_bad(const char *text, uint64_t line, const char *words) {
   expect_bad_n(text, strlen(text), line, words);
 }
 
+/* The name of the temporary file the next save into dir creates, seen
+ * through inotify (the save renames it away before returning). */
+static int save_and_see_temp(const hbm_trace *t, const char *dir, const char *out, char *name, size_t cap) {
+  int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd < 0 || inotify_add_watch(fd, dir, IN_CREATE) < 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  hbm_diag d;
+  int rc = hbm_trace_save(t, out, &d);
+  char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+  ssize_t n = read(fd, buf, sizeof buf);
+  close(fd);
+  name[0] = 0;
+  for (char *p = buf; n > 0 && p < buf + n;) {
+    const struct inotify_event *e = (const struct inotify_event *)p;
+    if (e->len && strstr(e->name, ".tmp.")) snprintf(name, cap, "%s/%s", dir, e->name);
+    p += sizeof *e + e->len;
+  }
+  return rc == HBM_OK && name[0] ? 0 : -1;
+}
+
 /* The writer's temporary file is its own: one already at a name it would
- * try (here, symbolic links to a victim at the first ten) is passed over,
+ * try (here, symbolic links to a victim at the next ten) is passed over,
  * never followed (nor the single name per process earlier writers used).
- * Runs first: the names count from 0 in a fresh process. */
+ * A first save shows which name comes next, so the links lie in the way
+ * whatever saves ran before. */
 static void test_save_temp_names(const hbm_trace *t) {
   char dir[] = "/tmp/hbm-test-save-XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
-  char victim[128], out[128], name[192];
+  char victim[128], out[128], seen[256], name[192];
   snprintf(victim, sizeof victim, "%s/victim", dir);
   snprintf(out, sizeof out, "%s/out.trace", dir);
   FILE *f = fopen(victim, "w");
   CHECK(f && fputs("keep\n", f) >= 0);
   if (f) fclose(f);
+  CHECK(save_and_see_temp(t, dir, out, seen, sizeof seen) == 0);
+  char prefix[160];
+  snprintf(prefix, sizeof prefix, "%s.tmp.%ld.", out, (long)getpid());
+  CHECK(!strncmp(seen, prefix, strlen(prefix)));
+  unsigned long next = strtoul(seen + strlen(prefix), NULL, 10) + 1;
   for (int k = -1; k < 10; k++) { /* -1: the one name per process an earlier writer used */
     if (k < 0) snprintf(name, sizeof name, "%s.tmp.%ld", out, (long)getpid());
-    else snprintf(name, sizeof name, "%s.tmp.%ld.%d", out, (long)getpid(), k);
+    else snprintf(name, sizeof name, "%s%lu", prefix, next + (unsigned long)k);
     CHECK(symlink(victim, name) == 0);
   }
-  hbm_diag d;
-  CHECK(hbm_trace_save(t, out, &d) == HBM_OK);
+  CHECK(save_and_see_temp(t, dir, out, seen, sizeof seen) == 0);
+  snprintf(name, sizeof name, "%s%lu", prefix, next + 10);
+  CHECK(!strcmp(seen, name)); /* the first free name after the ten */
   char text[16] = "";
   f = fopen(victim, "r");
   CHECK(f && fgets(text, sizeof text, f) && !strcmp(text, "keep\n"));
   if (f) fclose(f);
   hbm_trace *back = NULL;
+  hbm_diag d;
   CHECK(hbm_trace_load(out, &back, &d) == HBM_OK && back->nevents == t->nevents);
   hbm_trace_free(back);
   for (int k = -1; k < 10; k++) {
     if (k < 0) snprintf(name, sizeof name, "%s.tmp.%ld", out, (long)getpid());
-    else snprintf(name, sizeof name, "%s.tmp.%ld.%d", out, (long)getpid(), k);
-    unlink(name);
+    else snprintf(name, sizeof name, "%s%lu", prefix, next + (unsigned long)k);
+    CHECK(unlink(name) == 0);
   }
   unlink(out);
   unlink(victim);
