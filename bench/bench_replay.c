@@ -46,7 +46,10 @@ static void usage(FILE *out) {
           "                  for its usage, so a large N times the allocator alone\n"
           "JSON keys: trace, events, rounds, policies: [{policy, alloc_conf, events_per_s, ns_per_event,\n"
           "ratio_to_first, ratio_median, ratio_quartiles, failures}]; ns_per_event and ratio_to_first\n"
-          "are the fastest rounds', ratio_median and ratio_quartiles [first, third] the per-round ratios'\n");
+          "are the fastest rounds', ratio_median and ratio_quartiles [first, third] the per-round ratios'\n"
+          "exit: 0 timed (requests that failed are counted, not an error), 1 a policy could not\n"
+          "run (its starting state included: a policy that replays no event has nothing to time;\n"
+          "the others are still reported), 2 bad input or usage (a trace with no events included)\n");
 }
 
 int bench_replay(int argc, char **argv) {
@@ -133,6 +136,11 @@ int bench_replay(int argc, char **argv) {
     cli_diag(&d, rc, name);
     return cli_exit_code(rc);
   }
+  if (!hbm_trace_event_count(t)) {
+    cli_error("bench replay: %s has no events to time", name);
+    hbm_trace_free(t);
+    return CLI_BAD_INPUT;
+  }
   if (!device && !hbm_trace_capacity(t)) {
     cli_error("bench replay: %s names no capacity: give --device sim:SIZE (e.g. sim:80GiB)", name);
     hbm_trace_free(t);
@@ -144,12 +152,18 @@ int bench_replay(int argc, char **argv) {
   static double round_ns[MAX_POLICIES][BENCH_MAX_ROUNDS];
   hbm_replay_result res[MAX_POLICIES];
   int err[MAX_POLICIES] = {0};
+  int unfit[MAX_POLICIES] = {0};
   for (uint64_t k = 0; k < rounds; k++)
     for (int i = 0; i < npolicies; i++) {
       if (err[i]) continue;
       hbm_replay_options o = {.policy = policies[i], .conf = cli_conf_for(&confs, policies[i]), .device = device, .every = every,
                               .untracked_mappings = 1};
       if ((err[i] = hbm_replay(t, &o, &res[i])) != HBM_OK) continue;
+      if (res[i].oom && res[i].first_oom.cause == HBM_CAUSE_START) { /* no event ran: nothing to time */
+        unfit[i] = 1;
+        err[i] = HBM_ENOMEM;
+        continue;
+      }
       round_ns[i][k] = res[i].ns_per_event;
       if (best[i] == 0 || res[i].ns_per_event < best[i]) best[i] = res[i].ns_per_event;
     }
@@ -157,6 +171,12 @@ int bench_replay(int argc, char **argv) {
   for (int i = 0; i < npolicies; i++) {
     const char *p = policies[i], *conf = cli_conf_for(&confs, p);
     if (err[i] == HBM_OK) continue; /* bad settings are bad input; anything else a failed run */
+    if (unfit[i]) {
+      cli_error("bench replay: %s%s%s: the trace's starting state does not fit on the device, so no event ran "
+                "(hbm replay says why)", p, conf ? " with " : "", conf ? conf : "");
+      if (exit_code == CLI_OK) exit_code = CLI_FAILED;
+      continue;
+    }
     cli_error("bench replay: %s%s%s: %s", p, conf ? " with " : "", conf ? conf : "", hbm_strerror(err[i]));
     if (cli_exit_code(err[i]) == CLI_BAD_INPUT) exit_code = CLI_BAD_INPUT;
     else if (exit_code == CLI_OK) exit_code = CLI_FAILED;

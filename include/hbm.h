@@ -478,7 +478,7 @@ typedef struct hbm_replay_result {
   uint64_t backend_calls;
   uint64_t backend_calls_after_first_step;
   uint64_t alloc_events;
-  double ns_per_event;
+  double ns_per_event;     /* 0 when no event ran (the starting state did not fit) */
   uint64_t failures;       /* requests that failed (skipped) */
   uint64_t refused_requests; /* requests the recorded allocator refused (a PyTorch snapshot's
                                 oom entries, replayed as requests) */

@@ -509,7 +509,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
   if (unfit) take_sample(&s, 0); /* where it ended */
   else if (!every || t->nevents % every) take_sample(&s, t->nevents); /* the end, unless just sampled */
   if (o->on_progress) o->on_progress(t->nevents, t->nevents, o->progress_arg);
-  res->ns_per_event = t->nevents ? elapsed / (double)t->nevents : 0;
+  res->ns_per_event = t->nevents && !unfit ? elapsed / (double)t->nevents : 0; /* no event ran: no time */
   res->backend_calls = s.dev->backend_calls; /* including the policy's setup */
   res->peak_device = hbm_device_peak_used(s.dev);
   res->backend_calls_after_first_step = counted_first_step ? s.dev->backend_calls - calls_after_first_step : 0;

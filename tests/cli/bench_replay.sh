@@ -104,4 +104,21 @@ if [ -n "$avail" ] && [ "$avail" -lt 150000000 ]; then
     echo "FAIL bench gen --steps 100000: exit $rc, expected 2 naming host memory: $(cat "$out")"; fail=1
   else echo "ok   bench gen --steps 100000: $(cat "$out")"; fi
 fi
+
+# A policy whose starting state does not fit replays no event: it has no time
+# to report (it once read as billions of events a second). The others are
+# timed; the run exits 1. A trace with no events is refused.
+trace=$(mktemp)
+printf 'hbm-trace 1\ncapacity 64MiB\ninit-seg 0x0 40MiB 0 large\ninit-blk 0x0 1MiB a\ninit-blk 0x100000 39MiB -\ninit-seg 0x10000000 40MiB 0 large\ninit-blk 0x10000000 1MiB b\ninit-blk 0x10100000 39MiB -\na c 1MiB\nf a\nf b\nf c\n' > "$trace"
+"$HBM" bench replay --trace "$trace" --policy caching,zoned --rounds 2 --json > "$out" 2>"$out.err"; rc=$?
+if [ $rc -ne 1 ] || grep -q '"policy":"caching"' "$out" || ! grep -q '"policy":"zoned"' "$out" \
+   || ! grep -q "caching: the trace's starting state does not fit" "$out.err"; then
+  echo "FAIL unfit start: exit $rc: $(cat "$out" "$out.err")"; fail=1
+else echo "ok   unfit start: $(cat "$out.err")"; fi
+printf 'hbm-trace 1\ncapacity 1GiB\n' > "$trace"
+"$HBM" bench replay --trace "$trace" > "$out" 2>&1; rc=$?
+if [ $rc -ne 2 ] || ! grep -q "no events to time" "$out"; then
+  echo "FAIL no events: exit $rc: $(cat "$out")"; fail=1
+else echo "ok   no events: $(cat "$out")"; fi
+rm -f "$trace" "$out.err"
 exit $fail
