@@ -172,6 +172,7 @@ int cmd_plan(int argc, char **argv) {
   if (in.align > align) align = in.align;
 
   int exit_code = CLI_OK;
+  char *given_text = NULL; /* what the file's own plan is: valid, or why not */
   uint64_t *offsets = malloc((in.n ? in.n : 1) * sizeof *offsets);
   uint64_t *trial = orders ? malloc((in.n ? in.n : 1) * sizeof *trial) : NULL;
   uint64_t peak = hbm_dsa_peak(in.blocks, in.n, 0), footprint = 0;
@@ -243,8 +244,15 @@ int cmd_plan(int argc, char **argv) {
     if (in.blocks[i].end > last_time) last_time = in.blocks[i].end;
   }
   if (!in.n) first_time = 0;
-  char given_text[1024] = "";
-  if (in.offsets) say_given(&in, &given, json, given_text, sizeof given_text);
+  if (in.offsets) { /* ids have no length limit: the text is sized to them */
+    size_t cap = 256 + (given.valid ? 0 : strlen(in.ids[given.first]) + strlen(in.ids[given.second]));
+    if (!(given_text = malloc(cap))) {
+      cli_error("%s: out of host memory", path);
+      exit_code = CLI_FAILED;
+      goto out;
+    }
+    say_given(&in, &given, json, given_text, cap);
+  }
   if (json) {
     hbm_json j;
     hbm_json_init(&j);
@@ -318,6 +326,7 @@ int cmd_plan(int argc, char **argv) {
   }
   if (!fits || (in.offsets && !given.valid)) exit_code = CLI_FAILED;
 out:
+  free(given_text);
   free(offsets);
   free(trial);
   hbm_plan_input_free(&in);

@@ -67,6 +67,15 @@ printf 'id,lower,upper,size,offset\nz,0,3,4,100\na,0,10,4,0\nb,5,15,4,2\n' > "$d
 rc=$?
 [ $rc -eq 1 ] || { echo "FAIL overlap: exit $rc, expected 1"; fail=1; }
 grep -q "INVALID: buffers 'a' (line 3) and 'b' (line 4) overlap" "$dir/out" || { echo "FAIL overlap: message"; cat "$dir/out"; fail=1; }
+# ids of any length: --json's reason names both whole (it was cut at 512 bytes)
+long_a=$(printf 'a%.0s' $(seq 700)); long_b=$(printf 'b%.0s' $(seq 700))
+printf 'id,lower,upper,size,offset\n%s,0,10,4,0\n%s,5,15,4,2\n' "$long_a" "$long_b" > "$dir/overlap_long.csv"
+"$HBM" plan "$dir/overlap_long.csv" --json > "$dir/out" 2>&1
+python3 - "$dir/out" "$long_a" "$long_b" <<'PY' || { echo "FAIL overlap, long ids: $(cut -c1-300 "$dir/out")"; fail=1; }
+import json, sys
+r = json.load(open(sys.argv[1]))["given"]["reason"]
+assert r == "buffers '%s' (line 2) and '%s' (line 3) overlap while both are live" % (sys.argv[2], sys.argv[3]), r
+PY
 
 # --capacity: below the footprint exits 1, at it 0.
 "$HBM" plan "$dir/p.csv" --capacity 29 > "$dir/out"; rc=$?
