@@ -33,7 +33,8 @@ static void usage(FILE *out) {
           "  --device N           which device of a multi-device snapshot (default: the first\n"
           "                       with trace entries); also --snapshot-device N, as in replay\n"
           "  --check              exit 1 unless address match >= 0.99, segment allocations are\n"
-          "                       the same in number and sizes, and peak reserved is within 0.5%%\n"
+          "                       the same in number and sizes, peak reserved is within 0.5%%,\n"
+          "                       and no request PyTorch placed fails in the model\n"
           "                       (what failed is said on standard error)\n"
           "  --json               one JSON object: trace, policy, streams, alloc_events, unrecorded,\n"
           "                       refused, address_matches, address_match, segment_allocs_real,\n"
@@ -52,7 +53,8 @@ static void usage(FILE *out) {
           "Where PyTorch's peak reserved is 0 B the difference prints n/a (and --check\n"
           "needs the model's to be 0 B too).\n"
           "\n"
-          "exit: 0 compared, 1 the model failed (or --check failed), 2 bad input or usage\n");
+          "exit: 0 compared (a request that fails in the model is reported: see --check), 1 the\n"
+          "model could not run or broke its invariants (or --check failed), 2 bad input or usage\n");
 }
 
 
@@ -81,6 +83,9 @@ static int check_reasons(const hbm_fidelity_result *r, double peak_diff, int pea
       snprintf(why[n++], 128, "peak reserved: PyTorch %s, model %s (needs 0 B)", cli_size(r->peak_reserved_real, a),
                cli_size(r->peak_reserved_model, b));
   }
+  if (r->failed_allocs) /* the model ran out where PyTorch placed the request */
+    snprintf(why[n++], 128, "%llu request%s failed in the model that PyTorch placed", (unsigned long long)r->failed_allocs,
+             r->failed_allocs == 1 ? "" : "s");
   return n;
 }
 

@@ -127,6 +127,15 @@ printf 'hbm-trace 1\nconf expandable_segments:True\na x 1KiB @0x7f0000000000\n' 
 "$HBM" fidelity "$dir/one.trace" --check > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 1 ] && grep -q "check failed: .*peak reserved: PyTorch 0 B, model 2.00 MiB (needs 0 B)" "$dir/err" ||
   { echo "FAIL fidelity --check against a recorded peak of 0: exit $rc, $(cat "$dir/err")"; fail=1; }
+# A request the model cannot place where PyTorch did is a finding: reported,
+# exit 0, and a reason --check fails on.
+printf 'hbm-trace 1\na b0 600000000000000 @4096\na b1 600000000000000 @700000000000000\n' > "$dir/huge.trace"
+"$HBM" fidelity "$dir/huge.trace" > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 0 ] && grep -q "failed requests      1 (the model ran out where PyTorch did not)" "$dir/out" ||
+  { echo "FAIL fidelity with a failed request: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
+"$HBM" fidelity "$dir/huge.trace" --check > /dev/null 2> "$dir/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "check failed: .*1 request failed in the model that PyTorch placed" "$dir/err" ||
+  { echo "FAIL fidelity --check with a failed request: exit $rc, $(cat "$dir/err")"; fail=1; }
 # Allocations without a recorded address are said, not compared, never the first mismatch.
 printf 'hbm-trace 1\na w0 2GiB param\na x 1KiB @0x7f0000000000\nf x\n' > "$dir/mixed.trace"
 "$HBM" fidelity "$dir/mixed.trace" > "$dir/out" 2> "$dir/err"; rc=$?
