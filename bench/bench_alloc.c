@@ -205,19 +205,29 @@ int bench_alloc(int argc, char **argv) {
     if (alloc_sizes[i] <= (1u << 20)) small_sizes[nsmall++] = alloc_sizes[i];
   /* [0]: every size, [1]: small sizes only */
   double hbm_ns[2], heap_ns[2], glibc_ns[2], mimalloc_ns[2] = {-1, -1};
+#ifdef HBM_HAVE_MIMALLOC
+  const uint64_t parts = 2 * 4; /* the sets times the allocators: progress on a terminal */
+#else
+  const uint64_t parts = 2 * 3;
+#endif
+  uint64_t done = 0;
+  cli_progress("bench alloc", done, parts);
+#define TIMED(dst, fn) (dst = best_of(fn, ops, pairs, (uint32_t)live), cli_progress("bench alloc", ++done, parts))
   for (int set = 0; set < 2; set++) {
     sizes = set ? small_sizes : alloc_sizes;
     nsizes = set ? nsmall : sizeof alloc_sizes / sizeof alloc_sizes[0];
     uint64_t st = seed;
     for (uint64_t i = 0; i < pairs; i++)
       ops[i] = (op){(uint32_t)(rng_next(&st) % live), (uint32_t)(rng_next(&st) % nsizes)};
-    hbm_ns[set] = best_of(run_range, ops, pairs, (uint32_t)live);
-    heap_ns[set] = best_of(run_heap, ops, pairs, (uint32_t)live);
-    glibc_ns[set] = best_of(run_glibc, ops, pairs, (uint32_t)live);
+    TIMED(hbm_ns[set], run_range);
+    TIMED(heap_ns[set], run_heap);
+    TIMED(glibc_ns[set], run_glibc);
 #ifdef HBM_HAVE_MIMALLOC
-    mimalloc_ns[set] = best_of(run_mimalloc, ops, pairs, (uint32_t)live);
+    TIMED(mimalloc_ns[set], run_mimalloc);
 #endif
   }
+#undef TIMED
+  cli_progress_end();
   free(ops);
   if (json) {
     hbm_json j;

@@ -190,7 +190,8 @@ typedef struct figures {
   int rounds, verified;
 } figures;
 
-static int measure(fragmented *f, uint64_t need, int rounds, unsigned char *scratch, figures *out) {
+/* done counts the rounds of both measures, for progress on a terminal */
+static int measure(fragmented *f, uint64_t need, int rounds, unsigned char *scratch, figures *out, int *done) {
   moves m = {0};
   int rc = HBM_OK;
   memset(out, 0, sizeof *out);
@@ -209,6 +210,7 @@ static int measure(fragmented *f, uint64_t need, int rounds, unsigned char *scra
     out->memmove_ns[round] = memmove_moves(&m);
     out->disjoint_ns[round] = memmove_disjoint(&m, scratch);
     out->rounds = round + 1;
+    cli_progress("bench compact", (uint64_t)++*done, 2 * (uint64_t)rounds);
   }
   free(m.v);
   return rc;
@@ -316,8 +318,10 @@ int bench_compact(int argc, char **argv) {
   if (!scratch) rc = HBM_EHOSTMEM;
   else touch_pages(scratch, SCRATCH);
   int unfragmented = rc == HBM_OK && largest >= free_bytes; /* no request fails for fragmentation */
-  if (rc == HBM_OK && !unfragmented) rc = measure(&f, 0, (int)rounds, scratch, &full);
-  if (rc == HBM_OK && !unfragmented) rc = measure(&f, request, (int)rounds, scratch, &part);
+  int done = 0;
+  if (rc == HBM_OK && !unfragmented) rc = measure(&f, 0, (int)rounds, scratch, &full, &done);
+  if (rc == HBM_OK && !unfragmented) rc = measure(&f, request, (int)rounds, scratch, &part, &done);
+  cli_progress_end();
   free(scratch);
   uint64_t live = st.allocated, nblocks = f.n;
   for (size_t i = 0; i < f.n; i++) hbm_free_handle(f.heap, f.h[i]);

@@ -261,19 +261,24 @@ int cli_check_trace_memory(const char *command, const hbm_gen_llm_config *cfg, u
 
 int cli_is_tty(void) { return isatty(STDERR_FILENO); }
 
-static int progress_shown;
+static int progress_shown, progress_pct = -1;
+static const char *progress_label;
 void cli_progress(const char *label, uint64_t done, uint64_t total) {
   if (!cli_is_tty() || !total) return;
+  int pct = (int)(100.0 * (double)done / (double)total);
+  if (progress_shown && label == progress_label && pct == progress_pct) return; /* nothing new to show */
+  progress_label = label, progress_pct = pct;
   int width = 30, filled = (int)((double)done / (double)total * width);
   char bar[64];
   for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
   bar[width] = 0;
-  fprintf(stderr, "\r%-12s [%s] %3d%%", label, bar, (int)(100.0 * (double)done / (double)total));
+  fprintf(stderr, "\r%-12s [%s] %3d%%", label, bar, pct);
   progress_shown = 1;
 }
 void cli_progress_end(void) {
   if (progress_shown) fprintf(stderr, "\r%60s\r", "");
   progress_shown = 0;
+  progress_pct = -1;
 }
 
 /* The directory an output goes in must be there and take files, before the

@@ -1341,7 +1341,10 @@ int hbm_gen_llm(const hbm_gen_llm_config *cfg, hbm_trace **out, hbm_diag *diag) 
   }
 
   setup(&g);
-  for (uint64_t step = 1; step <= c.steps && !g.err; step++) run_step(&g, step);
+  for (uint64_t step = 1; step <= c.steps && !g.err; step++) {
+    run_step(&g, step);
+    if (c.on_progress) c.on_progress(step, c.steps, c.progress_arg);
+  }
   hbm_trace_reserve_ids(g.t, g.next_id);
   rc = g.err;
   gen_release(&g);

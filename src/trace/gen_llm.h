@@ -76,6 +76,10 @@ typedef struct hbm_gen_llm_config {
   uint32_t steps;
   uint64_t seed;
   uint64_t capacity;         /* device capacity written into the trace */
+
+  /* ---- reporting (not part of the workload) ---- */
+  hbm_progress_fn *on_progress; /* NULL, or called after each step: done of total steps */
+  void *progress_arg;
 } hbm_gen_llm_config;
 
 /* Sets every field to its default (a 1.3B GPT on one 80 GiB device). */

@@ -236,4 +236,18 @@ grep -q '"capacity":79997960192[,}]' "$dir/gb.json" && grep -qx "capacity 799979
   { echo "FAIL --capacity 80GB: $(cat "$dir/gb.json"; grep capacity "$dir/gb.trace")"; fail=1; }
 "$HBM" demo --preset 7b-1gpu-80g --steps 1 --capacity 80GB --policy caching --html "$dir/gb.html" > "$dir/gb.demo" 2>&1
 grep -q "capacity 74.50 GiB" "$dir/gb.demo" || { echo "FAIL demo --capacity 80GB: $(head -3 "$dir/gb.demo")"; fail=1; }
+
+# Progress on a terminal (under script(1), where it is installed), none where
+# standard error is a file: generating shows it, as bench alloc and compact do.
+if command -v script > /dev/null 2>&1; then
+  script -qc "\"$HBM\" gen llm --steps 40 -o \"$dir/tty.trace\"" /dev/null < /dev/null > "$dir/tty.out" 2>&1
+  grep -q "generating .*100%" "$dir/tty.out" || { echo "FAIL gen llm shows no progress on a terminal: $(tr '\r' '\n' < "$dir/tty.out" | tail -3)"; fail=1; }
+  script -qc "\"$HBM\" bench compact --capacity 256MiB --rounds 2" /dev/null < /dev/null > "$dir/tty.out" 2>&1
+  grep -q "bench compact .*100%" "$dir/tty.out" || { echo "FAIL bench compact shows no progress on a terminal"; fail=1; }
+  echo "ok   progress on a terminal"
+else
+  echo "skip progress on a terminal: script(1) is not installed"
+fi
+"$HBM" gen llm --steps 40 -o "$dir/file.trace" > /dev/null 2> "$dir/err"
+grep -q "generating" "$dir/err" && { echo "FAIL gen llm shows progress into a file"; fail=1; }
 exit $fail
