@@ -203,10 +203,11 @@ enum {
   O_JSON
 };
 
-/* A parameter count as people say it: 6.74B, 24.6M under a billion, 26.39T
- * from a trillion (as the --params messages and the workload's name say). */
+/* A parameter count as people say it: 6.74B, 24.6M under a billion, 1310
+ * under a hundred thousand, 26.39T from a trillion (as the --params messages and the workload's name say). */
 static const char *params_text(uint64_t n, char buf[32]) {
-  if (n < 1000000000) snprintf(buf, 32, "%.1fM", (double)n / 1e6);
+  if (n < 100000) snprintf(buf, 32, "%llu", (unsigned long long)n); /* "0.0M" would say none */
+  else if (n < 1000000000) snprintf(buf, 32, "%.1fM", (double)n / 1e6);
   else if (n < 1000000000000) snprintf(buf, 32, "%.2fB", (double)n / 1e9);
   else snprintf(buf, 32, "%.2fT", (double)n / 1e12);
   return buf;
@@ -426,6 +427,10 @@ int cmd_gen(int argc, char **argv) {
   if (list && output) { /* it would exit 0 having written nothing, as --estimate -o */
     cli_error("--list-presets prints the presets and writes no trace: drop -o %s, or --list-presets to write it",
               output);
+    return CLI_BAD_INPUT;
+  }
+  if (list && estimate) {
+    cli_error("--list-presets and --estimate: give one (--estimate --preset NAME for a preset's estimate)");
     return CLI_BAD_INPUT;
   }
   if (list) return print_presets(json);

@@ -57,7 +57,10 @@ static int bounds_ok(const hbm_trace *t, const char *path, const hbm_mincap_opti
   char a[32], b[32], d[32];
   uint64_t given = mo->limit ? mo->limit : hbm_mincap_default_limit(t);
   const char *which = mo->limit ? "--limit" : "the default limit";
-  if (given < peak)
+  if (given < peak && !strcmp(cli_size(given, a), cli_size(peak, b))) /* the same when rounded: say bytes */
+    cli_error("%s: %s %s (%llu B) is below the trace's peak live %llu B: nothing can complete there", path, which, a,
+              (unsigned long long)given, (unsigned long long)peak);
+  else if (given < peak)
     cli_error("%s: %s %s is below the trace's peak live %s: nothing can complete there", path, which,
               cli_size(given, a), cli_size(peak, b));
   else if (*resolution > given)

@@ -65,6 +65,8 @@ int hbm_read_file(const char *path, char **data, size_t *len, hbm_diag *diag) {
 }
 
 int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, hbm_diag *diag) {
+  if (!path[0]) /* else the message names no file at all */
+    return hbm_diag_set(diag, path, 0, 0, "expected a file path, got an empty one");
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return io_error(diag, path, "cannot open");
   struct stat st;

@@ -282,4 +282,10 @@ fi
 "$HBM" nosuchcommand > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL unknown command: expected exit 2"; fail=1; }
 "$HBM" --help | grep -q "replay" || { echo "FAIL --help lists no commands"; fail=1; }
 "$HBM" replay --help | grep -q -- "--policy" || { echo "FAIL replay --help"; fail=1; }
+# an empty path names no file: every reader says so, exit 2
+for args in "replay ''" "import '' -o $dir/x.trace" "mincap ''" "fidelity ''" "plan ''" "bench replay --trace '' --device sim:1GiB"; do
+  eval "\"\$HBM\" $args" > /dev/null 2> "$dir/err"; rc=$?
+  [ $rc -eq 2 ] && grep -q "expected a file path, got an empty one" "$dir/err" ||
+    { echo "FAIL empty path, $args: exit $rc, $(cat "$dir/err")"; fail=1; }
+done
 exit $fail

@@ -250,4 +250,11 @@ else
 fi
 "$HBM" gen llm --steps 40 -o "$dir/file.trace" > /dev/null 2> "$dir/err"
 grep -q "generating" "$dir/err" && { echo "FAIL gen llm shows progress into a file"; fail=1; }
+# options that cannot go together are refused, not ignored
+"$HBM" gen llm --list-presets --estimate --json > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && [ ! -s "$dir/out" ] && grep -q "give one" "$dir/err" ||
+  { echo "FAIL --list-presets --estimate: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
+# a ZeRO-3 shard of a few thousand parameters is counted, not "0.0M"
+"$HBM" gen llm --dp 1000000 --zero 3 --estimate > "$dir/out" 2>&1
+grep -q " 1546 of them held at rest" "$dir/out" || { echo "FAIL small shard: $(grep parameters "$dir/out")"; fail=1; }
 exit $fail

@@ -70,4 +70,9 @@ printf 'hbm-trace 1\ncapacity 1GiB\n' > "$dir/empty.trace"
 "$HBM" mincap "$dir/empty.trace" --policy bestfit --json | grep -q '"over_peak_live":null' || { echo "FAIL: empty trace's JSON"; fail=1; }
 "$HBM" mincap "$dir/empty.trace" --policy bestfit | grep -q "^bestfit  *[0-9.]* MiB  *n/a " ||
   { echo "FAIL: empty trace's text: $("$HBM" mincap "$dir/empty.trace" --policy bestfit)"; fail=1; }
+# a limit just below peak live prints the same rounded: the message gives bytes
+printf 'hbm-trace 1\na b0 100\na b1 1125899906842624\n' > "$dir/pib.trace"
+"$HBM" mincap "$dir/pib.trace" > /dev/null 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "(1125899906842624 B) is below the trace's peak live 1125899906842724 B" "$dir/err" ||
+  { echo "FAIL: limit below peak live by 100 B: exit $rc, $(cat "$dir/err")"; fail=1; }
 exit $fail
