@@ -174,7 +174,7 @@ int cmd_fidelity(int argc, char **argv) {
     hbm_json_kv_string(&j, "trace", path);
     hbm_json_kv_string(&j, "policy", r.policy);
     hbm_json_kv_u64(&j, "streams", r.streams);
-    hbm_json_kv_u64(&j, "alloc_events", r.allocs);
+    hbm_json_kv_u64(&j, "alloc_events", r.allocs + r.refused); /* requests, refused ones too, as replay counts */
     hbm_json_kv_u64(&j, "unrecorded", r.unrecorded);
     hbm_json_kv_u64(&j, "refused", r.refused);
     hbm_json_kv_u64(&j, "address_matches", r.address_matches);

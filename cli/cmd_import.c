@@ -132,7 +132,7 @@ int cmd_import(int argc, char **argv) {
       hbm_json_kv_string(&j, "input", path);
       hbm_json_kv_string(&j, "output", output);
       hbm_json_kv_u64(&j, "device", (uint64_t)t->snapshot_device);
-      hbm_json_kv_u64(&j, "alloc_events", allocs);
+      hbm_json_kv_u64(&j, "alloc_events", allocs + refused); /* requests, refused ones too, as replay counts */
       hbm_json_kv_u64(&j, "refused", refused);
       hbm_json_kv_u64(&j, "frees", frees);
       hbm_json_kv_u64(&j, "segment_allocs", segs);

@@ -24,7 +24,8 @@ static void usage(FILE *out) {
           hbm_version());
   for (int i = 0; i < ncommands; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
   fprintf(out,
-          "\nexit codes: 0 success, 1 a failed check or run (or an output not written),\n"
+          "\nexit codes: 0 success (a replay whose requests fail included: that is its finding),\n"
+          "1 a failed check, a run that could not complete or an output not written,\n"
           "2 bad input or usage\n"
           "policies: %s\n",
           hbm_policy_names());

@@ -63,6 +63,13 @@ refused_id=$(echo "$refused_line" | cut -d' ' -f2)
 grep -q "(PyTorch refused it too)" "$dir/oom.txt" || { echo "FAIL replay oom: $(cat "$dir/oom.txt")"; fail=1; }
 "$HBM" replay "$fx/snapshot_oom_p4.pickle" --policy caching --capacity 4GiB --json > "$dir/oom_room.json" 2>&1
 grep -q '"refused_requests":1,"refused_placed":1,' "$dir/oom_room.json" || { echo "FAIL replay oom with room: $(cat "$dir/oom_room.json")"; fail=1; }
+# alloc_events is one quantity in every command: requests, the refused one included
+"$HBM" fidelity "$dir/oom.trace" --json > "$dir/oom_fid.json" 2> /dev/null
+n_import=$(grep -o '"alloc_events":[0-9]*' "$dir/oom.json"); n_fid=$(grep -o '"alloc_events":[0-9]*' "$dir/oom_fid.json")
+n_replay=$(grep -o '"alloc_events":[0-9]*' "$dir/oom_room.json" | head -n 1)
+[ -n "$n_import" ] && [ "$n_import" = "$n_fid" ] && [ "$n_import" = "$n_replay" ] &&
+  [ "${n_import#*:}" -eq "$(grep -c '^a ' "$dir/oom.trace")" ] ||
+  { echo "FAIL alloc_events: import $n_import, fidelity $n_fid, replay $n_replay"; fail=1; }
 "$HBM" replay "$fx/snapshot_oom_p4.pickle" --policy caching --capacity 4GiB | grep -q "placed the request PyTorch refused" ||
   { echo "FAIL replay oom with room: no line saying the refused request was placed"; fail=1; }
 "$HBM" replay "$fx/snapshot_oom_p4.pickle" --policy caching --html "$dir/oom.html" > /dev/null 2>&1 &&
