@@ -3,6 +3,7 @@
  * public heap (lock + accounting + bestfit), glibc malloc and mimalloc, in the
  * same run over the same sequence. Each figure is the best of 3 rounds. */
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,9 +13,7 @@
 #include "cli.h"
 #include "core/range.h"
 #include "report/json.h"
-#ifdef HBM_HAVE_MIMALLOC
-#include <mimalloc.h>
-#endif
+#include <dlfcn.h>
 
 typedef struct op { uint32_t slot; uint32_t size_index; } op;
 
@@ -33,14 +32,15 @@ static void usage(FILE *out) {
           "  --live N    live blocks (default 1024)\n"
           "  --seed S    sequence seed (default 437)\n"
           "Prints ns per pair of hbm's range allocator, its heap (bestfit), glibc malloc\n"
-          "and mimalloc where built, over every size and over sizes <= 1 MiB (where malloc\n"
-          "needs no system call), and the ratios hbm range allocator / glibc malloc and\n"
-          "/ mimalloc (below 1: hbm is faster).\n"
+          "(called as __libc_malloc, whatever overrides malloc) and mimalloc where\n"
+          "libmimalloc.so.2 is installed (loaded at run time), over every size and over\n"
+          "sizes <= 1 MiB (where malloc needs no system call), and the ratios hbm range\n"
+          "allocator / glibc malloc and / mimalloc (below 1: hbm is faster).\n"
           "JSON keys: bench, pairs, live_blocks, sizes (request sizes drawn from),\n"
           "hbm_ns, heap_ns, glibc_ns, mimalloc_ns, ratio_hbm_glibc, ratio_hbm_mimalloc\n"
           "(ns per pair over every size), the same with a small_ prefix for sizes\n"
           "<= 1 MiB, small_sizes; mimalloc_ns and ratio_hbm_mimalloc are null where\n"
-          "libmimalloc is absent, a figure or ratio where every round failed is null.\n");
+          "libmimalloc cannot be loaded, a figure or ratio where every round failed is null.\n");
 }
 
 static uint64_t rng_next(uint64_t *s) {
@@ -108,16 +108,44 @@ static double run_heap(const op *ops, size_t nops, uint32_t live) {
     free(p);                                                                     \
     return failed ? -1 : t / (double)nops;                                       \
   }
-RUN_MALLOC(run_glibc, malloc, free)
-#ifdef HBM_HAVE_MIMALLOC
-RUN_MALLOC(run_mimalloc, mi_malloc, mi_free)
-#endif
-
-#ifdef HBM_HAVE_MIMALLOC
-#define HAVE_MIMALLOC 1
+/* The C library's malloc by its own name: a malloc that overrides it (a
+ * preloaded one, or libmimalloc.so, which replaces malloc in any program
+ * linked with it) would otherwise be timed under glibc's name. */
+#ifdef __GLIBC__
+extern void *__libc_malloc(size_t size);
+extern void __libc_free(void *ptr);
+#define LIBC_MALLOC __libc_malloc
+#define LIBC_FREE __libc_free
+#define LIBC_NAME "glibc malloc"
+#define LIBC_SHORT "glibc"
 #else
-#define HAVE_MIMALLOC 0
+#define LIBC_MALLOC malloc
+#define LIBC_FREE free
+#define LIBC_NAME "libc malloc"
+#define LIBC_SHORT "libc"
 #endif
+RUN_MALLOC(run_glibc, LIBC_MALLOC, LIBC_FREE)
+
+/* mimalloc, loaded where it is installed, privately (RTLD_LOCAL): linked in,
+ * it would become every malloc of the tool, glibc's row included. */
+static void *(*mimalloc_alloc)(size_t);
+static void (*mimalloc_free)(void *);
+static int load_mimalloc(void) {
+  static const char *const names[] = {"libmimalloc.so.2", "libmimalloc.so"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    void *lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!lib) continue;
+    void *a = dlsym(lib, "mi_malloc"), *f = dlsym(lib, "mi_free");
+    if (a && f) { /* object to function pointer: memcpy, as ISO C has no cast for it */
+      memcpy(&mimalloc_alloc, &a, sizeof a);
+      memcpy(&mimalloc_free, &f, sizeof f);
+      return 1;
+    }
+    dlclose(lib);
+  }
+  return 0;
+}
+RUN_MALLOC(run_mimalloc, mimalloc_alloc, mimalloc_free)
 
 /* A figure below 0: every round failed. */
 static void json_ns(hbm_json *j, const char *key, double ns) {
@@ -205,11 +233,8 @@ int bench_alloc(int argc, char **argv) {
     if (alloc_sizes[i] <= (1u << 20)) small_sizes[nsmall++] = alloc_sizes[i];
   /* [0]: every size, [1]: small sizes only */
   double hbm_ns[2], heap_ns[2], glibc_ns[2], mimalloc_ns[2] = {-1, -1};
-#ifdef HBM_HAVE_MIMALLOC
-  const uint64_t parts = 2 * 4; /* the sets times the allocators: progress on a terminal */
-#else
-  const uint64_t parts = 2 * 3;
-#endif
+  const int have_mimalloc = load_mimalloc();
+  const uint64_t parts = 2 * (have_mimalloc ? 4 : 3); /* the sets times the allocators: progress */
   uint64_t done = 0;
   cli_progress("bench alloc", done, parts);
 #define TIMED(dst, fn) (dst = best_of(fn, ops, pairs, (uint32_t)live), cli_progress("bench alloc", ++done, parts))
@@ -222,9 +247,7 @@ int bench_alloc(int argc, char **argv) {
     TIMED(hbm_ns[set], run_range);
     TIMED(heap_ns[set], run_heap);
     TIMED(glibc_ns[set], run_glibc);
-#ifdef HBM_HAVE_MIMALLOC
-    TIMED(mimalloc_ns[set], run_mimalloc);
-#endif
+    if (have_mimalloc) TIMED(mimalloc_ns[set], run_mimalloc);
   }
 #undef TIMED
   cli_progress_end();
@@ -259,23 +282,18 @@ int bench_alloc(int argc, char **argv) {
     printf("%-22s %14zu %16zu\n", "real request sizes", sizeof alloc_sizes / sizeof alloc_sizes[0], nsmall);
     print_row("hbm range allocator", hbm_ns);
     print_row("hbm heap (bestfit)", heap_ns);
-    print_row("glibc malloc", glibc_ns);
-#ifdef HBM_HAVE_MIMALLOC
-    print_row("mimalloc", mimalloc_ns);
-#endif
-    print_ratio("ratio hbm / glibc", hbm_ns, glibc_ns);
-#ifdef HBM_HAVE_MIMALLOC
-    print_ratio("ratio hbm / mimalloc", hbm_ns, mimalloc_ns);
-#else
-    printf("mimalloc: not built (install libmimalloc-dev and rebuild)\n");
-#endif
+    print_row(LIBC_NAME, glibc_ns);
+    if (have_mimalloc) print_row("mimalloc", mimalloc_ns);
+    print_ratio("ratio hbm / " LIBC_SHORT, hbm_ns, glibc_ns);
+    if (have_mimalloc) print_ratio("ratio hbm / mimalloc", hbm_ns, mimalloc_ns);
+    else printf("mimalloc: not installed (libmimalloc.so.2 could not be loaded)\n");
   }
   int failed = 0;
-  static const char *const names[] = {"hbm range allocator", "hbm heap (bestfit)", "glibc malloc", "mimalloc"};
+  static const char *const names[] = {"hbm range allocator", "hbm heap (bestfit)", LIBC_NAME, "mimalloc"};
   const double *all[] = {hbm_ns, heap_ns, glibc_ns, mimalloc_ns};
   for (int a = 0; a < 4; a++)
     for (int set = 0; set < 2; set++)
-      if (all[a][set] < 0 && (a < 3 || HAVE_MIMALLOC)) {
+      if (all[a][set] < 0 && (a < 3 || have_mimalloc)) {
         cli_error("bench alloc: %s failed a request in every round (%s): no time to report", names[a],
                   set ? "sizes <= 1 MiB" : "all sizes");
         failed = 1;

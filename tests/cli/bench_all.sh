@@ -68,6 +68,15 @@ EOF
   set -- ${sizes:-none none}
   grep -q "^real request sizes  *$1  *$2$" "$err" && grep -q "^ratio hbm / glibc  *[0-9.]*  *[0-9.]*$" "$err" ||
     { echo "FAIL bench alloc text: no ratio to glibc, or other sizes than the JSON's ($sizes): $(cat "$err")"; fail=1; }
+  # mimalloc where it can be loaded, and then not as the tool's malloc: linked
+  # in, it replaced malloc everywhere and the "glibc" row timed mimalloc
+  if python3 -c 'import ctypes; ctypes.CDLL("libmimalloc.so.2")' 2> /dev/null; then
+    python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["mimalloc_ns"] is not None, d' < "$out" ||
+      { echo "FAIL bench alloc: mimalloc is installed but not timed: $(cat "$out")"; fail=1; }
+  fi
+  if command -v ldd > /dev/null && ldd "$HBM" 2> /dev/null | grep -q mimalloc; then
+    echo "FAIL the tool is linked with mimalloc, whose malloc replaces glibc's: $(ldd "$HBM" | grep mimalloc)"; fail=1
+  fi
   "$HBM" bench compact --json --capacity 256MiB --rounds 1 > "$out" 2> "$err" &&
     python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["free_total"] == d["capacity"] - d["live"] > 0 and d["live_blocks"] > 0, d' < "$out" ||
     { echo "FAIL bench compact --json: $(cat "$out" "$err")"; fail=1; }
