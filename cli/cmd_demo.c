@@ -61,6 +61,10 @@ typedef struct job {
 
 typedef struct progress_arg { job *j; int index; } progress_arg;
 
+static void generating(uint64_t step, uint64_t steps, void *arg) {
+  (void)arg;
+  cli_progress("generating", step, steps);
+}
 static void on_progress(uint64_t done, uint64_t total, void *arg) {
   progress_arg *p = arg;
   job *j = p->j;
@@ -180,9 +184,9 @@ int cmd_demo(int argc, char **argv) {
   }
   hbm_trace *t = NULL;
   if (rc == HBM_OK) {
-    if (cli_is_tty()) fprintf(stderr, "generating %s (%u step%s)...", preset, c.steps, c.steps == 1 ? "" : "s");
+    c.on_progress = generating;
     rc = hbm_gen_llm(&c, &t, &diag);
-    if (cli_is_tty()) fprintf(stderr, "\r%60s\r", "");
+    cli_progress_end();
   }
   if (rc != HBM_OK) {
     if (rc == HBM_EINVAL && diag.message[0]) cli_error("%s", diag.message);

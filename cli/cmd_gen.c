@@ -204,7 +204,8 @@ enum {
 };
 
 /* A parameter count as people say it: 6.74B, 24.6M under a billion, 1310
- * under a hundred thousand, 26.39T from a trillion (as the --params messages and the workload's name say). */
+ * under a hundred thousand, 26.39T from a trillion (as the --params
+ * messages and the workload's name say). */
 static const char *params_text(uint64_t n, char buf[32]) {
   if (n < 100000) snprintf(buf, 32, "%llu", (unsigned long long)n); /* "0.0M" would say none */
   else if (n < 1000000000) snprintf(buf, 32, "%.1fM", (double)n / 1e6);
