@@ -456,7 +456,8 @@ typedef struct hbm_oom_report {
   hbm_oom_cause cause;
   uint64_t allocated;      /* the live blocks as placed (requests rounded up) */
   uint64_t limit;          /* what the policy may hold: the capacity, or less under a cap
-                              it was set with (per_process_memory_fraction) */
+                              it was set with (per_process_memory_fraction), or what it
+                              holds where that is more (expandable's last page) */
   int refused;             /* 1: the recorded allocator refused this request too */
 } hbm_oom_report;
 

@@ -346,6 +346,29 @@ int main(void) {
     hbm_device_close(dev);
   }
 
+  /* expandable checks a request against the limit, then maps whole 20 MiB
+   * pages, as PyTorch does: it can hold more than the limit, and the free
+   * pages it holds are its own (free total was once limit - live, less than
+   * the free block it held: hbm_check failed). */
+  {
+    hbm_heap *he;
+    uint64_t x, y;
+    hbm_stats se;
+    CHECK(hbm_device_open("sim:256MiB", &dev) == HBM_OK);
+    CHECK(hbm_heap_create(dev, "expandable", "per_process_memory_fraction:0.5", &he) == HBM_OK);
+    CHECK(hbm_alloc(he, 100ull << 20, HBM_TAG_ACT, 0, &x) == HBM_OK); /* 5 pages */
+    CHECK(hbm_alloc(he, 25ull << 20, HBM_TAG_ACT, 0, &y) == HBM_OK);  /* 26 MiB checked, 2 pages mapped */
+    CHECK(hbm_free(he, y) == HBM_OK);
+    CHECK(hbm_heap_stats(he, &se) == HBM_OK);
+    CHECK(se.reserved > (128ull << 20));
+    CHECK_EQ_U64(se.free_total, se.reserved - se.live);
+    CHECK(se.largest_free <= se.free_total);
+    CHECK(hbm_check(he) == HBM_OK);
+    CHECK(hbm_free(he, x) == HBM_OK);
+    hbm_heap_destroy(he);
+    hbm_device_close(dev);
+  }
+
   /* Heaps that share a device: what one holds is not free for the other,
    * and an empty heap is not fragmented by it. */
   static const char *const sharing[] = {"caching", "expandable", "zoned"};

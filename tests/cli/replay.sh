@@ -58,6 +58,18 @@ print("ok   free total under a memory fraction: the limit less live")' || fail=1
   grep -q "the policy's limit 48.00 GiB minus 40.00 GiB live" "$dir_frac/r.html" &&
     grep -q "exceed that by 12.00 GiB" "$dir_frac/r.html" || { echo "FAIL the page under a memory fraction"; fail=1; }
   rm -rf "$dir_frac"
+  # expandable maps whole pages past the limit, as PyTorch does: what it
+  # holds is its room then, and its free pages count as free
+  printf 'hbm-trace 1\ncapacity 256MiB\na x 100MiB\na y 25MiB\nf y\na z 30MiB\nf z\nf x\n' |
+    "$HBM" replay /dev/stdin --policy expandable --alloc-conf per_process_memory_fraction:0.5 --samples --every 1 --json |
+  python3 -c '
+import json, sys
+p = json.load(sys.stdin)["policies"][0]
+over = [s for s in p["samples"] if s["reserved"] > 128 << 20]
+bad = [s for s in p["samples"] if s["free_total"] + s["live"] != max(128 << 20, s["reserved"]) or s["largest_free"] > s["free_total"]]
+if not over or bad or p["oom"]:
+    print("FAIL expandable past its limit:", over[:1], bad[:2], p["oom"]); sys.exit(1)
+print("ok   expandable past its limit: its pages count as free (%d samples over)" % len(over))' || fail=1
 fi
 text=$("$HBM" replay "$trace" --policy bestfit --device sim:96GiB)
 echo "$text"
