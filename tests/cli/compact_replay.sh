@@ -20,8 +20,13 @@ done
 "$HBM" replay "$trace" --policy compact --device sim:96GiB | grep -q "compact .*none" || { echo "FAIL: text table"; fail=1; }
 
 # Every 500 steps as in the field report: one full pass at step 500 never comes (the trace ends at 437).
-"$HBM" replay "$trace" --policy compact --alloc-conf every_steps:500 --device sim:96GiB --json | grep -q '"full_compactions":0' \
-  || { echo "FAIL: every_steps"; fail=1; }
+# The setting is read: every 437 steps, a pass comes at step 437 (the default, off, makes none, so a
+# setting ignored would pass the first check alone), every 438 it does not.
+for case in 500:0 438:0 437:1; do
+  n=$("$HBM" replay "$trace" --policy compact --alloc-conf "every_steps:${case%%:*}" --device sim:96GiB --json |
+      grep -o '"full_compactions":[0-9]*')
+  [ "$n" = "\"full_compactions\":${case#*:}" ] || { echo "FAIL: every_steps:${case%%:*} gave $n, expected ${case#*:}"; fail=1; }
+done
 "$HBM" replay "$trace" --policy compact --alloc-conf sometimes > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "on_failure" "$dir/err" || { echo "FAIL: bad setting: exit $rc"; cat "$dir/err"; fail=1; }
 # a bad value names its key and that key's limits, once prefixed; a number
