@@ -245,7 +245,9 @@ int cmd_plan(int argc, char **argv) {
   }
   if (!in.n) first_time = 0;
   if (in.offsets) { /* ids have no length limit: the text is sized to them */
-    size_t cap = 256 + (given.valid ? 0 : strlen(in.ids[given.first]) + strlen(in.ids[given.second]));
+    size_t cap = 256;
+    if (!given.valid && given.first == given.second) cap += strlen(in.ids[given.misaligned]);
+    else if (!given.valid) cap += strlen(in.ids[given.first]) + strlen(in.ids[given.second]);
     if (!(given_text = malloc(cap))) {
       cli_error("%s: out of host memory", path);
       exit_code = CLI_FAILED;

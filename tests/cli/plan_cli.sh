@@ -67,6 +67,20 @@ printf 'id,lower,upper,size,offset\nz,0,3,4,100\na,0,10,4,0\nb,5,15,4,2\n' > "$d
 rc=$?
 [ $rc -eq 1 ] || { echo "FAIL overlap: exit $rc, expected 1"; fail=1; }
 grep -q "INVALID: buffers 'a' (line 3) and 'b' (line 4) overlap" "$dir/out" || { echo "FAIL overlap: message"; cat "$dir/out"; fail=1; }
+# A given offset off its buffer's alignment: exit 1, naming that buffer (not the
+# first), its line, offset and alignment; in --json whole however long its id
+# (the text was once sized by the first buffer's id), in text cut to 40.
+long_m=$(printf 'm%.0s' $(seq 700))
+printf 'id,lower,upper,size,alignment,offset\na,0,10,4,1,0\n%s,20,30,4,8,4\n' "$long_m" > "$dir/misaligned.csv"
+"$HBM" plan "$dir/misaligned.csv" > "$dir/out" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "INVALID: buffer 'mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm...' (line 3) at offset 4, not a multiple of its alignment 8" "$dir/out" ||
+  { echo "FAIL misaligned: exit $rc, $(cut -c1-300 "$dir/out")"; fail=1; }
+"$HBM" plan "$dir/misaligned.csv" --json > "$dir/out" 2>&1
+python3 - "$dir/out" "$long_m" <<'PY' || { echo "FAIL misaligned --json: $(cut -c1-300 "$dir/out")"; fail=1; }
+import json, sys
+r = json.load(open(sys.argv[1]))["given"]["reason"]
+assert r == "buffer '%s' (line 3) at offset 4, not a multiple of its alignment 8" % sys.argv[2], r
+PY
 # ids of any length: --json's reason names both whole (it was cut at 512 bytes)
 long_a=$(printf 'a%.0s' $(seq 700)); long_b=$(printf 'b%.0s' $(seq 700))
 printf 'id,lower,upper,size,offset\n%s,0,10,4,0\n%s,5,15,4,2\n' "$long_a" "$long_b" > "$dir/overlap_long.csv"

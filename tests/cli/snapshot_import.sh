@@ -134,6 +134,17 @@ printf 'hbm-trace 1\nconf expandable_segments:True\na x 1KiB @0x7f0000000000\n' 
 "$HBM" fidelity "$dir/one.trace" --check > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 1 ] && grep -q "check failed: .*peak reserved: PyTorch 0 B, model 2.00 MiB (needs 0 B)" "$dir/err" ||
   { echo "FAIL fidelity --check against a recorded peak of 0: exit $rc, $(cat "$dir/err")"; fail=1; }
+# --check's threshold: 99 of 100 allocations at PyTorch's address pass, 98 fail,
+# and a single reason is enough to fail (here the address match alone).
+for wrong in 1 2; do
+  awk -v wrong=$wrong 'BEGIN { base = 139637976727552; print "hbm-trace 1"; print "seg 0x7f0000000000 2MiB 0 small"
+    for (k = 0; k < 100; k++) printf "a x%d 1KiB @%.0f\n", k, base + k * 1024 + (k >= 100 - wrong ? 1048576 : 0)
+    for (k = 0; k < 100; k++) printf "f x%d\n", k }' > "$dir/match$wrong.trace"
+done
+"$HBM" fidelity "$dir/match1.trace" --check > /dev/null 2> "$dir/err" || { echo "FAIL fidelity --check at 0.99: $(cat "$dir/err")"; fail=1; }
+"$HBM" fidelity "$dir/match2.trace" --check > /dev/null 2> "$dir/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "check failed: address match 0.98 (98 of 100), below 0.99$" "$dir/err" ||
+  { echo "FAIL fidelity --check at 0.98: exit $rc, $(cat "$dir/err")"; fail=1; }
 # A request the model cannot place where PyTorch did is a finding: reported,
 # exit 0, and a reason --check fails on.
 printf 'hbm-trace 1\na b0 600000000000000 @4096\na b1 600000000000000 @700000000000000\n' > "$dir/huge.trace"
