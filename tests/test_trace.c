@@ -1,11 +1,15 @@
 /* test_trace: the text trace v1 reader and writer. Every kind of bad input is
  * refused with the line and what was expected; a written trace reads back
  * identical; the writer never overwrites its input (after a chdir too),
- * never shares or follows a temporary file, and a reader never sees half a
- * file while two threads write it. */
+ * never shares or follows a temporary file, a reader never sees half a
+ * file while two threads write it, and a write that fails part way leaves
+ * the old file whole. */
 #include <pthread.h>
+#include <signal.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -99,6 +103,52 @@ static void test_save_temp_names(const hbm_trace *t) {
   unlink(out);
   unlink(victim);
   CHECK(rmdir(dir) == 0); /* nothing else was left behind */
+}
+
+/* The writer at its edges: an empty path is refused; a new file gets 0644
+ * less the umask; a write that fails part way (here the file size limit)
+ * leaves the old file whole and no temporary file behind; what the reader
+ * hands back is NUL-terminated, and a read error is one. */
+static void test_writer_edges(void) {
+  hbm_diag d;
+  CHECK(hbm_write_file_atomic("", "x", 1, &d) == HBM_EINVAL && strstr(d.message, "empty path"));
+  char dir[] = "/tmp/hbm-test-writer-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char path[128];
+  snprintf(path, sizeof path, "%s/new", dir);
+  mode_t old_mask = umask(027);
+  CHECK(hbm_write_file_atomic(path, "abc", 3, &d) == HBM_OK);
+  umask(old_mask);
+  struct stat st;
+  CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0640);
+  char *data = malloc(4096);
+  if (data) memset(data, 'z', 4096), free(data); /* leave no zero where the reader's end will be */
+  size_t len = 0;
+  data = NULL;
+  CHECK(hbm_read_file(path, &data, &len, &d) == HBM_OK && len == 3 && data && data[3] == 0);
+  free(data);
+  data = NULL;
+  CHECK(hbm_read_file("/proc/self/mem", &data, &len, &d) == HBM_EIO && strstr(d.message, "read failed") && !data);
+
+  /* In a child: 64 KiB over the old file under a 4 KiB file size limit. */
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    struct rlimit lim = {4096, 4096};
+    signal(SIGXFSZ, SIG_IGN);
+    static char big[65536];
+    memset(big, 'b', sizeof big);
+    int ok = setrlimit(RLIMIT_FSIZE, &lim) == 0 && hbm_write_file_atomic(path, big, sizeof big, &d) == HBM_EIO;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  char text[8] = "";
+  FILE *f = fopen(path, "r");
+  CHECK(f && fgets(text, sizeof text, f) && !strcmp(text, "abc"));
+  if (f) fclose(f);
+  CHECK(unlink(path) == 0);
+  CHECK(rmdir(dir) == 0); /* no temporary file was left */
 }
 
 /* Two threads saving to one path while a third reads it: every save
@@ -215,6 +265,7 @@ int main(void) {
   test_save_concurrent(t, two);
   hbm_trace_free(two);
   test_save_input_after_chdir();
+  test_writer_edges();
 
   /* round trip through a file; the writer refuses to overwrite the input */
   char path[] = "/tmp/hbm-test-trace-XXXXXX";
