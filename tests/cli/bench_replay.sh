@@ -112,7 +112,7 @@ trace=$(mktemp)
 printf 'hbm-trace 1\ncapacity 64MiB\ninit-seg 0x0 40MiB 0 large\ninit-blk 0x0 1MiB a\ninit-blk 0x100000 39MiB -\ninit-seg 0x10000000 40MiB 0 large\ninit-blk 0x10000000 1MiB b\ninit-blk 0x10100000 39MiB -\na c 1MiB\nf a\nf b\nf c\n' > "$trace"
 "$HBM" bench replay --trace "$trace" --policy caching,zoned --rounds 2 --json > "$out" 2>"$out.err"; rc=$?
 if [ $rc -ne 1 ] || grep -q '"policy":"caching"' "$out" || ! grep -q '"policy":"zoned"' "$out" \
-   || ! grep -q "caching: the trace's starting state does not fit" "$out.err"; then
+   || ! grep -q "caching: the trace's starting state does not fit" "$out.err" || [ "$(grep -c caching "$out.err")" -ne 1 ]; then
   echo "FAIL unfit start: exit $rc: $(cat "$out" "$out.err")"; fail=1
 else echo "ok   unfit start: $(cat "$out.err")"; fi
 printf 'hbm-trace 1\ncapacity 1GiB\n' > "$trace"

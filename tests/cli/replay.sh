@@ -180,4 +180,32 @@ printf 'hbm-trace 1\ncapacity 10MiB\na w 1MiB param\ns 1\na c 8MiB comm\ns 2\nf 
 "$HBM" replay "$dir/comm.trace" --policy bestfit --html "$dir/comm.html" > /dev/null || fail=1
 grep -q "one that large was itself live at that moment" "$dir/comm.html" && ! grep -q "would not have fit" "$dir/comm.html" ||
   { echo "FAIL: a live communication buffer called a risk"; fail=1; }
+
+# Result figures at their edges: efficiency is peak live (requests, not their
+# rounding) over peak reserved; calls after the first step are 0 with one step
+# mark; a run that replays no event (a trace without events, a starting state
+# that does not fit) reports 0 ns per event, not NaN or the start's time.
+printf 'hbm-trace 1\ncapacity 1GiB\ns 1\na x 1000\na y 3001\nf x\nf y\n' > "$dir/odd.trace"
+printf 'hbm-trace 1\ncapacity 1GiB\n' > "$dir/none.trace"
+printf 'hbm-trace 1\ncapacity 64MiB\ninit-seg 0x0 128MiB 0 large\ninit-blk 0x0 128MiB a\na b 1MiB\nf a\nf b\n' > "$dir/unfit.trace"
+for t in odd none unfit; do
+  "$HBM" replay "$dir/$t.trace" --policy caching,zoned --json > "$dir/$t.json" 2> /dev/null
+done
+python3 - "$dir" <<'PY' || fail=1
+import json, sys
+d = sys.argv[1]
+bad = []
+for p in json.load(open(d + "/odd.json"))["policies"]:
+    if p["peak_live"] != 4001 or p["peak_allocated"] <= 4001 or p["efficiency"] != 4001 / p["peak_reserved"]:
+        bad.append(("odd", p["policy"], p["peak_live"], p["peak_allocated"], p["efficiency"]))
+    if p["backend_calls"] == 0 or p["backend_calls_after_first_step"] != 0:
+        bad.append(("calls after a single step", p["policy"], p["backend_calls"], p["backend_calls_after_first_step"]))
+for t in ("none", "unfit"):
+    for p in json.load(open(d + "/" + t + ".json"))["policies"]:
+        if p["ns_per_event"] != 0:
+            bad.append((t, p["policy"], p["ns_per_event"]))
+if bad:
+    print("FAIL result figures:", bad); sys.exit(1)
+print("ok   result figures: efficiency from live, calls after one step 0, no time without events")
+PY
 exit $fail
