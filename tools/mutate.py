@@ -77,6 +77,29 @@ def candidates(lines):
     return out
 
 
+# A mutant of the trace writer, run as root by a test that writes to
+# /dev/stdout, can rename its temporary file over the link itself; every
+# later run would then test a broken machine. Checked and put back after
+# each test, and said.
+STD_LINKS = {"/dev/stdin": "/proc/self/fd/0", "/dev/stdout": "/proc/self/fd/1",
+             "/dev/stderr": "/proc/self/fd/2"}
+
+
+def restore_std_links():
+    broken = []
+    for path, target in STD_LINKS.items():
+        if os.path.islink(path) and os.readlink(path) == target:
+            continue
+        broken.append(path)
+        try:
+            if os.path.lexists(path):
+                os.unlink(path)
+            os.symlink(target, path)
+        except OSError as e:
+            sys.exit("mutate.py: %s was replaced and cannot be put back (%s): restore it by hand" % (path, e))
+    return broken
+
+
 def run_tests(args, env):
     for test in args.tests:
         if test.endswith(".sh"):  # a CLI script from tests/cli, run against the rebuilt hbm
@@ -87,6 +110,9 @@ def run_tests(args, env):
             r = subprocess.run(cmd, env=env, capture_output=True, timeout=args.timeout)
         except subprocess.TimeoutExpired:
             return "killed by " + test + " (time limit)"
+        finally:
+            for path in restore_std_links():
+                print("mutate.py: the mutant replaced %s; put back" % path, file=sys.stderr)
         if r.returncode:
             return "killed by " + test
     return "survived"
