@@ -46,7 +46,8 @@ printf 'keep\n' > "$dir/in"
 "$HBM" plan "$dir/p.csv" -o /dev/stdin < "$dir/in" > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 1 ] && [ "$(cat "$dir/in")" = keep ] || { echo "FAIL -o /dev/stdin: exit $rc, the file holds $(head -c 100 "$dir/in")"; fail=1; }
 # a device standard input also is (/dev/null here) is written as any device
-"$HBM" plan "$dir/p.csv" -o /dev/null < /dev/null > /dev/null 2> "$dir/err" ||
+# (standard output elsewhere, so that it is standard input the path matches)
+"$HBM" plan "$dir/p.csv" -o /dev/null < /dev/null > "$dir/plain_out" 2> "$dir/err" ||
   { echo "FAIL -o /dev/null < /dev/null: exit $?: $(cat "$dir/err")"; fail=1; }
 # a closed standard output: refused, not made into a file
 "$HBM" plan "$dir/p.csv" -o /dev/stdout >&- 2> "$dir/err"; rc=$?
