@@ -145,6 +145,15 @@ done
 "$HBM" fidelity "$dir/match2.trace" --check > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 1 ] && grep -q "check failed: address match 0.98 (98 of 100), below 0.99$" "$dir/err" ||
   { echo "FAIL fidelity --check at 0.98: exit $rc, $(cat "$dir/err")"; fail=1; }
+# each reason in its words: segments counted apart, sizes apart, and a peak below PyTorch's
+printf 'hbm-trace 1\nseg 0x7f0000000000 2MiB 0 small\nseg 0x7f0000200000 2MiB 0 small\na x 1KiB @0x7f0000000000\nf x\n' > "$dir/segc.trace"
+"$HBM" fidelity "$dir/segc.trace" --check > /dev/null 2> "$dir/err"
+grep -q "check failed: segment allocations: PyTorch 2, model 1; peak reserved -50.00%, beyond 0.5%$" "$dir/err" ||
+  { echo "FAIL fidelity --check, segment count: $(cat "$dir/err")"; fail=1; }
+printf 'hbm-trace 1\nseg 0x7f0000000000 20MiB 0 large\na x 1KiB @0x7f0000000000\nf x\n' > "$dir/segs.trace"
+"$HBM" fidelity "$dir/segs.trace" --check > /dev/null 2> "$dir/err"
+grep -q "; segment allocation sizes differ; peak reserved -90.00%, beyond 0.5%$" "$dir/err" ||
+  { echo "FAIL fidelity --check, segment sizes: $(cat "$dir/err")"; fail=1; }
 # A request the model cannot place where PyTorch did is a finding: reported,
 # exit 0, and a reason --check fails on.
 printf 'hbm-trace 1\na b0 600000000000000 @4096\na b1 600000000000000 @700000000000000\n' > "$dir/huge.trace"
