@@ -131,9 +131,12 @@ printf 'hbm-trace 1\nconf expandable_segments:True\na x 1KiB @0x7f0000000000\n' 
 "$HBM" fidelity "$dir/one.trace" > "$dir/out" 2> "$dir/err"; rc=$?
 [ $rc -eq 0 ] && grep -q "peak reserved .*PyTorch 0 B, model 2.00 MiB (n/a)" "$dir/out" ||
   { echo "FAIL fidelity against a recorded peak of 0: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
-"$HBM" fidelity "$dir/one.trace" --check > /dev/null 2> "$dir/err"; rc=$?
-[ $rc -eq 1 ] && grep -q "check failed: .*peak reserved: PyTorch 0 B, model 2.00 MiB (needs 0 B)" "$dir/err" ||
-  { echo "FAIL fidelity --check against a recorded peak of 0: exit $rc, $(cat "$dir/err")"; fail=1; }
+# fidelity --check on TRACE exits 1, its stderr matching PATTERN (what: the case, for the message)
+check_fails() {
+  "$HBM" fidelity "$1" --check > /dev/null 2> "$dir/err"; rc=$?
+  [ $rc -eq 1 ] && grep -q "$2" "$dir/err" || { echo "FAIL fidelity --check, $3: exit $rc, $(cat "$dir/err")"; fail=1; }
+}
+check_fails "$dir/one.trace" "check failed: .*peak reserved: PyTorch 0 B, model 2.00 MiB (needs 0 B)" "a recorded peak of 0"
 # --check's threshold: 99 of 100 allocations at PyTorch's address pass, 98 fail,
 # and a single reason is enough to fail (here the address match alone).
 for wrong in 1 2; do
@@ -142,27 +145,20 @@ for wrong in 1 2; do
     for (k = 0; k < 100; k++) printf "f x%d\n", k }' > "$dir/match$wrong.trace"
 done
 "$HBM" fidelity "$dir/match1.trace" --check > /dev/null 2> "$dir/err" || { echo "FAIL fidelity --check at 0.99: $(cat "$dir/err")"; fail=1; }
-"$HBM" fidelity "$dir/match2.trace" --check > /dev/null 2> "$dir/err"; rc=$?
-[ $rc -eq 1 ] && grep -q "check failed: address match 0.98 (98 of 100), below 0.99$" "$dir/err" ||
-  { echo "FAIL fidelity --check at 0.98: exit $rc, $(cat "$dir/err")"; fail=1; }
+check_fails "$dir/match2.trace" "check failed: address match 0.98 (98 of 100), below 0.99$" "at 0.98"
 # each reason in its words: segments counted apart, sizes apart, and a peak below PyTorch's
 printf 'hbm-trace 1\nseg 0x7f0000000000 2MiB 0 small\nseg 0x7f0000200000 2MiB 0 small\na x 1KiB @0x7f0000000000\nf x\n' > "$dir/segc.trace"
-"$HBM" fidelity "$dir/segc.trace" --check > /dev/null 2> "$dir/err"
-grep -q "check failed: segment allocations: PyTorch 2, model 1; peak reserved -50.00%, beyond 0.5%$" "$dir/err" ||
-  { echo "FAIL fidelity --check, segment count: $(cat "$dir/err")"; fail=1; }
+check_fails "$dir/segc.trace" "check failed: segment allocations: PyTorch 2, model 1; peak reserved -50.00%, beyond 0.5%$" \
+  "segment count"
 printf 'hbm-trace 1\nseg 0x7f0000000000 20MiB 0 large\na x 1KiB @0x7f0000000000\nf x\n' > "$dir/segs.trace"
-"$HBM" fidelity "$dir/segs.trace" --check > /dev/null 2> "$dir/err"
-grep -q "; segment allocation sizes differ; peak reserved -90.00%, beyond 0.5%$" "$dir/err" ||
-  { echo "FAIL fidelity --check, segment sizes: $(cat "$dir/err")"; fail=1; }
+check_fails "$dir/segs.trace" "; segment allocation sizes differ; peak reserved -90.00%, beyond 0.5%$" "segment sizes"
 # A request the model cannot place where PyTorch did is a finding: reported,
 # exit 0, and a reason --check fails on.
 printf 'hbm-trace 1\na b0 600000000000000 @4096\na b1 600000000000000 @700000000000000\n' > "$dir/huge.trace"
 "$HBM" fidelity "$dir/huge.trace" > "$dir/out" 2> "$dir/err"; rc=$?
 [ $rc -eq 0 ] && grep -q "failed requests      1 (the model ran out where PyTorch did not)" "$dir/out" ||
   { echo "FAIL fidelity with a failed request: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
-"$HBM" fidelity "$dir/huge.trace" --check > /dev/null 2> "$dir/err"; rc=$?
-[ $rc -eq 1 ] && grep -q "check failed: .*1 request failed in the model that PyTorch placed" "$dir/err" ||
-  { echo "FAIL fidelity --check with a failed request: exit $rc, $(cat "$dir/err")"; fail=1; }
+check_fails "$dir/huge.trace" "check failed: .*1 request failed in the model that PyTorch placed" "a failed request"
 # Allocations without a recorded address are said, not compared, never the first mismatch.
 printf 'hbm-trace 1\na w0 2GiB param\na x 1KiB @0x7f0000000000\nf x\n' > "$dir/mixed.trace"
 "$HBM" fidelity "$dir/mixed.trace" > "$dir/out" 2> "$dir/err"; rc=$?
