@@ -2,6 +2,7 @@
  * training traces (bench/alloc_sizes.h), through hbm's range allocator, the
  * public heap (lock + accounting + bestfit), glibc malloc and mimalloc, in the
  * same run over the same sequence. Each figure is the best of 3 rounds. */
+#include <dlfcn.h>
 #include <getopt.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -13,7 +14,6 @@
 #include "cli.h"
 #include "core/range.h"
 #include "report/json.h"
-#include <dlfcn.h>
 
 typedef struct op { uint32_t slot; uint32_t size_index; } op;
 
