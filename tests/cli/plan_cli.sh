@@ -81,6 +81,11 @@ import json, sys
 r = json.load(open(sys.argv[1]))["given"]["reason"]
 assert r == "buffer '%s' (line 3) at offset 4, not a multiple of its alignment 8" % sys.argv[2], r
 PY
+# the text shows an id's control characters as '?' (the JSON escapes them)
+printf 'id,lower,upper,size,offset\nx\001y,0,10,4,0\nb,5,15,4,2\n' > "$dir/control.csv"
+"$HBM" plan "$dir/control.csv" > "$dir/out" 2>&1
+grep -q "INVALID: buffers 'x?y' (line 2) and 'b' (line 3) overlap" "$dir/out" ||
+  { echo "FAIL control character in an id: $(tail -n 1 "$dir/out" | od -c | head -3)"; fail=1; }
 # ids of any length: --json's reason names both whole (it was cut at 512 bytes)
 long_a=$(printf 'a%.0s' $(seq 700)); long_b=$(printf 'b%.0s' $(seq 700))
 printf 'id,lower,upper,size,offset\n%s,0,10,4,0\n%s,5,15,4,2\n' "$long_a" "$long_b" > "$dir/overlap_long.csv"
