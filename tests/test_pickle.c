@@ -342,9 +342,19 @@ static void test_containers(void) {
   CHECK(doc && hbm_pk_len(hbm_pickle_root(doc)) == 1);
   hbm_pickle_free(doc);
 
-  /* nesting: {'k': [(1, [2]), {}]} */
-  a = CANON("\x80\x02}U\x01k](K\x01]K\x02" "a\x86}es.");
-  CHECK(a.len > 0);
+  /* nesting: {'k': [(1, [2]), {}]}, walked value by value */
+  doc = PARSE_OK("\x80\x02}U\x01k](K\x01]K\x02" "a\x86}es.");
+  if (doc) {
+    const hbm_pk_value *k = hbm_pk_get(hbm_pickle_root(doc), "k");
+    const hbm_pk_value *pair = hbm_pk_item(k, 0), *inner = hbm_pk_item(pair, 1), *none = hbm_pk_item(k, 1);
+    CHECK(k && k->type == HBM_PK_LIST && hbm_pk_len(k) == 2);
+    CHECK(pair && pair->type == HBM_PK_TUPLE && hbm_pk_len(pair) == 2);
+    CHECK(hbm_pk_int(hbm_pk_item(pair, 0), &i) && i == 1);
+    CHECK(inner && inner->type == HBM_PK_LIST && hbm_pk_len(inner) == 1);
+    CHECK(hbm_pk_int(hbm_pk_item(inner, 0), &i) && i == 2);
+    CHECK(none && none->type == HBM_PK_DICT && hbm_pk_len(none) == 0);
+  }
+  hbm_pickle_free(doc);
 
   /* POP, POP_MARK, DUP */
   doc = PARSE_OK("\x80\x02K\x01K\x02" "0.");
