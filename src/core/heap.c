@@ -227,12 +227,10 @@ static void fill_stats(hbm_heap *h, hbm_stats *out) {
   out->reserved = u.reserved;
   /* what the other heaps on the device hold is not free for this one, nor is
    * memory past the policy's limit (per_process_memory_fraction), which
-   * counts this heap's memory only: the smaller of the two. What the policy
-   * holds past its limit (expandable's last page, as PyTorch's) is its own. */
+   * counts this heap's memory only: the smaller of the two */
   uint64_t others = h->dev->phys_used > h->phys_held ? h->dev->phys_used - h->phys_held : 0, live = h->st.live;
   uint64_t on_device = h->st.capacity > live + others ? h->st.capacity - live - others : 0;
-  uint64_t room = u.reserved > u.limit ? u.reserved : u.limit;
-  uint64_t in_limit = u.limit ? (room > live ? room - live : 0) : on_device;
+  uint64_t room = hbm_policy_room(&u, h->st.capacity), in_limit = room > live ? room - live : 0;
   out->free_total = in_limit < on_device ? in_limit : on_device;
   out->largest_free = u.largest_free;
   out->fragmentation = hbm_fragmentation_ratio(out->free_total, u.largest_free);

@@ -30,6 +30,17 @@ typedef struct hbm_policy_usage {
   uint64_t limit; /* the most the policy may hold, where a setting caps it below the capacity; else 0 */
 } hbm_policy_usage;
 
+/* What the policy may hold on a device of `capacity`: the capacity, or its
+ * limit below it, or what it holds past that limit: as PyTorch's, expandable
+ * checks a request against the limit and then maps whole pages, so it can
+ * hold up to a page more, and that memory is its own. Free for the policy is
+ * this less live. */
+static inline uint64_t hbm_policy_room(const hbm_policy_usage *u, uint64_t capacity) {
+  if (!u->limit || u->limit >= capacity) return capacity;
+  uint64_t room = u->reserved > u->limit ? u->reserved : u->limit;
+  return room < capacity ? room : capacity;
+}
+
 /* A named counter a policy adds to replay's JSON (e.g. moved_bytes). */
 typedef struct hbm_counter {
   const char *name;

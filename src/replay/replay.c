@@ -90,15 +90,9 @@ static void track_peaks(replay_state *s) {
   if (s->allocated > r->peak_allocated) r->peak_allocated = s->allocated;
 }
 
-/* What the policy may hold: the capacity, or its limit below it
- * (per_process_memory_fraction), or what it holds past that limit: as
- * PyTorch's, expandable checks the request against the limit and then maps
- * whole pages, so it can hold up to a page more, and that memory is its own. */
+/* What the policy may hold (hbm_policy_room: its limit, or what it holds past it). */
 static uint64_t room_of(const replay_state *s, const hbm_policy_usage *u) {
-  uint64_t cap = s->res->capacity;
-  if (!u->limit || u->limit >= cap) return cap;
-  uint64_t room = u->reserved > u->limit ? u->reserved : u->limit;
-  return room < cap ? room : cap;
+  return hbm_policy_room(u, s->res->capacity);
 }
 
 /* What is free for the policy: its room less live. Memory the process may
