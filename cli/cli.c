@@ -275,6 +275,7 @@ void cli_progress(const char *label, uint64_t done, uint64_t total) {
   fprintf(stderr, "\r%-12s [%s] %3d%%", label, bar, pct);
   progress_shown = 1;
 }
+void cli_progress_fn(uint64_t done, uint64_t total, void *label) { cli_progress(label, done, total); }
 void cli_progress_end(void) {
   if (progress_shown) fprintf(stderr, "\r%60s\r", "");
   progress_shown = 0;

@@ -109,6 +109,8 @@ int cli_is_tty(void);
 /* Progress bar on stderr (only when a terminal): label, done/total. */
 void cli_progress(const char *label, uint64_t done, uint64_t total);
 void cli_progress_end(void);
+/* cli_progress as an hbm_progress_fn: the label is its argument. */
+void cli_progress_fn(uint64_t done, uint64_t total, void *label);
 /* Prints a finished JSON report on stdout and releases it. Returns CLI_OK,
  * or CLI_FAILED after saying so when formatting ran out of host memory (the
  * report would be cut short). `command` names the command in the message. */

@@ -61,10 +61,6 @@ typedef struct job {
 
 typedef struct progress_arg { job *j; int index; } progress_arg;
 
-static void generating(uint64_t step, uint64_t steps, void *arg) {
-  (void)arg;
-  cli_progress("generating", step, steps);
-}
 static void on_progress(uint64_t done, uint64_t total, void *arg) {
   progress_arg *p = arg;
   job *j = p->j;
@@ -184,7 +180,8 @@ int cmd_demo(int argc, char **argv) {
   }
   hbm_trace *t = NULL;
   if (rc == HBM_OK) {
-    c.on_progress = generating;
+    c.on_progress = cli_progress_fn;
+    c.progress_arg = "generating";
     rc = hbm_gen_llm(&c, &t, &diag);
     cli_progress_end();
   }

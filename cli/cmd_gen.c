@@ -214,11 +214,6 @@ static const char *params_text(uint64_t n, char buf[32]) {
   return buf;
 }
 
-static void show_progress(uint64_t step, uint64_t steps, void *arg) {
-  (void)arg;
-  cli_progress("generating", step, steps);
-}
-
 static int print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estimate *e, int json) {
   char a[32], b[32], d[32], f[32], g[32], h[32], k[32], l[32], m[32], n[32], p[32];
   if (json) {
@@ -495,7 +490,8 @@ int cmd_gen(int argc, char **argv) {
     return print_estimate(&c, &est, json);
   }
   hbm_trace *t = NULL;
-  c.on_progress = json ? NULL : show_progress;
+  c.on_progress = json ? NULL : cli_progress_fn;
+  c.progress_arg = "generating";
   rc = hbm_gen_llm(&c, &t, &diag);
   cli_progress_end();
   if (rc != HBM_OK) {

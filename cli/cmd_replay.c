@@ -77,10 +77,6 @@ static int check_verify_memory(const hbm_trace *trace, const hbm_device_caps *ca
   return cli_check_host_memory(what, need, "replay without --verify, or on a smaller trace");
 }
 
-static void show_progress(uint64_t done, uint64_t total, void *arg) {
-  cli_progress((const char *)arg, done, total);
-}
-
 
 int cmd_replay(int argc, char **argv) {
   static const struct option opts[] = {
@@ -177,7 +173,7 @@ int cmd_replay(int argc, char **argv) {
   for (int i = 0; i < npolicies; i++) {
     hbm_replay_options o = {.policy = policies[i], .conf = cli_conf_for(&confs, policies[i]), .device = device, .every = every,
                             .verify_data = verify_data, .on_sample = hbm_report_keep_sample,
-                            .sample_arg = &runs[i], .on_progress = json ? NULL : show_progress,
+                            .sample_arg = &runs[i], .on_progress = json ? NULL : cli_progress_fn,
                             .progress_arg = policies[i], .on_oom_layout = hbm_report_keep_layout,
                             .oom_layout_arg = &runs[i], .check_every = check_every};
     rc = hbm_replay(trace, &o, &results[i]);
