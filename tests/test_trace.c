@@ -65,6 +65,13 @@ static int save_and_see_temp(const hbm_trace *t, const char *dir, const char *ou
  * never followed (nor the single name per process earlier writers used).
  * A first save shows which name comes next, so the links lie in the way
  * whatever saves ran before. */
+/* The k-th planted link: -1 the one name per process an earlier writer used,
+ * else the k-th name from `next` on. */
+static void planted_name(char *name, size_t cap, const char *out, const char *prefix, unsigned long next, int k) {
+  if (k < 0) snprintf(name, cap, "%s.tmp.%ld", out, (long)getpid());
+  else snprintf(name, cap, "%s%lu", prefix, next + (unsigned long)k);
+}
+
 static void test_save_temp_names(const hbm_trace *t) {
   char dir[] = "/tmp/hbm-test-save-XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
@@ -79,13 +86,12 @@ static void test_save_temp_names(const hbm_trace *t) {
   snprintf(prefix, sizeof prefix, "%s.tmp.%ld.", out, (long)getpid());
   CHECK(!strncmp(seen, prefix, strlen(prefix)));
   unsigned long next = strtoul(seen + strlen(prefix), NULL, 10) + 1;
-  for (int k = -1; k < 10; k++) { /* -1: the one name per process an earlier writer used */
-    if (k < 0) snprintf(name, sizeof name, "%s.tmp.%ld", out, (long)getpid());
-    else snprintf(name, sizeof name, "%s%lu", prefix, next + (unsigned long)k);
+  for (int k = -1; k < 10; k++) {
+    planted_name(name, sizeof name, out, prefix, next, k);
     CHECK(symlink(victim, name) == 0);
   }
   CHECK(save_and_see_temp(t, dir, out, seen, sizeof seen) == 0);
-  snprintf(name, sizeof name, "%s%lu", prefix, next + 10);
+  planted_name(name, sizeof name, out, prefix, next, 10);
   CHECK(!strcmp(seen, name)); /* the first free name after the ten */
   char text[16] = "";
   f = fopen(victim, "r");
@@ -96,8 +102,7 @@ static void test_save_temp_names(const hbm_trace *t) {
   CHECK(hbm_trace_load(out, &back, &d) == HBM_OK && back->nevents == t->nevents);
   hbm_trace_free(back);
   for (int k = -1; k < 10; k++) {
-    if (k < 0) snprintf(name, sizeof name, "%s.tmp.%ld", out, (long)getpid());
-    else snprintf(name, sizeof name, "%s%lu", prefix, next + (unsigned long)k);
+    planted_name(name, sizeof name, out, prefix, next, k);
     CHECK(unlink(name) == 0);
   }
   unlink(out);
