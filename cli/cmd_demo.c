@@ -287,11 +287,13 @@ int cmd_demo(int argc, char **argv) {
       const hbm_replay_result *r = &runs[i].result;
       hbm_json_object_begin(&js);
       hbm_json_kv_string(&js, "policy", names[i]);
+      hbm_json_key(&js, "error"); /* null, or why the replay could not go on (then no figures), as in hbm replay */
       if (runs[i].error) {
-        hbm_json_kv_string(&js, "error", hbm_strerror(runs[i].error));
+        hbm_json_string(&js, hbm_strerror(runs[i].error));
         hbm_json_object_end(&js);
         continue;
       }
+      hbm_json_null(&js);
       hbm_json_kv_u64(&js, "peak_reserved", r->peak_reserved);
       hbm_json_kv_u64(&js, "peak_live", r->peak_live);
       hbm_json_kv_double(&js, "efficiency", r->efficiency);

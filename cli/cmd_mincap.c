@@ -135,6 +135,8 @@ int cmd_mincap(int argc, char **argv) {
   hbm_mincap_result *results = calloc((size_t)npolicies, sizeof *results);
   if (!results) { cli_error("out of memory"); hbm_trace_free(trace); return CLI_FAILED; }
   int exit_code = CLI_OK, done = 0;
+  int *errors = calloc((size_t)npolicies, sizeof *errors); /* HBM_OK, or why that policy's search could not go on */
+  if (!errors) { cli_error("out of memory"); free(results); hbm_trace_free(trace); return CLI_FAILED; }
   for (int i = 0; i < npolicies; i++, done++) {
     show_progress(policies[i], i, npolicies);
     mo.conf = cli_conf_for(&confs, policies[i]);
@@ -142,8 +144,13 @@ int cmd_mincap(int argc, char **argv) {
     if (rc != HBM_OK) {
       cli_progress_end();
       cli_error("mincap of %s through %s failed: %s", path, policies[i], hbm_strerror(rc));
-      exit_code = cli_exit_code(rc) == CLI_BAD_INPUT ? CLI_BAD_INPUT : CLI_FAILED;
-      break;
+      if (cli_exit_code(rc) == CLI_BAD_INPUT) { /* the trace's or the settings' fault: every policy would say so */
+        exit_code = CLI_BAD_INPUT;
+        break;
+      }
+      exit_code = CLI_FAILED; /* the others still run: a comparison loses one row, not all */
+      errors[i] = rc;
+      snprintf(results[i].policy, sizeof results[i].policy, "%s", policies[i]);
     }
   }
   if (cli_is_tty()) fprintf(stderr, "\r%70s\r", "");
@@ -166,6 +173,13 @@ int cmd_mincap(int argc, char **argv) {
       hbm_json_kv_string(&j, "policy", r->policy);
       hbm_json_key(&j, "alloc_conf");
       if (cli_conf_for(&confs, r->policy)) hbm_json_string(&j, cli_conf_for(&confs, r->policy)); else hbm_json_null(&j);
+      hbm_json_key(&j, "error");
+      if (errors[i] != HBM_OK) { /* no figures: the search could not go on */
+        hbm_json_string(&j, hbm_strerror(errors[i]));
+        hbm_json_object_end(&j);
+        continue;
+      }
+      hbm_json_null(&j);
       hbm_json_key(&j, "min_capacity");
       if (r->found) hbm_json_u64(&j, r->min_capacity); else hbm_json_null(&j);
       hbm_json_key(&j, "backend_calls");
@@ -189,6 +203,10 @@ int cmd_mincap(int argc, char **argv) {
     printf("%-11s %14s %15s %14s %8s\n", "policy", "min capacity", "over peak live", "backend calls", "replays");
     for (int i = 0; i < done; i++) {
       const hbm_mincap_result *r = &results[i];
+      if (errors[i] != HBM_OK) {
+        printf("%-11s error: %s\n", r->policy, hbm_strerror(errors[i]));
+        continue;
+      }
       if (!r->found) {
         printf("%-11s %14s %15s %14s %8llu  (fails up to the limit, %s)\n", r->policy, "none", "-", "-",
                (unsigned long long)r->replays, cli_size(limit, a));
@@ -200,6 +218,7 @@ int cmd_mincap(int argc, char **argv) {
              (unsigned long long)r->backend_calls, (unsigned long long)r->replays);
     }
   }
+  free(errors);
   free(results);
   hbm_trace_free(trace);
   return exit_code;

@@ -46,14 +46,16 @@ static void usage(FILE *out) {
 static int write_html(const hbm_trace *trace, const char *path, const char *html_path,
                       hbm_report_run *runs, int nruns, const cli_confs *confs, const char *device, uint64_t every) {
   for (int i = 0; i < nruns; i++) {
-    uint64_t at = runs[i].result.oom ? 0 : hbm_report_tightest_event(&runs[i]);
+    uint64_t at = runs[i].result.oom || runs[i].error ? 0 : hbm_report_tightest_event(&runs[i]);
     int rc = at ? hbm_report_layout_at(trace, runs[i].result.policy, cli_conf_for(confs, runs[i].result.policy), device, at, &runs[i]) : HBM_OK;
     if (rc != HBM_OK) /* the page shows the run's error in its place */
       cli_error("%s: %s's layout at event %llu is not drawn: %s", html_path, runs[i].result.policy,
                 (unsigned long long)at, hbm_strerror(rc));
   }
   hbm_report rep = {.title = "hbm replay", .workload = path, .runs = runs, .nruns = nruns, .every = every,
-                    .capacity = nruns ? runs[0].result.capacity : hbm_trace_capacity(trace)};
+                    .capacity = hbm_trace_capacity(trace)};
+  for (int i = nruns - 1; i >= 0; i--)
+    if (runs[i].result.capacity) rep.capacity = runs[i].result.capacity;
   if (hbm_report_trace_facts(trace, &rep) != HBM_OK) cli_error("out of host memory: live is drawn from samples");
   char *html = NULL;
   size_t len = 0;
@@ -178,26 +180,33 @@ int cmd_replay(int argc, char **argv) {
                             .oom_layout_arg = &runs[i], .check_every = check_every};
     rc = hbm_replay(trace, &o, &results[i]);
     cli_progress_end();
+    if (!results[i].policy[0]) /* cleared where the policy could not open */
+      snprintf(results[i].policy, sizeof results[i].policy, "%s", policies[i]);
     runs[i].result = results[i];
     runs[i].error = rc;
     if (rc != HBM_OK) {
       cli_error("replay of %s through %s failed: %s", path, policies[i], hbm_strerror(rc));
-      exit_code = cli_exit_code(rc) == CLI_BAD_INPUT ? CLI_BAD_INPUT : CLI_FAILED;
-      npolicies = i;
-      break;
+      if (cli_exit_code(rc) == CLI_BAD_INPUT) { /* the trace's or the settings' fault: every policy would say so */
+        exit_code = CLI_BAD_INPUT;
+        npolicies = i;
+        break;
+      }
+      exit_code = CLI_FAILED; /* the others still run: a comparison loses one row, not all */
     }
   }
 
   /* The page first: where it goes to standard output, the table then goes to
    * standard error, so the page reaches its reader alone. */
   int html_written = 0;
-  if (html_path && exit_code == CLI_OK) {
+  if (html_path && exit_code != CLI_BAD_INPUT && npolicies) { /* a run that could not go on shows its error there */
     int rc_html = write_html(trace, path, html_path, runs, npolicies, &confs, device, every);
     if (rc_html != CLI_OK) exit_code = rc_html;
     else html_written = 1, cli_summary_after_output(html_path);
   }
   uint64_t peak_live = hbm_trace_peak_live(trace);
-  uint64_t capacity = npolicies ? results[0].capacity : hbm_trace_capacity(trace);
+  uint64_t capacity = hbm_trace_capacity(trace);
+  for (int i = npolicies - 1; i >= 0; i--) /* the device's, from the first run that opened it */
+    if (results[i].capacity) capacity = results[i].capacity;
   if (!npolicies) {
     /* the first policy failed: its error is the whole report */
   } else if (json) {
@@ -216,6 +225,13 @@ int cmd_replay(int argc, char **argv) {
       hbm_json_kv_string(&j, "policy", r->policy);
       hbm_json_key(&j, "alloc_conf");
       if (cli_conf_for(&confs, r->policy)) hbm_json_string(&j, cli_conf_for(&confs, r->policy)); else hbm_json_null(&j);
+      hbm_json_key(&j, "error");
+      if (runs[i].error != HBM_OK) { /* no figures: the replay could not go on */
+        hbm_json_string(&j, hbm_strerror(runs[i].error));
+        hbm_json_object_end(&j);
+        continue;
+      }
+      hbm_json_null(&j);
       hbm_json_kv_u64(&j, "peak_reserved", r->peak_reserved);
       hbm_json_kv_u64(&j, "peak_device", r->peak_device);
       hbm_json_kv_u64(&j, "peak_allocated", r->peak_allocated);
@@ -269,6 +285,10 @@ int cmd_replay(int argc, char **argv) {
     printf("%-11s %12s %10s %9s %8s  %s\n", "policy", "peak reserv.", "efficiency", "max frag", "backend", "first failure");
     for (int i = 0; i < npolicies; i++) {
       const hbm_replay_result *r = &results[i];
+      if (runs[i].error != HBM_OK) {
+        printf("%-11s replay error: %s\n", r->policy, hbm_strerror(runs[i].error));
+        continue;
+      }
       printf("%-11s %12s %10.3f %9s %8llu  ", r->policy, cli_size(r->peak_reserved, a), r->efficiency,
              cli_frag(r->max_frag, 3, f), (unsigned long long)r->backend_calls);
       if (!r->oom) {

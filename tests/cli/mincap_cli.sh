@@ -75,4 +75,29 @@ printf 'hbm-trace 1\na b0 100\na b1 1125899906842624\n' > "$dir/pib.trace"
 "$HBM" mincap "$dir/pib.trace" > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "(1125899906842624 B) is below the trace's peak live 1125899906842724 B" "$dir/err" ||
   { echo "FAIL: limit below peak live by 100 B: exit $rc, $(cat "$dir/err")"; fail=1; }
+# A policy whose search cannot go on (host memory, here made to run out in
+# its first call under gdb) costs the comparison one row: the next policy
+# is still searched, and the exit says something failed.
+if command -v gdb > /dev/null 2>&1; then
+  printf 'set pagination off\nset confirm off\ntbreak hbm_mincap\nrun\nreturn (int)-7\ncontinue\n' > "$dir/fail.gdb"
+  for fmt in text json; do
+    flag=; [ $fmt = json ] && flag=--json
+    gdb -q -batch -x "$dir/fail.gdb" --args "$HBM" mincap "$trace" --policy zoned,bestfit $flag > "$dir/gdb.$fmt" 2>&1
+  done
+  if ! grep -q 'exited with code 01' "$dir/gdb.text"; then
+    echo "skip a policy whose search cannot go on: gdb could not run hbm: $(tail -1 "$dir/gdb.text")"
+  else
+    grep -q '^zoned  *error: out of host memory$' "$dir/gdb.text" && grep -q '^bestfit  *[0-9]' "$dir/gdb.text" ||
+      { echo "FAIL a policy whose search cannot go on:"; cat "$dir/gdb.text"; fail=1; }
+    grep '^{' "$dir/gdb.json" | python3 -c '
+import json, sys
+p = json.load(sys.stdin)["policies"]
+assert [x["policy"] for x in p] == ["zoned", "bestfit"], p
+assert p[0]["error"] == "out of host memory" and "min_capacity" not in p[0], p[0]
+assert p[1]["error"] is None and p[1]["min_capacity"], p[1]
+print("ok   a policy whose search cannot go on: an error row, the next policy searched")' || fail=1
+  fi
+else
+  echo "skip a policy whose search cannot go on: no gdb"
+fi
 exit $fail
