@@ -1,0 +1,538 @@
+/* test_io_failure: the whole-file reader and the atomic writer
+ * (src/trace/diag.c) when the system calls under them fail, are interrupted,
+ * or do part of what was asked.
+ *
+ * This program is linked with -Wl,--wrap for read, write, fsync, close,
+ * rename, fchmod, malloc, realloc and free (CMakeLists.txt). While a call
+ * under test runs ("armed"), the wrappers count each function's calls and
+ * can make the Nth and the K-1 after it fail with a chosen errno (a close
+ * that fails still releases its descriptor, as Linux's does), or let write
+ * take only a few bytes at a time; malloc and realloc record the sizes
+ * asked for. Nothing is timed. The bytes are seeded (the seed is printed;
+ * HBM_SEED reruns one).
+ *
+ * The writer: a write, fchmod, fsync, close or rename that fails is
+ * HBM_EIO naming the file and the error, with the old file whole, nothing
+ * left beside it, no descriptor left open and no host memory kept; an fsync
+ * the file system does not offer (EINVAL) is no failure; a write that is
+ * interrupted, would block or takes part of the bytes is carried on to the
+ * last byte. The reader: reads interrupted any number of times give the
+ * exact bytes; a read that fails is HBM_EIO at once (never retried), with
+ * nothing handed back or kept; a pipe of every length around its buffer's
+ * steps (trace.h: 64 KiB that doubles, never past the limit + 2) up to
+ * 5 MiB reads back exactly and NUL-terminated; a regular file, and a /proc
+ * file that says size 0 (/proc/version), in one buffer. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "trace/trace.h"
+
+/* ---- the wrapped calls -------------------------------------------------------------- */
+ssize_t __real_read(int fd, void *buf, size_t n);
+ssize_t __real_write(int fd, const void *buf, size_t n);
+int __real_fsync(int fd);
+int __real_close(int fd);
+int __real_rename(const char *from, const char *to);
+int __real_fchmod(int fd, mode_t mode);
+void *__real_malloc(size_t n);
+void *__real_realloc(void *p, size_t n);
+void __real_free(void *p);
+
+enum { F_READ, F_WRITE, F_FSYNC, F_CLOSE, F_RENAME, F_FCHMOD, F_COUNT };
+static const char *const fn_name[F_COUNT] = {"read", "write", "fsync", "close", "rename", "fchmod"};
+
+typedef struct fault {
+  unsigned long calls;    /* calls since the case began */
+  unsigned long nth;      /* 0: none fails; else calls nth .. nth + count - 1 fail */
+  unsigned long count;
+  int err;                /* with this errno */
+  unsigned long injected; /* failures made */
+} fault;
+
+static fault faults[F_COUNT];
+static int armed;          /* a call under test is running */
+static size_t write_limit; /* nonzero: a write takes at most this many bytes */
+static unsigned long mallocs, reallocs;
+static long net_allocs;    /* allocations made less those freed, while armed */
+static size_t sizes[64];   /* the sizes malloc and realloc were asked for, in order */
+static unsigned nsizes;
+static char *block;        /* the block malloc or realloc gave last, and its size */
+static size_t block_size;
+static unsigned long overreach; /* reads into the last block that left no byte for the NUL */
+
+static void reset(void) {
+  memset(faults, 0, sizeof faults);
+  write_limit = 0;
+  mallocs = reallocs = 0;
+  net_allocs = 0;
+  nsizes = 0;
+  block = NULL;
+  block_size = 0;
+  overreach = 0;
+}
+
+static void fail_calls(int f, unsigned long nth, unsigned long count, int err) {
+  faults[f].nth = nth;
+  faults[f].count = count;
+  faults[f].err = err;
+}
+
+static int inject(int f) {
+  if (!armed) return 0;
+  fault *x = &faults[f];
+  x->calls++;
+  if (x->nth && x->calls >= x->nth && x->calls - x->nth < x->count) {
+    x->injected++;
+    return 1;
+  }
+  return 0;
+}
+
+ssize_t __wrap_read(int fd, void *buf, size_t n) {
+  char *p = buf;
+  if (armed && block && p >= block && p <= block + block_size && n > (size_t)(block + block_size - p) - 1)
+    overreach++;
+  if (inject(F_READ)) return errno = faults[F_READ].err, -1;
+  return __real_read(fd, buf, n);
+}
+ssize_t __wrap_write(int fd, const void *buf, size_t n) {
+  if (inject(F_WRITE)) return errno = faults[F_WRITE].err, -1;
+  if (armed && write_limit && n > write_limit) n = write_limit;
+  return __real_write(fd, buf, n);
+}
+int __wrap_fsync(int fd) {
+  if (inject(F_FSYNC)) return errno = faults[F_FSYNC].err, -1;
+  return __real_fsync(fd);
+}
+int __wrap_close(int fd) {
+  if (inject(F_CLOSE)) {
+    __real_close(fd); /* Linux releases the descriptor whatever close says */
+    return errno = faults[F_CLOSE].err, -1;
+  }
+  return __real_close(fd);
+}
+int __wrap_rename(const char *from, const char *to) {
+  if (inject(F_RENAME)) return errno = faults[F_RENAME].err, -1;
+  return __real_rename(from, to);
+}
+int __wrap_fchmod(int fd, mode_t mode) {
+  if (inject(F_FCHMOD)) return errno = faults[F_FCHMOD].err, -1;
+  return __real_fchmod(fd, mode);
+}
+
+static void record(void *p, size_t n) {
+  if (nsizes < sizeof sizes / sizeof *sizes) sizes[nsizes] = n;
+  nsizes++;
+  block = p;
+  block_size = n;
+}
+void *__wrap_malloc(size_t n) {
+  void *p = __real_malloc(n);
+  if (armed && p) mallocs++, net_allocs++, record(p, n);
+  return p;
+}
+void *__wrap_realloc(void *p, size_t n) {
+  void *q = __real_realloc(p, n);
+  if (armed && q) reallocs++, net_allocs += !p, record(q, n);
+  return q;
+}
+void __wrap_free(void *p) {
+  if (armed && p) net_allocs--;
+  __real_free(p);
+}
+
+/* ---- helpers -------------------------------------------------------------------------- */
+/* Open descriptors (-1 where /proc is missing: then not compared). */
+static int open_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+/* Names in dir other than . and .. */
+static int dir_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(d);
+  return n;
+}
+
+/* Whether path holds exactly data[0..len) (read through stdio, not wrapped). */
+static int holds(const char *path, const void *data, size_t len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  int same = 1;
+  const unsigned char *p = data;
+  char buf[8192];
+  size_t at = 0, got;
+  while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+    if (at + got > len || memcmp(buf, p + at, got)) same = 0;
+    at += got;
+  }
+  fclose(f);
+  return same && at == len;
+}
+
+static int put(const char *path, const void *data, size_t len) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return -1;
+  int ok = fwrite(data, 1, len, f) == len;
+  return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* Reports which case a failed CHECK belonged to. */
+static int failures_before;
+static void begin_case(void) { failures_before = test_failures_; }
+static void end_case(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void end_case(const char *fmt, ...) {
+  if (test_failures_ == failures_before) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "  (in: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, ")\n");
+  va_end(ap);
+}
+
+/* ---- the writer -------------------------------------------------------------------------- */
+static const char old_text[] = "the old file, which a failed save must leave whole\n";
+
+/* One save of data over path (a file holding old_text, or none when
+ * !existing) with function f failing at its nth call count times with err;
+ * f < 0: nothing fails (write_limit may still be set by the caller). */
+static void save_case(const char *dir, const char *path, int existing, const unsigned char *data, size_t len,
+                      int f, unsigned long nth, unsigned long count, int err, size_t limit, int expect_ok) {
+  begin_case();
+  unlink(path);
+  if (existing) CHECK(put(path, old_text, sizeof old_text - 1) == 0);
+  hbm_diag d;
+  memset(&d, 0, sizeof d);
+  int fds = open_fds();
+  reset();
+  if (f >= 0) fail_calls(f, nth, count, err);
+  write_limit = limit;
+  armed = 1;
+  int rc = hbm_write_file_atomic(path, data, len, &d);
+  armed = 0;
+  if (f >= 0) CHECK_EQ_U64(faults[f].injected, count); /* the failure was met, every time */
+  if (expect_ok) {
+    CHECK(rc == HBM_OK);
+    CHECK(holds(path, data, len));
+  } else {
+    CHECK(rc == HBM_EIO);
+    CHECK(!strcmp(d.file, path));
+    CHECK(strstr(d.message, strerror(err)) != NULL);
+    if (existing) CHECK(holds(path, old_text, sizeof old_text - 1));
+    else CHECK(access(path, F_OK) != 0 && errno == ENOENT);
+  }
+  CHECK(dir_entries(dir) == (existing || expect_ok)); /* no temporary file left */
+  CHECK(open_fds() == fds);
+  CHECK(net_allocs == 0);
+  end_case("save, %s file, %s call %lu failing %lu time(s) with %s, writes of at most %zu bytes",
+           existing ? "an existing" : "a new", f >= 0 ? fn_name[f] : "no", nth, count,
+           f >= 0 ? strerror(err) : "-", limit);
+}
+
+static void test_writer(const unsigned char *data, size_t len) {
+  char dir[] = "/tmp/hbm-test-iofail-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char path[128];
+  snprintf(path, sizeof path, "%s/out", dir);
+  for (int existing = 0; existing < 2; existing++) {
+    /* what must fail the save */
+    save_case(dir, path, existing, data, len, F_FSYNC, 1, 1, EIO, 0, 0);
+    save_case(dir, path, existing, data, len, F_FSYNC, 1, 1, ENOSPC, 0, 0);
+    save_case(dir, path, existing, data, len, F_CLOSE, 1, 1, EIO, 0, 0);
+    save_case(dir, path, existing, data, len, F_CLOSE, 1, 1, EDQUOT, 0, 0);
+    save_case(dir, path, existing, data, len, F_RENAME, 1, 1, EIO, 0, 0);
+    save_case(dir, path, existing, data, len, F_WRITE, 1, 1, EIO, 0, 0);
+    save_case(dir, path, existing, data, len, F_WRITE, 3, 1, ENOSPC, 1000, 0); /* after part of the bytes */
+    /* what must not */
+    save_case(dir, path, existing, data, len, F_FSYNC, 1, 1, EINVAL, 0, 1); /* no fsync there */
+    save_case(dir, path, existing, data, len, F_WRITE, 1, 1, EINTR, 0, 1);
+    save_case(dir, path, existing, data, len, F_WRITE, 2, 5, EINTR, 7, 1);
+    save_case(dir, path, existing, data, len, F_WRITE, 1, 2, EAGAIN, 0, 1);
+    save_case(dir, path, existing, data, len, -1, 0, 0, 0, 7, 1); /* 7 bytes a write */
+    save_case(dir, path, existing, data, len, -1, 0, 0, 0, 0, 1);
+  }
+  /* a replaced file keeps its mode: the fchmod that keeps it failing fails the save */
+  save_case(dir, path, 1, data, len, F_FCHMOD, 1, 1, EPERM, 0, 0);
+  unlink(path);
+  CHECK(rmdir(dir) == 0);
+
+  /* A device is written in place: its close and write are checked too
+   * (unless /dev/null is this process's output, which is written through
+   * its descriptor, never closed). */
+  struct stat null_st, out_st;
+  int null_is_output = stat("/dev/null", &null_st) != 0;
+  for (int fd = 1; fd <= 2; fd++)
+    if (fstat(fd, &out_st) == 0 && out_st.st_dev == null_st.st_dev && out_st.st_ino == null_st.st_ino)
+      null_is_output = 1;
+  if (null_is_output) {
+    printf("test_io_failure: /dev/null is standard output or error here: its in-place write is not tried\n");
+    return;
+  }
+  static const struct {
+    int f, err;
+    unsigned long count;
+    int ok;
+  } dev_cases[] = {{F_CLOSE, EIO, 1, 0}, {F_WRITE, EIO, 1, 0}, {F_WRITE, EINTR, 3, 1}};
+  for (size_t i = 0; i < sizeof dev_cases / sizeof *dev_cases; i++) {
+    begin_case();
+    hbm_diag d;
+    memset(&d, 0, sizeof d);
+    int fds = open_fds();
+    reset();
+    fail_calls(dev_cases[i].f, 1, dev_cases[i].count, dev_cases[i].err);
+    armed = 1;
+    int rc = hbm_write_file_atomic("/dev/null", data, len, &d);
+    armed = 0;
+    CHECK_EQ_U64(faults[dev_cases[i].f].injected, dev_cases[i].count);
+    CHECK(rc == (dev_cases[i].ok ? HBM_OK : HBM_EIO));
+    if (!dev_cases[i].ok) CHECK(strstr(d.message, strerror(dev_cases[i].err)) != NULL);
+    CHECK(open_fds() == fds);
+    end_case("/dev/null, %s failing %lu time(s) with %s", fn_name[dev_cases[i].f], dev_cases[i].count,
+             strerror(dev_cases[i].err));
+  }
+}
+
+/* ---- the reader --------------------------------------------------------------------------- */
+#define GROWTH_START 65536 /* trace.h: a buffer of unknown size starts at 64 KiB and doubles */
+
+/* A pipe whose other end a child fills with data[0..len), in seeded pieces:
+ * returns the read end (its path is /dev/fd/N), sets *child. */
+static int pipe_of(const unsigned char *data, size_t len, uint64_t seed, pid_t *child) {
+  int p[2];
+  if (pipe(p) != 0) return -1;
+  *child = fork();
+  if (*child < 0) {
+    close(p[0]);
+    close(p[1]);
+    return -1;
+  }
+  if (*child == 0) {
+    close(p[0]);
+    uint64_t s = seed;
+    for (size_t at = 0; at < len;) {
+      size_t piece = 1 + (size_t)test_rand_below(&s, 100000);
+      if (piece > len - at) piece = len - at;
+      ssize_t w = write(p[1], data + at, piece);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) _exit(1);
+      at += (size_t)w;
+    }
+    _exit(close(p[1]) == 0 ? 0 : 1);
+  }
+  close(p[1]);
+  return p[0];
+}
+
+/* Whether the last read_case handed back every byte, as they were. */
+static int read_whole;
+
+/* Reaps the pipe's child. When the reader took every byte, the child wrote
+ * them all and must have ended well; else it may still be blocked writing
+ * (a reader that left its descriptor open), so it is killed, not awaited. */
+static void end_pipe(int rd, pid_t child) {
+  close(rd);
+  if (!read_whole) kill(child, SIGKILL);
+  int status = 0;
+  CHECK(waitpid(child, &status, 0) == child);
+  if (read_whole) CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* One read of path (its content data[0..len)) with read failing at its nth
+ * call count times with err (nth 0: never). max: the limit given the reader.
+ * Checks the bytes or the error; returns the reader's code (its diag in *diag if given). */
+static int read_case(const char *path, const unsigned char *data, size_t len, uint64_t max, unsigned long nth,
+                     unsigned long count, int err, hbm_diag *diag) {
+  char *got = (char *)&got; /* a pointer the reader must not replace on failure */
+  char *const untouched = got;
+  size_t got_len = 12345;
+  hbm_diag local, *dp = diag ? diag : &local;
+  memset(dp, 0, sizeof *dp);
+  int fds = open_fds();
+  reset();
+  fail_calls(F_READ, nth, count, err);
+  armed = 1;
+  int rc = hbm_read_file_max(path, max, &got, &got_len, dp);
+  armed = 0;
+  CHECK_EQ_U64(overreach, 0); /* every read left room for the NUL */
+  read_whole = rc == HBM_OK && got_len == len && !memcmp(got, data, len);
+  int interrupted = err == EINTR;
+  if (nth) CHECK_EQ_U64(faults[F_READ].injected, interrupted ? count : 1); /* an error is not retried */
+  if (rc == HBM_OK) {
+    CHECK(got != untouched);
+    CHECK_EQ_U64(got_len, len);
+    CHECK(got_len == len && !memcmp(got, data, len));
+    CHECK(got[got_len] == 0);
+    CHECK(net_allocs == 1 && mallocs == 1); /* one buffer, handed back */
+    free(got);
+  } else {
+    CHECK(got == untouched && got_len == 12345);
+    CHECK(net_allocs == 0);
+    CHECK(!strcmp(dp->file, path));
+  }
+  if (nth && !interrupted) {
+    CHECK(rc == HBM_EIO);
+    CHECK(strstr(dp->message, "read failed") && strstr(dp->message, strerror(err)));
+  }
+  CHECK(open_fds() == fds);
+  return rc;
+}
+
+/* The buffer's steps for a pipe of len bytes and no limit in reach: 64 KiB,
+ * doubled each time it fills (all but the byte for the NUL). */
+static void check_growth(size_t len) {
+  size_t cap = GROWTH_START;
+  unsigned steps = 0;
+  while (len >= cap - 1) cap *= 2, steps++;
+  CHECK_EQ_U64(mallocs, 1);
+  CHECK_EQ_U64(reallocs, steps);
+  CHECK(nsizes > 0 && sizes[0] == GROWTH_START);
+  for (unsigned i = 1; i < nsizes && i < sizeof sizes / sizeof *sizes; i++) CHECK_EQ_U64(sizes[i], 2 * sizes[i - 1]);
+}
+
+static void test_reader(const unsigned char *data, size_t big, uint64_t seed) {
+  char dir[] = "/tmp/hbm-test-iofail-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char path[128], pipe_path[64];
+  snprintf(path, sizeof path, "%s/in", dir);
+  const size_t C = GROWTH_START;
+  const size_t lens[] = {0, 1, 2, C - 3, C - 2, C - 1, C, C + 1, 2 * C - 2, 2 * C - 1, 2 * C, 2 * C + 1,
+                         4 * C - 1, 4 * C, 8 * C + 12345, big - 1, big};
+
+  /* Regular files: one buffer, whatever the size; pipes: every step. */
+  for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+    size_t len = lens[i];
+    begin_case();
+    CHECK(put(path, data, len) == 0);
+    CHECK(read_case(path, data, len, HBM_MAX_INPUT, 0, 0, 0, NULL) == HBM_OK);
+    CHECK_EQ_U64(reallocs, 0);
+    end_case("a regular file of %zu bytes", len);
+
+    begin_case();
+    pid_t child;
+    int rd = pipe_of(data, len, seed + i, &child);
+    CHECK(rd >= 0);
+    if (rd < 0) continue;
+    snprintf(pipe_path, sizeof pipe_path, "/dev/fd/%d", rd);
+    CHECK(read_case(pipe_path, data, len, HBM_MAX_INPUT, 0, 0, 0, NULL) == HBM_OK);
+    check_growth(len);
+    end_pipe(rd, child);
+    end_case("a pipe of %zu bytes", len);
+  }
+
+  /* A /proc file says size 0 and is read as one of unknown size: what it
+   * holds (here the kernel's version line) comes back whole, in the first
+   * buffer. */
+  {
+    begin_case();
+    static const char proc_path[] = "/proc/version";
+    static unsigned char text[1 << 15];
+    struct stat st;
+    FILE *f = fopen(proc_path, "rb");
+    size_t n = f ? fread(text, 1, sizeof text, f) : 0;
+    if (f) fclose(f);
+    if (f && n > 0 && n < sizeof text && stat(proc_path, &st) == 0 && st.st_size == 0) {
+      CHECK(read_case(proc_path, text, n, HBM_MAX_INPUT, 0, 0, 0, NULL) == HBM_OK);
+      CHECK_EQ_U64(reallocs, 0);
+      CHECK(nsizes == 1 && sizes[0] == GROWTH_START);
+    } else {
+      printf("test_io_failure: %s is missing or says its size: not tried\n", proc_path);
+    }
+    end_case("%s", proc_path);
+  }
+
+  /* The limit: the buffer never grows past max + 2, and a pipe with more
+   * than max bytes is refused at the first byte past it. */
+  static const uint64_t maxes[] = {100000, 200000};
+  static const size_t extras[] = {0, 1, 5000};
+  for (size_t i = 0; i < 2; i++) {
+    for (size_t e = 0; e < 3; e++) {
+      begin_case();
+      size_t extra = extras[e], len = (size_t)maxes[i] + extra;
+      pid_t child;
+      int rd = pipe_of(data, len, seed + 100 + 3 * i + e, &child);
+      CHECK(rd >= 0);
+      if (rd < 0) continue;
+      snprintf(pipe_path, sizeof pipe_path, "/dev/fd/%d", rd);
+      hbm_diag d;
+      int rc = read_case(pipe_path, data, len, maxes[i], 0, 0, 0, &d);
+      if (!extra) {
+        CHECK(rc == HBM_OK);
+      } else {
+        char want[64];
+        snprintf(want, sizeof want, "(stopped after %llu bytes)", (unsigned long long)maxes[i] + 1);
+        CHECK(rc == HBM_EPARSE && strstr(d.message, want));
+      }
+      size_t largest = 0;
+      for (unsigned k = 0; k < nsizes && k < sizeof sizes / sizeof *sizes; k++)
+        if (sizes[k] > largest) largest = sizes[k];
+      CHECK_EQ_U64(largest, maxes[i] + 2);
+      end_pipe(rd, child);
+      end_case("a pipe of %zu bytes, limit %llu", len, (unsigned long long)maxes[i]);
+    }
+  }
+
+  /* Interrupted reads are read again; a failed read fails the reader.
+   * A regular file takes two reads (the bytes, then the end); a pipe of
+   * 3 * C bytes at least four (to C - 1, 2C - 1, 3C, then the end). */
+  const size_t small = 3, piped = 3 * C;
+  for (unsigned long nth = 1; nth <= 4; nth++) {
+    for (int k = 0; k < 4; k++) {
+      static const struct {
+        int err;
+        unsigned long count;
+      } how[] = {{EINTR, 1}, {EINTR, 3}, {EIO, 1}, {EIO, 1000}};
+      int err = how[k].err;
+      unsigned long count = how[k].count;
+      if (nth <= 2) {
+        begin_case();
+        CHECK(put(path, data, small) == 0);
+        int rc = read_case(path, data, small, HBM_MAX_INPUT, nth, count, err, NULL);
+        CHECK(rc == (err == EINTR ? HBM_OK : HBM_EIO));
+        end_case("a regular file of %zu bytes, read %lu failing %lu time(s) with %s", small, nth, count,
+                 strerror(err));
+      }
+      begin_case();
+      pid_t child;
+      int rd = pipe_of(data, piped, seed + 200 + nth, &child);
+      CHECK(rd >= 0);
+      if (rd < 0) continue;
+      snprintf(pipe_path, sizeof pipe_path, "/dev/fd/%d", rd);
+      int rc = read_case(pipe_path, data, piped, HBM_MAX_INPUT, nth, count, err, NULL);
+      CHECK(rc == (err == EINTR ? HBM_OK : HBM_EIO));
+      end_pipe(rd, child);
+      end_case("a pipe of %zu bytes, read %lu failing %lu time(s) with %s", piped, nth, count, strerror(err));
+    }
+  }
+  unlink(path);
+  CHECK(rmdir(dir) == 0);
+}
+
+int main(void) {
+  uint64_t seed = test_seed("test_io_failure");
+  signal(SIGPIPE, SIG_IGN); /* a pipe's child whose reader failed early gets EPIPE */
+  const size_t big = 5u << 20;
+  unsigned char *data = malloc(big);
+  CHECK(data != NULL);
+  if (!data) return test_done("test_io_failure");
+  uint64_t s = seed;
+  for (size_t i = 0; i < big; i++) data[i] = (unsigned char)test_rand(&s);
+  test_writer(data, 10000);
+  test_reader(data, big, seed);
+  free(data);
+  return test_done("test_io_failure");
+}
