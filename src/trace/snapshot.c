@@ -942,7 +942,8 @@ int hbm_snapshot_import(const uint8_t *data, size_t len, const char *name, const
   if (im.have_conf && (rc = hbm_trace_set_conf(t, im.conf_text))) goto done;
   t->from_snapshot = 1;
   t->snapshot_device = im.device;
-  rc = build(&im, t);
+  /* Blocks live at once cannot share a byte: a recording that says so is damaged. */
+  if ((rc = build(&im, t)) == HBM_OK) rc = hbm_trace_check_recorded(t, im.name, diag);
 done:
   if (rc != HBM_OK) hbm_trace_free(t);
   else *out = t; /* on error the caller's pointer is left as it was (hbm.h) */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/ordset.h"
 #include "core/util.h"
 #include "policy/pytorch_alloc.h"
 #include "trace/pickle.h"
@@ -223,6 +224,139 @@ int hbm_trace_check_segments(const hbm_trace *t, const char *file, hbm_diag *dia
   return rc;
 }
 
+/* ---- recorded ranges: two blocks live at once never share a byte ---------------- */
+/* A real allocator never hands out one byte twice, so recorded ranges that
+ * overlap while both are live come from a damaged or hand-made trace, and a
+ * comparison with them (fidelity: "placed where PyTorch placed it") would
+ * mean nothing. A block's range is [addr, addr + request): the request lies
+ * inside the block PyTorch carved (rounded to 512 B, maybe with unsplit
+ * slack), so it is the narrowest range a recording guarantees disjoint; a
+ * free ends it. */
+
+#define REC_INIT (1ull << 63) /* a range's source: REC_INIT | k, the starting state's block k; else event i */
+
+typedef struct rec_check {
+  const hbm_trace *t;
+  const char *file;
+  hbm_diag *diag;
+  hbm_ordset *live; /* key (addr, end) of each live range, value its id */
+  uint64_t *src;    /* by id: 1 + the source of its live range, 0 for none */
+} rec_check;
+
+static void rec_range(const hbm_trace *t, uint64_t src, uint64_t *lo, uint64_t *hi) {
+  if (src & REC_INIT) {
+    const hbm_init_block *b = &t->init_blocks[src & ~REC_INIT];
+    *lo = b->addr;
+    *hi = b->addr + b->request;
+  } else {
+    *lo = t->events[src].addr;
+    *hi = *lo + t->events[src].size;
+  }
+}
+
+static uint32_t rec_line(const hbm_trace *t, uint64_t src) {
+  return src & REC_INIT ? t->init_blocks[src & ~REC_INIT].line : t->events[src].line;
+}
+
+/* A range's owner for a message: "x1's" in a text trace; a snapshot's ids
+ * are the importer's, so there the entry names it. */
+static void rec_owner(const hbm_trace *t, uint32_t id, int mine, char *buf, size_t len) {
+  if (t->from_snapshot) snprintf(buf, len, mine ? "its" : "the block");
+  else if (t->id_names && id < t->nids && t->id_names[id]) snprintf(buf, len, "%.100s's", t->id_names[id]);
+  else snprintf(buf, len, "b%u's", id);
+}
+
+/* Where a range came from, for a message: " (line 3)", a snapshot's entry,
+ * or what a trace built in memory (no lines) has. */
+static void rec_where(const hbm_trace *t, uint64_t src, char *buf, size_t len) {
+  uint32_t line = rec_line(t, src);
+  if (line && t->from_snapshot) snprintf(buf, len, " (device_traces[%d][%u])", (int)t->snapshot_device, line - 1);
+  else if (line) snprintf(buf, len, " (line %u)", line);
+  else if (src & REC_INIT) snprintf(buf, len, " (alive at the start)");
+  else snprintf(buf, len, " (event %llu)", (unsigned long long)src);
+}
+
+static int rec_overlap(rec_check *c, uint32_t id, uint64_t src, uint32_t other, hbm_okey range) {
+  const hbm_trace *t = c->t;
+  uint64_t osrc = c->src[other] - 1, lo, hi;
+  rec_range(t, src, &lo, &hi);
+  char me[128], them[128], at[64], where[64] = "";
+  rec_owner(t, id, 1, me, sizeof me);
+  rec_owner(t, other, 0, them, sizeof them);
+  rec_where(t, osrc, at, sizeof at);
+  uint32_t line = rec_line(t, src);
+  if (t->from_snapshot && line) snprintf(where, sizeof where, "device_traces[%d][%u] (alloc): ", (int)t->snapshot_device, line - 1);
+  else if (!line) snprintf(where, sizeof where, "event %llu: ", (unsigned long long)src);
+  return hbm_diag_set(c->diag, c->file, t->from_snapshot ? 0 : line, 0,
+                      "%s%s recorded range [0x%llx, 0x%llx) overlaps %s [0x%llx, 0x%llx)%s, live at once", where, me,
+                      (unsigned long long)lo, (unsigned long long)hi, them, (unsigned long long)range.hi,
+                      (unsigned long long)range.lo, at);
+}
+
+static void rec_release(rec_check *c, uint32_t id) {
+  if (!c->src[id]) return;
+  uint64_t lo, hi;
+  rec_range(c->t, c->src[id] - 1, &lo, &hi);
+  hbm_ordset_erase(c->live, (hbm_okey){lo, hi});
+  c->src[id] = 0;
+}
+
+/* Makes `id`'s range from `src` live: HBM_OK, HBM_EHOSTMEM, or HBM_EPARSE
+ * naming the live range it shares a byte with. */
+static int rec_claim(rec_check *c, uint32_t id, uint64_t src) {
+  uint64_t lo, hi;
+  rec_release(c, id); /* an unpaired trace's old range: validate says so */
+  rec_range(c->t, src, &lo, &hi);
+  if (hi == lo) return HBM_OK; /* no byte to share */
+  /* Live ranges are disjoint, so only the first at or above lo and the
+   * last below it can reach into [lo, hi). */
+  hbm_okey k;
+  uint32_t other;
+  if ((hbm_ordset_lower_bound(c->live, (hbm_okey){lo, 0}, &k, &other) && k.hi < hi) ||
+      (hbm_ordset_below(c->live, (hbm_okey){lo, 0}, &k, &other) && k.lo > lo))
+    return rec_overlap(c, id, src, other, k);
+  int rc = hbm_ordset_insert(c->live, (hbm_okey){lo, hi}, id);
+  if (rc != HBM_OK) return rc;
+  c->src[id] = src + 1;
+  return HBM_OK;
+}
+
+int hbm_trace_check_recorded(const hbm_trace *t, const char *file, hbm_diag *diag) {
+  if (!file) file = t->name;
+  uint64_t recorded = 0;
+  for (uint64_t i = 0; i < t->nevents; i++) {
+    const hbm_event *e = &t->events[i];
+    if (e->kind != HBM_EV_ALLOC || e->addr == HBM_NO_ADDR || (e->flags & HBM_EV_REFUSED)) continue;
+    if (hbm_range_wraps(e->addr, e->size)) {
+      char where[48] = "";
+      if (t->from_snapshot && e->line) snprintf(where, sizeof where, "device_traces[%d][%u] (alloc): ", (int)t->snapshot_device, e->line - 1);
+      else if (!e->line) snprintf(where, sizeof where, "event %llu: ", (unsigned long long)i);
+      return hbm_diag_set(diag, file, t->from_snapshot ? 0 : e->line, 0,
+                          "%srecorded address 0x%llx: %llu bytes from there wrap past the top of the address space",
+                          where, (unsigned long long)e->addr, (unsigned long long)e->size);
+    }
+    recorded++;
+  }
+  /* The starting state's blocks tile segments that do not overlap: they
+   * can only meet a recorded allocation. */
+  if (!recorded) return HBM_OK;
+  rec_check c = {t, file, diag, NULL, calloc(t->nids ? t->nids : 1, sizeof *c.src)};
+  int rc = c.src ? hbm_ordset_create(&c.live) : HBM_EHOSTMEM;
+  for (uint32_t k = 0; k < t->ninit_blocks && rc == HBM_OK; k++) {
+    uint32_t id = t->init_blocks[k].id;
+    if (id != HBM_NO_ID && id < t->nids) rc = rec_claim(&c, id, REC_INIT | k);
+  }
+  for (uint64_t i = 0; i < t->nevents && rc == HBM_OK; i++) {
+    const hbm_event *e = &t->events[i];
+    if ((e->kind != HBM_EV_ALLOC && e->kind != HBM_EV_FREE) || e->id >= t->nids) continue;
+    if (e->kind == HBM_EV_ALLOC && e->addr != HBM_NO_ADDR && !(e->flags & HBM_EV_REFUSED)) rc = rec_claim(&c, e->id, i);
+    else rec_release(&c, e->id); /* a free; or an allocation without a range, in an unpaired trace */
+  }
+  hbm_ordset_destroy(c.live);
+  free(c.src);
+  return rc;
+}
+
 /* A trace's conf is PYTORCH_CUDA_ALLOC_CONF text (fidelity replays with it):
  * what PyTorch would refuse is refused where the trace is read, not later by
  * one command and never by others. `offset` is where the text starts in the
@@ -281,7 +415,7 @@ int hbm_trace_validate(const hbm_trace *t, hbm_diag *diag) {
     }
   }
   free(live);
-  return rc;
+  return rc == HBM_OK ? hbm_trace_check_recorded(t, NULL, diag) : rc;
 }
 
 /* ---- text reader ---------------------------------------------------------------------- */
@@ -597,7 +731,7 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
       if ((rc = hbm_trace_add_init_segment(t, &s)) != HBM_OK) break;
       continue;
     } else if (tok_eq(tk[0], "init-blk")) {
-      hbm_init_block b = {.id = HBM_NO_ID};
+      hbm_init_block b = {.id = HBM_NO_ID, .line = (uint32_t)(p.line > UINT32_MAX ? UINT32_MAX : p.line)};
       if (n < 4 || n > 6) { rc = BAD(&p, "expected 'init-blk ADDR SIZE ID|- [REQUEST] [TAG]'"); break; }
       if (!t->ninit_segments) { rc = BAD(&p, "init-blk before any init-seg"); break; }
       if ((rc = parse_addr_tok(&p, tk[1], "block address", &b.addr)) != HBM_OK) break;
@@ -652,6 +786,10 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
   if (t->nids < ids.n) t->nids = ids.n;
   t->id_names = ids.names;
   ids_release(&ids, 1);
+  if ((rc = hbm_trace_check_recorded(t, p.file, diag)) != HBM_OK) {
+    hbm_trace_free(t);
+    return rc;
+  }
   if (hbm_trace_peak_live_prepare(t) != HBM_OK) {
     hbm_diag_set(diag, name, 0, 0, "out of host memory measuring the trace's peak live bytes");
     hbm_trace_free(t);

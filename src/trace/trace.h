@@ -65,6 +65,7 @@ typedef struct hbm_init_block {
   uint64_t addr, size;   /* size: block size (allocated bytes) */
   uint64_t request;      /* requested bytes for live blocks */
   uint32_t id;           /* live allocation id, or HBM_NO_ID for a free block */
+  uint32_t line;         /* source line (text traces), for messages; 0 if none */
   uint8_t tag;
 } hbm_init_block;
 
@@ -110,10 +111,19 @@ void hbm_trace_reserve_ids(hbm_trace *t, uint32_t n);
 
 /* Checks alloc/free pairing (no free of a dead id, no alloc of a live id) and
  * the starting state: segments that neither wrap past the top of the address
- * space nor overlap, each tiled in 512-byte blocks; and a conf that PyTorch's
- * settings parser takes. HBM_EPARSE with diag naming the event, segment or
- * setting (and its line, for text traces). */
+ * space nor overlap, each tiled in 512-byte blocks; a conf that PyTorch's
+ * settings parser takes; and recorded addresses (hbm_trace_check_recorded).
+ * HBM_EPARSE with diag naming the event, segment or setting (and its line,
+ * for text traces). */
 int hbm_trace_validate(const hbm_trace *t, hbm_diag *diag);
+/* Recorded addresses of a paired trace: no allocation's [@ADDR, @ADDR +
+ * request) wraps past the top of the address space or shares a byte with
+ * another live at the same time (a starting-state block's [addr, addr +
+ * request) included; a free ends a range, a refused request has none).
+ * HBM_OK, HBM_EPARSE (diag in `file`, NULL for the trace's name, at the later
+ * allocation's line, naming the other and its line), or HBM_EHOSTMEM.
+ * O(n + r log r) for n events, r of them with recorded addresses. */
+int hbm_trace_check_recorded(const hbm_trace *t, const char *file, hbm_diag *diag);
 /* Computes the trace's peak live bytes now, so that hbm_trace_peak_live()
  * only reads it: HBM_OK or HBM_EHOSTMEM (the figure not kept). */
 int hbm_trace_peak_live_prepare(hbm_trace *t);
