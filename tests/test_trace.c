@@ -232,6 +232,81 @@ static void test_save_input_after_chdir(void) {
   CHECK(rmdir(dir) == 0);
 }
 
+/* Recorded addresses: two allocations live at once never share a byte of
+ * [@ADDR, @ADDR + request) (the narrowest range a recording guarantees
+ * disjoint); a free ends the range, so reuse after it is fine. */
+static void test_recorded_overlap(void) {
+  hbm_trace *t = NULL;
+  hbm_diag d;
+  expect_bad("hbm-trace 1\ncapacity 1GiB\na b0 100 @4096\na b1 100 @4096\n", 4,
+             "b1's recorded range [0x1000, 0x1064) overlaps b0's [0x1000, 0x1064) (line 3), live at once");
+  /* reaching in from below, reaching over from above, the last byte */
+  expect_bad("hbm-trace 1\na big 1000 @0x1000\na s 10 @0x1100\n", 3,
+             "s's recorded range [0x1100, 0x110a) overlaps big's [0x1000, 0x13e8) (line 2)");
+  expect_bad("hbm-trace 1\na hi 10 @0x1100\na lo 1000 @0x1000\n", 3,
+             "lo's recorded range [0x1000, 0x13e8) overlaps hi's [0x1100, 0x110a) (line 2)");
+  expect_bad("hbm-trace 1\na x 512 @0x1000\na y 1 @0x11ff\n", 3, "overlaps x's [0x1000, 0x1200)");
+  /* unrelated frees and unrecorded allocations in between change nothing */
+  expect_bad("hbm-trace 1\na a 100 @0x1000\na b 100 @0x2000\nf b\na n 5\na c 100 @0x1010\n", 6,
+             "c's recorded range [0x1010, 0x1074) overlaps a's [0x1000, 0x1064) (line 2)");
+  /* an id reused after its free: the new range counts, not the old */
+  expect_bad("hbm-trace 1\na x 100 @0x1000\nf x\na x 100 @0x2000\na y 100 @0x2010\n", 5, "overlaps x's [0x2000, 0x2064) (line 4)");
+  /* a starting-state block's request counts as an allocation's */
+  expect_bad("hbm-trace 1\ninit-seg 0x200000 2MiB 0 large\ninit-blk 0x200000 1MiB w 1000\ninit-blk 0x300000 1MiB -\n"
+             "a x 100 @0x200200\n", 5, "x's recorded range [0x200200, 0x200264) overlaps w's [0x200000, 0x2003e8) (line 3)");
+  expect_bad("hbm-trace 1\na x 100 @0xffffffffffffffc0\n", 2, "wrap past the top of the address space");
+
+  static const char *const fine[] = {
+      "hbm-trace 1\na b0 100 @4096\nf b0\na b1 100 @4096\n",            /* reuse after a free */
+      "hbm-trace 1\na x 100 @0x1000\na y 100 @0x1064\n",                /* side by side */
+      "hbm-trace 1\na x 100 @0x1000\na r 100 @0x1000 refused\nf r\n",   /* refused: never placed */
+      "hbm-trace 1\na x 100 @0x1000\na y 100\n",                        /* nothing recorded */
+      "hbm-trace 1\na x 100 @0xffffffffffffff9b\n",                     /* up to the last byte */
+      /* a starting-state block: freed, then its bytes reused; and the slack
+       * past its request, which the recording does not vouch for */
+      "hbm-trace 1\ninit-seg 0x200000 2MiB 0 large\ninit-blk 0x200000 1MiB w 1000\ninit-blk 0x300000 1MiB v 1000\n"
+      "a x 100 @0x200400\nf w\na y 1000 @0x200000\n",
+  };
+  for (size_t i = 0; i < sizeof fine / sizeof *fine; i++) {
+    int rc = parse(fine[i], &t, &d);
+    if (rc != HBM_OK) fprintf(stderr, "refused %s\n  %s:%llu: %s\n", fine[i], d.file, (unsigned long long)d.line, d.message);
+    CHECK(rc == HBM_OK);
+    if (rc == HBM_OK) CHECK(hbm_trace_validate(t, &d) == HBM_OK);
+    hbm_trace_free(t);
+  }
+
+  /* hbm_trace_validate finds the same in a trace built in memory (no lines,
+   * no names), and names a snapshot's entries as the importer does */
+  CHECK(hbm_trace_new("mem", &t) == HBM_OK);
+  hbm_init_segment g = {.addr = 0x200000, .size = 2 << 20, .line = 0};
+  hbm_init_block w = {.addr = 0x200000, .size = 1 << 20, .request = 1000, .id = 0};
+  hbm_init_block rest = {.addr = 0x300000, .size = 1 << 20, .id = HBM_NO_ID};
+  CHECK(hbm_trace_add_init_segment(t, &g) == HBM_OK && hbm_trace_add_init_block(t, &w) == HBM_OK &&
+        hbm_trace_add_init_block(t, &rest) == HBM_OK);
+  hbm_event a1 = {.kind = HBM_EV_ALLOC, .id = 1, .size = 100, .addr = 0x1000};
+  hbm_event a2 = {.kind = HBM_EV_ALLOC, .id = 2, .size = 100, .addr = 0x1010, .line = 7};
+  CHECK(hbm_trace_push(t, &a1) == HBM_OK && hbm_trace_push(t, &a2) == HBM_OK);
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_validate(t, &d) == HBM_EPARSE && d.line == 7);
+  CHECK(strstr(d.message, "b2's recorded range [0x1010, 0x1074) overlaps b1's [0x1000, 0x1064) (event 0), live at once") != NULL);
+  t->from_snapshot = 1;
+  t->events[0].line = 3;
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_check_recorded(t, "s.pickle", &d) == HBM_EPARSE && d.line == 0 && !strcmp(d.file, "s.pickle"));
+  CHECK(strstr(d.message, "device_traces[0][6] (alloc): its recorded range [0x1010, 0x1074) overlaps the block "
+                          "[0x1000, 0x1064) (device_traces[0][2]), live at once") != NULL);
+  t->events[1].addr = 0x200100; /* into the starting state's block */
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_check_recorded(t, NULL, &d) == HBM_EPARSE && !strcmp(d.file, "mem"));
+  CHECK(strstr(d.message, "overlaps the block [0x200000, 0x2003e8) (alive at the start)") != NULL);
+  hbm_event f0 = {.kind = HBM_EV_FREE, .id = 0};
+  t->events[1] = f0; /* freed first: then the bytes are free to take */
+  CHECK(hbm_trace_push(t, &a2) == HBM_OK);
+  t->events[2].addr = 0x200100;
+  CHECK(hbm_trace_validate(t, &d) == HBM_OK);
+  hbm_trace_free(t);
+}
+
 int main(void) {
   hbm_trace *t;
   hbm_diag d;
@@ -442,5 +517,6 @@ int main(void) {
     CHECK(hbm_read_file_max("/dev/zero", 1 << 20, &data, &len, &d) == HBM_EPARSE);
     CHECK(!strcmp(d.file, "/dev/zero") && strstr(d.message, "more than the 1.00 MiB the reader takes"));
   }
+  test_recorded_overlap();
   return test_done("test_trace");
 }

@@ -50,6 +50,38 @@ for cmd in "replay --policy caching --capacity 1GiB" "mincap --policy caching" "
     { echo "FAIL hbm $cmd with a bad conf: exit $rc, $(cat "$dir/err")"; fail=1; }
 done
 
+# Two blocks live at once whose recorded ranges ([@ADDR, @ADDR + request)) share
+# a byte: no allocator made that, and fidelity's "placed where PyTorch placed it"
+# would mean nothing. Every command that reads the trace refuses it, at the later
+# block's line, naming the other block, its range and its line.
+expect rec_overlap    "b1's recorded range \[0x1000, 0x1064) overlaps b0's \[0x1000, 0x1064) (line 3), live at once" \
+  'hbm-trace 1\ncapacity 1GiB\na b0 100 @4096\na b1 100 @4096\n'
+expect rec_partial    "y's recorded range \[0x1100, 0x110a) overlaps x's \[0x1000, 0x13e8) (line 2)" \
+  'hbm-trace 1\na x 1000 @0x1000\na y 10 @0x1100\n'
+expect rec_init       "x's recorded range \[0x200200, 0x200264) overlaps w's \[0x200000, 0x2003e8) (line 3)" \
+  'hbm-trace 1\ninit-seg 0x200000 2MiB 0 large\ninit-blk 0x200000 1MiB w 1000\ninit-blk 0x300000 1MiB -\na x 100 @0x200200\n'
+expect rec_wrap       "recorded address 0xffffffffffffffc0: 100 bytes from there wrap past the top" \
+  'hbm-trace 1\na x 100 @0xffffffffffffffc0\n'
+for cmd in "replay --policy caching --capacity 1GiB" "mincap --policy caching" "fidelity"; do
+  # shellcheck disable=SC2086
+  "$HBM" $cmd "$dir/rec_overlap.trace" > /dev/null 2> "$dir/err"; rc=$?
+  [ $rc -eq 2 ] && grep -qF "rec_overlap.trace:4: b1's recorded range [0x1000, 0x1064) overlaps b0's [0x1000, 0x1064) (line 3), live at once" "$dir/err" ||
+    { echo "FAIL hbm $cmd with overlapping recorded ranges: exit $rc, $(cat "$dir/err")"; fail=1; }
+done
+# ... but a free ends a range: the same address again after it is what a cache
+# does; ranges side by side share no byte; a refused request was never placed
+accept() { # name, trace text
+  printf '%b' "$2" > "$dir/$1.trace"
+  for cmd in "replay --policy caching --capacity 1GiB" "fidelity"; do
+    # shellcheck disable=SC2086
+    "$HBM" $cmd "$dir/$1.trace" > /dev/null 2> "$dir/err" || { echo "FAIL hbm $cmd $1: exit $?, $(cat "$dir/err")"; fail=1; }
+  done
+}
+accept rec_reuse      'hbm-trace 1\na b0 100 @4096\nf b0\na b1 100 @4096\nf b1\n'
+accept rec_adjacent   'hbm-trace 1\na b0 512 @0x1000\na b1 512 @0x1200\na b2 100 @0x1400\na b3 100 @0x1464\n'
+accept rec_refused    'hbm-trace 1\na b0 100 @4096\na r 100 @4096 refused\nf r\nf b0\n'
+accept rec_init_freed 'hbm-trace 1\ninit-seg 0x200000 2MiB 0 large\ninit-blk 0x200000 1MiB w 1000\ninit-blk 0x300000 1MiB -\nf w\na x 100 @0x200200\n'
+
 # usage errors exit 2 too
 "$HBM" replay > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL no input: expected exit 2"; fail=1; }
 "$HBM" replay "$dir/none.trace" > /dev/null 2> "$dir/err"; rc=$?

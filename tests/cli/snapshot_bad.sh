@@ -47,6 +47,17 @@ echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQV9cQYoWA
   | base64 -d > "$dir/int_action.pickle"
 expect int_action "$dir/int_action.pickle" "device_traces\[0\]\[0\]: 'action' has type int, expected a str"
 
+# Two allocations live at once whose ranges share bytes: a damaged recording
+# (PyTorch never hands out a byte twice), at the later entry, naming the other.
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQUofXEGKFgGAAAAYWN0aW9ucQdYBQAAAGFsbG9jcQhYBAAAAGFkZHJxCYoGAAAAAAB/WAQAAABzaXplcQpNAARYBgAAAHN0cmVhbXELSwB1fXEMKGgHaAhoCYoGAAIAAAB/aApNAAJoC0sAdWVhdS4=' \
+  | base64 -d > "$dir/overlap.pickle"
+expect overlap "$dir/overlap.pickle" "device_traces\[0\]\[1\] (alloc): its recorded range \[0x7f0000000200, 0x7f0000000400) overlaps the block \[0x7f0000000000, 0x7f0000000400) (device_traces\[0\]\[0\]), live at once"
+# ... the same bytes after the first one's free_completed are fine
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQUofXEGKFgGAAAAYWN0aW9ucQdYBQAAAGFsbG9jcQhYBAAAAGFkZHJxCYoGAAAAAAB/WAQAAABzaXplcQpNAARYBgAAAHN0cmVhbXELSwB1fXEMKGgHWA4AAABmcmVlX2NvbXBsZXRlZHENaAmKBgAAAAAAf2gKTQAEaAtLAHV9cQ4oaAdoCGgJigYAAgAAAH9oCk0AAmgLSwB1ZWF1Lg==' \
+  | base64 -d > "$dir/reuse.pickle"
+"$HBM" import "$dir/reuse.pickle" -q -o "$dir/reuse.trace" 2> "$dir/err" && "$HBM" fidelity "$dir/reuse.trace" > /dev/null 2>> "$dir/err" ||
+  { echo "FAIL a range reused after its free: exit $?"; cat "$dir/err"; fail=1; }
+
 # A text trace is not a snapshot to import.
 printf 'hbm-trace 1\na x 1KiB\n' > "$dir/plain.trace"
 "$HBM" import "$dir/plain.trace" -o "$dir/out.trace" > /dev/null 2> "$dir/err"; rc=$?
