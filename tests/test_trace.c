@@ -440,7 +440,11 @@ int main(void) {
   expect_bad("hbm-trace 1\na x 1 @zz\n", 2, "address");
   expect_bad("hbm-trace 1\ncapacity\n", 2, "capacity SIZE");
   expect_bad("hbm-trace 1\ns x\n", 2, "step number");
-  expect_bad("hbm-trace 1\nseg 0x10 1MiB 0 medium\n", 2, "small");
+  expect_bad("hbm-trace 1\nseg 0x1000 1MiB 0 medium\n", 2, "small");
+  /* recorded segments are carved in 512-byte blocks, where they were: the
+   * caching model places one there (a fuzzed 0x...a0 broke its invariants) */
+  expect_bad("hbm-trace 1\nseg 0x7cf4220000a0 20MiB 0 large\n", 2, "not a multiple of 512 bytes on a 512-byte boundary");
+  expect_bad("hbm-trace 1\ncapacity 1GiB\nsegfree 0x200000 1000\n", 3, "segment of 1000 bytes at 0x200000");
   expect_bad("hbm-trace 1\ninit-blk 0x0 512 -\n", 2, "before any init-seg");
   expect_bad("hbm-trace 1\ninit-seg 0x1000 1MiB 0 large\ninit-blk 0x2000 512 -\n", 3, "tile");
   /* the last segment is checked too: before the first event, or at the end */
@@ -489,6 +493,13 @@ int main(void) {
   t->init_segments[1].addr = 0xfffffffffffffe00ull;
   memset(&d, 0, sizeof d);
   CHECK(hbm_trace_validate(t, &d) == HBM_EPARSE && strstr(d.message, "wraps past the top"));
+  hbm_trace_free(t);
+  /* ... and a recorded segment off the 512-byte grid */
+  CHECK(parse("hbm-trace 1\nseg 0x200000 2MiB 0 large\na x 10\n", &t, &d) == HBM_OK);
+  CHECK(hbm_trace_validate(t, &d) == HBM_OK);
+  t->events[0].addr = 0x2000a0;
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_validate(t, &d) == HBM_EPARSE && strstr(d.message, "event 0: segment of 2097152 bytes at 0x2000a0"));
   hbm_trace_free(t);
   static const char nul[] = "hbm-trace 1\na x 1\nf x\0\n";
   expect_bad_n(nul, sizeof nul - 1, 3, "NUL");

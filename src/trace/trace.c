@@ -412,6 +412,11 @@ int hbm_trace_validate(const hbm_trace *t, hbm_diag *diag) {
         rc = hbm_diag_set(diag, t->name, e->line, 0, "event %llu: free of id %u, which is not live", (unsigned long long)i, e->id);
       else
         live[e->id] = 0;
+    } else if (e->kind == HBM_EV_SEG_ALLOC || e->kind == HBM_EV_SEG_FREE) {
+      if (!e->size || e->size % 512 || e->addr % 512 || hbm_range_wraps(e->addr, e->size))
+        rc = hbm_diag_set(diag, t->name, e->line, 0,
+                          "event %llu: segment of %llu bytes at %#llx is not a multiple of 512 bytes on a 512-byte boundary "
+                          "within the address space", (unsigned long long)i, (unsigned long long)e->size, (unsigned long long)e->addr);
     }
   }
   free(live);
@@ -705,6 +710,9 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
       if ((rc = parse_addr_tok(&p, tk[1], "segment address", &e.addr)) != HBM_OK) break;
       if ((rc = parse_size_tok(&p, tk[2], "segment size", &e.size)) != HBM_OK) break;
       if (hbm_range_wraps(e.addr, e.size)) { rc = BAD(&p, "segment at %#llx: %llu bytes from there wrap past the top of the address space", (unsigned long long)e.addr, (unsigned long long)e.size); break; }
+      /* as the snapshot importer: a device segment is carved in 512-byte
+       * blocks, and the caching model places one where it was recorded */
+      if (e.addr % 512 || e.size % 512) { rc = BAD(&p, "segment of %llu bytes at %#llx is not a multiple of 512 bytes on a 512-byte boundary", (unsigned long long)e.size, (unsigned long long)e.addr); break; }
       if (n >= 4 && !tok_stream(tk[3], &e.stream)) { rc = BAD(&p, "expected a stream number, got '%.*s'", (int)tk[3].n, tk[3].s); break; }
       if (n == 5) {
         if (tok_eq(tk[4], "small")) e.tag = 1;
