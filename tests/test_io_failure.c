@@ -3,8 +3,8 @@
  * or do part of what was asked.
  *
  * This program is linked with -Wl,--wrap for read, write, fsync, close,
- * rename, fchmod, malloc, realloc and free (CMakeLists.txt). While a call
- * under test runs ("armed"), the wrappers count each function's calls and
+ * rename, fchmod, fstat, malloc, realloc and free (CMakeLists.txt). While a
+ * call under test runs ("armed"), the wrappers count each function's calls and
  * can make the Nth and the K-1 after it fail with a chosen errno (a close
  * that fails still releases its descriptor, as Linux's does), or let write
  * take only a few bytes at a time; malloc and realloc record the sizes
@@ -18,10 +18,11 @@
  * interrupted, would block or takes part of the bytes is carried on to the
  * last byte. The reader: reads interrupted any number of times give the
  * exact bytes; a read that fails is HBM_EIO at once (never retried), with
- * nothing handed back or kept; a pipe of every length around its buffer's
- * steps (trace.h: 64 KiB that doubles, never past the limit + 2) up to
- * 5 MiB reads back exactly and NUL-terminated; a regular file, and a /proc
- * file that says size 0 (/proc/version), in one buffer. */
+ * nothing handed back or kept, and its error (or a failed fstat's) is the
+ * one said even when the close after it fails too; a pipe of every length
+ * around its buffer's steps (trace.h: 64 KiB that doubles, never past the
+ * limit + 2) up to 5 MiB reads back exactly and NUL-terminated; a regular
+ * file, and a /proc file that says size 0 (/proc/version), in one buffer. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -40,12 +41,13 @@ int __real_fsync(int fd);
 int __real_close(int fd);
 int __real_rename(const char *from, const char *to);
 int __real_fchmod(int fd, mode_t mode);
+int __real_fstat(int fd, struct stat *st);
 void *__real_malloc(size_t n);
 void *__real_realloc(void *p, size_t n);
 void __real_free(void *p);
 
-enum { F_READ, F_WRITE, F_FSYNC, F_CLOSE, F_RENAME, F_FCHMOD, F_COUNT };
-static const char *const fn_name[F_COUNT] = {"read", "write", "fsync", "close", "rename", "fchmod"};
+enum { F_READ, F_WRITE, F_FSYNC, F_CLOSE, F_RENAME, F_FCHMOD, F_FSTAT, F_COUNT };
+static const char *const fn_name[F_COUNT] = {"read", "write", "fsync", "close", "rename", "fchmod", "fstat"};
 
 typedef struct fault {
   unsigned long calls;    /* calls since the case began */
@@ -124,6 +126,10 @@ int __wrap_rename(const char *from, const char *to) {
 int __wrap_fchmod(int fd, mode_t mode) {
   if (inject(F_FCHMOD)) return errno = faults[F_FCHMOD].err, -1;
   return __real_fchmod(fd, mode);
+}
+int __wrap_fstat(int fd, struct stat *st) {
+  if (inject(F_FSTAT)) return errno = faults[F_FSTAT].err, -1;
+  return __real_fstat(fd, st);
 }
 
 static void record(void *p, size_t n) {
@@ -517,6 +523,36 @@ static void test_reader(const unsigned char *data, size_t big, uint64_t seed) {
       end_pipe(rd, child);
       end_case("a pipe of %zu bytes, read %lu failing %lu time(s) with %s", piped, nth, count, strerror(err));
     }
+  }
+
+  /* The error a failed fstat or read met is the one said, even when the
+   * close that follows fails too and sets errno again. */
+  static const int first[] = {F_FSTAT, F_READ};
+  for (size_t i = 0; i < sizeof first / sizeof *first; i++) {
+    begin_case();
+    CHECK(put(path, data, small) == 0);
+    hbm_diag d;
+    memset(&d, 0, sizeof d);
+    char *got = NULL;
+    size_t got_len = 0;
+    int fds = open_fds();
+    reset();
+    fail_calls(first[i], 1, 1, EIO);
+    fail_calls(F_CLOSE, 1, 1, ENOSPC);
+    armed = 1;
+    int rc = hbm_read_file(path, &got, &got_len, &d);
+    armed = 0;
+    CHECK_EQ_U64(faults[first[i]].injected, 1);
+    CHECK_EQ_U64(faults[F_CLOSE].injected, 1);
+    CHECK(rc == HBM_EIO && got == NULL);
+    CHECK(!strcmp(d.file, path));
+    CHECK(strstr(d.message, first[i] == F_FSTAT ? "cannot stat: " : "read failed: ") != NULL);
+    CHECK(strstr(d.message, strerror(EIO)) != NULL);
+    CHECK(strstr(d.message, strerror(ENOSPC)) == NULL);
+    CHECK(net_allocs == 0);
+    CHECK(open_fds() == fds);
+    end_case("a regular file, %s failing with %s, then close with %s", fn_name[first[i]], strerror(EIO),
+             strerror(ENOSPC));
   }
   unlink(path);
   CHECK(rmdir(dir) == 0);

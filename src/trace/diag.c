@@ -70,7 +70,11 @@ int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, 
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return io_error(diag, path, "cannot open");
   struct stat st;
-  if (fstat(fd, &st) != 0) { close(fd); return io_error(diag, path, "cannot stat"); }
+  if (fstat(fd, &st) != 0) { /* the message first: close may set errno */
+    int rc = io_error(diag, path, "cannot stat");
+    close(fd);
+    return rc;
+  }
   if (S_ISDIR(st.st_mode)) {
     close(fd);
     errno = EISDIR;
@@ -99,9 +103,10 @@ int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, 
     ssize_t r = read(fd, buf + n, cap - n - 1);
     if (r < 0) {
       if (errno == EINTR) continue;
+      int rc = io_error(diag, path, "read failed"); /* before close can change errno */
       free(buf);
       close(fd);
-      return io_error(diag, path, "read failed");
+      return rc;
     }
     if (r == 0) break;
     n += (size_t)r;
