@@ -12,9 +12,10 @@
  * HBM_SEED reruns one).
  *
  * The writer: a write, fchmod, fsync, close or rename that fails is
- * HBM_EIO naming the file and the error, with the old file whole, nothing
- * left beside it, no descriptor left open and no host memory kept; an fsync
- * the file system does not offer (EINVAL) is no failure; a write that is
+ * HBM_EIO naming the file, the error and the step (a close's is a write's:
+ * NFS and quotas report there), with the old file whole, nothing left
+ * beside it, no descriptor left open and no host memory kept; an fsync the
+ * file system does not offer (EINVAL) is no failure; a write that is
  * interrupted, would block or takes part of the bytes is carried on to the
  * last byte. The reader: reads interrupted any number of times give the
  * exact bytes; a read that fails is HBM_EIO at once (never retried), with
@@ -48,6 +49,11 @@ void __real_free(void *p);
 
 enum { F_READ, F_WRITE, F_FSYNC, F_CLOSE, F_RENAME, F_FCHMOD, F_FSTAT, F_COUNT };
 static const char *const fn_name[F_COUNT] = {"read", "write", "fsync", "close", "rename", "fchmod", "fstat"};
+/* What the writer says when each fails (its message begins so). */
+static const char *const write_said[F_COUNT] = {
+    [F_WRITE] = "write failed: ",   [F_FSYNC] = "fsync failed: ",
+    [F_CLOSE] = "write failed (at close): ", /* a write NFS or a quota refused late */
+    [F_RENAME] = "cannot replace: ", [F_FCHMOD] = "cannot keep the mode of: "};
 
 typedef struct fault {
   unsigned long calls;    /* calls since the case began */
@@ -239,6 +245,7 @@ static void save_case(const char *dir, const char *path, int existing, const uns
     CHECK(rc == HBM_EIO);
     CHECK(!strcmp(d.file, path));
     CHECK(strstr(d.message, strerror(err)) != NULL);
+    CHECK(f >= 0 && write_said[f] && !strncmp(d.message, write_said[f], strlen(write_said[f])));
     if (existing) CHECK(holds(path, old_text, sizeof old_text - 1));
     else CHECK(access(path, F_OK) != 0 && errno == ENOENT);
   }
@@ -306,7 +313,11 @@ static void test_writer(const unsigned char *data, size_t len) {
     armed = 0;
     CHECK_EQ_U64(faults[dev_cases[i].f].injected, dev_cases[i].count);
     CHECK(rc == (dev_cases[i].ok ? HBM_OK : HBM_EIO));
-    if (!dev_cases[i].ok) CHECK(strstr(d.message, strerror(dev_cases[i].err)) != NULL);
+    if (!dev_cases[i].ok) {
+      const char *said = write_said[dev_cases[i].f];
+      CHECK(strstr(d.message, strerror(dev_cases[i].err)) != NULL);
+      CHECK(!strncmp(d.message, said, strlen(said)));
+    }
     CHECK(open_fds() == fds);
     end_case("/dev/null, %s failing %lu time(s) with %s", fn_name[dev_cases[i].f], dev_cases[i].count,
              strerror(dev_cases[i].err));

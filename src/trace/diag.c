@@ -152,7 +152,7 @@ static int write_in_place(const char *path, const void *data, size_t len, hbm_di
     close(fd);
     return rc;
   }
-  return close(fd) == 0 ? HBM_OK : io_error(diag, path, "write failed");
+  return close(fd) == 0 ? HBM_OK : io_error(diag, path, "write failed (at close)");
 }
 
 /* The standard stream (stdout, stderr, then stdin) that is the very file a
@@ -235,7 +235,8 @@ int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_di
   if (replacing && fchmod(fd, st.st_mode & 07777) != 0) rc = io_error(diag, path, "cannot keep the mode of");
   if (write_all(fd, data, len) != 0) rc = io_error(diag, path, "write failed");
   if (rc == HBM_OK && fsync(fd) != 0 && errno != EINVAL) rc = io_error(diag, path, "fsync failed");
-  if (close(fd) != 0 && rc == HBM_OK) rc = io_error(diag, path, "cannot replace");
+  /* NFS and quotas report a write that did not land at close: a write error. */
+  if (close(fd) != 0 && rc == HBM_OK) rc = io_error(diag, path, "write failed (at close)");
   if (rc == HBM_OK && rename(tmp, target) != 0) rc = io_error(diag, path, "cannot replace");
   if (rc != HBM_OK) unlink(tmp);
 out:
