@@ -6,9 +6,9 @@
  * rename, fchmod, fstat, malloc, realloc and free (CMakeLists.txt). While a
  * call under test runs ("armed"), the wrappers count each function's calls and
  * can make the Nth and the K-1 after it fail with a chosen errno (a close
- * that fails still releases its descriptor, as Linux's does), or let write
- * take only a few bytes at a time; malloc and realloc record the sizes
- * asked for. Nothing is timed. The bytes are seeded (the seed is printed;
+ * that fails still releases its descriptor, as Linux's does; a malloc that
+ * fails gives NULL), or let write take only a few bytes at a time; malloc
+ * and realloc record the sizes asked for. Nothing is timed. The bytes are seeded (the seed is printed;
  * HBM_SEED reruns one).
  *
  * The writer: a write, fchmod, fsync, close or rename that fails is
@@ -17,7 +17,8 @@
  * beside it, no descriptor left open and no host memory kept; an fsync the
  * file system does not offer (EINVAL) is no failure; a write that is
  * interrupted, would block or takes part of the bytes is carried on to the
- * last byte. The reader: reads interrupted any number of times give the
+ * last byte; host memory running out is HBM_EHOSTMEM with the file named
+ * all the same. The reader: reads interrupted any number of times give the
  * exact bytes; a read that fails is HBM_EIO at once (never retried), with
  * nothing handed back or kept, and its error (or a failed fstat's) is the
  * one said even when the close after it fails too; a pipe of every length
@@ -47,8 +48,8 @@ void *__real_malloc(size_t n);
 void *__real_realloc(void *p, size_t n);
 void __real_free(void *p);
 
-enum { F_READ, F_WRITE, F_FSYNC, F_CLOSE, F_RENAME, F_FCHMOD, F_FSTAT, F_COUNT };
-static const char *const fn_name[F_COUNT] = {"read", "write", "fsync", "close", "rename", "fchmod", "fstat"};
+enum { F_READ, F_WRITE, F_FSYNC, F_CLOSE, F_RENAME, F_FCHMOD, F_FSTAT, F_MALLOC, F_COUNT };
+static const char *const fn_name[F_COUNT] = {"read", "write", "fsync", "close", "rename", "fchmod", "fstat", "malloc"};
 /* What the writer says when each fails (its message begins so). */
 static const char *const write_said[F_COUNT] = {
     [F_WRITE] = "write failed: ",   [F_FSYNC] = "fsync failed: ",
@@ -145,6 +146,7 @@ static void record(void *p, size_t n) {
   block_size = n;
 }
 void *__wrap_malloc(size_t n) {
+  if (inject(F_MALLOC)) return errno = faults[F_MALLOC].err, NULL;
   void *p = __real_malloc(n);
   if (armed && p) mallocs++, net_allocs++, record(p, n);
   return p;
@@ -281,6 +283,31 @@ static void test_writer(const unsigned char *data, size_t len) {
   }
   /* a replaced file keeps its mode: the fchmod that keeps it failing fails the save */
   save_case(dir, path, 1, data, len, F_FCHMOD, 1, 1, EPERM, 0, 0);
+
+  /* Host memory for the temporary file's name running out is said too,
+   * naming the file, with the old file whole and nothing left. */
+  for (int existing = 0; existing < 2; existing++) {
+    begin_case();
+    unlink(path);
+    if (existing) CHECK(put(path, old_text, sizeof old_text - 1) == 0);
+    hbm_diag d;
+    memset(&d, 0, sizeof d);
+    int fds = open_fds();
+    reset();
+    fail_calls(F_MALLOC, 1, 1, ENOMEM);
+    armed = 1;
+    int rc = hbm_write_file_atomic(path, data, len, &d);
+    armed = 0;
+    CHECK_EQ_U64(faults[F_MALLOC].injected, 1);
+    CHECK(rc == HBM_EHOSTMEM);
+    CHECK(!strcmp(d.file, path));
+    CHECK(!strncmp(d.message, "out of host memory", strlen("out of host memory")));
+    if (existing) CHECK(holds(path, old_text, sizeof old_text - 1));
+    CHECK(dir_entries(dir) == existing);
+    CHECK(open_fds() == fds);
+    CHECK(net_allocs == 0);
+    end_case("save, %s file, malloc failing", existing ? "an existing" : "a new");
+  }
   unlink(path);
   CHECK(rmdir(dir) == 0);
 
@@ -564,6 +591,29 @@ static void test_reader(const unsigned char *data, size_t big, uint64_t seed) {
     CHECK(open_fds() == fds);
     end_case("a regular file, %s failing with %s, then close with %s", fn_name[first[i]], strerror(EIO),
              strerror(ENOSPC));
+  }
+
+  /* The buffer's malloc failing: HBM_EHOSTMEM naming the file and the bytes. */
+  {
+    begin_case();
+    CHECK(put(path, data, small) == 0);
+    hbm_diag d;
+    memset(&d, 0, sizeof d);
+    char *got = NULL;
+    size_t got_len = 0;
+    int fds = open_fds();
+    reset();
+    fail_calls(F_MALLOC, 1, 1, ENOMEM);
+    armed = 1;
+    int rc = hbm_read_file(path, &got, &got_len, &d);
+    armed = 0;
+    char want[64];
+    snprintf(want, sizeof want, "out of host memory reading %zu bytes", small + 2);
+    CHECK(rc == HBM_EHOSTMEM && got == NULL);
+    CHECK(!strcmp(d.file, path) && !strcmp(d.message, want));
+    CHECK(net_allocs == 0);
+    CHECK(open_fds() == fds);
+    end_case("a regular file, malloc failing");
   }
   unlink(path);
   CHECK(rmdir(dir) == 0);

@@ -37,14 +37,14 @@ static int io_error(hbm_diag *diag, const char *path, const char *what) {
   return HBM_EIO;
 }
 
-/* Host memory ran out: still say which file and how much, so no caller is
- * left with an empty message. */
-static int out_of_memory(hbm_diag *diag, const char *path, uint64_t bytes) {
+/* Host memory ran out: still say which file, for what and how much, so no
+ * caller is left with an empty message. */
+static int out_of_memory(hbm_diag *diag, const char *path, const char *doing, uint64_t bytes) {
   if (diag) {
     snprintf(diag->file, sizeof diag->file, "%s", path);
     diag->line = 0;
     diag->offset = 0;
-    snprintf(diag->message, sizeof diag->message, "out of host memory reading %llu bytes",
+    snprintf(diag->message, sizeof diag->message, "out of host memory %s %llu bytes", doing,
              (unsigned long long)bytes);
   }
   return HBM_EHOSTMEM;
@@ -90,13 +90,13 @@ int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, 
    * finds the end needs no second buffer. A pipe or device grows one. */
   size_t cap = st.st_size > 0 ? (size_t)st.st_size + 2 : 65536, n = 0;
   char *buf = malloc(cap);
-  if (!buf) { close(fd); return out_of_memory(diag, path, cap); }
+  if (!buf) { close(fd); return out_of_memory(diag, path, "reading", cap); }
   for (;;) {
     if (n + 1 >= cap) {
       /* Never more than max + 2: one byte past max tells an input that is too long. */
       size_t grown = cap > (max + 2) / 2 ? max + 2 : cap * 2;
       char *b = realloc(buf, grown);
-      if (!b) { free(buf); close(fd); return out_of_memory(diag, path, grown); }
+      if (!b) { free(buf); close(fd); return out_of_memory(diag, path, "reading", grown); }
       buf = b;
       cap = grown;
     }
@@ -216,7 +216,7 @@ int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_di
   char *tmp = malloc(plen + 64);
   if (!tmp) {
     free(resolved);
-    return HBM_EHOSTMEM;
+    return out_of_memory(diag, path, "for a temporary file name of", plen + 64);
   }
   /* A name of its own, created exclusively: two writers (threads of one
    * process too) never share a temporary file, and a file or a symbolic link
