@@ -22,9 +22,12 @@
  *   - when a call succeeded although an allocation in it failed, give what
  *     the clean run gave: the same heap (layout, live, reserved, largest free,
  *     device calls), a replay's figures, a reader's trace, a plan, a report
- *     page, an AdamW step.
+ *     page, an AdamW step, the trace writer's file;
+ *   - where a failed call takes an hbm_diag (the trace writer), say in it
+ *     which file and why.
  * HBM_HOSTMEM_ONLY=TEXT runs the scenarios whose name holds TEXT.
  */
+#include <dirent.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -941,6 +944,44 @@ static int read_file(const char *path, bytes *out) {
   return out->n > 0 && out->n < sizeof buf;
 }
 
+/* Saves a trace as text over the file its clean run wrote: after every run
+ * the file holds the clean run's bytes (kept, or written again) with nothing
+ * left beside it, and a failure names the file and says why. */
+typedef struct save_case {
+  const hbm_trace *t;
+  const char *dir, *path;
+  const bytes *want;
+} save_case;
+static int holds_bytes(const char *path, const bytes *want) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  static uint8_t buf[1 << 20];
+  size_t n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  return n == want->n && !memcmp(buf, want->b, n);
+}
+static int dir_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(d);
+  return n;
+}
+static int trace_save_run(const void *arg, int clean) {
+  const save_case *c = arg;
+  hbm_diag d = {0};
+  int r = hbm_trace_save(c->t, c->path, &d);
+  EXPECT(r == HBM_OK || (!clean && r == HBM_EHOSTMEM && injected));
+  if (r != HBM_OK) EXPECT(!strcmp(d.file, c->path) && d.message[0]);
+  paused = 1;
+  int same = holds_bytes(c->path, c->want), alone = dir_entries(c->dir) == 1;
+  paused = 0;
+  EXPECT(same);
+  EXPECT(alone);
+  return 0;
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_hostmem_failure");
   uint64_t rng = seed;
@@ -1074,6 +1115,14 @@ int main(void) {
     if (read_file(path, &text)) {
       scenario st = {"trace text reader", trace_text_run, &text};
       bad |= run_scenario(&st, max_runs);
+      char save_dir[] = "/tmp/hbm-test-hostmem-XXXXXX", save_path[64];
+      CHECK(mkdtemp(save_dir) != NULL);
+      snprintf(save_path, sizeof save_path, "%s/out.trace", save_dir);
+      save_case sc = {seeded, save_dir, save_path, &text};
+      scenario ss = {"trace text writer", trace_save_run, &sc};
+      bad |= run_scenario(&ss, max_runs);
+      unlink(save_path);
+      CHECK(rmdir(save_dir) == 0);
     } else {
       CHECK(!"trace text written and read back");
     }

@@ -877,6 +877,12 @@ void hbm_trace_set_source(hbm_trace *t, const char *path) {
   t->source_ino = t->has_source ? (uint64_t)st.st_ino : 0;
 }
 
+/* Every failed save says why, naming the file: the CLI prints diag. */
+static int save_out_of_memory(hbm_diag *diag, const char *path) {
+  hbm_diag_set(diag, path, 0, 0, "out of host memory formatting the trace as text");
+  return HBM_EHOSTMEM;
+}
+
 int hbm_trace_save(const hbm_trace *t, const char *path, hbm_diag *diag) {
   if (!t || !path) return HBM_EINVAL;
   struct stat so;
@@ -886,7 +892,7 @@ int hbm_trace_save(const hbm_trace *t, const char *path, hbm_diag *diag) {
     return HBM_EINVAL;
   }
   sbuf s = {malloc(1 << 16), 0, 1 << 16, 0};
-  if (!s.b) return HBM_EHOSTMEM;
+  if (!s.b) return save_out_of_memory(diag, path);
   /* The name is a comment: a control character in it (a newline in a path
    * or a caller's name) would end the line and make a file no reader takes. */
   sb_printf(&s, "hbm-trace 1\n# ");
@@ -940,7 +946,7 @@ int hbm_trace_save(const hbm_trace *t, const char *path, hbm_diag *diag) {
       default: break;
     }
   }
-  int rc = s.failed ? HBM_EHOSTMEM : hbm_write_file_atomic(path, s.b, s.n, diag);
+  int rc = s.failed ? save_out_of_memory(diag, path) : hbm_write_file_atomic(path, s.b, s.n, diag);
   free(s.b);
   return rc;
 }
