@@ -3,28 +3,32 @@
  * or do part of what was asked.
  *
  * This program is linked with -Wl,--wrap for read, write, fsync, close,
- * rename, fchmod, fstat, malloc, realloc and free (CMakeLists.txt). While a
- * call under test runs ("armed"), the wrappers count each function's calls and
- * can make the Nth and the K-1 after it fail with a chosen errno (a close
- * that fails still releases its descriptor, as Linux's does; a malloc that
- * fails gives NULL), or let write take only a few bytes at a time; malloc
- * and realloc record the sizes asked for. Nothing is timed. The bytes are seeded (the seed is printed;
- * HBM_SEED reruns one).
+ * rename, fchmod, fstat, realpath, malloc, realloc and free (CMakeLists.txt).
+ * While a call under test runs ("armed"), the wrappers count each function's
+ * calls and can make the Nth and the K-1 after it fail with a chosen errno (a
+ * close that fails still releases its descriptor, as Linux's does; a malloc
+ * that fails gives NULL), or let write take only a few bytes at a time;
+ * malloc and realloc record the sizes asked for. Nothing is timed. The bytes
+ * are seeded (the seed is printed; HBM_SEED reruns one).
  *
- * The writer: a write, fchmod, fsync, close or rename that fails is
- * HBM_EIO naming the file, the error and the step (a close's is a write's:
- * NFS and quotas report there), with the old file whole, nothing left
- * beside it, no descriptor left open and no host memory kept; an fsync the
- * file system does not offer (EINVAL) is no failure; a write that is
- * interrupted, would block or takes part of the bytes is carried on to the
- * last byte; host memory running out is HBM_EHOSTMEM with the file named
- * all the same. The reader: reads interrupted any number of times give the
- * exact bytes; a read that fails is HBM_EIO at once (never retried), with
- * nothing handed back or kept, and its error (or a failed fstat's) is the
- * one said even when the close after it fails too; a pipe of every length
- * around its buffer's steps (trace.h: 64 KiB that doubles, never past the
- * limit + 2) up to 5 MiB reads back exactly and NUL-terminated; a regular
- * file, and a /proc file that says size 0 (/proc/version), in one buffer. */
+ * The writer: a write, fchmod, fsync, close or rename that fails is HBM_EIO
+ * naming the file, the error and the step (a close's is a write's: NFS and
+ * quotas report there), with the old file whole, nothing left beside it, no
+ * descriptor left open and no host memory kept; an fsync the file system does
+ * not offer (EINVAL) is no failure; a write that is interrupted, would block
+ * or takes part of the bytes is carried on to the last byte; host memory
+ * running out is HBM_EHOSTMEM with the file named all the same. Through a
+ * symbolic link the file it names is replaced, the link kept; a link that
+ * loops, leads into a directory that may not be searched, or that realpath
+ * cannot resolve is an error, the link and its file untouched; a dangling
+ * link is replaced by the new file. The reader: reads interrupted any number
+ * of times give the exact bytes; a read that fails is HBM_EIO at once (never
+ * retried), with nothing handed back or kept, and its error (or a failed
+ * fstat's) is the one said even when the close after it fails too; a pipe of
+ * every length around its buffer's steps (trace.h: 64 KiB that doubles, never
+ * past the limit + 2) up to 5 MiB reads back exactly and NUL-terminated; a
+ * regular file, and a /proc file that says size 0 (/proc/version), in one
+ * buffer. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -44,12 +48,14 @@ int __real_close(int fd);
 int __real_rename(const char *from, const char *to);
 int __real_fchmod(int fd, mode_t mode);
 int __real_fstat(int fd, struct stat *st);
+char *__real_realpath(const char *path, char *resolved);
 void *__real_malloc(size_t n);
 void *__real_realloc(void *p, size_t n);
 void __real_free(void *p);
 
-enum { F_READ, F_WRITE, F_FSYNC, F_CLOSE, F_RENAME, F_FCHMOD, F_FSTAT, F_MALLOC, F_COUNT };
-static const char *const fn_name[F_COUNT] = {"read", "write", "fsync", "close", "rename", "fchmod", "fstat", "malloc"};
+enum { F_READ, F_WRITE, F_FSYNC, F_CLOSE, F_RENAME, F_FCHMOD, F_FSTAT, F_MALLOC, F_REALPATH, F_COUNT };
+static const char *const fn_name[F_COUNT] = {"read",   "write",  "fsync",  "close",   "rename",
+                                             "fchmod", "fstat",  "malloc", "realpath"};
 /* What the writer says when each fails (its message begins so). */
 static const char *const write_said[F_COUNT] = {
     [F_WRITE] = "write failed: ",   [F_FSYNC] = "fsync failed: ",
@@ -137,6 +143,10 @@ int __wrap_fchmod(int fd, mode_t mode) {
 int __wrap_fstat(int fd, struct stat *st) {
   if (inject(F_FSTAT)) return errno = faults[F_FSTAT].err, -1;
   return __real_fstat(fd, st);
+}
+char *__wrap_realpath(const char *path, char *resolved) {
+  if (inject(F_REALPATH)) return errno = faults[F_REALPATH].err, NULL;
+  return __real_realpath(path, resolved);
 }
 
 static void record(void *p, size_t n) {
@@ -349,6 +359,108 @@ static void test_writer(const unsigned char *data, size_t len) {
     end_case("/dev/null, %s failing %lu time(s) with %s", fn_name[dev_cases[i].f], dev_cases[i].count,
              strerror(dev_cases[i].err));
   }
+}
+
+/* Whether path is a symbolic link whose text is to. */
+static int is_link_to(const char *path, const char *to) {
+  char buf[256];
+  ssize_t n = readlink(path, buf, sizeof buf - 1);
+  if (n < 0) return 0;
+  buf[n] = 0;
+  return !strcmp(buf, to);
+}
+
+/* One save through a symbolic link whose file cannot be known (realpath
+ * failing with err, or the link itself not followable): the error names the
+ * link and why, the link stays a link, what it names is untouched, nothing
+ * is left beside it. */
+static void link_case(const char *dir, const char *link, const char *to, const char *named, int entries,
+                      const unsigned char *data, size_t len, int realpath_err, int want_err, int want_rc) {
+  begin_case();
+  hbm_diag d;
+  memset(&d, 0, sizeof d);
+  int fds = open_fds();
+  reset();
+  if (realpath_err) fail_calls(F_REALPATH, 1, 1, realpath_err);
+  armed = 1;
+  int rc = hbm_write_file_atomic(link, data, len, &d);
+  armed = 0;
+  if (realpath_err) CHECK_EQ_U64(faults[F_REALPATH].injected, 1);
+  CHECK(rc == want_rc);
+  CHECK(!strcmp(d.file, link));
+  CHECK(strstr(d.message, "symbolic link") && strstr(d.message, strerror(want_err)));
+  CHECK(is_link_to(link, to));
+  if (named) CHECK(holds(named, old_text, sizeof old_text - 1));
+  CHECK(dir_entries(dir) == entries);
+  CHECK(open_fds() == fds);
+  CHECK(net_allocs == 0);
+  end_case("save through %s -> %s, realpath %s", link, to, realpath_err ? strerror(realpath_err) : "real");
+}
+
+static void test_writer_links(const unsigned char *data, size_t len) {
+  char dir[] = "/tmp/hbm-test-iofail-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char file[128], link[128], a[128], b[128], dangling[128];
+  snprintf(file, sizeof file, "%s/file", dir);
+  snprintf(link, sizeof link, "%s/link", dir);
+  CHECK(put(file, old_text, sizeof old_text - 1) == 0);
+  CHECK(symlink("file", link) == 0);
+  /* realpath failing on a link to a file that is there: the link is not
+   * replaced by a file of its own (out of memory is said as such) */
+  link_case(dir, link, "file", file, 2, data, len, EACCES, EACCES, HBM_EIO);
+  link_case(dir, link, "file", file, 2, data, len, ENOMEM, ENOMEM, HBM_EHOSTMEM);
+  link_case(dir, link, "file", file, 2, data, len, ENAMETOOLONG, ENAMETOOLONG, HBM_EIO);
+  /* links that loop */
+  snprintf(a, sizeof a, "%s/a", dir);
+  snprintf(b, sizeof b, "%s/b", dir);
+  CHECK(symlink("b", a) == 0 && symlink("a", b) == 0);
+  link_case(dir, a, "b", NULL, 4, data, len, 0, ELOOP, HBM_EIO);
+  /* a link into a directory that may not be searched (root may search it) */
+  char locked[128], inside[128], to_inside[128];
+  snprintf(locked, sizeof locked, "%s/locked", dir);
+  snprintf(inside, sizeof inside, "%s/locked/file", dir);
+  snprintf(to_inside, sizeof to_inside, "%s/to-locked", dir);
+  CHECK(mkdir(locked, 0700) == 0 && put(inside, old_text, sizeof old_text - 1) == 0);
+  CHECK(symlink("locked/file", to_inside) == 0 && chmod(locked, 0600) == 0);
+  if (access(inside, F_OK) != 0 && errno == EACCES)
+    link_case(dir, to_inside, "locked/file", NULL, 6, data, len, 0, EACCES, HBM_EIO);
+  else
+    printf("test_io_failure: a directory without search permission is searched here (root): not tried\n");
+  CHECK(chmod(locked, 0700) == 0);
+  CHECK(holds(inside, old_text, sizeof old_text - 1));
+  /* realpath that works: the file the link names is replaced, the link kept */
+  {
+    begin_case();
+    hbm_diag d;
+    memset(&d, 0, sizeof d);
+    CHECK(hbm_write_file_atomic(link, data, len, &d) == HBM_OK);
+    CHECK(is_link_to(link, "file") && holds(file, data, len));
+    CHECK(dir_entries(dir) == 6);
+    end_case("save through %s -> file", link);
+  }
+  /* A dangling link names nothing yet: it is replaced by the new file, as a
+   * path that names nothing is created (trace.h). */
+  {
+    begin_case();
+    snprintf(dangling, sizeof dangling, "%s/dangling", dir);
+    CHECK(symlink("nothing", dangling) == 0);
+    hbm_diag d;
+    memset(&d, 0, sizeof d);
+    CHECK(hbm_write_file_atomic(dangling, data, len, &d) == HBM_OK);
+    struct stat st;
+    CHECK(lstat(dangling, &st) == 0 && S_ISREG(st.st_mode) && holds(dangling, data, len));
+    CHECK(dir_entries(dir) == 7);
+    end_case("save through %s -> nothing", dangling);
+  }
+  unlink(dangling);
+  unlink(inside);
+  rmdir(locked);
+  unlink(to_inside);
+  unlink(a);
+  unlink(b);
+  unlink(link);
+  unlink(file);
+  CHECK(rmdir(dir) == 0);
 }
 
 /* ---- the reader --------------------------------------------------------------------------- */
@@ -629,6 +741,7 @@ int main(void) {
   uint64_t s = seed;
   for (size_t i = 0; i < big; i++) data[i] = (unsigned char)test_rand(&s);
   test_writer(data, 10000);
+  test_writer_links(data, 10000);
   test_reader(data, big, seed);
   free(data);
   return test_done("test_io_failure");

@@ -198,7 +198,8 @@ int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_di
   char *resolved = NULL;
   const char *target = path;
   int replacing = 0; /* a new file gets 0644 less the umask; a replaced one keeps its mode */
-  if (stat(path, &st) == 0) {
+  int stat_err = stat(path, &st) == 0 ? 0 : errno;
+  if (!stat_err) {
     replacing = 1;
     if (S_ISDIR(st.st_mode)) {
       errno = EISDIR;
@@ -207,10 +208,25 @@ int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_di
     int stream = standard_stream(&st);
     if (stream >= 0) return write_all(stream, data, len) == 0 ? HBM_OK : io_error(diag, path, "write failed");
     if (!S_ISREG(st.st_mode)) return write_in_place(path, data, len, diag);
-    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && (resolved = realpath(path, NULL))) target = resolved;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+      /* Renamed over, the link itself would become a file of its own. */
+      if (!(resolved = realpath(path, NULL))) {
+        int rc = errno == ENOMEM ? HBM_EHOSTMEM : HBM_EIO;
+        io_error(diag, path, "cannot resolve the symbolic link");
+        return rc;
+      }
+      target = resolved;
+    }
   } else if (names_descriptor(path)) {
     errno = EBADF;
     return io_error(diag, path, "cannot write (the descriptor is not open)");
+  } else if (stat_err != ENOENT && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+    /* A link that loops, or leads where we may not look: the file it names
+     * may well exist, and must not lose its link to a new file. A dangling
+     * link (ENOENT) names nothing yet: it is replaced, as a missing path is
+     * created. */
+    errno = stat_err;
+    return io_error(diag, path, "cannot follow the symbolic link");
   }
   size_t plen = strlen(target);
   char *tmp = malloc(plen + 64);

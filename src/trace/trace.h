@@ -171,6 +171,10 @@ int hbm_read_file(const char *path, char **data, size_t *len, hbm_diag *diag);
 int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, hbm_diag *diag);
 /* Writes data to path atomically: path.tmp.PID then rename (through a
  * symbolic link, next to the file it names), keeping a replaced file's mode.
+ * A link whose file cannot be known (a loop, a directory that may not be
+ * searched, realpath failing) is HBM_EIO (HBM_EHOSTMEM where realpath ran out
+ * of memory) naming the path and why, the link kept; a dangling link names
+ * no file yet and is replaced by the new one, as a missing path is created.
  * A path that is the very file of standard output or error (/dev/stdout,
  * /proc/self/fd/1, the file's own name) is written through that descriptor,
  * where it stands (after what `>>` or earlier commands wrote); standard input's

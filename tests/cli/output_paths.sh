@@ -1,6 +1,7 @@
 #!/bin/sh
 # Where outputs go: a regular file is replaced atomically (through a symbolic
-# link, the file it names, the link kept; its mode kept); standard output is
+# link, the file it names, the link kept; its mode kept; a link that cannot be
+# followed is refused, a dangling one replaced); standard output is
 # written where it stands; a FIFO or a device is written in place, never
 # replaced by a regular file; an empty path is refused as usage
 # before any work; a directory is not written; a missing directory is said
@@ -18,6 +19,17 @@ ln -s real.csv "$dir/link.csv"
 [ -L "$dir/link.csv" ] || { echo "FAIL symlink: the link was replaced"; fail=1; }
 grep -q '^a,0,1,2,' "$dir/real.csv" || { echo "FAIL symlink: the target does not hold the plan"; fail=1; }
 ls "$dir" | grep -q tmp && { echo "FAIL symlink: a temporary file was left"; fail=1; }
+# A link that cannot be followed (a loop): refused, exit 1, the link kept.
+ln -s loop2 "$dir/loop1"
+ln -s loop1 "$dir/loop2"
+"$HBM" plan "$dir/p.csv" -o "$dir/loop1" > /dev/null 2> "$dir/err"; rc=$?
+[ $rc -eq 1 ] && [ -L "$dir/loop1" ] && grep -q "loop1: cannot follow the symbolic link: " "$dir/err" ||
+  { echo "FAIL link loop: exit $rc: $(cat "$dir/err")"; fail=1; }
+# A dangling link names no file yet: the output replaces it, as a new file.
+ln -s nothing.csv "$dir/dangling.csv"
+"$HBM" plan "$dir/p.csv" -o "$dir/dangling.csv" > /dev/null || { echo "FAIL dangling link: exit $?"; fail=1; }
+[ ! -L "$dir/dangling.csv" ] && grep -q '^a,0,1,2,' "$dir/dangling.csv" && [ ! -e "$dir/nothing.csv" ] ||
+  { echo "FAIL dangling link: not replaced by the output"; fail=1; }
 
 # A replaced file keeps its mode.
 printf 'x\n' > "$dir/mode.csv"
