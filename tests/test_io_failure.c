@@ -21,7 +21,9 @@
  * symbolic link the file it names is replaced, the link kept; a link that
  * loops, leads into a directory that may not be searched, or that realpath
  * cannot resolve is an error, the link and its file untouched; a dangling
- * link is replaced by the new file. The reader: reads interrupted any number
+ * link is replaced by the new file. After the rename the directory holding
+ * the new name is fsync'd: one that fails is HBM_EIO saying the file is
+ * written, the new bytes in place. The reader: reads interrupted any number
  * of times give the exact bytes; a read that fails is HBM_EIO at once (never
  * retried), with nothing handed back or kept, and its error (or a failed
  * fstat's) is the one said even when the close after it fails too; a pipe of
@@ -80,6 +82,9 @@ static unsigned nsizes;
 static char *block;        /* the block malloc or realloc gave last, and its size */
 static size_t block_size;
 static unsigned long overreach; /* reads into the last block that left no byte for the NUL */
+static unsigned long dir_syncs; /* fsyncs of a directory, the last one's device and inode */
+static dev_t synced_dev;
+static ino_t synced_ino;
 
 static void reset(void) {
   memset(faults, 0, sizeof faults);
@@ -90,6 +95,9 @@ static void reset(void) {
   block = NULL;
   block_size = 0;
   overreach = 0;
+  dir_syncs = 0;
+  synced_dev = 0;
+  synced_ino = 0;
 }
 
 static void fail_calls(int f, unsigned long nth, unsigned long count, int err) {
@@ -122,6 +130,9 @@ ssize_t __wrap_write(int fd, const void *buf, size_t n) {
   return __real_write(fd, buf, n);
 }
 int __wrap_fsync(int fd) {
+  struct stat st;
+  if (armed && __real_fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
+    dir_syncs++, synced_dev = st.st_dev, synced_ino = st.st_ino;
   if (inject(F_FSYNC)) return errno = faults[F_FSYNC].err, -1;
   return __real_fsync(fd);
 }
@@ -358,6 +369,119 @@ static void test_writer(const unsigned char *data, size_t len) {
     CHECK(open_fds() == fds);
     end_case("/dev/null, %s failing %lu time(s) with %s", fn_name[dev_cases[i].f], dev_cases[i].count,
              strerror(dev_cases[i].err));
+  }
+}
+
+/* Whether the last directory fsync'd while armed is dir. */
+static int synced_dir_is(const char *dir) {
+  struct stat st;
+  return stat(dir, &st) == 0 && dir_syncs > 0 && st.st_dev == synced_dev && st.st_ino == synced_ino;
+}
+
+/* After the rename, the directory that holds the new name is fsync'd (once,
+ * and it is the file's directory: through a link, the one of the file the
+ * link names; for a bare name, the working directory). A directory fsync the
+ * file system does not offer is no failure; one that fails is HBM_EIO that
+ * says the file is written (it is: the new bytes, nothing left beside them)
+ * but its name may not survive a crash. A device written in place syncs no
+ * directory. */
+static void test_writer_dir_sync(const unsigned char *data, size_t len) {
+  char dir[] = "/tmp/hbm-test-iofail-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char path[128], sub[128], in_sub[128], link[128];
+  snprintf(path, sizeof path, "%s/out", dir);
+  static const struct {
+    int err; /* the directory's fsync fails with this (0: not at all) */
+    int ok;
+  } how[] = {{0, 1}, {EIO, 0}, {ENOSPC, 0}, {EINVAL, 1}, {EROFS, 1}, {EBADF, 1}};
+  for (int existing = 0; existing < 2; existing++) {
+    for (size_t i = 0; i < sizeof how / sizeof *how; i++) {
+      begin_case();
+      unlink(path);
+      if (existing) CHECK(put(path, old_text, sizeof old_text - 1) == 0);
+      hbm_diag d;
+      memset(&d, 0, sizeof d);
+      int fds = open_fds();
+      reset();
+      if (how[i].err) fail_calls(F_FSYNC, 2, 1, how[i].err); /* the file's is the first */
+      armed = 1;
+      int rc = hbm_write_file_atomic(path, data, len, &d);
+      armed = 0;
+      CHECK_EQ_U64(faults[F_FSYNC].calls, 2);
+      CHECK_EQ_U64(dir_syncs, 1);
+      CHECK(synced_dir_is(dir));
+      if (how[i].err) CHECK_EQ_U64(faults[F_FSYNC].injected, 1);
+      if (how[i].ok) {
+        CHECK(rc == HBM_OK);
+      } else {
+        static const char said[] = "written, but the directory could not be synced: ";
+        CHECK(rc == HBM_EIO);
+        CHECK(!strcmp(d.file, path));
+        CHECK(!strncmp(d.message, said, strlen(said)) && strstr(d.message, strerror(how[i].err)));
+      }
+      CHECK(holds(path, data, len)); /* written, either way */
+      CHECK(dir_entries(dir) == 1);
+      CHECK(open_fds() == fds);
+      CHECK(net_allocs == 0);
+      end_case("save, %s file, the directory's fsync failing with %s", existing ? "an existing" : "a new",
+               how[i].err ? strerror(how[i].err) : "-");
+    }
+  }
+  unlink(path);
+
+  /* Through a link into another directory: that directory. */
+  snprintf(sub, sizeof sub, "%s/sub", dir);
+  snprintf(in_sub, sizeof in_sub, "%s/sub/file", dir);
+  snprintf(link, sizeof link, "%s/link", dir);
+  CHECK(mkdir(sub, 0700) == 0 && put(in_sub, old_text, sizeof old_text - 1) == 0);
+  CHECK(symlink("sub/file", link) == 0);
+  {
+    begin_case();
+    hbm_diag d;
+    reset();
+    armed = 1;
+    int rc = hbm_write_file_atomic(link, data, len, &d);
+    armed = 0;
+    CHECK(rc == HBM_OK && holds(in_sub, data, len));
+    CHECK_EQ_U64(dir_syncs, 1);
+    CHECK(synced_dir_is(sub));
+    end_case("save through a link into another directory");
+  }
+  /* A bare name: the working directory. */
+  char cwd[4096];
+  CHECK(getcwd(cwd, sizeof cwd) != NULL);
+  if (chdir(sub) == 0) {
+    begin_case();
+    hbm_diag d;
+    reset();
+    armed = 1;
+    int rc = hbm_write_file_atomic("bare", data, len, &d);
+    armed = 0;
+    CHECK(rc == HBM_OK && holds("bare", data, len));
+    CHECK_EQ_U64(dir_syncs, 1);
+    CHECK(synced_dir_is("."));
+    unlink("bare");
+    CHECK(chdir(cwd) == 0);
+    end_case("save to a bare name");
+  } else {
+    CHECK(!"chdir into the test's directory");
+  }
+  unlink(link);
+  unlink(in_sub);
+  CHECK(rmdir(sub) == 0);
+  CHECK(rmdir(dir) == 0);
+
+  /* In place: no directory is synced. */
+  {
+    begin_case();
+    hbm_diag d;
+    reset();
+    armed = 1;
+    int rc = hbm_write_file_atomic("/dev/null", data, len, &d);
+    armed = 0;
+    CHECK(rc == HBM_OK);
+    CHECK_EQ_U64(dir_syncs, 0);
+    end_case("/dev/null");
   }
 }
 
@@ -742,6 +866,7 @@ int main(void) {
   for (size_t i = 0; i < big; i++) data[i] = (unsigned char)test_rand(&s);
   test_writer(data, 10000);
   test_writer_links(data, 10000);
+  test_writer_dir_sync(data, 10000);
   test_reader(data, big, seed);
   free(data);
   return test_done("test_io_failure");

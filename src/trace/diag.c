@@ -182,6 +182,34 @@ static int names_descriptor(const char *path) {
   return 0;
 }
 
+/* Errors that say a directory cannot be synced here at all (no permission
+ * to open it, a file system without fsync for directories): no failure, as
+ * for the file's own fsync. */
+static int cannot_sync_dir(int err) {
+  return err == EACCES || err == EPERM || err == EINVAL || err == EBADF || err == EROFS || err == ENOTSUP ||
+         err == EOPNOTSUPP;
+}
+
+/* A rename lives in the directory: only its fsync makes the new name survive
+ * a crash. By then the file is replaced, so a failure says the bytes are
+ * written and what is not yet sure. dir: room for target's length + 2. */
+static int sync_dir(const char *target, char *dir, const char *path, hbm_diag *diag) {
+  const char *slash = strrchr(target, '/');
+  if (!slash) {
+    strcpy(dir, ".");
+  } else {
+    size_t n = slash == target ? 1 : (size_t)(slash - target); /* "/name": the root */
+    memcpy(dir, target, n);
+    dir[n] = 0;
+  }
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int err = fd < 0 ? errno : fsync(fd) != 0 ? errno : 0;
+  if (fd >= 0) close(fd); /* read-only: its close has nothing to report */
+  if (!err || cannot_sync_dir(err)) return HBM_OK;
+  errno = err;
+  return io_error(diag, path, "written, but the directory could not be synced");
+}
+
 int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_diag *diag) {
   if (!path || !path[0]) {
     if (diag) {
@@ -255,6 +283,7 @@ int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_di
   if (close(fd) != 0 && rc == HBM_OK) rc = io_error(diag, path, "write failed (at close)");
   if (rc == HBM_OK && rename(tmp, target) != 0) rc = io_error(diag, path, "cannot replace");
   if (rc != HBM_OK) unlink(tmp);
+  else rc = sync_dir(target, tmp, path, diag);
 out:
   free(tmp);
   free(resolved);

@@ -175,6 +175,11 @@ int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, 
  * searched, realpath failing) is HBM_EIO (HBM_EHOSTMEM where realpath ran out
  * of memory) naming the path and why, the link kept; a dangling link names
  * no file yet and is replaced by the new one, as a missing path is created.
+ * After the rename the directory is fsync'd, so that the new name survives a
+ * crash; where it cannot be (no permission to open it, EINVAL and the like
+ * from a file system without it) that is no failure, but an fsync that fails
+ * is HBM_EIO, "written, but the directory could not be synced": the new
+ * bytes are in place, the old ones gone, the name maybe not yet durable.
  * A path that is the very file of standard output or error (/dev/stdout,
  * /proc/self/fd/1, the file's own name) is written through that descriptor,
  * where it stands (after what `>>` or earlier commands wrote); standard input's
