@@ -7,30 +7,30 @@
  * While a call under test runs ("armed"), the wrappers count each function's
  * calls and can make the Nth and the K-1 after it fail with a chosen errno (a
  * close that fails still releases its descriptor, as Linux's does; a malloc
- * that fails gives NULL), or let write take only a few bytes at a time;
- * malloc and realloc record the sizes asked for. Nothing is timed. The bytes
- * are seeded (the seed is printed; HBM_SEED reruns one).
+ * that fails gives NULL; a write, 0 bytes), or let write take only a few
+ * bytes at a time; malloc and realloc record the sizes asked for. Nothing is
+ * timed. The bytes are seeded (the seed is printed; HBM_SEED reruns one).
  *
  * The writer: a write, fchmod, fsync, close or rename that fails is HBM_EIO
  * naming the file, the error and the step (a close's is a write's: NFS and
  * quotas report there), with the old file whole, nothing left beside it, no
  * descriptor left open and no host memory kept; an fsync the file system does
  * not offer (EINVAL) is no failure; a write that is interrupted, would block
- * or takes part of the bytes is carried on to the last byte; host memory
- * running out is HBM_EHOSTMEM with the file named all the same. Through a
- * symbolic link the file it names is replaced, the link kept; a link that
- * loops, leads into a directory that may not be searched, or that realpath
- * cannot resolve is an error, the link and its file untouched; a dangling
- * link is replaced by the new file. After the rename the directory holding
- * the new name is fsync'd: one that fails is HBM_EIO saying the file is
- * written, the new bytes in place. The reader: reads interrupted any number
- * of times give the exact bytes; a read that fails is HBM_EIO at once (never
- * retried), with nothing handed back or kept, and its error (or a failed
- * fstat's) is the one said even when the close after it fails too; a pipe of
- * every length around its buffer's steps (trace.h: 64 KiB that doubles, never
- * past the limit + 2) up to 5 MiB reads back exactly and NUL-terminated; a
- * regular file, and a /proc file that says size 0 (/proc/version), in one
- * buffer. */
+ * or takes part of the bytes is carried on to the last byte, and one that
+ * takes none fails the save; host memory running out is HBM_EHOSTMEM with the
+ * file named all the same. Through a symbolic link the file it names is
+ * replaced, the link kept; a link that loops, leads into a directory that may
+ * not be searched, or that realpath cannot resolve is an error, the link and
+ * its file untouched; a dangling link is replaced by the new file. After the
+ * rename the directory holding the new name is fsync'd: one that fails is
+ * HBM_EIO saying the file is written, the new bytes in place. The reader:
+ * reads interrupted any number of times give the exact bytes; a read that
+ * fails is HBM_EIO at once (never retried), with nothing handed back or kept,
+ * and its error (or a failed fstat's) is the one said even when the close
+ * after it fails too; a pipe of every length around its buffer's steps
+ * (trace.h: 64 KiB that doubles, never past the limit + 2) up to 5 MiB reads
+ * back exactly and NUL-terminated; a regular file, and a /proc file that says
+ * size 0 (/proc/version), in one buffer. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -125,7 +125,7 @@ ssize_t __wrap_read(int fd, void *buf, size_t n) {
   return __real_read(fd, buf, n);
 }
 ssize_t __wrap_write(int fd, const void *buf, size_t n) {
-  if (inject(F_WRITE)) return errno = faults[F_WRITE].err, -1;
+  if (inject(F_WRITE)) return faults[F_WRITE].err ? (errno = faults[F_WRITE].err, -1) : 0; /* 0: took nothing */
   if (armed && write_limit && n > write_limit) n = write_limit;
   return __real_write(fd, buf, n);
 }
@@ -226,6 +226,10 @@ static int put(const char *path, const void *data, size_t len) {
   return fclose(f) == 0 && ok ? 0 : -1;
 }
 
+/* What a failure with err is said as: its text, or for a write that took
+ * nothing (err 0), that. */
+static const char *said_as(int err) { return err ? strerror(err) : "wrote 0 bytes"; }
+
 /* Reports which case a failed CHECK belonged to. */
 static int failures_before;
 static void begin_case(void) { failures_before = test_failures_; }
@@ -267,7 +271,7 @@ static void save_case(const char *dir, const char *path, int existing, const uns
   } else {
     CHECK(rc == HBM_EIO);
     CHECK(!strcmp(d.file, path));
-    CHECK(strstr(d.message, strerror(err)) != NULL);
+    CHECK(strstr(d.message, said_as(err)) != NULL);
     CHECK(f >= 0 && write_said[f] && !strncmp(d.message, write_said[f], strlen(write_said[f])));
     if (existing) CHECK(holds(path, old_text, sizeof old_text - 1));
     else CHECK(access(path, F_OK) != 0 && errno == ENOENT);
@@ -277,7 +281,7 @@ static void save_case(const char *dir, const char *path, int existing, const uns
   CHECK(net_allocs == 0);
   end_case("save, %s file, %s call %lu failing %lu time(s) with %s, writes of at most %zu bytes",
            existing ? "an existing" : "a new", f >= 0 ? fn_name[f] : "no", nth, count,
-           f >= 0 ? strerror(err) : "-", limit);
+           f >= 0 ? said_as(err) : "-", limit);
 }
 
 static void test_writer(const unsigned char *data, size_t len) {
@@ -294,6 +298,8 @@ static void test_writer(const unsigned char *data, size_t len) {
     save_case(dir, path, existing, data, len, F_RENAME, 1, 1, EIO, 0, 0);
     save_case(dir, path, existing, data, len, F_WRITE, 1, 1, EIO, 0, 0);
     save_case(dir, path, existing, data, len, F_WRITE, 3, 1, ENOSPC, 1000, 0); /* after part of the bytes */
+    save_case(dir, path, existing, data, len, F_WRITE, 1, 1, 0, 0, 0);         /* took nothing: never retried */
+    save_case(dir, path, existing, data, len, F_WRITE, 3, 1, 0, 1000, 0);
     /* what must not */
     save_case(dir, path, existing, data, len, F_FSYNC, 1, 1, EINVAL, 0, 1); /* no fsync there */
     save_case(dir, path, existing, data, len, F_WRITE, 1, 1, EINTR, 0, 1);
@@ -348,7 +354,7 @@ static void test_writer(const unsigned char *data, size_t len) {
     int f, err;
     unsigned long count;
     int ok;
-  } dev_cases[] = {{F_CLOSE, EIO, 1, 0}, {F_WRITE, EIO, 1, 0}, {F_WRITE, EINTR, 3, 1}};
+  } dev_cases[] = {{F_CLOSE, EIO, 1, 0}, {F_WRITE, EIO, 1, 0}, {F_WRITE, 0, 1, 0}, {F_WRITE, EINTR, 3, 1}};
   for (size_t i = 0; i < sizeof dev_cases / sizeof *dev_cases; i++) {
     begin_case();
     hbm_diag d;
@@ -363,12 +369,12 @@ static void test_writer(const unsigned char *data, size_t len) {
     CHECK(rc == (dev_cases[i].ok ? HBM_OK : HBM_EIO));
     if (!dev_cases[i].ok) {
       const char *said = write_said[dev_cases[i].f];
-      CHECK(strstr(d.message, strerror(dev_cases[i].err)) != NULL);
+      CHECK(strstr(d.message, said_as(dev_cases[i].err)) != NULL);
       CHECK(!strncmp(d.message, said, strlen(said)));
     }
     CHECK(open_fds() == fds);
     end_case("/dev/null, %s failing %lu time(s) with %s", fn_name[dev_cases[i].f], dev_cases[i].count,
-             strerror(dev_cases[i].err));
+             said_as(dev_cases[i].err));
   }
 }
 

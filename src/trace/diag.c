@@ -27,14 +27,18 @@ int hbm_diag_set(hbm_diag *diag, const char *file, uint64_t line, uint64_t offse
   return HBM_EPARSE;
 }
 
-static int io_error(hbm_diag *diag, const char *path, const char *what) {
+static int io_error_said(hbm_diag *diag, const char *path, const char *what, const char *why) {
   if (diag) {
     snprintf(diag->file, sizeof diag->file, "%s", path);
     diag->line = 0;
     diag->offset = 0;
-    snprintf(diag->message, sizeof diag->message, "%s: %s", what, strerror(errno));
+    snprintf(diag->message, sizeof diag->message, "%s: %s", what, why);
   }
   return HBM_EIO;
+}
+
+static int io_error(hbm_diag *diag, const char *path, const char *what) {
+  return io_error_said(diag, path, what, strerror(errno));
 }
 
 /* Host memory ran out: still say which file, for what and how much, so no
@@ -123,11 +127,13 @@ int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, 
   return HBM_OK;
 }
 
-/* All of data to fd: 0, or -1 with errno set. */
+/* All of data to fd: 0; -1 with errno set; or 1 where a write took no byte
+ * of what was left (asked again, it would loop for ever). */
 static int write_all(int fd, const void *data, size_t len) {
   const char *p = data;
   for (size_t left = len; left;) {
     ssize_t w = write(fd, p, left);
+    if (w == 0) return 1;
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) { /* a non-blocking stream a parent left us: wait for room */
@@ -142,13 +148,20 @@ static int write_all(int fd, const void *data, size_t len) {
   return 0;
 }
 
+/* write_all's failure, said. */
+static int write_error(hbm_diag *diag, const char *path, int how) {
+  return how > 0 ? io_error_said(diag, path, "write failed", "wrote 0 bytes (no error given)")
+                 : io_error(diag, path, "write failed");
+}
+
 /* Writes into what is already there, for a path that is not a regular file:
  * a device (/dev/null, /dev/stdout) or a FIFO, which a rename would replace. */
 static int write_in_place(const char *path, const void *data, size_t len, hbm_diag *diag) {
   int fd = open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return io_error(diag, path, "cannot open for writing");
-  if (write_all(fd, data, len) != 0) {
-    int rc = io_error(diag, path, "write failed");
+  int how = write_all(fd, data, len);
+  if (how != 0) {
+    int rc = write_error(diag, path, how);
     close(fd);
     return rc;
   }
@@ -234,7 +247,10 @@ int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_di
       return io_error(diag, path, "cannot write");
     }
     int stream = standard_stream(&st);
-    if (stream >= 0) return write_all(stream, data, len) == 0 ? HBM_OK : io_error(diag, path, "write failed");
+    if (stream >= 0) {
+      int how = write_all(stream, data, len);
+      return how == 0 ? HBM_OK : write_error(diag, path, how);
+    }
     if (!S_ISREG(st.st_mode)) return write_in_place(path, data, len, diag);
     if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
       /* Renamed over, the link itself would become a file of its own. */
@@ -277,7 +293,8 @@ int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_di
     goto out;
   }
   if (replacing && fchmod(fd, st.st_mode & 07777) != 0) rc = io_error(diag, path, "cannot keep the mode of");
-  if (write_all(fd, data, len) != 0) rc = io_error(diag, path, "write failed");
+  int how = write_all(fd, data, len);
+  if (how != 0) rc = write_error(diag, path, how);
   if (rc == HBM_OK && fsync(fd) != 0 && errno != EINVAL) rc = io_error(diag, path, "fsync failed");
   /* NFS and quotas report a write that did not land at close: a write error. */
   if (close(fd) != 0 && rc == HBM_OK) rc = io_error(diag, path, "write failed (at close)");
