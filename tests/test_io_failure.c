@@ -3,13 +3,14 @@
  * or do part of what was asked.
  *
  * This program is linked with -Wl,--wrap for read, write, fsync, close,
- * rename, fchmod, fstat, realpath, malloc, realloc and free (CMakeLists.txt).
- * While a call under test runs ("armed"), the wrappers count each function's
- * calls and can make the Nth and the K-1 after it fail with a chosen errno (a
- * close that fails still releases its descriptor, as Linux's does; a malloc
- * that fails gives NULL; a write, 0 bytes), or let write take only a few
- * bytes at a time; malloc and realloc record the sizes asked for. Nothing is
- * timed. The bytes are seeded (the seed is printed; HBM_SEED reruns one).
+ * rename, fchmod, fstat, realpath, open, malloc, realloc and free
+ * (CMakeLists.txt). While a call under test runs ("armed"), the wrappers
+ * count each function's calls and can make the Nth and the K-1 after it fail
+ * with a chosen errno (a close that fails still releases its descriptor, as
+ * Linux's does; a malloc that fails gives NULL; a write, 0 bytes), or let
+ * write take only a few bytes at a time; malloc and realloc record the sizes
+ * asked for. Nothing is timed. The bytes are seeded (the seed is printed;
+ * HBM_SEED reruns one).
  *
  * The writer: a write, fchmod, fsync, close or rename that fails is HBM_EIO
  * naming the file, the error and the step (a close's is a write's: NFS and
@@ -17,22 +18,24 @@
  * descriptor left open and no host memory kept; an fsync the file system does
  * not offer (EINVAL) is no failure; a write that is interrupted, would block
  * or takes part of the bytes is carried on to the last byte, and one that
- * takes none fails the save; host memory running out is HBM_EHOSTMEM with the
- * file named all the same. Through a symbolic link the file it names is
- * replaced, the link kept; a link that loops, leads into a directory that may
- * not be searched, or that realpath cannot resolve is an error, the link and
- * its file untouched; a dangling link is replaced by the new file. After the
- * rename the directory holding the new name is fsync'd: one that fails is
- * HBM_EIO saying the file is written, the new bytes in place. The reader:
- * reads interrupted any number of times give the exact bytes; a read that
- * fails is HBM_EIO at once (never retried), with nothing handed back or kept,
- * and its error (or a failed fstat's) is the one said even when the close
- * after it fails too; a pipe of every length around its buffer's steps
- * (trace.h: 64 KiB that doubles, never past the limit + 2) up to 5 MiB reads
- * back exactly and NUL-terminated; a regular file, and a /proc file that says
- * size 0 (/proc/version), in one buffer. */
+ * takes none fails the save; an open interrupted by a signal (the temporary
+ * file's, the directory's, a device's) is asked again; host memory running
+ * out is HBM_EHOSTMEM with the file named all the same. Through a symbolic
+ * link the file it names is replaced, the link kept; a link that loops, leads
+ * into a directory that may not be searched, or that realpath cannot resolve
+ * is an error, the link and its file untouched; a dangling link is replaced
+ * by the new file. After the rename the directory holding the new name is
+ * fsync'd: one that fails is HBM_EIO saying the file is written, the new
+ * bytes in place. The reader: reads and opens interrupted any number of times
+ * give the exact bytes; a read that fails is HBM_EIO at once (never retried),
+ * with nothing handed back or kept, and its error (or a failed fstat's) is
+ * the one said even when the close after it fails too; a pipe of every length
+ * around its buffer's steps (trace.h: 64 KiB that doubles, never past the
+ * limit + 2) up to 5 MiB reads back exactly and NUL-terminated; a regular
+ * file, and a /proc file that says size 0 (/proc/version), in one buffer. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -51,18 +54,20 @@ int __real_rename(const char *from, const char *to);
 int __real_fchmod(int fd, mode_t mode);
 int __real_fstat(int fd, struct stat *st);
 char *__real_realpath(const char *path, char *resolved);
+int __real_open(const char *path, int flags, ...);
 void *__real_malloc(size_t n);
 void *__real_realloc(void *p, size_t n);
 void __real_free(void *p);
 
-enum { F_READ, F_WRITE, F_FSYNC, F_CLOSE, F_RENAME, F_FCHMOD, F_FSTAT, F_MALLOC, F_REALPATH, F_COUNT };
-static const char *const fn_name[F_COUNT] = {"read",   "write",  "fsync",  "close",   "rename",
-                                             "fchmod", "fstat",  "malloc", "realpath"};
+enum { F_READ, F_WRITE, F_FSYNC, F_CLOSE, F_RENAME, F_FCHMOD, F_FSTAT, F_MALLOC, F_REALPATH, F_OPEN, F_COUNT };
+static const char *const fn_name[F_COUNT] = {"read",   "write",  "fsync",  "close",    "rename",
+                                             "fchmod", "fstat",  "malloc", "realpath", "open"};
 /* What the writer says when each fails (its message begins so). */
 static const char *const write_said[F_COUNT] = {
     [F_WRITE] = "write failed: ",   [F_FSYNC] = "fsync failed: ",
     [F_CLOSE] = "write failed (at close): ", /* a write NFS or a quota refused late */
-    [F_RENAME] = "cannot replace: ", [F_FCHMOD] = "cannot keep the mode of: "};
+    [F_RENAME] = "cannot replace: ", [F_FCHMOD] = "cannot keep the mode of: ",
+    [F_OPEN] = "cannot create: "}; /* the temporary file's */
 
 typedef struct fault {
   unsigned long calls;    /* calls since the case began */
@@ -154,6 +159,17 @@ int __wrap_fchmod(int fd, mode_t mode) {
 int __wrap_fstat(int fd, struct stat *st) {
   if (inject(F_FSTAT)) return errno = faults[F_FSTAT].err, -1;
   return __real_fstat(fd, st);
+}
+int __wrap_open(const char *path, int flags, ...) {
+  mode_t mode = 0;
+  if (flags & (O_CREAT | O_TMPFILE)) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, mode_t);
+    va_end(ap);
+  }
+  if (inject(F_OPEN)) return errno = faults[F_OPEN].err, -1;
+  return __real_open(path, flags, mode);
 }
 char *__wrap_realpath(const char *path, char *resolved) {
   if (inject(F_REALPATH)) return errno = faults[F_REALPATH].err, NULL;
@@ -300,11 +316,14 @@ static void test_writer(const unsigned char *data, size_t len) {
     save_case(dir, path, existing, data, len, F_WRITE, 3, 1, ENOSPC, 1000, 0); /* after part of the bytes */
     save_case(dir, path, existing, data, len, F_WRITE, 1, 1, 0, 0, 0);         /* took nothing: never retried */
     save_case(dir, path, existing, data, len, F_WRITE, 3, 1, 0, 1000, 0);
+    save_case(dir, path, existing, data, len, F_OPEN, 1, 1, EACCES, 0, 0); /* the temporary file's */
     /* what must not */
     save_case(dir, path, existing, data, len, F_FSYNC, 1, 1, EINVAL, 0, 1); /* no fsync there */
     save_case(dir, path, existing, data, len, F_WRITE, 1, 1, EINTR, 0, 1);
     save_case(dir, path, existing, data, len, F_WRITE, 2, 5, EINTR, 7, 1);
     save_case(dir, path, existing, data, len, F_WRITE, 1, 2, EAGAIN, 0, 1);
+    save_case(dir, path, existing, data, len, F_OPEN, 1, 3, EINTR, 0, 1); /* a signal while opening */
+    save_case(dir, path, existing, data, len, F_OPEN, 2, 3, EINTR, 0, 1); /* the directory's, to sync it */
     save_case(dir, path, existing, data, len, -1, 0, 0, 0, 7, 1); /* 7 bytes a write */
     save_case(dir, path, existing, data, len, -1, 0, 0, 0, 0, 1);
   }
@@ -354,7 +373,8 @@ static void test_writer(const unsigned char *data, size_t len) {
     int f, err;
     unsigned long count;
     int ok;
-  } dev_cases[] = {{F_CLOSE, EIO, 1, 0}, {F_WRITE, EIO, 1, 0}, {F_WRITE, 0, 1, 0}, {F_WRITE, EINTR, 3, 1}};
+  } dev_cases[] = {{F_CLOSE, EIO, 1, 0}, {F_WRITE, EIO, 1, 0}, {F_WRITE, 0, 1, 0}, {F_WRITE, EINTR, 3, 1},
+                   {F_OPEN, EINTR, 3, 1}, {F_OPEN, EACCES, 1, 0}};
   for (size_t i = 0; i < sizeof dev_cases / sizeof *dev_cases; i++) {
     begin_case();
     hbm_diag d;
@@ -368,7 +388,7 @@ static void test_writer(const unsigned char *data, size_t len) {
     CHECK_EQ_U64(faults[dev_cases[i].f].injected, dev_cases[i].count);
     CHECK(rc == (dev_cases[i].ok ? HBM_OK : HBM_EIO));
     if (!dev_cases[i].ok) {
-      const char *said = write_said[dev_cases[i].f];
+      const char *said = dev_cases[i].f == F_OPEN ? "cannot open for writing: " : write_said[dev_cases[i].f];
       CHECK(strstr(d.message, said_as(dev_cases[i].err)) != NULL);
       CHECK(!strncmp(d.message, said, strlen(said)));
     }
@@ -833,6 +853,38 @@ static void test_reader(const unsigned char *data, size_t big, uint64_t seed) {
     CHECK(open_fds() == fds);
     end_case("a regular file, %s failing with %s, then close with %s", fn_name[first[i]], strerror(EIO),
              strerror(ENOSPC));
+  }
+
+  /* An open interrupted by a signal (a FIFO's waits for its writer) is
+   * asked again; one that fails is HBM_EIO at once. */
+  static const struct {
+    int err;
+    unsigned long count;
+  } opens[] = {{EINTR, 1}, {EINTR, 3}, {EACCES, 1}};
+  for (size_t i = 0; i < sizeof opens / sizeof *opens; i++) {
+    begin_case();
+    CHECK(put(path, data, small) == 0);
+    hbm_diag d;
+    memset(&d, 0, sizeof d);
+    char *got = NULL;
+    size_t got_len = 0;
+    int fds = open_fds();
+    reset();
+    fail_calls(F_OPEN, 1, opens[i].count, opens[i].err);
+    armed = 1;
+    int rc = hbm_read_file(path, &got, &got_len, &d);
+    armed = 0;
+    CHECK_EQ_U64(faults[F_OPEN].injected, opens[i].count);
+    if (opens[i].err == EINTR) {
+      CHECK(rc == HBM_OK && got_len == small && got && !memcmp(got, data, small));
+      free(got);
+    } else {
+      CHECK(rc == HBM_EIO && got == NULL);
+      CHECK(!strcmp(d.file, path) && !strncmp(d.message, "cannot open: ", 13));
+      CHECK(strstr(d.message, strerror(opens[i].err)) != NULL);
+    }
+    CHECK(open_fds() == fds);
+    end_case("a regular file, open failing %lu time(s) with %s", opens[i].count, strerror(opens[i].err));
   }
 
   /* The buffer's malloc failing: HBM_EHOSTMEM naming the file and the bytes. */

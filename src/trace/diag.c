@@ -64,6 +64,16 @@ static int too_large(hbm_diag *diag, const char *path, uint64_t bytes, int whole
                       (unsigned long long)bytes);
 }
 
+/* open, asked again when a signal interrupts it: opening a FIFO waits for
+ * the other end, and a handler installed without SA_RESTART ends that wait
+ * with EINTR. */
+static int open_again(const char *path, int flags, mode_t mode) {
+  int fd;
+  do fd = open(path, flags, mode);
+  while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
 int hbm_read_file(const char *path, char **data, size_t *len, hbm_diag *diag) {
   return hbm_read_file_max(path, HBM_MAX_INPUT, data, len, diag);
 }
@@ -71,7 +81,7 @@ int hbm_read_file(const char *path, char **data, size_t *len, hbm_diag *diag) {
 int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, hbm_diag *diag) {
   if (!path[0]) /* else the message names no file at all */
     return hbm_diag_set(diag, path, 0, 0, "expected a file path, got an empty one");
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open_again(path, O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0) return io_error(diag, path, "cannot open");
   struct stat st;
   if (fstat(fd, &st) != 0) { /* the message first: close may set errno */
@@ -157,7 +167,7 @@ static int write_error(hbm_diag *diag, const char *path, int how) {
 /* Writes into what is already there, for a path that is not a regular file:
  * a device (/dev/null, /dev/stdout) or a FIFO, which a rename would replace. */
 static int write_in_place(const char *path, const void *data, size_t len, hbm_diag *diag) {
-  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  int fd = open_again(path, O_WRONLY | O_CLOEXEC, 0);
   if (fd < 0) return io_error(diag, path, "cannot open for writing");
   int how = write_all(fd, data, len);
   if (how != 0) {
@@ -215,7 +225,7 @@ static int sync_dir(const char *target, char *dir, const char *path, hbm_diag *d
     memcpy(dir, target, n);
     dir[n] = 0;
   }
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int fd = open_again(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
   int err = fd < 0 ? errno : fsync(fd) != 0 ? errno : 0;
   if (fd >= 0) close(fd); /* read-only: its close has nothing to report */
   if (!err || cannot_sync_dir(err)) return HBM_OK;
@@ -285,7 +295,7 @@ int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_di
   int rc = HBM_OK, fd = -1;
   for (int tries = 0; fd < 0 && tries < 100; tries++) {
     snprintf(tmp, plen + 64, "%s.tmp.%ld.%lu", target, (long)getpid(), (unsigned long)atomic_fetch_add(&serial, 1));
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    fd = open_again(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0 && errno != EEXIST) break;
   }
   if (fd < 0) {

@@ -160,10 +160,10 @@ int hbm_diag_set(hbm_diag *diag, const char *file, uint64_t line, uint64_t offse
  * HBM_MAX_INPUT bytes. Past that: HBM_EPARSE, "N bytes, more than the 16.00 GiB
  * the reader takes" (a pipe or device is read up to the limit, then refused).
  * Out of host memory: HBM_EHOSTMEM with diag naming the file and the bytes.
- * A read interrupted by a signal (EINTR) is read again; any other read error
- * is HBM_EIO, with nothing handed back. A regular file is read into one
- * buffer of its size + 2 (the NUL, and the byte the read that finds the end
- * asks for); anything whose size is not known up front (a pipe, a device, a
+ * An open or a read interrupted by a signal (EINTR; opening a FIFO waits for
+ * its writer) is asked again; any other error is HBM_EIO, with nothing
+ * handed back. A regular file is read into one buffer of its size + 2 (the
+ * NUL, and the byte the read that finds the end asks for); anything whose size is not known up front (a pipe, a device, a
  * /proc file that says 0) into 64 KiB that doubles whenever all but the
  * NUL's byte is full, never past the limit + 2 (tests/test_io_failure.c). */
 int hbm_read_file(const char *path, char **data, size_t *len, hbm_diag *diag);
@@ -186,7 +186,8 @@ int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, 
  * regular file is refused as its descriptor refuses writes, the file kept; a descriptor
  * path whose descriptor is closed is HBM_EIO, no file made. Any other path
  * that is neither a regular file nor absent (a device, a FIFO) is written in
- * place, not replaced. An empty path: HBM_EINVAL with diag saying so. */
+ * place, not replaced. An open interrupted by a signal is asked again. An
+ * empty path: HBM_EINVAL with diag saying so. */
 int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_diag *diag);
 
 #endif
