@@ -306,7 +306,16 @@ static int check_output_dir(const char *path) {
 
 int cli_check_output(const char *path, const char *const *inputs, int ninputs) {
   struct stat so, si;
-  if (stat(path, &so) != 0) return check_output_dir(path); /* not there yet */
+  if (stat(path, &so) != 0) {
+    int err = errno;
+    if (err != ENOENT && lstat(path, &si) == 0 && S_ISLNK(si.st_mode)) { /* said now, as the writer would say it after the work */
+      hbm_diag d = {0};
+      snprintf(d.file, sizeof d.file, "%s", path);
+      snprintf(d.message, sizeof d.message, "cannot follow the symbolic link: %s", strerror(err));
+      return cli_write_failed(&d, HBM_EIO, path);
+    }
+    return check_output_dir(path); /* not there yet */
+  }
   for (int i = 0; i < ninputs; i++) {
     if (inputs[i] && stat(inputs[i], &si) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino) {
       cli_error("%s: refusing to overwrite an input file; choose another output path", path);

@@ -25,6 +25,10 @@ ln -s loop1 "$dir/loop2"
 "$HBM" plan "$dir/p.csv" -o "$dir/loop1" > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 1 ] && [ -L "$dir/loop1" ] && grep -q "loop1: cannot follow the symbolic link: " "$dir/err" ||
   { echo "FAIL link loop: exit $rc: $(cat "$dir/err")"; fail=1; }
+# ... said before the work, as a missing directory is: no replay runs, no table
+"$HBM" replay "$HBM_ROOT/tests/fixtures/step437.trace" --policy bestfit --html "$dir/loop1" > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 1 ] && [ ! -s "$dir/out" ] && grep -q "loop1: cannot follow the symbolic link: " "$dir/err" ||
+  { echo "FAIL link loop up front: exit $rc, stdout $(wc -c < "$dir/out") bytes: $(cat "$dir/err")"; fail=1; }
 # A dangling link names no file yet: the output replaces it, as a new file.
 ln -s nothing.csv "$dir/dangling.csv"
 "$HBM" plan "$dir/p.csv" -o "$dir/dangling.csv" > /dev/null || { echo "FAIL dangling link: exit $?"; fail=1; }
