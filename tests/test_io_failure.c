@@ -329,6 +329,23 @@ static void test_writer(const unsigned char *data, size_t len) {
   }
   /* a replaced file keeps its mode: the fchmod that keeps it failing fails the save */
   save_case(dir, path, 1, data, len, F_FCHMOD, 1, 1, EPERM, 0, 0);
+  { /* ... and its message stands: nothing is written after it to fail again and say otherwise */
+    begin_case();
+    CHECK(put(path, old_text, sizeof old_text - 1) == 0);
+    hbm_diag d;
+    memset(&d, 0, sizeof d);
+    reset();
+    fail_calls(F_FCHMOD, 1, 1, EPERM);
+    fail_calls(F_WRITE, 1, 1000, EIO);
+    armed = 1;
+    int rc = hbm_write_file_atomic(path, data, len, &d);
+    armed = 0;
+    CHECK(rc == HBM_EIO && strstr(d.message, said_as(EPERM)) && !strstr(d.message, said_as(EIO)));
+    CHECK_EQ_U64(faults[F_WRITE].calls, 0);
+    CHECK(holds(path, old_text, sizeof old_text - 1));
+    CHECK(dir_entries(dir) == 1);
+    end_case("save, an existing file, fchmod failing, then every write");
+  }
 
   /* Host memory for the temporary file's name running out is said too,
    * naming the file, with the old file whole and nothing left. */

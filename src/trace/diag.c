@@ -303,7 +303,7 @@ int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_di
     goto out;
   }
   if (replacing && fchmod(fd, st.st_mode & 07777) != 0) rc = io_error(diag, path, "cannot keep the mode of");
-  int how = write_all(fd, data, len);
+  int how = rc == HBM_OK ? write_all(fd, data, len) : 0; /* after a failure, its message stands */
   if (how != 0) rc = write_error(diag, path, how);
   if (rc == HBM_OK && fsync(fd) != 0 && errno != EINVAL) rc = io_error(diag, path, "fsync failed");
   /* NFS and quotas report a write that did not land at close: a write error. */
