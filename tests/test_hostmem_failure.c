@@ -960,14 +960,6 @@ static int holds_bytes(const char *path, const bytes *want) {
   fclose(f);
   return n == want->n && !memcmp(buf, want->b, n);
 }
-static int dir_entries(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return -1;
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-  closedir(d);
-  return n;
-}
 static int trace_save_run(const void *arg, int clean) {
   const save_case *c = arg;
   hbm_diag d = {0};
@@ -975,7 +967,7 @@ static int trace_save_run(const void *arg, int clean) {
   EXPECT(r == HBM_OK || (!clean && r == HBM_EHOSTMEM && injected));
   if (r != HBM_OK) EXPECT(!strcmp(d.file, c->path) && d.message[0]);
   paused = 1;
-  int same = holds_bytes(c->path, c->want), alone = dir_entries(c->dir) == 1;
+  int same = holds_bytes(c->path, c->want), alone = test_dir_entries(c->dir) == 1;
   paused = 0;
   EXPECT(same);
   EXPECT(alone);

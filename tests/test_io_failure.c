@@ -111,6 +111,24 @@ static void fail_calls(int f, unsigned long nth, unsigned long count, int err) {
   faults[f].err = err;
 }
 
+/* One save, or one read, with the faults fail_calls set since reset(): the
+ * wrappers armed for that call alone, its diag cleared first. */
+static int armed_save(const char *path, const unsigned char *data, size_t len, hbm_diag *d) {
+  memset(d, 0, sizeof *d);
+  armed = 1;
+  int rc = hbm_write_file_atomic(path, data, len, d);
+  armed = 0;
+  return rc;
+}
+
+static int armed_read(const char *path, char **got, size_t *got_len, hbm_diag *d) {
+  memset(d, 0, sizeof *d);
+  armed = 1;
+  int rc = hbm_read_file(path, got, got_len, d);
+  armed = 0;
+  return rc;
+}
+
 static int inject(int f) {
   if (!armed) return 0;
   fault *x = &faults[f];
@@ -209,16 +227,6 @@ static int open_fds(void) {
   return n;
 }
 
-/* Names in dir other than . and .. */
-static int dir_entries(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return -1;
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-  closedir(d);
-  return n;
-}
-
 /* Whether path holds exactly data[0..len) (read through stdio, not wrapped). */
 static int holds(const char *path, const void *data, size_t len) {
   FILE *f = fopen(path, "rb");
@@ -260,26 +268,40 @@ static void end_case(const char *fmt, ...) {
   va_end(ap);
 }
 
+/* A reader case's start: path holds data[0..n), the faults are reset; the
+ * descriptors open now, to compare with after the read. */
+static int read_begin(const char *path, const unsigned char *data, size_t n) {
+  begin_case();
+  CHECK(put(path, data, n) == 0);
+  int fds = open_fds();
+  reset();
+  return fds;
+}
+
 /* ---- the writer -------------------------------------------------------------------------- */
 static const char old_text[] = "the old file, which a failed save must leave whole\n";
+
+/* A writer case's start: path holds old_text (existing) or is not there, the
+ * faults are reset; the descriptors open now, to compare with after. */
+static int save_begin(const char *path, int existing) {
+  begin_case();
+  unlink(path);
+  if (existing) CHECK(put(path, old_text, sizeof old_text - 1) == 0);
+  int fds = open_fds();
+  reset();
+  return fds;
+}
 
 /* One save of data over path (a file holding old_text, or none when
  * !existing) with function f failing at its nth call count times with err;
  * f < 0: nothing fails (write_limit may still be set by the caller). */
 static void save_case(const char *dir, const char *path, int existing, const unsigned char *data, size_t len,
                       int f, unsigned long nth, unsigned long count, int err, size_t limit, int expect_ok) {
-  begin_case();
-  unlink(path);
-  if (existing) CHECK(put(path, old_text, sizeof old_text - 1) == 0);
   hbm_diag d;
-  memset(&d, 0, sizeof d);
-  int fds = open_fds();
-  reset();
+  int fds = save_begin(path, existing);
   if (f >= 0) fail_calls(f, nth, count, err);
   write_limit = limit;
-  armed = 1;
-  int rc = hbm_write_file_atomic(path, data, len, &d);
-  armed = 0;
+  int rc = armed_save(path, data, len, &d);
   if (f >= 0) CHECK_EQ_U64(faults[f].injected, count); /* the failure was met, every time */
   if (expect_ok) {
     CHECK(rc == HBM_OK);
@@ -292,7 +314,7 @@ static void save_case(const char *dir, const char *path, int existing, const uns
     if (existing) CHECK(holds(path, old_text, sizeof old_text - 1));
     else CHECK(access(path, F_OK) != 0 && errno == ENOENT);
   }
-  CHECK(dir_entries(dir) == (existing || expect_ok)); /* no temporary file left */
+  CHECK(test_dir_entries(dir) == (existing || expect_ok)); /* no temporary file left */
   CHECK(open_fds() == fds);
   CHECK(net_allocs == 0);
   end_case("save, %s file, %s call %lu failing %lu time(s) with %s, writes of at most %zu bytes",
@@ -333,40 +355,30 @@ static void test_writer(const unsigned char *data, size_t len) {
     begin_case();
     CHECK(put(path, old_text, sizeof old_text - 1) == 0);
     hbm_diag d;
-    memset(&d, 0, sizeof d);
     reset();
     fail_calls(F_FCHMOD, 1, 1, EPERM);
     fail_calls(F_WRITE, 1, 1000, EIO);
-    armed = 1;
-    int rc = hbm_write_file_atomic(path, data, len, &d);
-    armed = 0;
+    int rc = armed_save(path, data, len, &d);
     CHECK(rc == HBM_EIO && strstr(d.message, said_as(EPERM)) && !strstr(d.message, said_as(EIO)));
     CHECK_EQ_U64(faults[F_WRITE].calls, 0);
     CHECK(holds(path, old_text, sizeof old_text - 1));
-    CHECK(dir_entries(dir) == 1);
+    CHECK(test_dir_entries(dir) == 1);
     end_case("save, an existing file, fchmod failing, then every write");
   }
 
   /* Host memory for the temporary file's name running out is said too,
    * naming the file, with the old file whole and nothing left. */
   for (int existing = 0; existing < 2; existing++) {
-    begin_case();
-    unlink(path);
-    if (existing) CHECK(put(path, old_text, sizeof old_text - 1) == 0);
     hbm_diag d;
-    memset(&d, 0, sizeof d);
-    int fds = open_fds();
-    reset();
+    int fds = save_begin(path, existing);
     fail_calls(F_MALLOC, 1, 1, ENOMEM);
-    armed = 1;
-    int rc = hbm_write_file_atomic(path, data, len, &d);
-    armed = 0;
+    int rc = armed_save(path, data, len, &d);
     CHECK_EQ_U64(faults[F_MALLOC].injected, 1);
     CHECK(rc == HBM_EHOSTMEM);
     CHECK(!strcmp(d.file, path));
     CHECK(!strncmp(d.message, "out of host memory", strlen("out of host memory")));
     if (existing) CHECK(holds(path, old_text, sizeof old_text - 1));
-    CHECK(dir_entries(dir) == existing);
+    CHECK(test_dir_entries(dir) == existing);
     CHECK(open_fds() == fds);
     CHECK(net_allocs == 0);
     end_case("save, %s file, malloc failing", existing ? "an existing" : "a new");
@@ -395,13 +407,10 @@ static void test_writer(const unsigned char *data, size_t len) {
   for (size_t i = 0; i < sizeof dev_cases / sizeof *dev_cases; i++) {
     begin_case();
     hbm_diag d;
-    memset(&d, 0, sizeof d);
     int fds = open_fds();
     reset();
     fail_calls(dev_cases[i].f, 1, dev_cases[i].count, dev_cases[i].err);
-    armed = 1;
-    int rc = hbm_write_file_atomic("/dev/null", data, len, &d);
-    armed = 0;
+    int rc = armed_save("/dev/null", data, len, &d);
     CHECK_EQ_U64(faults[dev_cases[i].f].injected, dev_cases[i].count);
     CHECK(rc == (dev_cases[i].ok ? HBM_OK : HBM_EIO));
     if (!dev_cases[i].ok) {
@@ -439,17 +448,10 @@ static void test_writer_dir_sync(const unsigned char *data, size_t len) {
   } how[] = {{0, 1}, {EIO, 0}, {ENOSPC, 0}, {EINVAL, 1}, {EROFS, 1}, {EBADF, 1}};
   for (int existing = 0; existing < 2; existing++) {
     for (size_t i = 0; i < sizeof how / sizeof *how; i++) {
-      begin_case();
-      unlink(path);
-      if (existing) CHECK(put(path, old_text, sizeof old_text - 1) == 0);
       hbm_diag d;
-      memset(&d, 0, sizeof d);
-      int fds = open_fds();
-      reset();
+      int fds = save_begin(path, existing);
       if (how[i].err) fail_calls(F_FSYNC, 2, 1, how[i].err); /* the file's is the first */
-      armed = 1;
-      int rc = hbm_write_file_atomic(path, data, len, &d);
-      armed = 0;
+      int rc = armed_save(path, data, len, &d);
       CHECK_EQ_U64(faults[F_FSYNC].calls, 2);
       CHECK_EQ_U64(dir_syncs, 1);
       CHECK(synced_dir_is(dir));
@@ -463,7 +465,7 @@ static void test_writer_dir_sync(const unsigned char *data, size_t len) {
         CHECK(!strncmp(d.message, said, strlen(said)) && strstr(d.message, strerror(how[i].err)));
       }
       CHECK(holds(path, data, len)); /* written, either way */
-      CHECK(dir_entries(dir) == 1);
+      CHECK(test_dir_entries(dir) == 1);
       CHECK(open_fds() == fds);
       CHECK(net_allocs == 0);
       end_case("save, %s file, the directory's fsync failing with %s", existing ? "an existing" : "a new",
@@ -482,9 +484,7 @@ static void test_writer_dir_sync(const unsigned char *data, size_t len) {
     begin_case();
     hbm_diag d;
     reset();
-    armed = 1;
-    int rc = hbm_write_file_atomic(link, data, len, &d);
-    armed = 0;
+    int rc = armed_save(link, data, len, &d);
     CHECK(rc == HBM_OK && holds(in_sub, data, len));
     CHECK_EQ_U64(dir_syncs, 1);
     CHECK(synced_dir_is(sub));
@@ -497,9 +497,7 @@ static void test_writer_dir_sync(const unsigned char *data, size_t len) {
     begin_case();
     hbm_diag d;
     reset();
-    armed = 1;
-    int rc = hbm_write_file_atomic("bare", data, len, &d);
-    armed = 0;
+    int rc = armed_save("bare", data, len, &d);
     CHECK(rc == HBM_OK && holds("bare", data, len));
     CHECK_EQ_U64(dir_syncs, 1);
     CHECK(synced_dir_is("."));
@@ -519,9 +517,7 @@ static void test_writer_dir_sync(const unsigned char *data, size_t len) {
     begin_case();
     hbm_diag d;
     reset();
-    armed = 1;
-    int rc = hbm_write_file_atomic("/dev/null", data, len, &d);
-    armed = 0;
+    int rc = armed_save("/dev/null", data, len, &d);
     CHECK(rc == HBM_OK);
     CHECK_EQ_U64(dir_syncs, 0);
     end_case("/dev/null");
@@ -545,20 +541,17 @@ static void link_case(const char *dir, const char *link, const char *to, const c
                       const unsigned char *data, size_t len, int realpath_err, int want_err, int want_rc) {
   begin_case();
   hbm_diag d;
-  memset(&d, 0, sizeof d);
   int fds = open_fds();
   reset();
   if (realpath_err) fail_calls(F_REALPATH, 1, 1, realpath_err);
-  armed = 1;
-  int rc = hbm_write_file_atomic(link, data, len, &d);
-  armed = 0;
+  int rc = armed_save(link, data, len, &d);
   if (realpath_err) CHECK_EQ_U64(faults[F_REALPATH].injected, 1);
   CHECK(rc == want_rc);
   CHECK(!strcmp(d.file, link));
   CHECK(strstr(d.message, "symbolic link") && strstr(d.message, strerror(want_err)));
   CHECK(is_link_to(link, to));
   if (named) CHECK(holds(named, old_text, sizeof old_text - 1));
-  CHECK(dir_entries(dir) == entries);
+  CHECK(test_dir_entries(dir) == entries);
   CHECK(open_fds() == fds);
   CHECK(net_allocs == 0);
   end_case("save through %s -> %s, realpath %s", link, to, realpath_err ? strerror(realpath_err) : "real");
@@ -602,7 +595,7 @@ static void test_writer_links(const unsigned char *data, size_t len) {
     memset(&d, 0, sizeof d);
     CHECK(hbm_write_file_atomic(link, data, len, &d) == HBM_OK);
     CHECK(is_link_to(link, "file") && holds(file, data, len));
-    CHECK(dir_entries(dir) == 6);
+    CHECK(test_dir_entries(dir) == 6);
     end_case("save through %s -> file", link);
   }
   /* A dangling link names nothing yet: it is replaced by the new file, as a
@@ -616,7 +609,7 @@ static void test_writer_links(const unsigned char *data, size_t len) {
     CHECK(hbm_write_file_atomic(dangling, data, len, &d) == HBM_OK);
     struct stat st;
     CHECK(lstat(dangling, &st) == 0 && S_ISREG(st.st_mode) && holds(dangling, data, len));
-    CHECK(dir_entries(dir) == 7);
+    CHECK(test_dir_entries(dir) == 7);
     end_case("save through %s -> nothing", dangling);
   }
   unlink(dangling);
@@ -846,19 +839,13 @@ static void test_reader(const unsigned char *data, size_t big, uint64_t seed) {
    * close that follows fails too and sets errno again. */
   static const int first[] = {F_FSTAT, F_READ};
   for (size_t i = 0; i < sizeof first / sizeof *first; i++) {
-    begin_case();
-    CHECK(put(path, data, small) == 0);
-    hbm_diag d;
-    memset(&d, 0, sizeof d);
     char *got = NULL;
     size_t got_len = 0;
-    int fds = open_fds();
-    reset();
+    hbm_diag d;
+    int fds = read_begin(path, data, small);
     fail_calls(first[i], 1, 1, EIO);
     fail_calls(F_CLOSE, 1, 1, ENOSPC);
-    armed = 1;
-    int rc = hbm_read_file(path, &got, &got_len, &d);
-    armed = 0;
+    int rc = armed_read(path, &got, &got_len, &d);
     CHECK_EQ_U64(faults[first[i]].injected, 1);
     CHECK_EQ_U64(faults[F_CLOSE].injected, 1);
     CHECK(rc == HBM_EIO && got == NULL);
@@ -879,18 +866,12 @@ static void test_reader(const unsigned char *data, size_t big, uint64_t seed) {
     unsigned long count;
   } opens[] = {{EINTR, 1}, {EINTR, 3}, {EACCES, 1}};
   for (size_t i = 0; i < sizeof opens / sizeof *opens; i++) {
-    begin_case();
-    CHECK(put(path, data, small) == 0);
-    hbm_diag d;
-    memset(&d, 0, sizeof d);
     char *got = NULL;
     size_t got_len = 0;
-    int fds = open_fds();
-    reset();
+    hbm_diag d;
+    int fds = read_begin(path, data, small);
     fail_calls(F_OPEN, 1, opens[i].count, opens[i].err);
-    armed = 1;
-    int rc = hbm_read_file(path, &got, &got_len, &d);
-    armed = 0;
+    int rc = armed_read(path, &got, &got_len, &d);
     CHECK_EQ_U64(faults[F_OPEN].injected, opens[i].count);
     if (opens[i].err == EINTR) {
       CHECK(rc == HBM_OK && got_len == small && got && !memcmp(got, data, small));
@@ -906,18 +887,12 @@ static void test_reader(const unsigned char *data, size_t big, uint64_t seed) {
 
   /* The buffer's malloc failing: HBM_EHOSTMEM naming the file and the bytes. */
   {
-    begin_case();
-    CHECK(put(path, data, small) == 0);
-    hbm_diag d;
-    memset(&d, 0, sizeof d);
     char *got = NULL;
     size_t got_len = 0;
-    int fds = open_fds();
-    reset();
+    hbm_diag d;
+    int fds = read_begin(path, data, small);
     fail_calls(F_MALLOC, 1, 1, ENOMEM);
-    armed = 1;
-    int rc = hbm_read_file(path, &got, &got_len, &d);
-    armed = 0;
+    int rc = armed_read(path, &got, &got_len, &d);
     char want[64];
     snprintf(want, sizeof want, "out of host memory reading %zu bytes", small + 2);
     CHECK(rc == HBM_EHOSTMEM && got == NULL);

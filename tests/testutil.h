@@ -4,6 +4,7 @@
 #ifndef HBM_TESTUTIL_H
 #define HBM_TESTUTIL_H
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,17 @@
 #include <time.h>
 
 #define TEST_SKIP 77
+
+/* Names in dir other than . and .. (-1 if it cannot be read): a save that
+ * left a temporary file beside its output shows here. */
+static inline int test_dir_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(d);
+  return n;
+}
 
 static int test_failures_;
 
