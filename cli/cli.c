@@ -25,8 +25,11 @@ void cli_error(const char *fmt, ...) {
 }
 
 void cli_diag(const hbm_diag *d, int err, const char *path) {
-  /* A library call that failed without filling the diag still gets a message. */
+  /* A library call that failed without filling the diag still gets a message;
+   * a path longer than the diag holds is said whole, from the caller's copy. */
   const char *file = d->file[0] ? d->file : path;
+  size_t held = sizeof d->file - 1;
+  if (path && strnlen(d->file, sizeof d->file) == held && strlen(path) > held && !strncmp(path, d->file, held)) file = path;
   const char *message = d->message[0] ? d->message : hbm_strerror(err);
   if (!file || !file[0])
     cli_error("%s", message);

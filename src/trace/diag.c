@@ -1,6 +1,7 @@
 /* diag.c: where bad input was found, and whole-file I/O that never loses data. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -13,6 +14,9 @@
 
 #include "core/util.h"
 #include "trace/trace.h"
+
+/* The longest suffix a temporary file name gets: ".tmp." and two 20-digit numbers. */
+#define TMP_SUFFIX_MAX (5 + 20 + 1 + 20)
 
 int hbm_diag_set(hbm_diag *diag, const char *file, uint64_t line, uint64_t offset,
                  const char *fmt, ...) {
@@ -293,8 +297,15 @@ int hbm_write_file_atomic(const char *path, const void *data, size_t len, hbm_di
    * already at that name is neither followed nor truncated. */
   static atomic_ulong serial;
   int rc = HBM_OK, fd = -1;
+  /* Beside the target, so that the rename stays in one directory; its name
+   * cut where the suffix would take it past NAME_MAX (a name of 240 bytes is
+   * a file one may write: its temporary one must be too). */
+  const char *slash = strrchr(target, '/');
+  size_t dir_len = slash ? (size_t)(slash + 1 - target) : 0, base_len = plen - dir_len;
+  if (base_len > NAME_MAX - TMP_SUFFIX_MAX) base_len = NAME_MAX - TMP_SUFFIX_MAX;
   for (int tries = 0; fd < 0 && tries < 100; tries++) {
-    snprintf(tmp, plen + 64, "%s.tmp.%ld.%lu", target, (long)getpid(), (unsigned long)atomic_fetch_add(&serial, 1));
+    snprintf(tmp, plen + 64, "%.*s.tmp.%ld.%lu", (int)(dir_len + base_len), target, (long)getpid(),
+             (unsigned long)atomic_fetch_add(&serial, 1));
     fd = open_again(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0 && errno != EEXIST) break;
   }

@@ -169,8 +169,9 @@ int hbm_diag_set(hbm_diag *diag, const char *file, uint64_t line, uint64_t offse
 int hbm_read_file(const char *path, char **data, size_t *len, hbm_diag *diag);
 /* The same with another limit (tests). */
 int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, hbm_diag *diag);
-/* Writes data to path atomically: path.tmp.PID then rename (through a
- * symbolic link, next to the file it names), keeping a replaced file's mode.
+/* Writes data to path atomically: path.tmp.PID.N then rename (through a
+ * symbolic link, next to the file it names; path's last part cut where the
+ * suffix would take it past NAME_MAX), keeping a replaced file's mode.
  * A link whose file cannot be known (a loop, a directory that may not be
  * searched, realpath failing) is HBM_EIO (HBM_EHOSTMEM where realpath ran out
  * of memory) naming the path and why, the link kept; a dangling link names

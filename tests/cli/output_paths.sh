@@ -147,5 +147,16 @@ for cmd in "plan $dir/p.csv -o" "replay $HBM_ROOT/tests/fixtures/step437.trace -
   done
 done
 
+# A name near NAME_MAX (255 bytes) is a file one may write: its temporary
+# name is cut to fit beside it, and nothing is left there.
+long=$(printf '%0240d' 0 | tr 0 n).csv
+mkdir "$dir/long"
+"$HBM" plan "$dir/p.csv" -o "$dir/long/$long" > /dev/null 2> "$dir/err" && grep -q '^a,0,1,2,' "$dir/long/$long" &&
+  [ "$(ls "$dir/long")" = "$long" ] || { echo "FAIL a 244-byte name: $(cat "$dir/err"); $(ls "$dir/long")"; fail=1; }
+# A path longer than a diagnostic's 255 bytes is said whole.
+deep="$dir/$(printf '%0200d' 0 | tr 0 d)/$(printf '%0100d' 0 | tr 0 x).csv"
+"$HBM" plan "$dir/p.csv" -o "$deep" > /dev/null 2> "$dir/err"; rc=$?
+[ $rc -eq 1 ] && grep -qF "$deep: cannot create: " "$dir/err" || { echo "FAIL a long path's message: exit $rc: $(cat "$dir/err")"; fail=1; }
+
 [ $fail -eq 0 ] && echo "output_paths: ok"
 exit $fail
