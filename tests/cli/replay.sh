@@ -210,16 +210,21 @@ print("ok   result figures: efficiency from live, calls after one step 0, no tim
 PY
 # A policy that cannot run costs the comparison one row, not all: zoned
 # reserves 16 times a host device's capacity of address space, which no
-# x86-64 host with 47-bit addresses has for 8 TiB; caching after it still runs.
+# x86-64 host with 47-bit addresses has for 8 TiB; caching after it still runs,
+# and the page shows both, zoned's error in its place (no layout of a run that
+# could not go on is asked for).
 small="$HBM_ROOT/tests/fixtures/step437.trace"
-"$HBM" replay "$small" --device host:8TiB --policy zoned,caching > "$dir/two.txt" 2> "$dir/two.err"; rc=$?
-if [ $rc -eq 0 ]; then
+"$HBM" replay "$small" --device host:8TiB --policy zoned,caching --html "$dir/two.html" > "$dir/two.txt" 2> "$dir/two.err"; rc=$?
+if [ $rc -eq 0 ] && ! grep -q 'replay error' "$dir/two.txt"; then
   echo "skip one policy that cannot run: this host reserves 128 TiB of address space"
 else
   [ $rc -eq 1 ] || { echo "FAIL one policy that cannot run: exit $rc, want 1"; fail=1; }
   grep -q '^zoned  *replay error: ' "$dir/two.txt" || { echo "FAIL no error row for zoned:"; cat "$dir/two.txt"; fail=1; }
   grep -q '^caching  *[0-9]' "$dir/two.txt" || { echo "FAIL caching did not run after zoned:"; cat "$dir/two.txt"; fail=1; }
   grep -q 'through zoned failed' "$dir/two.err" || { echo "FAIL stderr does not name zoned:"; cat "$dir/two.err"; fail=1; }
+  grep -q 'not drawn' "$dir/two.err" && { echo "FAIL a layout asked of the run that failed:"; cat "$dir/two.err"; fail=1; }
+  grep -q 'replay error: out of host memory' "$dir/two.html" && grep -q 'No request failed in 2 steps' "$dir/two.html" ||
+    { echo "FAIL the page lacks zoned's error or caching's run"; fail=1; }
   "$HBM" replay "$small" --device host:8TiB --policy zoned,caching --json 2> /dev/null | python3 -c '
 import json, sys
 p = json.load(sys.stdin)["policies"]
@@ -227,5 +232,34 @@ assert [x["policy"] for x in p] == ["zoned", "caching"], p
 assert p[0]["error"] and "peak_reserved" not in p[0], p[0]
 assert p[1]["error"] is None and p[1]["peak_reserved"] > 0, p[1]
 print("ok   one policy that cannot run: an error row, the next policy replayed")' || fail=1
+fi
+# A policy that cannot even open (made to run out of host memory as it
+# starts, under gdb) leaves a cleared result: its row still names it, and the
+# capacity said is the device's, from the run that opened it (200 GiB here,
+# not the trace's 96 GiB, nor 0). An error that is the input's fault (here
+# "unsupported") would be every policy's: the comparison stops at once, exit
+# 2, no table, the next policy not run.
+if command -v gdb > /dev/null 2>&1; then
+  for err in 7 5; do
+    printf 'set pagination off\nset confirm off\ntbreak hbm_replay\nrun\ntbreak zoned_create\ncontinue\nreturn (int)-%s\ncontinue\n' \
+      $err > "$dir/open.gdb"
+    gdb -q -batch -x "$dir/open.gdb" --args "$HBM" replay "$small" --device sim:200GiB --policy zoned,caching \
+      --html "$dir/open$err.html" > "$dir/open$err.txt" 2>&1
+  done
+  if ! grep -q 'exited with code 0[12]' "$dir/open7.txt" || ! grep -q 'exited with code 0[12]' "$dir/open5.txt"; then
+    echo "skip a policy that cannot open: gdb could not run hbm: $(tail -1 "$dir/open7.txt")"
+  else
+    grep -q 'exited with code 01' "$dir/open7.txt" && grep -q '^zoned  *replay error: out of host memory$' "$dir/open7.txt" &&
+      grep -q '^caching  *[0-9]' "$dir/open7.txt" && grep -q 'capacity 200.00 GiB, peak live 96.00 GiB$' "$dir/open7.txt" ||
+      { echo "FAIL a policy that cannot open:"; cat "$dir/open7.txt"; fail=1; }
+    grep -q 'capacity 200.00 GiB' "$dir/open7.html" && grep -q 'replay error: out of host memory' "$dir/open7.html" ||
+      { echo "FAIL a policy that cannot open: the page lacks its error or the device's capacity"; fail=1; }
+    grep -q 'exited with code 02' "$dir/open5.txt" && grep -q 'through zoned failed: ' "$dir/open5.txt" &&
+      ! grep -q '^zoned\|^caching\|^policy\|through caching' "$dir/open5.txt" && [ ! -e "$dir/open5.html" ] ||
+      { echo "FAIL bad input in the first policy does not stop the comparison:"; cat "$dir/open5.txt"; fail=1; }
+    echo "ok   a policy that cannot open: its row named, the device's capacity; bad input stops at once"
+  fi
+else
+  echo "skip a policy that cannot open: no gdb"
 fi
 exit $fail
