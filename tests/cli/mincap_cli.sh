@@ -77,25 +77,35 @@ printf 'hbm-trace 1\na b0 100\na b1 1125899906842624\n' > "$dir/pib.trace"
   { echo "FAIL: limit below peak live by 100 B: exit $rc, $(cat "$dir/err")"; fail=1; }
 # A policy whose search cannot go on (host memory, here made to run out in
 # its first call under gdb) costs the comparison one row: the next policy
-# is still searched, and the exit says something failed.
+# is still searched, and the exit says something failed. An error that is
+# the input's fault (here "bad argument") would be every policy's: the
+# comparison stops at once, exit 2, no rows.
 if command -v gdb > /dev/null 2>&1; then
-  printf 'set pagination off\nset confirm off\ntbreak hbm_mincap\nrun\nreturn (int)-7\ncontinue\n' > "$dir/fail.gdb"
-  for fmt in text json; do
-    flag=; [ $fmt = json ] && flag=--json
-    gdb -q -batch -x "$dir/fail.gdb" --args "$HBM" mincap "$trace" --policy zoned,bestfit $flag > "$dir/gdb.$fmt" 2>&1
+  for err in 7 2; do
+    printf 'set pagination off\nset confirm off\ntbreak hbm_mincap\nrun\nreturn (int)-%s\ncontinue\n' $err > "$dir/fail.gdb"
+    for fmt in text json; do
+      flag=; [ $fmt = json ] && flag=--json
+      gdb -q -batch -x "$dir/fail.gdb" --args "$HBM" mincap "$trace" --policy zoned,bestfit $flag > "$dir/gdb$err.$fmt" 2>&1
+    done
   done
-  if ! grep -q 'exited with code 01' "$dir/gdb.text"; then
-    echo "skip a policy whose search cannot go on: gdb could not run hbm: $(tail -1 "$dir/gdb.text")"
+  if ! grep -q 'exited with code 0[12]\|exited normally' "$dir/gdb7.text"; then
+    echo "skip a policy whose search cannot go on: gdb could not run hbm: $(tail -1 "$dir/gdb7.text")"
   else
-    grep -q '^zoned  *error: out of host memory$' "$dir/gdb.text" && grep -q '^bestfit  *[0-9]' "$dir/gdb.text" ||
-      { echo "FAIL a policy whose search cannot go on:"; cat "$dir/gdb.text"; fail=1; }
-    grep '^{' "$dir/gdb.json" | python3 -c '
+    grep -q 'exited with code 01' "$dir/gdb7.text" && grep -q '^zoned  *error: out of host memory$' "$dir/gdb7.text" &&
+      grep -q '^bestfit  *[0-9]' "$dir/gdb7.text" || { echo "FAIL a policy whose search cannot go on:"; cat "$dir/gdb7.text"; fail=1; }
+    grep -q 'exited with code 01' "$dir/gdb7.json" || { echo "FAIL a policy whose search cannot go on, JSON:"; cat "$dir/gdb7.json"; fail=1; }
+    grep '^{' "$dir/gdb7.json" | python3 -c '
 import json, sys
 p = json.load(sys.stdin)["policies"]
 assert [x["policy"] for x in p] == ["zoned", "bestfit"], p
 assert p[0]["error"] == "out of host memory" and "min_capacity" not in p[0], p[0]
 assert p[1]["error"] is None and p[1]["min_capacity"], p[1]
 print("ok   a policy whose search cannot go on: an error row, the next policy searched")' || fail=1
+    for fmt in text json; do
+      grep -q 'exited with code 02' "$dir/gdb2.$fmt" && grep -q 'through zoned failed: ' "$dir/gdb2.$fmt" &&
+        ! grep -q '^zoned\|^bestfit\|"policy":\|through bestfit' "$dir/gdb2.$fmt" ||
+        { echo "FAIL bad input in the first policy does not stop the comparison ($fmt):"; cat "$dir/gdb2.$fmt"; fail=1; }
+    done
   fi
 else
   echo "skip a policy whose search cannot go on: no gdb"
