@@ -259,8 +259,11 @@ static void test_recorded_overlap(void) {
   static const char *const fine[] = {
       "hbm-trace 1\na b0 100 @4096\nf b0\na b1 100 @4096\n",            /* reuse after a free */
       "hbm-trace 1\na x 100 @0x1000\na y 100 @0x1064\n",                /* side by side */
+      "hbm-trace 1\na y 100 @0x1064\na x 100 @0x1000\n",                /* ... the upper one first */
       "hbm-trace 1\na x 100 @0x1000\na r 100 @0x1000 refused\nf r\n",   /* refused: never placed */
+      "hbm-trace 1\na r 100 @0xffffffffffffffc0 refused\nf r\n",        /* ... so its range is none */
       "hbm-trace 1\na x 100 @0x1000\na y 100\n",                        /* nothing recorded */
+      "hbm-trace 1\na x 100 @0x1000\na y 100\na z 100\n",                /* ... twice, alike */
       "hbm-trace 1\na x 100 @0xffffffffffffff9b\n",                     /* up to the last byte */
       /* a starting-state block: freed, then its bytes reused; and the slack
        * past its request, which the recording does not vouch for */
@@ -289,12 +292,37 @@ static void test_recorded_overlap(void) {
   memset(&d, 0, sizeof d);
   CHECK(hbm_trace_validate(t, &d) == HBM_EPARSE && d.line == 7);
   CHECK(strstr(d.message, "b2's recorded range [0x1010, 0x1074) overlaps b1's [0x1000, 0x1064) (event 0), live at once") != NULL);
+  /* an event without a line is named by its index; and an event that is
+   * no allocation or free (here a step built with an allocation's id) ends
+   * no range */
+  t->events[1].line = 0;
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_validate(t, &d) == HBM_EPARSE && d.line == 0 && strstr(d.message, "event 1: b2's recorded range"));
+  hbm_event step = {.kind = HBM_EV_STEP, .id = 1, .size = 1, .addr = HBM_NO_ADDR};
+  t->events[1] = step;
+  CHECK(hbm_trace_push(t, &a2) == HBM_OK);
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_validate(t, &d) == HBM_EPARSE && d.line == 7 && strstr(d.message, "overlaps b1's [0x1000, 0x1064)"));
+  t->events[1] = a2;
+  t->nevents = 2;
   t->from_snapshot = 1;
   t->events[0].line = 3;
   memset(&d, 0, sizeof d);
   CHECK(hbm_trace_check_recorded(t, "s.pickle", &d) == HBM_EPARSE && d.line == 0 && !strcmp(d.file, "s.pickle"));
   CHECK(strstr(d.message, "device_traces[0][6] (alloc): its recorded range [0x1010, 0x1074) overlaps the block "
                           "[0x1000, 0x1064) (device_traces[0][2]), live at once") != NULL);
+  t->events[1].line = 0; /* a snapshot's event without an entry: its index */
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_check_recorded(t, "s.pickle", &d) == HBM_EPARSE && strstr(d.message, "event 1: its recorded range"));
+  /* a recorded address that wraps, named as an overlap is */
+  t->events[1].addr = 0xffffffffffffffc0ull;
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_check_recorded(t, "s.pickle", &d) == HBM_EPARSE &&
+        strstr(d.message, "event 1: recorded address 0xffffffffffffffc0: 100 bytes from there wrap past the top"));
+  t->events[1].line = 7;
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_check_recorded(t, "s.pickle", &d) == HBM_EPARSE && d.line == 0 &&
+        strstr(d.message, "device_traces[0][6] (alloc): recorded address 0xffffffffffffffc0"));
   t->events[1].addr = 0x200100; /* into the starting state's block */
   memset(&d, 0, sizeof d);
   CHECK(hbm_trace_check_recorded(t, NULL, &d) == HBM_EPARSE && !strcmp(d.file, "mem"));
@@ -303,6 +331,12 @@ static void test_recorded_overlap(void) {
   t->events[1] = f0; /* freed first: then the bytes are free to take */
   CHECK(hbm_trace_push(t, &a2) == HBM_OK);
   t->events[2].addr = 0x200100;
+  CHECK(hbm_trace_validate(t, &d) == HBM_OK);
+  /* a starting-state block that requested no byte shares none, even alive */
+  t->init_blocks[0].request = 0;
+  t->events[1] = t->events[2];
+  t->events[1].addr = 0x200000;
+  t->nevents = 2;
   CHECK(hbm_trace_validate(t, &d) == HBM_OK);
   hbm_trace_free(t);
 }
@@ -500,6 +534,18 @@ int main(void) {
   t->events[0].addr = 0x2000a0;
   memset(&d, 0, sizeof d);
   CHECK(hbm_trace_validate(t, &d) == HBM_EPARSE && strstr(d.message, "event 0: segment of 2097152 bytes at 0x2000a0"));
+  /* ... or of no bytes, or bytes off the grid, or past the top; a segfree alike */
+  static const uint64_t bad_seg[][3] = {{HBM_EV_SEG_ALLOC, 0x200000, 0},
+                                        {HBM_EV_SEG_ALLOC, 0x200000, (2 << 20) + 512 + 1},
+                                        {HBM_EV_SEG_ALLOC, 0xfffffffffffffe00ull, 2 << 20},
+                                        {HBM_EV_SEG_FREE, 0x2000a0, 2 << 20}};
+  for (size_t i = 0; i < sizeof bad_seg / sizeof *bad_seg; i++) {
+    t->events[0].kind = (uint8_t)bad_seg[i][0];
+    t->events[0].addr = bad_seg[i][1];
+    t->events[0].size = bad_seg[i][2];
+    memset(&d, 0, sizeof d);
+    CHECK(hbm_trace_validate(t, &d) == HBM_EPARSE && strstr(d.message, "is not a multiple of 512 bytes on a 512-byte boundary"));
+  }
   hbm_trace_free(t);
   static const char nul[] = "hbm-trace 1\na x 1\nf x\0\n";
   expect_bad_n(nul, sizeof nul - 1, 3, "NUL");
