@@ -11,7 +11,8 @@ The file is changed in place and put back at the end, also on an error or
 Ctrl-C, so run it in a scratch checkout:
 
   git worktree add /tmp/mut HEAD
-  cmake -S /tmp/mut -B /tmp/mut/b -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  cmake -S /tmp/mut -B /tmp/mut/b -DCMAKE_BUILD_TYPE=RelWithDebInfo \\
+      -DCMAKE_C_FLAGS='-Wno-error=parentheses -Wno-error=format-truncation'
   python3 tools/mutate.py --root /tmp/mut --build /tmp/mut/b \\
       --file src/policy/zoned.c --tests test_zoned_lifetime,test_zoned \\
       --count 50 --seed 7 --out /tmp/zoned.jsonl
