@@ -267,8 +267,8 @@ static void test_recorded_overlap(void) {
       "hbm-trace 1\na x 100 @0xffffffffffffff9b\n",                     /* up to the last byte */
       /* a starting-state block: freed, then its bytes reused; and the slack
        * past its request, which the recording does not vouch for */
-      "hbm-trace 1\ninit-seg 0x200000 2MiB 0 large\ninit-blk 0x200000 1MiB w 1000\ninit-blk 0x300000 1MiB v 1000\n"
-      "a x 100 @0x200400\nf w\na y 1000 @0x200000\n",
+      ("hbm-trace 1\ninit-seg 0x200000 2MiB 0 large\ninit-blk 0x200000 1MiB w 1000\ninit-blk 0x300000 1MiB v 1000\n"
+       "a x 100 @0x200400\nf w\na y 1000 @0x200000\n"), /* one string: the parentheses say so */
   };
   for (size_t i = 0; i < sizeof fine / sizeof *fine; i++) {
     int rc = parse(fine[i], &t, &d);
