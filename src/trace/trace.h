@@ -162,10 +162,13 @@ int hbm_diag_set(hbm_diag *diag, const char *file, uint64_t line, uint64_t offse
  * Out of host memory: HBM_EHOSTMEM with diag naming the file and the bytes.
  * An open or a read interrupted by a signal (EINTR; opening a FIFO waits for
  * its writer) is asked again; any other error is HBM_EIO, with nothing
- * handed back. A regular file is read into one buffer of its size + 2 (the
- * NUL, and the byte the read that finds the end asks for); anything whose size is not known up front (a pipe, a device, a
- * /proc file that says 0) into 64 KiB that doubles whenever all but the
- * NUL's byte is full, never past the limit + 2 (tests/test_io_failure.c). */
+ * handed back. A regular file that says a size above 0 is read into one
+ * buffer of its size + 2 (the NUL, and the byte the read that finds the end
+ * asks for); anything whose size is not known up front (a pipe, a device, a
+ * file that says 0: an empty one, or in /proc) into 64 KiB that doubles
+ * whenever all but the NUL's byte is full, never past the limit + 2
+ * (tests/test_io_failure.c). An empty path: HBM_EPARSE, "expected a file
+ * path, got an empty one". */
 int hbm_read_file(const char *path, char **data, size_t *len, hbm_diag *diag);
 /* The same with another limit (tests). */
 int hbm_read_file_max(const char *path, uint64_t max, char **data, size_t *len, hbm_diag *diag);
