@@ -239,7 +239,7 @@ typedef struct rec_check {
   const hbm_trace *t;
   const char *file;
   hbm_diag *diag;
-  hbm_ordset *live; /* key (addr, end) of each live range, value its id */
+  hbm_ordset *live; /* each live range as {.hi = start, .lo = end} (ordered by start), value its id */
   uint64_t *src;    /* by id: 1 + the source of its live range, 0 for none */
 } rec_check;
 
@@ -289,15 +289,15 @@ static int rec_overlap(rec_check *c, uint32_t id, uint64_t src, uint32_t other, 
   else if (!line) snprintf(where, sizeof where, "event %llu: ", (unsigned long long)src);
   return hbm_diag_set(c->diag, c->file, t->from_snapshot ? 0 : line, 0,
                       "%s%s recorded range [0x%llx, 0x%llx) overlaps %s [0x%llx, 0x%llx)%s, live at once", where, me,
-                      (unsigned long long)lo, (unsigned long long)hi, them, (unsigned long long)range.hi,
-                      (unsigned long long)range.lo, at);
+                      (unsigned long long)lo, (unsigned long long)hi, them, (unsigned long long)range.hi /* its start */,
+                      (unsigned long long)range.lo /* its end */, at);
 }
 
 static void rec_release(rec_check *c, uint32_t id) {
   if (!c->src[id]) return;
   uint64_t lo, hi;
   rec_range(c->t, c->src[id] - 1, &lo, &hi);
-  hbm_ordset_erase(c->live, (hbm_okey){lo, hi});
+  hbm_ordset_erase(c->live, (hbm_okey){.hi = lo, .lo = hi});
   c->src[id] = 0;
 }
 
@@ -312,10 +312,10 @@ static int rec_claim(rec_check *c, uint32_t id, uint64_t src) {
    * last below it can reach into [lo, hi). */
   hbm_okey k;
   uint32_t other;
-  if ((hbm_ordset_lower_bound(c->live, (hbm_okey){lo, 0}, &k, &other) && k.hi < hi) ||
-      (hbm_ordset_below(c->live, (hbm_okey){lo, 0}, &k, &other) && k.lo > lo))
+  if ((hbm_ordset_lower_bound(c->live, (hbm_okey){.hi = lo, .lo = 0}, &k, &other) && k.hi < hi) ||
+      (hbm_ordset_below(c->live, (hbm_okey){.hi = lo, .lo = 0}, &k, &other) && k.lo > lo))
     return rec_overlap(c, id, src, other, k);
-  int rc = hbm_ordset_insert(c->live, (hbm_okey){lo, hi}, id);
+  int rc = hbm_ordset_insert(c->live, (hbm_okey){.hi = lo, .lo = hi}, id);
   if (rc != HBM_OK) return rc;
   c->src[id] = src + 1;
   return HBM_OK;
