@@ -52,6 +52,12 @@ int cli_exit_code(int err) {
   }
 }
 
+int cli_policy_failed(const char *command, const char *path, const char *policy, int err, int *exit_code) {
+  cli_error("%s of %s through %s failed: %s", command, path, policy, hbm_strerror(err));
+  *exit_code = cli_exit_code(err) == CLI_BAD_INPUT ? CLI_BAD_INPUT : CLI_FAILED;
+  return *exit_code == CLI_BAD_INPUT;
+}
+
 int cli_write_failed(const hbm_diag *diag, int err, const char *path) {
   if (diag->message[0]) cli_diag(diag, err, path);
   else cli_error("%s: cannot write: %s", path, hbm_strerror(err));

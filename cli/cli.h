@@ -70,6 +70,11 @@ void cli_diag(const hbm_diag *diag, int err, const char *path);
  * EUNSUPPORTED) -> 2; others, out of host memory (EHOSTMEM) among them -> 1:
  * the input may be fine, the machine could not hold it. */
 int cli_exit_code(int err);
+/* A policy's run in a comparison (replay, mincap) failed with err: says so,
+ * and returns 1 where the comparison stops (bad input, the trace's or the
+ * settings' fault, which every policy would meet: *exit_code 2), 0 where the
+ * other policies still run (a comparison loses one row, not all: 1). */
+int cli_policy_failed(const char *command, const char *path, const char *policy, int err, int *exit_code);
 /* Says why an output file could not be written (the diag, else "PATH: cannot
  * write: ...") and returns the exit code: refusing the path (EINVAL, e.g. an
  * input file) -> 2; failing to write it (EIO: cannot create, a full disk,

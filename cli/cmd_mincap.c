@@ -143,14 +143,9 @@ int cmd_mincap(int argc, char **argv) {
     rc = hbm_mincap(trace, policies[i], &mo, &results[i]);
     if (rc != HBM_OK) {
       cli_progress_end();
-      cli_error("mincap of %s through %s failed: %s", path, policies[i], hbm_strerror(rc));
-      if (cli_exit_code(rc) == CLI_BAD_INPUT) { /* the trace's or the settings' fault: every policy would say so */
-        exit_code = CLI_BAD_INPUT;
-        break;
-      }
-      exit_code = CLI_FAILED; /* the others still run: a comparison loses one row, not all */
+      if (cli_policy_failed("mincap", path, policies[i], rc, &exit_code)) break;
       errors[i] = rc;
-      snprintf(results[i].policy, sizeof results[i].policy, "%s", policies[i]);
+      snprintf(results[i].policy, sizeof results[i].policy, "%.31s", policies[i]); /* both 32 bytes */
     }
   }
   if (cli_is_tty()) fprintf(stderr, "\r%70s\r", "");

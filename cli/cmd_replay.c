@@ -41,6 +41,14 @@ static void usage(FILE *out) {
 }
 
 
+/* The device's capacity, from the first run that opened it; the trace's
+ * where none did. */
+static uint64_t device_capacity(const hbm_trace *trace, const hbm_report_run *runs, int nruns) {
+  for (int i = 0; i < nruns; i++)
+    if (runs[i].result.capacity) return runs[i].result.capacity;
+  return hbm_trace_capacity(trace);
+}
+
 /* The report page: runs that did not fail show their layout at the sampled
  * moment with the smallest largest free block (one more partial replay). */
 static int write_html(const hbm_trace *trace, const char *path, const char *html_path,
@@ -53,9 +61,7 @@ static int write_html(const hbm_trace *trace, const char *path, const char *html
                 (unsigned long long)at, hbm_strerror(rc));
   }
   hbm_report rep = {.title = "hbm replay", .workload = path, .runs = runs, .nruns = nruns, .every = every,
-                    .capacity = hbm_trace_capacity(trace)};
-  for (int i = nruns - 1; i >= 0; i--)
-    if (runs[i].result.capacity) rep.capacity = runs[i].result.capacity;
+                    .capacity = device_capacity(trace, runs, nruns)};
   if (hbm_report_trace_facts(trace, &rep) != HBM_OK) cli_error("out of host memory: live is drawn from samples");
   char *html = NULL;
   size_t len = 0;
@@ -184,14 +190,9 @@ int cmd_replay(int argc, char **argv) {
       snprintf(results[i].policy, sizeof results[i].policy, "%s", policies[i]);
     runs[i].result = results[i];
     runs[i].error = rc;
-    if (rc != HBM_OK) {
-      cli_error("replay of %s through %s failed: %s", path, policies[i], hbm_strerror(rc));
-      if (cli_exit_code(rc) == CLI_BAD_INPUT) { /* the trace's or the settings' fault: every policy would say so */
-        exit_code = CLI_BAD_INPUT;
-        npolicies = i;
-        break;
-      }
-      exit_code = CLI_FAILED; /* the others still run: a comparison loses one row, not all */
+    if (rc != HBM_OK && cli_policy_failed("replay", path, policies[i], rc, &exit_code)) {
+      npolicies = i;
+      break;
     }
   }
 
@@ -204,9 +205,7 @@ int cmd_replay(int argc, char **argv) {
     else html_written = 1, cli_summary_after_output(html_path);
   }
   uint64_t peak_live = hbm_trace_peak_live(trace);
-  uint64_t capacity = hbm_trace_capacity(trace);
-  for (int i = npolicies - 1; i >= 0; i--) /* the device's, from the first run that opened it */
-    if (results[i].capacity) capacity = results[i].capacity;
+  uint64_t capacity = device_capacity(trace, runs, npolicies);
   if (!npolicies) {
     /* the first policy failed: its error is the whole report */
   } else if (json) {
