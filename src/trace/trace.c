@@ -276,18 +276,25 @@ static void rec_where(const hbm_trace *t, uint64_t src, char *buf, size_t len) {
   else snprintf(buf, len, " (event %llu)", (unsigned long long)src);
 }
 
+/* A message's start where the diag's line cannot say where: a snapshot's
+ * entry, or an event's index in a trace built in memory. */
+static void rec_prefix(const hbm_trace *t, uint64_t src, char *buf, size_t len) {
+  uint32_t line = rec_line(t, src);
+  if (t->from_snapshot && line) snprintf(buf, len, "device_traces[%d][%u] (alloc): ", (int)t->snapshot_device, line - 1);
+  else if (!line && !(src & REC_INIT)) snprintf(buf, len, "event %llu: ", (unsigned long long)src);
+  else buf[0] = 0;
+}
+
 static int rec_overlap(rec_check *c, uint32_t id, uint64_t src, uint32_t other, hbm_okey range) {
   const hbm_trace *t = c->t;
   uint64_t osrc = c->src[other] - 1, lo, hi;
   rec_range(t, src, &lo, &hi);
-  char me[128], them[128], at[64], where[64] = "";
+  char me[128], them[128], at[64], where[64];
   rec_owner(t, id, 1, me, sizeof me);
   rec_owner(t, other, 0, them, sizeof them);
   rec_where(t, osrc, at, sizeof at);
-  uint32_t line = rec_line(t, src);
-  if (t->from_snapshot && line) snprintf(where, sizeof where, "device_traces[%d][%u] (alloc): ", (int)t->snapshot_device, line - 1);
-  else if (!line) snprintf(where, sizeof where, "event %llu: ", (unsigned long long)src);
-  return hbm_diag_set(c->diag, c->file, t->from_snapshot ? 0 : line, 0,
+  rec_prefix(t, src, where, sizeof where);
+  return hbm_diag_set(c->diag, c->file, t->from_snapshot ? 0 : rec_line(t, src), 0,
                       "%s%s recorded range [0x%llx, 0x%llx) overlaps %s [0x%llx, 0x%llx)%s, live at once", where, me,
                       (unsigned long long)lo, (unsigned long long)hi, them, (unsigned long long)range.hi /* its start */,
                       (unsigned long long)range.lo /* its end */, at);
@@ -328,9 +335,8 @@ int hbm_trace_check_recorded(const hbm_trace *t, const char *file, hbm_diag *dia
     const hbm_event *e = &t->events[i];
     if (e->kind != HBM_EV_ALLOC || e->addr == HBM_NO_ADDR || (e->flags & HBM_EV_REFUSED)) continue;
     if (hbm_range_wraps(e->addr, e->size)) {
-      char where[48] = "";
-      if (t->from_snapshot && e->line) snprintf(where, sizeof where, "device_traces[%d][%u] (alloc): ", (int)t->snapshot_device, e->line - 1);
-      else if (!e->line) snprintf(where, sizeof where, "event %llu: ", (unsigned long long)i);
+      char where[64];
+      rec_prefix(t, i, where, sizeof where);
       return hbm_diag_set(diag, file, t->from_snapshot ? 0 : e->line, 0,
                           "%srecorded address 0x%llx: %llu bytes from there wrap past the top of the address space",
                           where, (unsigned long long)e->addr, (unsigned long long)e->size);
