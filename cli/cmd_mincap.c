@@ -149,6 +149,12 @@ int cmd_mincap(int argc, char **argv) {
     }
   }
   if (cli_is_tty()) fprintf(stderr, "\r%70s\r", "");
+  if (exit_code == CLI_BAD_INPUT) { /* every policy would say the same: no report, as replay */
+    free(errors);
+    free(results);
+    hbm_trace_free(trace);
+    return exit_code;
+  }
 
   uint64_t events = hbm_trace_event_count(trace);
   if (json) {
