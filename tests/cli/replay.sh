@@ -260,6 +260,24 @@ if command -v gdb > /dev/null 2>&1; then
       { echo "FAIL bad input in the first policy does not stop the comparison:"; cat "$dir/open5.txt"; fail=1; }
     echo "ok   a policy that cannot open: its row named, the device's capacity; bad input stops at once"
   fi
+  # A run that fails after its first sample (zoned's first request made to
+  # run out of host memory once a sample was taken) has samples, but the
+  # page must show its error, not a layout drawn from them.
+  printf 'set pagination off\nset confirm off\ntbreak hbm_replay\nrun\ntbreak take_sample\ncontinue\ntbreak zoned_alloc\ncontinue\nreturn (int)-7\ncontinue\n' \
+    > "$dir/late.gdb"
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" gdb -q -batch -x "$dir/late.gdb" --args "$HBM" replay "$small" --device sim:200GiB --policy zoned,caching \
+    --every 1 --html "$dir/late.html" > "$dir/late.txt" 2>&1
+  if ! grep -q 'exited with code 0[12]' "$dir/late.txt"; then
+    echo "skip a run that fails after its first sample: gdb could not run hbm: $(tail -1 "$dir/late.txt")"
+  else
+    if grep -q 'exited with code 01' "$dir/late.txt" && grep -q '^zoned  *replay error: out of host memory$' "$dir/late.txt" &&
+      ! grep -q 'not drawn' "$dir/late.txt" && grep -q '<b>zoned</b>: zoned: the replay could not run (out of host memory)' "$dir/late.html" &&
+      ! grep -q '<b>zoned</b>: No request failed' "$dir/late.html"; then
+      echo "ok   a run that fails after its first sample: its error on the page, no layout"
+    else
+      echo "FAIL a run that fails after its first sample:"; cat "$dir/late.txt"; fail=1
+    fi
+  fi
 else
   echo "skip a policy that cannot open: no gdb"
 fi
