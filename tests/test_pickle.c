@@ -449,6 +449,7 @@ static void test_refusals(void) {
   PARSE_FAILS("\x80\x02Vabc\n.", 2, "UNICODE");
   PARSE_FAILS("\x80\x02\xff.", 2, "unknown opcode 0xff");
   PARSE_FAILS("\x80\x02K\x01Z.", 4, "unknown opcode 0x5a ('Z')");
+  PARSE_FAILS("\x80\x02\x7f.", 2, "unknown opcode 0x7f; expected"); /* DEL is not shown as a character */
   PARSE_FAILS("\x80\x06N.", 1, "protocol 6", "2 to 5"); /* at the protocol byte */
   PARSE_FAILS("\x80\x01N.", 1, "protocol 1");
 }
@@ -542,6 +543,11 @@ static void test_limits(void) {
   PARSE_FAILS_LIM("\x80\x02]]]]aaa.", &lim, 8, "deeper than 3 levels");
   PARSE_FAILS_LIM("\x80\x02]]]]\x85\x85\x85.", &lim, 8, "deeper than 3");
   PARSE_FAILS_LIM("\x80\x02((((N.", &lim, 5, "more than 3 MARKs");
+  /* a dict is a level as a list is: {0: {0: {}}} is 3 deep, one more is too deep */
+  const char dicts3[] = "\x80\x02}K\x00}K\x00}ss.";
+  CHECK(hbm_pickle_parse((const uint8_t *)dicts3, sizeof dicts3 - 1, "d", &lim, &doc, &d) == HBM_OK);
+  hbm_pickle_free(doc);
+  PARSE_FAILS_LIM("\x80\x02}K\x00}K\x00}K\x00}sss.", &lim, 14, "deeper than 3 levels");
   /* default depth is 64 */
   char deep[2 + 70 + 69 + 1];
   memcpy(deep, "\x80\x02", 2);
