@@ -171,6 +171,7 @@ static void test_slack(void) {
   CHECK_EQ_U64(b[2].id, HBM_NO_ID);
   CHECK_EQ_U64(b[2].size, 9 * MiB + 512 * KiB);
   CHECK(hbm_trace_validate(t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->capacity, 0); /* no oom entry: the snapshot names no capacity */
   /* The two frees name the starting blocks' ids; no free_requested event. */
   CHECK_EQ_U64(t->nevents, 2);
   CHECK(t->events[0].kind == HBM_EV_FREE && t->events[0].id == b[0].id);
@@ -431,7 +432,113 @@ static void test_expandable_ranges(void) {
   CHECK_EQ_U64(t->init_segments[1].addr, E + 60 * MiB);
   CHECK_EQ_U64(t->init_segments[1].size, 20 * MiB);
   CHECK(t->events[0].kind == HBM_EV_SEG_FREE && t->events[1].kind == HBM_EV_SEG_ALLOC);
+  CHECK(t->events[1].tag == 0); /* 20 MiB mapped: the large pool's pages */
   hbm_trace_free(t);
+}
+
+/* Which pool a segment made in the trace belongs to, where the final state
+ * does not say: a 2 MiB segment is the small pool's, and under expandable
+ * segments a mapping that is not whole 20 MiB pages. */
+static void test_segment_event_pools(void) {
+  const uint64_t E = 0x7f4000000000ull;
+  snap s;
+  snap_begin(&s);
+  trace_begin(&s);
+  ev(&s, "segment_alloc", A0, 2 * MiB, 0, -1);
+  ev(&s, "segment_free", A0, 2 * MiB, 0, -1);
+  ev(&s, "segment_alloc", A0, 20 * MiB, 0, -1);
+  ev(&s, "segment_map", E, 2 * MiB, 0, -1);
+  ev(&s, "segment_map", E + 20 * MiB, 20 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->nevents, 5);
+  if (t->nevents == 5) {
+    CHECK(t->events[0].kind == HBM_EV_SEG_ALLOC && t->events[0].tag == 1);
+    CHECK(t->events[2].kind == HBM_EV_SEG_ALLOC && t->events[2].tag == 0);
+    CHECK(t->events[3].kind == HBM_EV_SEG_ALLOC && t->events[3].tag == 1);
+    CHECK(t->events[4].kind == HBM_EV_SEG_ALLOC && t->events[4].tag == 0);
+  }
+  hbm_trace_free(t);
+}
+
+/* An oversize block (at least max_split_size) is never split: what follows it
+ * up to max_non_split_rounding - 512 bytes is its own, at both edges. */
+static void test_oversize_slack(void) {
+  snap s;
+  snap_begin(&s);
+  const uint64_t B = A0 + 64 * MiB, C = A0 + 128 * MiB;
+  seg_begin(&s, A0, 36 * MiB, 0, 0, 0);
+  blk(&s, A0, 36 * MiB, 0, "inactive");
+  seg_end(&s);
+  seg_begin(&s, B, 52 * MiB - 512, 0, 0, 0);
+  blk(&s, B, 52 * MiB - 512, 0, "inactive");
+  seg_end(&s);
+  seg_begin(&s, C, 52 * MiB, 0, 0, 0);
+  blk(&s, C, 52 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "free_completed", A0, 32 * MiB, 0, -1); /* exactly max_split_size: oversize */
+  ev(&s, "free_completed", B, 32 * MiB, 0, -1);
+  ev(&s, "free_completed", C, 32 * MiB, 0, -1);
+  trace_end(&s);
+  pk *p = &s.p;
+  pk_str(p, "allocator_settings");
+  dict_begin(p);
+  kv_int(p, "max_split_size", 32 * MiB);
+  dict_end(p);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK(t->conf && !strcmp(t->conf, "max_split_size_mb:32"));
+  CHECK_EQ_U64(t->ninit_segments, 3);
+  if (t->ninit_segments == 3) {
+    CHECK_EQ_U64(blocks_of(t, 0)[0].size, 36 * MiB);       /* 4 MiB after it: slack */
+    CHECK_EQ_U64(blocks_of(t, 1)[0].size, 52 * MiB - 512); /* 20 MiB - 512: still slack */
+    CHECK_EQ_U64(blocks_of(t, 2)[0].size, 32 * MiB);       /* 20 MiB: a free block */
+    CHECK_EQ_U64(t->init_segments[2].nblocks, 2);
+  }
+  hbm_trace_free(t);
+}
+
+/* Settings whose text needs care: a threshold of more than one digit, and
+ * roundup_power2_divisions as a single int (1 rounds nothing, as unset). */
+static void test_settings_digits(void) {
+  static const struct {
+    int64_t divisions;
+    const char *want;
+  } cases[] = {
+      {1, "garbage_collection_threshold:0.85"},
+      {4, "garbage_collection_threshold:0.85,roundup_power2_divisions:4"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    snap s;
+    snap_begin(&s);
+    trace_begin(&s);
+    trace_end(&s);
+    pk *p = &s.p;
+    pk_str(p, "allocator_settings");
+    dict_begin(p);
+    pk_str(p, "garbage_collection_threshold");
+    op(p, 'G'); /* BINFLOAT 0.85, big-endian */
+    const uint8_t v[8] = {0x3f, 0xeb, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33};
+    put(p, v, 8);
+    kv_int(p, "roundup_power2_divisions", cases[k].divisions);
+    dict_end(p);
+    snap_end(&s);
+    hbm_trace *t;
+    hbm_diag d;
+    CHECK(import(&s, &t, &d) == HBM_OK);
+    CHECK(t->conf != NULL);
+    if (t->conf && strcmp(t->conf, cases[k].want)) {
+      fprintf(stderr, "settings: conf '%s', expected '%s'\n", t->conf, cases[k].want);
+      CHECK(0);
+    }
+    hbm_trace_free(t);
+  }
 }
 
 static void expect_error(snap *s, const char *needle) {
@@ -556,6 +663,33 @@ static void test_errors(void) {
   trace_end(&s);
   snap_end(&s);
   expect_error(&s, "allocated again without a free");
+
+  /* an allocation of no bytes, or of more than 1 PiB */
+  snap_begin(&s);
+  trace_begin(&s);
+  ev(&s, "alloc", A0, 0, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][0] (alloc): size 0 is not between 1 B and 1 PiB");
+  snap_begin(&s);
+  trace_begin(&s);
+  ev(&s, "alloc", A0, (1ull << 50) + 512, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "size 1125899906843136 is not between");
+
+  /* a block alive at the start whose address is off the 512-byte grid (its
+   * size, a rounded request, is always on it) */
+  snap_begin(&s);
+  seg_begin(&s, A0, 2 * MiB, 0, 1, 0);
+  blk(&s, A0, 2 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "free_completed", A0 + 256, 512, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][0] (free_completed): the block at 0x7f0000000100 (512 bytes), alive at the "
+                   "start, is not in 512-byte units");
 
   /* missing keys */
   snap_begin(&s);
@@ -720,6 +854,85 @@ static void test_devices(void) {
   CHECK(hbm_snapshot_import(s.p.b, s.p.n, "test.pickle", &o, &t, &d) == HBM_EPARSE);
   CHECK(strstr(d.message, "device 5") != NULL);
   CHECK(t == (hbm_trace *)&o);
+
+  /* No device with entries: the lowest device that holds a segment. */
+  snap_begin(&s);
+  p = &s.p;
+  for (int dev = 2; dev >= 1; dev--) {
+    dict_begin(p);
+    kv_int(p, "device", dev);
+    kv_int(p, "address", (int64_t)(A0 + (uint64_t)dev * 64 * MiB));
+    kv_int(p, "total_size", 2 * MiB);
+    kv_int(p, "stream", 0);
+    kv_str(p, "segment_type", "small");
+    pk_str(p, "blocks");
+    list_begin(p);
+    blk(&s, A0 + (uint64_t)dev * 64 * MiB, 2 * MiB, 0, "inactive");
+    list_end(p);
+    dict_end(p);
+  }
+  list_end(p);
+  pk_str(p, "device_traces");
+  list_begin(p);
+  for (int dev = 0; dev < 3; dev++) {
+    list_begin(p);
+    list_end(p);
+  }
+  list_end(p);
+  snap_end(&s);
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->snapshot_device, 1);
+  CHECK_EQ_U64(t->ninit_segments, 1);
+  if (t->ninit_segments == 1) CHECK_EQ_U64(t->init_segments[0].addr, A0 + 64 * MiB);
+  hbm_trace_free(t);
+}
+
+/* An entry whose time_us is not an int has no time: an oom entry too, so a
+ * step that ended before the first timed entry is not taken as in the trace. */
+static void test_untimed_oom(void) {
+  snap s;
+  snap_begin(&s);
+  trace_begin(&s);
+  pk *p = &s.p;
+  dict_begin(p);
+  kv_str(p, "action", "oom");
+  kv_int(p, "device_free", 100 * MiB);
+  pk_str(p, "time_us");
+  op(p, 'N');
+  dict_end(p);
+  ev(&s, "alloc", A0, 512, 0, 100);
+  trace_end(&s);
+  pk_str(p, "external_annotations");
+  list_begin(p);
+  dict_begin(p);
+  kv_str(p, "stage", "END");
+  kv_str(p, "name", "Optimizer.step#AdamW.step");
+  kv_int(p, "time_us", 50);
+  dict_end(p);
+  list_end(p);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->nevents, 1); /* the alloc; no step before it */
+  hbm_trace_free(t);
+}
+
+/* Address 0 is an address like any other: an allocation there, alive at the
+ * end, is read as made (no entry past the recorded ones is read). */
+static void test_address_zero(void) {
+  snap s;
+  snap_begin(&s);
+  trace_begin(&s);
+  ev(&s, "alloc", 0, 512, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->nevents, 1);
+  if (t->nevents == 1) CHECK(t->events[0].kind == HBM_EV_ALLOC && t->events[0].addr == 0);
+  hbm_trace_free(t);
 }
 
 int main(void) {
@@ -736,5 +949,10 @@ int main(void) {
   test_capacity_from_oom();
   test_capacity_from_limited_oom();
   test_devices();
+  test_segment_event_pools();
+  test_oversize_slack();
+  test_settings_digits();
+  test_address_zero();
+  test_untimed_oom();
   return test_done("test_snapshot");
 }
