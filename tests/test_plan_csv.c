@@ -57,6 +57,10 @@ static void good_inputs(void) {
   CHECK(!strcmp(text, "id,lower,upper,size,alignment,offset\na,0,10,4,8,0\nb,5,15,4,4,8\n"));
   CHECK_EQ_U64(len, strlen(text));
   free(text);
+  /* the writer's arguments: each out-pointer is needed */
+  CHECK(hbm_plan_csv_render(&in, in.offsets, NULL, &len) == HBM_EINVAL);
+  CHECK(hbm_plan_csv_render(&in, in.offsets, &text, NULL) == HBM_EINVAL);
+  CHECK(hbm_plan_csv_render(&in, NULL, &text, &len) == HBM_EINVAL);
   hbm_plan_input_free(&in);
 
   /* The latest end there is reads back as an upper. */
