@@ -267,6 +267,8 @@ static void test_strings(void) {
   CHECK_STR("\x80\x02X\x00\x00\x00\x00.", HBM_PK_STR, "");
   CHECK_STR("\x80\x02X\x04\x00\x00\x00\xf0\x9f\x98\x80.", HBM_PK_STR, "\xf0\x9f\x98\x80");
   CHECK_STR("\x80\x02X\x03\x00\x00\x00\xed\xa0\x80.", HBM_PK_STR, "\xed\xa0\x80"); /* surrogatepass */
+  CHECK_STR("\x80\x04\x8c\x03\xe0\xa0\x80.", HBM_PK_STR, "\xe0\xa0\x80");             /* U+0800, the first of 3 bytes */
+  CHECK_STR("\x80\x04\x8c\x04\xf0\x90\x80\x80.", HBM_PK_STR, "\xf0\x90\x80\x80");     /* U+10000, the first of 4 */
   CHECK_STR("\x80\x02X\x03\x00\x00\x00" "a\x00" "b.", HBM_PK_STR, "a\0b");       /* embedded NUL */
   CHECK_STR("\x80\x02U\x02hi.", HBM_PK_STR, "hi");                         /* SHORT_BINSTRING */
   CHECK_STR("\x80\x02T\x02\x00\x00\x00hi.", HBM_PK_STR, "hi");             /* BINSTRING */
@@ -489,11 +491,16 @@ static void test_malformed(void) {
   PARSE_FAILS("\x80\x04\x8c\x02\xc0\x80.", 4, "invalid UTF-8"); /* overlong NUL */
   PARSE_FAILS("\x80\x04\x8c\x04\xf4\x90\x80\x80.", 4, "invalid UTF-8");       /* > U+10FFFF */
   PARSE_FAILS("\x80\x04\x8c\x02\xe2\x82.", 4, "invalid UTF-8");               /* cut sequence */
+  PARSE_FAILS("\x80\x04\x8c\x03\xe0\x9f\xbf.", 4, "invalid UTF-8");           /* overlong U+07FF */
+  PARSE_FAILS("\x80\x04\x8c\x04\xf0\x8f\xbf\xbf.", 4, "invalid UTF-8");       /* overlong U+FFFF */
+  /* the bad byte's offset, and where its string starts */
+  PARSE_FAILS("\x80\x04\x8c\x03" "a\xc3\x28.", 5, "invalid UTF-8 (byte 0xc3)", "starts at byte 4");
 
   /* stack and mark discipline */
   PARSE_FAILS("\x80\x02.", 2, "STOP with 0 values");
   PARSE_FAILS("\x80\x02NN.", 4, "STOP with 2 values");
   PARSE_FAILS("\x80\x02(N.", 4, "STOP with 1 MARK");
+  PARSE_FAILS("\x80\x02((.", 4, "STOP with 2 MARK(s) still open");
   PARSE_FAILS("\x80\x02" "a.", 2, "APPEND needs 2");
   PARSE_FAILS("\x80\x02]K\x01(a.", 6, "APPEND needs 2", "after the last MARK");
   PARSE_FAILS("\x80\x02Ne.", 3, "APPENDS without a MARK");
@@ -519,7 +526,10 @@ static void test_malformed(void) {
   PARSE_FAILS("\x80\x02j\x00\x00\x01\x00.", 2, "LONG_BINGET", "65536");
   PARSE_FAILS("\x80\x02g3\n.", 2, "GET", "never set");
   PARSE_FAILS("\x80\x02gx\n.", 2, "GET", "decimal memo index");
-  PARSE_FAILS("\x80\x02Nr\xff\xff\xff\x0f.", 3, "LONG_BINPUT", "268435455", "limit");
+  PARSE_FAILS("\x80\x02Nr\xff\xff\xff\x0f.", 3, "LONG_BINPUT", "268435455", "limit of 16777216 entries");
+  /* the default limit is 16 Mi entries: index 2^24 is past it, 2^24 - 1 only past the stream */
+  PARSE_FAILS("\x80\x02Nr\x00\x00\x00\x01.", 3, "memo index 16777216 is beyond the limit");
+  PARSE_FAILS("\x80\x02Nr\xff\xff\xff\x00.", 3, "memo index 16777215", "this early");
   PARSE_FAILS("\x80\x02Nr\x00\x01\x00\x00.", 3, "memo index 256", "this early");
   PARSE_FAILS("\x80\x02Np99999999999999999999\n.", 3, "PUT", "decimal memo index");
 
