@@ -508,11 +508,14 @@ static void test_oversize_slack(void) {
  * roundup_power2_divisions as a single int (1 rounds nothing, as unset). */
 static void test_settings_digits(void) {
   static const struct {
-    int64_t divisions;
+    double threshold;
+    int64_t divisions, max_split; /* 0: not recorded */
     const char *want;
   } cases[] = {
-      {1, "garbage_collection_threshold:0.85"},
-      {4, "garbage_collection_threshold:0.85,roundup_power2_divisions:4"},
+      {0.85, 1, 0, "garbage_collection_threshold:0.85"},
+      {0.85, 4, 0, "garbage_collection_threshold:0.85,roundup_power2_divisions:4"},
+      /* nine digits; a max_split_size below 20 MiB, which PyTorch's text cannot give, is not written */
+      {0.123456789, 0, 19 * MiB + 512 * KiB, "garbage_collection_threshold:0.123456789"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
     snap s;
@@ -523,10 +526,12 @@ static void test_settings_digits(void) {
     pk_str(p, "allocator_settings");
     dict_begin(p);
     pk_str(p, "garbage_collection_threshold");
-    op(p, 'G'); /* BINFLOAT 0.85, big-endian */
-    const uint8_t v[8] = {0x3f, 0xeb, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33};
-    put(p, v, 8);
-    kv_int(p, "roundup_power2_divisions", cases[k].divisions);
+    op(p, 'G'); /* BINFLOAT, big-endian */
+    uint64_t bits;
+    memcpy(&bits, &cases[k].threshold, sizeof bits);
+    for (int i = 7; i >= 0; i--) op(p, (uint8_t)(bits >> (8 * i)));
+    if (cases[k].divisions) kv_int(p, "roundup_power2_divisions", cases[k].divisions);
+    if (cases[k].max_split) kv_int(p, "max_split_size", cases[k].max_split);
     dict_end(p);
     snap_end(&s);
     hbm_trace *t;
@@ -739,13 +744,13 @@ static void test_errors(void) {
 }
 
 /* PyTorch's record of a refused request: cudaMemGetInfo's free bytes, the request. */
-static void oom_entry(snap *s, int64_t device_free, int64_t size) {
+static void oom_entry(snap *s, int64_t device_free, int64_t size, int64_t stream) {
   pk *p = &s->p;
   dict_begin(p);
   kv_str(p, "action", "oom");
   kv_int(p, "device_free", device_free);
   kv_int(p, "size", size);
-  kv_int(p, "stream", 0);
+  kv_int(p, "stream", stream);
   dict_end(p);
 }
 
@@ -759,18 +764,20 @@ static void test_capacity_from_oom(void) {
   trace_begin(&s);
   ev(&s, "segment_alloc", A0 + 20 * MiB, 40 * MiB, 0, -1);
   ev(&s, "alloc", A0 + 20 * MiB, 40 * MiB, 0, -1);
-  oom_entry(&s, 100 * MiB + 12345, 200 * MiB);
+  oom_entry(&s, 101 * MiB + 12345, 200 * MiB, 5); /* on another stream */
+  oom_entry(&s, 10 * MiB, (1ll << 50) + 512, 0);  /* a request past 1 PiB: not asked again */
   trace_end(&s);
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
   CHECK(import(&s, &t, &d) == HBM_OK);
-  CHECK_EQ_U64(t->capacity, 160 * MiB); /* 20 + 40 reserved + 100 free, in 2 MiB units */
+  CHECK_EQ_U64(t->capacity, 160 * MiB); /* 20 + 40 reserved + 101 free, in 2 MiB units */
   /* The refused request is asked again, and let go at once. */
   CHECK_EQ_U64(t->nevents, 4);
   if (t->nevents == 4) {
     const hbm_event *a = &t->events[2], *f = &t->events[3];
     CHECK(a->kind == HBM_EV_ALLOC && (a->flags & HBM_EV_REFUSED) && a->size == 200 * MiB && a->addr == HBM_NO_ADDR);
+    CHECK(a->stream == 1 && f->stream == 1);
     CHECK(f->kind == HBM_EV_FREE && f->id == a->id);
     CHECK(!(t->events[1].flags & HBM_EV_REFUSED));
   }
@@ -791,7 +798,7 @@ static void test_capacity_from_limited_oom(void) {
   ev(&s, "free_requested", A0 + 64 * MiB, 30 * MiB, 0, -1);
   ev(&s, "free_completed", A0 + 64 * MiB, 30 * MiB, 0, -1);
   ev(&s, "segment_free", A0 + 64 * MiB, 30 * MiB, 0, -1); /* released before the retry */
-  oom_entry(&s, 70ll << 30, 50 * MiB); /* the device had 70 GiB free */
+  oom_entry(&s, 70ll << 30, 50 * MiB, 0); /* the device had 70 GiB free */
   trace_end(&s);
   snap_end(&s);
   hbm_trace *t;
@@ -918,6 +925,123 @@ static void test_untimed_oom(void) {
   hbm_trace_free(t);
 }
 
+/* Steps: the ends of other devices' optimizer steps are not this device's,
+ * and the ends are taken in time order, whatever order they were recorded in. */
+static void test_step_ends(void) {
+  snap s;
+  snap_begin(&s);
+  trace_begin(&s);
+  ev(&s, "alloc", A0, 512, 0, 100);
+  ev(&s, "free_completed", A0, 512, 0, 200);
+  ev(&s, "alloc", A0, 512, 0, 300);
+  ev(&s, "free_completed", A0, 512, 0, 400);
+  trace_end(&s);
+  pk *p = &s.p;
+  pk_str(p, "external_annotations");
+  list_begin(p);
+  const int64_t ends[3][2] = {{0, 350}, {0, 150}, {1, 250}}; /* device, time */
+  for (int k = 0; k < 3; k++) {
+    dict_begin(p);
+    kv_str(p, "stage", "END");
+    kv_str(p, "name", "Optimizer.step#SGD.step");
+    kv_int(p, "device", ends[k][0]);
+    kv_int(p, "time_us", ends[k][1]);
+    dict_end(p);
+  }
+  list_end(p);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->nevents, 6);
+  if (t->nevents == 6) {
+    CHECK(t->events[1].kind == HBM_EV_STEP && t->events[1].size == 1); /* between 100 and 200 */
+    CHECK(t->events[4].kind == HBM_EV_STEP && t->events[4].size == 2); /* between 300 and 400 */
+  }
+  hbm_trace_free(t);
+}
+
+/* The older format's 'free' is a free_completed. */
+static void test_old_free(void) {
+  snap s;
+  snap_begin(&s);
+  seg_begin(&s, A0, 2 * MiB, 0, 1, 0);
+  blk(&s, A0, 2 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "alloc", A0, 512, 0, -1);
+  ev(&s, "free", A0, 512, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->nevents, 2);
+  if (t->nevents == 2) CHECK(t->events[1].kind == HBM_EV_FREE && t->events[1].id == t->events[0].id);
+  hbm_trace_free(t);
+}
+
+/* Slack in the large pool: a gap of 1 MiB after a block is its own (no free
+ * block is that small); 1.5 MiB is a free block. */
+static void test_slack_edges(void) {
+  const uint64_t B = A0 + 64 * MiB;
+  snap s;
+  snap_begin(&s);
+  seg_begin(&s, A0, 20 * MiB, 0, 0, 0);
+  blk(&s, A0, 20 * MiB, 0, "inactive");
+  seg_end(&s);
+  seg_begin(&s, B, 20 * MiB, 0, 0, 0);
+  blk(&s, B, 20 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "free_completed", A0, 4 * MiB, 0, -1);
+  ev(&s, "free_completed", A0 + 5 * MiB, 4 * MiB, 0, -1);
+  ev(&s, "free_completed", B, 4 * MiB, 0, -1);
+  ev(&s, "free_completed", B + 5 * MiB + 512 * KiB, 4 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->ninit_segments, 2);
+  if (t->ninit_segments == 2) {
+    CHECK_EQ_U64(blocks_of(t, 0)[0].size, 5 * MiB);
+    CHECK_EQ_U64(blocks_of(t, 1)[0].size, 4 * MiB);
+    CHECK_EQ_U64(blocks_of(t, 1)[1].id, HBM_NO_ID);
+    CHECK_EQ_U64(blocks_of(t, 1)[1].size, MiB + 512 * KiB);
+  }
+  hbm_trace_free(t);
+}
+
+/* Ranges unmapped in the trace: one next to a range of its stream takes that
+ * range's pool and joins it; next to another stream's, or alone, its pool is
+ * its size's (whole 20 MiB pages: large). */
+static void test_unmapped_ranges(void) {
+  const uint64_t E = 0x7f4000000000ull;
+  snap s;
+  snap_begin(&s);
+  seg_begin(&s, E, 20 * MiB, 0, 0, 1);
+  blk(&s, E, 20 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "segment_unmap", E + 40 * MiB, 2 * MiB, 7, -1);
+  ev(&s, "segment_unmap", E + 20 * MiB, 20 * MiB, 0, -1);
+  ev(&s, "segment_unmap", E + 100 * MiB, 2 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  hbm_trace *t;
+  hbm_diag d;
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->ninit_segments, 3);
+  if (t->ninit_segments == 3) {
+    const hbm_init_segment *g = t->init_segments;
+    CHECK(g[0].addr == E && g[0].size == 40 * MiB && !g[0].small && g[0].stream == 0 && g[0].expandable);
+    CHECK(g[1].addr == E + 40 * MiB && g[1].size == 2 * MiB && g[1].small && g[1].stream == 1);
+    CHECK(g[2].addr == E + 100 * MiB && g[2].size == 2 * MiB && g[2].small && g[2].stream == 0);
+  }
+  hbm_trace_free(t);
+}
+
 /* Address 0 is an address like any other: an allocation there, alive at the
  * end, is read as made (no entry past the recorded ones is read). */
 static void test_address_zero(void) {
@@ -954,5 +1078,9 @@ int main(void) {
   test_settings_digits();
   test_address_zero();
   test_untimed_oom();
+  test_step_ends();
+  test_old_free();
+  test_slack_edges();
+  test_unmapped_ranges();
   return test_done("test_snapshot");
 }
