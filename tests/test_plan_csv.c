@@ -34,7 +34,7 @@ static void good_inputs(void) {
   /* MiniMalloc's aliases, an inclusive end, columns in another order, a
    * column it does not know, spaces, CRLF, blank lines, a byte order mark,
    * no final newline. */
-  CHECK(parse("\xef\xbb\xbf" "size, buffer_id ,begin,end,note\r\n\r\n 64 , conv1 , 0 , 9 ,x\r\n+8,b,3,3,y", &in, &d) ==
+  CHECK(parse("\xef\xbb\xbf" "size, buffer_id ,begin,end,note\r\n\r\n 64 , conv1 ,\t0\t, 9 ,x\r\n+8,b,3,3,y", &in, &d) ==
         HBM_OK);
   CHECK_EQ_U64(in.n, 2);
   CHECK(!strcmp(in.ids[0], "conv1"));
@@ -118,6 +118,8 @@ static void bad_inputs(void) {
       {"id,lower,upper,size,offset\na,0,1,2,4611686018427387903\n", 2, "offset"},
       {"id,lower,upper,size\n,0,1,2\n", 2, "an empty id"},
       {"id,lower,upper,size\na,0,1,2\nb,0,1,2\na,3,4,5\n", 4, "id 'a' again (first on line 2)"},
+      {"id,lower,upper,size\na,0,1,2\na,3,4,5\n", 3, "id 'a' again (first on line 2)"}, /* only two buffers */
+      {"id,lower,upper,size\na,\x7f,1,2\n", 2, "lower '?'"}, /* DEL shown as '?', as other control bytes */
       {"id,lower,upper,size\n\"a\",0,1,2\n", 2, "quoted"},
       {"id,lower,upper,size\na,0,1,2,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,\n", 2,
        "more than 64 fields"},
@@ -140,6 +142,9 @@ static void bad_inputs(void) {
   /* A NUL byte: by its line, the message giving its offset (one at byte 0 too). */
   hbm_plan_input in;
   hbm_diag d = {0};
+  /* an error on a line is at the line's first byte */
+  CHECK(parse("id,lower,upper,size\na,0,1\n", &in, &d) == HBM_EPARSE);
+  CHECK(d.line == 2 && d.offset == 20);
   CHECK(hbm_plan_csv_parse("id,lower\0,upper", 15, "t.csv", &in, &d) == HBM_EPARSE);
   CHECK(d.line == 1 && d.offset == 8 && strstr(d.message, "NUL byte (byte 8)"));
   CHECK(hbm_plan_csv_parse("id,size\na,\0", 12, "t.csv", &in, &d) == HBM_EPARSE);
