@@ -332,6 +332,7 @@ static void test_steps_and_settings(void) {
     snprintf(key, sizeof key, "%d", 1 << i);
     kv_int(p, key, i == 6 ? 8 : 0);
   }
+  kv_int(p, "3", 4); /* not a power of two: no interval of its own */
   dict_end(p);
   dict_end(p);
   pk_str(p, "external_annotations");
@@ -355,6 +356,7 @@ static void test_steps_and_settings(void) {
     CHECK(strstr(t->conf, "max_split_size_mb:128") != NULL);
     CHECK(strstr(t->conf, "garbage_collection_threshold:0.5") != NULL);
     CHECK(strstr(t->conf, "64:8") != NULL);
+    CHECK(strstr(t->conf, ",2:0,") != NULL);
   }
   hbm_trace_free(t);
 }
@@ -682,6 +684,26 @@ static void test_errors(void) {
   trace_end(&s);
   snap_end(&s);
   expect_error(&s, "size 1125899906843136 is not between");
+  { /* 1 PiB itself is allowed */
+    hbm_trace *t = NULL;
+    hbm_diag d;
+    snap_begin(&s);
+    trace_begin(&s);
+    ev(&s, "alloc", A0, 1ull << 50, 0, -1);
+    trace_end(&s);
+    snap_end(&s);
+    CHECK(import(&s, &t, &d) == HBM_OK);
+    hbm_trace_free(t);
+  }
+
+  /* a segment release of a size off the 512-byte grid */
+  snap_begin(&s);
+  trace_begin(&s);
+  ev(&s, "segment_free", A0, 1000, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][0] (segment_free): segment of 1000 bytes at 0x7f0000000000 is not a positive "
+                   "multiple of 512");
 
   /* a block alive at the start whose address is off the 512-byte grid (its
    * size, a rounded request, is always on it) */
@@ -741,6 +763,17 @@ static void test_errors(void) {
   dict_end(&s.p);
   op(&s.p, '.');
   expect_error(&s, "'segments'");
+  memset(&s, 0, sizeof s);
+  op(&s.p, 0x80);
+  op(&s.p, 2);
+  dict_begin(&s.p);
+  pk_str(&s.p, "segments");
+  list_begin(&s.p);
+  list_end(&s.p);
+  kv_int(&s.p, "device_traces", 3);
+  dict_end(&s.p);
+  op(&s.p, '.');
+  expect_error(&s, "expected a list in 'device_traces'");
 }
 
 /* PyTorch's record of a refused request: cudaMemGetInfo's free bytes, the request. */
@@ -781,6 +814,15 @@ static void test_capacity_from_oom(void) {
     CHECK(f->kind == HBM_EV_FREE && f->id == a->id);
     CHECK(!(t->events[1].flags & HBM_EV_REFUSED));
   }
+  hbm_trace_free(t);
+  /* a device with exactly 1 PiB free (the most a size may be) still counts */
+  snap_begin(&s);
+  trace_begin(&s);
+  oom_entry(&s, 1ll << 50, 0, 0);
+  trace_end(&s);
+  snap_end(&s);
+  CHECK(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->capacity, 1ull << 50);
   hbm_trace_free(t);
 }
 
@@ -862,36 +904,42 @@ static void test_devices(void) {
   CHECK(strstr(d.message, "device 5") != NULL);
   CHECK(t == (hbm_trace *)&o);
 
-  /* No device with entries: the lowest device that holds a segment. */
-  snap_begin(&s);
-  p = &s.p;
-  for (int dev = 2; dev >= 1; dev--) {
-    dict_begin(p);
-    kv_int(p, "device", dev);
-    kv_int(p, "address", (int64_t)(A0 + (uint64_t)dev * 64 * MiB));
-    kv_int(p, "total_size", 2 * MiB);
-    kv_int(p, "stream", 0);
-    kv_str(p, "segment_type", "small");
-    pk_str(p, "blocks");
-    list_begin(p);
-    blk(&s, A0 + (uint64_t)dev * 64 * MiB, 2 * MiB, 0, "inactive");
+  /* No device with entries: the lowest device that holds a segment, in
+   * whatever order the segments come. */
+  static const int orders[2][2] = {{2, 1}, {0, 1}};
+  for (int order = 0; order < 2; order++) {
+    snap_begin(&s);
+    p = &s.p;
+    for (int k = 0; k < 2; k++) {
+      const int dev = orders[order][k];
+      dict_begin(p);
+      kv_int(p, "device", dev);
+      kv_int(p, "address", (int64_t)(A0 + (uint64_t)dev * 64 * MiB));
+      kv_int(p, "total_size", 2 * MiB);
+      kv_int(p, "stream", 0);
+      kv_str(p, "segment_type", "small");
+      pk_str(p, "blocks");
+      list_begin(p);
+      blk(&s, A0 + (uint64_t)dev * 64 * MiB, 2 * MiB, 0, "inactive");
+      list_end(p);
+      dict_end(p);
+    }
     list_end(p);
-    dict_end(p);
-  }
-  list_end(p);
-  pk_str(p, "device_traces");
-  list_begin(p);
-  for (int dev = 0; dev < 3; dev++) {
+    pk_str(p, "device_traces");
     list_begin(p);
+    for (int dev = 0; dev < 3; dev++) {
+      list_begin(p);
+      list_end(p);
+    }
     list_end(p);
+    snap_end(&s);
+    const int want = orders[order][1] < orders[order][0] ? orders[order][1] : orders[order][0];
+    CHECK(import(&s, &t, &d) == HBM_OK);
+    CHECK_EQ_U64(t->snapshot_device, want);
+    CHECK_EQ_U64(t->ninit_segments, 1);
+    if (t->ninit_segments == 1) CHECK_EQ_U64(t->init_segments[0].addr, A0 + (uint64_t)want * 64 * MiB);
+    hbm_trace_free(t);
   }
-  list_end(p);
-  snap_end(&s);
-  CHECK(import(&s, &t, &d) == HBM_OK);
-  CHECK_EQ_U64(t->snapshot_device, 1);
-  CHECK_EQ_U64(t->ninit_segments, 1);
-  if (t->ninit_segments == 1) CHECK_EQ_U64(t->init_segments[0].addr, A0 + 64 * MiB);
-  hbm_trace_free(t);
 }
 
 /* An entry whose time_us is not an int has no time: an oom entry too, so a
@@ -1015,7 +1063,7 @@ static void test_slack_edges(void) {
 
 /* Ranges unmapped in the trace: one next to a range of its stream takes that
  * range's pool and joins it; next to another stream's, or alone, its pool is
- * its size's (whole 20 MiB pages: large). */
+ * its size's (whole 20 MiB pages: large), and ranges of two streams stay apart. */
 static void test_unmapped_ranges(void) {
   const uint64_t E = 0x7f4000000000ull;
   snap s;
@@ -1027,17 +1075,21 @@ static void test_unmapped_ranges(void) {
   ev(&s, "segment_unmap", E + 40 * MiB, 2 * MiB, 7, -1);
   ev(&s, "segment_unmap", E + 20 * MiB, 20 * MiB, 0, -1);
   ev(&s, "segment_unmap", E + 100 * MiB, 2 * MiB, 0, -1);
+  ev(&s, "segment_unmap", E - 40 * MiB, 20 * MiB, 0, -1);
+  ev(&s, "segment_unmap", E - 20 * MiB, 20 * MiB, 7, -1);
   trace_end(&s);
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
   CHECK(import(&s, &t, &d) == HBM_OK);
-  CHECK_EQ_U64(t->ninit_segments, 3);
-  if (t->ninit_segments == 3) {
+  CHECK_EQ_U64(t->ninit_segments, 5);
+  if (t->ninit_segments == 5) {
     const hbm_init_segment *g = t->init_segments;
-    CHECK(g[0].addr == E && g[0].size == 40 * MiB && !g[0].small && g[0].stream == 0 && g[0].expandable);
-    CHECK(g[1].addr == E + 40 * MiB && g[1].size == 2 * MiB && g[1].small && g[1].stream == 1);
-    CHECK(g[2].addr == E + 100 * MiB && g[2].size == 2 * MiB && g[2].small && g[2].stream == 0);
+    CHECK(g[0].addr == E - 40 * MiB && g[0].size == 20 * MiB && !g[0].small && g[0].stream == 0);
+    CHECK(g[1].addr == E - 20 * MiB && g[1].size == 20 * MiB && !g[1].small && g[1].stream == 1);
+    CHECK(g[2].addr == E && g[2].size == 40 * MiB && !g[2].small && g[2].stream == 0 && g[2].expandable);
+    CHECK(g[3].addr == E + 40 * MiB && g[3].size == 2 * MiB && g[3].small && g[3].stream == 1);
+    CHECK(g[4].addr == E + 100 * MiB && g[4].size == 2 * MiB && g[4].small && g[4].stream == 0);
   }
   hbm_trace_free(t);
 }
