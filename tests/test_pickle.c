@@ -198,6 +198,8 @@ static void test_scalars(void) {
     I_("\x80\x02\x8b\x02\x00\x00\x00\x34\x12.", 0x1234),  /* LONG4 */
     I_("\x80\x02I42\n.", 42),                          /* INT text */
     I_("\x80\x02I-9223372036854775808\n.", INT64_MIN),
+    I_("\x80\x02I-9223372036854775807\n.", -INT64_MAX),   /* one above: not INT64_MIN */
+    I_("\x80\x02I+9223372036854775807\n.", INT64_MAX),
     I_("\x80\x02L123L\n.", 123),                       /* LONG text */
     I_("\x80\x02L-7\n.", -7),
 #undef I_
@@ -552,6 +554,7 @@ static void test_limits(void) {
   hbm_pickle_free(doc);
   PARSE_FAILS_LIM("\x80\x02]]]]aaa.", &lim, 8, "deeper than 3 levels");
   PARSE_FAILS_LIM("\x80\x02]]]]\x85\x85\x85.", &lim, 8, "deeper than 3");
+  PARSE_FAILS_LIM("\x80\x02)\x85\x85\x85.", &lim, 5, "deeper than 3"); /* an empty tuple is a level too */
   PARSE_FAILS_LIM("\x80\x02((((N.", &lim, 5, "more than 3 MARKs");
   /* a dict is a level as a list is: {0: {0: {}}} is 3 deep, one more is too deep */
   const char dicts3[] = "\x80\x02}K\x00}K\x00}ss.";
@@ -601,6 +604,12 @@ static void test_limits(void) {
   CHECK(hbm_pickle_root(NULL) == NULL);
   CHECK(hbm_pk_len(NULL) == 0 && hbm_pk_item(NULL, 0) == NULL && !hbm_pk_int(NULL, NULL));
   CHECK(!hbm_pk_float(NULL, NULL));
+  /* a key looked up in no value, or in a value that is not a dict */
+  CHECK(hbm_pk_get(NULL, "a") == NULL);
+  const char list1[] = "\x80\x02](K\x01" "e.";
+  CHECK(hbm_pickle_parse((const uint8_t *)list1, sizeof list1 - 1, "l", NULL, &doc, &d) == HBM_OK);
+  CHECK(hbm_pk_get(hbm_pickle_root(doc), "a") == NULL);
+  hbm_pickle_free(doc);
   CHECK(strcmp(hbm_pk_type_name(HBM_PK_DICT), "dict") == 0);
 }
 
