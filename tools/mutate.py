@@ -19,7 +19,8 @@ Ctrl-C, so run it in a scratch checkout:
 
 Lines in functions whose name holds "check" (the invariant checks) are left
 alone; --functions limits the changes to the functions named. A test named
-NAME.sh is the CLI script tests/cli/NAME.sh, run against the rebuilt hbm.
+NAME.sh is the CLI script tests/cli/NAME.sh, run against the rebuilt hbm;
+fuzz_NAME-corpus is the fuzz target fuzz_NAME over fuzz/corpus/NAME.
 Each result is one JSON line: [index, line, function, verdict, old,
 new]. The tests run with HBM_TEST_SCALE (default 0.3) and HBM_SEED (default
 5) and a time limit each; a test past it counts as killed.
@@ -105,6 +106,10 @@ def run_tests(args, env):
     for test in args.tests:
         if test.endswith(".sh"):  # a CLI script from tests/cli, run against the rebuilt hbm
             cmd = ["sh", os.path.join(args.root, "tests", "cli", test)]
+        elif test.endswith("-corpus"):  # a fuzz target over its regression corpus
+            target = test[: -len("-corpus")]
+            cmd = [os.path.join(args.build, "fuzz", target),
+                   os.path.join(args.root, "fuzz", "corpus", target[len("fuzz_"):])]
         else:
             cmd = [os.path.join(args.build, "tests", test)]
         try:
@@ -125,7 +130,8 @@ def main():
     ap.add_argument("--build", required=True, help="its CMake build directory")
     ap.add_argument("--file", required=True, help="source file, relative to --root")
     ap.add_argument("--tests", required=True,
-                    help="test programs, comma-separated, run in this order (NAME.sh: tests/cli/NAME.sh)")
+                    help="test programs, comma-separated, run in this order (NAME.sh: tests/cli/NAME.sh; "
+                         "fuzz_NAME-corpus: fuzz_NAME over fuzz/corpus/NAME)")
     ap.add_argument("--count", type=int, default=50, help="changes to try (a seeded sample; 0: all)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", required=True, help="results, one JSON line each (appended)")
@@ -136,8 +142,8 @@ def main():
     ap.add_argument("--functions", help="change only lines in these functions (comma-separated)")
     args = ap.parse_args()
     args.tests = args.tests.split(",")
-    # what to rebuild: the test programs, and the hbm tool where a CLI script runs it
-    targets = [t for t in args.tests if not t.endswith(".sh")]
+    # what to rebuild: the test programs and fuzz targets, and the hbm tool where a CLI script runs it
+    targets = [t[: -len("-corpus")] if t.endswith("-corpus") else t for t in args.tests if not t.endswith(".sh")]
     if len(targets) < len(args.tests):
         targets.append("hbm")
     path = os.path.join(args.root, args.file)
