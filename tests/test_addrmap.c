@@ -5,7 +5,9 @@
  * Keys are drawn so that probe runs collide and wrap around the table's end:
  * a few hash slots' worth of 512-byte multiples, and arbitrary 64-bit keys.
  * After each operation the count, and every so often every key's value and
- * the whole table through hbm_addrmap_each, must equal the reference's. */
+ * the whole table through hbm_addrmap_each, must equal the reference's.
+ * Each run ends with a clear: no key left, the capacity kept, and the map
+ * usable again. */
 #include "core/addrmap.h"
 #include "hbm.h"
 #include "testutil.h"
@@ -117,6 +119,20 @@ int main(void) {
         return 1;
       }
     }
+    /* clear: every key gone, the capacity kept, and the map as good as new */
+    uint64_t cap = m.cap, some = ref.n ? ref.v[0].key : 1ull << 36;
+    hbm_addrmap_clear(&m);
+    CHECK_EQ_U64(m.used, 0);
+    CHECK_EQ_U64(m.cap, cap);
+    CHECK(hbm_addrmap_check(&m, report, NULL) == 0);
+    for (size_t k = 0; k < ref.n; k++) CHECK(!hbm_addrmap_get(&m, ref.v[k].key, NULL));
+    each_ctx cleared = {&ref, 0, 0};
+    hbm_addrmap_each(&m, each_visit, &cleared);
+    CHECK_EQ_U64(cleared.seen, 0);
+    CHECK(hbm_addrmap_put(&m, some, 7) == HBM_OK);
+    CHECK_EQ_U64(m.cap, cap);
+    ref.n = 0;
+    ref_put(&ref, some, 7);
     while (ref.n) { /* empty it: every take finds its key */
       CHECK(hbm_addrmap_take(&m, ref.v[ref.n - 1].key, NULL));
       ref.n--;
@@ -130,6 +146,8 @@ int main(void) {
   hbm_addrmap m;
   hbm_addrmap_init(&m);
   CHECK(hbm_addrmap_check(&m, NULL, NULL) == 0); /* empty, never allocated */
+  hbm_addrmap_clear(&m); /* no table to clear */
+  CHECK(m.cap == 0 && m.used == 0 && !m.keys);
   CHECK(hbm_addrmap_put(&m, 1ull << 20, 1) == HBM_OK);
   m.used++;
   CHECK(hbm_addrmap_check(&m, NULL, NULL) > 0);
