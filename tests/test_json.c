@@ -5,12 +5,20 @@
  * compute them, values with few decimal digits, integers, subnormals) go
  * through hbm_json_double inside an array and come back through strtod.
  * Strings come out as UTF-8 text: random byte strings against a decoder that
- * checks code points, where each byte of no well-formed sequence is U+FFFD. */
+ * checks code points, where each byte of no well-formed sequence is U+FFFD.
+ * A document of every kind of value, nested, comes out exactly as written
+ * here, so do the control characters' escapes and 63 levels of nesting (a
+ * 64th fails the document); and the buffer keeps its NUL at every length. */
 #include <float.h>
 #include <math.h>
 
 #include "report/json.h"
 #include "testutil.h"
+
+/* realloc is wrapped (CMakeLists.txt): it fails while this is set. */
+void *__real_realloc(void *p, size_t n);
+static int realloc_fails;
+void *__wrap_realloc(void *p, size_t n) { return realloc_fails ? NULL : __real_realloc(p, n); }
 
 /* Writes v alone and returns the text (static buffer). */
 static const char *written(double v) {
@@ -136,9 +144,133 @@ static void check_strings(uint64_t *rng) {
   }
 }
 
+/* The text of j, or "(failed)"; j released. */
+static void expect_text(hbm_json *j, const char *what, const char *want) {
+  if (j->failed || !j->buf || strcmp(j->buf, want)) {
+    fprintf(stderr, "%s written as '%s', want '%s'\n", what, j->failed || !j->buf ? "(failed)" : j->buf, want);
+    CHECK(0);
+  }
+  hbm_json_release(j);
+}
+
+/* Commas between values and none after a key, at every level; each kind of
+ * value; the escapes of every control character; and 64 levels of nesting,
+ * each with a value beside the one nested in it. */
+static void check_structure(void) {
+  hbm_json j;
+  hbm_json_init(&j);
+  hbm_json_object_begin(&j);
+  hbm_json_kv_string(&j, "name", "a b");
+  hbm_json_kv_u64(&j, "max", UINT64_MAX);
+  hbm_json_key(&j, "min");
+  hbm_json_i64(&j, INT64_MIN);
+  hbm_json_kv_double(&j, "ratio", 0.25);
+  hbm_json_kv_string(&j, "none", NULL);
+  hbm_json_key(&j, "list");
+  hbm_json_array_begin(&j);
+  hbm_json_bool(&j, 1);
+  hbm_json_bool(&j, 0);
+  hbm_json_null(&j);
+  hbm_json_array_begin(&j);
+  hbm_json_array_end(&j);
+  hbm_json_object_begin(&j);
+  hbm_json_object_end(&j);
+  hbm_json_object_begin(&j);
+  hbm_json_kv_u64(&j, "a", 1);
+  hbm_json_kv_u64(&j, "b", 2);
+  hbm_json_object_end(&j);
+  hbm_json_raw(&j, "[3,4]");
+  hbm_json_array_end(&j);
+  hbm_json_kv_u64(&j, "last", 0);
+  hbm_json_object_end(&j);
+  expect_text(&j, "a document",
+              "{\"name\":\"a b\",\"max\":18446744073709551615,\"min\":-9223372036854775808,\"ratio\":0.25,"
+              "\"none\":null,\"list\":[true,false,null,[],{},{\"a\":1,\"b\":2},[3,4]],\"last\":0}");
+
+  /* control characters: \n, \r and \t by name, the others as \u00XX; a space
+   * and DEL as themselves */
+  char all[40], want[256];
+  size_t o = 0;
+  want[o++] = '"';
+  for (int c = 1; c < 0x20; c++) {
+    all[c - 1] = (char)c;
+    o += (size_t)(c == '\n' ? sprintf(want + o, "\\n") : c == '\r' ? sprintf(want + o, "\\r")
+                  : c == '\t' ? sprintf(want + o, "\\t") : sprintf(want + o, "\\u%04x", c));
+  }
+  memcpy(all + 0x1f, " \x7f", 3);
+  o += (size_t)sprintf(want + o, " \x7f\"");
+  hbm_json_init(&j);
+  hbm_json_string(&j, all);
+  expect_text(&j, "the control characters", want);
+
+  /* 63 levels, [inner, k] at each, the most the writer keeps commas for;
+   * a 64th fails the document rather than lose them */
+  enum { LEVELS = 63 };
+  static char deep[LEVELS * 8 + 8];
+  o = 0;
+  hbm_json_init(&j);
+  for (int k = 0; k < LEVELS; k++) {
+    hbm_json_array_begin(&j);
+    deep[o++] = '[';
+  }
+  hbm_json_u64(&j, 1);
+  hbm_json_u64(&j, 2);
+  o += (size_t)sprintf(deep + o, "1,2");
+  for (int k = LEVELS; k > 0; k--) {
+    hbm_json_array_end(&j);
+    if (k > 1) hbm_json_u64(&j, (uint64_t)k);
+    o += (size_t)(k > 1 ? sprintf(deep + o, "],%d", k) : sprintf(deep + o, "]"));
+  }
+  expect_text(&j, "63 levels", deep);
+  hbm_json_init(&j);
+  for (int k = 0; k < LEVELS; k++) hbm_json_array_begin(&j);
+  CHECK(!j.failed && j.len == LEVELS);
+  hbm_json_object_begin(&j);
+  CHECK(j.failed);
+  hbm_json_release(&j);
+
+  static char text[600];
+  memset(text, 'x', sizeof text - 1);
+  /* A failed realloc fails the document: what was written stays, with its
+   * NUL, and nothing more is added, once host memory is back too. */
+  hbm_json_init(&j);
+  realloc_fails = 1;
+  hbm_json_u64(&j, 1);
+  realloc_fails = 0;
+  CHECK(j.failed && !j.buf && j.len == 0);
+  hbm_json_release(&j);
+  hbm_json_init(&j);
+  hbm_json_array_begin(&j);
+  hbm_json_u64(&j, 1);
+  realloc_fails = 1;
+  hbm_json_string(&j, text + 300); /* 299 bytes more: past the first 256 */
+  realloc_fails = 0;
+  hbm_json_u64(&j, 2);
+  hbm_json_array_end(&j);
+  CHECK(j.failed && j.buf && strlen(j.buf) == j.len && j.len < j.cap && !strncmp(j.buf, "[1,", 3));
+  CHECK(j.buf && !strpbrk(j.buf, "2]")); /* nothing after the failure */
+  hbm_json_release(&j);
+
+  /* the buffer holds the text and its NUL, whatever lengths fill it */
+  for (size_t a = 0; a < 300; a++)
+    for (size_t b = 0; b < 300; b++) {
+      hbm_json_init(&j);
+      hbm_json_raw(&j, text + sizeof text - 1 - a);
+      hbm_json_raw(&j, text + sizeof text - 1 - b);
+      if (j.failed || !j.buf || j.len != a + b || j.len >= j.cap || strlen(j.buf) != a + b) {
+        fprintf(stderr, "%zu then %zu bytes: %zu written in a buffer of %zu\n", a, b, j.len, j.cap);
+        CHECK(0);
+        hbm_json_release(&j);
+        return;
+      }
+      hbm_json_release(&j);
+    }
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_json"), rng = seed;
   check_strings(&rng);
+  check_structure();
 
   /* ---- fixed cases: short stays short, integers stay integers ---- */
   static const struct {

@@ -35,10 +35,16 @@ static void value_prefix(hbm_json *j) {
   j->need_comma[j->depth] = 1;
 }
 
+/* need_comma keeps a state for 63 levels (0 is the top, outside any
+ * container): a 64th would share one with its parent and lose commas, so
+ * the document fails instead (json.h). */
+enum { MAX_DEPTH = (int)(sizeof ((hbm_json *)0)->need_comma / sizeof (int)) - 1 };
 static void open_(hbm_json *j, const char *c) {
   value_prefix(j);
+  if (j->depth == MAX_DEPTH) j->failed = 1;
   puts_(j, c);
-  if (j->depth < 63) j->depth++;
+  if (j->failed) return;
+  j->depth++;
   j->need_comma[j->depth] = 0;
 }
 static void close_(hbm_json *j, const char *c) {

@@ -11,7 +11,8 @@ typedef struct hbm_json {
   size_t len, cap;
   int need_comma[64]; /* per nesting level */
   int depth;
-  int failed;         /* a host allocation failed; buf holds what fit */
+  int failed;         /* a host allocation failed, or a container opened 64 levels
+                       * deep; buf holds what was written before */
 } hbm_json;
 
 void hbm_json_init(hbm_json *j);
