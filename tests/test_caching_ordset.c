@@ -271,9 +271,50 @@ static void reserve_full_chunks(void) {
   hbm_ordset_destroy(s);
 }
 
+/* A promise holds through merges: the spares they give back are kept for
+ * the splits still promised. 400 full chunks (as above) and a reservation of
+ * 4000 inserts, every allocation failing: one insert into each chunk's upper
+ * half (a split each: 16 + 17 keys), 9 erases from each lower half (a merge
+ * each into its upper half, 24 keys, a spare back), and only then 9 inserts
+ * into each merged chunk (a split each again). 800 splits, more than the 776
+ * spares the reservation makes: the last 400 run on spares given back. With
+ * `again`, a second reservation after the first splits, for more inserts
+ * than there are spares left but fewer than the first has left, must keep
+ * the first promise. */
+static void reserve_through_merges(int again) {
+  enum { CHUNKS = 400 };
+  hbm_ordset *s;
+  CHECK(hbm_ordset_create(&s) == HBM_OK);
+  for (uint64_t i = 0; i < CHUNKS * 16; i++) CHECK(hbm_ordset_insert(s, (hbm_okey){i * 4, 0}, 0) == HBM_OK);
+  for (uint64_t i = 0; i < CHUNKS * 16; i++) CHECK(hbm_ordset_insert(s, (hbm_okey){i * 4 + 1, 0}, 0) == HBM_OK);
+  size_t count = hbm_ordset_count(s);
+  CHECK(hbm_ordset_reserve(s, CHUNKS * 10) == HBM_OK);
+  host_fails = 1;
+  int failed = 0;
+  for (uint64_t c = 0; c < CHUNKS; c++) failed |= hbm_ordset_insert(s, (hbm_okey){c * 64 + 34, 0}, 0) != HBM_OK;
+  if (again) {
+    host_fails = 0;
+    CHECK(hbm_ordset_reserve(s, CHUNKS * 24 / 25) == HBM_OK);
+    host_fails = 1;
+  }
+  static const uint64_t lower[9] = {0, 1, 4, 5, 8, 9, 12, 13, 16}; /* of 64c + {0, 1, 4, 5, ..., 28, 29} */
+  for (uint64_t c = 0; c < CHUNKS; c++)
+    for (int k = 0; k < 9; k++) CHECK(hbm_ordset_erase(s, (hbm_okey){c * 64 + lower[k], 0}) == HBM_OK);
+  for (uint64_t c = 0; c < CHUNKS; c++)
+    for (uint64_t k = 0; k < 9; k++) failed |= hbm_ordset_insert(s, (hbm_okey){c * 64 + 2, k}, 0) != HBM_OK;
+  host_fails = 0;
+  if (failed) fprintf(stderr, "reserve_through_merges(%d): an insert failed for host memory\n", again);
+  CHECK(!failed);
+  CHECK(hbm_ordset_check(s, report, NULL) == 0);
+  CHECK_EQ_U64(hbm_ordset_count(s), count + CHUNKS);
+  hbm_ordset_destroy(s);
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_caching_ordset");
   reserve_full_chunks();
+  reserve_through_merges(0);
+  reserve_through_merges(1);
   double scale = test_scale();
   edge_cases();
   reserve_rounds(seed + 2, (int)(2000 * scale) + 50);
