@@ -21,6 +21,25 @@ static int tally(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag)
   return 0;
 }
 
+/* The lowest address a scan visits, and the end of its highest live block. */
+typedef struct extent { uint64_t base, live_end; int seen; } extent;
+static int extent_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
+  (void)tag;
+  extent *e = arg;
+  if (!e->seen || addr < e->base) e->base = addr;
+  e->seen = 1;
+  if (live && addr + size > e->live_end) e->live_end = addr + size;
+  return 0;
+}
+/* bestfit's reserved, its footprint: the end of its highest live block. */
+static void bestfit_footprint(hbm_heap *h, uint64_t want) {
+  extent e = {0, 0, 0};
+  hbm_stats st;
+  CHECK(hbm_heap_scan(h, extent_visit, &e) == HBM_OK && hbm_heap_stats(h, &st) == HBM_OK);
+  CHECK_EQ_U64(st.reserved, e.live_end ? e.live_end - e.base : 0);
+  CHECK_EQ_U64(st.reserved, want);
+}
+
 typedef struct stop_after_one {
   int answer, visits;
 } stop_after_one;
@@ -390,6 +409,32 @@ int main(void) {
     CHECK(hbm_heap_stats(hb, &sb) == HBM_OK);
     CHECK_EQ_U64(sb.free_total, sb.capacity); /* ha gave its memory back */
     hbm_heap_destroy(hb);
+    hbm_device_close(dev);
+  }
+  /* bestfit: blocks in PyTorch's 512-byte units, its reserved the footprint
+   * of its live blocks, not the device it took */
+  {
+    hbm_heap *hf;
+    CHECK(hbm_device_open("sim:1GiB", &dev) == HBM_OK);
+    CHECK(hbm_heap_create(dev, "bestfit", NULL, &hf) == HBM_OK);
+    bestfit_footprint(hf, 0);
+    uint64_t x, y, z;
+    CHECK(hbm_alloc(hf, 1, HBM_TAG_ACT, 0, &x) == HBM_OK);
+    CHECK(hbm_alloc(hf, 1536, HBM_TAG_ACT, 0, &y) == HBM_OK);
+    CHECK(hbm_alloc(hf, 513, HBM_TAG_ACT, 0, &z) == HBM_OK);
+    CHECK(hbm_heap_stats(hf, &st) == HBM_OK);
+    CHECK_EQ_U64(st.allocated, 512 + 1536 + 1024);
+    CHECK(x % 512 == 0 && y % 512 == 0 && z % 512 == 0);
+    bestfit_footprint(hf, 512 + 1536 + 1024);
+    CHECK(hbm_free(hf, z) == HBM_OK);
+    bestfit_footprint(hf, 512 + 1536);
+    CHECK(hbm_free(hf, x) == HBM_OK);
+    bestfit_footprint(hf, 512 + 1536);
+    CHECK(hbm_free(hf, y) == HBM_OK);
+    bestfit_footprint(hf, 0);
+    CHECK(hbm_heap_stats(hf, &st) == HBM_OK);
+    CHECK_EQ_U64(st.peak_reserved, 512 + 1536 + 1024);
+    hbm_heap_destroy(hf);
     hbm_device_close(dev);
   }
   /* bestfit and compact take the whole device as they start: a second heap

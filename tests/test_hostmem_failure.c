@@ -357,6 +357,7 @@ static int heap_run(const void *arg, int clean) {
   r = hbm_heap_create(dev, c->policy, c->conf, &heap);
   if (r != HBM_OK) {
     EXPECT(!clean && r == HBM_EHOSTMEM && injected && heap == NULL);
+    EXPECT(dev->phys_used == 0); /* what the policy took as it started, it gave back */
     hbm_device_close(dev);
     return 0;
   }
