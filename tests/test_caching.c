@@ -8,6 +8,7 @@
 #include "hbm.h"
 #include "policy/policy.h"
 #include "policy/pytorch_alloc.h"
+#include "replay/seg_hints.h"
 #include "testutil.h"
 
 #define KiB (1ull << 10)
@@ -388,6 +389,44 @@ static void test_release_available_expandable(void) {
   CHECK_EQ_U64(st.num_alloc_retries, 1);                      /* release_cached_blocks ran */
   CHECK_EQ_U64(e.log.n[HBM_PT_SEGMENT_UNMAP] - unmaps, 2);    /* the large hole and the small page */
   CHECK_EQ_U64(st.reserved, 60 * MiB);                        /* 2 pages for c + 1 for the 20 MiB */
+  close_env(&e);
+}
+
+/* A recording's segment address (seg_hints.h) goes to the request CUDA
+ * placed: where the model's first try fails (the device full of cached
+ * segments) and it retries after freeing them, the retry gets the address,
+ * not the device's choice. */
+static void test_hint_after_retry(void) {
+  env e;
+  open_env(&e, "caching", NULL, 60 * MiB);
+  hbm_seg_hints h = {.dev = e.dev, .clear_only = 1};
+  hbm_pt_hooks hooks = {hbm_seg_hints_take, NULL, &h};
+  CHECK(hbm_pt_set_hooks(e.p, &hooks) == HBM_OK);
+  const uint64_t X = 0x7f0000000000ull;
+  uint64_t got[3];
+  static const uint64_t size[3] = {20 * MiB, 20 * MiB, 40 * MiB}, at[3] = {0, 20 * MiB, 128 * MiB};
+  for (int i = 0; i < 3; i++) {
+    if (i == 2) {
+      F(&e, got[0]);
+      F(&e, got[1]);
+    }
+    CHECK(hbm_seg_hints_add(&h, X + at[i], size[i]) == HBM_OK);
+    got[i] = A(&e, size[i]); /* the third: 40 MiB cached + 40 > 60, so it fails, frees, retries */
+    hbm_seg_hints_clear(&h);
+    CHECK_EQ_U64(got[i], X + at[i]);
+  }
+  CHECK_EQ_U64(stats(&e).num_alloc_retries, 1);
+  hbm_seg_hints_release(&h);
+  close_env(&e);
+  /* A new expandable reservation takes the first recorded mapping's address:
+   * PyTorch maps a fresh reservation from its start. */
+  open_env(&e, "expandable", NULL, GiB);
+  h = (hbm_seg_hints){.dev = e.dev, .clear_only = 1};
+  CHECK(hbm_pt_set_hooks(e.p, &hooks) == HBM_OK);
+  CHECK(hbm_seg_hints_add(&h, X + 64 * MiB, 20 * MiB) == HBM_OK);
+  CHECK(hbm_seg_hints_add(&h, X + 84 * MiB, 20 * MiB) == HBM_OK);
+  CHECK_EQ_U64(A(&e, 40 * MiB), X + 64 * MiB);
+  hbm_seg_hints_release(&h);
   close_env(&e);
 }
 
@@ -972,6 +1011,7 @@ int main(void) {
   test_max_split();
   test_release_available_expandable();
   test_release_and_retry();
+  test_hint_after_retry();
   test_gc();
   test_expandable();
   test_invalid();

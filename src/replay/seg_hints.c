@@ -32,9 +32,15 @@ uint64_t hbm_seg_hints_take(void *arg, int reservation, uint64_t size, int strea
     hbm_sim_reserve_next_at(s->dev, at); /* 0: the device's choice */
     return at;
   }
+  /* A malloc makes one segment at most, so a second request before the next
+   * clear means the last one failed (the device full, before PyTorch frees
+   * its cache and retries): its hint goes to the retry, the request CUDA placed. */
+  if (s->pending) s->h[s->pending - 1].used = 0;
+  s->pending = 0;
   for (size_t i = 0; i < s->n; i++) {
     if (!s->h[i].used && s->h[i].size == size) {
       s->h[i].used = 1;
+      s->pending = i + 1;
       return s->h[i].addr;
     }
   }
