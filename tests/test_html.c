@@ -1,8 +1,9 @@
 /* test_html.c: the report page is self-contained and says what happened:
  * a workload replayed at a capacity below its peak fails for capacity, at one
  * above it every policy gets a section with its charts; the exact live
- * envelope agrees with the trace's peak; a layout taken at a moment accounts
- * for every live byte at that moment. */
+ * envelope agrees with the trace's peak, bucket by bucket; a layout taken at a
+ * moment accounts for every live byte at that moment; and runs made by hand
+ * hold every cause's finding, and the page's figures, to the letter. */
 #include "core/util.h"
 #include "report/html.h"
 #include "small_workload.h"
@@ -55,6 +56,305 @@ static int xs_on_page(const char *html) {
   return bad;
 }
 
+/* The words of a run, whole: each figure and each word of them is what a
+ * reader acts on, so a sentence is held to the letter. */
+static void words_are(const hbm_report *rep, const hbm_report_run *r, const char *want) {
+  char got[2048];
+  int n = hbm_report_diagnosis(rep, r, got, sizeof got);
+  if (strcmp(got, want) != 0 || n != (int)strlen(want)) {
+    fprintf(stderr, "words:\n  got  %s\n  want %s\n", got, want);
+    CHECK(!"the words of a run");
+  }
+}
+
+#define MIB (1ull << 20)
+
+/* A failed run made by hand: every cause's sentence and its figures. */
+static void check_failure_words(void) {
+  hbm_report rep;
+  memset(&rep, 0, sizeof rep);
+  rep.capacity = 8 * MIB;
+  rep.events = 10;
+  rep.steps = 4;
+  hbm_report_run r;
+  memset(&r, 0, sizeof r);
+  snprintf(r.result.policy, sizeof r.result.policy, "bestfit");
+  r.result.capacity = 8 * MIB;
+  r.result.oom = 1;
+  r.result.failures = 2;
+  hbm_oom_report *o = &r.result.first_oom;
+  *o = (hbm_oom_report){.event = 5, .step = 3, .request = 4 * MIB, .free_total = 2 * MIB, .largest_free = 2 * MIB,
+                        .cause = HBM_CAUSE_CAPACITY, .allocated = 6 * MIB, .limit = 8 * MIB};
+  /* two ranges, three holes: the layout's sentence counts them */
+  hbm_layout_run layout[] = {{0, 4 * MIB, 1, HBM_TAG_PARAM}, {4 * MIB, MIB, 0, 0}, {5 * MIB, MIB, 1, HBM_TAG_ACT},
+                             {6 * MIB, MIB / 2, 0, 0}, {16 * MIB, 3 * MIB / 2, 0, 0}};
+  r.layout = layout;
+  r.nlayout = 5;
+  r.layout_at_failure = 1;
+  words_are(&rep, &r, "At step 3 a 4.00 MiB request failed with 2.00 MiB free in total (capacity 8.00 MiB minus "
+                      "6.00 MiB live) and live plus the request exceed the capacity by 2.00 MiB: over capacity; no "
+                      "placement could have served it. The layout then: 3 holes holding 3.00 MiB, the largest "
+                      "1.50 MiB, across 2 ranges. 2 requests failed in all (each skipped, its free ignored).");
+  /* the page: the table's row, the layout's heading and its words */
+  rep.runs = &r;
+  rep.nruns = 1;
+  char *html = NULL;
+  size_t len = 0;
+  CHECK(hbm_report_html(&rep, &html, &len) == HBM_OK);
+  if (html) {
+    check_page_is_self_contained(html);
+    CHECK(strstr(html, "<td class='fail'>3</td><td>4.00 MiB</td><td>2.00 MiB</td><td>2.00 MiB</td>"
+                       "<td class='fail'>capacity</td><td>2</td></tr>") != NULL);
+    CHECK(strstr(html, "<h3>Layout at the first failure (step 3, a 4.00 MiB request, largest free 2.00 MiB)</h3>"));
+    CHECK(strstr(html, "<p class='sub'>3 holes, 3.00 MiB in all, the largest 1.50 MiB (marked); live by purpose: "
+                       "param 4.00 MiB act 1.00 MiB. The strip") != NULL);
+    /* the ranges span 8 MiB, the capacity itself: no word of address space beyond it */
+    CHECK(strstr(html, "Its ranges span") == NULL);
+    CHECK(strstr(html, "></span>other</span>") == NULL); /* nothing of no purpose is live */
+    CHECK(strstr(html, " Its largest free (2.00 MiB) exceeds the largest hole because") != NULL);
+    CHECK(strstr(html, "first failure, step 3</text>") != NULL);
+    /* the three largest holes marked and labelled, each once, no live block among them */
+    CHECK(count(html, "class='holemark'") == 3 && count(html, "class='holelab'>") == 3);
+    CHECK(strstr(html, "class='holelab'>1.50 MiB</text>") && strstr(html, "class='holelab'>1.00 MiB</text>") &&
+          strstr(html, "class='holelab'>512.00 KiB</text>"));
+    CHECK(count(html, "<div class='finding bad'>") == 2); /* the diagnosis, and the run's own section */
+    /* the strip: parameters in their colour, a run of one kind as one rectangle */
+    CHECK(strstr(html, "height='44' fill='#4e79a7'/>") != NULL);
+    /* the footer names every cause the table can show, in the order they are tried */
+    CHECK(strstr(html, "Cause, the first that holds: <i>capacity</i> when live + request &gt; capacity; <i>rules</i> "
+                       "when the memory could hold it and the policy's own rules refused it; <i>overhead</i> when "
+                       "the live blocks as placed leave less than the request free; else <i>fragmentation</i>; "
+                       "<i>start</i> when the trace's starting state does not fit.") != NULL);
+  }
+  free(html);
+  /* one hole, one range, one failure; the ranges now span more than the capacity */
+  layout[0] = (hbm_layout_run){0, 9 * MIB, 1, HBM_TAG_OTHER};
+  layout[1] = (hbm_layout_run){9 * MIB, MIB, 0, 0};
+  r.nlayout = 2;
+  r.result.failures = 1;
+  o->largest_free = MIB;
+  o->cause = HBM_CAUSE_FRAGMENTATION;
+  o->free_total = 7 * MIB / 2; /* 3.5 MiB in holes of at most 1 MiB: ratio 2.50 */
+  o->request = 2 * MIB;
+  words_are(&rep, &r, "At step 3 a 2.00 MiB request failed with 3.50 MiB free in total (capacity 8.00 MiB minus "
+                      "4.50 MiB live) but the largest free block only 1.00 MiB: fragmentation, not capacity (ratio "
+                      "2.50 = 3.50 MiB / 1.00 MiB - 1). A perfectly packed device would have had room for it. The "
+                      "layout then: 1 hole holding 1.00 MiB, the largest 1.00 MiB, across 1 range. 1 request failed "
+                      "in all (each skipped, its free ignored).");
+  html = NULL;
+  CHECK(hbm_report_html(&rep, &html, &len) == HBM_OK);
+  if (html) {
+    CHECK(strstr(html, " Its ranges span 10.00 MiB, more than the capacity: they are address space") != NULL);
+    CHECK(strstr(html, "Its largest free (") == NULL); /* 1 MiB, the largest hole itself */
+    CHECK(strstr(html, "live by purpose: other 9.00 MiB. The strip") != NULL);
+    CHECK(strstr(html, "background:#9c755f'></span>other</span>") != NULL); /* in the legend where it is live */
+  }
+  free(html);
+  r.nlayout = 0;
+  r.layout = NULL;
+  /* the policy's overhead */
+  *o = (hbm_oom_report){.step = 0, .request = MIB, .free_total = 3 * MIB, .largest_free = MIB / 2,
+                        .cause = HBM_CAUSE_OVERHEAD, .allocated = 15 * MIB / 2, .limit = 8 * MIB};
+  words_are(&rep, &r, "At step 0 a 1.00 MiB request failed with 3.00 MiB free in total (capacity 8.00 MiB minus "
+                      "5.00 MiB live) but the live blocks as placed hold 7.50 MiB, 2.50 MiB more than their requests "
+                      "(each rounded up), so only 512.00 KiB was free to place it in: the policy's overhead, not "
+                      "fragmentation. 1 request failed in all (each skipped, its free ignored).");
+  /* a cap below the capacity: the limit is the room */
+  rep.capacity = r.result.capacity = 1024 * MIB;
+  snprintf(r.result.policy, sizeof r.result.policy, "caching");
+  *o = (hbm_oom_report){.step = 1, .request = 600 * MIB, .free_total = 400 * MIB, .largest_free = 400 * MIB,
+                        .cause = HBM_CAUSE_RULES, .allocated = 112 * MIB, .limit = 512 * MIB};
+  words_are(&rep, &r, "At step 1 a 600.00 MiB request failed with 400.00 MiB free in total (the policy's limit "
+                      "512.00 MiB minus 112.00 MiB live) but the policy may hold only 512.00 MiB of the capacity (a "
+                      "cap it was set with, such as per_process_memory_fraction), and live plus the request exceed "
+                      "that by 200.00 MiB: over the policy's limit, not the device's capacity and not fragmentation. "
+                      "1 request failed in all (each skipped, its free ignored).");
+  /* the policy's own rules: a larger request would have succeeded */
+  *o = (hbm_oom_report){.step = 2, .request = 5 * MIB, .free_total = 30 * MIB, .largest_free = 12 * MIB,
+                        .cause = HBM_CAUSE_RULES, .allocated = 994 * MIB, .limit = 1024 * MIB};
+  words_are(&rep, &r, "At step 2 a 5.00 MiB request failed with 30.00 MiB free in total (capacity 1.00 GiB minus "
+                      "994.00 MiB live) and the policy itself reports that a request of 12.00 MiB would have "
+                      "succeeded: its own rules refused this one, not fragmentation and not capacity (PyTorch's rules: "
+                      "a request of 1 to 10 MiB takes a segment of its own of 20 MiB, one of at most 1 MiB a 2 MiB "
+                      "segment of the small pool, and a block serves only the stream it was made on). 1 request "
+                      "failed in all (each skipped, its free ignored).");
+  snprintf(r.result.policy, sizeof r.result.policy, "zoned");
+  words_are(&rep, &r, "At step 2 a 5.00 MiB request failed with 30.00 MiB free in total (capacity 1.00 GiB minus "
+                      "994.00 MiB live) and the policy itself reports that a request of 12.00 MiB would have "
+                      "succeeded: its own rules refused this one, not fragmentation and not capacity (its size "
+                      "rounding, its pools or its streams). 1 request failed in all (each skipped, its free ignored).");
+  /* free memory in one piece its granularity cannot use */
+  *o = (hbm_oom_report){.step = 0, .request = 30 * MIB, .free_total = 32 * MIB, .largest_free = 20 * MIB,
+                        .cause = HBM_CAUSE_RULES, .limit = 1024 * MIB};
+  rep.capacity = r.result.capacity = 32 * MIB;
+  snprintf(r.result.policy, sizeof r.result.policy, "expandable");
+  words_are(&rep, &r, "At step 0 a 30.00 MiB request failed with 32.00 MiB free in total (capacity 32.00 MiB minus "
+                      "0 B live) in one piece, not cut up, yet the largest request the policy could serve was 20.00 "
+                      "MiB: its granularity refused it, not fragmentation and not capacity (expandable segments map "
+                      "whole 20 MiB pages). 1 request failed in all (each skipped, its free ignored).");
+  snprintf(r.result.policy, sizeof r.result.policy, "compact");
+  words_are(&rep, &r, "At step 0 a 30.00 MiB request failed with 32.00 MiB free in total (capacity 32.00 MiB minus "
+                      "0 B live) in one piece, not cut up, yet the largest request the policy could serve was 20.00 "
+                      "MiB: its granularity refused it, not fragmentation and not capacity. 1 request failed in all "
+                      "(each skipped, its free ignored).");
+  /* a starting state that fits the capacity but not as recorded */
+  *o = (hbm_oom_report){.request = 24 * MIB, .free_total = 32 * MIB, .cause = HBM_CAUSE_START, .limit = 32 * MIB};
+  words_are(&rep, &r, "The recorded starting state does not fit 32.00 MiB as recorded: its 24.00 MiB live alone "
+                      "would, but not in the segments that hold them, which the policy keeps whole; the run fails "
+                      "before its first event.");
+  o->request = 40 * MIB;
+  words_are(&rep, &r, "The trace's starting state does not fit: its 40.00 MiB live exceed the capacity 32.00 MiB; "
+                      "the run fails before its first event.");
+  o->request = 32 * MIB; /* exactly the capacity: it fits, as recorded or not */
+  {
+    char w[512];
+    hbm_report_diagnosis(&rep, &r, w, sizeof w);
+    CHECK(strncmp(w, "The recorded starting state does not fit", 40) == 0);
+  }
+  /* a run that could not run says so, whatever its result holds */
+  r.error = HBM_EHOSTMEM;
+  words_are(&rep, &r, "compact: the replay could not run (out of host memory).");
+}
+
+/* A run without failures made by hand: its figures, the samples' worst
+ * moments (the first of each), the communication buffer, the retries. */
+static void check_success_words(void) {
+  hbm_report rep;
+  memset(&rep, 0, sizeof rep);
+  rep.capacity = 1024 * MIB;
+  rep.events = 12;
+  rep.steps = 3;
+  rep.largest_comm_request = 200 * MIB;
+  hbm_sample s[4] = {
+      {.event = 1, .step = 0, .free_total = 900 * MIB, .largest_free = 800 * MIB, .fragmentation = 0.125},
+      {.event = 4, .step = 1, .free_total = 250 * MIB, .largest_free = 100 * MIB, .fragmentation = 1.5},
+      {.event = 8, .step = 2, .free_total = 180 * MIB, .largest_free = 90 * MIB, .fragmentation = 1.0},
+      {.event = 11, .step = 2, .free_total = 700 * MIB, .largest_free = 150 * MIB, .fragmentation = 0},
+  };
+  hbm_report_run r;
+  memset(&r, 0, sizeof r);
+  snprintf(r.result.policy, sizeof r.result.policy, "caching");
+  r.samples = s;
+  r.nsamples = 4;
+  r.result.peak_reserved = 600 * MIB;
+  r.result.peak_live = 500 * MIB;
+  r.result.efficiency = 500.0 / 600;
+  r.result.ncounters = 2;
+  snprintf(r.result.counters[0].name, sizeof r.result.counters[0].name, "segments");
+  r.result.counters[0].value = 7;
+  snprintf(r.result.counters[1].name, sizeof r.result.counters[1].name, "alloc_retries");
+  r.result.counters[1].value = 2;
+  words_are(&rep, &r, "No request failed in 3 steps. Peak reserved 600.00 MiB of 1.00 GiB (424.00 MiB to spare), "
+                      "peak live 500.00 MiB: efficiency 0.833. Sampled at each step boundary (4 samples; within a "
+                      "step it goes lower, unseen here: --every N samples there): the worst fragmentation ratio, "
+                      "1.50, came at step 1 (250.00 MiB free, largest block 100.00 MiB); the largest free block was "
+                      "never below 90.00 MiB (step 2), and the largest communication buffer is 200.00 MiB, so one "
+                      "that large would not have fit beside what was live at that moment. It got there by releasing "
+                      "its cached segments and retrying 2 times (alloc_retries): each is a device synchronisation "
+                      "in a real run.");
+  /* one step, one retry, sampled every 5 events, a buffer of exactly the lowest largest free */
+  rep.steps = 1;
+  rep.every = 5;
+  rep.largest_comm_request = 90 * MIB;
+  r.result.counters[1].value = 1;
+  r.result.peak_reserved = 1024 * MIB; /* nothing to spare */
+  r.result.efficiency = 500.0 / 1024;
+  words_are(&rep, &r, "No request failed in 1 step. Peak reserved 1.00 GiB of 1.00 GiB (0 B to spare), peak live "
+                      "500.00 MiB: efficiency 0.488. Sampled every 5 events (4 samples): the worst fragmentation "
+                      "ratio, 1.50, came at step 1 (250.00 MiB free, largest block 100.00 MiB); the largest free "
+                      "block was never below 90.00 MiB (step 2), and the largest communication buffer is 90.00 "
+                      "MiB, so it had room at every sample. It got there by releasing its cached segments and "
+                      "retrying 1 time (alloc_retries): each is a device synchronisation in a real run.");
+  /* no step marks, no fragmentation, no buffer, no retries */
+  rep.steps = 0;
+  rep.every = 1;
+  rep.largest_comm_request = 0;
+  r.result.ncounters = 1;
+  for (int i = 0; i < 4; i++) s[i].fragmentation = 0;
+  words_are(&rep, &r, "No request failed. Peak reserved 1.00 GiB of 1.00 GiB (0 B to spare), peak live 500.00 MiB: "
+                      "efficiency 0.488. ");
+  /* the page's own figures for it */
+  rep.runs = &r;
+  rep.nruns = 1;
+  rep.peak_live = 500 * MIB;
+  rep.steps = 1;
+  r.result.refused_placed = 1;
+  r.result.max_frag = 1.5;
+  r.result.peak_allocated = 510 * MIB;
+  r.result.backend_calls = 9;
+  r.result.backend_calls_after_first_step = 4;
+  char *html = NULL;
+  size_t len = 0;
+  CHECK(hbm_report_html(&rep, &html, &len) == HBM_OK);
+  if (html) {
+    check_page_is_self_contained(html);
+    CHECK(strstr(html, "<br>capacity 1.00 GiB &middot; 12 events &middot; 1 step &middot; peak live 500.00 MiB</p>"));
+    CHECK(strstr(html, "<td>1.00 GiB</td><td>0.488</td><td>1.500</td><td class='ok'>none (it placed what PyTorch "
+                       "refused)</td><td>-</td><td>-</td><td>-</td><td>-</td><td>0</td></tr>") != NULL);
+    CHECK(strstr(html, "<p class='sub'>peak reserved 1.00 GiB &middot; peak allocated 510.00 MiB &middot; "
+                       "efficiency 0.488 &middot; backend calls 9 &middot; ") != NULL);
+    CHECK(strstr(html, "<p class='sub mono'>segments 7</p>") != NULL);
+    CHECK(strstr(html, "<h3>Backend calls so far (4 after the first step)</h3>") != NULL);
+    CHECK(strstr(html, "<p class='sub'>No request failed; no layout was taken.</p>") != NULL);
+    CHECK(count(html, "<div class='finding'>") == 2 && !strstr(html, "finding bad"));
+    /* four samples, four points of the largest free line, each at its own height */
+    const char *pl = strstr(html, "<polyline class='largest' points='");
+    double ys[8];
+    int np = 0;
+    for (const char *q = pl ? pl + 35 : NULL; q && *q != '\'' && np < 8;) {
+      char *end;
+      strtod(q, &end);
+      if (end == q || *end != ',') break;
+      ys[np++] = strtod(end + 1, &end);
+      q = end;
+      while (*q == ' ') q++;
+    }
+    CHECK(np == 4);
+    /* and the band around it: a point above and below each */
+    const char *band = strstr(html, "<polygon class='largestband' points='");
+    const char *band_end = band ? strchr(band + 37, '\'') : NULL;
+    int nb = 0;
+    for (const char *q = band ? band + 37 : NULL; q && q < band_end; q++) nb += *q == ',';
+    CHECK(nb == 8);
+    for (int i = 0; i < np; i++)
+      for (int j = 0; j < i; j++) CHECK(ys[i] != ys[j]);
+  }
+  free(html);
+}
+
+/* The exact live band: bucket k holds live after each event i with
+ * k x n / B <= i < (k + 1) x n / B, and bucket 0 the live before the first
+ * event as well; each bucket's least and most, recounted here. */
+static void check_live_envelope(const hbm_trace *t, const hbm_report *rep) {
+  size_t nb = rep->live_buckets;
+  CHECK(nb == (t->nevents < 900 ? t->nevents : 900));
+  uint64_t *size = calloc(t->nids + 1, sizeof *size), live = 0;
+  if (!size || !nb) {
+    free(size);
+    return;
+  }
+  for (uint32_t i = 0; i < t->ninit_blocks; i++)
+    if (t->init_blocks[i].id < t->nids) live += size[t->init_blocks[i].id] = t->init_blocks[i].request;
+  uint64_t lo = live, hi = live;
+  size_t k = 0, bad = 0;
+  for (uint64_t i = 0; i < t->nevents; i++) {
+    const hbm_event *e = &t->events[i];
+    if (e->kind == HBM_EV_ALLOC && e->id < t->nids) live += size[e->id] = e->size;
+    else if (e->kind == HBM_EV_FREE && e->id < t->nids) live -= size[e->id], size[e->id] = 0;
+    if (i >= (k + 1) * t->nevents / nb) { /* the previous bucket is complete */
+      bad += rep->live_min[k] != lo || rep->live_max[k] != hi;
+      k++;
+      lo = hi = live;
+    }
+    if (live < lo) lo = live;
+    if (live > hi) hi = live;
+  }
+  bad += k != nb - 1 || rep->live_min[k] != lo || rep->live_max[k] != hi;
+  if (bad) fprintf(stderr, "live band: %zu buckets of %zu differ from a recount\n", bad, nb);
+  CHECK(bad == 0);
+  free(size);
+}
+
 int main(void) {
   /* 1. below the peak: a capacity failure, its layout and its words */
   hbm_trace *t = small_workload(1ull << 40, 6);
@@ -69,7 +369,7 @@ int main(void) {
 
   hbm_report rep;
   memset(&rep, 0, sizeof rep);
-  rep.title = "test <report> & more \xe9\x01 \xc3\xa9\xc2\x85"; /* a Latin-1 byte, controls (C0, C1), UTF-8 */
+  rep.title = "test <report> & more \xe9\x01 \xc3\xa9\xc2\x85\x80"; /* a Latin-1 byte, controls (C0, C1), UTF-8, a lone continuation byte */
   rep.workload = t->name;
   rep.capacity = tight;
   CHECK(hbm_report_trace_facts(t, &rep) == HBM_OK);
@@ -82,6 +382,7 @@ int main(void) {
     if (rep.live_max[k] > env_max) env_max = rep.live_max[k];
   }
   CHECK_EQ_U64(env_max, peak);
+  check_live_envelope(t, &rep);
 
   hbm_report_run run;
   CHECK(hbm_report_run_policy(t, "bestfit", NULL, NULL, 0, NULL, NULL, &run) == HBM_OK);
@@ -108,7 +409,7 @@ int main(void) {
   CHECK(html && strlen(html) == len);
   if (html) {
     check_page_is_self_contained(html);
-    CHECK(strstr(html, "test &lt;report&gt; &amp; more \xef\xbf\xbd\xef\xbf\xbd \xc3\xa9\xef\xbf\xbd") != NULL); /* escaped */
+    CHECK(strstr(html, "test &lt;report&gt; &amp; more \xef\xbf\xbd\xef\xbf\xbd \xc3\xa9\xef\xbf\xbd\xef\xbf\xbd") != NULL); /* escaped */
     CHECK(strstr(html, "Layout at the first failure") != NULL);
     CHECK(strstr(html, "first failure, step") != NULL);
     CHECK(count(html, "<svg") >= 5); /* memory, fragmentation, free, calls, layout */
@@ -161,6 +462,7 @@ int main(void) {
       CHECK(strstr(html, id) != NULL);
     }
     CHECK(count(html, "Layout at the tightest moment") == n);
+    CHECK(count(html, "Layout at the tightest moment sampled after steps 0 and 1 (step ") == n); /* 6 steps sampled */
     CHECK(strstr(html, "No request failed") != NULL);
   }
   free(html);
@@ -243,5 +545,7 @@ int main(void) {
   hbm_report_run_release(&hand);
   hbm_report_release(&rep);
   hbm_trace_free(t);
+  check_failure_words();
+  check_success_words();
   return test_done("test_html");
 }

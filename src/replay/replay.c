@@ -3,8 +3,9 @@
  * the block sizes the policy reports, reserved from the policy's usage.
  *
  * A failed request is skipped (its later free ignored); the first failure is
- * classified: capacity when live + request > capacity, else fragmentation
- * (free total >= request > largest free). A starting state that does not fit
+ * classified, the first that holds: capacity when live + request > capacity,
+ * the policy's own rules, its blocks' overhead, else fragmentation (see
+ * do_alloc's comment). A starting state that does not fit
  * is no request: the run ends before its first event, cause start. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1196,8 +1196,10 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
                 "blocks handed out; <b>reserved</b> = held from the device; <b>free total</b> = capacity &minus; "
                 "live; <b>largest free</b> = the largest request that would succeed now without moving data; "
                 "<b>efficiency</b> = peak live / peak reserved. Lines keep each bucket's worst value "
-                "(at most %d points per line). Cause: <i>capacity</i> when live + request &gt; capacity, "
-                "else <i>fragmentation</i>; <i>start</i> when the trace's starting state does not fit.",
+                "(at most %d points per line). Cause, the first that holds: <i>capacity</i> when live + request &gt; "
+                "capacity; <i>rules</i> when the memory could hold it and the policy's own rules refused it; "
+                "<i>overhead</i> when the live blocks as placed leave less than the request free; else "
+                "<i>fragmentation</i>; <i>start</i> when the trace's starting state does not fit.",
             PLOT_POINTS);
   if (rep->command) {
     sb_printf(&b, "<br>Reproduce: <span class='mono'>");

@@ -180,6 +180,11 @@ printf 'hbm-trace 1\ncapacity 10MiB\na w 1MiB param\ns 1\na c 8MiB comm\ns 2\nf 
 "$HBM" replay "$dir/comm.trace" --policy bestfit --html "$dir/comm.html" > /dev/null || fail=1
 grep -q "one that large was itself live at that moment" "$dir/comm.html" && ! grep -q "would not have fit" "$dir/comm.html" ||
   { echo "FAIL: a live communication buffer called a risk"; fail=1; }
+# the same where the buffer live at that moment is the starting state's
+printf 'hbm-trace 1\ncapacity 10MiB\ninit-seg 0x100000000 8MiB 0 large\ninit-blk 0x100000000 8MiB c 8MiB comm\ns 1\na w 1MiB param\ns 2\nf c\na c2 8MiB comm\nf c2\ns 3\n' > "$dir/initcomm.trace"
+"$HBM" replay "$dir/initcomm.trace" --policy bestfit --html "$dir/initcomm.html" > /dev/null || fail=1
+grep -q "never below 1.00 MiB (step 1), and the largest communication buffer is 8.00 MiB: one that large was itself live" "$dir/initcomm.html" &&
+  ! grep -q "would not have fit" "$dir/initcomm.html" || { echo "FAIL: a starting state's live communication buffer called a risk"; fail=1; }
 
 # Result figures at their edges: efficiency is peak live (requests, not their
 # rounding) over peak reserved; calls after the first step are 0 with one step
