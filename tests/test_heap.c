@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "hbm.h"
+#include "core/util.h"
 #include "testutil.h"
 
 static int errors_seen;
@@ -50,9 +51,118 @@ static int stop_visit(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag
   return s->answer;
 }
 
+typedef struct check_words {
+  int n;
+  char last[128];
+} check_words;
+static void keep_check(void *arg, const char *message) {
+  check_words *w = arg;
+  w->n++;
+  snprintf(w->last, sizeof w->last, "%s", message);
+}
+
+/* The shared helpers at their edges: every error's words, an array grown past
+ * the index it must hold, sizes at the top of the last unit, the ratio's two
+ * ends, and the stats printer's every field. */
+static void check_util_edges(void) {
+  static const struct { int err; const char *words; } errors[] = {
+      {HBM_OK, "success"},
+      {HBM_ENOMEM, "out of device memory"},
+      {HBM_EINVAL, "invalid argument"},
+      {HBM_EPARSE, "malformed input"},
+      {HBM_EIO, "input/output error"},
+      {HBM_EUNSUPPORTED, "not supported by this device"},
+      {HBM_ECORRUPT, "invariant check failed"},
+      {HBM_EHOSTMEM, "out of host memory"},
+      {HBM_EBUSY, "in use"},
+      {-1000, "unknown error"},
+  };
+  for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+    if (strcmp(hbm_strerror(errors[i].err), errors[i].words) != 0) {
+      fprintf(stderr, "hbm_strerror(%d): '%s', expected '%s'\n", errors[i].err, hbm_strerror(errors[i].err),
+              errors[i].words);
+      CHECK(!"an error's words");
+    }
+  /* index n must lie inside the array after hbm_grow_array(n): at 0, at the
+   * capacity exactly, at twice it, far past it */
+  {
+    char *p = NULL;
+    size_t cap = 0;
+    static const size_t at[] = {0, 63, 64, 128, 129, 1000, 4096};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+      CHECK(hbm_grow_array((void **)&p, &cap, at[i], 1) == HBM_OK);
+      CHECK(at[i] < cap);
+      if (p && at[i] < cap) p[at[i]] = 1;
+    }
+    size_t before = cap;
+    CHECK(hbm_grow_array((void **)&p, &cap, 10, 1) == HBM_OK && cap == before); /* room enough: unchanged */
+    free(p);
+  }
+  /* a checker's reports: its prefix on each, none past its limit, every failure counted */
+  {
+    check_words w = {0};
+    hbm_checker k = {.report = keep_check, .arg = &w, .prefix = "p: ", .limit = 2};
+    for (int i = 1; i <= 3; i++) hbm_check_fail(&k, "x %d", i);
+    CHECK(k.failures == 3 && w.n == 2 && !strcmp(w.last, "p: x 2"));
+    hbm_check_forward(&k, hbm_check_no_memory_message); /* not a failure, and not held back by the limit */
+    CHECK(k.failures == 3 && w.n == 3 && !strcmp(w.last, hbm_check_no_memory_message));
+  }
+  /* the largest sizes stay in PiB, rounded as the others are */
+  char sz[32];
+  CHECK(!strcmp(hbm_size_format(UINT64_MAX, sz, sizeof sz), "16384.00 PiB"));
+  CHECK(!strcmp(hbm_size_format((1ull << 60) - 1, sz, sizeof sz), "1024.00 PiB"));
+  CHECK(!strcmp(hbm_size_format(1ull << 50, sz, sizeof sz), "1.00 PiB"));
+  CHECK(!strcmp(hbm_size_format((1ull << 50) - 1, sz, sizeof sz), "1.00 PiB")); /* not "1024.00 TiB" */
+  CHECK(!strcmp(hbm_size_format(1073699225ull, sz, sizeof sz), "1023.96 MiB")); /* below 1023.995: kept */
+  CHECK(!strcmp(hbm_size_format(1024, sz, sizeof sz), "1.00 KiB"));
+  CHECK(!strcmp(hbm_size_format(1536ull << 40, sz, sizeof sz), "1.50 PiB"));
+  /* the ratio: infinite with nothing usable, never below 0 */
+  CHECK(hbm_fragmentation_ratio(5, 0) == 1e9);
+  CHECK(hbm_fragmentation_ratio(1, 2) == 0.0);
+  CHECK(hbm_fragmentation_ratio(3, 2) == 0.5);
+  /* every field of the stats, in text and JSON */
+  hbm_stats st;
+  memset(&st, 0, sizeof st);
+  st.version = HBM_STATS_VERSION;
+  st.capacity = 1ull << 30;
+  st.allocs = 3001;
+  st.frees = 3002;
+  st.failures = 3003;
+  st.live_blocks = 3004;
+  st.backend_calls = 3005;
+  st.fragmentation = 0.123456789;
+  st.live_by_tag[HBM_TAG_GRAD] = 11;
+  st.peak_live_by_tag[HBM_TAG_GRAD] = 22;
+  st.peak_live_by_tag[HBM_TAG_TEMP] = 1ull << 20;
+  char text[4096];
+  int n = hbm_stats_format(&st, 0, text, sizeof text);
+  CHECK(n == (int)strlen(text));
+  static const char *const lines[] = {
+      "capacity        1.00 GiB (1073741824)\n", "\nallocs          3001\n", "\nfrees           3002\n",
+      "\nfailures        3003\n", "\nlive_blocks     3004\n", "\nbackend_calls   3005\n",
+      "\nfragmentation   0.1235\n", "\nlive[grad]      11 B\n", "\npeak_live[grad] 22 B\n",
+      "\npeak_live[temp] 1.00 MiB\n", "\nlive_blocks     3004\nbackend_calls   3005\nlive[other]     0 B\n"};
+  for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+    if (!strstr(text, lines[i])) {
+      fprintf(stderr, "stats text lacks '%s':\n%s", lines[i], text);
+      CHECK(!"a stats line");
+    }
+  n = hbm_stats_format(&st, 1, text, sizeof text);
+  CHECK(n == (int)strlen(text));
+  const char *head = "{\"version\":1,\"capacity\":1073741824,\"live\":0,";
+  CHECK(!strncmp(text, head, strlen(head)));
+  CHECK(strstr(text, ",\"fragmentation\":0.123457,\"allocs\":3001,\"frees\":3002,\"failures\":3003,"
+                     "\"live_blocks\":3004,\"backend_calls\":3005,\"live_by_tag\":{\"other\":0,\"param\":0,"
+                     "\"grad\":11,\"optim\":0,\"act\":0,\"comm\":0,\"temp\":0},\"peak_live_by_tag\":{\"other\":0,"
+                     "\"param\":0,\"grad\":22,\"optim\":0,\"act\":0,\"comm\":0,\"temp\":1048576}}") != NULL);
+  /* too small a buffer: the length it needs, as snprintf */
+  CHECK(hbm_stats_format(&st, 1, text, 8) == n && strlen(text) == 7);
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_heap"), rng = seed;
   hbm_set_error_handler(count_error, NULL);
+  check_util_edges();
 
   /* sizes */
   uint64_t v;

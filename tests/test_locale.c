@@ -31,6 +31,12 @@ static int comma_locale(void) {
   return made;
 }
 
+static char last_error[512];
+static void keep_error(int err, const char *message, void *arg) {
+  (void)err, (void)arg;
+  snprintf(last_error, sizeof last_error, "%s", message);
+}
+
 int main(void) {
   if (!comma_locale()) {
     printf("test_locale: skipped: no locale with a decimal comma (none in the environment, and localedef "
@@ -70,6 +76,16 @@ int main(void) {
   if (rc != HBM_OK) fprintf(stderr, "%s: %s\n", d.file, d.message);
   CHECK(rc == HBM_OK);
   hbm_trace_free(t);
+  /* the library's error words are its own too: a figure in them keeps its point */
+  hbm_set_error_handler(keep_error, NULL);
+  hbm_adamw_options ao;
+  hbm_adamw_options_init(&ao);
+  ao.lr = -0.5;
+  hbm_adamw_tensor none;
+  memset(&none, 0, sizeof none);
+  CHECK(hbm_adamw_step(&none, 1, &ao) == HBM_EINVAL);
+  CHECK(!strcmp(last_error, "adamw: lr -0.5 must be finite and >= 0"));
+  hbm_set_error_handler(NULL, NULL);
   char again[16];
   snprintf(again, sizeof again, "%.1f", 0.5);
   CHECK(!strcmp(again, "0,5")); /* the program's locale is back after the library's calls */
