@@ -229,6 +229,12 @@ int main(void) {
   CHECK(hbm_count_parse("0e99", &v) == HBM_OK && v == 0);
   CHECK(hbm_count_parse("1e20", &v) == HBM_EINVAL); /* past 2^64 */
   CHECK(hbm_count_parse("1e999", &v) == HBM_EINVAL);
+  /* however long the exponent: zero is whole, anything else past 2^64 */
+  CHECK(hbm_count_parse("0e1000", &v) == HBM_OK && v == 0);
+  CHECK(hbm_count_parse("0e99999999999999999999", &v) == HBM_OK && v == 0);
+  CHECK(hbm_count_parse("1e1000", &v) == HBM_EINVAL);
+  CHECK(hbm_count_parse("1.5e100", &v) == HBM_EINVAL);
+  CHECK(hbm_count_parse("1e0000000000000000000019", &v) == HBM_OK && v == 10000000000000000000ull);
   CHECK(hbm_count_parse("1.00000000000000000000000000000000000000000000000000000000000000", &v) == HBM_OK && v == 1);
   CHECK(hbm_count_parse("1.000000000000000000000000000000000000000000000000000000000000000", &v) == HBM_EINVAL);
   /* A NULL argument is HBM_EINVAL, never a crash (hbm.h's conventions). */

@@ -204,9 +204,9 @@ int hbm_count_parse(const char *text, uint64_t *count) {
     p++;
     if (*p == '+') p++;
     if (!isdigit((unsigned char)*p)) return HBM_EINVAL;
-    int e = 0;
-    while (isdigit((unsigned char)*p) && e < 100) e = e * 10 + (*p++ - '0');
-    if (isdigit((unsigned char)*p)) return HBM_EINVAL;
+    int e = 0; /* from 100 on, the value is 0 or past 2^64 whatever follows: read, not added */
+    for (; isdigit((unsigned char)*p); p++)
+      if (e < 100) e = e * 10 + (*p - '0');
     exp10 += e;
   }
   static const struct { char c; int dec, bin; } units[] = {{'K', 3, 10}, {'M', 6, 20}, {'G', 9, 30}, {'B', 9, 0}, {'T', 12, 40}};
