@@ -150,6 +150,14 @@ static void check_failure_words(void) {
     CHECK(strstr(html, "background:#9c755f'></span>other</span>") != NULL); /* in the legend where it is live */
   }
   free(html);
+  /* two holes in one range: each count takes its own plural */
+  layout[0] = (hbm_layout_run){0, MIB, 0, 0};
+  layout[1] = (hbm_layout_run){MIB, 6 * MIB, 1, HBM_TAG_ACT};
+  layout[2] = (hbm_layout_run){7 * MIB, MIB, 0, 0};
+  r.nlayout = 3;
+  char two[2048];
+  hbm_report_diagnosis(&rep, &r, two, sizeof two);
+  CHECK(strstr(two, " The layout then: 2 holes holding 2.00 MiB, the largest 1.00 MiB, across 1 range. ") != NULL);
   r.nlayout = 0;
   r.layout = NULL;
   /* the policy's overhead */
