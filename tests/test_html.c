@@ -113,6 +113,9 @@ static void check_failure_words(void) {
     CHECK(strstr(html, "></span>other</span>") == NULL); /* nothing of no purpose is live */
     CHECK(strstr(html, " Its largest free (2.00 MiB) exceeds the largest hole because") != NULL);
     CHECK(strstr(html, "first failure, step 3</text>") != NULL);
+    CHECK(strstr(html, "class='hlab'>capacity 8.00 MiB</text>") != NULL);
+    CHECK(strstr(html, "aria-label='layout at the first failure'>") != NULL);
+    CHECK(strstr(html, "class='labright'>6.83 KiB per column</text>") != NULL); /* 8 MiB over 1200 columns */
     /* the three largest holes marked and labelled, each once, no live block among them */
     CHECK(count(html, "class='holemark'") == 3 && count(html, "class='holelab'>") == 3);
     CHECK(strstr(html, "class='holelab'>1.50 MiB</text>") && strstr(html, "class='holelab'>1.00 MiB</text>") &&
@@ -222,6 +225,27 @@ static void check_failure_words(void) {
   /* a run that could not run says so, whatever its result holds */
   r.error = HBM_EHOSTMEM;
   words_are(&rep, &r, "compact: the replay could not run (out of host memory).");
+  html = NULL;
+  CHECK(hbm_report_html(&rep, &html, &len) == HBM_OK);
+  if (html) {
+    CHECK(strstr(html, "<td colspan='9' class='fail'>replay error: out of host memory</td></tr>") != NULL);
+    CHECK(strstr(html, "<p>The replay could not run: out of host memory.</p>") != NULL);
+  }
+  free(html);
+}
+
+/* The tightest moment: the lowest largest free after steps 0 and 1 where the
+ * samples reach past them, else the lowest of all. */
+static void check_tightest(void) {
+  hbm_sample s[4] = {{.event = 2, .step = 0, .largest_free = 10}, {.event = 5, .step = 1, .largest_free = 20},
+                     {.event = 9, .step = 2, .largest_free = 50}, {.event = 12, .step = 3, .largest_free = 40}};
+  hbm_report_run r;
+  memset(&r, 0, sizeof r);
+  r.samples = s;
+  r.nsamples = 4;
+  CHECK_EQ_U64(hbm_report_tightest_event(&r), 12);
+  r.nsamples = 2; /* no sample past step 1: every sample counts */
+  CHECK_EQ_U64(hbm_report_tightest_event(&r), 2);
 }
 
 /* A run without failures made by hand: its figures, the samples' worst
@@ -287,7 +311,7 @@ static void check_success_words(void) {
   rep.peak_live = 500 * MIB;
   rep.steps = 1;
   r.result.refused_placed = 1;
-  r.result.max_frag = 1.5;
+  r.result.max_frag = 1e9; /* free memory, none of it usable: infinite, not the API's 1e9 */
   r.result.peak_allocated = 510 * MIB;
   r.result.backend_calls = 9;
   r.result.backend_calls_after_first_step = 4;
@@ -297,7 +321,7 @@ static void check_success_words(void) {
   if (html) {
     check_page_is_self_contained(html);
     CHECK(strstr(html, "<br>capacity 1.00 GiB &middot; 12 events &middot; 1 step &middot; peak live 500.00 MiB</p>"));
-    CHECK(strstr(html, "<td>1.00 GiB</td><td>0.488</td><td>1.500</td><td class='ok'>none (it placed what PyTorch "
+    CHECK(strstr(html, "<td>1.00 GiB</td><td>0.488</td><td>inf</td><td class='ok'>none (it placed what PyTorch "
                        "refused)</td><td>-</td><td>-</td><td>-</td><td>-</td><td>0</td></tr>") != NULL);
     CHECK(strstr(html, "<p class='sub'>peak reserved 1.00 GiB &middot; peak allocated 510.00 MiB &middot; "
                        "efficiency 0.488 &middot; backend calls 9 &middot; ") != NULL);
@@ -471,6 +495,7 @@ int main(void) {
     }
     CHECK(count(html, "Layout at the tightest moment") == n);
     CHECK(count(html, "Layout at the tightest moment sampled after steps 0 and 1 (step ") == n); /* 6 steps sampled */
+    CHECK(count(html, "aria-label='layout at the tightest moment sampled'>") == n);
     CHECK(strstr(html, "No request failed") != NULL);
   }
   free(html);
@@ -509,6 +534,8 @@ int main(void) {
   CHECK(hbm_trace_parse_text(text, (size_t)tl, "late-step", &t, &d) == HBM_OK);
   memset(&rep, 0, sizeof rep);
   rep.workload = "late-step";
+  CHECK(hbm_report_trace_facts(t, &rep) == HBM_OK);
+  CHECK_EQ_U64(rep.capacity, 1ull << 30); /* none given: the trace's */
   rep.capacity = 1ull << 30;
   CHECK(hbm_report_trace_facts(t, &rep) == HBM_OK);
   CHECK(hbm_report_run_policy(t, "bestfit", NULL, NULL, 0, NULL, NULL, &hand) == HBM_OK);
@@ -555,5 +582,16 @@ int main(void) {
   hbm_trace_free(t);
   check_failure_words();
   check_success_words();
+  check_tightest();
+
+  /* 6. a starting state that does not fit: no moment to draw a layout at */
+  const char *unfit = "hbm-trace 1\ncapacity 64MiB\ninit-seg 0x0 128MiB 0 large\ninit-blk 0x0 128MiB a\n"
+                      "a b 1MiB\nf a\nf b\n";
+  CHECK(hbm_trace_parse_text(unfit, strlen(unfit), "unfit", &t, &d) == HBM_OK);
+  memset(&hand, 0, sizeof hand);
+  CHECK(hbm_report_layout_at(t, "bestfit", NULL, NULL, 1, &hand) == HBM_EINVAL);
+  CHECK(hand.error == HBM_EINVAL && hand.nlayout == 0 && hand.layout == NULL);
+  hbm_report_run_release(&hand);
+  hbm_trace_free(t);
   return test_done("test_html");
 }

@@ -180,6 +180,11 @@ printf 'hbm-trace 1\ncapacity 10MiB\na w 1MiB param\ns 1\na c 8MiB comm\ns 2\nf 
 "$HBM" replay "$dir/comm.trace" --policy bestfit --html "$dir/comm.html" > /dev/null || fail=1
 grep -q "one that large was itself live at that moment" "$dir/comm.html" && ! grep -q "would not have fit" "$dir/comm.html" ||
   { echo "FAIL: a live communication buffer called a risk"; fail=1; }
+# a block as large of another purpose is no communication buffer: that low is a risk
+printf 'hbm-trace 1\ncapacity 10MiB\na w 1MiB param\ns 1\na big 8MiB act\ns 2\nf big\na c 8MiB comm\nf c\ns 3\n' > "$dir/notcomm.trace"
+"$HBM" replay "$dir/notcomm.trace" --policy bestfit --html "$dir/notcomm.html" > /dev/null || fail=1
+grep -q "is 8.00 MiB, so one that large would not have fit beside what was live at that moment" "$dir/notcomm.html" &&
+  ! grep -q "itself live" "$dir/notcomm.html" || { echo "FAIL: a live block of another purpose taken for a communication buffer"; fail=1; }
 # the same where the buffer live at that moment is the starting state's
 printf 'hbm-trace 1\ncapacity 10MiB\ninit-seg 0x100000000 8MiB 0 large\ninit-blk 0x100000000 8MiB c 8MiB comm\ns 1\na w 1MiB param\ns 2\nf c\na c2 8MiB comm\nf c2\ns 3\n' > "$dir/initcomm.trace"
 "$HBM" replay "$dir/initcomm.trace" --policy bestfit --html "$dir/initcomm.html" > /dev/null || fail=1
