@@ -898,6 +898,21 @@ static void test_devices(void) {
   CHECK_EQ_U64(t->ninit_segments, 0);
   CHECK_EQ_U64(t->nevents, 0);
   hbm_trace_free(t);
+  { /* the same through the file reader: device 0 asked for is device 0 */
+    char path[] = "/tmp/hbm-test-devices-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, s.p.b, s.p.n) == (ssize_t)s.p.n);
+    if (fd >= 0) close(fd);
+    t = NULL;
+    CHECK(hbm_trace_load_device(path, 0, &t, &d) == HBM_OK);
+    if (t) CHECK(t->snapshot_device == 0 && t->nevents == 0);
+    hbm_trace_free(t);
+    t = NULL;
+    CHECK(hbm_trace_load(path, &t, &d) == HBM_OK);
+    if (t) CHECK(t->snapshot_device == 1 && t->nevents == 1);
+    hbm_trace_free(t);
+    unlink(path);
+  }
   o.device = 5;
   t = (hbm_trace *)&o; /* on error the output is left untouched (hbm.h) */
   CHECK(hbm_snapshot_import(s.p.b, s.p.n, "test.pickle", &o, &t, &d) == HBM_EPARSE);

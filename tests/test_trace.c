@@ -341,6 +341,159 @@ static void test_recorded_overlap(void) {
   hbm_trace_free(t);
 }
 
+/* Every field the writer knows, written exactly as the format says and read
+ * back to the same trace: the starting state (a segment's stream, pool and
+ * expandable flag; a block's id, request and tag, or '-'), a recorded
+ * segment's stream and pool, the settings, and the private-pool note. The
+ * round trip through the file above has no starting state and stream 0
+ * only, so a field written wrong or left out there goes unseen. */
+static void test_round_trip_fields(void) {
+  const char *in =
+      "hbm-trace 1\n"
+      "capacity 96GiB\n"
+      "conf max_split_size_mb:128\n"
+      "init-seg 0x200000 2MiB 2 small expandable\n"
+      "init-blk 0x200000 512 w 500 param\n"
+      "init-blk 0x200200 2096640 -\n"
+      "init-seg 0x400000 2MiB 0 large\n"
+      "init-blk 0x400000 2MiB v 1000 grad\n"
+      "s 3\n"
+      "seg 0x7f0000000000 20MiB 5 small\n"
+      "a x 1000 act 3 @0x7f0000001000\n"
+      "a z 4KiB comm refused\n"
+      "f x\n"
+      "segfree 0x7f0000000000 20MiB\n"
+      "f w\n";
+  const char *want =
+      "hbm-trace 1\n"
+      "# rt.trace\n"
+      "capacity 103079215104\n"
+      "conf max_split_size_mb:128\n"
+      "# 2 segment(s), 4194304 bytes, were in private pools (CUDA graphs, MemPool) when the snapshot was "
+      "taken; replays place their blocks as the default pool's\n"
+      "init-seg 0x200000 2097152 2 small expandable\n"
+      "init-blk 0x200000 512 w 500 param\n"
+      "init-blk 0x200200 2096640 -\n"
+      "init-seg 0x400000 2097152 0 large\n"
+      "init-blk 0x400000 2097152 v 1000 grad\n"
+      "s 3\n"
+      "seg 0x7f0000000000 20971520 5 small\n"
+      "a x 1000 act 3 @0x7f0000001000\n"
+      "a z 4096 comm 0 refused\n"
+      "f x\n"
+      "segfree 0x7f0000000000 20971520\n"
+      "f w\n";
+  hbm_trace *t = NULL, *back = NULL;
+  hbm_diag d;
+  CHECK(hbm_trace_parse_text(in, strlen(in), "rt.trace", &t, &d) == HBM_OK);
+  if (!t) return;
+  t->private_pool_segments = 2;
+  t->private_pool_bytes = 4 << 20;
+  char dir[] = "/tmp/hbm-test-fields-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char path[128];
+  snprintf(path, sizeof path, "%s/out.trace", dir);
+  CHECK(hbm_trace_save(t, path, &d) == HBM_OK);
+  char *text = NULL;
+  size_t len = 0;
+  CHECK(hbm_read_file(path, &text, &len, &d) == HBM_OK);
+  if (text && strcmp(text, want)) fprintf(stderr, "written:\n%s\nexpected:\n%s", text, want);
+  CHECK(text && !strcmp(text, want));
+  free(text);
+  CHECK(hbm_trace_load(path, &back, &d) == HBM_OK);
+  if (back) {
+    CHECK_EQ_U64(back->capacity, t->capacity);
+    CHECK(back->conf && !strcmp(back->conf, t->conf));
+    CHECK(back->ninit_segments == 2 && back->ninit_blocks == 3);
+    for (uint32_t k = 0; k < 2 && k < back->ninit_segments; k++) {
+      const hbm_init_segment *a = &t->init_segments[k], *b = &back->init_segments[k];
+      CHECK(a->addr == b->addr && a->size == b->size && a->stream == b->stream && a->small == b->small &&
+            a->expandable == b->expandable && a->first_block == b->first_block && a->nblocks == b->nblocks);
+    }
+    for (uint32_t k = 0; k < 3 && k < back->ninit_blocks; k++) {
+      const hbm_init_block *a = &t->init_blocks[k], *b = &back->init_blocks[k];
+      CHECK(a->addr == b->addr && a->size == b->size && a->id == b->id && a->request == b->request &&
+            a->tag == b->tag);
+    }
+    CHECK_EQ_U64(back->nevents, t->nevents);
+    for (uint64_t i = 0; i < t->nevents && i < back->nevents; i++) {
+      const hbm_event *a = &t->events[i], *b = &back->events[i];
+      CHECK(a->kind == b->kind && a->id == b->id && a->size == b->size && a->addr == b->addr &&
+            a->stream == b->stream && a->tag == b->tag && a->flags == b->flags);
+    }
+    CHECK_EQ_U64(back->nids, 4);
+    CHECK_EQ_U64(hbm_trace_peak_live(back), 500 + 1000 + 1000 + 4096);
+    hbm_trace_free(back);
+  }
+  hbm_trace_free(t);
+  CHECK(unlink(path) == 0);
+  CHECK(rmdir(dir) == 0);
+}
+
+/* Values at the edge of what the reader takes, each side of it; a trace
+ * built in memory that ends with a step mark; a starting block that runs
+ * past its segment, named as such. */
+static void test_edges_exact(void) {
+  hbm_trace *t = NULL;
+  hbm_diag d;
+  /* capacity: one 2 MiB granule is the least, and is taken */
+  CHECK(parse("hbm-trace 1\ncapacity 2MiB\na x 10\n", &t, &d) == HBM_OK);
+  if (t) CHECK_EQ_U64(t->capacity, 2 << 20);
+  hbm_trace_free(t);
+  expect_bad("hbm-trace 1\ncapacity 2097151\n", 2, "capacity: 2097151 is smaller than one 2 MiB granule");
+  /* stream: 2^31 - 1 is the highest, in an allocation, a segment and a starting segment */
+  t = NULL;
+  CHECK(parse("hbm-trace 1\ninit-seg 0x0 2MiB 2147483647 large\ninit-blk 0x0 2MiB -\n"
+              "seg 0x200000 2MiB 2147483647\na x 10 2147483647\n", &t, &d) == HBM_OK);
+  if (t) {
+    CHECK(t->init_segments[0].stream == INT32_MAX && t->events[0].stream == INT32_MAX &&
+          t->events[1].stream == INT32_MAX);
+    hbm_trace_free(t);
+  }
+  expect_bad("hbm-trace 1\nseg 0x200000 2MiB 2147483648\n", 2, "expected a stream number, got '2147483648'");
+  /* a size token of 39 characters is read; one of 40 is not a size */
+  t = NULL;
+  CHECK(parse("hbm-trace 1\na x 000000000000000000000000000000000001024\n", &t, &d) == HBM_OK);
+  if (t) CHECK_EQ_U64(t->events[0].size, 1024);
+  hbm_trace_free(t);
+  expect_bad("hbm-trace 1\na x 0000000000000000000000000000000000001024\n", 2, "expected a size");
+  /* built event by event, ending with a step mark (ids counted by allocs and frees only) */
+  CHECK(hbm_trace_new("built", &t) == HBM_OK);
+  CHECK(hbm_trace_alloc(t, 3, 1000, HBM_TAG_ACT, 0) == HBM_OK);
+  CHECK(hbm_trace_alloc(t, 0, 24, HBM_TAG_ACT, 0) == HBM_OK);
+  CHECK(hbm_trace_free_id(t, 3) == HBM_OK);
+  CHECK(hbm_trace_step(t, 1) == HBM_OK);
+  CHECK_EQ_U64(t->nids, 4);
+  CHECK_EQ_U64(hbm_trace_peak_live(t), 1024);
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_validate(t, &d) == HBM_OK);
+  hbm_trace_free(t);
+  /* in memory: a starting block past its segment's end is named, not only the sum */
+  CHECK(parse("hbm-trace 1\ninit-seg 0x200000 2MiB 0 large\ninit-blk 0x200000 1MiB -\ninit-blk 0x300000 1MiB -\n",
+              &t, &d) == HBM_OK);
+  if (t) {
+    t->init_blocks[1].size = 2 << 20;
+    memset(&d, 0, sizeof d);
+    CHECK(hbm_trace_validate(t, &d) == HBM_EPARSE &&
+          strstr(d.message, "the segment at 0x200000 is not tiled in 512-byte blocks at 0x300000"));
+    /* ... and a segment its blocks do not fill, by how much */
+    t->init_blocks[1].size = 1 << 20;
+    t->init_segments[0].size = 4 << 20;
+    memset(&d, 0, sizeof d);
+    CHECK(hbm_trace_validate(t, &d) == HBM_EPARSE &&
+          strstr(d.message, "the blocks of the segment at 0x200000 cover 2097152 of its 4194304 bytes"));
+    hbm_trace_free(t);
+  }
+  expect_bad("hbm-trace 1\ninit-seg 0x1000 4096 0 small\ninit-blk 0x1000 1024 a\n", 3,
+             "the init-seg at 0x1000 is not tiled: its init-blk lines cover 1024 of its 4096 bytes");
+  /* an event is named by its index from 0 */
+  CHECK(hbm_trace_new("twice", &t) == HBM_OK);
+  CHECK(hbm_trace_alloc(t, 0, 10, HBM_TAG_ACT, 0) == HBM_OK && hbm_trace_alloc(t, 0, 10, HBM_TAG_ACT, 0) == HBM_OK);
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_validate(t, &d) == HBM_EPARSE && strstr(d.message, "event 1: allocation of id 0, which is already live"));
+  hbm_trace_free(t);
+}
+
 int main(void) {
   hbm_trace *t;
   hbm_diag d;
@@ -380,6 +533,7 @@ int main(void) {
   hbm_trace_free(two);
   test_save_input_after_chdir();
   test_writer_edges();
+  test_round_trip_fields();
 
   /* round trip through a file; the writer refuses to overwrite the input */
   char path[] = "/tmp/hbm-test-trace-XXXXXX";
@@ -447,6 +601,13 @@ int main(void) {
   expect_bad("hbm-trace 1\nf nobody\n", 2, "unknown id");
   expect_bad("hbm-trace 1\na x 1\nf x\nf x\n", 4, "double free");
   expect_bad("hbm-trace 1\na x 1\na x 2\n", 3, "already live");
+  /* the line each message names: where the id was last allocated or freed */
+  expect_bad("hbm-trace 1\ns 1\na x 1\na x 2\n", 4, "id 'x' is already live (allocated at line 3 and not freed)");
+  expect_bad("hbm-trace 1\na x 1\ns 2\nf x\nf x\n", 5, "double free of id 'x' (already freed at line 4)");
+  expect_bad("hbm-trace 1\ninit-seg 0x0 2MiB 0 large\ninit-blk 0x0 2MiB w\ns 1\na w 1\n", 5,
+             "id 'w' is already live (allocated at line 3 and not freed)");
+  expect_bad("hbm-trace 1\ninit-seg 0x0 2MiB 0 large\ninit-blk 0x0 1MiB w\ninit-blk 0x100000 1MiB w\n", 4,
+             "id 'w' is already live");
   expect_bad("hbm-trace 1\na x 0\n", 2, "at least 1 byte");
   expect_bad("hbm-trace 1\na x 5EiB\n", 2, "expected a size");
   expect_bad("hbm-trace 1\na x 5PiB\n", 2, "absurd"); /* a size, over the 1 PiB limit */
@@ -549,7 +710,7 @@ int main(void) {
   hbm_trace_free(t);
   static const char nul[] = "hbm-trace 1\na x 1\nf x\0\n";
   expect_bad_n(nul, sizeof nul - 1, 3, "NUL");
-  expect_bad("hbm-trace 1\na 1 2 3 4 5 6 7 8 9\n", 2, "too many fields");
+  expect_bad("hbm-trace 1\na 1 2 3 4 5 6 7 8 9\n", 2, "too many fields (10)");
 
   /* the input size limit: a regular file by its size, before reading; an
    * endless device once past the limit; out of memory is never wordless */
@@ -575,5 +736,6 @@ int main(void) {
     CHECK(!strcmp(d.file, "/dev/zero") && strstr(d.message, "more than the 1.00 MiB the reader takes"));
   }
   test_recorded_overlap();
+  test_edges_exact();
   return test_done("test_trace");
 }
