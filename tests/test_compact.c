@@ -287,6 +287,71 @@ static int refuse_before(void *arg, uint64_t bytes, uint64_t blocks) {
   return 1;
 }
 
+static char last_message[256];
+static void keep_message(int err, const char *message, void *arg) {
+  (void)err, (void)arg;
+  snprintf(last_message, sizeof last_message, "%s", message);
+}
+
+static void count_moved(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_t size, hbm_tag tag) {
+  (void)old_addr, (void)new_addr, (void)size, (void)tag;
+  ++*(uint64_t *)arg;
+}
+
+/* A freed handle stays refused after the next allocation reuses its slot
+ * (with a new generation), and each refusal names the call and the handle;
+ * hooks cleared with NULL are called no more. */
+static void handle_reuse_and_hooks(hbm_device *sim) {
+  hbm_heap *h;
+  uint64_t a;
+  char want[128];
+  CHECK(hbm_heap_create(sim, "compact", "on_failure:off", &h) == HBM_OK);
+  hbm_handle old = 0, reused = 0;
+  CHECK(hbm_alloc_handle(h, 1 << 20, HBM_TAG_PARAM, 0, &old) == HBM_OK);
+  CHECK(hbm_free_handle(h, old) == HBM_OK);
+  CHECK(hbm_alloc_handle(h, 1 << 20, HBM_TAG_PARAM, 0, &reused) == HBM_OK);
+  CHECK((reused & 0xffffffffu) == (old & 0xffffffffu) && reused != old); /* the slot is reused */
+  hbm_set_error_handler(keep_message, NULL);
+  CHECK(hbm_handle_addr(h, old, &a) == HBM_EINVAL);
+  snprintf(want, sizeof want, "handle_addr: handle %#llx is not live (freed, or never issued)", (unsigned long long)old);
+  CHECK(!strcmp(last_message, want));
+  CHECK(hbm_pin(h, old) == HBM_EINVAL);
+  snprintf(want, sizeof want, "pin: handle %#llx is not live (freed, or never issued)", (unsigned long long)old);
+  CHECK(!strcmp(last_message, want));
+  CHECK(hbm_free_handle(h, old) == HBM_EINVAL);
+  snprintf(want, sizeof want, "free_handle: handle %#llx is not live (freed, or never issued)", (unsigned long long)old);
+  CHECK(!strcmp(last_message, want));
+  CHECK(hbm_unpin(h, reused) == HBM_EINVAL);
+  snprintf(want, sizeof want, "unpin: handle %#llx is not pinned", (unsigned long long)reused);
+  CHECK(!strcmp(last_message, want));
+  hbm_set_error_handler(NULL, NULL);
+  CHECK(hbm_handle_addr(h, reused, &a) == HBM_OK);
+  /* hooks set, then cleared: a pass that moves a block calls neither */
+  uint64_t moved = 0;
+  hbm_relocation_hooks hk = {count_moved, count_before, &moved};
+  CHECK(hbm_heap_set_relocation_hooks(h, &hk) == HBM_OK);
+  hbm_handle x[2];
+  CHECK(hbm_alloc_handle(h, 1 << 20, HBM_TAG_ACT, 0, &x[0]) == HBM_OK);
+  CHECK(hbm_alloc_handle(h, 1 << 20, HBM_TAG_ACT, 0, &x[1]) == HBM_OK);
+  CHECK(hbm_free_handle(h, reused) == HBM_OK);
+  hbm_compact_result r;
+  CHECK(hbm_compact(h, NULL, &r) == HBM_OK && r.moved_blocks == 2);
+  CHECK_EQ_U64(moved, 3); /* two moves, one before_move: both counted in `moved` */
+  CHECK(hbm_heap_set_relocation_hooks(h, NULL) == HBM_OK);
+  CHECK(hbm_free_handle(h, x[0]) == HBM_OK);
+  CHECK(hbm_compact(h, NULL, &r) == HBM_OK && r.moved_blocks == 1);
+  CHECK_EQ_U64(moved, 3);
+  CHECK(hbm_check(h) == HBM_OK);
+  hbm_heap_destroy(h);
+  /* a policy that never moves blocks says so, naming the call */
+  CHECK(hbm_heap_create(sim, "bestfit", NULL, &h) == HBM_OK);
+  hbm_set_error_handler(keep_message, NULL);
+  CHECK(hbm_compact(h, NULL, NULL) == HBM_EUNSUPPORTED);
+  CHECK(!strcmp(last_message, "compact: policy bestfit never moves blocks (use policy compact)"));
+  hbm_set_error_handler(NULL, NULL);
+  hbm_heap_destroy(h);
+}
+
 static void api_edges(void) {
   hbm_device *sim;
   hbm_heap *h;
@@ -402,6 +467,7 @@ static void api_edges(void) {
     if (how == PINNED) CHECK(hbm_unpin(h, y[0]) == HBM_OK && hbm_unpin(h, y[2]) == HBM_OK);
     hbm_heap_destroy(h);
   }
+  handle_reuse_and_hooks(sim);
   hbm_device_close(sim);
 }
 
