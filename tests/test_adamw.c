@@ -502,14 +502,17 @@ static void on_error(int err, const char *message, void *arg) {
   snprintf(last_message, sizeof last_message, "%s", message);
 }
 
+/* Refused with `want` and a message that holds `words` (what is wrong, and where). */
 static void expect_rejected(const char *what, const hbm_adamw_tensor *t, size_t n, const hbm_adamw_options *o,
-                            int want) {
+                            int want, const char *words) {
   last_error = 0;
   last_message[0] = 0;
   int rc = hbm_adamw_step(t, n, o);
   if (rc != want) fprintf(stderr, "%s: got %d, want %d\n", what, rc, want);
   CHECK(rc == want);
   CHECK(last_error == want && last_message[0]); /* reported with a message */
+  if (!strstr(last_message, words)) fprintf(stderr, "%s: message '%s' lacks '%s'\n", what, last_message, words);
+  CHECK(strstr(last_message, words) != NULL);
 }
 
 static void test_bad_arguments(void) {
@@ -523,27 +526,27 @@ static void test_bad_arguments(void) {
   hbm_adamw_options_init(&o);
   hbm_adamw_tensor t[2];
 
-  expect_rejected("NULL tensors", NULL, 1, &o, HBM_EINVAL);
-  expect_rejected("no tensors", good, 0, &o, HBM_EINVAL);
-  expect_rejected("NULL options", good, 2, NULL, HBM_EINVAL);
-#define BAD_TENSOR(what, field, value)        \
+  expect_rejected("NULL tensors", NULL, 1, &o, HBM_EINVAL, "adamw: tensors is NULL");
+  expect_rejected("no tensors", good, 0, &o, HBM_EINVAL, "adamw: no tensors");
+  expect_rejected("NULL options", good, 2, NULL, HBM_EINVAL, "adamw: options is NULL");
+#define BAD_TENSOR(what, field, value, words) \
   memcpy(t, good, sizeof t);                  \
   t[1].field = value;                         \
-  expect_rejected(what, t, 2, &o, HBM_EINVAL)
-  BAD_TENSOR("NULL weight", weight, NULL);
-  BAD_TENSOR("NULL grad", grad, NULL);
-  BAD_TENSOR("NULL master", master, NULL);
-  BAD_TENSOR("NULL exp_avg", exp_avg, NULL);
-  BAD_TENSOR("NULL exp_avg_sq", exp_avg_sq, NULL);
-  BAD_TENSOR("zero count", count, 0);
-  BAD_TENSOR("absurd count", count, UINT64_MAX / 2);
-  BAD_TENSOR("misaligned master", master, (float *)((char *)(master + N) + 1));
-  BAD_TENSOR("misaligned exp_avg", exp_avg, (float *)((char *)(m + N) + 2));
-  BAD_TENSOR("misaligned weight", weight, (uint16_t *)((char *)(weight + N) + 1));
-  BAD_TENSOR("m is v", exp_avg, v + N);
-  BAD_TENSOR("master overlaps the other tensor's master", master, master + N / 2);
-  BAD_TENSOR("weight overlaps the other tensor's grad", weight, (uint16_t *)grad + 10);
-  BAD_TENSOR("master overlaps a grad", master, (float *)(void *)grad);
+  expect_rejected(what, t, 2, &o, HBM_EINVAL, words)
+  BAD_TENSOR("NULL weight", weight, NULL, "tensor 1: weight is NULL");
+  BAD_TENSOR("NULL grad", grad, NULL, "tensor 1: grad is NULL");
+  BAD_TENSOR("NULL master", master, NULL, "tensor 1: master is NULL");
+  BAD_TENSOR("NULL exp_avg", exp_avg, NULL, "tensor 1: exp_avg is NULL");
+  BAD_TENSOR("NULL exp_avg_sq", exp_avg_sq, NULL, "tensor 1: exp_avg_sq is NULL");
+  BAD_TENSOR("zero count", count, 0, "tensor 1: count is 0");
+  BAD_TENSOR("absurd count", count, UINT64_MAX / 2, "tensor 1: count 9223372036854775807 is absurd");
+  BAD_TENSOR("misaligned master", master, (float *)((char *)(master + N) + 1), "is not aligned to its 4-byte element");
+  BAD_TENSOR("misaligned exp_avg", exp_avg, (float *)((char *)(m + N) + 2), "tensor 1: exp_avg");
+  BAD_TENSOR("misaligned weight", weight, (uint16_t *)((char *)(weight + N) + 1), "is not aligned to its 2-byte element");
+  BAD_TENSOR("m is v", exp_avg, v + N, "overlaps tensor 1 exp_avg");
+  BAD_TENSOR("master overlaps the other tensor's master", master, master + N / 2, "tensor 0 master overlaps tensor 1 master");
+  BAD_TENSOR("weight overlaps the other tensor's grad", weight, (uint16_t *)grad + 10, "tensor 0 grad overlaps tensor 1 weight");
+  BAD_TENSOR("master overlaps a grad", master, (float *)(void *)grad, " overlaps tensor ");
 #undef BAD_TENSOR
   /* each count is allowed, their sum is not (rejected before anything is touched) */
   hbm_adamw_tensor huge[3];
@@ -551,30 +554,30 @@ static void test_bad_arguments(void) {
     huge[k] = good[0];
     huge[k].count = 1ull << 55;
   }
-  expect_rejected("absurd total", huge, 3, &o, HBM_EINVAL);
-#define BAD_OPTION(what, field, value)   \
+  expect_rejected("absurd total", huge, 3, &o, HBM_EINVAL, "tensors 0 to 2 hold more than 2^56 elements");
+#define BAD_OPTION(what, field, value, words) \
   hbm_adamw_options_init(&o);            \
   o.field = value;                       \
-  expect_rejected(what, good, 2, &o, HBM_EINVAL)
-  BAD_OPTION("negative lr", lr, -1e-3);
-  BAD_OPTION("NaN lr", lr, NAN);
-  BAD_OPTION("beta1 1", beta1, 1.0);
-  BAD_OPTION("beta1 negative", beta1, -0.1);
-  BAD_OPTION("beta2 NaN", beta2, NAN);
-  BAD_OPTION("beta2 above 1", beta2, 1.5);
-  BAD_OPTION("negative eps", eps, -1e-8);
-  BAD_OPTION("infinite eps", eps, INFINITY);
-  BAD_OPTION("negative weight decay", weight_decay, -0.1);
-  BAD_OPTION("infinite weight decay", weight_decay, INFINITY);
-  BAD_OPTION("step 0", step, 0);
-  BAD_OPTION("grad_scale 0", grad_scale, 0.0);
-  BAD_OPTION("grad_scale negative", grad_scale, -2.0);
-  BAD_OPTION("grad_scale infinite", grad_scale, INFINITY);
-  BAD_OPTION("grad_scale that rounds to float 0", grad_scale, 1e-46);
-  BAD_OPTION("grad_scale that rounds to float Inf", grad_scale, 1e39);
-  BAD_OPTION("unknown rounding", rounding, (hbm_adamw_rounding)7);
-  BAD_OPTION("negative threads", threads, -1);
-  BAD_OPTION("unknown impl", impl, (hbm_adamw_impl)99);
+  expect_rejected(what, good, 2, &o, HBM_EINVAL, words)
+  BAD_OPTION("negative lr", lr, -1e-3, "lr -0.001 must be");
+  BAD_OPTION("NaN lr", lr, NAN, "adamw: lr ");
+  BAD_OPTION("beta1 1", beta1, 1.0, "beta1 1 must be in [0, 1)");
+  BAD_OPTION("beta1 negative", beta1, -0.1, "beta1 -0.1 must be");
+  BAD_OPTION("beta2 NaN", beta2, NAN, "adamw: beta2 ");
+  BAD_OPTION("beta2 above 1", beta2, 1.5, "beta2 1.5 must be in [0, 1)");
+  BAD_OPTION("negative eps", eps, -1e-8, "eps -1e-08 must be");
+  BAD_OPTION("infinite eps", eps, INFINITY, "adamw: eps inf");
+  BAD_OPTION("negative weight decay", weight_decay, -0.1, "weight_decay -0.1 must be");
+  BAD_OPTION("infinite weight decay", weight_decay, INFINITY, "weight_decay inf");
+  BAD_OPTION("step 0", step, 0, "step must be >= 1");
+  BAD_OPTION("grad_scale 0", grad_scale, 0.0, "grad_scale 0 must be");
+  BAD_OPTION("grad_scale negative", grad_scale, -2.0, "grad_scale -2 must be");
+  BAD_OPTION("grad_scale infinite", grad_scale, INFINITY, "grad_scale inf");
+  BAD_OPTION("grad_scale that rounds to float 0", grad_scale, 1e-46, "grad_scale 1e-46 must be finite and > 0 as a float");
+  BAD_OPTION("grad_scale that rounds to float Inf", grad_scale, 1e39, "grad_scale 1e+39");
+  BAD_OPTION("unknown rounding", rounding, (hbm_adamw_rounding)7, "unknown rounding mode 7");
+  BAD_OPTION("negative threads", threads, -1, "threads -1 must be >= 0");
+  BAD_OPTION("unknown impl", impl, (hbm_adamw_impl)99, "unknown impl 99");
 #undef BAD_OPTION
   /* nothing was written by any rejected call */
   for (int i = 0; i < 2 * N; i++) CHECK(master[i] == 1.0f && weight[i] == 0 && m[i] == 0.0f && v[i] == 0.0f);
@@ -587,7 +590,9 @@ static void test_bad_arguments(void) {
   for (int i = 0; i < HBM_ADAMW_IMPL_COUNT; i++)
     if (!hbm_adamw_impl_available((hbm_adamw_impl)i)) {
       o.impl = (hbm_adamw_impl)i;
-      expect_rejected("unavailable impl", good, 2, &o, HBM_EUNSUPPORTED);
+      char words[64];
+      snprintf(words, sizeof words, "impl %s is not available", hbm_adamw_impl_name((hbm_adamw_impl)i));
+      expect_rejected("unavailable impl", good, 2, &o, HBM_EUNSUPPORTED, words);
     }
   hbm_set_error_handler(NULL, NULL);
 
@@ -600,6 +605,86 @@ static void test_bad_arguments(void) {
   CHECK(hbm_adamw_impl_parse("avx3", &parsed) == HBM_EINVAL);
   CHECK(hbm_adamw_impl_name(HBM_ADAMW_IMPL_COUNT) == NULL);
   CHECK(hbm_adamw_impl_available(HBM_ADAMW_AUTO) && hbm_adamw_impl_available(HBM_ADAMW_REFERENCE));
+}
+
+/* The defaults are PyTorch's torch.optim.AdamW (hbm.h), whatever the struct held. */
+static void test_defaults(void) {
+  hbm_adamw_options o;
+  memset(&o, 0xA5, sizeof o);
+  hbm_adamw_options_init(&o);
+  CHECK(o.lr == 1e-3 && o.beta1 == 0.9 && o.beta2 == 0.999 && o.eps == 1e-8 && o.weight_decay == 1e-2);
+  CHECK(o.step == 1 && o.grad_scale == 1.0 && o.rounding == HBM_ADAMW_ROUND_NEAREST_EVEN && o.seed == 0);
+  CHECK(o.threads == 0 && o.impl == HBM_ADAMW_AUTO);
+  hbm_adamw_options_init(NULL); /* does nothing */
+}
+
+/* Edges: a total of exactly 2^56 elements is allowed, one more is not
+ * (validated only: the pointers are far apart and never read); names
+ * parsed from NULL; PyTorch's large-weight lerp form at exactly 1 - beta1 =
+ * 0.5; the most threads a step takes. */
+static void test_edges(void) {
+  hbm_adamw_options o;
+  hbm_adamw_options_init(&o);
+  hbm_adamw_tensor far[2];
+  for (int k = 0; k < 2; k++) {
+    uintptr_t base = (uintptr_t)(5 * k + 1) << 58; /* arrays 2^58 bytes apart */
+    far[k] = (hbm_adamw_tensor){(uint16_t *)base, (const uint16_t *)(base + (1ull << 58)),
+                                (float *)(base + (2ull << 58)), (float *)(base + (3ull << 58)),
+                                (float *)(base + (4ull << 58)), 1ull << 55, 1};
+  }
+  CHECK(hbm_adamw_validate(far, 2, &o) == HBM_OK);
+  hbm_set_error_handler(on_error, NULL);
+  far[1].count++;
+  expect_rejected("one past 2^56 in all", far, 2, &o, HBM_EINVAL, "tensors 0 to 1 hold more than 2^56 elements in all");
+  hbm_set_error_handler(NULL, NULL);
+  hbm_adamw_impl parsed = HBM_ADAMW_AVX2;
+  CHECK(hbm_adamw_impl_parse(NULL, &parsed) == HBM_EINVAL && parsed == HBM_ADAMW_AVX2);
+  CHECK(hbm_adamw_impl_parse("scalar", NULL) == HBM_EINVAL);
+  /* auto is the widest path the CPU has */
+  CHECK(hbm_adamw_impl_best() == (hbm_adamw_impl_available(HBM_ADAMW_AVX512) ? HBM_ADAMW_AVX512
+                                  : hbm_adamw_impl_available(HBM_ADAMW_AVX2) ? HBM_ADAMW_AVX2
+                                                                             : HBM_ADAMW_SCALAR));
+
+  /* beta1 0.5: m = g - (g - m) * 0.5, which here differs from m + 0.5 * (g - m) */
+  const hbm_adamw_impl impls[] = {HBM_ADAMW_REFERENCE, HBM_ADAMW_SCALAR, HBM_ADAMW_AVX2, HBM_ADAMW_AVX512};
+  enum { N = 40 };
+  for (size_t k = 0; k < sizeof impls / sizeof impls[0]; k++) {
+    if (!hbm_adamw_impl_available(impls[k])) continue;
+    uint16_t weight[N], grad[N];
+    float master[N], m[N], v[N];
+    for (int i = 0; i < N; i++) {
+      weight[i] = 0;
+      grad[i] = 0x3300; /* 2^-25 */
+      master[i] = 0.0f;
+      m[i] = bits_float(0x3F800001); /* 1 + 2^-23 */
+      v[i] = 0.0f;
+    }
+    hbm_adamw_tensor t = {weight, grad, master, m, v, N, 0};
+    hbm_adamw_options_init(&o);
+    o.lr = 0.0;
+    o.beta1 = 0.5;
+    o.impl = impls[k];
+    CHECK(hbm_adamw_step(&t, 1, &o) == HBM_OK);
+    for (int i = 0; i < N; i++) CHECK(float_bits(m[i]) == 0x3F000002); /* the other form: 0x3F000001 */
+  }
+
+  /* 256 threads, each with a share, against the reference */
+  uint64_t counts[1] = {256 * 64 + 3};
+  rng = 77;
+  problem ref = problem_make(counts, 1), many = problem_clone(&ref);
+  ref.poisoned[0] = many.poisoned[0] = 0;
+  fill_grads(&ref, &many, 9, 1);
+  hbm_adamw_options_init(&o);
+  o.impl = HBM_ADAMW_REFERENCE;
+  CHECK(hbm_adamw_step(ref.tensors, 1, &o) == HBM_OK);
+  o.impl = HBM_ADAMW_SCALAR;
+  o.threads = 256;
+  CHECK(hbm_adamw_thread_count(counts[0], 256, HBM_ADAMW_SCALAR) == 256);
+  CHECK(hbm_adamw_step(many.tensors, 1, &o) == HBM_OK);
+  agreement ag = compare(&ref, &many);
+  CHECK_EQ_U64(ag.differing, 0);
+  problem_free(&ref);
+  problem_free(&many);
 }
 
 /* The threads a step runs on, as reports give them: the rule hbm.h states. */
@@ -617,6 +702,7 @@ static void test_thread_count(void) {
 int main(void) {
   uint64_t seed = test_seed("test_adamw");
   rng = seed;
+  test_defaults();
   test_bad_arguments();
   test_reference_against_double();
   test_round_nearest_even();
@@ -625,5 +711,6 @@ int main(void) {
   test_index_past_4g();
   test_fast_paths(seed);
   test_thread_count();
+  test_edges();
   return test_done("test_adamw");
 }
