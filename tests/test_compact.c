@@ -309,6 +309,9 @@ static void handle_reuse_and_hooks(hbm_device *sim) {
   hbm_handle old = 0, reused = 0;
   CHECK(hbm_alloc_handle(h, 1 << 20, HBM_TAG_PARAM, 0, &old) == HBM_OK);
   CHECK(hbm_free_handle(h, old) == HBM_OK);
+  /* never issued: the freed slot's next generation, and a slot far past those issued */
+  CHECK(hbm_handle_addr(h, old + (1ull << 32), &a) == HBM_EINVAL);
+  CHECK(hbm_handle_addr(h, (1ull << 32) | 0xfffffff0u, &a) == HBM_EINVAL);
   CHECK(hbm_alloc_handle(h, 1 << 20, HBM_TAG_PARAM, 0, &reused) == HBM_OK);
   CHECK((reused & 0xffffffffu) == (old & 0xffffffffu) && reused != old); /* the slot is reused */
   hbm_set_error_handler(keep_message, NULL);
