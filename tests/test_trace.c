@@ -486,6 +486,45 @@ static void test_edges_exact(void) {
   }
   expect_bad("hbm-trace 1\ninit-seg 0x1000 4096 0 small\ninit-blk 0x1000 1024 a\n", 3,
              "the init-seg at 0x1000 is not tiled: its init-blk lines cover 1024 of its 4096 bytes");
+  /* blanks and a carriage return before the newline end no field; a lone '@'
+   * is no address; a 16-byte field is no tag (its buffer holds 15) */
+  t = NULL;
+  CHECK(parse("hbm-trace 1\r\ncapacity 4MiB \r\na x 10 act\t\r\ns \nf x\r\n", &t, &d) == HBM_OK);
+  if (t) CHECK(t->nevents == 3 && t->events[0].tag == HBM_TAG_ACT && t->capacity == 4 << 20);
+  hbm_trace_free(t);
+  expect_bad("hbm-trace 1\na x 1 @\n", 2, "unexpected field '@'");
+  expect_bad("hbm-trace 1\na x 1 abcdefghijklmnop\n", 2, "unexpected field 'abcdefghijklmnop'");
+  /* an input that ends without a newline (after a blank, or not), in a buffer of exactly its bytes */
+  static const char *const last[] = {"hbm-trace 1\na x 10", "hbm-trace 1\na x 10 "};
+  for (int k = 0; k < 2; k++) {
+    size_t n = strlen(last[k]);
+    char *exact = malloc(n);
+    CHECK(exact != NULL);
+    if (!exact) break;
+    memcpy(exact, last[k], n);
+    t = NULL;
+    CHECK(parse_n(exact, n, &t, &d) == HBM_OK && t && t->nevents == 1);
+    hbm_trace_free(t);
+    free(exact);
+  }
+  /* built in memory: a free starting block after a live one leaves the ids counted */
+  CHECK(hbm_trace_new("built", &t) == HBM_OK);
+  hbm_init_segment seg = {.addr = 0x200000, .size = 2 << 20};
+  hbm_init_block live = {.addr = 0x200000, .size = 1 << 20, .id = 5, .request = 1000};
+  hbm_init_block rest = {.addr = 0x300000, .size = 1 << 20, .id = HBM_NO_ID};
+  CHECK(hbm_trace_add_init_segment(t, &seg) == HBM_OK && hbm_trace_add_init_block(t, &live) == HBM_OK &&
+        hbm_trace_add_init_block(t, &rest) == HBM_OK);
+  CHECK_EQ_U64(t->nids, 6);
+  CHECK_EQ_U64(hbm_trace_peak_live(t), 1000);
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_validate(t, &d) == HBM_OK);
+  /* ... and a block whose size is off the grid, at an aligned address, is refused */
+  t->init_segments[0].size = 1000;
+  t->init_segments[0].nblocks = 1;
+  t->init_blocks[0].size = 1000;
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_validate(t, &d) == HBM_EPARSE && strstr(d.message, "is not tiled in 512-byte blocks at 0x200000"));
+  hbm_trace_free(t);
   /* an event is named by its index from 0 */
   CHECK(hbm_trace_new("twice", &t) == HBM_OK);
   CHECK(hbm_trace_alloc(t, 0, 10, HBM_TAG_ACT, 0) == HBM_OK && hbm_trace_alloc(t, 0, 10, HBM_TAG_ACT, 0) == HBM_OK);
