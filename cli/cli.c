@@ -584,7 +584,10 @@ int cli_load_trace(const char *path, int device, hbm_trace **out) {
 
 int cli_print_json(const char *command, hbm_json *j) {
   int code = CLI_OK;
-  if (j->failed || !j->buf) {
+  if (j->failed == HBM_JSON_TOO_DEEP) {
+    cli_error("%s: the report nests deeper than the JSON writer's 63 levels", command);
+    code = CLI_FAILED;
+  } else if (j->failed || !j->buf) {
     cli_error("%s: out of memory formatting the report", command);
     code = CLI_FAILED;
   } else {

@@ -226,7 +226,7 @@ static void check_structure(void) {
   for (int k = 0; k < LEVELS; k++) hbm_json_array_begin(&j);
   CHECK(!j.failed && j.len == LEVELS);
   hbm_json_object_begin(&j);
-  CHECK(j.failed);
+  CHECK(j.failed == HBM_JSON_TOO_DEEP);
   hbm_json_release(&j);
 
   static char text[600];
@@ -237,7 +237,7 @@ static void check_structure(void) {
   realloc_fails = 1;
   hbm_json_u64(&j, 1);
   realloc_fails = 0;
-  CHECK(j.failed && !j.buf && j.len == 0);
+  CHECK(j.failed == HBM_JSON_NO_MEMORY && !j.buf && j.len == 0);
   hbm_json_release(&j);
   hbm_json_init(&j);
   hbm_json_array_begin(&j);

@@ -17,7 +17,7 @@ static void put(hbm_json *j, const char *s, size_t n) {
     size_t cap = j->cap ? j->cap : 256;
     while (j->len + n + 1 > cap) cap *= 2;
     char *b = realloc(j->buf, cap);
-    if (!b) { j->failed = 1; return; }
+    if (!b) { j->failed = HBM_JSON_NO_MEMORY; return; }
     j->buf = b;
     j->cap = cap;
   }
@@ -41,7 +41,7 @@ static void value_prefix(hbm_json *j) {
 enum { MAX_DEPTH = (int)(sizeof ((hbm_json *)0)->need_comma / sizeof (int)) - 1 };
 static void open_(hbm_json *j, const char *c) {
   value_prefix(j);
-  if (j->depth == MAX_DEPTH) j->failed = 1;
+  if (j->depth == MAX_DEPTH) j->failed = HBM_JSON_TOO_DEEP;
   puts_(j, c);
   if (j->failed) return;
   j->depth++;

@@ -11,9 +11,14 @@ typedef struct hbm_json {
   size_t len, cap;
   int need_comma[64]; /* per nesting level */
   int depth;
-  int failed;         /* a host allocation failed, or a container opened 64 levels
-                       * deep; buf holds what was written before */
+  int failed;         /* 0, or why the document failed (hbm_json_failure); buf holds
+                       * what was written before */
 } hbm_json;
+
+typedef enum hbm_json_failure {
+  HBM_JSON_NO_MEMORY = 1, /* a host allocation failed */
+  HBM_JSON_TOO_DEEP = 2   /* a container opened 64 levels deep */
+} hbm_json_failure;
 
 void hbm_json_init(hbm_json *j);
 void hbm_json_release(hbm_json *j);
