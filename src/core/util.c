@@ -83,16 +83,6 @@ int hbm_report_error(int err, const char *fmt, ...) {
   return err;
 }
 
-void hbm_report_output(const char *fmt, ...) {
-  if (!output_fn) return;
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  hbm_vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  output_fn(msg, output_arg);
-}
-
 int hbm_grow_array(void **p, size_t *cap, size_t n, size_t elem) {
   if (n < *cap) return HBM_OK;
   size_t c = *cap ? *cap * 2 : 64;

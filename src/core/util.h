@@ -19,7 +19,6 @@ int hbm_snprintf(char *buf, size_t len, const char *fmt, ...) __attribute__((for
 /* Reports through the error handler; returns err so callers can
  * `return hbm_report_error(HBM_EINVAL, "...")`. */
 int hbm_report_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void hbm_report_output(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A check function's failures: each counted, and said through report (when
  * not NULL) with prefix before it, up to `limit` messages (0: all). Every
