@@ -155,8 +155,10 @@ int hbm_alloc_handle(hbm_heap *heap, uint64_t size, hbm_tag tag, int stream, hbm
     handle_slot *s = realloc(r->slots, cap * sizeof *s);
     if (s) r->slots = s;
     uint32_t *sp = s ? realloc(r->spare, cap * sizeof *sp) : NULL;
-    if (sp) r->spare = sp;
-    if (sp) r->cap = cap;
+    if (sp) {
+      r->spare = sp;
+      r->cap = cap;
+    }
   }
   if ((!r->nspare && r->nslots == r->cap) || hbm_addrmap_reserve(&r->by_addr, 1) != HBM_OK) {
     hbm_heap_count_failure(heap);

@@ -2498,7 +2498,7 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
   for (uint32_t k = 0; k < z->nchunks; k++) {
     const zchunk *ch = &z->chunks[k];
     if (!ch->npages) continue;
-    if (ch->range >= z->nranges || !ch->npages || ch->first + ch->npages > z->ranges[ch->range].npages)
+    if (ch->range >= z->nranges || ch->first + ch->npages > z->ranges[ch->range].npages)
       hbm_check_fail(&c.k, "Z1 chunk %u lies outside its range", k);
     if (ch->touched != chunk_touched[k]) hbm_check_fail(&c.k, "Z3 chunk %u counts %u touched pages, recount %u", k, ch->touched, chunk_touched[k]);
     int bit = (int)((z->idle_bits[k / 64] >> (k % 64)) & 1);

@@ -31,7 +31,6 @@ typedef struct replay_state {
   uint8_t *tag;        /* per id */
   hbm_addrmap *by_addr; /* addr -> id, only for policies that move blocks */
   uint64_t live, allocated, step;
-  uint64_t live_by_tag[HBM_TAG_COUNT];
   int verify;          /* fill and check data (host device) */
   int failed;          /* a fatal error inside a callback */
   int placing_start;   /* placing the starting state's blocks as requests */

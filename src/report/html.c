@@ -114,7 +114,6 @@ uint64_t hbm_report_tightest_event(const hbm_report_run *r) {
  * failed requests skipped, step hooks, moved blocks followed, as in the whole
  * run), then the policy's scan with each block's tag. ---- */
 typedef struct at_ctx {
-  hbm_report_run *run;
   uint64_t event;
   hbm_sample sample; /* the one taken at the event */
   int sampled;
@@ -131,7 +130,7 @@ int hbm_report_layout_at(const hbm_trace *t, const char *policy, const char *con
                          uint64_t event, hbm_report_run *run) {
   if (event > t->nevents) event = t->nevents;
   if (!event) return HBM_EINVAL;
-  at_ctx c = {.run = run, .event = event};
+  at_ctx c = {.event = event};
   hbm_replay_options o;
   memset(&o, 0, sizeof o);
   o.policy = policy;
