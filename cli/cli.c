@@ -503,6 +503,21 @@ void cli_json_oom(hbm_json *j, const hbm_replay_result *r) {
   hbm_json_object_end(j);
 }
 
+int cli_json_policy_begin(hbm_json *j, const char *policy, const char *conf, int error) {
+  hbm_json_object_begin(j);
+  hbm_json_kv_string(j, "policy", policy);
+  hbm_json_key(j, "alloc_conf");
+  if (conf) hbm_json_string(j, conf); else hbm_json_null(j);
+  hbm_json_key(j, "error");
+  if (error == HBM_OK) {
+    hbm_json_null(j);
+    return 0;
+  }
+  hbm_json_string(j, hbm_strerror(error)); /* no figures: the policy could not go on */
+  hbm_json_object_end(j);
+  return 1;
+}
+
 void cli_library_error(int err, const char *message, void *arg) {
   (void)arg;
   cli_error("%s", message && message[0] ? message : hbm_strerror(err));

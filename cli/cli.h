@@ -124,6 +124,11 @@ int cli_print_json(const char *command, struct hbm_json *j);
 /* Writes "oom": the replay's first failure (event, step, request, free_total,
  * largest_free, fragmentation, cause), or null: one shape in every report. */
 void cli_json_oom(struct hbm_json *j, const hbm_replay_result *r);
+/* Opens one policy's object in a report's "policies": policy, alloc_conf (the
+ * policy's --conf, or null) and error (null, or the error that stopped the
+ * policy). Returns 1 when there was an error: the object is then closed, with
+ * no figures, and the caller goes on to the next policy. */
+int cli_json_policy_begin(struct hbm_json *j, const char *policy, const char *conf, int error);
 /* A reader that stops early (| head) makes writes fail with EPIPE instead of
  * ending the process by SIGPIPE; cli_finish_stdout then says so once. */
 void cli_catch_sigpipe(void);

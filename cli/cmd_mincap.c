@@ -170,17 +170,7 @@ int cmd_mincap(int argc, char **argv) {
     hbm_json_array_begin(&j);
     for (int i = 0; i < done; i++) {
       const hbm_mincap_result *r = &results[i];
-      hbm_json_object_begin(&j);
-      hbm_json_kv_string(&j, "policy", r->policy);
-      hbm_json_key(&j, "alloc_conf");
-      if (cli_conf_for(&confs, r->policy)) hbm_json_string(&j, cli_conf_for(&confs, r->policy)); else hbm_json_null(&j);
-      hbm_json_key(&j, "error");
-      if (errors[i] != HBM_OK) { /* no figures: the search could not go on */
-        hbm_json_string(&j, hbm_strerror(errors[i]));
-        hbm_json_object_end(&j);
-        continue;
-      }
-      hbm_json_null(&j);
+      if (cli_json_policy_begin(&j, r->policy, cli_conf_for(&confs, r->policy), errors[i])) continue;
       hbm_json_key(&j, "min_capacity");
       if (r->found) hbm_json_u64(&j, r->min_capacity); else hbm_json_null(&j);
       hbm_json_key(&j, "backend_calls");

@@ -220,17 +220,7 @@ int cmd_replay(int argc, char **argv) {
     hbm_json_array_begin(&j);
     for (int i = 0; i < npolicies; i++) {
       const hbm_replay_result *r = &results[i];
-      hbm_json_object_begin(&j);
-      hbm_json_kv_string(&j, "policy", r->policy);
-      hbm_json_key(&j, "alloc_conf");
-      if (cli_conf_for(&confs, r->policy)) hbm_json_string(&j, cli_conf_for(&confs, r->policy)); else hbm_json_null(&j);
-      hbm_json_key(&j, "error");
-      if (runs[i].error != HBM_OK) { /* no figures: the replay could not go on */
-        hbm_json_string(&j, hbm_strerror(runs[i].error));
-        hbm_json_object_end(&j);
-        continue;
-      }
-      hbm_json_null(&j);
+      if (cli_json_policy_begin(&j, r->policy, cli_conf_for(&confs, r->policy), runs[i].error)) continue;
       hbm_json_kv_u64(&j, "peak_reserved", r->peak_reserved);
       hbm_json_kv_u64(&j, "peak_device", r->peak_device);
       hbm_json_kv_u64(&j, "peak_allocated", r->peak_allocated);
