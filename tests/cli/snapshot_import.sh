@@ -57,6 +57,18 @@ refused_line=$(grep -n ' refused$' "$dir/oom.trace" | head -n 1)
 refused_id=$(echo "$refused_line" | cut -d' ' -f2)
 [ -n "$refused_line" ] && sed -n "$(( ${refused_line%%:*} + 1 ))p" "$dir/oom.trace" | grep -qx "f $refused_id" ||
   { echo "FAIL import oom: no 'refused' allocation freed at once: '$refused_line'"; fail=1; }
+# The summary counts to the letter: a refused request and the free that follows
+# it are one refusal, neither an allocation nor a free; blocks alive are the
+# starting blocks with an id (a free one, '-', is not alive).
+c_a=$(grep -c '^a ' "$dir/oom.trace"); c_f=$(grep -c '^f ' "$dir/oom.trace")
+grep -q "\"alloc_events\":$c_a,\"refused\":1,\"frees\":$((c_f - 1)),\"segment_allocs\":5,\"segment_frees\":5,\"steps\":1,\"init_segments\":8,\"init_segment_bytes\":190840832,\"init_live_blocks\":14,\"peak_live\":368254048,\"private_pool_segments\":0,\"private_pool_bytes\":0,\"conf\":\"\"}\$" "$dir/oom.json" ||
+  { echo "FAIL import oom --json counts ($c_a a, $c_f f): $(cat "$dir/oom.json")"; fail=1; }
+[ "$(grep '^init-blk ' "$dir/oom.trace" | awk '$4 != "-"' | wc -l)" -eq 14 ] || { echo "FAIL import oom: init-blk lines with an id are not 14"; fail=1; }
+"$HBM" import "$fx/snapshot_oom_p4.pickle" -o "$dir/oom_text.trace" > "$dir/oom.txt" 2> "$dir/err"
+printf '%s\n' "$fx/snapshot_oom_p4.pickle (device 0) -> $dir/oom_text.trace: 56 allocations, 1 request PyTorch refused (out of memory), 56 frees, 5 segment allocations, 5 releases, 1 step" \
+  "starting state: 8 segments (182.00 MiB), 14 blocks alive; peak live 351.19 MiB; conf ''" > "$dir/oom.want"
+cmp -s "$dir/oom.txt" "$dir/oom.want" && [ ! -s "$dir/err" ] ||
+  { echo "FAIL import oom summary: $(cat "$dir/oom.txt" "$dir/err")"; fail=1; }
 "$HBM" fidelity "$dir/oom.trace" --check | grep -q "refused requests     1" || { echo "FAIL fidelity oom: refused not reported"; fail=1; }
 # replay: caching fails where PyTorch failed, and says so; with room it places the request
 "$HBM" replay "$fx/snapshot_oom_p4.pickle" --policy caching > "$dir/oom.txt" 2>&1
