@@ -106,6 +106,34 @@ grep -q "does NOT fit" "$dir/out" || { echo "FAIL capacity 29: message"; fail=1;
 "$HBM" plan "$dir/p.csv" --align 16 -o "$dir/aligned.csv" > /dev/null || { echo "FAIL align: exit $?"; fail=1; }
 awk -F, 'NR > 1 && $5 % 16 { bad = 1 } END { exit bad }' "$dir/aligned.csv" || { echo "FAIL align: an offset off 16"; fail=1; }
 
+# The table to the letter (seconds read as 0.000): each order's own footprint, the
+# rounds' better one, the alignment and the capacity lines; without --orders
+# no order's row; one buffer in the singular, times from the earliest lower
+# to the latest upper.
+table() { sed 's/[0-9]\.[0-9][0-9][0-9]\( \|$\)/0.000\1/' "$@"; }
+"$HBM" plan "$dir/p.csv" --orders --align 16 --capacity 36 > "$dir/out" || { echo "FAIL --orders --align 16: exit $?"; fail=1; }
+{ echo "problem $dir/p.csv: 4 buffers over times 0..30, peak load 30"; echo "offsets aligned to 16"; echo
+  printf '%-22s %20s %15s %9s\n' plan footprint "over peak load" seconds
+  for o in size-lowest size-gap length-lowest start-gap breadth-lowest breadth-gap; do
+    printf '%-22s %20s %15s %9s\n' "$o" 42 +40.00% 0.000; done
+  printf '%-22s %20s %15s %9s  valid\n' "hbm (orders + rounds)" 36 +20.00% 0.000; echo; echo "capacity 36: the plan fits"; } > "$dir/want"
+table "$dir/out" | cmp -s - "$dir/want" || { echo "FAIL --orders table:"; table "$dir/out" | diff "$dir/want" -; fail=1; }
+"$HBM" plan "$dir/p.csv" --orders --align 16 --json > "$dir/out" || { echo "FAIL --orders --json: exit $?"; fail=1; }
+[ "$(grep -o '"order":"[a-z-]*","footprint":42,"over_peak_load":0.39999' "$dir/out" | wc -l)" -eq 6 ] &&
+  grep -q '"align":16,"first_time":0,"last_time":30,"peak_load":30,"plan":{"footprint":36,"over_peak_load":0.19999' "$dir/out" ||
+  { echo "FAIL --orders --json: $(cat "$dir/out")"; fail=1; }
+printf 'id,lower,upper,size\nx,5,9,3\ny,7,12,2\nz,6,8,1\n' > "$dir/late.csv"
+"$HBM" plan "$dir/late.csv" > "$dir/out" || { echo "FAIL late.csv: exit $?"; fail=1; }
+{ echo "problem $dir/late.csv: 3 buffers over times 5..12, peak load 6"; echo
+  printf '%-22s %20s %15s %9s\n' plan footprint "over peak load" seconds
+  printf '%-22s %20s %15s %9s  valid\n' "hbm (orders + rounds)" 6 +0.00% 0.000; } > "$dir/want"
+table "$dir/out" | cmp -s - "$dir/want" || { echo "FAIL plain table:"; table "$dir/out" | diff "$dir/want" -; fail=1; }
+printf 'id,lower,upper,size\nx,5,9,3\n' > "$dir/one.csv"
+"$HBM" plan "$dir/one.csv" --json | grep -q '^{"problem":"[^"]*","buffers":1,"align":1,"first_time":5,"last_time":9,"peak_load":3,"plan":{"footprint":3,' ||
+  { echo "FAIL one buffer --json: $("$HBM" plan "$dir/one.csv" --json)"; fail=1; }
+"$HBM" plan "$dir/one.csv" | head -n 1 | grep -qx "problem $dir/one.csv: 1 buffer over times 5..9, peak load 3" ||
+  { echo "FAIL one buffer: $("$HBM" plan "$dir/one.csv" | head -n 1)"; fail=1; }
+
 # A given plan far over the peak load keeps the table's columns: the percent
 # takes an exponent rather than running into the next column.
 printf 'id,lower,upper,size,offset\nb1,0,10,100,4611686018427387000\nb2,5,15,50,0\n' > "$dir/far.csv"
