@@ -105,6 +105,7 @@ count_bad "--every: expected a whole number of at least 1, got '0x10'" replay "$
 count_bad "--check: expected a whole number of at least 1, got '1.5'" replay "$good" --check 1.5
 count_bad "got '18446744073709551616'" replay "$good" --every 18446744073709551616
 count_bad "--device: expected a whole number 0..1024, got ''" import "$good" --device ''
+count_bad "^hbm: --snapshot-device: expected a whole number 0..1024, got 'x'$" import "$good" --snapshot-device x -o "$dir/never.trace"
 count_bad "--jobs: expected a whole number 1..64, got '65'" demo --jobs 65
 count_bad "--seed: expected a whole number, got '-1'" gen llm --preset 7b-1gpu-80g --seed -1
 count_bad "--rounds: expected a whole number 1..1000, got '-1'" bench replay --rounds -1

@@ -62,6 +62,8 @@ echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQUofXEGKF
 printf 'hbm-trace 1\na x 1KiB\n' > "$dir/plain.trace"
 "$HBM" import "$dir/plain.trace" -o "$dir/out.trace" > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "not a pickle" "$dir/err" || { echo "FAIL import of a text trace: exit $rc"; cat "$dir/err"; fail=1; }
+grep -q "^hbm: $dir/plain.trace: byte 0: not a pickle of protocol 2 to 5 (a PyTorch snapshot starts with the PROTO opcode, 0x80); an hbm text trace needs no import$" "$dir/err" ||
+  { echo "FAIL import of a text trace, message: $(cat "$dir/err")"; fail=1; }
 # ... and a text trace without recorded addresses has nothing to compare.
 "$HBM" fidelity "$dir/plain.trace" > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "no addresses" "$dir/err" || { echo "FAIL fidelity of a plain trace: exit $rc"; cat "$dir/err"; fail=1; }

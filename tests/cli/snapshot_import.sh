@@ -69,6 +69,19 @@ printf '%s\n' "$fx/snapshot_oom_p4.pickle (device 0) -> $dir/oom_text.trace: 56 
   "starting state: 8 segments (182.00 MiB), 14 blocks alive; peak live 351.19 MiB; conf ''" > "$dir/oom.want"
 cmp -s "$dir/oom.txt" "$dir/oom.want" && [ ! -s "$dir/err" ] ||
   { echo "FAIL import oom summary: $(cat "$dir/oom.txt" "$dir/err")"; fail=1; }
+# One of each (a starting segment with one live block, a segment made and
+# released, an allocation and its free, a step) in the singular; two refusals.
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRLAFgHAAAAYWRkcmVzc3EFigYAAAAAAH9YCgAAAHRvdGFsX3NpemVxBkoAACAAWAYAAABzdHJlYW1xB0sAWAwAAABzZWdtZW50X3R5cGVxCFgFAAAAc21hbGxxCVgGAAAAYmxvY2tzcQpdcQsofXEMKGgFigYAAAAAAH9YBAAAAHNpemVxDU0AAlgOAAAAcmVxdWVzdGVkX3NpemVxDk0AAlgFAAAAc3RhdGVxD1gQAAAAYWN0aXZlX2FsbG9jYXRlZHEQdX1xEShoBYoGAAIAAAB/aA1KAP4fAGgOSwBoD1gIAAAAaW5hY3RpdmVxEnVldWFYDQAAAGRldmljZV90cmFjZXNxE11xFF1xFSh9cRYoWAYAAABhY3Rpb25xF1gNAAAAc2VnbWVudF9hbGxvY3EYWAQAAABhZGRycRmKBgAAIAAAf2gNSgAAIABoB0sAWAcAAAB0aW1lX3VzcRpLCnV9cRsoaBdYBQAAAGFsbG9jcRxoGYoGAAAgAAB/aA1NAARoB0sAaBpLC3V9cR0oaBdYAwAAAG9vbXEeaBlLAGgNigYAAAAAAAFoB0sAWAsAAABkZXZpY2VfZnJlZXEfSwBoGksMdX1xIChoF2geaBlLAGgNigYAAAAAAAFoB0sAaB9LAGgaSw11fXEhKGgXWA4AAABmcmVlX2NvbXBsZXRlZHEiaBmKBgAAIAAAf2gNTQAEaAdLAGgaSxR1fXEjKGgXWAwAAABzZWdtZW50X2ZyZWVxJGgZigYAACAAAH9oDUoAACAAaAdLAGgaSxV1ZWFYEgAAAGFsbG9jYXRvcl9zZXR0aW5nc3ElfXEmWBQAAABleHRlcm5hbF9hbm5vdGF0aW9uc3EnXXEofXEpKFgFAAAAc3RhZ2VxKlgDAAAARU5EcStYBAAAAG5hbWVxLFgZAAAAT3B0aW1pemVyLnN0ZXAjQWRhbVcuc3RlcHEtaARLAGgaSw91YXUu' \
+  | base64 -d > "$dir/ones.pickle"
+"$HBM" import "$dir/ones.pickle" -o "$dir/ones.trace" > "$dir/out" 2> "$dir/err"
+printf '%s\n' "$dir/ones.pickle (device 0) -> $dir/ones.trace: 1 allocation, 2 requests PyTorch refused (out of memory), 1 free, 1 segment allocation, 1 release, 1 step" \
+  "starting state: 1 segment (2.00 MiB), 1 block alive; peak live 1.00 TiB; conf ''" > "$dir/want"
+cmp -s "$dir/out" "$dir/want" && [ ! -s "$dir/err" ] || { echo "FAIL import, one of each: $(cat "$dir/out" "$dir/err")"; fail=1; }
+# the settings PyTorch ran under, in the summary and the JSON
+"$HBM" import "$fx/snapshot_expandable_p4.pickle" -o "$dir/exp.trace" | grep -q "; conf 'expandable_segments:True'$" ||
+  { echo "FAIL import: the summary's conf"; fail=1; }
+"$HBM" import "$fx/snapshot_expandable_p4.pickle" -o "$dir/exp.trace" --json | grep -q ',"conf":"expandable_segments:True"}$' ||
+  { echo "FAIL import --json: conf"; fail=1; }
 "$HBM" fidelity "$dir/oom.trace" --check | grep -q "refused requests     1" || { echo "FAIL fidelity oom: refused not reported"; fail=1; }
 # replay: caching fails where PyTorch failed, and says so; with room it places the request
 "$HBM" replay "$fx/snapshot_oom_p4.pickle" --policy caching > "$dir/oom.txt" 2>&1
@@ -129,7 +142,14 @@ grep -q '"where":"device_traces\[0\]\[[0-9]*\]".*"check":null}$' "$dir/out" || {
 cp "$fx/snapshot_basic_p2.pickle" "$dir/in.pickle"
 "$HBM" import "$dir/in.pickle" -o "$dir/in.pickle" > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 2 ] && cmp -s "$dir/in.pickle" "$fx/snapshot_basic_p2.pickle" || { echo "FAIL import over its input: exit $rc"; fail=1; }
-"$HBM" import "$dir/in.pickle" > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL import without -o"; fail=1; }
+"$HBM" import "$dir/in.pickle" > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && [ ! -s "$dir/out" ] && [ "$(head -n 1 "$dir/err")" = "hbm: import: -o TRACE is required" ] &&
+  sed -n 2p "$dir/err" | grep -q "^usage: hbm import SNAPSHOT.pickle -o TRACE" || { echo "FAIL import without -o: exit $rc, $(cat "$dir/err")"; fail=1; }
+# the trace on standard output: the summary goes to stderr, the trace alone to stdout
+"$HBM" import "$fx/snapshot_basic_p4.pickle" -o /dev/stdout > "$dir/stdout.trace" 2> "$dir/err"; rc=$?
+[ $rc -eq 0 ] && head -n 1 "$dir/stdout.trace" | grep -q "^hbm-trace 1" && ! grep -q "starting state" "$dir/stdout.trace" &&
+  grep -q "snapshot_basic_p4.pickle (device 0) -> /dev/stdout: 56 allocations" "$dir/err" ||
+  { echo "FAIL import -o /dev/stdout: exit $rc, $(tail -n 2 "$dir/stdout.trace"), $(cat "$dir/err")"; fail=1; }
 "$HBM" fidelity > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL fidelity without input"; fail=1; }
 "$HBM" fidelity "$dir/in.pickle" --policy bestfit > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL fidelity --policy bestfit"; fail=1; }
 "$HBM" fidelity "$dir/in.pickle" --alloc-conf "max_split_size_mb:1" > /dev/null 2> "$dir/err"; rc=$?
@@ -194,6 +214,8 @@ echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQQoXXEFKH1xBi
 "$HBM" import "$dir/two.pickle" --device 1 -o "$dir/two1.trace" | grep -q "(device 1)" || { echo "FAIL import --device 1"; fail=1; }
 "$HBM" import "$dir/two.pickle" --snapshot-device 1 -o "$dir/two1s.trace" | grep -q "(device 1)" ||
   { echo "FAIL import --snapshot-device 1"; fail=1; }
+"$HBM" import "$dir/two.pickle" --device 1 -o "$dir/two1j.trace" --json | grep -q ',"device":1,"alloc_events":1,' ||
+  { echo "FAIL import --device 1 --json: $("$HBM" import "$dir/two.pickle" --device 1 -o "$dir/two1j.trace" --json 2>&1)"; fail=1; }
 "$HBM" fidelity "$dir/two.pickle" --snapshot-device 1 --json | grep -q '"alloc_events":1,' ||
   { echo "FAIL fidelity --snapshot-device 1: $("$HBM" fidelity "$dir/two.pickle" --snapshot-device 1 --json 2>&1)"; fail=1; }
 for cmd in "import -o $dir/never.trace --device 0" "replay --capacity 1GiB --snapshot-device 1" "mincap --snapshot-device 0"; do
@@ -219,7 +241,7 @@ s["segments"][0]["segment_pool_id"] = (1, 0)
 pickle.dump(s, open(sys.argv[2], "wb"), protocol=4)
 PY
   "$HBM" import "$dir/pools.pickle" -o "$dir/pools.trace" --json > "$dir/json" 2> "$dir/err"
-  grep -q '"private_pool_segments":1,' "$dir/json" && grep -q "pools.pickle: note: 1 segment (.*) was in private memory pools" "$dir/err" &&
+  grep -q '"private_pool_segments":1,"private_pool_bytes":12582912,' "$dir/json" && grep -q "pools.pickle: note: 1 segment (.*) was in private memory pools" "$dir/err" &&
     grep -q "^# 1 segment(s), .* were in private pools" "$dir/pools.trace" ||
     { echo "FAIL import of a private pool: $(cat "$dir/json" "$dir/err")"; fail=1; }
   for cmd in "replay --capacity 1GiB" "mincap" "fidelity"; do
