@@ -81,6 +81,37 @@ grep -q '"workload":"[^"]*, zero 2 + offload, ' "$dir/off" || { echo "FAIL --off
 "$HBM" gen llm --layers 2 --hidden 256 --seq 100:100 --seq-align 64 --steps 1 --estimate > "$dir/one" 2>&1 ||
   { echo "FAIL --seq 100:100 --seq-align 64: $(cat "$dir/one")"; fail=1; }
 
+# the estimate to the letter, where no ZeRO-3 shard is held apart
+"$HBM" gen llm --params 20M --steps 1 --estimate > "$dir/est20m" 2>&1
+cat > "$dir/want" <<'EOF2'
+parameters     24.6M in the model, 24.6M on this device
+static         422.99 MiB = BF16 weights 47.00 MiB + FP32 master 94.00 MiB + FP32 grads 94.00 MiB + Adam m,v 188.00 MiB
+activations    102.09 MiB per layer at seq 2048; 2.61 GiB at the peak
+buckets        1 per reduction, largest 94.00 MiB; 0 B in flight at the peak
+peak live      2.84 GiB estimated (forward), 2.84 GiB with every sequence at 2048; capacity 80.00 GiB
+fits           yes, 77.16 GiB to spare before any allocator's overhead
+EOF2
+cmp -s "$dir/est20m" "$dir/want" || { echo "FAIL --params 20M --estimate:"; diff "$dir/want" "$dir/est20m"; fail=1; }
+
+# --seq in each form: a length, a range, a list (taken, not refused); a form of
+# both is refused as a form; a MIN or list entry of 31 bytes is read, one of 32 refused
+seq_of() { "$HBM" gen llm --layers 2 --hidden 256 --seq "$1" --steps 1 --estimate --json 2>&1 | sed -n 's/.*flash attention, seq \(.*\) x micro-batch.*/\1/p'; }
+z31=$(printf '%031d' 512); z32=$(printf '%032d' 512)
+for pair in "1024|1024" "512:1024|512..1024" "512,1024|2 lengths in 512..1024" "768,256,512|3 lengths in 256..768" \
+            "$z31:1024|512..1024" "1024,$z31|2 lengths in 512..1024"; do
+  got=$(seq_of "${pair%%|*}"); [ "$got" = "${pair#*|}" ] || { echo "FAIL --seq ${pair%%|*}: '$got', expected '${pair#*|}'"; fail=1; }
+done
+for form in "1:2,3" "1,2:3" "$z32:1024" "1024,$z32"; do
+  "$HBM" gen llm --seq "$form" --estimate > /dev/null 2> "$dir/err"; rc=$?
+  [ $rc -eq 2 ] && grep -qx "hbm: --seq: expected N, MIN:MAX or a list A,B,C (at most [0-9]*), got '$form'" "$dir/err" ||
+    { echo "FAIL --seq $form: exit $rc, $(cat "$dir/err")"; fail=1; }
+done
+# the bucket's range holds its ends
+for b in 4KiB 16TiB; do
+  "$HBM" gen llm --layers 2 --hidden 256 --seq 128 --bucket $b --steps 1 --estimate > /dev/null 2> "$dir/err" ||
+    { echo "FAIL --bucket $b refused: $(cat "$dir/err")"; fail=1; }
+done
+
 # an abbreviated --preset is the preset, as getopt_long reads any unique prefix
 for abbrev in "--pre 70b-zero3-64" "--pres=70b-zero3-64"; do
   # shellcheck disable=SC2086
@@ -208,6 +239,14 @@ bad params_minus   "^hbm: --params: expected a positive parameter count like 1.3
 "$HBM" gen llm --layers 2 > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 2 ] && grep -q -- "-o" "$dir/err" || { echo "FAIL missing -o: exit $rc"; fail=1; }
 "$HBM" gen nosuch > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL unknown generator: expected exit 2"; fail=1; }
+# gen llm with no option at all asks for -o, as with any; gen alone is usage (2), gen --help not (0)
+"$HBM" gen llm > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && [ ! -s "$dir/out" ] && [ "$(cat "$dir/err")" = "hbm: -o TRACE is required (or --estimate)" ] ||
+  { echo "FAIL gen llm alone: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
+"$HBM" gen > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && [ ! -s "$dir/out" ] && grep -q "^usage: hbm gen llm" "$dir/err" || { echo "FAIL gen alone: exit $rc"; fail=1; }
+"$HBM" gen --help > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 0 ] && [ ! -s "$dir/err" ] && grep -q "^  llm  " "$dir/out" || { echo "FAIL gen --help: exit $rc"; fail=1; }
 # a trace larger than the host's memory (a million 910c-dense steps, 3 TiB with
 # its text) is refused before generating, naming the memory and the steps that fit
 bad host_memory "host memory, more than the .* available; give --steps" --preset 910c-dense --steps 1000000
