@@ -69,6 +69,15 @@ grep -q "^fits           yes, 14.70 GiB to spare" "$dir/est" || { echo "FAIL --e
 "$HBM" gen llm --preset 7b-1gpu-80g --capacity 40GiB --estimate --json | grep -q '"fits":false}$' ||
   { echo "FAIL --estimate --json fits:false"; fail=1; }
 "$HBM" gen llm --preset 7b-1gpu-80g --estimate --json | grep -q '"fits":true}$' || { echo "FAIL --estimate --json fits:true"; fail=1; }
+# a peak of exactly the capacity fits, with nothing to spare; a granule less does not
+# (these shapes put the peak on the 2 MiB grid: 28103933952 B, 13401 granules)
+eq="--layers 118 --hidden 1024 --vocab 50688 --micro-batch 1 --grad-accum 1 --steps 1 --estimate"
+# shellcheck disable=SC2086
+{ "$HBM" gen llm $eq --capacity 28103933952 | grep -qx "fits           yes, 0 B to spare before any allocator's overhead" &&
+  "$HBM" gen llm $eq --capacity 28103933952 --json | grep -q '"peak_estimate":28103933952,.*"fits":true}$' &&
+  "$HBM" gen llm $eq --capacity 28101836800 | grep -qx "fits           no: the estimated peak is 2.00 MiB over the capacity, before any allocator's overhead" &&
+  "$HBM" gen llm $eq --capacity 28101836800 --json | grep -q '"fits":false}$'; } ||
+  { echo "FAIL --estimate with the peak at exactly --capacity: $("$HBM" gen llm $eq --capacity 28103933952 2>&1 | tail -n 1)"; fail=1; }
 "$HBM" gen llm --preset 910c-dense --estimate --json | grep -q '"peak_estimate"' || { echo "FAIL --estimate --json"; fail=1; }
 
 # --no-offload undoes a preset's offload; --offload alone runs on ZeRO-2
