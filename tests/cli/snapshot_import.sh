@@ -184,6 +184,22 @@ check_fails "$dir/segc.trace" "check failed: segment allocations: PyTorch 2, mod
   "segment count"
 printf 'hbm-trace 1\nseg 0x7f0000000000 20MiB 0 large\na x 1KiB @0x7f0000000000\nf x\n' > "$dir/segs.trace"
 check_fails "$dir/segs.trace" "; segment allocation sizes differ; peak reserved -90.00%, beyond 0.5%$" "segment sizes"
+# peak reserved at exactly 0.5% from PyTorch's passes (400 MiB recorded, 398 MiB
+# modelled), 1% does not; the JSON gives the difference and both addresses of
+# the first mismatch (the model's segment lies elsewhere when its size differs)
+for m in 398 396; do
+  printf 'hbm-trace 1\nseg 0x7f0000000000 400MiB 0 large\na x %sMiB @0x7f0000000000\nf x\n' $m > "$dir/peak$m.trace"
+done
+check_fails "$dir/peak398.trace" "check failed: address match 0 (0 of 1), below 0.99; segment allocation sizes differ$" "peak at 0.5%"
+check_fails "$dir/peak396.trace" "; segment allocation sizes differ; peak reserved -1.00%, beyond 0.5%$" "peak at 1%"
+"$HBM" fidelity "$dir/peak398.trace" --json > "$dir/out" 2> "$dir/err"
+grep -q '"peak_reserved_real":419430400,"peak_reserved_model":417333248,"peak_reserved_diff":-0.005,' "$dir/out" &&
+  grep -q '"first_mismatch":{"event":1,"where":"line 3","real":139637976727552,"model":[0-9]*},"check":null}$' "$dir/out" ||
+  { echo "FAIL fidelity --json at a peak 0.5% below: $(cat "$dir/out" "$dir/err")"; fail=1; }
+# reasons --check would give are not said without --check: exit 0, stderr empty
+"$HBM" fidelity "$dir/match2.trace" > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 0 ] && [ ! -s "$dir/err" ] && grep -q "at PyTorch's address: 98 (98.00%)$" "$dir/out" ||
+  { echo "FAIL fidelity without --check on a mismatch: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
 # A request the model cannot place where PyTorch did is a finding: reported,
 # exit 0, and a reason --check fails on.
 printf 'hbm-trace 1\na b0 600000000000000 @4096\na b1 600000000000000 @700000000000000\n' > "$dir/huge.trace"
@@ -191,6 +207,14 @@ printf 'hbm-trace 1\na b0 600000000000000 @4096\na b1 600000000000000 @700000000
 [ $rc -eq 0 ] && grep -q "failed requests      1 (the model ran out where PyTorch did not)" "$dir/out" ||
   { echo "FAIL fidelity with a failed request: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
 check_fails "$dir/huge.trace" "check failed: .*1 request failed in the model that PyTorch placed" "a failed request"
+# a first mismatch where the model failed: "failed" in text, null in JSON
+printf 'hbm-trace 1\na w0 600000000000000 param\na b1 600000000000000 @700000000000000\n' > "$dir/huge2.trace"
+"$HBM" fidelity "$dir/huge2.trace" > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 0 ] && grep -q "first mismatch       event 1 (line 3): PyTorch 0x27ca57357c000, model failed$" "$dir/out" ||
+  { echo "FAIL fidelity, the model failed first: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
+"$HBM" fidelity "$dir/huge2.trace" --json > "$dir/out" 2> "$dir/err"
+grep -q '"failures":1,"invariant_failures":0,"first_mismatch":{"event":1,"where":"line 3","real":700000000000000,"model":null},' "$dir/out" ||
+  { echo "FAIL fidelity --json, the model failed first: $(cat "$dir/out" "$dir/err")"; fail=1; }
 # Allocations without a recorded address are said, not compared, never the first mismatch.
 printf 'hbm-trace 1\na w0 2GiB param\na x 1KiB @0x7f0000000000\nf x\n' > "$dir/mixed.trace"
 "$HBM" fidelity "$dir/mixed.trace" > "$dir/out" 2> "$dir/err"; rc=$?
