@@ -215,6 +215,39 @@ printf 'hbm-trace 1\na w0 600000000000000 param\na b1 600000000000000 @700000000
 "$HBM" fidelity "$dir/huge2.trace" --json > "$dir/out" 2> "$dir/err"
 grep -q '"failures":1,"invariant_failures":0,"first_mismatch":{"event":1,"where":"line 3","real":700000000000000,"model":null},' "$dir/out" ||
   { echo "FAIL fidelity --json, the model failed first: $(cat "$dir/out" "$dir/err")"; fail=1; }
+# Every count in its place: allocations unrecorded (2) and refused (1), one of
+# the two compared at PyTorch's address, one of the two recorded segment
+# releases applied (the other segment the model placed elsewhere), two streams.
+printf 'hbm-trace 1\nseg 0x7f0000000000 20MiB 0 large\na x 12MiB @0x7f0000000000\nf x\nsegfree 0x7f0000000000 20MiB\n%b\n' \
+  'seg 0x7f0000000000 2MiB 0 small\na y 1KiB @0x7f0000000000\nf y\nsegfree 0x7f0000000000 2MiB\na w0 1KiB param\na w1 1KiB param 1\na r 1GiB other 0 refused\nf r' \
+  > "$dir/counts.trace"
+"$HBM" fidelity "$dir/counts.trace" --json > "$dir/out" 2> "$dir/err"; rc=$?
+want='"streams":2,"alloc_events":5,"unrecorded":2,"refused":1,"address_matches":1,"address_match":0.5,"segment_allocs_real":2,'
+want="$want"'"segment_allocs_model":4,"segment_sizes_equal":false,"segment_frees_real":2,"segment_frees_applied":1,'
+want="$want"'"peak_reserved_real":20971520,"peak_reserved_model":16777216,"peak_reserved_diff":-0.2,"failures":0,'
+[ $rc -eq 0 ] && grep -qF "$want" "$dir/out" || { echo "FAIL fidelity --json counts: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
+"$HBM" fidelity "$dir/counts.trace" > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 0 ] && grep -q "^fidelity of caching on .*counts.trace (2 streams)$" "$dir/out" &&
+  grep -q "at PyTorch's address: 1 of 2 compared (50.00%); 2 without a recorded address, not compared$" "$dir/out" &&
+  grep -q "^  segment allocations  PyTorch 2, model 4 (sizes differ)$" "$dir/out" &&
+  grep -q "^  segment releases     2 recorded, 1 applied to the model$" "$dir/out" &&
+  grep -q "^  refused requests     1: PyTorch ran out of memory there" "$dir/out" ||
+  { echo "FAIL fidelity counts: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
+"$HBM" fidelity "$dir/huge.trace" | grep -q "^fidelity of caching on .*huge.trace (1 stream)$" || { echo "FAIL fidelity: 1 stream"; fail=1; }
+check_fails "$dir/counts.trace" "check failed: address match 0.5 (1 of 2), below 0.99; segment allocations: PyTorch 2, model 4; peak" \
+  "unrecorded allocations not compared"
+# 197 of 200 (0.985) is below 0.99 too
+awk 'BEGIN { base = 139637976727552; print "hbm-trace 1"; print "seg 0x7f0000000000 2MiB 0 small"
+  for (k = 0; k < 200; k++) printf "a x%d 1KiB @%.0f\n", k, base + k * 1024 + (k >= 197 ? 1048576 : 0)
+  for (k = 0; k < 200; k++) printf "f x%d\n", k }' > "$dir/match3.trace"
+check_fails "$dir/match3.trace" "check failed: address match 0.985 (197 of 200), below 0.99$" "at 0.985"
+# settings named for a policy fidelity does not model; a bad device named as given
+"$HBM" fidelity "$dir/counts.trace" --alloc-conf bestfit=max_split_size_mb:30 > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && [ ! -s "$dir/out" ] && grep -q "^hbm: --alloc-conf: settings for bestfit: fidelity models caching or expandable$" "$dir/err" ||
+  { echo "FAIL fidelity --alloc-conf bestfit=...: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
+"$HBM" fidelity "$dir/counts.trace" --snapshot-device 2000 > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "^hbm: --snapshot-device: expected a whole number 0..1024, got '2000'$" "$dir/err" ||
+  { echo "FAIL fidelity --snapshot-device 2000: exit $rc, $(cat "$dir/err")"; fail=1; }
 # Allocations without a recorded address are said, not compared, never the first mismatch.
 printf 'hbm-trace 1\na w0 2GiB param\na x 1KiB @0x7f0000000000\nf x\n' > "$dir/mixed.trace"
 "$HBM" fidelity "$dir/mixed.trace" > "$dir/out" 2> "$dir/err"; rc=$?
