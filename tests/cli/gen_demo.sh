@@ -42,6 +42,80 @@ for o in ooms:
                                              "fragmentation", "allocated", "limit", "cause", "refused_too"]), o
 assert d["report"].endswith("tight.html"), d["report"]
 PY
+  # demo's figures are gen llm's and replay's for the same workload: the header
+  # from the closed form and the trace, each policy's figures from a replay
+  # sampled as demo samples (about 20000 times: every 5th of its 113151 events)
+  "$HBM" gen llm --preset 910c-dense --steps 2 --capacity 73.6GiB -o tight.trace > /dev/null 2>&1 &&
+    "$HBM" gen llm --preset 910c-dense --steps 2 --capacity 73.6GiB --estimate --json > est.json 2>&1 &&
+    "$HBM" replay tight.trace --policy zoned,caching --capacity 73.6GiB --every 5 --json --html replay.html > replay.json 2>&1 &&
+    python3 - json est.json replay.json <<'PY' || { echo "FAIL demo --json: figures against gen llm and replay"; cat json; fail=1; }
+import json, sys
+d, est, rep = (json.load(open(p)) for p in sys.argv[1:4])
+assert d["workload"] == est["workload"], (d["workload"], est["workload"])
+assert d["capacity"] == est["capacity"] == rep["capacity"] == 79026978816, d["capacity"]
+assert (d["events"], d["steps"], d["peak_live"]) == (rep["events"], 2, rep["peak_live"]), d
+assert d["peak_estimate"] == est["peak_estimate"] != est["peak_at_seq_max"], (d["peak_estimate"], est)
+assert d["largest_comm_request"] == est["bucket_max_bytes"], d["largest_comm_request"]
+assert [p["policy"] for p in d["policies"]] == [p["policy"] for p in rep["policies"]] == ["zoned", "caching"]
+for p, r in zip(d["policies"], rep["policies"]):
+    for k, v in p.items():
+        assert k == "diagnosis" or r[k] == v, (p["policy"], k, v, r[k])
+    assert p["diagnosis"].startswith("No request failed") == (p["oom"] is None), p["diagnosis"]
+assert d["policies"][1]["oom"] and d["policies"][1]["oom"]["free_total"] != d["policies"][1]["oom"]["largest_free"]
+PY
+  # the pages' sections agree too, but for the time per event: each layout
+  # drawn where replay draws it (the first failure, else the tightest moment)
+  python3 - tight.html replay.html <<'PY' || { echo "FAIL demo's page: policy sections apart from replay's"; fail=1; }
+import re, sys
+def sections(path):
+    s = open(path).read()
+    return re.sub(r"\d+ ns per event", "", s[s.index("<h2 id='p-"):s.index("<footer")])
+demo, replay = sections(sys.argv[1]), sections(sys.argv[2])
+assert demo == replay, "the sections differ"
+assert demo.count("<h3>Layout at the tightest moment sampled after steps 0 and 1 (step 2,") == 1, "zoned's layout"
+assert demo.count("<h3>Layout at the first failure (step 2, a 1.12 GiB request") == 1, "caching's layout"
+PY
+  # and the text table says the same first failure: step, request, free total, largest free, cause
+  "$HBM" demo --steps 2 --capacity 73.6GiB --policy zoned,caching --html tight.html > out 2> err
+  python3 - out json <<'PY' || { echo "FAIL demo: the table's first failure"; cat out; fail=1; }
+import json, re, sys
+text, d = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+def size(v):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if v >= 1 << shift: return "%.2f %s" % (v / (1 << shift), unit)
+    return "%d B" % v
+o = d["policies"][1]["oom"]
+row = re.search(r"^caching .*\| step (\d+) +([\d.]+ \w+) +([\d.]+ \w+) +([\d.]+ \w+)  (\w+)$", text, re.M)
+assert row and row.groups() == (str(o["step"]), size(o["request"]), size(o["free_total"]), size(o["largest_free"]),
+                                o["cause"]), (row and row.groups(), o)
+assert re.search(r"^zoned .*\| none +- +- +-  -$", text, re.M), text
+table = text.split("\n\n")[1].split("\n")  # the header, a row per policy
+assert [line.split()[0] for line in table[1:]] == ["zoned", "caching"], table
+PY
+fi
+# Every option given: the page's command reproduces the run (the capacity in
+# bytes, whole 2 MiB granules), the seed reaches the workload, the title names
+# the preset and capacity; a default run's command names only what was given.
+grep -q "Reproduce: <span class='mono'>hbm demo --steps 3</span>" report.html ||
+  { echo "FAIL demo: the page's command: $(grep -o "Reproduce: <span class='mono'>[^<]*" report.html)"; fail=1; }
+"$HBM" demo --preset 7b-1gpu-80g --steps 1 --seed 3 --capacity 80GiB --policy bestfit,caching --html seven.html > out 2> err
+rc=$?
+[ $rc -eq 0 ] && grep -q "Reproduce: <span class='mono'>hbm demo --preset 7b-1gpu-80g --steps 1 --seed 3 --capacity 85899345920 --policy bestfit,caching</span>" seven.html &&
+  grep -q "<title>hbm demo: 7b-1gpu-80g at 80.00 GiB</title>" seven.html &&
+  head -n 1 out | grep -q "^7b-1gpu-80g: .*, 1 step, seed 3$" &&
+  grep -q "^capacity 80.00 GiB, [0-9]* events, 1 step, peak live [0-9.]* GiB (closed form [0-9.]* GiB)$" out ||
+  { echo "FAIL demo with every option: exit $rc, $(cat out err; grep -o "Reproduce: <span class='mono'>[^<]*" seven.html)"; fail=1; }
+"$HBM" gen llm --preset 7b-1gpu-80g --steps 1 --seed 3 --estimate --json > est.json 2>&1
+if command -v python3 > /dev/null; then
+  python3 - out seven.html est.json <<'PY' || { echo "FAIL demo: closed-form figures in the table's header and the page's notes"; fail=1; }
+import json, re, sys
+text, page, est = open(sys.argv[1]).read(), open(sys.argv[2]).read(), json.load(open(sys.argv[3]))
+gib = lambda v: "%.2f GiB" % (v / (1 << 30))
+assert "(closed form %s)\n" % gib(est["peak_estimate"]) in text, text
+assert "closed-form peak live %s (%s), %s with every sequence at its maximum length" % (
+    gib(est["peak_estimate"]), est["peak_phase"], gib(est["peak_at_seq_max"])) in page
+assert est["peak_estimate"] != est["peak_at_seq_max"]
+PY
 fi
 
 "$HBM" demo --help | grep -q -- "--html" || { echo "FAIL demo --help"; fail=1; }
