@@ -28,6 +28,12 @@ ls report.html.tmp* > /dev/null 2>&1 && { echo "FAIL demo: temporary file left b
 grep -q '"policies":\[' json || { echo "FAIL demo --json: no policies"; cat json; fail=1; }
 grep -q '"report":".*other.html"' json || { echo "FAIL demo --json: no report path"; fail=1; }
 [ -s other.html ] || { echo "FAIL demo --html: nothing written"; fail=1; }
+# without --capacity and --steps, the figures are the preset's: 96 GiB for
+# 910c-dense, 200 steps for 7b-1gpu-80g
+grep -q '"capacity":103079215104,' json || { echo "FAIL demo --json: not the preset's capacity"; head -c 400 json; fail=1; }
+"$HBM" demo --preset 7b-1gpu-80g --policy bestfit --json --html preset.html > json 2> err &&
+  grep -q '"steps":200,' json && grep -q '^{"workload":"7b-1gpu-80g: .*, 200 steps, seed 1",' json ||
+  { echo "FAIL demo --preset 7b-1gpu-80g --json: not the preset's steps"; head -c 400 json; cat err; fail=1; }
 
 # A first failure has one shape in every report: demo's is replay's.
 if command -v python3 > /dev/null; then
@@ -123,6 +129,8 @@ fi
 [ $rc -eq 2 ] && grep -q "no input files" err || { echo "FAIL demo with an argument: exit $rc"; fail=1; }
 "$HBM" demo --policy nosuch > /dev/null 2> err; rc=$?
 [ $rc -eq 2 ] && grep -q "nosuch" err || { echo "FAIL demo --policy nosuch: exit $rc"; fail=1; }
+"$HBM" demo --preset nosuch > /dev/null 2> err; rc=$?
+[ $rc -eq 2 ] && grep -q "unknown preset 'nosuch'" err || { echo "FAIL demo --preset nosuch: exit $rc"; fail=1; }
 "$HBM" demo --steps 0 > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL demo --steps 0: expected exit 2"; fail=1; }
 "$HBM" demo --frobnicate > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL demo --frobnicate: expected exit 2"; fail=1; }
 # a capacity below the static state points to demo's --capacity and to gen llm's
