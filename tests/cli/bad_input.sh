@@ -166,6 +166,14 @@ one_line "--alloc-conf 'chunk:16MiB' went to every policy; policy caching: " ben
 one_line "policy zoned: bad setting 'moves:maybe'" replay "$good" --policy zoned --alloc-conf moves:maybe
 before_work "--capacity given twice ('1GiB', then '2GiB'): give it once" replay "$good" --capacity 1GiB --capacity 2GiB
 # any option with a value, given twice: which one was meant is a guess (--alloc-conf may repeat)
+"$HBM" replay "$good" --capacity 1GiB --policy caching,expandable --alloc-conf caching=max_split_size_mb:128 \
+  --alloc-conf expandable=max_split_size_mb:128 > /dev/null 2> "$dir/err" ||
+  { echo "FAIL --alloc-conf for two policies refused: $(cat "$dir/err")"; fail=1; }
+# a flag may repeat; the snapshot's device named twice is refused, also where the first is device 0
+"$HBM" gen llm --preset 7b-1gpu-80g --steps 1 --estimate --json --json > /dev/null 2> "$dir/err" ||
+  { echo "FAIL --json given twice refused: $(cat "$dir/err")"; fail=1; }
+before_work "--snapshot-device: the snapshot's device is given twice (a second: '1')" \
+  import "$HBM_ROOT/tests/fixtures/snapshots/snapshot_basic_p2.pickle" --device 0 --snapshot-device 1 -o "$dir/twice.trace"
 before_work "--policy given twice ('caching', then 'zoned'): give it once" mincap "$good" --policy caching --policy zoned
 before_work "--policy given twice ('caching', then 'expandable'): give it once" \
   fidelity "$good" --policy caching --policy=expandable
@@ -218,6 +226,8 @@ fi
 before_work "host device: the host cannot reserve 1.00 PiB of address space for its capacity" \
   replay "$good" --policy bestfit --device host:1PiB
 before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '1B'" replay "$good" --capacity 1B
+"$HBM" replay "$good" --capacity 2MiB --policy bestfit > /dev/null 2> "$dir/err" ||
+  { echo "FAIL --capacity 2MiB (one page, the least) refused: $(cat "$dir/err")"; fail=1; }
 before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '2PiB'" \
   gen llm --preset 7b-1gpu-80g --steps 1 --capacity 2PiB -o "$dir/never.trace"
 [ -e "$dir/never.trace" ] && { echo "FAIL gen --capacity 2PiB wrote a trace"; fail=1; }
