@@ -164,6 +164,9 @@ one_line "--alloc-conf 'moves:off' went to every policy; policy bestfit: takes n
   bench replay --steps 1 --alloc-conf moves:off
 one_line "--alloc-conf 'chunk:16MiB' went to every policy; policy caching: " bench sweep --alloc-conf chunk:16MiB --jobs 1
 one_line "policy zoned: bad setting 'moves:maybe'" replay "$good" --policy zoned --alloc-conf moves:maybe
+# a name before '=' longer than any policy's is no policy, and not copied as one
+long=$(printf '%0300d' 0)
+count_bad "--alloc-conf '$long=1': '$long' is not a policy" replay "$good" --alloc-conf "$long=1"
 before_work "--capacity given twice ('1GiB', then '2GiB'): give it once" replay "$good" --capacity 1GiB --capacity 2GiB
 # any option with a value, given twice: which one was meant is a guess (--alloc-conf may repeat)
 "$HBM" replay "$good" --capacity 1GiB --policy caching,expandable --alloc-conf caching=max_split_size_mb:128 \
