@@ -229,6 +229,7 @@ fi
 before_work "host device: the host cannot reserve 1.00 PiB of address space for its capacity" \
   replay "$good" --policy bestfit --device host:1PiB
 before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '1B'" replay "$good" --capacity 1B
+before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '2097151'" replay "$good" --capacity 2097151
 "$HBM" replay "$good" --capacity 2MiB --policy bestfit > /dev/null 2> "$dir/err" ||
   { echo "FAIL --capacity 2MiB (one page, the least) refused: $(cat "$dir/err")"; fail=1; }
 before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '2PiB'" \
