@@ -70,6 +70,15 @@ int main(void) {
   CHECK(hbm_mincap_bounds(one, &(hbm_mincap_options){.resolution = 1ull << 50, .limit = 1ull << 50}, &res,
                           &first, &lim));
   CHECK(res == 1ull << 50 && first == 1ull << 50 && lim == 1ull << 50);
+  /* A resolution that is no power of two: the first capacity is peak live
+   * rounded up to a multiple of it (a mask made 6 MiB steps start at 104 MiB,
+   * 100 MiB ones at 132), and the answer lies on that grid. */
+  CHECK(hbm_mincap_bounds(one, &(hbm_mincap_options){.resolution = 6 * MiB}, &res, &first, &lim));
+  CHECK_EQ_U64(first, 102 * MiB);
+  CHECK(hbm_mincap_bounds(one, &(hbm_mincap_options){.resolution = 100 * MiB}, &res, &first, &lim));
+  CHECK_EQ_U64(first, 100 * MiB);
+  CHECK(hbm_mincap(one, "zoned", &(hbm_mincap_options){.resolution = 6 * MiB}, &r) == HBM_OK);
+  CHECK(r.found && r.min_capacity == 102 * MiB);
   hbm_trace_free(one);
 
   /* The field report in miniature: 48 MiB blocks alternate with 32 MiB ones;

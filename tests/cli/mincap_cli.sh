@@ -63,6 +63,12 @@ text=$("$HBM" mincap "$trace" --policy zoned) || { echo "FAIL text mincap exited
 echo "$text"
 echo "$text" | grep -q "^zoned  *96.00 GiB" || { echo "FAIL: text table lacks zoned's answer"; fail=1; }
 echo "$text" | grep -q "^search 96.00 GiB to 769.00 GiB in steps of 16.00 MiB$" || { echo "FAIL: text lacks the limit and resolution"; fail=1; }
+# a resolution that is no power of two starts at peak live rounded up to a
+# multiple of it: 96 GiB is one of 96 GiB (a mask gave 160 GiB, and zoned's
+# answer 160 GiB, +66.67%)
+text=$("$HBM" mincap "$trace" --policy zoned --resolution 96GiB) || { echo "FAIL --resolution 96GiB exited $?"; fail=1; }
+echo "$text" | grep -q "^search 96.00 GiB to 768.00 GiB in steps of 96.00 GiB$" && echo "$text" | grep -q "^zoned  *96.00 GiB  *+0.00% " ||
+  { echo "FAIL --resolution 96GiB: $text"; fail=1; }
 "$HBM" mincap "$trace" --policy bestfit --limit 96GiB | grep -q "^bestfit  *none .* 1  (fails up to the limit, 96.00 GiB)$" ||
   { echo "FAIL: a search up to the limit: $("$HBM" mincap "$trace" --policy bestfit --limit 96GiB)"; fail=1; }
 # Nothing live: over peak live is null in the JSON and n/a in the text, not +0.00%.
