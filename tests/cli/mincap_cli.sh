@@ -63,6 +63,62 @@ text=$("$HBM" mincap "$trace" --policy zoned) || { echo "FAIL text mincap exited
 echo "$text"
 echo "$text" | grep -q "^zoned  *96.00 GiB" || { echo "FAIL: text table lacks zoned's answer"; fail=1; }
 echo "$text" | grep -q "^search 96.00 GiB to 769.00 GiB in steps of 16.00 MiB$" || { echo "FAIL: text lacks the limit and resolution"; fail=1; }
+# The table says what the JSON says, row by row, each figure in its column:
+# min capacity, over peak live (signed, in percent), backend calls, replays;
+# one row per policy, no more. The JSON's keys are these and no others, and
+# below_fails is bestfit's (it failed one step below) but not zoned's (below
+# peak live nothing completes: certain, not replayed).
+"$HBM" mincap "$trace" --policy bestfit,zoned > "$dir/table" || { echo "FAIL text mincap bestfit,zoned exited $?"; fail=1; }
+echo "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+rows = open(sys.argv[1]).read().split("\n")
+assert rows[0] == "trace %s: 21 events, peak live 96.00 GiB" % d["trace"], rows[0]
+assert rows[2:4] == ["", "policy        min capacity  over peak live  backend calls  replays"], rows[2:4]
+assert [x["policy"] for x in d["policies"]] == ["bestfit", "zoned"], d["policies"]
+keys = ["policy", "alloc_conf", "error", "min_capacity", "backend_calls", "over_peak_live", "below_fails", "replays"]
+want = []
+for p in d["policies"]:
+    assert list(p) == keys, list(p)
+    assert p["over_peak_live"] == p["min_capacity"] / d["peak_live"] - 1, p
+    want.append("%-11s %14s %15s %14d %8d" % (p["policy"], "%.2f GiB" % (p["min_capacity"] / 2**30),
+                "%+.2f%%" % (100 * p["over_peak_live"]), p["backend_calls"], p["replays"]))
+assert rows[4:] == want + [""], (rows[4:], want)
+assert want[0].split()[3] == "+4.38%" and want[0].split()[4] != want[0].split()[5], want[0]
+assert [p["below_fails"] for p in d["policies"]] == [True, False], d["policies"]
+print("ok   the table says what the JSON says")' "$dir/table" || { cat "$dir/table"; fail=1; }
+# one event, not "1 events"
+printf 'hbm-trace 1\na x 100MiB\n' > "$dir/one.trace"
+"$HBM" mincap "$dir/one.trace" --policy bestfit | grep -q "^trace $dir/one.trace: 1 event, peak live 100.00 MiB$" ||
+  { echo "FAIL one event: $("$HBM" mincap "$dir/one.trace" --policy bestfit)"; fail=1; }
+# a search at a resolution equal to the limit has one capacity to try: 96 GiB, where zoned completes
+"$HBM" mincap "$trace" --policy zoned --resolution 96GiB --limit 96GiB > "$dir/eq" 2>&1 &&
+  grep -q "^zoned  *96.00 GiB  *+0.00% " "$dir/eq" || { echo "FAIL --resolution equal to --limit: $(cat "$dir/eq")"; fail=1; }
+# a limit off the resolution's grid is rounded down to it, and the row of a
+# search that never completed gives that, with null figures in the JSON
+"$HBM" mincap "$trace" --policy bestfit --limit 100GiB --resolution 48GiB > "$dir/off" 2>&1 &&
+  grep -q "^search 96.00 GiB to 96.00 GiB in steps of 48.00 GiB$" "$dir/off" &&
+  grep -q "^bestfit  *none  *-  *-  *1  (fails up to the limit, 96.00 GiB)$" "$dir/off" ||
+  { echo "FAIL a limit off the grid: $(cat "$dir/off")"; fail=1; }
+"$HBM" mincap "$trace" --policy bestfit --limit 96GiB --json |
+  grep -q '"policies":\[{"policy":"bestfit","alloc_conf":null,"error":null,"min_capacity":null,"backend_calls":null,"over_peak_live":null,"below_fails":false,"replays":1}\]}$' ||
+  { echo "FAIL a search that never completed, JSON: $("$HBM" mincap "$trace" --policy bestfit --limit 96GiB --json)"; fail=1; }
+# settings reach the search: under half the device, caching needs twice peak live
+"$HBM" mincap "$trace" --policy caching --alloc-conf per_process_memory_fraction:0.5 --json |
+  grep -q '"policy":"caching","alloc_conf":"per_process_memory_fraction:0.5","error":null,"min_capacity":206158430208,' ||
+  { echo "FAIL --alloc-conf in the search: $("$HBM" mincap "$trace" --policy caching --alloc-conf per_process_memory_fraction:0.5 --json)"; fail=1; }
+# what cannot be searched is said with the right figures and names
+msg() { # expected message, args...
+  want=$1; shift
+  "$HBM" mincap "$@" > "$dir/out" 2> "$dir/err"; rc=$?
+  [ $rc -eq 2 ] && [ "$(cat "$dir/err")" = "hbm: $want" ] || { echo "FAIL mincap $*: exit $rc, $(cat "$dir/err")"; fail=1; }
+}
+msg "$trace: --limit 1.00 GiB is below the trace's peak live 96.00 GiB: nothing can complete there" "$trace" --limit 1GiB
+msg "--resolution 64.00 MiB is above --limit 32.00 MiB: no capacity to try" "$trace" --resolution 64MiB --limit 32MiB
+msg "--resolution: expected a multiple of 2MiB (the device granule) up to 1PiB, got '3MiB'" "$trace" --resolution 3MiB
+printf 'hbm-trace 1\na x 98MiB\n' > "$dir/p98.trace"
+msg "$dir/p98.trace: --limit 98.00 MiB leaves no capacity to try: the first is peak live 98.00 MiB rounded up to the resolution, 112.00 MiB" \
+  "$dir/p98.trace" --limit 98MiB
 # a resolution that is no power of two starts at peak live rounded up to a
 # multiple of it: 96 GiB is one of 96 GiB (a mask gave 160 GiB, and zoned's
 # answer 160 GiB, +66.67%)
