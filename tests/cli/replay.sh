@@ -218,6 +218,88 @@ if bad:
     print("FAIL result figures:", bad); sys.exit(1)
 print("ok   result figures: efficiency from live, calls after one step 0, no time without events")
 PY
+# The table, the placed line, the counters and the samples to the letter, and
+# the JSON's figures beside them: bestfit's device (the whole sim device) is
+# not its reserve, allocated (512-byte blocks) is not live, two requests were
+# refused by PyTorch and one placed, one failed; caching's calls come after
+# its first step. Each text figure is the JSON's, in its column.
+printf 'hbm-trace 1\ncapacity 64MiB\ns 1\na a 2MiB\na b 2MiB\ns 2\nf a\na c 3000000\na r1 4MiB other 0 refused\nf r1\na r2 70MiB other 0 refused\nf r2\nf b\nf c\ns 3\na d 1MiB\n' \
+  > "$dir/table.trace"
+"$HBM" replay "$dir/table.trace" --policy bestfit,caching --samples --every 3 > "$dir/table.txt" || { echo "FAIL the table's replay exited $?"; fail=1; }
+cat > "$dir/table.want" <<EOF
+trace $dir/table.trace: 14 events, capacity 64.00 MiB, peak live 74.86 MiB
+
+policy      peak reserv. efficiency  max frag  backend  first failure
+bestfit        10.86 MiB      0.816     0.035        1  step 2 (event 8): request 70.00 MiB, free total 59.14 MiB, largest free 57.14 MiB, ratio 0.04: capacity (PyTorch refused it too)
+              placed 1 of the 2 requests PyTorch refused (what the run would have asked next is not recorded)
+              step 1 event 3: live 4.00 MiB, largest free 60.00 MiB, ratio 0.000, calls 1, allocs 2
+              step 2 event 6: live 4.86 MiB, largest free 57.14 MiB, ratio 0.035, calls 1, allocs 3
+              step 2 event 9: live 4.86 MiB, largest free 57.14 MiB, ratio 0.035, calls 1, allocs 5
+              step 2 event 12: live 0 B, largest free 64.00 MiB, ratio 0.000, calls 1, allocs 5
+              step 3 event 14: live 1.00 MiB, largest free 63.00 MiB, ratio 0.000, calls 1, allocs 6
+caching        22.00 MiB      0.403     0.364        4  step 2 (event 8): request 70.00 MiB, free total 59.14 MiB, largest free 44.00 MiB, ratio 0.34: capacity (PyTorch refused it too)
+              placed 1 of the 2 requests PyTorch refused (what the run would have asked next is not recorded)
+              segment_allocs = 2
+              segment_frees = 0
+              alloc_retries = 1
+              gc_releases = 0
+              step 1 event 3: live 4.00 MiB, largest free 44.00 MiB, ratio 0.364, calls 1, allocs 2
+              step 2 event 6: live 4.86 MiB, largest free 44.00 MiB, ratio 0.344, calls 1, allocs 3
+              step 2 event 9: live 4.86 MiB, largest free 44.00 MiB, ratio 0.344, calls 3, allocs 5
+              step 2 event 12: live 0 B, largest free 64.00 MiB, ratio 0.000, calls 3, allocs 5
+              step 3 event 14: live 1.00 MiB, largest free 62.00 MiB, ratio 0.016, calls 4, allocs 6
+EOF
+cmp -s "$dir/table.want" "$dir/table.txt" || { echo "FAIL the table to the letter:"; diff "$dir/table.want" "$dir/table.txt"; fail=1; }
+"$HBM" replay "$dir/table.trace" --policy bestfit,caching --samples --every 3 --json > "$dir/table.json" &&
+  "$HBM" replay "$dir/table.trace" --policy bestfit,caching --json > "$dir/table_plain.json" || fail=1
+python3 - "$dir" <<'PY' || fail=1
+import json, sys
+d = sys.argv[1]
+def size(v):
+    units, u, x = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"], 0, float(v)
+    while x >= 1024 and u < 5: x, u = x / 1024, u + 1
+    return "%d B" % v if u == 0 else "%.2f %s" % (x, units[u])
+j, plain, text = json.load(open(d + "/table.json")), json.load(open(d + "/table_plain.json")), open(d + "/table.txt").read()
+fixed = ["policy", "alloc_conf", "error", "peak_reserved", "peak_device", "peak_allocated", "peak_live", "efficiency",
+         "max_frag", "backend_calls", "backend_calls_after_first_step", "alloc_events", "ns_per_event", "failures",
+         "refused_requests", "refused_placed"]
+assert (j["events"], j["capacity"], j["peak_live"]) == (14, 64 << 20, 78497472), j
+want = ["trace %s: %d events, capacity %s, peak live %s" % (j["trace"], j["events"], size(j["capacity"]), size(j["peak_live"]))]
+for p, q in zip(j["policies"], plain["policies"]):
+    counters = [k for k in p if k not in fixed + ["oom", "samples"]]
+    assert list(p) == fixed + counters + ["oom", "samples"] and list(q) == fixed + counters + ["oom"], (list(p), list(q))
+    o = p["oom"]
+    want.append("%-11s %12s %10.3f %9.3f %8d  step %d (event %d): request %s, free total %s, largest free %s, ratio %.2f: %s (PyTorch refused it too)"
+                % (p["policy"], size(p["peak_reserved"]), p["efficiency"], p["max_frag"], p["backend_calls"], o["step"], o["event"],
+                   size(o["request"]), size(o["free_total"]), size(o["largest_free"]), o["fragmentation"], o["cause"]))
+    want.append("%-11s   placed %d of the %d requests PyTorch refused (what the run would have asked next is not recorded)"
+                % ("", p["refused_placed"], p["refused_requests"]))
+    want += ["%-11s   %s = %d" % ("", k, p[k]) for k in counters]
+    want += ["%-11s   step %d event %d: live %s, largest free %s, ratio %.3f, calls %d, allocs %d"
+             % ("", s["step"], s["event"], size(s["live"]), size(s["largest_free"]), s["fragmentation"], s["backend_calls"], s["alloc_events"])
+             for s in p["samples"]]
+lines = [l for l in text.split("\n") if l and not l.startswith("policy ")]
+assert lines == want, "\n".join(a + "\n" + b for a, b in zip(lines, want) if a != b) or (len(lines), len(want))
+b, c = j["policies"]
+assert (b["peak_device"], b["peak_reserved"], b["peak_allocated"], b["peak_live"]) == (64 << 20, 11388928, 9291776, 9291456), b
+assert (b["failures"], b["refused_requests"], b["refused_placed"], b["alloc_events"]) == (1, 2, 1, 6), b
+assert (c["backend_calls"], c["backend_calls_after_first_step"], c["peak_device"]) == (4, 3, c["peak_reserved"]), c
+assert [s["allocated"] for s in b["samples"]] == [4 << 20, 5097472, 5097472, 0, 1 << 20], b["samples"]
+assert [s["reserved"] - s["allocated"] for s in c["samples"]] != [0] * 5, c["samples"]
+print("ok   the table to the letter, each figure the JSON's")
+PY
+# a request as large as the largest free that fails (that memory is another
+# stream's cache) is said in sizes, not bytes: they differ
+printf 'hbm-trace 1\ncapacity 64MiB\na big 40MiB 1\nf big\na s 10MiB 1\na t 30MiB 2\n' > "$dir/stream.trace"
+"$HBM" replay "$dir/stream.trace" --policy caching |
+  grep -q "^caching        40.00 MiB      1.000     0.800        3  step 0 (event 3): request 30.00 MiB, free total 54.00 MiB, largest free 30.00 MiB, ratio 0.80: rules$" ||
+  { echo "FAIL a failed request as large as the largest free: $("$HBM" replay "$dir/stream.trace" --policy caching)"; fail=1; }
+# one event, not "1 events"; a run without a failure says none
+printf 'hbm-trace 1\na a 2MiB\n' > "$dir/one.trace"
+[ "$("$HBM" replay "$dir/one.trace" --capacity 4MiB --policy bestfit)" = "trace $dir/one.trace: 1 event, capacity 4.00 MiB, peak live 2.00 MiB
+
+policy      peak reserv. efficiency  max frag  backend  first failure
+bestfit         2.00 MiB      1.000     0.000        1  none" ] || { echo "FAIL one event: $("$HBM" replay "$dir/one.trace" --capacity 4MiB --policy bestfit)"; fail=1; }
 # A policy that cannot run costs the comparison one row, not all: zoned
 # reserves 16 times a host device's capacity of address space, which no
 # x86-64 host with 47-bit addresses has for 8 TiB; caching after it still runs,
