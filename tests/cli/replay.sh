@@ -294,6 +294,23 @@ printf 'hbm-trace 1\ncapacity 64MiB\na big 40MiB 1\nf big\na s 10MiB 1\na t 30Mi
 "$HBM" replay "$dir/stream.trace" --policy caching |
   grep -q "^caching        40.00 MiB      1.000     0.800        3  step 0 (event 3): request 30.00 MiB, free total 54.00 MiB, largest free 30.00 MiB, ratio 0.80: rules$" ||
   { echo "FAIL a failed request as large as the largest free: $("$HBM" replay "$dir/stream.trace" --policy caching)"; fail=1; }
+# sizes are given in bytes where the request and the free total alone print
+# alike (the largest free does not): "request 2.00 MiB, free total 2.00 MiB"
+printf 'hbm-trace 1\ncapacity 4MiB\na A 1048576\na B 1048064\na C 1048576\na D 1048576\nf A\nf C\na E 2098176\n' > "$dir/bytes.trace"
+"$HBM" replay "$dir/bytes.trace" --policy bestfit |
+  grep -q "^bestfit         4.00 MiB      1.000     1.000        1  step 0 (event 6): request 2098176 B, free total 2097664 B, largest free 1048576 B, ratio 1.00: capacity$" ||
+  { echo "FAIL sizes alike in request and free total only: $("$HBM" replay "$dir/bytes.trace" --policy bestfit)"; fail=1; }
+# a request PyTorch refused that the policy did not place either: no "placed" line
+printf 'hbm-trace 1\ncapacity 4MiB\na r 8MiB other 0 refused\nf r\na x 1MiB\n' > "$dir/refno.trace"
+"$HBM" replay "$dir/refno.trace" --policy bestfit > "$dir/refno.txt" && grep -q "(PyTorch refused it too)$" "$dir/refno.txt" &&
+  ! grep -q "placed" "$dir/refno.txt" || { echo "FAIL a refused request not placed: $(cat "$dir/refno.txt")"; fail=1; }
+# a starting state of exactly the capacity live, in segments that do not fit
+# as recorded, is not "more than the capacity"
+printf 'hbm-trace 1\ncapacity 64MiB\ninit-seg 0x0 34MiB 0 large\ninit-blk 0x0 32MiB a 32MiB\ninit-blk 0x2000000 2MiB -\ninit-seg 0x10000000 34MiB 0 large\ninit-blk 0x10000000 32MiB b 32MiB\ninit-blk 0x12000000 2MiB -\na x 10\n' \
+  > "$dir/eqcap.trace"
+"$HBM" replay "$dir/eqcap.trace" --policy caching |
+  grep -q "^caching              0 B      0.000     0.000        2  before event 0: the starting state does not fit as recorded (64.00 MiB live, free total 64.00 MiB, largest free 64.00 MiB): start$" ||
+  { echo "FAIL a starting state of exactly the capacity: $("$HBM" replay "$dir/eqcap.trace" --policy caching)"; fail=1; }
 # one event, not "1 events"; a run without a failure says none
 printf 'hbm-trace 1\na a 2MiB\n' > "$dir/one.trace"
 [ "$("$HBM" replay "$dir/one.trace" --capacity 4MiB --policy bestfit)" = "trace $dir/one.trace: 1 event, capacity 4.00 MiB, peak live 2.00 MiB
