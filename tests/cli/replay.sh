@@ -79,6 +79,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$HBM" replay "$trace" --policy bestfit,caching --device sim:96GiB --html "$dir/r.html" > /dev/null || { echo "FAIL --html exited $?"; fail=1; }
 grep -q "<svg" "$dir/r.html" || { echo "FAIL: report has no inline SVG"; fail=1; }
+grep -q "<title>hbm replay</title>" "$dir/r.html" || { echo "FAIL: the page is not titled hbm replay"; fail=1; }
 grep -q "fragmentation" "$dir/r.html" || { echo "FAIL: report lacks the diagnosis"; fail=1; }
 grep -qE "(src|href)=.https?:" "$dir/r.html" && { echo "FAIL: report reaches the network"; fail=1; }
 ls "$dir" | grep -q tmp && { echo "FAIL: a temporary file was left behind"; fail=1; }
@@ -311,6 +312,27 @@ printf 'hbm-trace 1\ncapacity 64MiB\ninit-seg 0x0 34MiB 0 large\ninit-blk 0x0 32
 "$HBM" replay "$dir/eqcap.trace" --policy caching |
   grep -q "^caching              0 B      0.000     0.000        2  before event 0: the starting state does not fit as recorded (64.00 MiB live, free total 64.00 MiB, largest free 64.00 MiB): start$" ||
   { echo "FAIL a starting state of exactly the capacity: $("$HBM" replay "$dir/eqcap.trace" --policy caching)"; fail=1; }
+# every counter in the text is the JSON's, whole: past six digits too
+# (zoned's peak_touched_bytes, compact's moved bytes on step 437)
+"$HBM" replay "$trace" --policy zoned,compact --device sim:96GiB > "$dir/counters.txt" &&
+  "$HBM" replay "$trace" --policy zoned,compact --device sim:96GiB --json > "$dir/counters.json" || fail=1
+python3 - "$dir" <<'PY' || fail=1
+import json, sys
+d = sys.argv[1]
+known = {"policy", "alloc_conf", "error", "peak_reserved", "peak_device", "peak_allocated", "peak_live", "efficiency", "max_frag",
+         "backend_calls", "backend_calls_after_first_step", "alloc_events", "ns_per_event", "failures", "refused_requests",
+         "refused_placed", "oom"}
+want = ["%-11s   %s = %d" % ("", k, v) for p in json.load(open(d + "/counters.json"))["policies"] for k, v in p.items() if k not in known]
+got = [l for l in open(d + "/counters.txt").read().split("\n") if l.startswith("   ")]
+assert got == want and any(len(l.split(" = ")[1]) > 6 for l in got), (got, want)
+print("ok   %d counters in the text, each the JSON's" % len(got))
+PY
+# a trace that names no capacity, replayed without one, is bad input: said, exit 2, nothing printed
+printf 'hbm-trace 1\na x 1MiB\n' > "$dir/nocap.trace"
+"$HBM" replay "$dir/nocap.trace" --policy bestfit > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && [ ! -s "$dir/out" ] &&
+  [ "$(cat "$dir/err")" = "hbm: $dir/nocap.trace names no device capacity: pass --capacity SIZE (e.g. --capacity 80GiB) or --device SPEC" ] ||
+  { echo "FAIL a trace without a capacity: exit $rc, $(cat "$dir/err")"; fail=1; }
 # one event, not "1 events"; a run without a failure says none
 printf 'hbm-trace 1\na a 2MiB\n' > "$dir/one.trace"
 [ "$("$HBM" replay "$dir/one.trace" --capacity 4MiB --policy bestfit)" = "trace $dir/one.trace: 1 event, capacity 4.00 MiB, peak live 2.00 MiB
