@@ -221,10 +221,11 @@ print("ok   result figures: efficiency from live, calls after one step 0, no tim
 PY
 # The table, the placed line, the counters and the samples to the letter, and
 # the JSON's figures beside them: bestfit's device (the whole sim device) is
-# not its reserve, allocated (512-byte blocks) is not live, two requests were
-# refused by PyTorch and one placed, one failed; caching's calls come after
-# its first step. Each text figure is the JSON's, in its column.
-printf 'hbm-trace 1\ncapacity 64MiB\ns 1\na a 2MiB\na b 2MiB\ns 2\nf a\na c 3000000\na r1 4MiB other 0 refused\nf r1\na r2 70MiB other 0 refused\nf r2\nf b\nf c\ns 3\na d 1MiB\n' \
+# not its reserve, allocated (512-byte blocks) is not live (the last sample's
+# 100 B live are 512 allocated), two requests were refused by PyTorch and one
+# placed, one failed; caching's calls come after its first step. Each text
+# figure is the JSON's, in its column.
+printf 'hbm-trace 1\ncapacity 64MiB\ns 1\na a 2MiB\na b 2MiB\ns 2\nf a\na c 3000000\na r1 4MiB other 0 refused\nf r1\na r2 70MiB other 0 refused\nf r2\nf b\nf c\ns 3\na d 100\n' \
   > "$dir/table.trace"
 "$HBM" replay "$dir/table.trace" --policy bestfit,caching --samples --every 3 > "$dir/table.txt" || { echo "FAIL the table's replay exited $?"; fail=1; }
 cat > "$dir/table.want" <<EOF
@@ -237,7 +238,7 @@ bestfit        10.86 MiB      0.816     0.035        1  step 2 (event 8): reques
               step 2 event 6: live 4.86 MiB, largest free 57.14 MiB, ratio 0.035, calls 1, allocs 3
               step 2 event 9: live 4.86 MiB, largest free 57.14 MiB, ratio 0.035, calls 1, allocs 5
               step 2 event 12: live 0 B, largest free 64.00 MiB, ratio 0.000, calls 1, allocs 5
-              step 3 event 14: live 1.00 MiB, largest free 63.00 MiB, ratio 0.000, calls 1, allocs 6
+              step 3 event 14: live 100 B, largest free 64.00 MiB, ratio 0.000, calls 1, allocs 6
 caching        22.00 MiB      0.403     0.364        4  step 2 (event 8): request 70.00 MiB, free total 59.14 MiB, largest free 44.00 MiB, ratio 0.34: capacity (PyTorch refused it too)
               placed 1 of the 2 requests PyTorch refused (what the run would have asked next is not recorded)
               segment_allocs = 2
@@ -248,7 +249,7 @@ caching        22.00 MiB      0.403     0.364        4  step 2 (event 8): reques
               step 2 event 6: live 4.86 MiB, largest free 44.00 MiB, ratio 0.344, calls 1, allocs 3
               step 2 event 9: live 4.86 MiB, largest free 44.00 MiB, ratio 0.344, calls 3, allocs 5
               step 2 event 12: live 0 B, largest free 64.00 MiB, ratio 0.000, calls 3, allocs 5
-              step 3 event 14: live 1.00 MiB, largest free 62.00 MiB, ratio 0.016, calls 4, allocs 6
+              step 3 event 14: live 100 B, largest free 62.00 MiB, ratio 0.032, calls 4, allocs 6
 EOF
 cmp -s "$dir/table.want" "$dir/table.txt" || { echo "FAIL the table to the letter:"; diff "$dir/table.want" "$dir/table.txt"; fail=1; }
 "$HBM" replay "$dir/table.trace" --policy bestfit,caching --samples --every 3 --json > "$dir/table.json" &&
@@ -285,7 +286,7 @@ b, c = j["policies"]
 assert (b["peak_device"], b["peak_reserved"], b["peak_allocated"], b["peak_live"]) == (64 << 20, 11388928, 9291776, 9291456), b
 assert (b["failures"], b["refused_requests"], b["refused_placed"], b["alloc_events"]) == (1, 2, 1, 6), b
 assert (c["backend_calls"], c["backend_calls_after_first_step"], c["peak_device"]) == (4, 3, c["peak_reserved"]), c
-assert [s["allocated"] for s in b["samples"]] == [4 << 20, 5097472, 5097472, 0, 1 << 20], b["samples"]
+assert [s["allocated"] for s in b["samples"]] == [4 << 20, 5097472, 5097472, 0, 512], b["samples"]
 assert [s["reserved"] - s["allocated"] for s in c["samples"]] != [0] * 5, c["samples"]
 print("ok   the table to the letter, each figure the JSON's")
 PY
