@@ -340,6 +340,9 @@ printf 'hbm-trace 1\na a 2MiB\n' > "$dir/one.trace"
 
 policy      peak reserv. efficiency  max frag  backend  first failure
 bestfit         2.00 MiB      1.000     0.000        1  none" ] || { echo "FAIL one event: $("$HBM" replay "$dir/one.trace" --capacity 4MiB --policy bestfit)"; fail=1; }
+# the JSON's capacity is the device's, not the trace's (which names none here)
+"$HBM" replay "$dir/one.trace" --capacity 4MiB --policy bestfit --json | grep -q '^{"trace":"[^"]*one.trace","events":1,"capacity":4194304,"peak_live":2097152,' ||
+  { echo "FAIL the JSON's capacity: $("$HBM" replay "$dir/one.trace" --capacity 4MiB --policy bestfit --json)"; fail=1; }
 # A policy that cannot run costs the comparison one row, not all: zoned
 # reserves 16 times a host device's capacity of address space, which no
 # x86-64 host with 47-bit addresses has for 8 TiB; caching after it still runs,
