@@ -340,6 +340,20 @@ printf 'hbm-trace 1\na a 2MiB\n' > "$dir/one.trace"
 
 policy      peak reserv. efficiency  max frag  backend  first failure
 bestfit         2.00 MiB      1.000     0.000        1  none" ] || { echo "FAIL one event: $("$HBM" replay "$dir/one.trace" --capacity 4MiB --policy bestfit)"; fail=1; }
+# the page's layout at the tightest moment is replayed as the run was: on
+# the device given and under the settings given (on the trace's 128 MiB its
+# largest free is 68 MiB; without max_split_size_mb, caching splits the 30 MiB
+# segment and 186 MiB is free in one piece)
+printf 'hbm-trace 1\ncapacity 128MiB\ns 1\na a 30MiB\nf a\ns 2\na b 5MiB\na c 40MiB\ns 3\nf b\nf c\n' > "$dir/split.trace"
+"$HBM" replay "$dir/split.trace" --policy caching --alloc-conf max_split_size_mb:20 --capacity 256MiB --every 1 --html "$dir/split.html" > /dev/null &&
+  grep -q "Layout at the tightest moment sampled after steps 0 and 1 (step 2, largest free 196.00 MiB, live 45.00 MiB; no request failed)" "$dir/split.html" ||
+  { echo "FAIL the layout replayed otherwise than the run: $(grep -o 'Layout at the tightest[^<]*' "$dir/split.html")"; fail=1; }
+# a page that cannot be written is a failed run: exit 1, said, no "report:" line
+if [ -w /dev/full ]; then
+  "$HBM" replay "$dir/one.trace" --capacity 4MiB --policy bestfit --html /dev/full > "$dir/out" 2> "$dir/err"; rc=$?
+  [ $rc -eq 1 ] && grep -q "/dev/full: write failed: " "$dir/err" && ! grep -q "report:" "$dir/out" ||
+    { echo "FAIL --html /dev/full: exit $rc, $(cat "$dir/err")"; fail=1; }
+fi
 # the JSON's capacity is the device's, not the trace's (which names none here)
 "$HBM" replay "$dir/one.trace" --capacity 4MiB --policy bestfit --json | grep -q '^{"trace":"[^"]*one.trace","events":1,"capacity":4194304,"peak_live":2097152,' ||
   { echo "FAIL the JSON's capacity: $("$HBM" replay "$dir/one.trace" --capacity 4MiB --policy bestfit --json)"; fail=1; }
