@@ -158,5 +158,64 @@ deep="$dir/$(printf '%0200d' 0 | tr 0 d)/$(printf '%0100d' 0 | tr 0 x).csv"
 "$HBM" plan "$dir/p.csv" -o "$deep" > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 1 ] && grep -qF "$deep: cannot create: " "$dir/err" || { echo "FAIL a long path's message: exit $rc: $(cat "$dir/err")"; fail=1; }
 
+# A file in the root directory: "/" is the directory checked before the work
+# (not "."), so where one may not write there, that is said before any
+# replay, with nothing on standard output, though the working directory takes
+# files. Run as a user who cannot write "/" (root drops to 65534 for it).
+as=""; [ "$(id -u)" -eq 0 ] && as="setpriv --reuid=65534 --regid=65534 --clear-groups"
+chmod 711 "$dir" && mkdir "$dir/anyone" && chmod 777 "$dir/anyone"
+if (cd "$dir/anyone" && $as sh -c '[ ! -w / ] && [ -w . ] && [ -r "$1" ] && "$2" --version' sh \
+      "$HBM_ROOT/tests/fixtures/step437.trace" "$HBM") > /dev/null 2>&1; then
+  (cd "$dir/anyone" && $as "$HBM" replay "$HBM_ROOT/tests/fixtures/step437.trace" --policy bestfit \
+    --html "/hbm-output-paths-$$.html") > "$dir/anyone/out" 2> "$dir/anyone/err"; rc=$?
+  [ $rc -eq 1 ] && grep -q "^/hbm-output-paths-$$.html: cannot create: " "$dir/anyone/err" && [ ! -s "$dir/anyone/out" ] ||
+    { echo "FAIL --html /FILE where / takes no file: exit $rc, stdout $(wc -c < "$dir/anyone/out") bytes: $(cat "$dir/anyone/err")"; fail=1; }
+else
+  echo "skip a file in the root directory: no user here who cannot write / and can run hbm"
+fi
+
+# The output is checked again as it is written, not only before the work: a
+# path made a link to the input while the work ran (gdb holds hbm there) is
+# refused then, exit 2 as before the work, and the input is kept. replay
+# still prints its table; where standard output fails too, the exit stays 2
+# (the failure is said, and does not make the bad input a failed run). import
+# is refused by the writer itself (its trace knows its source): exit 2 too.
+if command -v gdb > /dev/null 2>&1; then
+  mkdir "$dir/race"
+  cp "$HBM_ROOT/tests/fixtures/step437.trace" "$dir/race/t.trace"
+  cp "$HBM_ROOT/tests/fixtures/snapshots/snapshot_basic_p2.pickle" "$dir/race/s.pickle"
+  race() { # name, function to stop in, output to make a link to INPUT there, INPUT, stdout, hbm arguments...
+    name=$1 stop=$2 out=$3 input=$4 stdout=$5; shift 5
+    rm -f "$out"
+    printf 'set pagination off\nset confirm off\ntbreak %s\nrun %s > %s 2> %s\nshell ln -s %s %s\ncontinue\n' \
+      "$stop" "$*" "$stdout" "$dir/race/$name.err" "$input" "$out" > "$dir/race/$name.gdb"
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" gdb -q -batch -x "$dir/race/$name.gdb" "$HBM" \
+      > "$dir/race/$name.log" 2>&1
+    sed -n 's/.*exited with code 0*\([0-9][0-9]*\)\]$/\1/p; s/.*exited normally\]$/0/p' "$dir/race/$name.log"
+  }
+  rc=$(race replay hbm_replay "$dir/race/page.html" t.trace "$dir/race/replay.out" \
+    replay "$dir/race/t.trace" --policy bestfit --html "$dir/race/page.html")
+  if [ -z "$rc" ]; then
+    echo "skip an output made the input during the work: gdb could not run hbm: $(tail -n 1 "$dir/race/replay.log")"
+  else
+    [ "$rc" -eq 2 ] && grep -q "page.html: refusing to overwrite an input file" "$dir/race/replay.err" &&
+      grep -q "^bestfit " "$dir/race/replay.out" && cmp -s "$dir/race/t.trace" "$HBM_ROOT/tests/fixtures/step437.trace" ||
+      { echo "FAIL replay --html made the trace during the replay: exit $rc: $(cat "$dir/race/replay.err")"; fail=1; }
+    if [ -w /dev/full ]; then
+      rc=$(race full hbm_replay "$dir/race/page.html" t.trace /dev/full \
+        replay "$dir/race/t.trace" --policy bestfit --html "$dir/race/page.html")
+      [ "$rc" = 2 ] && grep -q "refusing to overwrite an input file" "$dir/race/full.err" &&
+        grep -q "writing to standard output" "$dir/race/full.err" ||
+        { echo "FAIL the same > /dev/full: exit $rc, expected 2: $(cat "$dir/race/full.err")"; fail=1; }
+    fi
+    rc=$(race import hbm_snapshot_import "$dir/race/s.trace" s.pickle "$dir/race/import.out" \
+      import "$dir/race/s.pickle" -o "$dir/race/s.trace")
+    [ "$rc" = 2 ] && grep -q "s.trace: refusing to overwrite the input file" "$dir/race/import.err" &&
+      cmp -s "$dir/race/s.pickle" "$HBM_ROOT/tests/fixtures/snapshots/snapshot_basic_p2.pickle" ||
+      { echo "FAIL import -o made the snapshot during the import: exit $rc: $(cat "$dir/race/import.err")"; fail=1; }
+    echo "ok   an output made the input during the work: refused as it is written, exit 2"
+  fi
+fi
+
 [ $fail -eq 0 ] && echo "output_paths: ok"
 exit $fail
