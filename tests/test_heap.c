@@ -345,6 +345,10 @@ int main(void) {
 
   hbm_heap *h;
   CHECK(hbm_heap_create(dev, "nosuch", NULL, &h) == HBM_EINVAL);
+  /* a policy is found by its whole name: a prefix, the empty name or a longer one is none */
+  CHECK(hbm_heap_create(dev, "best", NULL, &h) == HBM_EINVAL);
+  CHECK(hbm_heap_create(dev, "", NULL, &h) == HBM_EINVAL);
+  CHECK(hbm_heap_create(dev, "bestfit2", NULL, &h) == HBM_EINVAL);
   CHECK(hbm_heap_create(dev, "bestfit", NULL, &h) == HBM_OK);
   uint64_t a, b;
   errors_seen = 0;
