@@ -28,7 +28,6 @@ run() { # MemAvailable in kB, cgroup dir, hbm arguments...
   kb=$1; cg=$2; shift 2
   $ns sh "$dir/ns.sh" "$kb" "$cg" "$HBM" "$@" > "$dir/out" 2> "$dir/err"
 }
-model="--layers 2 --hidden 256 --seq 128"
 
 # A limit of 3 GiB with 1 GiB used leaves 2 GiB, less than the machine's 8 GiB:
 # from cgroup v2; from v1 where v2 has no file, or says "max"; none from a v1
@@ -42,26 +41,26 @@ echo max > "$dir/v1max/memory.max"; echo 1073741824 > "$dir/v1max/memory.current
 echo 9223372036854771712 > "$dir/v1none/memory/memory.limit_in_bytes"; echo 1073741824 > "$dir/v1none/memory/memory.usage_in_bytes"
 for case in v2:2.00 v1:2.00 v1max:2.00 v1none:8.00 none:8.00; do
   cg=${case%%:*}; want=${case#*:}
-  run 8388608 "$dir/$cg" gen llm $model --steps 1000000 -o "$dir/never.trace"; rc=$?
+  run 8388608 "$dir/$cg" gen llm --layers 2 --hidden 256 --seq 128 --steps 1000000 -o "$dir/never.trace"; rc=$?
   [ $rc -eq 2 ] && grep -q "more than the $want GiB available; give --steps [0-9]* or fewer$" "$dir/err" ||
     { echo "FAIL cgroup $cg: exit $rc, expected 2 and $want GiB available: $(cat "$dir/err")"; fail=1; }
 done
 [ -e "$dir/never.trace" ] && { echo "FAIL a refused gen llm wrote its output"; fail=1; }
 
 # The steps said to fit do, and one more does not: 16 MiB here.
-run 16384 "$dir/none" gen llm $model --steps 1000000 -o /dev/null; rc=$?
+run 16384 "$dir/none" gen llm --layers 2 --hidden 256 --seq 128 --steps 1000000 -o /dev/null; rc=$?
 n=$(sed -n 's/.*; give --steps \([0-9]*\) or fewer$/\1/p' "$dir/err")
 if [ $rc -ne 2 ] || [ -z "$n" ]; then
   echo "FAIL 16 MiB: exit $rc, no steps that fit said: $(cat "$dir/err")"; fail=1
 else
-  run 16384 "$dir/none" gen llm $model --steps "$n" -o /dev/null; rc=$?
+  run 16384 "$dir/none" gen llm --layers 2 --hidden 256 --seq 128 --steps "$n" -o /dev/null; rc=$?
   [ $rc -eq 0 ] || { echo "FAIL 16 MiB: --steps $n, said to fit, exit $rc: $(cat "$dir/err")"; fail=1; }
-  run 16384 "$dir/none" gen llm $model --steps $((n + 1)) -o /dev/null; rc=$?
+  run 16384 "$dir/none" gen llm --layers 2 --hidden 256 --seq 128 --steps $((n + 1)) -o /dev/null; rc=$?
   [ $rc -eq 2 ] && grep -q "; give --steps $n or fewer$" "$dir/err" ||
     { echo "FAIL 16 MiB: --steps $((n + 1)), one more than said to fit: exit $rc: $(cat "$dir/err")"; fail=1; }
 fi
 # and where not even the first step fits, that is said (32 KiB)
-run 32 "$dir/none" gen llm $model --steps 2 -o /dev/null; rc=$?
+run 32 "$dir/none" gen llm --layers 2 --hidden 256 --seq 128 --steps 2 -o /dev/null; rc=$?
 [ $rc -eq 2 ] && grep -q "more than the 32.00 KiB available; not even one step fits$" "$dir/err" ||
   { echo "FAIL 32 KiB: exit $rc: $(cat "$dir/err")"; fail=1; }
 
