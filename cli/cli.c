@@ -294,10 +294,19 @@ void cli_progress_end(void) {
 /* The directory an output goes in must be there and take files, before the
  * work: a long replay or plan would otherwise end in "cannot create". Said as
  * writing it would say it. */
+/* 1 for a name of a descriptor: /dev/stdout, /dev/fd/N, /proc/self/fd/N. */
+static int names_descriptor(const char *path) {
+  if (!strncmp(path, "/dev/std", 8)) return 1;
+  if (strncmp(path, "/dev/", 5) && strncmp(path, "/proc/", 6)) return 0;
+  const char *slash = strrchr(path, '/');
+  return slash - path >= 3 && !strncmp(slash - 3, "/fd", 3);
+}
+
 static int check_output_dir(const char *path) {
-  /* /dev/stdout, /proc/self/fd/N: names of descriptors, which the writer
-   * checks (a closed one is not a directory's permissions) */
-  if (!strncmp(path, "/dev/", 5) || !strncmp(path, "/proc/", 6)) return CLI_OK;
+  /* The writer checks a descriptor's name itself: a closed one is no matter of
+   * its directory's permissions (a process's fd directory is not writable).
+   * Any other path under /dev or /proc is checked as a file's. */
+  if (names_descriptor(path)) return CLI_OK;
   const char *slash = strrchr(path, '/');
   char dir[4096];
   if (!slash) snprintf(dir, sizeof dir, ".");

@@ -174,6 +174,14 @@ else
   echo "skip a file in the root directory: no user here who cannot write / and can run hbm"
 fi
 
+# Under /dev and /proc only a descriptor's name is left to the writer (a
+# process's fd directory is not writable); any other path there is checked
+# before the work, as a file's: nothing replayed, nothing on standard output.
+"$HBM" replay "$HBM_ROOT/tests/fixtures/step437.trace" --policy bestfit --html /proc/nonexistent/x.html \
+  > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "^/proc/nonexistent/x.html: cannot create: " "$dir/err" && [ ! -s "$dir/out" ] ||
+  { echo "FAIL --html under /proc naming no descriptor: exit $rc, stdout $(wc -c < "$dir/out") bytes: $(cat "$dir/err")"; fail=1; }
+
 # The output is checked again as it is written, not only before the work: a
 # path made a link to the input while the work ran (gdb holds hbm there) is
 # refused then, exit 2 as before the work, and the input is kept. replay
