@@ -70,31 +70,30 @@ for p, r in zip(d["policies"], rep["policies"]):
 assert d["policies"][1]["oom"] and d["policies"][1]["oom"]["free_total"] != d["policies"][1]["oom"]["largest_free"]
 PY
   # the pages' sections agree too, but for the time per event: each layout
-  # drawn where replay draws it (the first failure, else the tightest moment)
-  python3 - tight.html replay.html <<'PY' || { echo "FAIL demo's page: policy sections apart from replay's"; fail=1; }
+  # drawn where replay draws it (the first failure, else the tightest moment).
+  # sections.py DEMO REPLAY HEADING...: the policies' sections alike, each
+  # heading in them once
+  cat > sections.py <<'PY'
 import re, sys
 def sections(path):
     s = open(path).read()
     return re.sub(r"\d+ ns per event", "", s[s.index("<h2 id='p-"):s.index("<footer")])
 demo, replay = sections(sys.argv[1]), sections(sys.argv[2])
 assert demo == replay, "the sections differ"
-assert demo.count("<h3>Layout at the tightest moment sampled after steps 0 and 1 (step 2,") == 1, "zoned's layout"
-assert demo.count("<h3>Layout at the first failure (step 2, a 1.12 GiB request") == 1, "caching's layout"
+for heading in sys.argv[3:]:
+    assert demo.count(heading) == 1, heading
 PY
+  python3 sections.py tight.html replay.html \
+    "<h3>Layout at the tightest moment sampled after steps 0 and 1 (step 2," \
+    "<h3>Layout at the first failure (step 2, a 1.12 GiB request" ||
+    { echo "FAIL demo's page: policy sections apart from replay's"; fail=1; }
   # at 72 GiB caching's tightest moment sampled is not its first failure (at
   # 73.6 GiB it is the event after): the layout drawn is still the failure's
   "$HBM" gen llm --preset 910c-dense --steps 2 --capacity 72GiB -o t72.trace > /dev/null 2>&1 &&
     "$HBM" demo --steps 2 --capacity 72GiB --policy caching --html d72.html > /dev/null 2>&1 &&
     "$HBM" replay t72.trace --policy caching --capacity 72GiB --every 5 --html r72.html > /dev/null 2>&1 &&
-    python3 - d72.html r72.html <<'PY' || { echo "FAIL demo's page at 72 GiB: caching's section apart from replay's"; fail=1; }
-import re, sys
-def sections(path):
-    s = open(path).read()
-    return re.sub(r"\d+ ns per event", "", s[s.index("<h2 id='p-"):s.index("<footer")])
-demo, replay = sections(sys.argv[1]), sections(sys.argv[2])
-assert demo == replay, "the sections differ"
-assert demo.count("<h3>Layout at the first failure (") == 1, "caching's layout"
-PY
+    python3 sections.py d72.html r72.html "<h3>Layout at the first failure (" ||
+    { echo "FAIL demo's page at 72 GiB: caching's section apart from replay's"; fail=1; }
   # and the text table says the same first failure: step, request, free total, largest free, cause
   "$HBM" demo --steps 2 --capacity 73.6GiB --policy zoned,caching --html tight.html > out 2> err
   python3 - out json <<'PY' || { echo "FAIL demo: the table's first failure"; cat out; fail=1; }
