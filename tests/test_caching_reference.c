@@ -427,7 +427,50 @@ static int run(uint64_t seed, uint64_t run_index, run_stats *rs) {
   return bad;
 }
 
+/* Oversize cached blocks that add up to exactly the request are enough:
+ * release_available_cached_blocks returns true when the bytes released reach
+ * the key (totalReleased < key is the failure), so the small pool's cached
+ * segment stays. Under max_split_size_mb:20 on 64 MiB: two 20 MiB segments
+ * and a small one cached, then 40 MiB, which only fits once both 20 MiB go:
+ * 42 MiB reserved after it, and no retry. */
+static void release_exactly_the_key(void) {
+  const char *conf_text = "max_split_size_mb:20";
+  hbm_device *dm, *dr;
+  CHECK(hbm_sim_open(64 * MiB, 2 * MiB, &dm) == HBM_OK);
+  CHECK(hbm_sim_open(64 * MiB, 2 * MiB, &dr) == HBM_OK);
+  hbm_policy *p = NULL;
+  CHECK(hbm_policy_caching.create(dm, conf_text, &p, NULL) == HBM_OK);
+  hbm_pt_conf conf;
+  hbm_pt_conf_default(&conf, 0);
+  CHECK(hbm_pt_conf_parse(conf_text, &conf, NULL) == HBM_OK);
+  hbm_ptref *ref = NULL;
+  CHECK(hbm_ptref_create(dr, &conf, &ref) == HBM_OK);
+  uint64_t sizes[3] = {20 * MiB, 20 * MiB, 512}, am[3], ar[3], a, b;
+  for (int k = 0; k < 3; k++) {
+    CHECK(hbm_policy_caching.alloc(p, sizes[k], HBM_TAG_OTHER, 0, &am[k], &b) == HBM_OK);
+    CHECK(hbm_ptref_alloc(ref, sizes[k], 0, &ar[k], &b) == HBM_OK);
+  }
+  for (int k = 0; k < 3; k++) {
+    CHECK(hbm_policy_caching.free(p, am[k], &b) == HBM_OK);
+    CHECK(hbm_ptref_free(ref, ar[k], &b) == HBM_OK);
+  }
+  CHECK(hbm_policy_caching.alloc(p, 40 * MiB, HBM_TAG_OTHER, 0, &a, &b) == HBM_OK);
+  CHECK(hbm_ptref_alloc(ref, 40 * MiB, 0, &a, &b) == HBM_OK);
+  hbm_pt_stats sm, sr;
+  CHECK(hbm_pt_get_stats(p, &sm) == HBM_OK);
+  hbm_ptref_stats(ref, &sr);
+  CHECK_EQ_U64(sm.reserved, 42 * MiB);
+  CHECK_EQ_U64(sr.reserved, 42 * MiB);
+  CHECK_EQ_U64(sm.num_alloc_retries, 0);
+  CHECK_EQ_U64(sr.num_alloc_retries, 0);
+  hbm_policy_caching.destroy(p);
+  hbm_ptref_destroy(ref);
+  hbm_device_close(dm);
+  hbm_device_close(dr);
+}
+
 int main(void) {
+  release_exactly_the_key();
   uint64_t seed = test_seed("test_caching_reference");
   const char *env = getenv("HBM_REF_RUNS");
   uint64_t runs = env ? strtoull(env, NULL, 0) : (uint64_t)(300 * test_scale());
