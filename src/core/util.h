@@ -40,7 +40,10 @@ void hbm_check_no_memory(hbm_checker *k);
  * no-memory notice unchanged. */
 void hbm_check_forward(hbm_checker *k, const char *message);
 
+/* v rounded up to a multiple of a: by a mask, so a must be a power of two;
+ * hbm_round_up takes any a > 0 (a resolution, a page of any size). */
 static inline uint64_t hbm_align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
+static inline uint64_t hbm_round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 static inline int hbm_is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
 /* Makes room for element n of the array *p (elem bytes each, *cap held):

@@ -373,7 +373,7 @@ static uint64_t es_va_size(pt *m, uint64_t page) {
   /* address_space_size = totalGlobalMem + totalGlobalMem / 8, in whole pages. */
   uint64_t cap = m->base.dev->caps.capacity;
   uint64_t bytes = cap + cap / 8;
-  return (bytes + page - 1) / page * page;
+  return hbm_round_up(bytes, page);
 }
 
 /* es_handles_reserve on behalf of the operation under way (P8). */

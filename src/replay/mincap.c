@@ -43,9 +43,9 @@ int hbm_mincap_bounds(const hbm_trace *t, const hbm_mincap_options *options, uin
   uint64_t lim = o.limit ? o.limit : hbm_mincap_default_limit(t);
   int valid = step % MINCAP_GRANULE == 0 && step <= HBM_MAX_SIZE && lim <= HBM_MAX_SIZE;
   lim = lim / step * step;
-  /* Rounded up by division: a resolution is any multiple of 2 MiB, not a power
-   * of two, so a mask would land off the grid (96 GiB at 96 GiB steps: 160). */
-  uint64_t lo = valid ? ((peak ? peak : 1) + step - 1) / step * step : 0;
+  /* A resolution is any multiple of 2 MiB, not a power of two: hbm_align_up's
+   * mask would land off the grid (96 GiB at 96 GiB steps: 160). */
+  uint64_t lo = valid ? hbm_round_up(peak ? peak : 1, step) : 0;
   if (resolution) *resolution = step;
   if (first) *first = lo;
   if (limit) *limit = lim;

@@ -668,7 +668,7 @@ static uint64_t refused_need(const importer *im, const entry *x) {
   uint64_t rounded = hbm_pt_round_size(&im->conf, x->size);
   if (!im->conf.expandable) return hbm_pt_allocation_size(rounded);
   uint64_t page = rounded <= HBM_PT_SMALL_SIZE ? HBM_PT_SMALL_BUFFER : HBM_PT_LARGE_BUFFER;
-  return (rounded + page - 1) / page * page;
+  return hbm_round_up(rounded, page);
 }
 
 static int build(importer *im, hbm_trace *t) {
