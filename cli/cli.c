@@ -291,9 +291,6 @@ void cli_progress_end(void) {
   progress_pct = -1;
 }
 
-/* The directory an output goes in must be there and take files, before the
- * work: a long replay or plan would otherwise end in "cannot create". Said as
- * writing it would say it. */
 /* 1 for a name of a descriptor: /dev/stdout, /dev/fd/N, /proc/self/fd/N. */
 static int names_descriptor(const char *path) {
   if (!strncmp(path, "/dev/std", 8)) return 1;
@@ -302,6 +299,9 @@ static int names_descriptor(const char *path) {
   return slash - path >= 3 && !strncmp(slash - 3, "/fd", 3);
 }
 
+/* The directory an output goes in must be there and take files, before the
+ * work: a long replay or plan would otherwise end in "cannot create". Said as
+ * writing it would say it. */
 static int check_output_dir(const char *path) {
   /* The writer checks a descriptor's name itself: a closed one is no matter of
    * its directory's permissions (a process's fd directory is not writable).
