@@ -672,6 +672,76 @@ static void step_plan_tests(uint64_t *rng, double scale) {
   }
 }
 
+/* Two steps with the same number of events but not the same blocks must not
+ * be planned, even with plan:always. Step 1 allocates X, Y, frees X and
+ * allocates Z (three blocks, four events); step 2 allocates X and Y, frees X,
+ * and frees step 1's Z (two blocks, four events). Their first two blocks
+ * agree in size, in when they are born and in when they die: only the
+ * counts tell them apart. */
+static void unplanned_steps_tests(void) {
+  hbm_replay_result r;
+  hbm_trace *t;
+  hbm_replay_options o = {.policy = "zoned", .conf = "plan:always", .device = "sim:8GiB", .check_every = 1};
+  enum { X1, Y1, Z1, X2, Y2 };
+  CHECK(hbm_trace_new("counts differ", &t) == HBM_OK);
+  hbm_trace_step(t, 1);
+  hbm_trace_alloc(t, X1, 64 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, Y1, 64 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, X1);
+  hbm_trace_alloc(t, Z1, 64 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_step(t, 2);
+  hbm_trace_alloc(t, X2, 64 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, Y2, 64 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, X2);
+  hbm_trace_free_id(t, Z1);
+  hbm_trace_step(t, 3); /* the mark that compares steps 1 and 2 */
+  hbm_trace_free_id(t, Y1);
+  hbm_trace_free_id(t, Y2);
+  CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+  printf("test_zoned: steps of 3 and 2 blocks in 4 events each, plan:always: %.0f plans\n",
+         replay_counter(&r, "plan_builds"));
+  CHECK(r.oom == 0);
+  CHECK(replay_counter(&r, "plan_builds") == 0);
+  hbm_trace_free(t);
+}
+
+/* Virtual space comes in arenas of eight ranges, one reserve call each: the
+ * eighth range fills the first arena exactly, the ninth takes a second. With
+ * zones:tags, a request below a granule goes to a small zone per lifetime
+ * class (a parameter is static, an activation transient) and stream: eight
+ * zones over four streams, each mapping one page (two calls). */
+static void arena_tests(void) {
+  hbm_device *dev;
+  hbm_heap *h;
+  CHECK(hbm_device_open("sim:8GiB", &dev) == HBM_OK);
+  CHECK(hbm_heap_create(dev, "zoned", "zones:tags", &h) == HBM_OK);
+  uint64_t a[9];
+  for (int i = 0; i < 8; i++)
+    CHECK(hbm_alloc(h, 4096, i % 2 ? HBM_TAG_ACT : HBM_TAG_PARAM, i / 2, &a[i]) == HBM_OK);
+  printf("test_zoned: eight small zones: %llu backend calls\n", (unsigned long long)dev->backend_calls);
+  CHECK_EQ_U64(dev->backend_calls, 1 + 8 * 2);
+  CHECK(hbm_alloc(h, 2 * MiB, HBM_TAG_ACT, 0, &a[8]) == HBM_OK); /* the large zone: a ninth range */
+  CHECK_EQ_U64(dev->backend_calls, 1 + 8 * 2 + 1 + 2);
+  CHECK(hbm_check(h) == HBM_OK);
+  for (int i = 0; i < 9; i++) CHECK(hbm_free(h, a[i]) == HBM_OK);
+  hbm_heap_destroy(h);
+  hbm_device_close(dev);
+  /* The same eight requests replayed, and a ninth parameter beside the
+   * first (its page has room: no call): five static (static_allocs) */
+  hbm_trace *t;
+  CHECK(hbm_trace_new("eight zones", &t) == HBM_OK);
+  for (uint32_t i = 0; i < 8; i++) hbm_trace_alloc(t, i, 4096, i % 2 ? HBM_TAG_ACT : HBM_TAG_PARAM, (int)i / 2);
+  hbm_trace_alloc(t, 8, 4096, HBM_TAG_PARAM, 0);
+  hbm_replay_options o = {.policy = "zoned", .conf = "zones:tags", .device = "sim:8GiB"};
+  hbm_replay_result r;
+  CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+  printf("test_zoned: nine small requests in eight zones replayed: %.0f static, %llu backend calls\n",
+         replay_counter(&r, "static_allocs"), (unsigned long long)r.backend_calls);
+  CHECK(replay_counter(&r, "static_allocs") == 5);
+  CHECK_EQ_U64(r.backend_calls, 1 + 8 * 2);
+  hbm_trace_free(t);
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_zoned"), rng = seed;
   hbm_set_error_handler(count_error, NULL);
@@ -847,6 +917,8 @@ int main(void) {
   CHECK(r.oom == 0);
   CHECK(r.backend_calls_after_first_step * 100 <= r.alloc_events);
   CHECK(r.peak_reserved - r.peak_live <= 64 * MiB);
+  /* its 300 KiB requests all find room in their small zones: none goes to the large zone */
+  CHECK(replay_counter(&r, "small_in_large") == 0);
   /* Its steps repeat, but its online layout leaves little to gain: the plan
    * is declined (the switch would cost more than it saves); plan:always
    * makes it anyway. */
@@ -1011,6 +1083,8 @@ int main(void) {
   idle_order_tests();
 
   step_plan_tests(&rng, scale);
+  unplanned_steps_tests();
+  arena_tests();
 
   /* ---- random recordings that start mid-run: the policy's invariants
    * after the starting state and after every event, roomy and tight ---- */
