@@ -819,6 +819,7 @@ int main(void) {
       {"va:1", 1},          {"va:64", 1},          {"va:0", 0},            {"va:65", 0},
       {"headroom:0%", 1},   {"headroom:50%", 1},   {"headroom:50.1%", 0},  {"headroom:%", 0},
       {"slack:0%", 1},      {"slack:1000%", 1},    {"slack:1000.1%", 0},   {"slack:0", 1},
+      {"slack:%", 0},       {"slack:x%", 0},       {"slack:1.5%", 1},      {"slack:64MiB", 1},
       {"split:0.001", 1},   {"split:0.999", 1},    {"split:0", 0},         {"split:1", 0},
       {"slot:2MiB", 1},     {"slot:off", 1},       {"slot:1MiB", 0},       {"slot:2PiB", 0},
       {"chunk:2MiB", 1},    {"chunk:1PiB", 1},     {"chunk:1MiB", 0},      {"chunk:1026PiB", 0},
