@@ -367,7 +367,12 @@ int main(void) {
   uint64_t a;
   CHECK(hbm_vspace_create(0, 1000, 512, &v) == HBM_EINVAL);
   CHECK(hbm_vspace_create(0, 4096, 500, &v) == HBM_EINVAL);
+  CHECK(hbm_vspace_create(0, 3000, 500, &v) == HBM_EINVAL);  /* a whole number of units, not a power of two */
+  CHECK(hbm_vspace_create(100, 4096, 512, &v) == HBM_EINVAL); /* a base off the unit */
+  CHECK(hbm_vspace_create(0, 4096, 512, NULL) == HBM_EINVAL);
   CHECK(hbm_vspace_create(0, 4096, 512, &v) == HBM_OK);
+  CHECK(hbm_vspace_alloc(v, 0, NULL, NULL, 1, 0, &a, NULL) == HBM_EINVAL);
+  CHECK(hbm_vspace_alloc(v, 512, NULL, NULL, 1, 0, NULL, NULL) == HBM_EINVAL);
   CHECK(hbm_vspace_alloc_at(v, 0, 512, 0, NULL) == HBM_EUNSUPPORTED);
   CHECK(hbm_vspace_index_addresses(v) == HBM_OK);
   CHECK(hbm_vspace_alloc_at(v, 0, 0, 0, NULL) == HBM_EINVAL);
@@ -386,6 +391,9 @@ int main(void) {
   CHECK(hbm_vspace_alloc_at(v, 2048, 512, 0, NULL) == HBM_OK); /* holes: 1 KiB at 1024, 1.5 KiB at 2560 */
   CHECK(hbm_vspace_alloc(v, 512, max_cost, NULL, 4, 0, &a, NULL) == HBM_OK);
   CHECK_EQ_U64(a, 1024); /* the best fit */
+  /* Without a cost function the probes are not used: the best fit again */
+  CHECK(hbm_vspace_alloc(v, 512, NULL, NULL, 8, 0, &a, NULL) == HBM_OK);
+  CHECK_EQ_U64(a, 1536);
   CHECK(hbm_vspace_check(v, report, NULL) == 0);
   hbm_vspace_destroy(v);
   /* One block may take the whole space, and no more. */
