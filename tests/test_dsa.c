@@ -99,6 +99,8 @@ static void fast_check_cases(void) {
   off[2] = UINT64_MAX - 2;
   CHECK(hbm_dsa_first_conflict(b, 3, 0, off, &first, &second) == HBM_EINVAL);
   CHECK(hbm_dsa_first_conflict(NULL, 0, 0, NULL, &first, &second) == 0);
+  CHECK(hbm_dsa_first_conflict(NULL, 3, 0, off, &first, &second) == HBM_EINVAL); /* blocks, or offsets, missing */
+  CHECK(hbm_dsa_first_conflict(b, 3, 0, NULL, &first, &second) == HBM_EINVAL);
   CHECK_EQ_U64(strcmp(hbm_dsa_strategy_name(HBM_DSA_START_GAP), "start-gap"), 0);
   CHECK(hbm_dsa_strategy_name(HBM_DSA_STRATEGIES) == NULL);
 }
