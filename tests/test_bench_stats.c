@@ -40,6 +40,13 @@ int main(void) {
   for (int i = 0; i <= BENCH_MAX_ROUNDS; i++) many[i] = BENCH_MAX_ROUNDS - i; /* descending */
   CHECK(near(bench_median(many, BENCH_MAX_ROUNDS), (BENCH_MAX_ROUNDS + 1) / 2.0));
   CHECK(bench_median(many, BENCH_MAX_ROUNDS + 1) == 0);
+  CHECK(near(bench_quantile(many, BENCH_MAX_ROUNDS, 1), BENCH_MAX_ROUNDS)); /* the top, with no value past it */
+  /* ratios over the most rounds, and one more (ASan sees a read or write past the arrays) */
+  static double ones[BENCH_MAX_ROUNDS];
+  for (int i = 0; i < BENCH_MAX_ROUNDS; i++) ones[i] = 1;
+  CHECK(near(bench_ratio_quantile(ones, many, BENCH_MAX_ROUNDS, 0.5), (BENCH_MAX_ROUNDS + 1) / 2.0));
+  CHECK(near(bench_ratio_quantile(ones, many, BENCH_MAX_ROUNDS, 1), BENCH_MAX_ROUNDS));
+  CHECK(bench_ratio_quantile(many, many, BENCH_MAX_ROUNDS + 1, 0.5) == 0);
   printf("test_bench_stats: quantiles of known values checked\n");
   return test_done("test_bench_stats");
 }
