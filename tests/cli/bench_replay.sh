@@ -56,7 +56,8 @@ grep -q "zoned .*x the first (per round: median .*x, middle half .*x)" "$out" ||
 grep "caching" "$out" | grep -q "per round" && { echo "FAIL the first policy has per-round ratios: $(cat "$out")"; fail=1; }
 echo "ok   per-round ratios: $(grep zoned "$out")"
 
-for bad in "--policy nosuch" "--policy zoned --alloc-conf zoned=moves:maybe" "--rounds 0" "--every 0" "--every -5" "--frobnicate"; do
+for bad in "--policy nosuch" "--policy zoned --alloc-conf zoned=moves:maybe" "--rounds 0" "--every 0" "--every -5" "--frobnicate" \
+           "--snapshot-device 0"; do
   # shellcheck disable=SC2086
   "$HBM" bench replay --steps 1 --rounds 1 $bad > "$out" 2>&1
   rc=$?
@@ -115,6 +116,17 @@ if [ $rc -ne 1 ] || grep -q '"policy":"caching"' "$out" || ! grep -q '"policy":"
    || ! grep -q "caching: the trace's starting state does not fit" "$out.err" || [ "$(grep -c caching "$out.err")" -ne 1 ]; then
   echo "FAIL unfit start: exit $rc: $(cat "$out" "$out.err")"; fail=1
 else echo "ok   unfit start: $(cat "$out.err")"; fi
+# A request that fails mid-trace is a result: the policy is timed, the failure
+# counted, and the run exits 0 (step 437's buffer under bestfit).
+"$HBM" bench replay --trace "$HBM_ROOT/tests/fixtures/step437.trace" --policy bestfit,zoned --rounds 2 --json > "$out" 2>"$out.err"; rc=$?
+if python3 - "$out" <<'PY' && [ $rc -eq 0 ]
+import json, sys
+p = json.load(open(sys.argv[1]))["policies"]
+assert [q["policy"] for q in p] == ["bestfit", "zoned"], p
+assert p[0]["failures"] == 1 and p[0]["ns_per_event"] > 0 and p[1]["failures"] == 0, p
+PY
+then echo "ok   a failed request is timed and counted"
+else echo "FAIL a failed request: exit $rc: $(cat "$out" "$out.err")"; fail=1; fi
 printf 'hbm-trace 1\ncapacity 1GiB\n' > "$trace"
 "$HBM" bench replay --trace "$trace" > "$out" 2>&1; rc=$?
 if [ $rc -ne 2 ] || ! grep -q "no events to time" "$out"; then

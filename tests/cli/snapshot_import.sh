@@ -301,7 +301,7 @@ PY
   grep -q '"private_pool_segments":1,"private_pool_bytes":12582912,' "$dir/json" && grep -q "pools.pickle: note: 1 segment (.*) was in private memory pools" "$dir/err" &&
     grep -q "^# 1 segment(s), .* were in private pools" "$dir/pools.trace" ||
     { echo "FAIL import of a private pool: $(cat "$dir/json" "$dir/err")"; fail=1; }
-  for cmd in "replay --capacity 1GiB" "mincap" "fidelity"; do
+  for cmd in "replay --capacity 1GiB" "mincap" "fidelity" "bench replay --device sim:1GiB --rounds 1 --trace"; do
     # shellcheck disable=SC2086
     "$HBM" $cmd "$dir/pools.pickle" > /dev/null 2> "$dir/err"
     grep -q "hbm keeps no private pools" "$dir/err" || { echo "FAIL hbm $cmd on a private pool: no note: $(cat "$dir/err")"; fail=1; }
