@@ -93,9 +93,41 @@ else
   echo "SKIP JSON values and regeneration: no python3"
 fi
 
-# text: a row per job and a summary line per goal
+# Every goal of every job, worked out again from the job's figures: with the
+# defaults, and with zoned's fixed zones (vmm:off), which take the whole
+# device as one segment and so hold more than the others (never_more fails).
+"$HBM" bench sweep --jobs 2 --steps 2 --seed 5 --alloc-conf zoned=vmm:off --json > "$dir/vmm.json" 2> "$dir/vmm.err" ||
+  { echo "FAIL vmm:off sweep exits $?: $(cat "$dir/vmm.err")"; fail=1; }
+if command -v python3 >/dev/null; then
+  python3 - "$dir/a.json" "$dir/vmm.json" <<'EOF' || { echo "FAIL: a goal the figures do not give"; fail=1; }
+import json, sys
+def held(p):
+    return max(p["peak_reserved"], p["peak_device"])
+for path, expect_never_more in ((sys.argv[1], None), (sys.argv[2], False)):
+    d = json.load(open(path))
+    jobs = d["jobs"]
+    assert [j["index"] for j in jobs] == list(range(1, len(jobs) + 1)), [j["index"] for j in jobs]
+    for j in jobs:
+        pol = {p["policy"]: p for p in j["policies"]}
+        z = pol["zoned"]
+        done = z["completes"]
+        others = [p for name, p in pol.items() if name != "zoned" and not (p["error"] is None and p.get("oom"))]
+        want = {"completes": done,
+                "reserve": done and held(z) - j["peak_live"] <= j["allowance"],
+                "never_more": done and all(p["error"] is None and held(z) <= held(p) for p in others),
+                "calls_after_first_step": done and z["backend_calls_after_first_step"] <= 0.01 * z["alloc_events"],
+                "calls_second_half": done and z["backend_calls_second_half"] <= 0.01 * z["alloc_events_second_half"]}
+        assert j["goals"] == want, (path, j["index"], j["goals"], want)
+        if expect_never_more is not None:
+            assert j["goals"]["never_more"] == expect_never_more, (path, j["index"], j["goals"])
+EOF
+fi
+
+# text: a row per job, numbered from 1, and a summary line per goal
 "$HBM" bench sweep --jobs 3 --steps 4 --seed 5 > "$dir/text" 2>&1 || { echo "FAIL text exits $?"; fail=1; }
 [ "$(grep -c "hbm gen llm " "$dir/text")" -eq 3 ] || { echo "FAIL text: not 3 rows: $(cat "$dir/text")"; fail=1; }
+[ "$(awk '$1 ~ /^[0-9]+$/ { printf "%s ", $1 }' "$dir/text")" = "1 2 3 " ] ||
+  { echo "FAIL text: rows not numbered 1 to 3: $(cat "$dir/text")"; fail=1; }
 for g in reserve never_more calls_after_first_step calls_second_half completes; do
   grep -q "^$g  *[0-9]*/3 jobs" "$dir/text" || { echo "FAIL text: no summary line for $g: $(cat "$dir/text")"; fail=1; }
 done
