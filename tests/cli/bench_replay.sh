@@ -1,8 +1,9 @@
 #!/bin/sh
 # hbm bench replay: --help works, --json carries its keys and each policy's
 # settings (--alloc-conf POLICY=CONF), --every runs the rounds without
-# samples, an unknown policy or a bad setting exits 2. Small and short:
-# timings are never asserted here.
+# samples, an unknown policy or a bad setting exits 2, a request that fails
+# mid-trace is timed and counted (exit 0), a start that does not fit is not
+# timed (exit 1). Small and short: timings are never asserted here.
 set -u
 fail=0
 out=$(mktemp)

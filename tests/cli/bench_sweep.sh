@@ -4,9 +4,11 @@
 # sweep is reproducible); a row's command regenerates its job (hbm gen llm
 # with it, then hbm replay: the same peak reserved for zoned, and the same
 # calls and allocations over the second half of the steps, counted from the
-# replay's samples); bad options exit 2 with a message, and so does a job
-# too large for host memory, before it is generated; a job zoned does not
-# complete meets none of its goals and its row prints no figures of zoned's.
+# replay's samples); every job's goals are what its figures give (with
+# zoned's fixed zones too, where never_more fails); bad options exit 2 with a
+# message, and so does a job too large for host memory, before it is
+# generated; a job zoned does not complete meets none of its goals and its
+# row prints no figures of zoned's.
 # Small and short: timings are never asserted here.
 set -u
 fail=0
