@@ -742,6 +742,33 @@ static void arena_tests(void) {
   hbm_trace_free(t);
 }
 
+/* A small request with no granule free and nothing to re-chunk goes to a hole
+ * of the large zone over mapped pages (small_in_large). On 8 MiB (four
+ * granules), A (3 MiB), B and C (2.5 MiB each) fill pages 0-3 tightly; B's
+ * hole then lies over pages 1 and 2, which A and C still use whole. */
+static void small_in_large_test(void) {
+  enum { A, B, C, S };
+  hbm_trace *t;
+  CHECK(hbm_trace_new("small in large", &t) == HBM_OK);
+  hbm_trace_alloc(t, A, 3 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, B, 2560 << 10, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, C, 2560 << 10, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, B);
+  hbm_trace_alloc(t, S, 1 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, S);
+  hbm_trace_free_id(t, A);
+  hbm_trace_free_id(t, C);
+  hbm_replay_options o = {.policy = "zoned", .device = "sim:8MiB", .check_every = 1};
+  hbm_replay_result r;
+  CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+  printf("test_zoned: a small request in the large zone's hole: oom %d, %.0f small in large, %.0f re-chunked\n", r.oom,
+         replay_counter(&r, "small_in_large"), replay_counter(&r, "rechunks"));
+  CHECK(r.oom == 0);
+  CHECK(replay_counter(&r, "small_in_large") == 1);
+  CHECK(replay_counter(&r, "rechunks") == 0);
+  hbm_trace_free(t);
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_zoned"), rng = seed;
   hbm_set_error_handler(count_error, NULL);
@@ -1086,6 +1113,7 @@ int main(void) {
   step_plan_tests(&rng, scale);
   unplanned_steps_tests();
   arena_tests();
+  small_in_large_test();
 
   /* ---- random recordings that start mid-run: the policy's invariants
    * after the starting state and after every event, roomy and tight ---- */
