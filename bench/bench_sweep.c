@@ -124,9 +124,10 @@ typedef struct sweep_run {
   uint64_t last_live;      /* live then */
   int sampled;
   /* The second half of the steps: samples fall at each step mark (the
-   * first after the build phase) and at the end, steps + 1 in all, so it
-   * runs from sample (steps + 1) / 2, the end of step steps / 2, to the
-   * last. Calls and allocations so far at those two, then between them. */
+   * first after the build phase) and at the end, steps + 1 in all, sample k
+   * at the end of step k. So it runs from sample steps / 2, the end of step
+   * steps / 2, to the last (of 5 steps, the last 3). Calls and allocations
+   * so far at those two, then between them. */
   uint64_t nsamples, half;
   uint64_t half_calls, half_allocs, late_calls, late_allocs;
 } sweep_run;
@@ -412,7 +413,7 @@ int bench_sweep(int argc, char **argv) {
       sweep_run *run = &job->run[i];
       hbm_replay_options o = {.policy = sweep_policies[i], .conf = cli_conf_for(&confs, sweep_policies[i]),
                               .on_sample = keep_sample, .sample_arg = run};
-      run->half = (steps + 1) / 2;
+      run->half = steps / 2;
       run->error = hbm_replay(t, &o, &run->r);
       if (run->error != HBM_OK) {
         if (progress) fprintf(stderr, "\n");
