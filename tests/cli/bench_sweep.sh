@@ -76,38 +76,32 @@ for j in jobs:
     assert j["goals"]["calls_second_half"] == (z["backend_calls_second_half"] * 100 <= z["alloc_events_second_half"]), j
     print(z["peak_reserved"], z["backend_calls_second_half"], z["alloc_events_second_half"], j["command"])
 EOF
-  # each row's command regenerates its job: zoned's peak reserved, and what the
-  # samples from the end of step 2 to the end say of the second half, replayed from the file
-  while read -r reserved late_calls late_allocs cmd; do
-    # shellcheck disable=SC2086
-    "$HBM" ${cmd#hbm } -o "$dir/job.trace" > /dev/null 2> "$dir/gen.err" || { echo "FAIL '$cmd' exits $?: $(cat "$dir/gen.err")"; fail=1; continue; }
-    got=$("$HBM" replay "$dir/job.trace" --policy zoned --samples --json | python3 -c '
-import json, sys
-p = json.load(sys.stdin)["policies"][0]
-s = p["samples"]
-assert len(s) == 5, len(s)  # the end of the build phase and of each of the 4 steps
-print(p["peak_reserved"], s[-1]["backend_calls"] - s[2]["backend_calls"], s[-1]["alloc_events"] - s[2]["alloc_events"])')
-    if [ "$got" = "$reserved $late_calls $late_allocs" ]; then echo "ok   regenerated: zoned peak reserved, second-half calls, allocations $got: $cmd"
-    else echo "FAIL '$cmd': hbm replay gives zoned $got, the sweep $reserved $late_calls $late_allocs"; fail=1; fi
-  done < "$dir/jobs"
-  [ "$(grep -c . "$dir/jobs")" -eq 3 ] || { echo "FAIL: not 3 jobs to regenerate"; fail=1; }
-  # Of an odd number of steps, the second half runs from the end of step
-  # steps / 2, rounded down: of 3 steps, steps 2 and 3 (samples 1 to 3).
+  # ... and a job of an odd number of steps, whose second half runs from the
+  # end of step steps / 2 rounded down: of 3 steps, steps 2 and 3
   "$HBM" bench sweep --jobs 1 --steps 3 --seed 5 --json 2> /dev/null | python3 -c '
 import json, sys
 j = json.load(sys.stdin)["jobs"][0]
 z = {p["policy"]: p for p in j["policies"]}["zoned"]
-print(z["backend_calls_second_half"], z["alloc_events_second_half"], j["command"])' > "$dir/odd"
-  read -r late_calls late_allocs cmd < "$dir/odd"
-  # shellcheck disable=SC2086
-  "$HBM" ${cmd#hbm } -o "$dir/odd.trace" > /dev/null 2>&1
-  got=$("$HBM" replay "$dir/odd.trace" --policy zoned --samples --json | python3 -c '
+print(z["peak_reserved"], z["backend_calls_second_half"], z["alloc_events_second_half"], j["command"])' >> "$dir/jobs"
+  # each row's command regenerates its job: zoned's peak reserved, and what the
+  # samples from the end of step steps / 2 to the end say of the second half,
+  # replayed from the file
+  while read -r reserved late_calls late_allocs cmd; do
+    steps=$(echo "$cmd" | sed -n 's/.* --steps \([0-9]*\) .*/\1/p')
+    # shellcheck disable=SC2086
+    "$HBM" ${cmd#hbm } -o "$dir/job.trace" > /dev/null 2> "$dir/gen.err" || { echo "FAIL '$cmd' exits $?: $(cat "$dir/gen.err")"; fail=1; continue; }
+    got=$("$HBM" replay "$dir/job.trace" --policy zoned --samples --json | python3 -c '
 import json, sys
-s = json.load(sys.stdin)["policies"][0]["samples"]
-assert len(s) == 4, len(s)  # the end of the build phase and of each of the 3 steps
-print(s[-1]["backend_calls"] - s[1]["backend_calls"], s[-1]["alloc_events"] - s[1]["alloc_events"])')
-  if [ "$got" = "$late_calls $late_allocs" ]; then echo "ok   3 steps: the second half is steps 2 and 3: $got"
-  else echo "FAIL 3 steps: the sweep's second half $late_calls $late_allocs, steps 2 and 3 replayed $got"; fail=1; fi
+steps = int(sys.argv[1])
+p = json.load(sys.stdin)["policies"][0]
+s = p["samples"]
+assert len(s) == steps + 1, len(s)  # the end of the build phase and of each step
+print(p["peak_reserved"], s[-1]["backend_calls"] - s[steps // 2]["backend_calls"], s[-1]["alloc_events"] - s[steps // 2]["alloc_events"])' "$steps")
+    if [ "$got" = "$reserved $late_calls $late_allocs" ]; then echo "ok   regenerated: zoned peak reserved, second-half calls, allocations $got: $cmd"
+    else echo "FAIL '$cmd': hbm replay gives zoned $got, the sweep $reserved $late_calls $late_allocs"; fail=1; fi
+  done < "$dir/jobs"
+  [ "$(grep -c -- '--steps 4 ' "$dir/jobs")" -eq 3 ] && [ "$(grep -c -- '--steps 3 ' "$dir/jobs")" -eq 1 ] ||
+    { echo "FAIL: not 3 jobs of 4 steps and 1 of 3 to regenerate"; fail=1; }
 else
   echo "SKIP JSON values and regeneration: no python3"
 fi
