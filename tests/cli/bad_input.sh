@@ -258,6 +258,10 @@ before_work "given twice" fidelity "$dir/es.trace" --alloc-conf max_split_size_m
 "$HBM" replay "$good" --capacity 1GiB --policy caching,expandable --alloc-conf caching=expandable_segments:False \
   > /dev/null || { echo "FAIL caching=expandable_segments:False (the default, said) refused"; fail=1; }
 
+# A long trace: 3000 steps of one 1 KiB block each, whose JSON with every
+# sample is far larger than one write (below, and with | head)
+awk 'BEGIN { print "hbm-trace 1"; print "capacity 1GiB"; for (i = 1; i <= 3000; i++) { print "a x" i " 1KiB"; print "s " i } }' > "$dir/long.trace"
+
 # a report that cannot be written is a failed run, said on stderr, not a silent exit 0
 if [ -w /dev/full ]; then
   for cmd in "replay $good --capacity 1GiB --json" "replay $good --capacity 1GiB" "gen llm --preset 910c-dense --estimate --json" "--help"; do
@@ -268,8 +272,7 @@ if [ -w /dev/full ]; then
   done
   # one large JSON whose first write fails leaves nothing for the last flush,
   # errno long gone: the failure is said, but not as a broken pipe, which it was not
-  awk 'BEGIN { print "hbm-trace 1"; print "capacity 1GiB"; for (i = 1; i <= 3000; i++) { print "a x" i " 1KiB"; print "s " i } }' > "$dir/full.trace"
-  "$HBM" replay "$dir/full.trace" --policy all --samples --every 1 --json > /dev/full 2> "$dir/err"; rc=$?
+  "$HBM" replay "$dir/long.trace" --policy all --samples --every 1 --json > /dev/full 2> "$dir/err"; rc=$?
   [ $rc -eq 1 ] && grep -q "writing to standard output: " "$dir/err" && ! grep -q "Broken pipe" "$dir/err" ||
     { echo "FAIL a large JSON > /dev/full: exit $rc, $(cat "$dir/err")"; fail=1; }
 else
@@ -302,7 +305,6 @@ ls "$dir/adir" | grep -q . && { echo "FAIL a failed write left files behind: $(l
 # line on stderr that says why (the pipe broke: also where the write that
 # failed was an earlier one and the last flush had nothing left, as for the
 # one large JSON), not a death by SIGPIPE (141).
-awk 'BEGIN { print "hbm-trace 1"; print "capacity 1GiB"; for (i = 1; i <= 3000; i++) { print "a x" i " 1KiB"; print "s " i } }' > "$dir/long.trace"
 for json in "" --json; do
   # shellcheck disable=SC2086
   { "$HBM" replay "$dir/long.trace" --policy all --samples --every 1 $json 2> "$dir/err"; echo $? > "$dir/rc"; } | head -c 100 > /dev/null
