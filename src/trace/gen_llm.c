@@ -1448,10 +1448,18 @@ typedef struct bucket_sim {
   uint32_t n, first_live;
   double comm_free, factor, rate;
   int active;
+  int hold;            /* ZeRO-2/3, offload: the BF16 gradients wait in `fill` */
+  uint64_t launch_max; /* most in flight at a launch since backward_peak last looked */
 } bucket_sim;
 
+static uint64_t bsim_live(bucket_sim *b, double now);
+
+/* A bucket's buffer is allocated while the gradients it copies are still held
+ * (bucket_launch), on top of the buckets still in flight. */
 static void bsim_launch(bucket_sim *b, double now) {
   if (!b->fill) return;
+  uint64_t at = bsim_live(b, now) + b->fill;
+  if (at > b->launch_max) b->launch_max = at;
   double start = now > b->comm_free ? now : b->comm_free;
   double end = start + 20e-6 + b->factor * (double)b->fill / b->rate;
   b->comm_free = end;
@@ -1471,8 +1479,8 @@ static void bsim_add(bucket_sim *b, uint64_t numel, double now) {
 
 /* Bytes of buckets launched and not yet complete at `now`, plus (ZeRO-2/3)
  * the BF16 gradients waiting to fill the next bucket. */
-static uint64_t bsim_live(bucket_sim *b, double now, int sharded) {
-  uint64_t live = sharded ? b->fill : 0;
+static uint64_t bsim_live(bucket_sim *b, double now) {
+  uint64_t live = b->hold ? b->fill : 0;
   while (b->first_live < b->n && b->ends[b->first_live] <= now) b->first_live++;
   for (uint32_t i = b->first_live; i < b->n; i++) live += b->sizes[i];
   return live;
@@ -1492,6 +1500,7 @@ static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, uint6
   b.c = c;
   b.elem = sharded ? 2 : 4;
   b.active = comm && reducing;
+  b.hold = sharded && comm;
   b.factor = c->offload ? 1.0 : (c->zero == 0 ? 2.0 : 1.0) * ((double)c->dp - 1) / (double)c->dp;
   b.rate = c->comm_gbps * 1e9;
   double rate = c->tflops * 1e12, now = 0;
@@ -1500,9 +1509,18 @@ static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, uint6
   int wg = !(sharded && comm);
 #define POINT(act)                                                     \
   do {                                                                 \
-    uint64_t cm_ = bsim_live(&b, now, sharded);                        \
+    uint64_t cm_ = bsim_live(&b, now);                                 \
     uint64_t v_ = (act) + cm_;                                         \
     if (v_ > peak) { peak = v_; peak_comm = cm_; }                     \
+  } while (0)
+  /* the launches since the last look, over `act`: what stays of the backward
+   * once the gradients that filled them are out (a lower bound of what the
+   * run holds at that moment) */
+#define LAUNCHED(act)                                                  \
+  do {                                                                 \
+    uint64_t v_ = (act) + b.launch_max;                                \
+    if (b.launch_max && v_ > peak) { peak = v_; peak_comm = b.launch_max; } \
+    b.launch_max = 0;                                                  \
   } while (0)
   uint64_t ck = S->k ? S->nchunks * z.hs : S->Ls * z.layer;
   if (S->last) {
@@ -1511,11 +1529,12 @@ static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, uint6
     bsim_add(&b, S->x_numel[X_HEAD], now);
     bsim_add(&b, S->x_numel[X_FNORMW], now);
     bsim_add(&b, S->x_numel[X_FNORMB], now);
+    LAUNCHED(ck);
   }
   uint64_t wpeak = layer_bwd_peak(S, &z, wg);
   uint64_t fpeak = layer_fwd_peak(S, &z, 1);
   for (uint64_t l = S->Ls; l-- > 0;) {
-    uint64_t act;
+    uint64_t act, rest; /* at the layer's peak; once its backward is done */
     if (S->k) {
       uint64_t ch = l / S->k, c0 = ch * S->k, c1 = c0 + S->k < S->Ls ? c0 + S->k : S->Ls;
       if (l == c1 - 1) { /* recompute the chunk first */
@@ -1523,17 +1542,22 @@ static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, uint6
         POINT(ch * z.hs + (c1 - c0 - 1) * z.layer + fpeak + tied);
       }
       act = ch * z.hs + (l - c0) * z.layer + z.hs /* recomputed output */ + z.hs /* dy */ + wpeak;
+      rest = ch * z.hs + (l - c0) * z.layer + z.hs;
     } else {
       act = l * z.layer + z.hs + wpeak;
+      rest = l * z.layer + z.hs;
     }
     now += layer_flops(S, seq, 1) / rate;
     POINT(act + tied);
     for (int i = 0; i < NT_LAYER; i++) bsim_add(&b, S->layer_numel[wgrad_order[i]], now);
+    LAUNCHED(rest + tied);
   }
   bsim_add(&b, S->x_numel[X_EMB], now);
   bsim_launch(&b, now);
   POINT(z.hs + (S->tp > 1 && S->tsp > 1 ? z.hfull : 0));
+  LAUNCHED(z.hs);
 #undef POINT
+#undef LAUNCHED
   if (comm_at_peak) *comm_at_peak = peak_comm;
   return peak;
 }
