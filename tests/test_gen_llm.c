@@ -168,6 +168,42 @@ static void check_preset(const char *name, uint32_t steps, double tolerance) {
   check_config_within(name, &c, tolerance);
 }
 
+/* The shapes' parameter counts are the published ones (docs/workload.md 2):
+ * LLaMA-2-7B 6,738,415,616 and LLaMA-2-70B 68,976,648,192 (their Hugging Face
+ * checkpoints); a GPT shape counts Narayanan et al.'s L(12h^2 + 13h) + Vh plus
+ * the final norm's 2h, GPT-2 XL's (48 layers, hidden 1600, 50257 words)
+ * 1,557,611,200 without its 1024 x 1600 learned positions (docs/workload.md 8).
+ * 910c-dense is the 98.5B of its page, with the 52.5 GiB of static state and
+ * the 81.3 GiB closed-form peak at 8192 tokens that page gives. */
+static void check_published_counts(void) {
+  hbm_gen_llm_config c;
+  hbm_gen_llm_estimate est;
+  hbm_diag d;
+  CHECK(hbm_gen_llm_preset("7b-1gpu-80g", &c) == HBM_OK);
+  CHECK(hbm_gen_llm_estimate_peak(&c, &est, &d) == HBM_OK);
+  CHECK_EQ_U64(est.params_total, 6738415616ull);
+  CHECK(hbm_gen_llm_preset("70b-zero3-64", &c) == HBM_OK);
+  CHECK(hbm_gen_llm_estimate_peak(&c, &est, &d) == HBM_OK);
+  CHECK_EQ_U64(est.params_total, 68976648192ull);
+  hbm_gen_llm_defaults(&c);
+  c.layers = 48;
+  c.hidden = 1600;
+  c.heads = 25;
+  c.vocab = 50257;
+  CHECK(hbm_gen_llm_estimate_peak(&c, &est, &d) == HBM_OK);
+  CHECK_EQ_U64(est.params_total, 1557611200ull - 1024ull * 1600 + (50304 - 50257) * 1600ull);
+  CHECK(hbm_gen_llm_preset("910c-dense", &c) == HBM_OK);
+  CHECK(hbm_gen_llm_estimate_peak(&c, &est, &d) == HBM_OK);
+  CHECK(est.params_total >= 98450000000ull && est.params_total < 98550000000ull);
+  char a[32], b[32];
+  hbm_size_format(est.static_bytes, a, sizeof a);
+  hbm_size_format(est.at_seq_max, b, sizeof b);
+  if (strcmp(a, "52.53 GiB") || strcmp(b, "81.30 GiB")) {
+    fprintf(stderr, "910c-dense: static %s, peak at 8192 tokens %s\n", a, b);
+    CHECK(0);
+  }
+}
+
 /* One device, no offload (ZeRO-0, and ZeRO-1 with nothing to shard across):
  * no reduction, no gather. */
 static void check_single_device(void) {
@@ -450,6 +486,7 @@ int main(void) {
   check_preset("7b-1gpu-80g", 3, 0);
   check_preset("70b-zero3-64", 3, 0.05);
   check_seeds();
+  check_published_counts();
   check_single_device();
   check_bucket_peaks();
   check_determinism();
