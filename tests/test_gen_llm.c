@@ -243,6 +243,20 @@ static void check_bucket_peaks(void) {
              (unsigned long long)(buckets[i] >> 20));
     check_config_within(label, &c, 0.005);
   }
+  /* more buckets than the closed form once kept (4096): it counted 4096 and
+   * missed the largest, the embedding's, which comes last */
+  hbm_gen_llm_defaults(&c);
+  c.layers = 2000;
+  c.hidden = 128;
+  c.heads = 1;
+  c.bucket_bytes = 4096;
+  c.seq_min = c.seq_max = 128;
+  c.micro_batch = 1;
+  c.grad_accum = 1;
+  c.steps = 2;
+  check_config_exact("2000-layers-4kib-buckets", &c);
+  CHECK(hbm_gen_llm_estimate_peak(&c, &est, &d) == HBM_OK);
+  CHECK(est.nbuckets > 8000);
   for (int zero = 1; zero <= 2; zero++) {
     hbm_gen_llm_defaults(&c);
     c.zero = zero;

@@ -1439,18 +1439,41 @@ static double layer_flops(const shape *S, uint64_t seq, int backward) {
   return 2 * mat + (S->eager ? 2 * attn : 5 * attn);
 }
 
-/* Gradient buckets of one reducing backward, as the time model runs them. */
+/* Gradient buckets of one reducing backward, as the time model runs them.
+ * Buckets complete in launch order (one stream): those before first_live are
+ * done. The arrays grow as buckets launch and are kept from one backward to the
+ * next (bsim_start); a reduction has at most one bucket per tensor. */
 typedef struct bucket_sim {
   const hbm_gen_llm_config *c;
   uint64_t fill, elem;
-  uint64_t sizes[4096];
-  double ends[4096];
-  uint32_t n, first_live;
+  uint64_t *sizes;
+  double *ends;
+  uint32_t n, cap, first_live;
   double comm_free, factor, rate;
   int active;
   int hold;            /* ZeRO-2/3, offload: the BF16 gradients wait in `fill` */
+  int nomem;           /* an array could not grow */
   uint64_t launch_max; /* most in flight at a launch since backward_peak last looked */
 } bucket_sim;
+
+/* Empties b for a new reduction, keeping its arrays. */
+static void bsim_start(bucket_sim *b, const hbm_gen_llm_config *c) {
+  uint64_t *sizes = b->sizes;
+  double *ends = b->ends;
+  uint32_t cap = b->cap;
+  int nomem = b->nomem;
+  memset(b, 0, sizeof *b);
+  b->sizes = sizes;
+  b->ends = ends;
+  b->cap = cap;
+  b->nomem = nomem;
+  b->c = c;
+}
+
+static void bsim_free(bucket_sim *b) {
+  free(b->sizes);
+  free(b->ends);
+}
 
 static uint64_t bsim_live(bucket_sim *b, double now);
 
@@ -1463,11 +1486,22 @@ static void bsim_launch(bucket_sim *b, double now) {
   double start = now > b->comm_free ? now : b->comm_free;
   double end = start + 20e-6 + b->factor * (double)b->fill / b->rate;
   b->comm_free = end;
-  if (b->n < 4096) {
-    b->sizes[b->n] = b->fill;
-    b->ends[b->n] = end;
-    b->n++;
+  if (b->n == b->cap) {
+    uint32_t cap = b->cap ? 2 * b->cap : 256;
+    uint64_t *sizes = realloc(b->sizes, cap * sizeof *sizes);
+    if (sizes) b->sizes = sizes;
+    double *ends = sizes ? realloc(b->ends, cap * sizeof *ends) : NULL;
+    if (ends) b->ends = ends;
+    if (!sizes || !ends) {
+      b->nomem = 1;
+      b->fill = 0;
+      return;
+    }
+    b->cap = cap;
   }
+  b->sizes[b->n] = b->fill;
+  b->ends[b->n] = end;
+  b->n++;
   b->fill = 0;
 }
 
@@ -1490,26 +1524,24 @@ static uint64_t bsim_live(bucket_sim *b, double now) {
  * micro-batches: at every layer, what it keeps, its working set, and the
  * gradient buffers in flight. */
 static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, uint64_t seq,
-                              int reducing, uint64_t *comm_at_peak) {
+                              int reducing, bucket_sim *b, uint64_t *comm_at_peak) {
   act_sizes z;
   act_init(S, seq, &z);
   int sharded = c->zero >= 2 || c->offload;
   int comm = c->offload || c->dp > 1;
-  static bucket_sim b; /* large; the estimate is not reentrant-critical */
-  memset(&b, 0, sizeof b);
-  b.c = c;
-  b.elem = sharded ? 2 : 4;
-  b.active = comm && reducing;
-  b.hold = sharded && comm;
-  b.factor = c->offload ? 1.0 : (c->zero == 0 ? 2.0 : 1.0) * ((double)c->dp - 1) / (double)c->dp;
-  b.rate = c->comm_gbps * 1e9;
+  bsim_start(b, c);
+  b->elem = sharded ? 2 : 4;
+  b->active = comm && reducing;
+  b->hold = sharded && comm;
+  b->factor = c->offload ? 1.0 : (c->zero == 0 ? 2.0 : 1.0) * ((double)c->dp - 1) / (double)c->dp;
+  b->rate = c->comm_gbps * 1e9;
   double rate = c->tflops * 1e12, now = 0;
   uint64_t peak = 0, peak_comm = 0;
   uint64_t tied = S->tied && S->first && S->last ? 2 * S->x_numel[X_EMB] : 0; /* .grad held */
   int wg = !(sharded && comm);
 #define POINT(act)                                                     \
   do {                                                                 \
-    uint64_t cm_ = bsim_live(&b, now);                                 \
+    uint64_t cm_ = bsim_live(b, now);                                  \
     uint64_t v_ = (act) + cm_;                                         \
     if (v_ > peak) { peak = v_; peak_comm = cm_; }                     \
   } while (0)
@@ -1518,17 +1550,17 @@ static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, uint6
    * run holds at that moment) */
 #define LAUNCHED(act)                                                  \
   do {                                                                 \
-    uint64_t v_ = (act) + b.launch_max;                                \
-    if (b.launch_max && v_ > peak) { peak = v_; peak_comm = b.launch_max; } \
-    b.launch_max = 0;                                                  \
+    uint64_t v_ = (act) + b->launch_max;                               \
+    if (b->launch_max && v_ > peak) { peak = v_; peak_comm = b->launch_max; } \
+    b->launch_max = 0;                                                 \
   } while (0)
   uint64_t ck = S->k ? S->nchunks * z.hs : S->Ls * z.layer;
   if (S->last) {
     now += 4.0 * (double)(seq * S->b) * (double)S->h * (double)S->V / (double)S->tp / rate;
     POINT(ck + z.head + z.logits);
-    bsim_add(&b, S->x_numel[X_HEAD], now);
-    bsim_add(&b, S->x_numel[X_FNORMW], now);
-    bsim_add(&b, S->x_numel[X_FNORMB], now);
+    bsim_add(b, S->x_numel[X_HEAD], now);
+    bsim_add(b, S->x_numel[X_FNORMW], now);
+    bsim_add(b, S->x_numel[X_FNORMB], now);
     LAUNCHED(ck);
   }
   uint64_t wpeak = layer_bwd_peak(S, &z, wg);
@@ -1549,11 +1581,11 @@ static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, uint6
     }
     now += layer_flops(S, seq, 1) / rate;
     POINT(act + tied);
-    for (int i = 0; i < NT_LAYER; i++) bsim_add(&b, S->layer_numel[wgrad_order[i]], now);
+    for (int i = 0; i < NT_LAYER; i++) bsim_add(b, S->layer_numel[wgrad_order[i]], now);
     LAUNCHED(rest + tied);
   }
-  bsim_add(&b, S->x_numel[X_EMB], now);
-  bsim_launch(&b, now);
+  bsim_add(b, S->x_numel[X_EMB], now);
+  bsim_launch(b, now);
   POINT(z.hs + (S->tp > 1 && S->tsp > 1 ? z.hfull : 0));
   LAUNCHED(z.hs);
 #undef POINT
@@ -1615,10 +1647,10 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
 
   int sharded = c.zero >= 2 || c.offload;
   int comm = c.offload || c.dp > 1;
+  bucket_sim b;
+  memset(&b, 0, sizeof b);
   if (comm) { /* the buckets of one reduction, tensor by tensor in the generator's order */
-    static bucket_sim b;
-    memset(&b, 0, sizeof b);
-    b.c = &c;
+    bsim_start(&b, &c);
     b.elem = sharded ? 2 : 4;
     b.active = 1;
     b.factor = 1;
@@ -1652,7 +1684,10 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
   const char *phase = "optimizer";
   uint64_t best_act = 0, best_tr = opt, best_comm = 0;
   uint64_t *kept = malloc((size_t)m * sizeof *kept);
-  if (!kept) return HBM_EHOSTMEM;
+  if (!kept) {
+    bsim_free(&b);
+    return HBM_EHOSTMEM;
+  }
   for (int pass = 0; pass < 2; pass++) { /* pass 0: this seed; pass 1: every micro-batch at seq_max */
     uint64_t steps = pass ? 1 : c.steps;
     uint64_t top = 0;
@@ -1679,7 +1714,7 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
         } else {
           sum -= kept[j];
           int reducing = sharded || j == m - 1;
-          act = sum + backward_peak(&c, &S, seq, reducing, &cm);
+          act = sum + backward_peak(&c, &S, seq, reducing, &b, &cm);
           act -= cm;
         }
         v = st + act + cm + zero3;
@@ -1696,6 +1731,9 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
     if (pass) at_max = max2(at_max, top);
   }
   free(kept);
+  int nomem = b.nomem;
+  bsim_free(&b);
+  if (nomem) return HBM_EHOSTMEM;
   est->peak = best;
   est->at_seq_max = at_max;
   est->peak_phase = phase;
