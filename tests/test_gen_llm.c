@@ -385,6 +385,27 @@ static void check_bad_options(void) {
   c.params = 70000000000ull;
   c.dp = 1;
   expect_bad("capacity", &c, "--capacity");
+  /* the ends of the ranges, one past them */
+  hbm_gen_llm_defaults(&c);
+  c.micro_batch = 0;
+  expect_bad("micro-batch 0", &c, "--micro-batch 0");
+  c.micro_batch = 65537;
+  expect_bad("micro-batch 65537", &c, "--micro-batch 65537");
+  hbm_gen_llm_defaults(&c);
+  c.seq_kind = HBM_SEQ_LIST;
+  c.nseq_list = 1;
+  c.seq_list[0] = (1u << 20) + 1;
+  c.micro_batch = 1;
+  expect_bad("seq list", &c, "length 1048577");
+  hbm_gen_llm_defaults(&c);
+  c.seq_kind = HBM_SEQ_UNIFORM;
+  c.seq_min = 1024;
+  c.seq_max = (1u << 20) + 1;
+  c.micro_batch = 1;
+  expect_bad("seq range", &c, "--seq 1024:1048577");
+  hbm_gen_llm_defaults(&c);
+  c.tflops = 0;
+  expect_bad("tflops", &c, "--tflops 0");
   /* a count past the largest shape the search reaches is refused, not shrunk to it */
   hbm_gen_llm_defaults(&c);
   c.layers = c.hidden = c.heads = 0;
@@ -418,6 +439,33 @@ static void check_resolve(void) {
   c.seq_max = 256;
   c.micro_batch = c.grad_accum = 65536;
   CHECK(hbm_gen_llm_resolve(&c, &d) == HBM_OK);
+  /* the longest sequence, 2^20 tokens, in a list and as a range's end */
+  hbm_gen_llm_defaults(&c);
+  c.seq_kind = HBM_SEQ_LIST;
+  c.nseq_list = 2;
+  c.seq_list[0] = 1024;
+  c.seq_list[1] = 1u << 20;
+  CHECK(hbm_gen_llm_resolve(&c, &d) == HBM_OK && c.seq_min == 1024 && c.seq_max == 1u << 20);
+  hbm_gen_llm_defaults(&c);
+  c.seq_kind = HBM_SEQ_UNIFORM;
+  c.seq_min = 1024;
+  c.seq_max = 1u << 20;
+  CHECK(hbm_gen_llm_resolve(&c, &d) == HBM_OK);
+  /* dropout the user turned off stays off on gpt (its default is on) */
+  hbm_gen_llm_defaults(&c);
+  c.dropout = 0;
+  CHECK(hbm_gen_llm_resolve(&c, &d) == HBM_OK && c.dropout == 0);
+  /* a count with the width given keeps the width; one at the top of the
+   * family is its largest member, 512 layers of 65536 */
+  hbm_gen_llm_defaults(&c);
+  c.layers = c.heads = 0;
+  c.params = 7000000000ull;
+  c.hidden = 4096;
+  CHECK(hbm_gen_llm_resolve(&c, &d) == HBM_OK && c.hidden == 4096 && c.layers == 34);
+  hbm_gen_llm_defaults(&c);
+  c.layers = c.hidden = c.heads = 0;
+  c.params = 26390000000000ull;
+  CHECK(hbm_gen_llm_resolve(&c, &d) == HBM_OK && c.layers == 512 && c.hidden == 65536);
 }
 
 int main(void) {
