@@ -413,6 +413,65 @@ static void check_bad_options(void) {
   expect_bad("params", &c, "largest model --params reaches, 26.39T");
 }
 
+/* ZeRO-3 holds a unit's gathered weights while it computes and the next unit's,
+ * prefetched: never more than two at once, and two at some point (docs/workload.md
+ * 5). Each unit is gathered for its forward and again for its backward (the
+ * embedding's backward needs none), and with checkpointing once more to
+ * recompute its chunk, where the chunk's last layer stays for its backward: per
+ * micro-batch, 2L + 3 gathers, or 3L + 3 - chunks. Only the embedding's forward,
+ * the head's backward and the recompute of every chunk but the last (which the
+ * head prefetches) find nothing gathered: 2, or 1 + chunks, per micro-batch.
+ * The head once prefetched the last layer with checkpointing too, which held
+ * three units at once through that chunk's recompute for chunks of 3 or more.
+ * With one bucket for the whole model, the reduction is the largest stream-1
+ * buffer, and every smaller one is a gather. */
+static void check_zero3_gathers(void) {
+  for (uint32_t k = 0; k <= 3; k++) {
+    hbm_gen_llm_config c;
+    hbm_gen_llm_defaults(&c);
+    c.arch = HBM_ARCH_LLAMA;
+    c.layers = 9; /* chunks of 3 end in a full one */
+    c.hidden = 1024;
+    c.zero = 3;
+    c.checkpoint_every = k;
+    c.bucket_bytes = 64ull << 30;
+    c.grad_accum = 2;
+    c.steps = 2;
+    hbm_trace *t = NULL;
+    hbm_diag d;
+    CHECK(hbm_gen_llm(&c, &t, &d) == HBM_OK);
+    if (!t) return;
+    uint64_t largest = 0;
+    for (uint64_t i = 0; i < t->nevents; i++) {
+      const hbm_event *e = &t->events[i];
+      if (e->kind == HBM_EV_ALLOC && e->stream == 1 && e->size > largest) largest = e->size;
+    }
+    uint8_t *gather = calloc(t->nids ? t->nids : 1, 1);
+    uint64_t live = 0, most = 0, gathers = 0, cold = 0;
+    for (uint64_t i = 0; i < t->nevents; i++) {
+      const hbm_event *e = &t->events[i];
+      if (e->kind == HBM_EV_ALLOC && e->stream == 1 && e->tag == HBM_TAG_COMM && e->size < largest) {
+        gather[e->id] = 1;
+        gathers++;
+        cold += live == 0;
+        if (++live > most) most = live;
+      } else if (e->kind == HBM_EV_FREE && gather[e->id]) {
+        gather[e->id] = 0;
+        live--;
+      }
+    }
+    if (most != 2) fprintf(stderr, "zero3, checkpoint every %u: %llu units gathered at once\n", k,
+                           (unsigned long long)most);
+    CHECK_EQ_U64(most, 2);
+    CHECK_EQ_U64(live, 0);
+    uint64_t mbs = (uint64_t)c.steps * c.grad_accum, L = c.layers, chunks = k ? (L + k - 1) / k : 0;
+    CHECK_EQ_U64(gathers, mbs * (k ? 3 * L + 3 - chunks : 2 * L + 3));
+    CHECK_EQ_U64(cold, mbs * (k ? 1 + chunks : 2));
+    free(gather);
+    hbm_trace_free(t);
+  }
+}
+
 /* What resolving a configuration settles: ZeRO-Offload runs on stage 2 unless
  * stage 3 is given (ZeRO-Infinity's sharded weights), and refuses stage 1 (0 is
  * the default, read as not given); a uniform range may be one length; the
@@ -551,6 +610,7 @@ int main(void) {
   check_published_counts();
   check_single_device();
   check_bucket_peaks();
+  check_zero3_gathers();
   check_determinism();
   check_bad_options();
   check_resolve();

@@ -1070,7 +1070,10 @@ static void head_fwd(gen *g, const act_sizes *z, uint64_t seq, uint32_t x_last, 
 
 static uint32_t head_bwd(gen *g, const act_sizes *z, uint64_t seq, uint32_t *hs) {
   const shape *S = &g->S;
-  z3_gather(g, (int64_t)S->Ls + 1, S->Ls > 0 ? (int64_t)S->Ls - 1 : -1);
+  /* prefetch the unit the backward uses next: the last layer, or with
+   * checkpointing the first of the last chunk, which is recomputed first */
+  int64_t next = S->Ls == 0 ? -1 : S->k ? (int64_t)((S->nchunks - 1) * S->k) : (int64_t)S->Ls - 1;
+  z3_gather(g, (int64_t)S->Ls + 1, next);
   uint32_t d_logits = A(g, z->logits, HBM_TAG_TEMP);
   F(g, hs[2]);
   uint32_t ag = S->tp > 1 && S->tsp > 1 ? A(g, z->hfull, HBM_TAG_COMM) : NO;
