@@ -216,6 +216,23 @@ static void check_single_device(void) {
     c.steps = 2;
     check_config_exact(zero ? "one-device-zero1" : "one-device", &c);
   }
+  /* peaking in the optimizer, fused: nothing there but the static state; a
+   * bucket larger than any tensor gathers nothing on one device */
+  hbm_gen_llm_defaults(&c);
+  c.dp = 1;
+  c.zero = 1;
+  c.seq_min = c.seq_max = 128;
+  c.micro_batch = 1;
+  c.grad_accum = 1;
+  c.fused_optimizer = 1;
+  c.bucket_bytes = 2ull << 30;
+  c.steps = 1;
+  check_config_exact("one-device-zero1-optimizer", &c);
+  hbm_gen_llm_estimate est;
+  hbm_diag d;
+  CHECK(hbm_gen_llm_estimate_peak(&c, &est, &d) == HBM_OK);
+  CHECK(strcmp(est.peak_phase, "optimizer") == 0);
+  CHECK_EQ_U64(est.peak, est.static_bytes);
 }
 
 /* Where gradient buckets peak. A bucket's buffer is allocated while ZeRO-2
@@ -243,6 +260,16 @@ static void check_bucket_peaks(void) {
              (unsigned long long)(buckets[i] >> 20));
     check_config_within(label, &c, 0.005);
   }
+  /* a bucket of exactly one tensor is full: the final norm's FP32 gradient
+   * (2048 x 4 bytes) goes alone, as every tensor after it: the norm's two, 12
+   * per layer, the embedding (the head, tied to it, has none of its own) */
+  hbm_gen_llm_defaults(&c);
+  c.layers = 2;
+  c.bucket_bytes = 2048 * 4;
+  c.steps = 1;
+  check_config_exact("buckets-of-one-tensor", &c);
+  CHECK(hbm_gen_llm_estimate_peak(&c, &est, &d) == HBM_OK);
+  CHECK_EQ_U64(est.nbuckets, 2 + 2 * 12 + 1);
   /* more buckets than the closed form once kept (4096): it counted 4096 and
    * missed the largest, the embedding's, which comes last */
   hbm_gen_llm_defaults(&c);
