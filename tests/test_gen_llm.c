@@ -433,6 +433,10 @@ static void check_bad_options(void) {
   hbm_gen_llm_defaults(&c);
   c.tflops = 0;
   expect_bad("tflops", &c, "--tflops 0");
+  hbm_gen_llm_defaults(&c);
+  c.seq_kind = HBM_SEQ_LIST;
+  c.nseq_list = 0;
+  expect_bad("empty seq list", &c, "1..32 lengths");
   /* a count past the largest shape the search reaches is refused, not shrunk to it */
   hbm_gen_llm_defaults(&c);
   c.layers = c.hidden = c.heads = 0;
