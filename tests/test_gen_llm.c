@@ -57,7 +57,11 @@ static void walk_trace(const hbm_trace *t, walk *w) {
 }
 
 /* tolerance: how far the generated peak may be from the closed form's, as a
- * fraction of it; 0 where the closed form follows every tensor (docs/workload.md 5) */
+ * fraction of it; 0 where the closed form follows every tensor. Elsewhere each
+ * configuration's bound is a little over what it measures (docs/workload.md 5):
+ * the closed form puts a layer's worst transients, under tensor parallelism,
+ * and ZeRO-3's two gathered units at the same point, where the run has a little
+ * less; a change that drops a term comes out past the bound. */
 static void check_config_within(const char *label, hbm_gen_llm_config *c, double tolerance) {
   hbm_diag diag;
   hbm_gen_llm_estimate est;
@@ -153,10 +157,6 @@ static void check_config_within(const char *label, hbm_gen_llm_config *c, double
   hbm_trace_free(t);
 }
 
-static void check_config(const char *label, hbm_gen_llm_config *c) {
-  check_config_within(label, c, 0.05);
-}
-
 static void check_config_exact(const char *label, hbm_gen_llm_config *c) {
   check_config_within(label, c, 0);
 }
@@ -204,17 +204,19 @@ static void check_published_counts(void) {
   }
 }
 
-/* One device, no offload (ZeRO-0, and ZeRO-1 with nothing to shard across):
+/* One device, no offload (every ZeRO stage, with nothing to shard across):
  * no reduction, no gather. */
 static void check_single_device(void) {
   hbm_gen_llm_config c;
-  for (int zero = 0; zero <= 1; zero++) {
+  char label[32];
+  for (int zero = 0; zero <= 3; zero++) {
     hbm_gen_llm_defaults(&c);
     c.dp = 1;
     c.zero = zero;
     c.layers = 12;
     c.steps = 2;
-    check_config_exact(zero ? "one-device-zero1" : "one-device", &c);
+    snprintf(label, sizeof label, "one-device-zero%d", zero);
+    check_config_exact(label, &c);
   }
   /* peaking in the optimizer, fused: nothing there but the static state; a
    * bucket larger than any tensor gathers nothing on one device */
@@ -313,7 +315,7 @@ static void check_seeds(void) {
     c.steps = 2;
     c.seed = seed;
     snprintf(label, sizeof label, "910c-dense-2steps-seed%llu", (unsigned long long)seed);
-    check_config(label, &c);
+    check_config_within(label, &c, 0.001); /* -0.02% */
     hbm_gen_llm_defaults(&c);
     c.seq_kind = HBM_SEQ_UNIFORM;
     c.seq_min = 128;
@@ -433,6 +435,11 @@ static void check_bad_options(void) {
   hbm_gen_llm_defaults(&c);
   c.tflops = 0;
   expect_bad("tflops", &c, "--tflops 0");
+  c.tflops = 1e6;
+  expect_bad("tflops", &c, "--tflops 1e+06");
+  hbm_gen_llm_defaults(&c);
+  c.comm_gbps = 0;
+  expect_bad("comm-bw", &c, "--comm-bw 0");
   hbm_gen_llm_defaults(&c);
   c.seq_kind = HBM_SEQ_LIST;
   c.nseq_list = 0;
@@ -574,10 +581,10 @@ int main(void) {
   c.zero = 1;
   c.tp = 2;
   c.steps = 4;
-  check_config("eager-ckpt4-zero1-tp2", &c);
+  check_config_within("eager-ckpt4-zero1-tp2", &c, 0.005); /* -0.17% */
   /* the same without sequence parallelism */
   c.sequence_parallel = 0;
-  check_config("eager-ckpt4-zero1-tp2-nosp", &c);
+  check_config_within("eager-ckpt4-zero1-tp2-nosp", &c, 0.005); /* -0.32% */
   /* a list of lengths, pipeline stage 0 of 4, ZeRO-2 */
   hbm_gen_llm_defaults(&c);
   c.seq_kind = HBM_SEQ_LIST;
@@ -602,7 +609,7 @@ int main(void) {
   c.zero = 3;
   c.checkpoint_every = 1;
   c.steps = 3;
-  check_config("llama-3b-zero3", &c);
+  check_config_within("llama-3b-zero3", &c, 0.005); /* -0.30% */
   /* ZeRO-2 over 16 with lengths from 1024 to 4096 and 25 MiB buckets: a short
    * micro-batch's backward outruns its reduce-scatters. The run synchronizes the
    * reduction stream at the end of every backward; a trace that carried those
@@ -620,7 +627,7 @@ int main(void) {
   c.checkpoint_every = 4;
   c.capacity = 141ull << 30;
   c.steps = 25;
-  check_config("13b-zero2-varlen", &c);
+  check_config_exact("13b-zero2-varlen", &c);
   /* and that run peaks above the same run with every sequence at 4096: its
    * short backwards leave more buckets in flight. at_seq_max is no bound. */
   {
@@ -634,9 +641,9 @@ int main(void) {
     CHECK_EQ_U64(fixed.peak, est.at_seq_max);
   }
 
-  check_preset("910c-dense", 3, 0.05);
+  check_preset("910c-dense", 3, 0.001); /* -0.02% */
   check_preset("7b-1gpu-80g", 3, 0);
-  check_preset("70b-zero3-64", 3, 0.05);
+  check_preset("70b-zero3-64", 3, 0.03); /* -2.8% */
   check_seeds();
   check_published_counts();
   check_single_device();
