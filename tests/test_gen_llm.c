@@ -548,6 +548,14 @@ static void check_resolve(void) {
   c.seq_min = 1024;
   c.seq_max = 1u << 20;
   CHECK(hbm_gen_llm_resolve(&c, &d) == HBM_OK);
+  /* a range holding one multiple of the alignment draws that one, not its end */
+  hbm_gen_llm_defaults(&c);
+  c.seq_kind = HBM_SEQ_UNIFORM;
+  c.seq_min = 100;
+  c.seq_max = 150;
+  c.seq_align = 128;
+  CHECK(hbm_gen_llm_resolve(&c, &d) == HBM_OK);
+  for (uint32_t j = 0; j < 4; j++) CHECK_EQ_U64(hbm_gen_llm_seq(&c, 1, j), 128);
   /* dropout the user turned off stays off on gpt (its default is on) */
   hbm_gen_llm_defaults(&c);
   c.dropout = 0;
