@@ -26,6 +26,17 @@ for bad in "--steps 2" "--json --rounds 1" "--frobnicate"; do
   else echo "ok   '$bad': $(cat "$err")"; fi
 done
 
+# hbm bench with no name prints the list of benchmarks (exit 2); a name that
+# is none of them is named back, with where to look
+"$HBM" bench > "$out" 2> "$err"; rc=$?
+if [ $rc -ne 2 ] || [ -s "$out" ] || ! head -n 1 "$err" | grep -q "^usage: hbm bench NAME" || ! grep -q "^  alloc " "$err"; then
+  echo "FAIL bench with no name: exit $rc, stdout '$(cat "$out")', stderr '$(head -n 3 "$err")'"; fail=1
+else echo "ok   bench with no name: the list, exit 2"; fi
+"$HBM" bench nosuch > "$out" 2> "$err"; rc=$?
+if [ $rc -ne 2 ] || [ -s "$out" ] || [ "$(cat "$err")" != "hbm: unknown benchmark 'nosuch' (try: hbm bench --help)" ]; then
+  echo "FAIL bench nosuch: exit $rc, stdout '$(cat "$out")', stderr '$(cat "$err")'"; fail=1
+else echo "ok   bench nosuch: $(cat "$err")"; fi
+
 # bench alloc: live blocks whose sizes cannot fit the allocators' 1 TiB are
 # refused before any round (every round would fail, or malloc map terabytes)
 "$HBM" bench alloc --live 1000000 --pairs 10 > "$out" 2> "$err"; rc=$?
@@ -62,6 +73,16 @@ for p in ("", "small_"):
     assert abs(r - d[p + "hbm_ns"] / d[p + "glibc_ns"]) <= 1e-9 * r, (p, d)
     assert (d[p + "ratio_hbm_mimalloc"] is None) == (d[p + "mimalloc_ns"] is None), (p, d)
 EOF
+  # the sizes are those of bench/alloc_sizes.h, and the small ones those up to
+  # 1 MiB inclusive, as the table's heading says
+  python3 - "$out" "${HBM_ROOT:-.}/bench/alloc_sizes.h" <<'EOF' || { echo "FAIL bench alloc --json sizes: $(cat "$out")"; fail=1; }
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read()
+sizes = [int(x) for x in re.findall(r"(\d+)ull", text[text.index("{"):])]
+assert d["sizes"] == len(sizes) and d["small_sizes"] == sum(s <= 1 << 20 for s in sizes), (d, len(sizes))
+assert 1 << 20 in sizes  # the boundary is one of the sizes
+EOF
   "$HBM" bench alloc --pairs 1000 --live 64 > "$err" 2>&1
   sizes=$(python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["sizes"], d["small_sizes"])' < "$out")
   # shellcheck disable=SC2086
@@ -80,5 +101,24 @@ EOF
   "$HBM" bench compact --json --capacity 256MiB --rounds 1 > "$out" 2> "$err" &&
     python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["free_total"] == d["capacity"] - d["live"] > 0 and d["live_blocks"] > 0, d' < "$out" ||
     { echo "FAIL bench compact --json: $(cat "$out" "$err")"; fail=1; }
+  # bench gen: the preset's events, the two rates and their ratio, and the
+  # goal judged on the model's rate
+  events=$("$HBM" gen llm --preset 7b-1gpu-80g --steps 1 --json -o /dev/null 2> /dev/null |
+           python3 -c 'import json,sys; print(json.load(sys.stdin)["events"])')
+  "$HBM" bench gen --preset 7b-1gpu-80g --steps 1 --json > "$out" 2> "$err" &&
+    python3 - "$out" "${events:-0}" <<'EOF' || { echo "FAIL bench gen --json: $(cat "$out" "$err")"; fail=1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["bench"] == "gen" and d["preset"] == "7b-1gpu-80g" and d["steps"] == 1, d
+assert d["events"] == int(sys.argv[2]) > 0, d
+assert d["gen_events_per_s"] > 0 and d["builder_events_per_s"] > 0, d
+r = d["ratio_gen_builder"]
+assert abs(r - d["gen_events_per_s"] / d["builder_events_per_s"]) <= 1e-9 * r, d
+assert d["meets_goal"] == (d["gen_events_per_s"] >= d["goal_events_per_s"] == 1e7), d
+EOF
+  "$HBM" bench gen --preset 7b-1gpu-80g --steps 1 > "$out" 2> "$err" &&
+    grep -q "^gen llm --preset 7b-1gpu-80g, 1 step: ${events:-0} events per round, best of 3$" "$out" &&
+    grep -q "^  ratio  *[0-9.]* (model / builder); goal >= 10 M events/s: \(met\|NOT met\)$" "$out" ||
+    { echo "FAIL bench gen text: $(cat "$out" "$err")"; fail=1; }
 fi
 exit $fail
