@@ -336,9 +336,6 @@ int bench_compact(int argc, char **argv) {
   hbm_heap_stats(f.heap, &st);
   uint64_t free_bytes = f.capacity - st.allocated, largest = st.largest_free;
   uint64_t request = largest + (free_bytes - largest) / 3;
-  hbm_compact_result dry_full;
-  hbm_compact_options o = {.dry_run = 1};
-  if (rc == HBM_OK) rc = hbm_compact(f.heap, &o, &dry_full);
   figures full = {0}, part = {0};
   unsigned char *scratch = malloc(SCRATCH);
   if (!scratch) rc = HBM_EHOSTMEM;
