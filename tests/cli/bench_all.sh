@@ -101,6 +101,31 @@ EOF
   "$HBM" bench compact --json --capacity 256MiB --rounds 1 > "$out" 2> "$err" &&
     python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["free_total"] == d["capacity"] - d["live"] > 0 and d["live_blocks"] > 0, d' < "$out" ||
     { echo "FAIL bench compact --json: $(cat "$out" "$err")"; fail=1; }
+  # its figures hold together: one round measured, bytes moved by each pass,
+  # rates that are the bytes over the times, and (one round) the ratios those
+  # of the two times
+  python3 - "$out" <<'EOF' || { echo "FAIL bench compact --json figures: $(cat "$out")"; fail=1; }
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+assert d["rounds"] == 1 and d["verified"] is True, d
+assert 0 < d["min_moved_bytes"] <= d["moved_bytes"] and d["moved_blocks"] > 0 and d["copies"] > 0, d
+for k in ("compact_gbps", "memmove_gbps", "memmove_disjoint_gbps", "compact_seconds", "memmove_seconds",
+          "partial_compact_gbps", "partial_memmove_gbps", "ratio", "ratio_disjoint"):
+    assert isinstance(d[k], float) and math.isfinite(d[k]) and d[k] > 0, (k, d)
+close = lambda a, b: abs(a - b) <= 1e-6 * abs(b)
+assert close(d["compact_gbps"], d["moved_bytes"] / d["compact_seconds"] / 1e9), d
+assert close(d["memmove_gbps"], d["moved_bytes"] / d["memmove_seconds"] / 1e9), d
+assert close(d["ratio"], d["compact_gbps"] / d["memmove_gbps"]), d
+assert d["largest_free"] < d["request"] < d["free_total"], d
+assert 0 < d["partial_min_moved_bytes"] <= d["partial_moved_bytes"] <= d["partial_full_moved_bytes"] == d["moved_bytes"], d
+EOF
+  # --max-block: a multiple of 64 KiB, from 64 KiB
+  "$HBM" bench compact --json --capacity 256MiB --rounds 1 --max-block 64KiB > "$out" 2> "$err" ||
+    { echo "FAIL bench compact --max-block 64KiB: $(cat "$err")"; fail=1; }
+  "$HBM" bench compact --capacity 256MiB --rounds 1 --max-block 100KiB > "$out" 2> "$err"; rc=$?
+  if [ $rc -ne 2 ] || ! grep -q "bench compact: --max-block: expected a multiple of 64KiB, got '100KiB'" "$err"; then
+    echo "FAIL bench compact --max-block 100KiB: exit $rc, $(cat "$err")"; fail=1
+  fi
   # bench gen: the preset's events, the two rates and their ratio, and the
   # goal judged on the model's rate
   events=$("$HBM" gen llm --preset 7b-1gpu-80g --steps 1 --json -o /dev/null 2> /dev/null |
