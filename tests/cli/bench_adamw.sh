@@ -18,6 +18,24 @@ for key in params fused_ms unfused_ms fused_gbps copy_gbps max_rel_err; do
 done
 grep -q '"params":100003' "$out" || { echo "FAIL params not echoed: $(cat "$out")"; fail=1; }
 grep -q '"max_rel_err":0[,}]' "$out" || { echo "FAIL fused step differs from the reference: $(cat "$out")"; fail=1; }
+# the figures hold together: every time measured (finite, above 0), each rate
+# the bytes over its time, each ratio that of its two figures, nothing differs
+if command -v python3 > /dev/null; then
+  python3 - "$out" <<'EOF' || { echo "FAIL --json figures: $(cat "$out")"; fail=1; }
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+for k in ("fused_ms", "unfused_ms", "unfused_five_pass_ms", "fused_gbps", "copy_gbps", "stream_copy_gbps"):
+    assert isinstance(d[k], float) and math.isfinite(d[k]) and d[k] > 0, (k, d)
+close = lambda a, b: abs(a - b) <= 1e-9 * abs(b)
+assert close(d["fused_gbps"], d["params"] * 28 / (d["fused_ms"] * 1e6)), d
+assert close(d["unfused_vs_fused"], d["unfused_ms"] / d["fused_ms"]), d
+assert close(d["five_pass_vs_fused"], d["unfused_five_pass_ms"] / d["fused_ms"]), d
+assert close(d["fused_vs_copy"], d["fused_gbps"] / d["copy_gbps"]), d
+assert close(d["fused_vs_stream_copy"], d["fused_gbps"] / d["stream_copy_gbps"]), d
+assert d["unfused_mismatches"] == 0 and d["reference_mismatches"] == 0, d
+assert d["impl"] in ("scalar", "avx2", "avx512") and d["threads"] == 2 and d["reps"] == 1, d
+EOF
+fi
 echo "ok   json: $(cat "$out")"
 
 # --opt=value, as every command takes it
