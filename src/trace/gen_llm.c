@@ -1674,18 +1674,42 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
   /* Optimizer: two FP32 temporaries of the largest tensor (unfused), and the
    * BF16 parameter all-gather of ZeRO-1/2, a bucket at a time. */
   uint64_t upd = c.zero >= 1 ? cdiv(max_numel, c.dp) : max_numel;
-  uint64_t opt = c.offload ? 0 : (c.fused_optimizer ? 0 : 8 * upd);
+  uint64_t opt = c.offload ? 0 : (c.fused_optimizer ? 0 : 8 * upd), gather = 0;
   if ((c.zero == 1 || c.zero == 2) && c.dp > 1 && !c.offload)
-    opt = max2(opt, c.bucket_bytes < 2 * S.device_params ? c.bucket_bytes : 2 * S.device_params);
+    gather = c.bucket_bytes < 2 * S.device_params ? c.bucket_bytes : 2 * S.device_params;
+  opt = max2(opt, gather);
   uint64_t static_all = est->static_bytes;
   uint64_t static_first = static_all - est->optim_bytes; /* m, v appear in step 1's optimizer */
+  uint64_t opt_peak = static_all + opt, opt_tr = opt;
+  if (c.steps == 1 && !c.offload && !c.fused_optimizer) {
+    /* A run of one step has only step 1's optimizer, which creates m and v a
+     * tensor at a time, in optimizer_step's order, each beside its own
+     * temporaries: its worst point is not all of m and v beside the largest
+     * tensor's temporaries. (Later steps have them all, and that bound.) */
+    uint64_t made = 0, top = 0, top_tr = 0;
+    for (uint64_t i = 0; i < NX + S.Ls * NT_LAYER + 1; i++) {
+      int x = i < NX ? (int)i : -1; /* the head last, as optimizer_step takes it */
+      uint64_t numel = i < NX ? (x == X_HEAD ? 0 : S.x_numel[x])
+                     : i < NX + S.Ls * NT_LAYER ? S.layer_numel[(i - NX) % NT_LAYER]
+                                                : S.x_numel[X_HEAD];
+      uint64_t n = c.zero >= 1 ? cdiv(numel, c.dp) : numel;
+      made += 8 * n;
+      if (made + 8 * n > top) { top = made + 8 * n; top_tr = 8 * n; }
+    }
+    opt_peak = static_first + top;
+    opt_tr = top_tr;
+    if (static_all + gather > opt_peak) { /* ZeRO-1/2's gather, after all of them */
+      opt_peak = static_all + gather;
+      opt_tr = gather;
+    }
+  }
 
   /* Walk the 1F1B schedule of each step with this seed's sequence lengths. */
   uint32_t m = c.grad_accum, warm = c.pp - c.pp_stage - 1;
   if (warm > m) warm = m;
-  uint64_t best = static_all + opt, at_max = best;
+  uint64_t best = opt_peak, at_max = best;
   const char *phase = "optimizer";
-  uint64_t best_act = 0, best_tr = opt, best_comm = 0;
+  uint64_t best_act = 0, best_tr = opt_tr, best_comm = 0;
   uint64_t *kept = malloc((size_t)m * sizeof *kept);
   if (!kept) {
     bsim_free(&b);

@@ -70,8 +70,9 @@ grep -q "^fits           yes, 14.70 GiB to spare" "$dir/est" || { echo "FAIL --e
   { echo "FAIL --estimate --json fits:false"; fail=1; }
 "$HBM" gen llm --preset 7b-1gpu-80g --estimate --json | grep -q '"fits":true}$' || { echo "FAIL --estimate --json fits:true"; fail=1; }
 # a peak of exactly the capacity fits, with nothing to spare; a granule less does not
-# (these shapes put the peak on the 2 MiB grid: 28103933952 B, 13401 granules)
-eq="--layers 118 --hidden 1024 --vocab 50688 --micro-batch 1 --grad-accum 1 --steps 1 --estimate"
+# (these shapes put the peak, step 2's optimizer, on the 2 MiB grid: 28103933952 B,
+# 13401 granules; one device and short sequences keep the backward under it)
+eq="--layers 118 --hidden 1024 --vocab 50688 --seq 64 --dp 1 --micro-batch 1 --grad-accum 1 --steps 2 --estimate"
 # shellcheck disable=SC2086
 { "$HBM" gen llm $eq --capacity 28103933952 | grep -qx "fits           yes, 0 B to spare before any allocator's overhead" &&
   "$HBM" gen llm $eq --capacity 28103933952 --json | grep -q '"peak_estimate":28103933952,.*"fits":true}$' &&
