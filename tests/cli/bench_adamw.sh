@@ -37,6 +37,16 @@ assert d["impl"] in ("scalar", "avx2", "avx512") and d["threads"] == 2 and d["re
 EOF
 fi
 echo "ok   json: $(cat "$out")"
+# the copy baselines move the step's 28 bytes a parameter (read + written):
+# their rate times their time is that many bytes, give or take the printed
+# digits and the 64-byte rounding
+"$HBM" bench adamw --params 1000000 --reps 1 --threads 1 > "$out" 2>&1
+for row in "memcpy of 28 B/param" "non-temporal copy of 28 B/param"; do
+  bytes=$(sed -n "s|^  $row  *\([0-9.]*\) ms  *\([0-9.]*\) GB/s.*|\1 \2|p" "$out" | awk '{printf "%.0f", $1 * $2 * 1e6}')
+  if [ -z "$bytes" ] || [ "$bytes" -lt 26600000 ] || [ "$bytes" -gt 29400000 ]; then
+    echo "FAIL '$row' moves ${bytes:-?} bytes, not about 28,000,000: $(cat "$out")"; fail=1
+  else echo "ok   $row: about $bytes bytes"; fi
+done
 
 # --opt=value, as every command takes it
 "$HBM" bench adamw --params=64Ki --reps=1 --threads=1 --json > "$out" 2>&1
