@@ -204,6 +204,17 @@ static void check_published_counts(void) {
   }
 }
 
+/* The default shape on short steps: one micro-batch of one 128-token sequence
+ * a step, so that activations stay small beside the static state, the
+ * optimizer and the gradient buffers. */
+static void short_steps(hbm_gen_llm_config *c, uint32_t steps) {
+  hbm_gen_llm_defaults(c);
+  c->seq_min = c->seq_max = 128;
+  c->micro_batch = 1;
+  c->grad_accum = 1;
+  c->steps = steps;
+}
+
 /* One device, no offload (every ZeRO stage, with nothing to shard across):
  * no reduction, no gather. */
 static void check_single_device(void) {
@@ -220,15 +231,11 @@ static void check_single_device(void) {
   }
   /* peaking in the optimizer, fused: nothing there but the static state; a
    * bucket larger than any tensor gathers nothing on one device */
-  hbm_gen_llm_defaults(&c);
+  short_steps(&c, 1);
   c.dp = 1;
   c.zero = 1;
-  c.seq_min = c.seq_max = 128;
-  c.micro_batch = 1;
-  c.grad_accum = 1;
   c.fused_optimizer = 1;
   c.bucket_bytes = 2ull << 30;
-  c.steps = 1;
   check_config_exact("one-device-zero1-optimizer", &c);
   hbm_gen_llm_estimate est;
   hbm_diag d;
@@ -238,11 +245,7 @@ static void check_single_device(void) {
   /* one step, unfused: step 1's optimizer creates m and v a tensor at a time,
    * beside each tensor's temporaries (the closed form once put all of m and v
    * beside the largest tensor's, 3% over: 22.76 against 22.11 GiB here) */
-  hbm_gen_llm_defaults(&c);
-  c.seq_min = c.seq_max = 128;
-  c.micro_batch = 1;
-  c.grad_accum = 1;
-  c.steps = 1;
+  short_steps(&c, 1);
   check_config_exact("one-step-unfused", &c);
 }
 
@@ -260,13 +263,9 @@ static void check_bucket_peaks(void) {
   char label[64];
   static const uint64_t buckets[] = {25ull << 20, 1ull << 30, 64ull << 30};
   for (int i = 0; i < 3; i++) {
-    hbm_gen_llm_defaults(&c);
+    short_steps(&c, 1);
     c.zero = 2;
-    c.seq_min = c.seq_max = 128;
-    c.micro_batch = 1;
-    c.grad_accum = 1;
     c.bucket_bytes = buckets[i];
-    c.steps = 1;
     snprintf(label, sizeof label, "zero2-short-bucket%llumib",
              (unsigned long long)(buckets[i] >> 20));
     check_config_within(label, &c, 0.005);
@@ -283,27 +282,19 @@ static void check_bucket_peaks(void) {
   CHECK_EQ_U64(est.nbuckets, 2 + 2 * 12 + 1);
   /* more buckets than the closed form once kept (4096): it counted 4096 and
    * missed the largest, the embedding's, which comes last */
-  hbm_gen_llm_defaults(&c);
+  short_steps(&c, 2);
   c.layers = 2000;
   c.hidden = 128;
   c.heads = 1;
   c.bucket_bytes = 4096;
-  c.seq_min = c.seq_max = 128;
-  c.micro_batch = 1;
-  c.grad_accum = 1;
-  c.steps = 2;
   check_config_exact("2000-layers-4kib-buckets", &c);
   CHECK(hbm_gen_llm_estimate_peak(&c, &est, &d) == HBM_OK);
   CHECK(est.nbuckets > 8000);
   for (int zero = 1; zero <= 2; zero++) {
-    hbm_gen_llm_defaults(&c);
+    short_steps(&c, 1);
     c.zero = zero;
-    c.seq_min = c.seq_max = 128;
-    c.micro_batch = 1;
-    c.grad_accum = 1;
     c.bucket_bytes = 256ull << 20;
     c.comm_gbps = 10000;
-    c.steps = 1;
     snprintf(label, sizeof label, "zero%d-optimizer-peak", zero);
     check_config_exact(label, &c);
     CHECK(hbm_gen_llm_estimate_peak(&c, &est, &d) == HBM_OK);
