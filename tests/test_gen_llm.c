@@ -485,6 +485,11 @@ static void check_zero3_gathers(void) {
       if (e->kind == HBM_EV_ALLOC && e->stream == 1 && e->size > largest) largest = e->size;
     }
     uint8_t *gather = calloc(t->nids ? t->nids : 1, 1);
+    CHECK(gather != NULL);
+    if (!gather) {
+      hbm_trace_free(t);
+      return;
+    }
     uint64_t live = 0, most = 0, gathers = 0, cold = 0;
     for (uint64_t i = 0; i < t->nevents; i++) {
       const hbm_event *e = &t->events[i];
