@@ -1179,17 +1179,23 @@ static void optimizer_tensor(gen *g, uint64_t numel) {
   }
 }
 
+/* The tensors in the order the optimizer steps them: the embedding and the
+ * final norm, each layer's, then the head (the estimate walks the same order). */
+_Static_assert(X_HEAD == NX - 1, "the head is the last of the embedding-side tensors");
+static uint64_t optimizer_order_count(const shape *S) { return X_HEAD + S->Ls * NT_LAYER + 1; }
+static uint64_t optimizer_order_numel(const shape *S, uint64_t i) {
+  if (i < X_HEAD) return S->x_numel[i];
+  i -= X_HEAD;
+  return i < S->Ls * NT_LAYER ? S->layer_numel[i % NT_LAYER] : S->x_numel[X_HEAD];
+}
+
 static void optimizer_step(gen *g) {
   const hbm_gen_llm_config *c = g->c;
   const shape *S = &g->S;
   /* gradient clipping: one FP32 norm per tensor, per group */
   uint32_t norms = A(g, 4 * (NT_LAYER * S->Ls + NX), HBM_TAG_TEMP);
   F(g, norms);
-  for (int x = 0; x < NX; x++)
-    if (x != X_HEAD) optimizer_tensor(g, S->x_numel[x]);
-  for (uint64_t l = 0; l < S->Ls; l++)
-    for (int t = 0; t < NT_LAYER; t++) optimizer_tensor(g, S->layer_numel[t]);
-  optimizer_tensor(g, S->x_numel[X_HEAD]);
+  for (uint64_t i = 0; i < optimizer_order_count(S); i++) optimizer_tensor(g, optimizer_order_numel(S, i));
   if ((c->zero == 1 || c->zero == 2) && c->dp > 1 && !c->offload) {
     /* updated BF16 shards are all-gathered back, one bucket at a time */
     uint64_t left = 2 * S->device_params;
@@ -1687,11 +1693,8 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
      * temporaries: its worst point is not all of m and v beside the largest
      * tensor's temporaries. (Later steps have them all, and that bound.) */
     uint64_t made = 0, top = 0, top_tr = 0;
-    for (uint64_t i = 0; i < NX + S.Ls * NT_LAYER + 1; i++) {
-      int x = i < NX ? (int)i : -1; /* the head last, as optimizer_step takes it */
-      uint64_t numel = i < NX ? (x == X_HEAD ? 0 : S.x_numel[x])
-                     : i < NX + S.Ls * NT_LAYER ? S.layer_numel[(i - NX) % NT_LAYER]
-                                                : S.x_numel[X_HEAD];
+    for (uint64_t i = 0; i < optimizer_order_count(&S); i++) {
+      uint64_t numel = optimizer_order_numel(&S, i);
       uint64_t n = c.zero >= 1 ? cdiv(numel, c.dp) : numel;
       made += 8 * n;
       if (made + 8 * n > top) { top = made + 8 * n; top_tr = 8 * n; }
