@@ -59,9 +59,9 @@ static void walk_trace(const hbm_trace *t, walk *w) {
 /* tolerance: how far the generated peak may be from the closed form's, as a
  * fraction of it; 0 where the closed form follows every tensor. Elsewhere each
  * configuration's bound is a little over what it measures (docs/workload.md 5):
- * the closed form puts a layer's worst transients, under tensor parallelism,
- * and ZeRO-3's two gathered units at the same point, where the run has a little
- * less; a change that drops a term comes out past the bound. */
+ * the closed form puts a checkpointed layer's worst transients, and ZeRO-3's
+ * two gathered units, at the same point, where the run has a little less; a
+ * change that drops a term comes out past the bound. */
 static void check_config_within(const char *label, hbm_gen_llm_config *c, double tolerance) {
   hbm_diag diag;
   hbm_gen_llm_estimate est;
