@@ -1163,10 +1163,16 @@ static void backward_mb(gen *g, uint32_t slot, uint64_t seq) {
 
 /* ---- optimizer ---------------------------------------------------------------- */
 
+/* Elements of a tensor this device's optimizer updates: from ZeRO stage 1 on,
+ * its shard. */
+static uint64_t optimizer_elems(const hbm_gen_llm_config *c, uint64_t numel) {
+  return c->zero >= 1 ? cdiv(numel, c->dp) : numel;
+}
+
 static void optimizer_tensor(gen *g, uint64_t numel) {
   const hbm_gen_llm_config *c = g->c;
   if (!numel || c->offload) return;
-  uint64_t n = c->zero >= 1 ? cdiv(numel, c->dp) : numel;
+  uint64_t n = optimizer_elems(c, numel);
   if (g->step == 1) { /* torch.optim.Adam creates its state at the first step */
     A(g, 4 * n, HBM_TAG_OPTIM);
     A(g, 4 * n, HBM_TAG_OPTIM);
@@ -1679,7 +1685,7 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
 
   /* Optimizer: two FP32 temporaries of the largest tensor (unfused), and the
    * BF16 parameter all-gather of ZeRO-1/2, a bucket at a time. */
-  uint64_t upd = c.zero >= 1 ? cdiv(max_numel, c.dp) : max_numel;
+  uint64_t upd = optimizer_elems(&c, max_numel);
   uint64_t opt = c.offload ? 0 : (c.fused_optimizer ? 0 : 8 * upd), gather = 0;
   if ((c.zero == 1 || c.zero == 2) && c.dp > 1 && !c.offload)
     gather = c.bucket_bytes < 2 * S.device_params ? c.bucket_bytes : 2 * S.device_params;
@@ -1694,8 +1700,7 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
      * tensor's temporaries. (Later steps have them all, and that bound.) */
     uint64_t made = 0, top = 0, top_tr = 0;
     for (uint64_t i = 0; i < optimizer_order_count(&S); i++) {
-      uint64_t numel = optimizer_order_numel(&S, i);
-      uint64_t n = c.zero >= 1 ? cdiv(numel, c.dp) : numel;
+      uint64_t n = optimizer_elems(&c, optimizer_order_numel(&S, i));
       made += 8 * n;
       if (made + 8 * n > top) { top = made + 8 * n; top_tr = 8 * n; }
     }
