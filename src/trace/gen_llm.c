@@ -1693,7 +1693,7 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
   uint64_t static_all = est->static_bytes;
   uint64_t static_first = static_all - est->optim_bytes; /* m, v appear in step 1's optimizer */
   uint64_t opt_peak = static_all + opt, opt_tr = opt;
-  if (c.steps == 1 && !c.offload && !c.fused_optimizer) {
+  if (c.steps == 1 && !c.offload) {
     /* A run of one step has only step 1's optimizer, which creates m and v a
      * tensor at a time, in optimizer_step's order, each beside its own
      * temporaries: its worst point is not all of m and v beside the largest
@@ -1701,8 +1701,9 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
     uint64_t made = 0, top = 0, top_tr = 0;
     for (uint64_t i = 0; i < optimizer_order_count(&S); i++) {
       uint64_t n = optimizer_elems(&c, optimizer_order_numel(&S, i));
+      uint64_t temps = c.fused_optimizer ? 0 : 8 * n;
       made += 8 * n;
-      if (made + 8 * n > top) { top = made + 8 * n; top_tr = 8 * n; }
+      if (made + temps > top) { top = made + temps; top_tr = temps; }
     }
     opt_peak = static_first + top;
     opt_tr = top_tr;
