@@ -1139,7 +1139,10 @@ static void backward_mb(gen *g, uint32_t slot, uint64_t seq) {
       }
       uint32_t recomputed_out = x; /* alive until the chunk's backward returns */
       for (uint64_t l = c1; l-- > c0;) {
-        int64_t next = l > c0 ? (int64_t)l - 1 : -1;
+        /* the chunk's first layer prefetches the first of the chunk before,
+         * which the backward recomputes next (DeepSpeed prefetches along the
+         * module order it recorded, recomputes included) */
+        int64_t next = l > c0 ? (int64_t)l - 1 : c > 0 ? (int64_t)((c - 1) * S->k) : -1;
         z3_gather(g, (int64_t)l, next);
         dy = bwd_layer(g, l, &z, seq, &g->stash[l - c0], dy);
         z3_release(g, (int64_t)l);
