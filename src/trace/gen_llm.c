@@ -1426,26 +1426,46 @@ static uint64_t layer_fwd_peak(const shape *S, const act_sizes *z, int store) {
   return p;
 }
 
-/* Live bytes of one layer's backward at its worst point: its stash, the incoming
- * gradient and the temporaries; `wg` counts the BF16 weight gradient of the matrix
- * being processed (freed at once under ZeRO-0/1). */
-static uint64_t layer_bwd_peak(const shape *S, const act_sizes *z, int wg) {
+/* One layer's backward as the moments bwd_layer() passes through, in its order:
+ * the compute since the moment before, and what is live then beside what the
+ * layers below keep (the layer's stash, the incoming gradient or its successor,
+ * the temporaries). A moment that makes weight gradients (`grads`: the next ones
+ * in wgrad_order) makes them one at a time beside those bytes. */
+typedef struct bwd_moment {
+  double flops;
+  uint64_t live;
+  int grads;
+} bwd_moment;
+
+enum { NBWD_MOMENTS = 10 };
+
+static uint32_t layer_bwd_moments(const shape *S, const act_sizes *z, uint64_t seq, bwd_moment *m) {
   int tpar = S->tp > 1, g = tpar && S->tsp > 1;
   uint64_t hs = z->hs, hf = z->hfull, A = z->layer, dd = S->dropout ? hs : 0;
   uint64_t ffn1 = z->ffn * (S->llama ? 2 : 1);
   uint64_t mlp_kept = z->ffn + ffn1 /* act + fc1 (gate, up) */;
-  const uint64_t *n = S->layer_numel;
-  uint64_t g2 = wg ? 2 * n[T_FC2W] : 0, g1 = wg ? 2 * n[T_FC1W] : 0;
-  uint64_t gp = wg ? 2 * n[T_PROJW] : 0;
-  uint64_t p = A + hs + dd + hf * g + z->ffn + g2;                  /* d(act), fc2 wgrad */
-  p = max2(p, A - z->ffn + hs + z->ffn + ffn1);                   /* d(fc1) */
-  p = max2(p, A - mlp_kept + hs + ffn1 + hf * g + g1);            /* fc1 wgrad */
-  p = max2(p, A - mlp_kept + hs + ffn1 + (tpar ? hf : 0) + hs);   /* d(ln2) */
-  uint64_t att = A - mlp_kept - 2 * hs - z->mask_h;               /* x_in ln1 qkv ctx lse (probs) mask1 */
-  p = max2(p, att + hs + dd + hf * g + z->ctx + gp);
+  uint64_t att = A - mlp_kept - 2 * hs - z->mask_h; /* x_in ln1 qkv ctx lse (probs) mask1 */
+  uint64_t eager_kept = S->eager ? z->score + (S->dropout ? z->mask_s + z->score : 0) : 0;
+  uint64_t pre = att - eager_kept - z->lse - z->ctx - z->qkv; /* x_in ln1 mask1 */
   uint64_t core = S->eager ? 2 * z->score : 2 * z->ctx; /* d(probs) and d(scores), or dQ in FP32 */
-  p = max2(p, att + hs + z->ctx + z->qkv + core);
-  return p;
+  double r = 4.0 * (double)(seq * S->b) / (double)S->tp, h = (double)S->h;
+  double core_flops = (S->eager ? 1.0 : 2.5) * r * (double)seq * h;
+  uint32_t k = 0;
+#define MOMENT(f, l, ng) (m[k].flops = (f), m[k].live = (l), m[k].grads = (ng), k++)
+  /* MLP, with dy (hs) */
+  MOMENT(r * h * (double)S->f, A + hs + dd + hf * g + z->ffn, 2);          /* d(act): fc2 wgrad */
+  MOMENT(0, A + hs + ffn1, 0);                                              /* d(fc1) beside it */
+  MOMENT(r * h * (double)S->f * (S->llama ? 2 : 1), A - mlp_kept + hs + ffn1 + hf * g, 2); /* fc1 */
+  MOMENT(0, A - mlp_kept + hs + ffn1 + (tpar ? hf : 0) + hs, 0);           /* d(ln2) */
+  MOMENT(0, A - mlp_kept + 2 * hs, 2);              /* ln2 wgrad: ln2, d(fc1) gone; d(ln2), d(mid) */
+  /* attention: dy gone, d(mid) (hs) stays */
+  MOMENT(r * h * h, att + hs + dd + hf * g + z->ctx, 2);                     /* d(ctx): proj wgrad */
+  MOMENT(0, att + hs + z->ctx + z->qkv + core, 0);                          /* d(qkv), the core's */
+  MOMENT(core_flops + r * h * (double)(S->h + 2 * S->hkv), pre + hs + z->qkv + hf * g, 2); /* qkv */
+  MOMENT(0, pre + hs + z->qkv + hf * g + hs, 0);                            /* d(ln1) */
+  MOMENT(0, pre + 2 * hs, 2);                          /* ln1 wgrad: ln1, d(qkv) gone; d(ln1), d(in) */
+#undef MOMENT
+  return k;
 }
 
 /* FLOPs of one layer (time model only). */
@@ -1556,58 +1576,67 @@ static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, uint6
   double rate = c->tflops * 1e12, now = 0;
   uint64_t peak = 0, peak_comm = 0;
   uint64_t tied = S->tied && S->first && S->last ? 2 * S->x_numel[X_EMB] : 0; /* .grad held */
-  int wg = !(sharded && comm);
 #define POINT(act)                                                     \
   do {                                                                 \
     uint64_t cm_ = bsim_live(b, now);                                  \
     uint64_t v_ = (act) + cm_;                                         \
     if (v_ > peak) { peak = v_; peak_comm = cm_; }                     \
   } while (0)
-  /* the launches since the last look, over `act`: what stays of the backward
-   * once the gradients that filled them are out (a lower bound of what the
-   * run holds at that moment) */
-#define LAUNCHED(act)                                                  \
+  /* A weight gradient of `numel` made beside `act`: it is live beside the
+   * buckets in flight, then joins the bucket being filled (ZeRO-0/1 free it
+   * and count its FP32 copy); a bucket it fills is allocated beside `act`. */
+#define GRAD(numel, act)                                               \
   do {                                                                 \
+    if (!(numel)) break;                                               \
+    POINT((act) + 2 * (numel));                                        \
+    bsim_add(b, (numel), now);                                         \
     uint64_t v_ = (act) + b->launch_max;                               \
     if (b->launch_max && v_ > peak) { peak = v_; peak_comm = b->launch_max; } \
     b->launch_max = 0;                                                 \
   } while (0)
+  int g = S->tp > 1 && S->tsp > 1;
   uint64_t ck = S->k ? S->nchunks * z.hs : S->Ls * z.layer;
-  if (S->last) {
+  if (S->last) { /* head_bwd(), beside x_last (hs) and the final norm's output (hs) */
+    POINT(ck + z.head + z.logits); /* d(logits) beside the FP32 softmax */
     now += 4.0 * (double)(seq * S->b) * (double)S->h * (double)S->V / (double)S->tp / rate;
-    POINT(ck + z.head + z.logits);
-    bsim_add(b, S->x_numel[X_HEAD], now);
-    bsim_add(b, S->x_numel[X_FNORMW], now);
-    bsim_add(b, S->x_numel[X_FNORMB], now);
-    LAUNCHED(ck);
+    uint64_t at = ck + 2 * z.hs + z.logits + (g ? z.hfull : 0); /* softmax gone */
+    if (S->x_numel[X_HEAD]) GRAD(S->x_numel[X_HEAD], at);
+    else POINT(at + tied); /* tied: the embedding's gradient, held until embed_bwd() */
+    POINT(ck + 3 * z.hs + z.logits + (g ? z.hfull : 0) + tied); /* d(norm) */
+    GRAD(S->x_numel[X_FNORMW], ck + 3 * z.hs + tied);           /* x_last, d(norm), dy */
+    GRAD(S->x_numel[X_FNORMB], ck + 3 * z.hs + tied);
   }
-  uint64_t wpeak = layer_bwd_peak(S, &z, wg);
+  bwd_moment mo[NBWD_MOMENTS];
+  uint32_t nmo = layer_bwd_moments(S, &z, seq, mo);
   uint64_t fpeak = layer_fwd_peak(S, &z, 1);
   for (uint64_t l = S->Ls; l-- > 0;) {
-    uint64_t act, rest; /* at the layer's peak; once its backward is done */
+    uint64_t below; /* what the layers below keep while this one's backward runs */
     if (S->k) {
       uint64_t ch = l / S->k, c0 = ch * S->k, c1 = c0 + S->k < S->Ls ? c0 + S->k : S->Ls;
       if (l == c1 - 1) { /* recompute the chunk first */
         now += (double)(c1 - c0) * layer_flops(S, seq, 0) / rate;
         POINT(ch * z.hs + (c1 - c0 - 1) * z.layer + fpeak + tied);
       }
-      act = ch * z.hs + (l - c0) * z.layer + z.hs /* recomputed output */ + z.hs /* dy */ + wpeak;
-      rest = ch * z.hs + (l - c0) * z.layer + z.hs;
+      below = ch * z.hs + (l - c0) * z.layer + z.hs /* recomputed output */;
     } else {
-      act = l * z.layer + z.hs + wpeak;
-      rest = l * z.layer + z.hs;
+      below = l * z.layer;
     }
-    now += layer_flops(S, seq, 1) / rate;
-    POINT(act + tied);
-    for (int i = 0; i < NT_LAYER; i++) bsim_add(b, S->layer_numel[wgrad_order[i]], now);
-    LAUNCHED(rest + tied);
+    const int *t = wgrad_order;
+    for (uint32_t i = 0; i < nmo; i++) {
+      now += mo[i].flops / rate;
+      POINT(below + mo[i].live + tied);
+      for (int j = 0; j < mo[i].grads; j++, t++) GRAD(S->layer_numel[*t], below + mo[i].live + tied);
+    }
   }
-  bsim_add(b, S->x_numel[X_EMB], now);
+  /* embed_bwd(): dx, and sequence parallel its gathered copy; a tied embedding's
+   * gradient is the one held since the head */
+  GRAD(S->x_numel[X_EMB], z.hs + (S->first && g ? z.hfull : 0));
+  /* the epilogue's launch of the partly filled bucket, dx (or the stage's dy) gone */
   bsim_launch(b, now);
-  POINT(z.hs + (S->tp > 1 && S->tsp > 1 ? z.hfull : 0));
-  LAUNCHED(z.hs);
+  if (b->launch_max > peak) { peak = b->launch_max; peak_comm = b->launch_max; }
+  b->launch_max = 0;
 #undef POINT
-#undef LAUNCHED
+#undef GRAD
   if (comm_at_peak) *comm_at_peak = peak_comm;
   return peak;
 }
