@@ -1,7 +1,6 @@
 /* test_gen_llm.c: the workload model agrees with its closed form, is
  * deterministic per seed, tags every event, and leaves alive only what is alive
  * by design (weights, gradients, optimizer state). */
-#include <math.h>
 
 #include "testutil.h"
 #include "trace/gen_llm.h"
@@ -56,13 +55,9 @@ static void walk_trace(const hbm_trace *t, walk *w) {
   free(tag);
 }
 
-/* tolerance: how far the generated peak may be from the closed form's, as a
- * fraction of it; 0 where the closed form follows every tensor. Elsewhere the
- * bound is a little over what the configuration measures (docs/workload.md 5):
- * the closed form puts ZeRO-3's two gathered units at every point, where the
- * run's forward has less at its peak; a change that drops a term comes out
- * past the bound. */
-static void check_config_within(const char *label, hbm_gen_llm_config *c, double tolerance) {
+/* The generated trace against the closed form (docs/workload.md 5), which
+ * follows every tensor: the peaks are equal to the byte. */
+static void check_config_exact(const char *label, hbm_gen_llm_config *c) {
   hbm_diag diag;
   hbm_gen_llm_estimate est;
   hbm_trace *t = NULL;
@@ -86,8 +81,7 @@ static void check_config_within(const char *label, hbm_gen_llm_config *c, double
          label, (unsigned long long)t->nevents, hbm_size_format(w.peak, a, sizeof a),
          (unsigned long long)w.peak_step, hbm_size_format(est.peak, b, sizeof b), 100 * err,
          est.peak_phase, hbm_size_format(est.static_bytes, s, sizeof s));
-  if (tolerance == 0) CHECK_EQ_U64(w.peak, est.peak);
-  else CHECK(fabs(err) <= tolerance);
+  CHECK_EQ_U64(w.peak, est.peak);
   /* with one length, every micro-batch is at seq_max already */
   if (c->seq_kind == HBM_SEQ_FIXED || (c->seq_kind == HBM_SEQ_UNIFORM && c->seq_min == c->seq_max) ||
       (c->seq_kind == HBM_SEQ_LIST && c->nseq_list == 1))
@@ -157,15 +151,11 @@ static void check_config_within(const char *label, hbm_gen_llm_config *c, double
   hbm_trace_free(t);
 }
 
-static void check_config_exact(const char *label, hbm_gen_llm_config *c) {
-  check_config_within(label, c, 0);
-}
-
-static void check_preset(const char *name, uint32_t steps, double tolerance) {
+static void check_preset(const char *name, uint32_t steps) {
   hbm_gen_llm_config c;
   CHECK(hbm_gen_llm_preset(name, &c) == HBM_OK);
   c.steps = steps;
-  check_config_within(name, &c, tolerance);
+  check_config_exact(name, &c);
 }
 
 /* The shapes' parameter counts are the published ones (docs/workload.md 2):
@@ -624,7 +614,7 @@ int main(void) {
   c.zero = 3;
   c.checkpoint_every = 1;
   c.steps = 3;
-  check_config_within("llama-3b-zero3", &c, 0.005); /* -0.30% */
+  check_config_exact("llama-3b-zero3", &c);
   /* ZeRO-2 over 16 with lengths from 1024 to 4096 and 25 MiB buckets: a short
    * micro-batch's backward outruns its reduce-scatters. The run synchronizes the
    * reduction stream at the end of every backward; a trace that carried those
@@ -656,9 +646,9 @@ int main(void) {
     CHECK_EQ_U64(fixed.peak, est.at_seq_max);
   }
 
-  check_preset("910c-dense", 3, 0);
-  check_preset("7b-1gpu-80g", 3, 0);
-  check_preset("70b-zero3-64", 3, 0);
+  check_preset("910c-dense", 3);
+  check_preset("7b-1gpu-80g", 3);
+  check_preset("70b-zero3-64", 3);
   check_seeds();
   check_published_counts();
   check_single_device();

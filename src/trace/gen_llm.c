@@ -776,8 +776,7 @@ static void layer_wgrad(gen *g, uint64_t l, int t) {
 
 /* ---- ZeRO-3: gather a unit's parameters before use, prefetching the next ---- */
 
-static uint64_t unit_param_bytes(const gen *g, uint64_t u) {
-  const shape *S = &g->S;
+static uint64_t unit_param_bytes(const shape *S, uint64_t u) {
   if (u < S->Ls) return 2 * S->layer_params;
   if (u == S->Ls) return 2 * S->x_numel[X_EMB];
   return 2 * (S->x_numel[X_HEAD] + S->x_numel[X_FNORMW] + S->x_numel[X_FNORMB] +
@@ -786,7 +785,7 @@ static uint64_t unit_param_bytes(const gen *g, uint64_t u) {
 
 static void z3_launch(gen *g, int64_t u) {
   if (u < 0 || g->gathered[u] != NO) return;
-  uint64_t bytes = unit_param_bytes(g, (uint64_t)u);
+  uint64_t bytes = unit_param_bytes(&g->S, (uint64_t)u);
   if (!bytes) return;
   g->gathered[u] = A1(g, bytes, HBM_TAG_COMM);
   g->gathered_end[u] = collective(g, bytes, ring_factor(g->c, 0), g->gathered[u], 0);
@@ -1558,11 +1557,27 @@ static uint64_t bsim_live(bucket_sim *b, double now) {
   return live;
 }
 
+/* ZeRO-3's gathered units (docs/workload.md 4): a layer's BF16 weights, the
+ * embedding's and the head's with the final norm; all 0 where nothing is gathered. */
+typedef struct z3_units {
+  uint64_t layer, emb, head;
+} z3_units;
+
+static z3_units z3_units_of(const hbm_gen_llm_config *c, const shape *S) {
+  z3_units u = {0, 0, 0};
+  if (c->zero < 3 || c->dp == 1) return u;
+  u.layer = S->Ls ? unit_param_bytes(S, 0) : 0;
+  u.emb = S->first ? unit_param_bytes(S, S->Ls) : 0;
+  u.head = S->last ? unit_param_bytes(S, S->Ls + 1) : 0;
+  return u;
+}
+
 /* Peak of one micro-batch's backward beyond the static state and the other
  * micro-batches: at every layer, what it keeps, its working set, and the
  * gradient buffers in flight. */
-static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, uint64_t seq,
-                              int reducing, bucket_sim *b, uint64_t *comm_at_peak) {
+static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, const z3_units *u,
+                              uint64_t seq, int reducing, bucket_sim *b, uint64_t *comm_at_peak,
+                              uint64_t *units_at_peak) {
   act_sizes z;
   act_init(S, seq, &z);
   int sharded = c->zero >= 2 || c->offload;
@@ -1574,13 +1589,14 @@ static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, uint6
   b->factor = c->offload ? 1.0 : (c->zero == 0 ? 2.0 : 1.0) * ((double)c->dp - 1) / (double)c->dp;
   b->rate = c->comm_gbps * 1e9;
   double rate = c->tflops * 1e12, now = 0;
-  uint64_t peak = 0, peak_comm = 0;
+  uint64_t peak = 0, peak_comm = 0, peak_units = 0;
+  uint64_t units = 0; /* ZeRO-3's gathered units, beside every `act` below */
   uint64_t tied = S->tied && S->first && S->last ? 2 * S->x_numel[X_EMB] : 0; /* .grad held */
 #define POINT(act)                                                     \
   do {                                                                 \
     uint64_t cm_ = bsim_live(b, now);                                  \
-    uint64_t v_ = (act) + cm_;                                         \
-    if (v_ > peak) { peak = v_; peak_comm = cm_; }                     \
+    uint64_t v_ = (act) + units + cm_;                                 \
+    if (v_ > peak) { peak = v_; peak_comm = cm_; peak_units = units; } \
   } while (0)
   /* A weight gradient of `numel` made beside `act`: it is live beside the
    * buckets in flight, then joins the bucket being filled (ZeRO-0/1 free it
@@ -1590,13 +1606,18 @@ static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, uint6
     if (!(numel)) break;                                               \
     POINT((act) + 2 * (numel));                                        \
     bsim_add(b, (numel), now);                                         \
-    uint64_t v_ = (act) + b->launch_max;                               \
-    if (b->launch_max && v_ > peak) { peak = v_; peak_comm = b->launch_max; } \
+    uint64_t v_ = (act) + units + b->launch_max;                       \
+    if (b->launch_max && v_ > peak) {                                  \
+      peak = v_;                                                       \
+      peak_comm = b->launch_max;                                       \
+      peak_units = units;                                              \
+    }                                                                  \
     b->launch_max = 0;                                                 \
   } while (0)
   int g = S->tp > 1 && S->tsp > 1;
   uint64_t ck = S->k ? S->nchunks * z.hs : S->Ls * z.layer;
   if (S->last) { /* head_bwd(), beside x_last (hs) and the final norm's output (hs) */
+    units = u->head + u->layer; /* and the first layer the backward uses, prefetched */
     POINT(ck + z.head + z.logits); /* d(logits) beside the FP32 softmax */
     now += 4.0 * (double)(seq * S->b) * (double)S->h * (double)S->V / (double)S->tp / rate;
     uint64_t at = ck + 2 * z.hs + z.logits + (g ? z.hfull : 0); /* softmax gone */
@@ -1615,12 +1636,17 @@ static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, uint6
       uint64_t ch = l / S->k, c0 = ch * S->k, c1 = c0 + S->k < S->Ls ? c0 + S->k : S->Ls;
       if (l == c1 - 1) { /* recompute the chunk first */
         now += (double)(c1 - c0) * layer_flops(S, seq, 0) / rate;
+        /* its last layer alone (kept for its backward), the one before with it */
+        units = u->layer;
         POINT(ch * z.hs + (c1 - c0 - 1) * z.layer + fpeak + tied);
+        units = 2 * u->layer;
+        if (c1 - c0 >= 2) POINT(ch * z.hs + (c1 - c0 - 2) * z.layer + fpeak + tied);
       }
       below = ch * z.hs + (l - c0) * z.layer + z.hs /* recomputed output */;
     } else {
       below = l * z.layer;
     }
+    units = l > 0 ? 2 * u->layer : u->layer; /* and the next it uses, prefetched */
     const int *t = wgrad_order;
     for (uint32_t i = 0; i < nmo; i++) {
       now += mo[i].flops / rate;
@@ -1629,34 +1655,61 @@ static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, uint6
     }
   }
   /* embed_bwd(): dx, and sequence parallel its gathered copy; a tied embedding's
-   * gradient is the one held since the head */
+   * gradient is the one held since the head. It gathers nothing. */
+  units = 0;
   GRAD(S->x_numel[X_EMB], z.hs + (S->first && g ? z.hfull : 0));
   /* the epilogue's launch of the partly filled bucket, dx (or the stage's dy) gone */
   bsim_launch(b, now);
-  if (b->launch_max > peak) { peak = b->launch_max; peak_comm = b->launch_max; }
+  if (b->launch_max > peak) {
+    peak = b->launch_max;
+    peak_comm = b->launch_max;
+    peak_units = 0;
+  }
   b->launch_max = 0;
 #undef POINT
 #undef GRAD
   if (comm_at_peak) *comm_at_peak = peak_comm;
+  if (units_at_peak) *units_at_peak = peak_units;
   return peak;
 }
 
-/* What a micro-batch keeps between its forward and backward, and its forward peak. */
-static void forward_terms(const shape *S, uint64_t seq, uint64_t *kept, uint64_t *fwd) {
+/* What a micro-batch keeps between its forward and backward, and its forward
+ * peak beside the ZeRO-3 units gathered then (*fwd_units). Each layer holds its
+ * own units and the next one's, prefetched: the last layer the head's, the head
+ * its own, the embedding the first layer's. */
+static void forward_terms(const shape *S, const z3_units *u, uint64_t seq, uint64_t *kept,
+                          uint64_t *fwd, uint64_t *fwd_units) {
   act_sizes z;
   act_init(S, seq, &z);
   uint64_t head_fwd = S->last ? z.head + z.logits : 0;
   uint64_t emb = S->first && S->tp > 1 && S->tsp > 1 ? z.hfull + z.hs : z.hs;
+  uint64_t best = 0, best_units = 0;
+#define AT(live, units)                                                           \
+  do {                                                                            \
+    uint64_t a_ = (live), u_ = (units);                                           \
+    if (a_ + u_ > best + best_units) { best = a_; best_units = u_; }              \
+  } while (0)
+  /* live at layer l's worst point: what the layers before keep, then its own */
+  uint64_t last, before_last = 0;
   if (S->k) {
     uint64_t ck = S->nchunks * z.hs;
     *kept = ck + z.head;
-    *fwd = max2(ck - z.hs + layer_fwd_peak(S, &z, 0), ck + head_fwd);
+    last = ck - z.hs + layer_fwd_peak(S, &z, 0);
+    if (S->Ls >= 2) before_last = ((S->Ls - 2) / S->k) * z.hs + layer_fwd_peak(S, &z, 0);
+    AT(ck + head_fwd, u->head);
   } else {
     uint64_t all = S->Ls * z.layer;
     *kept = all + z.head;
-    *fwd = max2(all - z.layer + layer_fwd_peak(S, &z, 1), all + head_fwd);
+    last = all - z.layer + layer_fwd_peak(S, &z, 1);
+    if (S->Ls >= 2) before_last = all - 2 * z.layer + layer_fwd_peak(S, &z, 1);
+    AT(all + head_fwd, u->head);
   }
-  *fwd = max2(*fwd, emb);
+  if (S->Ls) AT(last, u->layer + u->head);
+  if (S->Ls >= 2) AT(before_last, 2 * u->layer);
+  AT(emb, u->emb + u->layer);
+#undef AT
+  *fwd = best;
+  *fwd_units = best_units;
 }
 
 int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimate *est,
@@ -1712,8 +1765,7 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
     est->nbuckets = b.n;
     for (uint32_t i = 0; i < b.n; i++) est->bucket_max_bytes = max2(est->bucket_max_bytes, b.sizes[i]);
   }
-  /* ZeRO-3: a layer's gathered weights and the next one's, prefetched */
-  uint64_t zero3 = c.zero >= 3 && c.dp > 1 ? 2 * (2 * S.layer_params) : 0;
+  z3_units units = z3_units_of(&c, &S);
 
   /* Optimizer: two FP32 temporaries of the largest tensor (unfused), and the
    * BF16 parameter all-gather of ZeRO-1/2, a bucket at a time. */
@@ -1773,25 +1825,25 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
         else is_fwd = 0;
         uint32_t j = is_fwd ? nf++ : nb++;
         uint64_t seq = pass ? c.seq_max : hbm_gen_llm_seq(&c, step, j);
-        uint64_t v, act, cm = 0;
+        uint64_t v, act, cm = 0, gathered = 0;
         if (is_fwd) {
           uint64_t f;
-          forward_terms(&S, seq, &kept[j], &f);
+          forward_terms(&S, &units, seq, &kept[j], &f, &gathered);
           act = sum + f;
           sum += kept[j];
         } else {
           sum -= kept[j];
           int reducing = sharded || j == m - 1;
-          act = sum + backward_peak(&c, &S, seq, reducing, &b, &cm);
-          act -= cm;
+          act = sum + backward_peak(&c, &S, &units, seq, reducing, &b, &cm, &gathered);
+          act -= cm + gathered;
         }
-        v = st + act + cm + zero3;
+        v = st + act + cm + gathered;
         if (v > top) top = v;
         if (!pass && v > best) {
           best = v;
           phase = is_fwd ? "forward" : (cm ? "backward with gradient reduction" : "backward");
           best_act = act;
-          best_tr = zero3;
+          best_tr = gathered;
           best_comm = cm;
         }
       }
