@@ -55,6 +55,8 @@ static void walk_trace(const hbm_trace *t, walk *w) {
   free(tag);
 }
 
+static int quiet; /* check_config_exact() prints no line per configuration */
+
 /* The generated trace against the closed form (docs/workload.md 5), which
  * follows every tensor: the peaks are equal to the byte. */
 static void check_config_exact(const char *label, hbm_gen_llm_config *c) {
@@ -77,7 +79,8 @@ static void check_config_exact(const char *label, hbm_gen_llm_config *c) {
   walk_trace(t, &w);
   double err = ((double)w.peak - (double)est.peak) / (double)est.peak;
   char a[32], b[32], s[32];
-  printf("%-28s events %9llu  peak live %s (step %llu)  estimate %s  (%+.2f%%, %s)  static %s\n",
+  if (!quiet || w.peak != est.peak)
+    printf("%-28s events %9llu  peak live %s (step %llu)  estimate %s  (%+.2f%%, %s)  static %s\n",
          label, (unsigned long long)t->nevents, hbm_size_format(w.peak, a, sizeof a),
          (unsigned long long)w.peak_step, hbm_size_format(est.peak, b, sizeof b), 100 * err,
          est.peak_phase, hbm_size_format(est.static_bytes, s, sizeof s));
@@ -329,6 +332,76 @@ static void check_seeds(void) {
     snprintf(label, sizeof label, "list-zero1-2steps-seed%llu", (unsigned long long)seed);
     check_config_exact(label, &c);
   }
+}
+
+/* Random configurations, seeded (HBM_SEED reruns one): every option the
+ * closed form reads, over small shapes so that each trace takes milliseconds.
+ * Each is held to check_config_exact(): the peak to the byte, and what is
+ * alive at the end, the buckets and their count. The first that fails is
+ * printed whole and ends the run. */
+static void check_random_configs(void) {
+  uint64_t seed = test_seed("test_gen_llm random configurations"), rng = seed | 1;
+  int n = 0, ran = 0;
+  quiet = 1;
+  for (int i = 0; i < 400 && ran < 200; i++) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    uint64_t r = rng;
+#define PICK(k) ((uint32_t)((r = r * 6364136223846793005ull + 1442695040888963407ull) >> 33) % (k))
+    hbm_gen_llm_config c;
+    hbm_gen_llm_defaults(&c);
+    c.arch = PICK(2) ? HBM_ARCH_LLAMA : HBM_ARCH_GPT;
+    c.layers = 1 + PICK(7);
+    c.hidden = 256u << PICK(3);
+    c.heads = c.hidden / 128;
+    if (c.arch == HBM_ARCH_LLAMA && PICK(2)) c.kv_heads = 1;
+    c.vocab = PICK(2) ? 128 : 32000;
+    c.attention = PICK(2) ? HBM_ATTN_EAGER : HBM_ATTN_FLASH;
+    c.dropout = PICK(3) ? -1 : (int)PICK(2);
+    switch (PICK(3)) {
+    case 0: c.seq_kind = HBM_SEQ_FIXED; c.seq_max = 128u << PICK(5); break;
+    case 1: c.seq_kind = HBM_SEQ_UNIFORM; c.seq_min = 128; c.seq_max = 128u << PICK(5); c.seq_align = 128; break;
+    default: c.seq_kind = HBM_SEQ_LIST; c.nseq_list = 2; c.seq_list[0] = 128u << PICK(3); c.seq_list[1] = 256u << PICK(3);
+    }
+    c.micro_batch = 1 + PICK(4);
+    c.grad_accum = 1 + PICK(4);
+    c.dp = (uint32_t[]){1, 2, 8}[PICK(3)];
+    c.zero = (int)PICK(4);
+    c.checkpoint_every = PICK(4);
+    if (!PICK(3)) {
+      c.tp = 2;
+      c.sequence_parallel = (int)PICK(2);
+    }
+    if (!PICK(4)) {
+      c.pp = 2u << PICK(2);
+      c.pp_stage = PICK(c.pp);
+    }
+    c.bucket_bytes = (uint64_t[]){1ull << 20, 25ull << 20, 1ull << 30}[PICK(3)];
+    c.offload = !PICK(6);
+    c.fused_optimizer = !PICK(3);
+    if (PICK(2)) c.comm_gbps = 5 + PICK(500);
+    c.steps = 1 + PICK(3);
+    c.seed = 1 + PICK(100);
+#undef PICK
+    hbm_diag d;
+    if (hbm_gen_llm_resolve(&c, &d) != HBM_OK) continue; /* a combination refused, with its reason */
+    ran++;
+    char label[64];
+    snprintf(label, sizeof label, "random-%d", i);
+    int before = test_failures_;
+    check_config_exact(label, &c);
+    if (test_failures_ != before) {
+      char desc[512];
+      hbm_gen_llm_describe(&c, desc, sizeof desc);
+      fprintf(stderr, "%s (seed %llu): %s; offload %d, optimizer %s, comm %.0f GB/s, dropout %d\n", label,
+              (unsigned long long)seed, desc, c.offload, c.fused_optimizer ? "fused" : "unfused",
+              c.comm_gbps, c.dropout);
+      break;
+    }
+    n++;
+  }
+  quiet = 0;
+  printf("random configurations: %d of %d match the closed form to the byte\n", n, ran);
+  CHECK(ran >= 100);
 }
 
 static void check_determinism(void) {
@@ -654,6 +727,7 @@ int main(void) {
   check_single_device();
   check_bucket_peaks();
   check_zero3_gathers();
+  check_random_configs();
   check_determinism();
   check_bad_options();
   check_resolve();

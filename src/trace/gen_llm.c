@@ -1400,6 +1400,48 @@ int hbm_gen_llm_count_events(const hbm_gen_llm_config *cfg, uint64_t *first, uin
 
 static uint64_t max2(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
+/* A moment of a layer's forward or backward (below). */
+typedef struct layer_moment {
+  double flops;
+  uint64_t live;
+  int grads;
+} layer_moment;
+
+enum { NLAYER_MOMENTS = 12 }; /* the most either walk below makes: an eager forward's 11 */
+
+/* One layer's forward keeping everything (a chunk's recompute), as the
+ * moments fwd_layer() passes through: the compute since the moment before and
+ * what is live then beside what the layers below keep, counting its input. */
+static uint32_t layer_fwd_moments(const shape *S, const act_sizes *z, uint64_t seq, layer_moment *m) {
+  int tpar = S->tp > 1, g = tpar && S->tsp > 1;
+  uint64_t hs = z->hs, hf = z->hfull, ffn1 = z->ffn * (S->llama ? 2 : 1);
+  uint64_t out = tpar ? (g ? hs : hf) : hs; /* what survives of a projection's partial sums */
+  uint64_t eager_kept = S->eager ? z->score + (S->dropout ? z->mask_s + z->score : 0) : 0;
+  double r = 2.0 * (double)(seq * S->b) / (double)S->tp, h = (double)S->h;
+  uint32_t k = 0;
+#define MOMENT(f, l) (m[k].flops = (f), m[k].live = (l), m[k].grads = 0, k++)
+  MOMENT(0, hs + hs + hf * g + z->qkv);                                  /* x_in, ln1, qkv */
+  uint64_t att = hs + hs + z->qkv + eager_kept + z->ctx + z->lse;        /* and the core's */
+  if (S->eager) {
+    MOMENT(r * h * (double)(S->h + 2 * S->hkv), hs + hs + z->qkv + 2 * z->score); /* scores, probs */
+    MOMENT(0, att);
+  } else {
+    MOMENT(r * h * (double)(S->h + 2 * S->hkv), att);
+  }
+  MOMENT(r * (double)seq * h, att + (tpar ? hf : hs));                   /* projection */
+  MOMENT(r * h * h, att + (tpar ? hf : hs) + (g ? hs : 0));              /* scattered */
+  MOMENT(0, att + out + z->mask_h + hs);                                 /* x_mid */
+  uint64_t mid = att + z->mask_h + hs;
+  MOMENT(0, mid + hs + hf * g + ffn1);                                   /* ln2, fc1 */
+  uint64_t mlp = mid + hs + ffn1;
+  MOMENT(r * h * (double)S->f * (S->llama ? 2 : 1), mlp + z->ffn * (S->llama ? 2 : 1)); /* act */
+  MOMENT(0, mlp + z->ffn + (tpar ? hf : hs));                            /* fc2 */
+  MOMENT(r * h * (double)S->f, mlp + z->ffn + (tpar ? hf : hs) + (g ? hs : 0));
+  MOMENT(0, mlp + z->ffn + z->mask_h + out + hs);                        /* x_out */
+#undef MOMENT
+  return k;
+}
+
 /* Live bytes of one layer's forward at its worst point, keeping everything
  * (store) or freeing as it goes (checkpointed), counting its input. */
 static uint64_t layer_fwd_peak(const shape *S, const act_sizes *z, int store) {
@@ -1409,8 +1451,10 @@ static uint64_t layer_fwd_peak(const shape *S, const act_sizes *z, int store) {
   uint64_t out = tpar ? (g ? hs : hf) : hs;            /* what survives of it */
   uint64_t eager_kept = S->eager ? z->score + (S->dropout ? z->mask_s + z->score : 0) : 0;
   if (store) {
-    uint64_t p = z->layer + max2(max2(proj - z->mask_h, out + hs), S->llama ? z->ffn : 0);
-    if (S->eager) p = max2(p, 2 * hs + z->qkv + 2 * z->score);
+    layer_moment m[NLAYER_MOMENTS];
+    uint32_t n = layer_fwd_moments(S, z, 0, m);
+    uint64_t p = 0;
+    for (uint32_t i = 0; i < n; i++) p = max2(p, m[i].live);
     return p;
   }
   uint64_t p = hs + hs + hf * g + z->qkv;
@@ -1426,19 +1470,11 @@ static uint64_t layer_fwd_peak(const shape *S, const act_sizes *z, int store) {
 }
 
 /* One layer's backward as the moments bwd_layer() passes through, in its order:
- * the compute since the moment before, and what is live then beside what the
- * layers below keep (the layer's stash, the incoming gradient or its successor,
- * the temporaries). A moment that makes weight gradients (`grads`: the next ones
- * in wgrad_order) makes them one at a time beside those bytes. */
-typedef struct bwd_moment {
-  double flops;
-  uint64_t live;
-  int grads;
-} bwd_moment;
-
-enum { NBWD_MOMENTS = 10 };
-
-static uint32_t layer_bwd_moments(const shape *S, const act_sizes *z, uint64_t seq, bwd_moment *m) {
+ * what is live at each beside what the layers below keep (the layer's stash,
+ * the incoming gradient or its successor, the temporaries), then the compute
+ * that follows it (`flops`), then the weight gradients made after that compute
+ * (`grads`: the next ones in wgrad_order), one at a time beside those bytes. */
+static uint32_t layer_bwd_moments(const shape *S, const act_sizes *z, uint64_t seq, layer_moment *m) {
   int tpar = S->tp > 1, g = tpar && S->tsp > 1;
   uint64_t hs = z->hs, hf = z->hfull, A = z->layer, dd = S->dropout ? hs : 0;
   uint64_t ffn1 = z->ffn * (S->llama ? 2 : 1);
@@ -1452,28 +1488,19 @@ static uint32_t layer_bwd_moments(const shape *S, const act_sizes *z, uint64_t s
   uint32_t k = 0;
 #define MOMENT(f, l, ng) (m[k].flops = (f), m[k].live = (l), m[k].grads = (ng), k++)
   /* MLP, with dy (hs) */
-  MOMENT(r * h * (double)S->f, A + hs + dd + hf * g + z->ffn, 2);          /* d(act): fc2 wgrad */
+  MOMENT(r * h * (double)S->f, A + hs + dd + hf * g + z->ffn, 2);          /* d(act); fc2 */
   MOMENT(0, A + hs + ffn1, 0);                                              /* d(fc1) beside it */
   MOMENT(r * h * (double)S->f * (S->llama ? 2 : 1), A - mlp_kept + hs + ffn1 + hf * g, 2); /* fc1 */
-  MOMENT(0, A - mlp_kept + hs + ffn1 + (tpar ? hf : 0) + hs, 0);           /* d(ln2) */
+  MOMENT(0, A - mlp_kept + hs + ffn1 + hf * g + hs, 0);                   /* d(ln2) */
   MOMENT(0, A - mlp_kept + 2 * hs, 2);              /* ln2 wgrad: ln2, d(fc1) gone; d(ln2), d(mid) */
   /* attention: dy gone, d(mid) (hs) stays */
-  MOMENT(r * h * h, att + hs + dd + hf * g + z->ctx, 2);                     /* d(ctx): proj wgrad */
-  MOMENT(0, att + hs + z->ctx + z->qkv + core, 0);                          /* d(qkv), the core's */
-  MOMENT(core_flops + r * h * (double)(S->h + 2 * S->hkv), pre + hs + z->qkv + hf * g, 2); /* qkv */
+  MOMENT(r * h * h, att + hs + dd + hf * g + z->ctx, 2);                     /* d(ctx); proj */
+  MOMENT(core_flops, att + hs + z->ctx + z->qkv + core, 0);                 /* d(qkv); the core */
+  MOMENT(r * h * (double)(S->h + 2 * S->hkv), pre + hs + z->qkv + hf * g, 2); /* qkv */
   MOMENT(0, pre + hs + z->qkv + hf * g + hs, 0);                            /* d(ln1) */
   MOMENT(0, pre + 2 * hs, 2);                          /* ln1 wgrad: ln1, d(qkv) gone; d(ln1), d(in) */
 #undef MOMENT
   return k;
-}
-
-/* FLOPs of one layer (time model only). */
-static double layer_flops(const shape *S, uint64_t seq, int backward) {
-  double n = (double)(seq * S->b), t = (double)S->tp, h = (double)S->h;
-  double mat = 2.0 * n / t * h * ((double)(S->h + 2 * S->hkv) + h + (double)S->f * (S->llama ? 3 : 2));
-  double attn = 2.0 * n / t * (double)seq * h;
-  if (!backward) return mat + attn;
-  return 2 * mat + (S->eager ? 2 * attn : 5 * attn);
 }
 
 /* Gradient buckets of one reducing backward, as the time model runs them.
@@ -1516,13 +1543,20 @@ static uint64_t bsim_live(bucket_sim *b, double now);
 
 /* A bucket's buffer is allocated while the gradients it copies are still held
  * (bucket_launch), on top of the buckets still in flight. */
+/* A collective of `bytes` on the communication stream, in launch order, as
+ * collective() runs it; returns its completion time. */
+static double bsim_collective(bucket_sim *b, uint64_t bytes, double factor, double now) {
+  double start = now > b->comm_free ? now : b->comm_free;
+  double end = start + 20e-6 + factor * (double)bytes / b->rate;
+  b->comm_free = end;
+  return end;
+}
+
 static void bsim_launch(bucket_sim *b, double now) {
   if (!b->fill) return;
   uint64_t at = bsim_live(b, now) + b->fill;
   if (at > b->launch_max) b->launch_max = at;
-  double start = now > b->comm_free ? now : b->comm_free;
-  double end = start + 20e-6 + b->factor * (double)b->fill / b->rate;
-  b->comm_free = end;
+  double end = bsim_collective(b, b->fill, b->factor, now);
   if (b->n == b->cap) {
     uint32_t cap = b->cap ? 2 * b->cap : 256;
     uint64_t *sizes = realloc(b->sizes, cap * sizeof *sizes);
@@ -1614,45 +1648,86 @@ static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, const
     }                                                                  \
     b->launch_max = 0;                                                 \
   } while (0)
+  /* ZeRO-3's gathers (z3_gather()): a unit in use and the next, prefetched, on
+   * the communication stream between the buckets; compute waits for the unit
+   * it uses. Units are numbered as the generator's: layers, embedding, head. */
+  struct { int64_t unit; double end; } gathered[3];
+  int ngathered = 0;
+  double gfactor = ((double)c->dp - 1) / (double)c->dp;
+#define LAUNCH(unit_, bytes_)                                                   \
+  do {                                                                          \
+    int64_t w_ = (unit_);                                                       \
+    int have_ = 0;                                                              \
+    for (int i_ = 0; i_ < ngathered; i_++) have_ |= gathered[i_].unit == w_;    \
+    if (w_ >= 0 && !have_ && ngathered < 3) {                                   \
+      gathered[ngathered].unit = w_;                                            \
+      gathered[ngathered++].end = bsim_collective(b, (bytes_), gfactor, now);   \
+    }                                                                           \
+  } while (0)
+#define GATHER(unit_, bytes_, next_)                                            \
+  do {                                                                          \
+    if (!u->layer && !u->head) break;                                           \
+    LAUNCH((unit_), (bytes_));                                                  \
+    LAUNCH((next_), u->layer);                                                  \
+    for (int i_ = 0; i_ < ngathered; i_++)                                      \
+      if (gathered[i_].unit == (int64_t)(unit_) && gathered[i_].end > now) now = gathered[i_].end; \
+  } while (0)
+#define RELEASE(unit_)                                                          \
+  do {                                                                          \
+    for (int i_ = 0; i_ < ngathered; i_++)                                      \
+      if (gathered[i_].unit == (int64_t)(unit_)) gathered[i_--] = gathered[--ngathered]; \
+  } while (0)
   int g = S->tp > 1 && S->tsp > 1;
   uint64_t ck = S->k ? S->nchunks * z.hs : S->Ls * z.layer;
   if (S->last) { /* head_bwd(), beside x_last (hs) and the final norm's output (hs) */
-    units = u->head + u->layer; /* and the first layer the backward uses, prefetched */
+    /* the first layer the backward uses: the last, or the first of the last chunk */
+    GATHER((int64_t)S->Ls + 1, u->head, S->Ls ? (int64_t)(S->k ? (S->nchunks - 1) * S->k : S->Ls - 1) : -1);
+    units = u->head + u->layer;
     POINT(ck + z.head + z.logits); /* d(logits) beside the FP32 softmax */
-    now += 4.0 * (double)(seq * S->b) * (double)S->h * (double)S->V / (double)S->tp / rate;
     uint64_t at = ck + 2 * z.hs + z.logits + (g ? z.hfull : 0); /* softmax gone */
+    POINT(at);
+    now += 4.0 * (double)(seq * S->b) * (double)S->h * (double)S->V / (double)S->tp / rate;
     if (S->x_numel[X_HEAD]) GRAD(S->x_numel[X_HEAD], at);
     else POINT(at + tied); /* tied: the embedding's gradient, held until embed_bwd() */
     POINT(ck + 3 * z.hs + z.logits + (g ? z.hfull : 0) + tied); /* d(norm) */
     GRAD(S->x_numel[X_FNORMW], ck + 3 * z.hs + tied);           /* x_last, d(norm), dy */
     GRAD(S->x_numel[X_FNORMB], ck + 3 * z.hs + tied);
+    RELEASE((int64_t)S->Ls + 1);
   }
-  bwd_moment mo[NBWD_MOMENTS];
+  layer_moment mo[NLAYER_MOMENTS], fmo[NLAYER_MOMENTS];
   uint32_t nmo = layer_bwd_moments(S, &z, seq, mo);
-  uint64_t fpeak = layer_fwd_peak(S, &z, 1);
+  uint32_t nfmo = layer_fwd_moments(S, &z, seq, fmo);
   for (uint64_t l = S->Ls; l-- > 0;) {
     uint64_t below; /* what the layers below keep while this one's backward runs */
+    int64_t next;   /* the layer it prefetches */
     if (S->k) {
       uint64_t ch = l / S->k, c0 = ch * S->k, c1 = c0 + S->k < S->Ls ? c0 + S->k : S->Ls;
-      if (l == c1 - 1) { /* recompute the chunk first */
-        now += (double)(c1 - c0) * layer_flops(S, seq, 0) / rate;
-        /* its last layer alone (kept for its backward), the one before with it */
-        units = u->layer;
-        POINT(ch * z.hs + (c1 - c0 - 1) * z.layer + fpeak + tied);
-        units = 2 * u->layer;
-        if (c1 - c0 >= 2) POINT(ch * z.hs + (c1 - c0 - 2) * z.layer + fpeak + tied);
+      if (l == c1 - 1) { /* recompute the chunk first, keeping everything */
+        for (uint64_t r = c0; r < c1; r++) {
+          GATHER((int64_t)r, u->layer, (int64_t)(r + 1 < c1 ? r + 1 : c1 - 1));
+          units = (r + 1 < c1 ? 2 : 1) * u->layer; /* the last alone, kept for its backward */
+          for (uint32_t i = 0; i < nfmo; i++) {
+            now += fmo[i].flops / rate;
+            POINT(ch * z.hs + (r - c0) * z.layer + z.hs /* dy */ + fmo[i].live + tied);
+          }
+          if (r + 1 < c1) RELEASE((int64_t)r);
+        }
       }
       below = ch * z.hs + (l - c0) * z.layer + z.hs /* recomputed output */;
+      next = l > c0 ? (int64_t)l - 1 : ch > 0 ? (int64_t)((ch - 1) * S->k) : -1;
     } else {
       below = l * z.layer;
+      next = (int64_t)l - 1;
     }
+    GATHER((int64_t)l, u->layer, next);
     units = l > 0 ? 2 * u->layer : u->layer; /* and the next it uses, prefetched */
     const int *t = wgrad_order;
     for (uint32_t i = 0; i < nmo; i++) {
-      now += mo[i].flops / rate;
       POINT(below + mo[i].live + tied);
+      now += mo[i].flops / rate;
       for (int j = 0; j < mo[i].grads; j++, t++) GRAD(S->layer_numel[*t], below + mo[i].live + tied);
     }
+    RELEASE((int64_t)l);
   }
   /* embed_bwd(): dx, and sequence parallel its gathered copy; a tied embedding's
    * gradient is the one held since the head. It gathers nothing. */
@@ -1668,6 +1743,9 @@ static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, const
   b->launch_max = 0;
 #undef POINT
 #undef GRAD
+#undef LAUNCH
+#undef GATHER
+#undef RELEASE
   if (comm_at_peak) *comm_at_peak = peak_comm;
   if (units_at_peak) *units_at_peak = peak_units;
   return peak;
