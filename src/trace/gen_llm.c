@@ -1685,7 +1685,6 @@ static uint64_t backward_peak(const hbm_gen_llm_config *c, const shape *S, const
     units = u->head + u->layer;
     POINT(ck + z.head + z.logits); /* d(logits) beside the FP32 softmax */
     uint64_t at = ck + 2 * z.hs + z.logits + (g ? z.hfull : 0); /* softmax gone */
-    POINT(at);
     now += 4.0 * (double)(seq * S->b) * (double)S->h * (double)S->V / (double)S->tp / rate;
     if (S->x_numel[X_HEAD]) GRAD(S->x_numel[X_HEAD], at);
     else POINT(at + tied); /* tied: the embedding's gradient, held until embed_bwd() */
