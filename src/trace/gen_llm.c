@@ -1452,7 +1452,7 @@ static uint64_t layer_fwd_peak(const shape *S, const act_sizes *z, int store) {
   uint64_t eager_kept = S->eager ? z->score + (S->dropout ? z->mask_s + z->score : 0) : 0;
   if (store) {
     layer_moment m[NLAYER_MOMENTS];
-    uint32_t n = layer_fwd_moments(S, z, 0, m);
+    uint32_t n = layer_fwd_moments(S, z, 0, m); /* its bytes only: no compute */
     uint64_t p = 0;
     for (uint32_t i = 0; i < n; i++) p = max2(p, m[i].live);
     return p;
@@ -1541,8 +1541,6 @@ static void bsim_free(bucket_sim *b) {
 
 static uint64_t bsim_live(bucket_sim *b, double now);
 
-/* A bucket's buffer is allocated while the gradients it copies are still held
- * (bucket_launch), on top of the buckets still in flight. */
 /* A collective of `bytes` on the communication stream, in launch order, as
  * collective() runs it; returns its completion time. */
 static double bsim_collective(bucket_sim *b, uint64_t bytes, double factor, double now) {
@@ -1552,6 +1550,8 @@ static double bsim_collective(bucket_sim *b, uint64_t bytes, double factor, doub
   return end;
 }
 
+/* A bucket's buffer is allocated while the gradients it copies are still held
+ * (bucket_launch), on top of the buckets still in flight. */
 static void bsim_launch(bucket_sim *b, double now) {
   if (!b->fill) return;
   uint64_t at = bsim_live(b, now) + b->fill;
@@ -1783,7 +1783,7 @@ static void forward_terms(const shape *S, const z3_units *u, uint64_t seq, uint6
   }
   if (S->Ls) AT(last, u->layer + u->head);
   if (S->Ls >= 2) AT(before_last, 2 * u->layer);
-  AT(emb, u->emb + u->layer);
+  AT(emb, S->first ? u->emb + u->layer : 0); /* a later stage receives its input ungathered */
 #undef AT
   *fwd = best;
   *fwd_units = best_units;
