@@ -80,7 +80,13 @@ static void usage(FILE *out) {
           "  -o, --output TRACE      where to write the trace (atomically)\n"
           "  --estimate              print the closed-form memory estimate instead of a trace\n"
           "                          (not with -o)\n"
-          "  --json                  the summary as JSON\n"
+          "  --json                  the summary as JSON; with --estimate: workload, capacity,\n"
+          "                          params_total, params_device, params_resident, param_bytes,\n"
+          "                          master_bytes, grad_bytes, optim_bytes, static_bytes,\n"
+          "                          act_layer_bytes, nbuckets, bucket_max_bytes, peak_estimate,\n"
+          "                          peak_at_seq_max, peak_phase, fits, and the peak's parts, which\n"
+          "                          add up to peak_estimate: static_at_peak_bytes, act_peak_bytes,\n"
+          "                          comm_bytes, transient_bytes (what transient names)\n"
           "  -h, --help              this text\n"
           "\n"
           "exit: 0 written, 1 could not generate or write TRACE (or standard output),\n"
@@ -233,8 +239,11 @@ static int print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estimat
     hbm_json_kv_u64(&j, "optim_bytes", e->optim_bytes);
     hbm_json_kv_u64(&j, "static_bytes", e->static_bytes);
     hbm_json_kv_u64(&j, "act_layer_bytes", e->act_layer_bytes);
+    hbm_json_kv_u64(&j, "static_at_peak_bytes", e->static_at_peak_bytes);
     hbm_json_kv_u64(&j, "act_peak_bytes", e->act_peak_bytes);
     hbm_json_kv_u64(&j, "comm_bytes", e->comm_bytes);
+    hbm_json_kv_u64(&j, "transient_bytes", e->transient_bytes);
+    hbm_json_kv_string(&j, "transient", e->transient_what);
     hbm_json_kv_u64(&j, "nbuckets", e->nbuckets);
     hbm_json_kv_u64(&j, "bucket_max_bytes", e->bucket_max_bytes);
     hbm_json_kv_u64(&j, "peak_estimate", e->peak);
@@ -265,6 +274,12 @@ static int print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estimat
   printf("peak live      %s estimated (%s), %s with every sequence at %u; capacity %s\n",
          hbm_size_format(e->peak, n, 32), e->peak_phase, hbm_size_format(e->at_seq_max, p, 32), c->seq_max,
          hbm_size_format(c->capacity, a, 32));
+  /* its parts, which add up to it (the nonzero ones) */
+  printf("made of        %s static", hbm_size_format(e->static_at_peak_bytes, a, 32));
+  if (e->act_peak_bytes) printf(", %s activations and temporaries", hbm_size_format(e->act_peak_bytes, a, 32));
+  if (e->comm_bytes) printf(", %s gradient buckets", hbm_size_format(e->comm_bytes, a, 32));
+  if (e->transient_bytes) printf(", %s %s", hbm_size_format(e->transient_bytes, a, 32), e->transient_what);
+  printf("\n");
   /* The static state over the capacity is refused before this (as generating
    * refuses it); the peak over it is a result: say which way it goes. */
   if (e->peak > c->capacity)

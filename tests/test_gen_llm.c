@@ -85,6 +85,10 @@ static void check_config_exact(const char *label, hbm_gen_llm_config *c) {
          (unsigned long long)w.peak_step, hbm_size_format(est.peak, b, sizeof b), 100 * err,
          est.peak_phase, hbm_size_format(est.static_bytes, s, sizeof s));
   CHECK_EQ_U64(w.peak, est.peak);
+  /* the parts the estimate reports add up to its peak */
+  CHECK_EQ_U64(est.static_at_peak_bytes + est.act_peak_bytes + est.comm_bytes + est.transient_bytes, est.peak);
+  CHECK(est.static_at_peak_bytes <= est.static_bytes);
+  CHECK(est.transient_what && (est.transient_bytes == 0) == (est.transient_what[0] == 0));
   /* with one length, every micro-batch is at seq_max already */
   if (c->seq_kind == HBM_SEQ_FIXED || (c->seq_kind == HBM_SEQ_UNIFORM && c->seq_min == c->seq_max) ||
       (c->seq_kind == HBM_SEQ_LIST && c->nseq_list == 1))

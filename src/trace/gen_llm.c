@@ -1853,7 +1853,8 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
   opt = max2(opt, gather);
   uint64_t static_all = est->static_bytes;
   uint64_t static_first = static_all - est->optim_bytes; /* m, v appear in step 1's optimizer */
-  uint64_t opt_peak = static_all + opt, opt_tr = opt;
+  uint64_t opt_peak = static_all + opt, opt_tr = opt, opt_static = static_all;
+  const char *opt_what = !opt ? "" : opt == gather ? "the updated weights' all-gather bucket" : "Adam's FP32 temporaries";
   if (c.steps == 1 && !c.offload) {
     /* A run of one step has only step 1's optimizer, which creates m and v a
      * tensor at a time, in optimizer_step's order, each beside its own
@@ -1868,9 +1869,13 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
     }
     opt_peak = static_first + top;
     opt_tr = top_tr;
+    opt_static = opt_peak - top_tr; /* with the m and v made so far */
+    opt_what = top_tr ? "Adam's FP32 temporaries" : "";
     if (static_all + gather > opt_peak) { /* ZeRO-1/2's gather, after all of them */
       opt_peak = static_all + gather;
       opt_tr = gather;
+      opt_static = static_all;
+      opt_what = "the updated weights' all-gather bucket";
     }
   }
 
@@ -1878,8 +1883,8 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
   uint32_t m = c.grad_accum, warm = c.pp - c.pp_stage - 1;
   if (warm > m) warm = m;
   uint64_t best = opt_peak, at_max = best;
-  const char *phase = "optimizer";
-  uint64_t best_act = 0, best_tr = opt_tr, best_comm = 0;
+  const char *phase = "optimizer", *best_what = opt_what;
+  uint64_t best_act = 0, best_tr = opt_tr, best_comm = 0, best_static = opt_static;
   uint64_t *kept = malloc((size_t)m * sizeof *kept);
   if (!kept) {
     bsim_free(&b);
@@ -1921,6 +1926,8 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
           phase = is_fwd ? "forward" : (cm ? "backward with gradient reduction" : "backward");
           best_act = act;
           best_tr = gathered;
+          best_what = gathered ? "ZeRO-3's gathered weights" : "";
+          best_static = st;
           best_comm = cm;
         }
       }
@@ -1936,6 +1943,8 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
   est->peak_phase = phase;
   est->act_peak_bytes = best_act;
   est->transient_bytes = best_tr;
+  est->transient_what = best_what;
+  est->static_at_peak_bytes = best_static;
   est->comm_bytes = best_comm;
   uint64_t per_layer = S.k ? 150 : 100;
   est->events_per_step = (uint64_t)m * S.Ls * per_layer + 8 * NT_LAYER * S.Ls + 64 + 4 * est->nbuckets;

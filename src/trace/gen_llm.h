@@ -116,9 +116,15 @@ typedef struct hbm_gen_llm_estimate {
   uint64_t optim_bytes;      /* Adam m and v on the device */
   uint64_t static_bytes;     /* sum of the four above */
   uint64_t act_layer_bytes;  /* activations kept per layer at seq_max */
-  uint64_t act_peak_bytes;   /* activations (kept + recomputed) at the peak */
-  uint64_t transient_bytes;  /* temporaries and gradient buffers live at the peak */
-  uint64_t comm_bytes;       /* communication buffers live at the peak */
+  /* The peak, in parts that add up to it: */
+  uint64_t static_at_peak_bytes; /* the static state then (in step 1, before its optimizer
+                                  * makes m and v, without them) */
+  uint64_t act_peak_bytes;   /* activations (kept + recomputed) and a layer's temporaries */
+  uint64_t comm_bytes;       /* gradient buckets in flight, with the BF16 gradients
+                              * ZeRO-2/3 and offload hold for them */
+  uint64_t transient_bytes;  /* the rest: what transient_what names, or 0 */
+  const char *transient_what; /* "ZeRO-3's gathered weights", "Adam's FP32 temporaries",
+                               * "the updated weights' all-gather bucket", or "" */
   uint64_t nbuckets;         /* gradient buckets per reduction */
   uint64_t bucket_max_bytes; /* largest gradient bucket */
   uint64_t peak;             /* estimated peak live bytes for this seed */

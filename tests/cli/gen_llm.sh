@@ -99,6 +99,7 @@ static         422.99 MiB = BF16 weights 47.00 MiB + FP32 master 94.00 MiB + FP3
 activations    102.09 MiB per layer at seq 2048; 2.61 GiB at the peak
 buckets        1 per reduction, largest 94.00 MiB; 0 B in flight at the peak
 peak live      2.84 GiB estimated (forward), 2.84 GiB with every sequence at 2048; capacity 80.00 GiB
+made of        234.99 MiB static, 2.61 GiB activations and temporaries
 fits           yes, 77.16 GiB to spare before any allocator's overhead
 EOF2
 cmp -s "$dir/est20m" "$dir/want" || { echo "FAIL --params 20M --estimate:"; diff "$dir/want" "$dir/est20m"; fail=1; }
@@ -135,6 +136,12 @@ done
 grep -q "^parameters .*68.98B in the model, 68.98B computed on this device, 1.08B of them held at rest (its ZeRO-3 shard, 1/64" "$dir/z3" ||
   { echo "FAIL ZeRO-3 estimate: $(head -n 1 "$dir/z3")"; fail=1; }
 "$HBM" gen llm --preset 70b-zero3-64 --estimate --json | grep -q '"params_resident":1077760128,' || { echo "FAIL --json params_resident"; fail=1; }
+# and its peak's parts, which add up to it: 51,993,716,992 bytes
+grep -q "^made of        18.07 GiB static, 23.57 GiB activations and temporaries, 3.60 GiB gradient buckets, 3.19 GiB ZeRO-3's gathered weights$" "$dir/z3" ||
+  { echo "FAIL the peak's parts: $(grep '^made of' "$dir/z3")"; fail=1; }
+"$HBM" gen llm --preset 70b-zero3-64 --estimate --json |
+  grep -q '"static_at_peak_bytes":19399682304,"act_peak_bytes":25304236032,"comm_bytes":3867181056,"transient_bytes":3422617600,"transient":"ZeRO-3.s gathered weights",.*"peak_estimate":51993716992,' ||
+  { echo "FAIL --json the peak's parts"; fail=1; }
 
 # the description counts one layer and one head in the singular, and gives bucket
 # sizes as every size (not "1e+03 GB" or "4.1e-06 GB")
