@@ -81,9 +81,9 @@ static void check_config_exact(const char *label, hbm_gen_llm_config *c) {
   char a[32], b[32], s[32];
   if (!quiet || w.peak != est.peak)
     printf("%-28s events %9llu  peak live %s (step %llu)  estimate %s  (%+.2f%%, %s)  static %s\n",
-         label, (unsigned long long)t->nevents, hbm_size_format(w.peak, a, sizeof a),
-         (unsigned long long)w.peak_step, hbm_size_format(est.peak, b, sizeof b), 100 * err,
-         est.peak_phase, hbm_size_format(est.static_bytes, s, sizeof s));
+           label, (unsigned long long)t->nevents, hbm_size_format(w.peak, a, sizeof a),
+           (unsigned long long)w.peak_step, hbm_size_format(est.peak, b, sizeof b), 100 * err,
+           est.peak_phase, hbm_size_format(est.static_bytes, s, sizeof s));
   CHECK_EQ_U64(w.peak, est.peak);
   /* the parts the estimate reports add up to its peak */
   CHECK_EQ_U64(est.static_at_peak_bytes + est.act_peak_bytes + est.comm_bytes + est.transient_bytes, est.peak);
