@@ -28,6 +28,7 @@
 #include "testutil.h"
 
 #define MiB (1ull << 20)
+#define GiB (1ull << 30)
 
 typedef struct act {
   int a, stream, small;
@@ -469,8 +470,38 @@ static void release_exactly_the_key(void) {
   hbm_device_close(dr);
 }
 
+/* roundup_power2_divisions' last interval is open-ended: a request of 64 GiB
+ * or more takes its divisions (PyTorch clamps the interval's index at
+ * kRoundUpPowerOfTwoIntervals - 1). 100 GiB and a little, in halves of the
+ * 64 GiB power of two below it, is a 128 GiB block in both. A clamp one
+ * interval too late read past the divisions there; no random run asks for
+ * that much. */
+static void roundup_past_the_last_interval(void) {
+  const char *conf_text = "roundup_power2_divisions:[64:8,>:2]";
+  hbm_device *dm, *dr;
+  CHECK(hbm_sim_open(256 * GiB, 2 * MiB, &dm) == HBM_OK);
+  CHECK(hbm_sim_open(256 * GiB, 2 * MiB, &dr) == HBM_OK);
+  hbm_policy *p = NULL;
+  CHECK(hbm_policy_caching.create(dm, conf_text, &p, NULL) == HBM_OK);
+  hbm_pt_conf conf;
+  hbm_pt_conf_default(&conf, 0);
+  CHECK(hbm_pt_conf_parse(conf_text, &conf, NULL) == HBM_OK);
+  hbm_ptref *ref = NULL;
+  CHECK(hbm_ptref_create(dr, &conf, &ref) == HBM_OK);
+  uint64_t am, ar, bm = 0, br = 0;
+  CHECK(hbm_policy_caching.alloc(p, 100 * GiB + 12345, HBM_TAG_OTHER, 0, &am, &bm) == HBM_OK);
+  CHECK(hbm_ptref_alloc(ref, 100 * GiB + 12345, 0, &ar, &br) == HBM_OK);
+  CHECK_EQ_U64(bm, 128 * GiB);
+  CHECK_EQ_U64(br, 128 * GiB);
+  hbm_policy_caching.destroy(p);
+  hbm_ptref_destroy(ref);
+  hbm_device_close(dm);
+  hbm_device_close(dr);
+}
+
 int main(void) {
   release_exactly_the_key();
+  roundup_past_the_last_interval();
   uint64_t seed = test_seed("test_caching_reference");
   const char *env = getenv("HBM_REF_RUNS");
   uint64_t runs = env ? strtoull(env, NULL, 0) : (uint64_t)(300 * test_scale());
