@@ -235,6 +235,11 @@ before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '1B'" re
 before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '2097151'" replay "$good" --capacity 2097151
 "$HBM" replay "$good" --capacity 2MiB --policy bestfit > /dev/null 2> "$dir/err" ||
   { echo "FAIL --capacity 2MiB (one page, the least) refused: $(cat "$dir/err")"; fail=1; }
+# and the most, 1 PiB, taken; a byte more refused
+"$HBM" replay "$good" --capacity 1PiB --policy bestfit > /dev/null 2> "$dir/err" ||
+  { echo "FAIL --capacity 1PiB (the most) refused: $(cat "$dir/err")"; fail=1; }
+before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '1125899906842625'" \
+  replay "$good" --capacity 1125899906842625
 before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '2PiB'" \
   gen llm --preset 7b-1gpu-80g --steps 1 --capacity 2PiB -o "$dir/never.trace"
 [ -e "$dir/never.trace" ] && { echo "FAIL gen --capacity 2PiB wrote a trace"; fail=1; }
