@@ -428,6 +428,32 @@ static int run(uint64_t seed, uint64_t run_index, run_stats *rs) {
   return bad;
 }
 
+/* The model (caching) and the reference side by side, each on its own sim
+ * device of `capacity`, under the same settings: the fixed cases below. */
+typedef struct side_by_side {
+  hbm_device *dm, *dr;
+  hbm_policy *p;
+  hbm_ptref *ref;
+} side_by_side;
+
+static void pair_open(side_by_side *s, uint64_t capacity, const char *conf_text) {
+  memset(s, 0, sizeof *s);
+  CHECK(hbm_sim_open(capacity, 2 * MiB, &s->dm) == HBM_OK);
+  CHECK(hbm_sim_open(capacity, 2 * MiB, &s->dr) == HBM_OK);
+  CHECK(hbm_policy_caching.create(s->dm, conf_text, &s->p, NULL) == HBM_OK);
+  hbm_pt_conf conf;
+  hbm_pt_conf_default(&conf, 0);
+  CHECK(hbm_pt_conf_parse(conf_text, &conf, NULL) == HBM_OK);
+  CHECK(hbm_ptref_create(s->dr, &conf, &s->ref) == HBM_OK);
+}
+
+static void pair_close(side_by_side *s) {
+  hbm_policy_caching.destroy(s->p);
+  hbm_ptref_destroy(s->ref);
+  hbm_device_close(s->dm);
+  hbm_device_close(s->dr);
+}
+
 /* Oversize cached blocks that add up to exactly the request are enough:
  * release_available_cached_blocks returns true when the bytes released reach
  * the key (totalReleased < key is the failure), so the small pool's cached
@@ -435,39 +461,27 @@ static int run(uint64_t seed, uint64_t run_index, run_stats *rs) {
  * and a small one cached, then 40 MiB, which only fits once both 20 MiB go:
  * 42 MiB reserved after it, and no retry. */
 static void release_exactly_the_key(void) {
-  const char *conf_text = "max_split_size_mb:20";
-  hbm_device *dm, *dr;
-  CHECK(hbm_sim_open(64 * MiB, 2 * MiB, &dm) == HBM_OK);
-  CHECK(hbm_sim_open(64 * MiB, 2 * MiB, &dr) == HBM_OK);
-  hbm_policy *p = NULL;
-  CHECK(hbm_policy_caching.create(dm, conf_text, &p, NULL) == HBM_OK);
-  hbm_pt_conf conf;
-  hbm_pt_conf_default(&conf, 0);
-  CHECK(hbm_pt_conf_parse(conf_text, &conf, NULL) == HBM_OK);
-  hbm_ptref *ref = NULL;
-  CHECK(hbm_ptref_create(dr, &conf, &ref) == HBM_OK);
+  side_by_side s;
+  pair_open(&s, 64 * MiB, "max_split_size_mb:20");
   uint64_t sizes[3] = {20 * MiB, 20 * MiB, 512}, am[3], ar[3], a, b;
   for (int k = 0; k < 3; k++) {
-    CHECK(hbm_policy_caching.alloc(p, sizes[k], HBM_TAG_OTHER, 0, &am[k], &b) == HBM_OK);
-    CHECK(hbm_ptref_alloc(ref, sizes[k], 0, &ar[k], &b) == HBM_OK);
+    CHECK(hbm_policy_caching.alloc(s.p, sizes[k], HBM_TAG_OTHER, 0, &am[k], &b) == HBM_OK);
+    CHECK(hbm_ptref_alloc(s.ref, sizes[k], 0, &ar[k], &b) == HBM_OK);
   }
   for (int k = 0; k < 3; k++) {
-    CHECK(hbm_policy_caching.free(p, am[k], &b) == HBM_OK);
-    CHECK(hbm_ptref_free(ref, ar[k], &b) == HBM_OK);
+    CHECK(hbm_policy_caching.free(s.p, am[k], &b) == HBM_OK);
+    CHECK(hbm_ptref_free(s.ref, ar[k], &b) == HBM_OK);
   }
-  CHECK(hbm_policy_caching.alloc(p, 40 * MiB, HBM_TAG_OTHER, 0, &a, &b) == HBM_OK);
-  CHECK(hbm_ptref_alloc(ref, 40 * MiB, 0, &a, &b) == HBM_OK);
+  CHECK(hbm_policy_caching.alloc(s.p, 40 * MiB, HBM_TAG_OTHER, 0, &a, &b) == HBM_OK);
+  CHECK(hbm_ptref_alloc(s.ref, 40 * MiB, 0, &a, &b) == HBM_OK);
   hbm_pt_stats sm, sr;
-  CHECK(hbm_pt_get_stats(p, &sm) == HBM_OK);
-  hbm_ptref_stats(ref, &sr);
+  CHECK(hbm_pt_get_stats(s.p, &sm) == HBM_OK);
+  hbm_ptref_stats(s.ref, &sr);
   CHECK_EQ_U64(sm.reserved, 42 * MiB);
   CHECK_EQ_U64(sr.reserved, 42 * MiB);
   CHECK_EQ_U64(sm.num_alloc_retries, 0);
   CHECK_EQ_U64(sr.num_alloc_retries, 0);
-  hbm_policy_caching.destroy(p);
-  hbm_ptref_destroy(ref);
-  hbm_device_close(dm);
-  hbm_device_close(dr);
+  pair_close(&s);
 }
 
 /* roundup_power2_divisions' last interval is open-ended: a request of 64 GiB
@@ -477,26 +491,14 @@ static void release_exactly_the_key(void) {
  * interval too late read past the divisions there; no random run asks for
  * that much. */
 static void roundup_past_the_last_interval(void) {
-  const char *conf_text = "roundup_power2_divisions:[64:8,>:2]";
-  hbm_device *dm, *dr;
-  CHECK(hbm_sim_open(256 * GiB, 2 * MiB, &dm) == HBM_OK);
-  CHECK(hbm_sim_open(256 * GiB, 2 * MiB, &dr) == HBM_OK);
-  hbm_policy *p = NULL;
-  CHECK(hbm_policy_caching.create(dm, conf_text, &p, NULL) == HBM_OK);
-  hbm_pt_conf conf;
-  hbm_pt_conf_default(&conf, 0);
-  CHECK(hbm_pt_conf_parse(conf_text, &conf, NULL) == HBM_OK);
-  hbm_ptref *ref = NULL;
-  CHECK(hbm_ptref_create(dr, &conf, &ref) == HBM_OK);
+  side_by_side s;
+  pair_open(&s, 256 * GiB, "roundup_power2_divisions:[64:8,>:2]");
   uint64_t am, ar, bm = 0, br = 0;
-  CHECK(hbm_policy_caching.alloc(p, 100 * GiB + 12345, HBM_TAG_OTHER, 0, &am, &bm) == HBM_OK);
-  CHECK(hbm_ptref_alloc(ref, 100 * GiB + 12345, 0, &ar, &br) == HBM_OK);
+  CHECK(hbm_policy_caching.alloc(s.p, 100 * GiB + 12345, HBM_TAG_OTHER, 0, &am, &bm) == HBM_OK);
+  CHECK(hbm_ptref_alloc(s.ref, 100 * GiB + 12345, 0, &ar, &br) == HBM_OK);
   CHECK_EQ_U64(bm, 128 * GiB);
   CHECK_EQ_U64(br, 128 * GiB);
-  hbm_policy_caching.destroy(p);
-  hbm_ptref_destroy(ref);
-  hbm_device_close(dm);
-  hbm_device_close(dr);
+  pair_close(&s);
 }
 
 int main(void) {
