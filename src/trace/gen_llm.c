@@ -1767,18 +1767,18 @@ static void forward_terms(const shape *S, const z3_units *u, uint64_t seq, uint6
     if (a_ + u_ > best + best_units) { best = a_; best_units = u_; }              \
   } while (0)
   /* live at layer l's worst point: what the layers before keep, then its own */
-  uint64_t last, before_last = 0;
+  uint64_t last, before_last = 0, own = layer_fwd_peak(S, &z, S->k ? 0 : 1);
   if (S->k) {
     uint64_t ck = S->nchunks * z.hs;
     *kept = ck + z.head;
-    last = ck - z.hs + layer_fwd_peak(S, &z, 0);
-    if (S->Ls >= 2) before_last = ((S->Ls - 2) / S->k) * z.hs + layer_fwd_peak(S, &z, 0);
+    last = ck - z.hs + own;
+    if (S->Ls >= 2) before_last = ((S->Ls - 2) / S->k) * z.hs + own;
     AT(ck + head_fwd, u->head);
   } else {
     uint64_t all = S->Ls * z.layer;
     *kept = all + z.head;
-    last = all - z.layer + layer_fwd_peak(S, &z, 1);
-    if (S->Ls >= 2) before_last = all - 2 * z.layer + layer_fwd_peak(S, &z, 1);
+    last = all - z.layer + own;
+    if (S->Ls >= 2) before_last = all - 2 * z.layer + own;
     AT(all + head_fwd, u->head);
   }
   if (S->Ls) AT(last, u->layer + u->head);
