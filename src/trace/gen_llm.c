@@ -1171,6 +1171,12 @@ static uint64_t optimizer_elems(const hbm_gen_llm_config *c, uint64_t numel) {
   return c->zero >= 1 ? cdiv(numel, c->dp) : numel;
 }
 
+/* ZeRO-1/2 all-gather the updated BF16 shards back after the step (ZeRO-3
+ * gathers its weights when they are used; offload updates on the host). */
+static int gathers_updated_weights(const hbm_gen_llm_config *c) {
+  return (c->zero == 1 || c->zero == 2) && c->dp > 1 && !c->offload;
+}
+
 static void optimizer_tensor(gen *g, uint64_t numel) {
   const hbm_gen_llm_config *c = g->c;
   if (!numel || c->offload) return;
@@ -1204,8 +1210,7 @@ static void optimizer_step(gen *g) {
   uint32_t norms = A(g, 4 * (NT_LAYER * S->Ls + NX), HBM_TAG_TEMP);
   F(g, norms);
   for (uint64_t i = 0; i < optimizer_order_count(S); i++) optimizer_tensor(g, optimizer_order_numel(S, i));
-  if ((c->zero == 1 || c->zero == 2) && c->dp > 1 && !c->offload) {
-    /* updated BF16 shards are all-gathered back, one bucket at a time */
+  if (gathers_updated_weights(c)) { /* a bucket at a time */
     uint64_t left = 2 * S->device_params;
     while (left) {
       uint64_t b = left < c->bucket_bytes ? left : c->bucket_bytes;
@@ -1848,7 +1853,7 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
    * BF16 parameter all-gather of ZeRO-1/2, a bucket at a time. */
   uint64_t upd = optimizer_elems(&c, max_numel);
   uint64_t opt = c.offload ? 0 : (c.fused_optimizer ? 0 : 8 * upd), gather = 0;
-  if ((c.zero == 1 || c.zero == 2) && c.dp > 1 && !c.offload)
+  if (gathers_updated_weights(&c))
     gather = c.bucket_bytes < 2 * S.device_params ? c.bucket_bytes : 2 * S.device_params;
   opt = max2(opt, gather);
   uint64_t static_all = est->static_bytes;
