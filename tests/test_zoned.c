@@ -17,6 +17,7 @@
 #include "trace/gen_llm.h"
 #include "trace/trace.h"
 #include "staged_trace.h"
+#include "random_trace.h"
 #include "seeded_trace.h"
 #include "stepped_trace.h"
 #include "trim_trace.h"
@@ -187,6 +188,23 @@ static void replay_both(const hbm_trace *t, const char *conf, hbm_replay_result 
   o.conf = conf;
   o.check_every = 997;
   CHECK(hbm_replay(t, &o, with) == HBM_OK);
+}
+
+/* t without its step marks (NULL if host memory ran out). */
+static hbm_trace *without_marks(const hbm_trace *t) {
+  hbm_trace *out;
+  if (hbm_trace_new("unmarked", &out) != HBM_OK) return NULL;
+  for (uint64_t e = 0; e < t->nevents; e++) {
+    const hbm_event *ev = &t->events[e];
+    int rc = ev->kind == HBM_EV_ALLOC  ? hbm_trace_alloc(out, ev->id, ev->size, (hbm_tag)ev->tag, ev->stream)
+             : ev->kind == HBM_EV_FREE ? hbm_trace_free_id(out, ev->id)
+                                       : HBM_OK;
+    if (rc != HBM_OK) {
+      hbm_trace_free(out);
+      return NULL;
+    }
+  }
+  return out;
 }
 
 static double over_live_pct(const hbm_replay_result *r) {
@@ -822,6 +840,15 @@ int main(void) {
          (unsigned long long)failed);
   failed = stress("sim:256MiB,granule=64KiB", NULL, ops, 32 * MiB, sparse, &rng);
   printf("test_zoned: 64 KiB granules under pressure: %llu failed\n", (unsigned long long)failed);
+  /* The same with reservations of 16 x the device: under pressure the top
+   * of the pages ever mapped climbs, past what the tree of mapped-page
+   * counts was built to cover (it covers the pages up to the top it was
+   * built at), so the tree must grow, which hbm_check() holds to a recount.
+   * In reservations of 2 x the device a tree built that late (rounded up to
+   * a power of two) mostly covers the whole reservation already. */
+  failed = stress("sim:256MiB,granule=64KiB", "va:16", ops, 32 * MiB, sparse, &rng);
+  printf("test_zoned: 64 KiB granules, reservations of 16 x the device, under pressure: %llu failed\n",
+         (unsigned long long)failed);
   printf("test_zoned: %llu requests below a granule succeeded with no granule free\n", (unsigned long long)small_when_full);
   if (sparse > 1)
     printf("test_zoned: randomized: hbm_check() after %llu of %llu operations (every one that called the backend or "
@@ -837,7 +864,9 @@ int main(void) {
   errors_seen = 0;
   const char *bad[] = {"zones:maybe", "chunk:3MiB", "chunk:1KiB", "probes:0", "slack:-1%", "nosuch:1", "zones", "va:0", "split:1",
                        "moves:maybe", "plan:maybe", "plan:sometimes", "headroom:1", "headroom:60%", "headroom:-1%",
-                       "slot:1KiB", "slot:maybe", "slot:"};
+                       "slot:1KiB", "slot:maybe", "slot:",
+                       /* sizes that do not parse: the default must not stand in for them */
+                       "chunk:big", "chunk:", "slack:big", "slot:big"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(hbm_heap_create(dev, "zoned", bad[i], &h) == HBM_EINVAL);
   CHECK(errors_seen >= (int)(sizeof bad / sizeof bad[0]));
   /* every bounded setting at its limits, and one step past each */
@@ -1114,6 +1143,25 @@ int main(void) {
   unplanned_steps_tests();
   arena_tests();
   small_in_large_test();
+
+  /* headroom counts only in a job that marks steps: before a mark, peak
+   * live is no guide to the step's. A random job without its marks replays
+   * the same with it as without (with its marks, headroom holds more). */
+  t = random_trace(&rng, 4000, 256 * MiB, 48 * MiB, 50);
+  hbm_trace *unmarked = t ? without_marks(t) : NULL;
+  CHECK(unmarked != NULL);
+  if (unmarked) {
+    hbm_replay_result plain, with, marked_plain, marked_with;
+    replay_both(unmarked, "headroom:40%", &plain, &with);
+    replay_both(t, "headroom:40%", &marked_plain, &marked_with);
+    printf("test_zoned: headroom 0 / 40%%, a random job: with its marks %.2f%% / %.2f%% over peak live, without "
+           "them %.2f%% / %.2f%%\n", over_live_pct(&marked_plain), over_live_pct(&marked_with), over_live_pct(&plain),
+           over_live_pct(&with));
+    CHECK(with.peak_reserved == plain.peak_reserved && with.backend_calls == plain.backend_calls);
+    CHECK(marked_with.peak_reserved > marked_plain.peak_reserved);
+    hbm_trace_free(unmarked);
+  }
+  hbm_trace_free(t);
 
   /* ---- random recordings that start mid-run: the policy's invariants
    * after the starting state and after every event, roomy and tight ---- */

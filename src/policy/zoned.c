@@ -2457,6 +2457,8 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
     uint32_t *below = calloc((size_t)r->npages + 1, sizeof *below); /* the tree covers at most npages */
     if (!below) hbm_check_no_memory(&c.k);
     if (r->top > r->cover) hbm_check_fail(&c.k, "Z1 range %u: pages mapped up to %u, page entries only to %u", ri, r->top, r->cover);
+    if (r->fenwick && r->fenwick_n < r->top)
+      hbm_check_fail(&c.k, "Z1 range %u: pages mapped up to %u, the Fenwick tree covers only %u", ri, r->top, r->fenwick_n);
     for (uint32_t q = 0; q < r->npages; q++) {
       uint32_t ch = chunk_at(r, q), edge = q < r->cover ? r->edge[q] : 0;
       if (c.edge[q] != edge) hbm_check_fail(&c.k, "Z2 range %u page %u: edge count %u, recount %u", ri, q, edge, c.edge[q]);
