@@ -866,7 +866,9 @@ int main(void) {
                        "moves:maybe", "plan:maybe", "plan:sometimes", "headroom:1", "headroom:60%", "headroom:-1%",
                        "slot:1KiB", "slot:maybe", "slot:",
                        /* sizes that do not parse: the default must not stand in for them */
-                       "chunk:big", "chunk:", "slack:big", "slot:big"};
+                       "chunk:big", "chunk:", "slack:big", "slot:big",
+                       /* a percentage with more after it, or before its sign */
+                       "headroom:5%x", "headroom:5x%"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(hbm_heap_create(dev, "zoned", bad[i], &h) == HBM_EINVAL);
   CHECK(errors_seen >= (int)(sizeof bad / sizeof bad[0]));
   /* every bounded setting at its limits, and one step past each */
@@ -887,6 +889,21 @@ int main(void) {
     if ((rc == HBM_OK) != limits[i].ok) fprintf(stderr, "zoned '%s': %s\n", limits[i].conf, hbm_strerror(rc));
     CHECK((rc == HBM_OK) == limits[i].ok);
     if (rc == HBM_OK) hbm_heap_destroy(h);
+  }
+  /* settings of 511 bytes are read, of 512 refused as too long (valid
+   * items both: the padded number is still 2) */
+  for (size_t len = 511; len <= 512; len++) {
+    char conf[600] = "";
+    while (strlen(conf) + 9 + 5 <= len) strcat(conf, "probes:8,");
+    strcat(conf, "va:");
+    while (strlen(conf) + 1 < len) strcat(conf, "0");
+    strcat(conf, "2");
+    CHECK_EQ_U64(strlen(conf), len);
+    last_error[0] = 0;
+    int rc = hbm_heap_create(dev, "zoned", conf, &h);
+    CHECK((rc == HBM_OK) == (len == 511));
+    if (rc == HBM_OK) hbm_heap_destroy(h);
+    else CHECK(strstr(last_error, "settings longer than 511 bytes") != NULL);
   }
   /* a known key says what it takes, limits included */
   static const struct { const char *conf, *says; } why[] = {
@@ -917,14 +934,21 @@ int main(void) {
   /* Tags decide the zone under zones:tags only. By default the lifetime
    * rule decides, tags or not (docs/zoned.md, Settings): two small blocks
    * of one size and stream, a parameter and an activation, share a page;
-   * under zones:tags they go to different zones. */
+   * under zones:tags they go to different zones, and gradients and
+   * optimizer state go with the parameters, temporaries with the
+   * activations. */
   for (int tags = 0; tags <= 1; tags++) {
     CHECK(hbm_heap_create(dev, "zoned", tags ? "zones:tags" : NULL, &h) == HBM_OK);
-    uint64_t param, act;
+    uint64_t param, act, grad, optim, temp;
     CHECK(hbm_alloc(h, 4096, HBM_TAG_PARAM, 0, &param) == HBM_OK);
     CHECK(hbm_alloc(h, 4096, HBM_TAG_ACT, 0, &act) == HBM_OK);
+    CHECK(hbm_alloc(h, 4096, HBM_TAG_GRAD, 0, &grad) == HBM_OK);
+    CHECK(hbm_alloc(h, 4096, HBM_TAG_OPTIM, 0, &optim) == HBM_OK);
+    CHECK(hbm_alloc(h, 4096, HBM_TAG_TEMP, 0, &temp) == HBM_OK);
     int same_page = act / (2 * MiB) == param / (2 * MiB);
     CHECK(same_page == !tags);
+    CHECK(grad / (2 * MiB) == param / (2 * MiB) && optim / (2 * MiB) == param / (2 * MiB));
+    CHECK(temp / (2 * MiB) == act / (2 * MiB));
     hbm_heap_destroy(h);
   }
 
