@@ -1221,10 +1221,12 @@ int main(void) {
     hbm_init_segment small = {.addr = 1ull << 32, .size = 2 * MiB, .small = 1};
     hbm_init_segment large = {.addr = 2ull << 32, .size = 40 * MiB};
     uint32_t id = 0;
-    CHECK(hbm_trace_add_init_segment(t, &small) == HBM_OK);
-    for (uint64_t at = 0; at < small.size; at += 4096, id++) {
-      hbm_init_block blk = {.addr = small.addr + at, .size = 4096, .request = 4096, .id = id, .tag = HBM_TAG_ACT};
-      CHECK(hbm_trace_add_init_block(t, &blk) == HBM_OK);
+    for (int k = 0; k < 2; k++, small.addr += 2 * MiB) { /* two segments: two pages, one run, one chunk */
+      CHECK(hbm_trace_add_init_segment(t, &small) == HBM_OK);
+      for (uint64_t at = 0; at < small.size; at += 4096, id++) {
+        hbm_init_block blk = {.addr = small.addr + at, .size = 4096, .request = 4096, .id = id, .tag = HBM_TAG_ACT};
+        CHECK(hbm_trace_add_init_block(t, &blk) == HBM_OK);
+      }
     }
     CHECK(hbm_trace_add_init_segment(t, &large) == HBM_OK);
     for (uint64_t at = 0; at < large.size; at += 5 * MiB, id++) { /* 2.5 pages each: every other edge shared */
@@ -1234,10 +1236,10 @@ int main(void) {
     hbm_trace_reserve_ids(t, id);
     o = (hbm_replay_options){.policy = "zoned", .device = "sim:4GiB", .check_every = 1};
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
-    printf("test_zoned: a starting state of 512 small and 8 large blocks: %llu MiB reserved, %.0f chunks\n",
+    printf("test_zoned: a starting state of 1024 small and 8 large blocks: %llu MiB reserved, %.0f chunks\n",
            (unsigned long long)(r.peak_reserved / MiB), replay_counter(&r, "chunks_created"));
-    CHECK(r.peak_reserved == 42 * MiB); /* 2 MiB of small blocks in one page, 40 MiB in 20 */
-    CHECK(replay_counter(&r, "chunks_created") == 1 + 8 + 4); /* the small page, each block's own, 4 shared */
+    CHECK(r.peak_reserved == 44 * MiB); /* 4 MiB of small blocks in two pages, 40 MiB in 20 */
+    CHECK(replay_counter(&r, "chunks_created") == 1 + 8 + 4); /* the small pages, each block's own, 4 shared */
     hbm_trace_free(t);
   }
 
