@@ -218,8 +218,9 @@ static double over_live_pct(const hbm_replay_result *r) {
  * a sample see the step before it end. C grows by 8 MiB at step grow_at, and
  * by 2 MiB a step in the first `warmup` steps (steps that differ). B of
  * steps carry_first to carry_last (0, 0: none) lives on into the next step,
- * freed first thing after its mark. */
-static hbm_trace *abc_trace(int steps, int grow_at, int warmup, int carry_first, int carry_last) {
+ * freed first thing after its mark. Step extra_at (0: none) ends with one
+ * request more, D (64 MiB), freed at once. */
+static hbm_trace *abc_trace(int steps, int grow_at, int warmup, int carry_first, int carry_last, int extra_at) {
   hbm_trace *t;
   CHECK(hbm_trace_new("abc", &t) == HBM_OK);
   for (int s = 1; s <= steps + 1; s++) {
@@ -234,6 +235,10 @@ static hbm_trace *abc_trace(int steps, int grow_at, int warmup, int carry_first,
                     HBM_TAG_ACT, 0);
     if (!carried) hbm_trace_free_id(t, 1);
     hbm_trace_free_id(t, 2);
+    if (s == extra_at) {
+      hbm_trace_alloc(t, 3, 64 * MiB, HBM_TAG_ACT, 0);
+      hbm_trace_free_id(t, 3);
+    }
   }
   return t;
 }
@@ -453,7 +458,7 @@ static void step_plan_tests(uint64_t *rng, double scale) {
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     uint64_t calls[2];
     for (int k = 0; k < 2; k++) {
-      hbm_trace *t = abc_trace(k ? 15 : 10, 0, 0, 0, 0);
+      hbm_trace *t = abc_trace(k ? 15 : 10, 0, 0, 0, 0, 0);
       last = (last_sample){0, 0};
       o = (hbm_replay_options){.policy = "zoned", .conf = want[i].conf, .device = "sim:8GiB", .on_sample = keep_last,
                                .sample_arg = &last};
@@ -480,7 +485,7 @@ static void step_plan_tests(uint64_t *rng, double scale) {
   }
   /* A step that leaves the plan (C grows at step 6): placed online from that
    * request on, learnt again from steps 7 and 8, followed from 9. */
-  hbm_trace *t = abc_trace(15, 6, 0, 0, 0);
+  hbm_trace *t = abc_trace(15, 6, 0, 0, 0, 0);
   o = (hbm_replay_options){.policy = "zoned", .device = "sim:8GiB"};
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
   printf("test_zoned: plan left at step 6: %.0f plans, %.0f misses, %.0f dropped, %.0f steps on a plan\n",
@@ -492,9 +497,22 @@ static void step_plan_tests(uint64_t *rng, double scale) {
   CHECK(replay_counter(&r, "plan_steps") == (6 - 3) + (16 - 9));
   hbm_trace_free(t);
 
+  /* A step with one request past the plan's last (D at the end of step 6):
+   * that request is off the plan, as one of another size would be. */
+  t = abc_trace(15, 0, 0, 0, 0, 6);
+  o = (hbm_replay_options){.policy = "zoned", .device = "sim:8GiB", .check_every = 1};
+  CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+  printf("test_zoned: plan, a step with a request past its end: %.0f plans, %.0f misses, %.0f steps on a plan\n",
+         replay_counter(&r, "plan_builds"), replay_counter(&r, "plan_misses"), replay_counter(&r, "plan_steps"));
+  CHECK(r.oom == 0);
+  CHECK(replay_counter(&r, "plan_misses") == 1 && replay_counter(&r, "plan_drops") == 1);
+  CHECK(replay_counter(&r, "plan_builds") == 2);
+  CHECK(replay_counter(&r, "plan_steps") == (6 - 3) + (16 - 9)); /* learnt again from steps 7 and 8 */
+  hbm_trace_free(t);
+
   /* A step with the plan's allocations but not its frees (B lives on into
    * step 7) did not keep to the plan: dropped at its mark. */
-  hbm_trace *late = abc_trace(15, 0, 0, 6, 6);
+  hbm_trace *late = abc_trace(15, 0, 0, 6, 6, 0);
   o = (hbm_replay_options){.policy = "zoned", .device = "sim:8GiB", .check_every = 1};
   CHECK(hbm_replay(late, &o, &r) == HBM_OK && !r.oom);
   printf("test_zoned: plan, a step that keeps a block: %.0f plans, %.0f dropped, %.0f steps on a plan\n",
@@ -506,7 +524,7 @@ static void step_plan_tests(uint64_t *rng, double scale) {
   /* A block carried over each step mark (B, freed first thing in the next
    * step) is learnt with its lifetime across the mark and planned with the
    * others: 37 calls in all; leaving it to be placed online took 39. */
-  hbm_trace *carried = abc_trace(15, 0, 0, 1, 15);
+  hbm_trace *carried = abc_trace(15, 0, 0, 1, 15, 0);
   o = (hbm_replay_options){.policy = "zoned", .device = "sim:8GiB", .check_every = 1};
   CHECK(hbm_replay(carried, &o, &r) == HBM_OK && !r.oom);
   printf("test_zoned: plan, a block carried over each mark: %.0f plans, %.0f steps on one, %llu calls\n",
@@ -518,7 +536,7 @@ static void step_plan_tests(uint64_t *rng, double scale) {
 
   /* Thirty steps that differ, then ninety that repeat: learning pauses while
    * steps differ (2, 4, 8, ... steps, at most 64) and still finds the plan. */
-  t = abc_trace(120, 0, 30, 0, 0);
+  t = abc_trace(120, 0, 30, 0, 0, 0);
   o = (hbm_replay_options){.policy = "zoned", .device = "sim:8GiB"};
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
   printf("test_zoned: plan after 30 steps that differ: %.0f plans, %.0f steps on it of 90 that repeat\n",
@@ -527,7 +545,7 @@ static void step_plan_tests(uint64_t *rng, double scale) {
   CHECK(replay_counter(&r, "plan_builds") == 1);
   CHECK(replay_counter(&r, "plan_steps") >= 90 - 64 - 4);
   hbm_trace_free(t);
-  t = abc_trace(300, 0, 200, 0, 0);
+  t = abc_trace(300, 0, 200, 0, 0, 0);
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
   printf("test_zoned: plan after 200 steps that differ: %.0f plans, %.0f steps on it of 100 that repeat\n",
          replay_counter(&r, "plan_builds"), replay_counter(&r, "plan_steps"));
