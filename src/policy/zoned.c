@@ -2284,7 +2284,8 @@ static int zoned_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
 }
 
 /* ==== invariants ============================================================================
- *   Z1 page[].chunk and page[].end agree with the chunk records; every Fenwick node equals a
+ *   Z1 page[].chunk and page[].end agree with the chunk records; the Fenwick
+ *      tree, once built, covers the pages up to the top, and every node equals a
  *      recount of the mapped pages it covers ((i - lowbit(i), i]); the
  *      placement cost's counts of unmapped pages equal a recount;
  *   Z2 edge counts equal a recount; every page a live block touches is mapped;
