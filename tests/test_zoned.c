@@ -898,6 +898,7 @@ int main(void) {
       {"slack:%", 0},       {"slack:x%", 0},       {"slack:1.5%", 1},      {"slack:64MiB", 1},
       {"split:0.001", 1},   {"split:0.999", 1},    {"split:0", 0},         {"split:1", 0},
       {"slot:2MiB", 1},     {"slot:off", 1},       {"slot:1MiB", 0},       {"slot:2PiB", 0},
+      {"slot:1PiB", 1},
       {"chunk:2MiB", 1},    {"chunk:1PiB", 1},     {"chunk:1MiB", 0},      {"chunk:1026PiB", 0},
       {"trim:off", 1},      {"trim:maybe", 0},     {"small:off", 1},       {"streams:off", 1},
       {"vmm:off", 1},       {"large_life:on", 1},  {"zones:tags", 1},      {"moves:auto", 1},
@@ -1258,6 +1259,30 @@ int main(void) {
            (unsigned long long)(r.peak_reserved / MiB), replay_counter(&r, "chunks_created"));
     CHECK(r.peak_reserved == 44 * MiB); /* 4 MiB of small blocks in two pages, 40 MiB in 20 */
     CHECK(replay_counter(&r, "chunks_created") == 1 + 8 + 4); /* the small pages, each block's own, 4 shared */
+    hbm_trace_free(t);
+  }
+
+  /* A starting state's blocks count in static_allocs as requests do: under
+   * zones:tags, its three parameters and not its two activations. */
+  t = NULL;
+  CHECK(hbm_trace_new("tagged start", &t) == HBM_OK);
+  if (t) {
+    hbm_init_segment seg = {.addr = 1ull << 32, .size = 2 * MiB, .small = 1};
+    CHECK(hbm_trace_add_init_segment(t, &seg) == HBM_OK);
+    static const hbm_tag tags[] = {HBM_TAG_PARAM, HBM_TAG_ACT, HBM_TAG_PARAM, HBM_TAG_ACT, HBM_TAG_PARAM};
+    uint32_t id = 0;
+    for (uint64_t at = 0; at < seg.size; at += 4096) {
+      int live = id < 5;
+      hbm_init_block blk = {.addr = seg.addr + at, .size = live ? 4096 : seg.size - at, .id = live ? id : HBM_NO_ID,
+                            .request = live ? 4096 : 0, .tag = live ? (uint8_t)tags[id] : 0};
+      CHECK(hbm_trace_add_init_block(t, &blk) == HBM_OK);
+      if (!live) break;
+      id++;
+    }
+    CHECK(hbm_trace_alloc(t, id, 4096, HBM_TAG_ACT, 0) == HBM_OK && hbm_trace_free_id(t, id) == HBM_OK);
+    o = (hbm_replay_options){.policy = "zoned", .conf = "zones:tags", .device = "sim:1GiB", .check_every = 1};
+    CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+    CHECK(replay_counter(&r, "static_allocs") == 3);
     hbm_trace_free(t);
   }
 
