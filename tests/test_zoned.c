@@ -1271,14 +1271,12 @@ int main(void) {
     CHECK(hbm_trace_add_init_segment(t, &seg) == HBM_OK);
     static const hbm_tag tags[] = {HBM_TAG_PARAM, HBM_TAG_ACT, HBM_TAG_PARAM, HBM_TAG_ACT, HBM_TAG_PARAM};
     uint32_t id = 0;
-    for (uint64_t at = 0; at < seg.size; at += 4096) {
-      int live = id < 5;
-      hbm_init_block blk = {.addr = seg.addr + at, .size = live ? 4096 : seg.size - at, .id = live ? id : HBM_NO_ID,
-                            .request = live ? 4096 : 0, .tag = live ? (uint8_t)tags[id] : 0};
+    for (; id < 5; id++) {
+      hbm_init_block blk = {.addr = seg.addr + 4096 * id, .size = 4096, .id = id, .request = 4096, .tag = (uint8_t)tags[id]};
       CHECK(hbm_trace_add_init_block(t, &blk) == HBM_OK);
-      if (!live) break;
-      id++;
     }
+    hbm_init_block rest = {.addr = seg.addr + 4096 * id, .size = seg.size - 4096 * id, .id = HBM_NO_ID}; /* free */
+    CHECK(hbm_trace_add_init_block(t, &rest) == HBM_OK);
     CHECK(hbm_trace_alloc(t, id, 4096, HBM_TAG_ACT, 0) == HBM_OK && hbm_trace_free_id(t, id) == HBM_OK);
     o = (hbm_replay_options){.policy = "zoned", .conf = "zones:tags", .device = "sim:1GiB", .check_every = 1};
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
