@@ -345,22 +345,35 @@ static int check_during_run(hbm_heap *heap) {
   return 0;
 }
 
+/* Opens a device and a heap on it. A run with a failure injected may fail
+ * either for host memory, leaving nothing open (*heap NULL): the run ends
+ * there. Returns 1 when a check failed. */
+static int heap_open(const char *device, const char *policy, const char *conf, int clean, hbm_device **dev,
+                     hbm_heap **heap) {
+  *dev = NULL;
+  *heap = NULL;
+  int r = hbm_device_open(device, dev);
+  if (r != HBM_OK) {
+    EXPECT(!clean && r == HBM_EHOSTMEM && injected && *dev == NULL);
+    return 0;
+  }
+  r = hbm_heap_create(*dev, policy, conf, heap);
+  if (r != HBM_OK) {
+    EXPECT(!clean && r == HBM_EHOSTMEM && injected && *heap == NULL);
+    EXPECT((*dev)->phys_used == 0); /* what the policy took as it started, it gave back */
+    hbm_device_close(*dev);
+    *dev = NULL;
+  }
+  return 0;
+}
+
 static int heap_run(const void *arg, int clean) {
   const heap_case *c = arg;
-  hbm_device *dev = NULL;
-  int r = hbm_device_open(c->device, &dev);
-  if (r != HBM_OK) {
-    EXPECT(!clean && r == HBM_EHOSTMEM && injected && dev == NULL);
-    return 0;
-  }
-  hbm_heap *heap = NULL;
-  r = hbm_heap_create(dev, c->policy, c->conf, &heap);
-  if (r != HBM_OK) {
-    EXPECT(!clean && r == HBM_EHOSTMEM && injected && heap == NULL);
-    EXPECT(dev->phys_used == 0); /* what the policy took as it started, it gave back */
-    hbm_device_close(dev);
-    return 0;
-  }
+  hbm_device *dev;
+  hbm_heap *heap;
+  if (heap_open(c->device, c->policy, c->conf, clean, &dev, &heap)) return 1;
+  if (!heap) return 0;
+  int r;
   uint64_t rng = c->seed, live[HEAP_MAX_LIVE];
   hbm_handle handles[HEAP_MAX_LIVE];
   int nlive = 0, diverged = 0;
@@ -657,19 +670,11 @@ static int snapshot_run(const void *arg, int clean) {
 static int fixed_zones_run(const void *arg, int clean) {
   (void)arg;
   const uint64_t mib = 1ull << 20;
-  hbm_device *dev = NULL;
-  int r = hbm_device_open("sim:64MiB", &dev);
-  if (r != HBM_OK) {
-    EXPECT(!clean && r == HBM_EHOSTMEM && injected && dev == NULL);
-    return 0;
-  }
-  hbm_heap *heap = NULL;
-  r = hbm_heap_create(dev, "zoned", "vmm:off,zones:tags", &heap);
-  if (r != HBM_OK) {
-    EXPECT(!clean && r == HBM_EHOSTMEM && injected && heap == NULL);
-    hbm_device_close(dev);
-    return 0;
-  }
+  hbm_device *dev;
+  hbm_heap *heap;
+  if (heap_open("sim:64MiB", "zoned", "vmm:off,zones:tags", clean, &dev, &heap)) return 1;
+  if (!heap) return 0;
+  int r;
   static const hbm_tag tags[] = {HBM_TAG_ACT, HBM_TAG_PARAM, HBM_TAG_ACT, HBM_TAG_OPTIM};
   uint64_t addr[4], held = 0;
   int ok[4];
