@@ -215,8 +215,9 @@ static double over_live_pct(const hbm_replay_result *r) {
  * freed; C (192 MiB) does not fit A's hole and goes above B. Peak live 256
  * MiB (B and C); placed online the step touches 384 MiB of addresses. The
  * plan puts C and A at 0 and B above them: 256 MiB. A last, empty step lets
- * a sample see the step before it end. C grows by 8 MiB at step grow_at, and
- * by 2 MiB a step in the first `warmup` steps (steps that differ). B of
+ * a sample see the step before it end. C grows by 8 MiB at step grow_at (-k:
+ * at every k-th step), and by 2 MiB a step in the first `warmup` steps (steps
+ * that differ). B of
  * steps carry_first to carry_last (0, 0: none) lives on into the next step,
  * freed first thing after its mark. Step extra_at (0: none) ends with one
  * request more, D (64 MiB), freed at once. */
@@ -231,7 +232,8 @@ static hbm_trace *abc_trace(int steps, int grow_at, int warmup, int carry_first,
     hbm_trace_alloc(t, 0, 128 * MiB, HBM_TAG_ACT, 0);
     hbm_trace_alloc(t, 1, 64 * MiB, HBM_TAG_ACT, 0);
     hbm_trace_free_id(t, 0);
-    hbm_trace_alloc(t, 2, (s == grow_at ? 200 * MiB : 192 * MiB) + (s <= warmup ? 2 * MiB * (uint64_t)s : 0),
+    int grows = s == grow_at || (grow_at < 0 && s % -grow_at == 0);
+    hbm_trace_alloc(t, 2, (grows ? 200 * MiB : 192 * MiB) + (s <= warmup ? 2 * MiB * (uint64_t)s : 0),
                     HBM_TAG_ACT, 0);
     if (!carried) hbm_trace_free_id(t, 1);
     hbm_trace_free_id(t, 2);
@@ -495,6 +497,19 @@ static void step_plan_tests(uint64_t *rng, double scale) {
   CHECK(replay_counter(&r, "plan_misses") == 1);
   CHECK(replay_counter(&r, "plan_drops") == 1);
   CHECK(replay_counter(&r, "plan_steps") == (6 - 3) + (16 - 9));
+  hbm_trace_free(t);
+  /* Left at every sixth step, six times: each plan after the first takes
+   * the range its predecessor emptied (a zone holds at most four), so every
+   * pair of steps that repeat is planned again, at the first plan's reserve. */
+  t = abc_trace(40, -6, 0, 0, 0, 0);
+  o = (hbm_replay_options){.policy = "zoned", .device = "sim:8GiB", .check_every = 1};
+  CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+  printf("test_zoned: plan left at every sixth step: %.0f plans, %.0f misses, %.0f steps on a plan, peak reserved "
+         "%llu MiB\n", replay_counter(&r, "plan_builds"), replay_counter(&r, "plan_misses"),
+         replay_counter(&r, "plan_steps"), (unsigned long long)(r.peak_reserved / MiB));
+  CHECK(r.oom == 0);
+  CHECK(replay_counter(&r, "plan_builds") == 7 && replay_counter(&r, "plan_misses") == 6);
+  CHECK(replay_counter(&r, "plan_steps") == 3 * 6 + (41 - 39));
   hbm_trace_free(t);
 
   /* A step with one request past the plan's last (D at the end of step 6):
