@@ -559,6 +559,11 @@ static void step_plan_tests(uint64_t *rng, double scale) {
   CHECK(r.oom == 0);
   CHECK(replay_counter(&r, "plan_builds") == 1);
   CHECK(replay_counter(&r, "plan_steps") >= 90 - 64 - 4);
+  /* The pace, exactly: a pause after every four pairs of steps that were
+   * not planned, and only steps learnt whole, one after the other, make a
+   * pair. Pausing after five, or pairing a step learnt in part, still finds
+   * the plan, some steps earlier or later. */
+  CHECK(replay_counter(&r, "plan_steps") == 88);
   hbm_trace_free(t);
   t = abc_trace(300, 0, 200, 0, 0, 0);
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
@@ -567,6 +572,7 @@ static void step_plan_tests(uint64_t *rng, double scale) {
   CHECK(replay_counter(&r, "plan_builds") == 1);
   CHECK(replay_counter(&r, "plan_steps") >= 100 - 64 - 4); /* found within the longest pause */
   CHECK(replay_counter(&r, "plan_steps") < 98);            /* not at once (steps 201, 202): learning had paused */
+  CHECK(replay_counter(&r, "plan_steps") == 74);
   hbm_trace_free(t);
 
   /* ---- a settled layout that drifts. A generated job (llama 32x4096, pp 4,
