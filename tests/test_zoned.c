@@ -286,6 +286,37 @@ static uint64_t stepped_heap(const char *spec, const char *conf, const stepped_o
   return failed;
 }
 
+/* A device that hands a later reservation out below an earlier one, as
+ * mmap does top-down: zoned keeps its ranges in address order whichever
+ * arena they came from (range_of finds a freed block's range by it; Z8).
+ * One small block on each of 24 streams makes 24 small zones, a range each:
+ * three arenas of eight, the second and third named below the first. */
+static void arena_below_test(void) {
+  const uint64_t high = 1ull << 44, low = 1ull << 40;
+  hbm_device *dev;
+  hbm_heap *h;
+  uint64_t addr[24];
+  int below = 0;
+  CHECK(hbm_sim_open_at(GiB, 2 * MiB, high, &dev) == HBM_OK);
+  CHECK(hbm_heap_create(dev, "zoned", NULL, &h) == HBM_OK);
+  for (int s = 0; s < 24; s++) {
+    if (s == 8) CHECK(hbm_sim_reserve_next_at(dev, low + (1ull << 38)) == HBM_OK);
+    if (s == 16) CHECK(hbm_sim_reserve_next_at(dev, low) == HBM_OK);
+    CHECK(hbm_alloc(h, 4096, HBM_TAG_ACT, s, &addr[s]) == HBM_OK);
+    below += addr[s] < high;
+    CHECK(hbm_check(h) == HBM_OK);
+  }
+  printf("test_zoned: 24 ranges in three arenas, %d blocks in the two below the first\n", below);
+  CHECK(below == 16);
+  for (int s = 23; s >= 0; s--) {
+    CHECK(hbm_free(h, addr[s]) == HBM_OK);
+    CHECK(hbm_check(h) == HBM_OK);
+  }
+  hbm_heap_destroy(h);
+  CHECK_EQ_U64(dev->phys_used, 0);
+  hbm_device_close(dev);
+}
+
 /* Three idle chunks on a full device, then requests that only they can
  * back. X (32 MiB, 16 pages), L (16 MiB, 8) and S (8 MiB, 4), made in the
  * order `order` names ("XLS": X first) with a block after each so that
@@ -865,6 +896,8 @@ int main(void) {
     hbm_heap_destroy(h);
     hbm_device_close(dev);
   }
+
+  arena_below_test();
 
   /* A device far smaller than the load: every pressure path runs. */
   uint64_t failed = stress("sim:512MiB", NULL, ops, 96 * MiB, sparse, &rng);
