@@ -1316,6 +1316,21 @@ int main(void) {
     hbm_trace_free(t);
   }
 
+  /* A starting state's block over a stripe's end (66 MiB: pages 0 to 32 of
+   * stripes of 32) gets a new chunk per stripe, as a request's run does. */
+  t = NULL;
+  CHECK(hbm_trace_new("start over a stripe", &t) == HBM_OK);
+  if (t) {
+    hbm_init_segment seg = {.addr = 1ull << 32, .size = 66 * MiB};
+    hbm_init_block blk = {.addr = seg.addr, .size = seg.size, .request = seg.size, .id = 0, .tag = HBM_TAG_ACT};
+    CHECK(hbm_trace_add_init_segment(t, &seg) == HBM_OK && hbm_trace_add_init_block(t, &blk) == HBM_OK);
+    hbm_trace_reserve_ids(t, 1);
+    o = (hbm_replay_options){.policy = "zoned", .device = "sim:4GiB", .check_every = 1};
+    CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+    CHECK(r.peak_reserved == 66 * MiB && replay_counter(&r, "chunks_created") == 2);
+    hbm_trace_free(t);
+  }
+
   /* A starting state's blocks count in static_allocs as requests do: under
    * zones:tags, its three parameters and not its two activations. */
   t = NULL;
