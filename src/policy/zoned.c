@@ -663,8 +663,10 @@ static inline __attribute__((always_inline)) uint32_t touch(zoned *z, zrange *r,
   if (a > b) return 0;
   uint32_t fresh = 0, stripe = z->stripe;
   uint64_t touched = 0;
-  /* Stripe by stripe (no chunk crosses one): where each iteration starts
-   * does not wait on the previous one's loads. */
+  /* Stripe by stripe, each chunk's pages counted up to the stripe's end (a
+   * new chunk stays inside one; an idle one stitched past a block's end may
+   * reach into the next): where each iteration starts does not wait on the
+   * previous one's loads. */
   for (uint32_t s0 = stripe_start(z, a); s0 <= b; s0 += stripe) {
     uint32_t hi = s0 + stripe - 1 < b ? s0 + stripe - 1 : b;
     for (uint32_t q = s0 > a ? s0 : a; q <= hi;) {
