@@ -1330,6 +1330,22 @@ int main(void) {
     CHECK(r.peak_reserved == 66 * MiB && replay_counter(&r, "chunks_created") == 2);
     hbm_trace_free(t);
   }
+  /* A starting state that fills the device to its last page is placed, and
+   * its block's pages then hold the next request of that size. */
+  t = NULL;
+  CHECK(hbm_trace_new("start filling the device", &t) == HBM_OK);
+  if (t) {
+    hbm_init_segment seg = {.addr = 1ull << 32, .size = 64 * MiB};
+    hbm_init_block blk = {.addr = seg.addr, .size = seg.size, .request = seg.size, .id = 0, .tag = HBM_TAG_ACT};
+    CHECK(hbm_trace_add_init_segment(t, &seg) == HBM_OK && hbm_trace_add_init_block(t, &blk) == HBM_OK);
+    hbm_trace_reserve_ids(t, 2);
+    hbm_trace_free_id(t, 0);
+    hbm_trace_alloc(t, 1, 64 * MiB, HBM_TAG_ACT, 0);
+    o = (hbm_replay_options){.policy = "zoned", .device = "sim:64MiB", .check_every = 1};
+    CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+    CHECK(r.oom == 0 && r.peak_reserved == 64 * MiB && replay_counter(&r, "chunks_created") == 1);
+    hbm_trace_free(t);
+  }
 
   /* A starting state's blocks count in static_allocs as requests do: under
    * zones:tags, its three parameters and not its two activations. */
