@@ -368,6 +368,10 @@ static void idle_order_tests(void) {
        * its spill, covers: three stitches. */
       {"the largest inside, made first", "XLS", 48, 0, 2},
       {"the largest inside, made last", "SLX", 48, 0, 2},
+      /* R1 (22 pages): X inside it, then 6 pages that only L covers,
+       * spilling 2 pages past R1's end. Without the spill, S inside and
+       * then L given back for a new chunk of the last 2. */
+      {"a cover that spills past the block", "XLS", 44, 0, 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     hbm_trace *t = three_idle(cases[i].order, cases[i].r1, cases[i].r2);
