@@ -1320,34 +1320,27 @@ int main(void) {
     hbm_trace_free(t);
   }
 
-  /* A starting state's block over a stripe's end (66 MiB: pages 0 to 32 of
-   * stripes of 32) gets a new chunk per stripe, as a request's run does. */
-  t = NULL;
-  CHECK(hbm_trace_new("start over a stripe", &t) == HBM_OK);
-  if (t) {
-    hbm_init_segment seg = {.addr = 1ull << 32, .size = 66 * MiB};
-    hbm_init_block blk = {.addr = seg.addr, .size = seg.size, .request = seg.size, .id = 0, .tag = HBM_TAG_ACT};
-    CHECK(hbm_trace_add_init_segment(t, &seg) == HBM_OK && hbm_trace_add_init_block(t, &blk) == HBM_OK);
-    hbm_trace_reserve_ids(t, 1);
-    o = (hbm_replay_options){.policy = "zoned", .device = "sim:4GiB", .check_every = 1};
-    CHECK(hbm_replay(t, &o, &r) == HBM_OK);
-    CHECK(r.peak_reserved == 66 * MiB && replay_counter(&r, "chunks_created") == 2);
-    hbm_trace_free(t);
-  }
-  /* A starting state that fills the device to its last page is placed, and
-   * its block's pages then hold the next request of that size. */
-  t = NULL;
-  CHECK(hbm_trace_new("start filling the device", &t) == HBM_OK);
-  if (t) {
-    hbm_init_segment seg = {.addr = 1ull << 32, .size = 64 * MiB};
+  /* A starting state of one large block. Over a stripe's end (66 MiB: pages
+   * 0 to 32 of stripes of 32) it gets a new chunk per stripe, as a request's
+   * run does; filling the device to its last page, it is placed, and its
+   * pages then hold the next request of its size. */
+  static const struct { const char *device; uint64_t mib; int refill; double chunks; } one_block[] = {
+      {"sim:4GiB", 66, 0, 2}, {"sim:64MiB", 64, 1, 1}};
+  for (size_t i = 0; i < sizeof one_block / sizeof one_block[0]; i++) {
+    t = NULL;
+    CHECK(hbm_trace_new("one block from the start", &t) == HBM_OK);
+    if (!t) continue;
+    hbm_init_segment seg = {.addr = 1ull << 32, .size = one_block[i].mib * MiB};
     hbm_init_block blk = {.addr = seg.addr, .size = seg.size, .request = seg.size, .id = 0, .tag = HBM_TAG_ACT};
     CHECK(hbm_trace_add_init_segment(t, &seg) == HBM_OK && hbm_trace_add_init_block(t, &blk) == HBM_OK);
     hbm_trace_reserve_ids(t, 2);
-    hbm_trace_free_id(t, 0);
-    hbm_trace_alloc(t, 1, 64 * MiB, HBM_TAG_ACT, 0);
-    o = (hbm_replay_options){.policy = "zoned", .device = "sim:64MiB", .check_every = 1};
+    if (one_block[i].refill) {
+      hbm_trace_free_id(t, 0);
+      hbm_trace_alloc(t, 1, seg.size, HBM_TAG_ACT, 0);
+    }
+    o = (hbm_replay_options){.policy = "zoned", .device = one_block[i].device, .check_every = 1};
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
-    CHECK(r.oom == 0 && r.peak_reserved == 64 * MiB && replay_counter(&r, "chunks_created") == 1);
+    CHECK(r.oom == 0 && r.peak_reserved == seg.size && replay_counter(&r, "chunks_created") == one_block[i].chunks);
     hbm_trace_free(t);
   }
 
