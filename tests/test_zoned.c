@@ -217,9 +217,8 @@ static double over_live_pct(const hbm_replay_result *r) {
  * plan puts C and A at 0 and B above them: 256 MiB. A last, empty step lets
  * a sample see the step before it end. C grows by 8 MiB at step grow_at (-k:
  * at every k-th step), and by 2 MiB a step in the first `warmup` steps (steps
- * that differ). B of
- * steps carry_first to carry_last (0, 0: none) lives on into the next step,
- * freed first thing after its mark. Step extra_at (0: none) ends with one
+ * that differ). B of steps carry_first to carry_last (0, 0: none) lives on
+ * into the next step, freed first thing after its mark. Step extra_at (0: none) ends with one
  * request more, D (64 MiB), freed at once. */
 static hbm_trace *abc_trace(int steps, int grow_at, int warmup, int carry_first, int carry_last, int extra_at) {
   hbm_trace *t;
@@ -535,7 +534,8 @@ static void step_plan_tests(uint64_t *rng, double scale) {
   hbm_trace_free(t);
   /* Left at every sixth step, six times: each plan after the first takes
    * the range its predecessor emptied (a zone holds at most four), so every
-   * pair of steps that repeat is planned again, at the first plan's reserve. */
+   * pair of steps that repeat is planned again, and the reserve stays at
+   * the peak live (B and a grown C: 264 MiB). */
   t = abc_trace(40, -6, 0, 0, 0, 0);
   o = (hbm_replay_options){.policy = "zoned", .device = "sim:8GiB", .check_every = 1};
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
@@ -545,6 +545,7 @@ static void step_plan_tests(uint64_t *rng, double scale) {
   CHECK(r.oom == 0);
   CHECK(replay_counter(&r, "plan_builds") == 7 && replay_counter(&r, "plan_misses") == 6);
   CHECK(replay_counter(&r, "plan_steps") == 3 * 6 + (41 - 39));
+  CHECK_EQ_U64(r.peak_reserved, 264 * MiB);
   hbm_trace_free(t);
 
   /* A step with one request past the plan's last (D at the end of step 6):
