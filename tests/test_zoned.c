@@ -190,20 +190,16 @@ static void replay_both(const hbm_trace *t, const char *conf, hbm_replay_result 
   CHECK(hbm_replay(t, &o, with) == HBM_OK);
 }
 
-/* t without its step marks (NULL if host memory ran out). */
+/* t's events but its step marks, each as it was (NULL if host memory ran
+ * out). */
 static hbm_trace *without_marks(const hbm_trace *t) {
   hbm_trace *out;
   if (hbm_trace_new("unmarked", &out) != HBM_OK) return NULL;
-  for (uint64_t e = 0; e < t->nevents; e++) {
-    const hbm_event *ev = &t->events[e];
-    int rc = ev->kind == HBM_EV_ALLOC  ? hbm_trace_alloc(out, ev->id, ev->size, (hbm_tag)ev->tag, ev->stream)
-             : ev->kind == HBM_EV_FREE ? hbm_trace_free_id(out, ev->id)
-                                       : HBM_OK;
-    if (rc != HBM_OK) {
+  for (uint64_t e = 0; e < t->nevents; e++)
+    if (t->events[e].kind != HBM_EV_STEP && hbm_trace_push(out, &t->events[e]) != HBM_OK) {
       hbm_trace_free(out);
       return NULL;
     }
-  }
   return out;
 }
 
