@@ -4,6 +4,7 @@
 #   make check              build and run every test (ends with "N passed, N failed")
 #   make check SANITIZE=1   the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make check SANITIZE=thread   ThreadSanitizer (build-tsan/)
+#   make check SANITIZE=memory   MemorySanitizer: reads of uninitialised memory (clang; build-msan/)
 #   make check VALGRIND=1   every test under valgrind's memcheck (build/; randomized
 #                           tests at HBM_TEST_SCALE=0.1 unless set)
 #   make demo               the main job
@@ -21,6 +22,9 @@ ifeq ($(SANITIZE),0)
 else ifeq ($(SANITIZE),thread)
   BUILD ?= build-tsan
   CMAKE_SAN := -DHBM_SANITIZE=thread
+else ifeq ($(SANITIZE),memory)
+  BUILD ?= build-msan
+  CMAKE_SAN := -DHBM_SANITIZE=memory -DCMAKE_C_COMPILER=clang
 else
   BUILD ?= build-asan
   CMAKE_SAN := -DHBM_SANITIZE=address

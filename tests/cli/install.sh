@@ -20,10 +20,13 @@ san=$(sed -n 's/^HBM_SANITIZE:STRING=//p' "$HBM_BUILD/CMakeCache.txt")
 case "$san" in
   address) sanflags="-fsanitize=address,undefined" ;;
   thread) sanflags="-fsanitize=thread" ;;
+  memory) sanflags="-fsanitize=memory" ;;
   *) sanflags="" ;;
 esac
+compiler=cc
+[ "$san" = memory ] && compiler=clang # gcc has no MemorySanitizer
 # shellcheck disable=SC2086
-cc() { command cc -std=c11 -Wall -Werror $sanflags "$@"; }
+cc() { command $compiler -std=c11 -Wall -Werror $sanflags "$@"; }
 sed -n 's/^ \*   \(cc quickstart\.c .*\)$/\1/p' "$HBM_ROOT/examples/quickstart.c" > "$dir/commands"
 [ "$(grep -c . "$dir/commands")" -eq 2 ] || { echo "FAIL examples/quickstart.c does not give two cc lines:"; cat "$dir/commands"; exit 1; }
 cp "$HBM_ROOT/examples/quickstart.c" "$dir/quickstart.c"
