@@ -9,7 +9,8 @@
 #                           tests at HBM_TEST_SCALE=0.1 unless set)
 #   make demo               the main job
 #   make install PREFIX=/usr/local
-#   make fuzz               libFuzzer targets (clang) into build-fuzz/
+#   make fuzz               libFuzzer targets (clang) into build-fuzz/, ASan + UBSan;
+#                           make fuzz SANITIZE=memory: under MemorySanitizer, into build-fuzz-msan/
 #   make bench              the benchmarks, side by side, as JSON
 
 SANITIZE ?= 0
@@ -60,9 +61,18 @@ demo: build
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
+ifeq ($(SANITIZE),memory)
+  FUZZ_BUILD := build-fuzz-msan
+  FUZZ_SAN := -DHBM_SANITIZE=memory
+else ifeq ($(SANITIZE),0)
+  FUZZ_BUILD := build-fuzz
+  FUZZ_SAN :=
+else
+  $(if $(filter fuzz,$(MAKECMDGOALS)),$(error make fuzz: SANITIZE=memory, or none for ASan + UBSan))
+endif
 fuzz:
-	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHBM_FUZZ=ON
-	cmake --build build-fuzz -j $(JOBS)
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHBM_FUZZ=ON $(FUZZ_SAN)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 
 bench: build
 	$(BUILD)/hbm bench all --json
