@@ -17,15 +17,18 @@ SANITIZE ?= 0
 VALGRIND ?= 0
 PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
+# FUZZ_BUILD: where make fuzz builds; set only for the sanitizers a fuzz build takes.
 ifeq ($(SANITIZE),0)
   BUILD ?= build
   CMAKE_SAN :=
+  FUZZ_BUILD := build-fuzz
 else ifeq ($(SANITIZE),thread)
   BUILD ?= build-tsan
   CMAKE_SAN := -DHBM_SANITIZE=thread
 else ifeq ($(SANITIZE),memory)
   BUILD ?= build-msan
   CMAKE_SAN := -DHBM_SANITIZE=memory -DCMAKE_C_COMPILER=clang
+  FUZZ_BUILD := build-fuzz-msan
 else
   BUILD ?= build-asan
   CMAKE_SAN := -DHBM_SANITIZE=address
@@ -61,17 +64,9 @@ demo: build
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
-ifeq ($(SANITIZE),memory)
-  FUZZ_BUILD := build-fuzz-msan
-  FUZZ_SAN := -DHBM_SANITIZE=memory
-else ifeq ($(SANITIZE),0)
-  FUZZ_BUILD := build-fuzz
-  FUZZ_SAN :=
-else
-  $(if $(filter fuzz,$(MAKECMDGOALS)),$(error make fuzz: SANITIZE=memory, or none for ASan + UBSan))
-endif
 fuzz:
-	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHBM_FUZZ=ON $(FUZZ_SAN)
+	$(if $(FUZZ_BUILD),,$(error make fuzz: SANITIZE=memory, or none for ASan + UBSan))
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHBM_FUZZ=ON $(CMAKE_SAN)
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 
 bench: build
