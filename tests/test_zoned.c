@@ -214,8 +214,8 @@ static double over_live_pct(const hbm_replay_result *r) {
  * a sample see the step before it end. C grows by 8 MiB at step grow_at (-k:
  * at every k-th step), and by 2 MiB a step in the first `warmup` steps (steps
  * that differ). B of steps carry_first to carry_last (0, 0: none) lives on
- * into the next step, freed first thing after its mark. Step extra_at (0: none) ends with one
- * request more, D (64 MiB), freed at once. */
+ * into the next step, freed first thing after its mark. Step extra_at (0:
+ * none) ends with one request more, D (64 MiB), freed at once. */
 static hbm_trace *abc_trace(int steps, int grow_at, int warmup, int carry_first, int carry_last, int extra_at) {
   hbm_trace *t;
   CHECK(hbm_trace_new("abc", &t) == HBM_OK);
@@ -1331,10 +1331,8 @@ int main(void) {
     hbm_init_block blk = {.addr = seg.addr, .size = seg.size, .request = seg.size, .id = 0, .tag = HBM_TAG_ACT};
     CHECK(hbm_trace_add_init_segment(t, &seg) == HBM_OK && hbm_trace_add_init_block(t, &blk) == HBM_OK);
     hbm_trace_reserve_ids(t, 2);
-    if (one_block[i].refill) {
-      hbm_trace_free_id(t, 0);
-      hbm_trace_alloc(t, 1, seg.size, HBM_TAG_ACT, 0);
-    }
+    if (one_block[i].refill)
+      CHECK(hbm_trace_free_id(t, 0) == HBM_OK && hbm_trace_alloc(t, 1, seg.size, HBM_TAG_ACT, 0) == HBM_OK);
     o = (hbm_replay_options){.policy = "zoned", .device = one_block[i].device, .check_every = 1};
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
     CHECK(r.oom == 0 && r.peak_reserved == seg.size && replay_counter(&r, "chunks_created") == one_block[i].chunks);
