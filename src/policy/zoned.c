@@ -1263,13 +1263,19 @@ static int trim_now(const zoned *z, uint32_t fresh) {
  * re-chunk lost data; else HBM_OK, having made what room it could. */
 static int reclaim(zoned *z, uint64_t fresh, int bound) {
   if (!z->nranges || !short_of(z, fresh, bound)) return HBM_OK;
-  /* One page map for every range (all are the same size), and a bit per
-   * chunk record for those passed over, had before any change: running out
-   * of host memory is not the same as no room. A re-chunk's new records are
-   * used in full, so they are never candidates, and the bits cover only the
-   * records there are now. */
+  /* One page map for every range, as long as the most pages a range covers
+   * (no chunk and no live block lies past its range's cover, the block
+   * being placed included), not the whole reservation: clearing that cost
+   * more than the rest of reclaim. And a bit per chunk record for those
+   * passed over. Both had before any change: running out of host memory is
+   * not the same as no room. A re-chunk's new records are used in full, so
+   * they are never candidates, and the bits cover only the records there
+   * are now. */
   const uint32_t nrecords = z->nchunks;
-  const size_t map_bytes = hbm_align_up(z->ranges[0].npages, sizeof(uint64_t)), words = ((size_t)nrecords + 63) / 64;
+  uint32_t cover = 1;
+  for (uint32_t ri = 0; ri < z->nranges; ri++)
+    if (z->ranges[ri].cover > cover) cover = z->ranges[ri].cover;
+  const size_t map_bytes = hbm_align_up(cover, sizeof(uint64_t)), words = ((size_t)nrecords + 63) / 64;
   uint8_t *touched = malloc(map_bytes + words * sizeof(uint64_t));
   if (!touched) return HBM_EHOSTMEM;
   uint64_t *passed = (uint64_t *)(void *)(touched + map_bytes);
@@ -1277,7 +1283,7 @@ static int reclaim(zoned *z, uint64_t fresh, int bound) {
   int rc = HBM_OK;
   for (uint32_t ri = 0; ri < z->nranges && short_of(z, fresh, bound) && rc == HBM_OK; ri++) {
     zrange *r = &z->ranges[ri];
-    memset(touched, 0, r->npages);
+    memset(touched, 0, r->cover);
     mark_ctx m = {z, r, touched};
     hbm_vspace_walk(r->vs, mark_touched, &m);
     while (short_of(z, fresh, bound)) {
