@@ -1246,11 +1246,18 @@ static uint64_t bound_tolerance(const zoned *z) { return z->peak_touched_pages /
  * the steps were learnt (docs/zoned.md). So when new pages would raise the
  * device's high-water mark and partly used chunks leave more than the
  * tolerance (1% of the touched peak) unused, they are re-chunked first, the
- * most unused first, until the mapped total is back at the bound. */
+ * most unused first, until the mapped total is back at the bound.
+ * A job that marks no steps has no steps to learn, and the high-water rule
+ * gives back only idle chunks: partly used ones held random jobs 25-44% over
+ * peak live. There trimming acts unless moves:off, past the reserve goal's
+ * whole 2%: at 1% it trimmed three snapshots that were inside the goal
+ * already, and on select_n_b (3,000 events) three re-chunks a replay cost
+ * more time than the speed goal has to spare. */
 static int trim_now(const zoned *z, uint32_t fresh) {
   const hbm_device *dev = z->base.dev;
-  return z->conf.trim && z->marks && moves_now(z, 0) &&
-         past_bound(z, fresh, z->idle_pages + bound_tolerance(z)) &&
+  int when = z->marks ? moves_now(z, 0) : z->conf.moves != MOVES_OFF;
+  uint64_t tolerance = z->marks ? bound_tolerance(z) : z->peak_touched_pages / 50;
+  return z->conf.trim && when && past_bound(z, fresh, z->idle_pages + tolerance) &&
          dev->phys_used + ((uint64_t)fresh << z->gshift) > dev->peak_phys_used;
 }
 
