@@ -1249,14 +1249,15 @@ static uint64_t bound_tolerance(const zoned *z) { return z->peak_touched_pages /
  * most unused first, until the mapped total is back at the bound.
  * A job that marks no steps has no steps to learn, and the high-water rule
  * gives back only idle chunks: partly used ones held random jobs 25-44% over
- * peak live. There trimming acts unless moves:off, past the reserve goal's
- * whole 2%: at 1% it trimmed three snapshots that were inside the goal
- * already, and on select_n_b (3,000 events) three re-chunks a replay cost
- * more time than the speed goal has to spare. */
+ * peak live. There trimming acts unless moves:off, past half the reserve
+ * goal's whole allowance, max(1% of the touched peak, 32 MiB): at 1% alone
+ * select_n_b (3,000 events), inside its allowance already, trimmed for more
+ * time than the speed goal has to spare. */
 static int trim_now(const zoned *z, uint32_t fresh) {
   const hbm_device *dev = z->base.dev;
   int when = z->marks ? moves_now(z, 0) : z->conf.moves != MOVES_OFF;
-  uint64_t tolerance = z->marks ? bound_tolerance(z) : z->peak_touched_pages / 50;
+  uint64_t least = (32ull << 20) >> z->gshift;
+  uint64_t tolerance = z->marks || bound_tolerance(z) > least ? bound_tolerance(z) : least;
   return z->conf.trim && when && past_bound(z, fresh, z->idle_pages + tolerance) &&
          dev->phys_used + ((uint64_t)fresh << z->gshift) > dev->peak_phys_used;
 }
