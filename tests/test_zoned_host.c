@@ -88,15 +88,16 @@ int main(void) {
     hbm_trace_free(t);
   }
 
-  /* ---- trimming on real memory: C's bytes survive its chunk being remade ---- */
-  {
-    hbm_trace *t = trim_trace(1);
+  /* ---- trimming on real memory: C's bytes survive its chunk being remade,
+   * in a job that marks steps and in one that marks none ---- */
+  for (int marked = 1; marked >= 0; marked--) {
+    hbm_trace *t = trim_trace(marked);
     CHECK(t != NULL);
     hbm_replay_options o = {.policy = "zoned", .device = "host:256MiB", .verify_data = 1};
     hbm_replay_result r;
     CHECK(t && hbm_replay(t, &o, &r) == HBM_OK);
-    printf("test_zoned_host: trim: %llu failed, %llu verified, %.0f trims\n", (unsigned long long)r.failures,
-           (unsigned long long)r.verified_blocks, replay_counter(&r, "trims"));
+    printf("test_zoned_host: trim%s: %llu failed, %llu verified, %.0f trims\n", marked ? ", steps marked" : "",
+           (unsigned long long)r.failures, (unsigned long long)r.verified_blocks, replay_counter(&r, "trims"));
     CHECK(r.failures == 0);
     CHECK(r.verified_blocks == TRIM_TRACE_BLOCKS);
     CHECK(replay_counter(&r, "trims") == 1);
