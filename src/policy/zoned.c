@@ -1253,12 +1253,14 @@ static uint64_t bound_tolerance(const zoned *z) { return z->peak_touched_pages /
  * goal's whole allowance, max(1% of the touched peak, 32 MiB): at 1% alone
  * select_n_b (3,000 events), inside its allowance already, trimmed for more
  * time than the speed goal has to spare. */
+static uint64_t trim_tolerance(const zoned *z) {
+  uint64_t share = bound_tolerance(z), least = (32ull << 20) >> z->gshift;
+  return z->marks || share > least ? share : least;
+}
 static int trim_now(const zoned *z, uint32_t fresh) {
   const hbm_device *dev = z->base.dev;
-  int when = z->marks ? moves_now(z, 0) : z->conf.moves != MOVES_OFF;
-  uint64_t least = (32ull << 20) >> z->gshift;
-  uint64_t tolerance = z->marks || bound_tolerance(z) > least ? bound_tolerance(z) : least;
-  return z->conf.trim && when && past_bound(z, fresh, z->idle_pages + tolerance) &&
+  return z->conf.trim && (z->marks ? moves_now(z, 0) : z->conf.moves != MOVES_OFF) &&
+         past_bound(z, fresh, z->idle_pages + trim_tolerance(z)) &&
          dev->phys_used + ((uint64_t)fresh << z->gshift) > dev->peak_phys_used;
 }
 
