@@ -146,6 +146,41 @@ static void squeaky_case(void) {
   CHECK_EQ_U64(hbm_dsa_conflicts(b, 4, 0, off), 0);
 }
 
+/* Hundreds of blocks all live together: each is placed on top of every
+ * block before it, so the offsets are the running sum of the sizes (each
+ * aligned up), largest first (ties: the lower index). Long lists of placed
+ * blocks are what the planner sorts by radix, over wide offsets (up to 2^50)
+ * and narrow ones, with and without alignment. */
+static void stacked_cases(uint64_t *rng) {
+  enum { N = 700 };
+  static hbm_dsa_block b[N];
+  static uint64_t off[N], want[N];
+  static uint32_t order[N];
+  for (int k = 0; k < 6; k++) {
+    uint64_t align = k % 3 == 0 ? 1 : k % 3 == 1 ? 512 : 1ull << 16;
+    uint64_t most = k < 3 ? 1ull << 20 : 1ull << 40;
+    for (size_t i = 0; i < N; i++) b[i] = (hbm_dsa_block){1 + test_rand_below(rng, most), 0, 10};
+    for (size_t i = 0; i < N; i++) { /* by size, largest first, ties by index: insertion */
+      size_t j = i;
+      for (; j > 0 && b[order[j - 1]].size < b[i].size; j--) order[j] = order[j - 1];
+      order[j] = (uint32_t)i;
+    }
+    uint64_t top = 0;
+    for (size_t r = 0; r < N; r++) {
+      want[order[r]] = top;
+      top = (top + b[order[r]].size + align - 1) / align * align;
+    }
+    for (int s = HBM_DSA_SIZE_LOWEST; s <= HBM_DSA_SIZE_GAP; s++) {
+      uint64_t fp;
+      CHECK(hbm_dsa_plan_with(b, N, 0, align, (hbm_dsa_strategy)s, off, &fp) == HBM_OK);
+      size_t wrong = 0;
+      for (size_t i = 0; i < N; i++) wrong += off[i] != want[i];
+      CHECK_EQ_U64(wrong, 0);
+      CHECK_EQ_U64(hbm_dsa_conflicts(b, N, 0, off), 0);
+    }
+  }
+}
+
 /* Whether block x is live at time t (t < the period, when there is one). */
 static int live_at(const hbm_dsa_block *x, uint64_t period, uint64_t t) {
   if (period && x->end > period) return t >= x->start || t < x->end - period;
@@ -227,6 +262,7 @@ int main(void) {
   fixed_cases();
   strategy_cases();
   squeaky_case();
+  stacked_cases(&rng);
   fast_check_cases();
   int rounds = (int)(400 * test_scale());
   int improved = 0;

@@ -51,15 +51,18 @@ typedef struct span_off {
   uint64_t lo, hi;
 } span_off;
 
-/* Sorts n spans by lo, tmp n more for scratch: a block meets hundreds of
- * placed blocks where many live at once (411 on average in one step of
- * 13,432 blocks), and sorting them was most of a plan's time under qsort.
- * Least significant byte first, skipping the bytes every lo shares
- * (offsets are multiples of the alignment and below the footprint, so few
- * bytes differ); short lists by insertion. Ties keep no order:
+/* Sorts n spans by lo, tmp n more for scratch, counts room for one digit's
+ * counts (SORT_COUNTS): a block meets hundreds of placed blocks where many
+ * live at once (411 on average in one step of 13,432 blocks), and sorting
+ * them was most of a plan's time under qsort. Short lists by insertion;
+ * longer ones least significant digit first, over the bits where the lo
+ * differ only (offsets are multiples of the alignment and below the
+ * footprint), in digits of the width that costs least for n (each pass
+ * clears and sums its counts and reads n twice). Ties keep no order:
  * offset_among's answer does not depend on it. */
-static void sort_by_lo(span_off *a, span_off *tmp, size_t n) {
-  if (n < 32) {
+enum { SORT_SHORT = 128, SORT_MIN_BITS = 6, SORT_MAX_BITS = 11, SORT_COUNTS = 1 << SORT_MAX_BITS };
+static void sort_by_lo(span_off *a, span_off *tmp, uint32_t *counts, size_t n) {
+  if (n < SORT_SHORT) {
     for (size_t i = 1; i < n; i++) {
       span_off x = a[i];
       size_t j = i;
@@ -73,17 +76,23 @@ static void sort_by_lo(span_off *a, span_off *tmp, size_t n) {
     any |= a[i].lo;
     every &= a[i].lo;
   }
+  uint64_t differ = any ^ every;
+  if (!differ) return;
+  unsigned low = (unsigned)__builtin_ctzll(differ), span = 64 - (unsigned)__builtin_clzll(differ) - low;
+  unsigned w = SORT_MIN_BITS;
+  for (unsigned v = SORT_MIN_BITS + 1; v <= SORT_MAX_BITS; v++)
+    if ((span + v - 1) / v * ((1u << v) + 2 * n) < (span + w - 1) / w * ((1u << w) + 2 * n)) w = v;
+  uint64_t mask = (1u << w) - 1;
   span_off *src = a, *dst = tmp;
-  for (unsigned shift = 0; shift < 64; shift += 8) {
-    if (!(((any ^ every) >> shift) & 0xff)) continue;
-    size_t at[256] = {0};
-    for (size_t i = 0; i < n; i++) at[(src[i].lo >> shift) & 0xff]++;
-    for (size_t d = 0, sum = 0; d < 256; d++) {
-      size_t c = at[d];
-      at[d] = sum;
+  for (unsigned shift = low; shift < low + span; shift += w) {
+    memset(counts, 0, ((size_t)1 << w) * sizeof *counts);
+    for (size_t i = 0; i < n; i++) counts[(src[i].lo >> shift) & mask]++;
+    for (uint32_t d = 0, sum = 0; d <= mask; d++) {
+      uint32_t c = counts[d];
+      counts[d] = sum;
       sum += c;
     }
-    for (size_t i = 0; i < n; i++) dst[at[(src[i].lo >> shift) & 0xff]++] = src[i];
+    for (size_t i = 0; i < n; i++) dst[counts[(src[i].lo >> shift) & mask]++] = src[i];
     span_off *t = src;
     src = dst;
     dst = t;
@@ -240,8 +249,9 @@ static int place_in_order(const hbm_dsa_block *b, size_t n, uint64_t period, uin
   int rc = HBM_EHOSTMEM;
   uint32_t *rank = malloc(n * sizeof *rank), *seen = calloc(n, sizeof *seen);
   span_off *cand = malloc(2 * n * sizeof *cand); /* and as much scratch for sorting */
+  uint32_t *counts = malloc(SORT_COUNTS * sizeof *counts);
   uint32_t *start = NULL, *member = NULL, *fill = NULL, *bstart = NULL, *born = NULL, *bfill = NULL;
-  if (!rank || !seen || !cand) goto out;
+  if (!rank || !seen || !cand || !counts) goto out;
   for (size_t r = 0; r < n; r++) rank[order[r]] = (uint32_t)r;
 
   /* Windows: each lists, in placement order, the blocks live in it. */
@@ -303,7 +313,7 @@ static int place_in_order(const hbm_dsa_block *b, size_t n, uint64_t period, uin
         }
       }
     }
-    sort_by_lo(cand, cand + n, nc);
+    sort_by_lo(cand, cand + n, counts, nc);
     uint64_t off = offset_among(cand, nc, b[i].size, align, smallest_gap);
     offsets[i] = off;
     if (off + b[i].size > top) top = off + b[i].size;
@@ -314,6 +324,7 @@ out:
   free(rank);
   free(seen);
   free(cand);
+  free(counts);
   free(fill);
   free(start);
   free(member);
