@@ -33,13 +33,20 @@ static int spans(const hbm_dsa_block *x, uint64_t period, uint64_t s[4]) {
   return 2;
 }
 
-static int live_together(const hbm_dsa_block *x, const hbm_dsa_block *y, uint64_t period) {
-  uint64_t a[4], b[4];
-  int na = spans(x, period, a), nb = spans(y, period, b);
+/* Whether block y is live during any of the na spans a (spans() of another block). */
+static int meets_spans(const uint64_t *a, int na, const hbm_dsa_block *y, uint64_t period) {
+  uint64_t b[4];
+  int nb = spans(y, period, b);
   for (int i = 0; i < na; i++)
     for (int j = 0; j < nb; j++)
       if (a[2 * i] < b[2 * j + 1] && b[2 * j] < a[2 * i + 1]) return 1;
   return 0;
+}
+
+static int live_together(const hbm_dsa_block *x, const hbm_dsa_block *y, uint64_t period) {
+  uint64_t a[4];
+  int na = spans(x, period, a);
+  return meets_spans(a, na, y, period);
 }
 
 static int well_formed(const hbm_dsa_block *x, uint64_t period) {
@@ -299,17 +306,20 @@ static int place_in_order(const hbm_dsa_block *b, size_t n, uint64_t period, uin
     uint32_t i = order[r];
     size_t nc = 0;
     uint64_t s[4];
-    for (int k = 0, ns = spans(&b[i], period, s); k < ns; k++) {
+    int ns = spans(&b[i], period, s);
+    for (int k = 0; k < ns; k++) {
       uint64_t w0 = s[2 * k] / width, w1 = (s[2 * k + 1] - 1) / width;
       for (uint64_t w = w0; w <= w1 + 1; w++) { /* w1 + 1: the blocks live at the span's start */
         const uint32_t *list = w <= w1 ? born : member;
         uint32_t m = w <= w1 ? bstart[w] : start[w0], end = w <= w1 ? bstart[w + 1] : start[w0 + 1];
+        /* A span that begins in a window strictly inside this span's begins inside it: they meet. */
+        int inside = w > w0 && w < w1;
         for (; m < end; m++) {
           uint32_t j = list[m];
           if (rank[j] >= r) break; /* the rest are not placed yet */
           if (seen[j] == r + 1) continue;
           seen[j] = (uint32_t)r + 1;
-          if (live_together(&b[i], &b[j], period)) cand[nc++] = (span_off){offsets[j], offsets[j] + b[j].size};
+          if (inside || meets_spans(s, ns, &b[j], period)) cand[nc++] = (span_off){offsets[j], offsets[j] + b[j].size};
         }
       }
     }
