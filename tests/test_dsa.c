@@ -146,6 +146,62 @@ static void squeaky_case(void) {
   CHECK_EQ_U64(hbm_dsa_conflicts(b, 4, 0, off), 0);
 }
 
+/* The slow reference of the two largest-first strategies: blocks in order
+ * of size (then earlier start, then lower index), each against every placed
+ * block it meets, found pair by pair (no time windows), sorted by qsort (no
+ * radix), at the lowest offset clear of them or in the smallest gap that
+ * holds it (else the top): what place_in_order must give, offset for offset. */
+typedef struct ref_span { uint64_t lo, hi; } ref_span;
+static int ref_by_lo(const void *a, const void *b) {
+  const ref_span *x = a, *y = b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+static int ref_meet(const hbm_dsa_block *x, const hbm_dsa_block *y, uint64_t period) {
+  uint64_t a[4] = {x->start, x->end, 1, 0}, c[4] = {y->start, y->end, 1, 0};
+  if (period && x->end > period) a[1] = period, a[2] = 0, a[3] = x->end - period;
+  if (period && y->end > period) c[1] = period, c[2] = 0, c[3] = y->end - period;
+  for (int i = 0; i < 4; i += 2)
+    for (int j = 0; j < 4; j += 2)
+      if (a[i] < a[i + 1] && c[j] < c[j + 1] && a[i] < c[j + 1] && c[j] < a[i + 1]) return 1;
+  return 0;
+}
+static void ref_plan_by_size(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align, int smallest_gap,
+                             uint64_t *off) {
+  uint32_t *order = malloc(n * sizeof *order);
+  char *placed = calloc(n, 1);
+  ref_span *cand = malloc(n * sizeof *cand);
+  for (size_t i = 0; i < n; i++) {
+    size_t j = i;
+    for (; j > 0; j--) {
+      const hbm_dsa_block *p = &b[order[j - 1]], *q = &b[i];
+      if (p->size > q->size || (p->size == q->size && p->start <= q->start)) break; /* ties: the lower index stays first */
+      order[j] = order[j - 1];
+    }
+    order[j] = (uint32_t)i;
+  }
+  for (size_t r = 0; r < n; r++) {
+    uint32_t i = order[r];
+    size_t nc = 0;
+    for (size_t j = 0; j < n; j++)
+      if (placed[j] && ref_meet(&b[i], &b[j], period)) cand[nc++] = (ref_span){off[j], off[j] + b[j].size};
+    qsort(cand, nc, sizeof *cand, ref_by_lo);
+    uint64_t at = 0, size = b[i].size, best = UINT64_MAX, best_at = 0;
+    for (size_t k = 0; k < nc; k++) {
+      if (!smallest_gap && cand[k].lo >= at + size) break;
+      if (smallest_gap && cand[k].lo >= at + size && cand[k].lo - at < best) {
+        best = cand[k].lo - at;
+        best_at = at;
+      }
+      if (cand[k].hi > at) at = (cand[k].hi + align - 1) / align * align;
+    }
+    off[i] = smallest_gap && best != UINT64_MAX ? best_at : at;
+    placed[i] = 1;
+  }
+  free(order);
+  free(placed);
+  free(cand);
+}
+
 /* Hundreds of blocks all live together: each is placed on top of every
  * block before it, so the offsets are the running sum of the sizes (each
  * aligned up), largest first (ties: the lower index). Long lists of placed
@@ -246,6 +302,14 @@ static void random_cases(uint64_t *rng, int rounds, int *improved) {
       CHECK_EQ_U64(hbm_dsa_conflicts(b, n, period, off), 0);
       CHECK_EQ_U64(fk, top_of(b, n, off));
       if (fk < best) best = fk;
+      if (k == HBM_DSA_SIZE_LOWEST || k == HBM_DSA_SIZE_GAP) { /* offset for offset, as the slow reference */
+        uint64_t *ref = malloc(n * sizeof *ref);
+        ref_plan_by_size(b, n, period, align, k == HBM_DSA_SIZE_GAP, ref);
+        size_t wrong = 0;
+        for (size_t i = 0; i < n; i++) wrong += ref[i] != off[i];
+        CHECK_EQ_U64(wrong, 0);
+        free(ref);
+      }
     }
     if (n <= 300) {
       CHECK(fp <= best);
