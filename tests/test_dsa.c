@@ -165,20 +165,25 @@ static int ref_meet(const hbm_dsa_block *x, const hbm_dsa_block *y, uint64_t per
       if (a[i] < a[i + 1] && c[j] < c[j + 1] && a[i] < c[j + 1] && c[j] < a[i + 1]) return 1;
   return 0;
 }
+/* The largest-first order: by size, then earlier start, then lower index
+ * (insertion: a later block passes only a strictly smaller or later one). */
+static void order_by_size(const hbm_dsa_block *b, size_t n, uint32_t *order) {
+  for (size_t i = 0; i < n; i++) {
+    size_t j = i;
+    for (; j > 0; j--) {
+      const hbm_dsa_block *p = &b[order[j - 1]], *q = &b[i];
+      if (p->size > q->size || (p->size == q->size && p->start <= q->start)) break;
+      order[j] = order[j - 1];
+    }
+    order[j] = (uint32_t)i;
+  }
+}
 static void ref_plan_by_size(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align, int smallest_gap,
                              uint64_t *off) {
   uint32_t *order = malloc(n * sizeof *order);
   char *placed = calloc(n, 1);
   ref_span *cand = malloc(n * sizeof *cand);
-  for (size_t i = 0; i < n; i++) {
-    size_t j = i;
-    for (; j > 0; j--) {
-      const hbm_dsa_block *p = &b[order[j - 1]], *q = &b[i];
-      if (p->size > q->size || (p->size == q->size && p->start <= q->start)) break; /* ties: the lower index stays first */
-      order[j] = order[j - 1];
-    }
-    order[j] = (uint32_t)i;
-  }
+  order_by_size(b, n, order);
   for (size_t r = 0; r < n; r++) {
     uint32_t i = order[r];
     size_t nc = 0;
@@ -216,11 +221,7 @@ static void stacked_cases(uint64_t *rng) {
     uint64_t align = k % 3 == 0 ? 1 : k % 3 == 1 ? 512 : 1ull << 16;
     uint64_t most = k < 3 ? 1ull << 20 : 1ull << 40;
     for (size_t i = 0; i < N; i++) b[i] = (hbm_dsa_block){1 + test_rand_below(rng, most), 0, 10};
-    for (size_t i = 0; i < N; i++) { /* by size, largest first, ties by index: insertion */
-      size_t j = i;
-      for (; j > 0 && b[order[j - 1]].size < b[i].size; j--) order[j] = order[j - 1];
-      order[j] = (uint32_t)i;
-    }
+    order_by_size(b, N, order);
     uint64_t top = 0;
     for (size_t r = 0; r < N; r++) {
       want[order[r]] = top;
