@@ -178,12 +178,14 @@ static void order_by_size(const hbm_dsa_block *b, size_t n, uint32_t *order) {
     order[j] = (uint32_t)i;
   }
 }
-static void ref_plan_by_size(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align, int smallest_gap,
-                             uint64_t *off) {
-  uint32_t *order = malloc(n * sizeof *order);
+/* The slow placement: blocks in the order given, each against every placed
+ * block it meets, sorted with qsort; the lowest offset clear of them, or
+ * the smallest gap that holds it (else the top). Returns the footprint. */
+static uint64_t ref_place(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align, const uint32_t *order,
+                          int smallest_gap, uint64_t *off) {
   char *placed = calloc(n, 1);
   ref_span *cand = malloc(n * sizeof *cand);
-  order_by_size(b, n, order);
+  uint64_t top = 0;
   for (size_t r = 0; r < n; r++) {
     uint32_t i = order[r];
     size_t nc = 0;
@@ -200,11 +202,19 @@ static void ref_plan_by_size(const hbm_dsa_block *b, size_t n, uint64_t period, 
       if (cand[k].hi > at) at = (cand[k].hi + align - 1) / align * align;
     }
     off[i] = smallest_gap && best != UINT64_MAX ? best_at : at;
+    if (off[i] + size > top) top = off[i] + size;
     placed[i] = 1;
   }
-  free(order);
   free(placed);
   free(cand);
+  return top;
+}
+static void ref_plan_by_size(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align, int smallest_gap,
+                             uint64_t *off) {
+  uint32_t *order = malloc(n * sizeof *order);
+  order_by_size(b, n, order);
+  ref_place(b, n, period, align, order, smallest_gap, off);
+  free(order);
 }
 
 /* Hundreds of blocks all live together: each is placed on top of every
@@ -266,6 +276,85 @@ static void check_breadth(const hbm_dsa_block *b, size_t n, uint64_t period, uin
   free(fast);
 }
 
+/* The whole planner, the slow way, as docs/plan.md states it: the six
+ * orders (each stopping the search once one reaches the peak load), then,
+ * from each order's plan, the best first, up to four squeaky-wheel rounds
+ * (the blocks the last plan put above the peak load first), an order's
+ * rounds ending after two in a row that do not lower its best; none once
+ * the best is within 1% of the peak load. Every plan is placed whole.
+ * Returns the footprint; off: the plan. */
+static int ref_goes_before(int strategy, const hbm_dsa_block *b, const uint64_t *breadth, uint32_t x, uint32_t y) {
+  const hbm_dsa_block *p = &b[x], *q = &b[y];
+  uint64_t px = 0, qx = 0; /* the strategy's own key, larger first (start: earlier first) */
+  if (strategy == HBM_DSA_LENGTH_LOWEST) px = p->end - p->start, qx = q->end - q->start;
+  if (strategy == HBM_DSA_START_GAP) px = UINT64_MAX - p->start, qx = UINT64_MAX - q->start;
+  if (strategy == HBM_DSA_BREADTH_LOWEST || strategy == HBM_DSA_BREADTH_GAP) px = breadth[x], qx = breadth[y];
+  if (px != qx) return px > qx;
+  if (p->size != q->size) return p->size > q->size; /* then largest first, earlier born, lower index */
+  if (p->start != q->start) return p->start < q->start;
+  return x < y;
+}
+static uint64_t ref_plan_full(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t horizon, uint64_t align,
+                              uint64_t *off) {
+  enum { S = HBM_DSA_STRATEGIES };
+  uint64_t *breadth = malloc(n * sizeof *breadth), *load = calloc(horizon, sizeof *load), *plan[S], fp[S];
+  uint32_t *order[S], *next = malloc(n * sizeof *next);
+  CHECK(breadth && load && next && hbm_dsa_breadth(b, n, period, breadth) == HBM_OK);
+  uint64_t peak = 0, best = UINT64_MAX;
+  for (uint64_t t = 0; t < horizon; t++) {
+    for (size_t j = 0; j < n; j++)
+      if (live_at(&b[j], period, t)) load[t] += b[j].size;
+    if (load[t] > peak) peak = load[t];
+  }
+  int tried = 0, rank[S];
+  for (int s = 0; s < S && (s == 0 || best > peak); s++, tried++) {
+    order[s] = malloc(n * sizeof *order[s]);
+    plan[s] = malloc(n * sizeof *plan[s]);
+    for (size_t i = 0; i < n; i++) { /* insertion: the order is total, so any sort gives it */
+      size_t j = i;
+      for (; j > 0 && ref_goes_before(s, b, breadth, (uint32_t)i, order[s][j - 1]); j--) order[s][j] = order[s][j - 1];
+      order[s][j] = (uint32_t)i;
+    }
+    fp[s] = ref_place(b, n, period, align, order[s], s % 2, plan[s]);
+    if (fp[s] < best) {
+      best = fp[s];
+      memcpy(off, plan[s], n * sizeof *off);
+    }
+  }
+  for (int k = 0; k < tried; k++) { /* by footprint, ties in order tried */
+    int j = k;
+    for (; j > 0 && fp[rank[j - 1]] > fp[k]; j--) rank[j] = rank[j - 1];
+    rank[j] = k;
+  }
+  for (int k = 0; k < tried && best > peak && best - peak > peak / 100; k++) {
+    int s = rank[k], stalled = 0;
+    uint64_t own = fp[s];
+    for (int round = 0; round < 4 && stalled < 2 && best > peak; round++) {
+      size_t m = 0;
+      for (size_t r = 0; r < n; r++)
+        if (plan[s][order[s][r]] + b[order[s][r]].size > peak) next[m++] = order[s][r];
+      for (size_t r = 0; r < n; r++)
+        if (plan[s][order[s][r]] + b[order[s][r]].size <= peak) next[m++] = order[s][r];
+      memcpy(order[s], next, n * sizeof *next);
+      uint64_t f = ref_place(b, n, period, align, order[s], s % 2, plan[s]);
+      stalled = f < own ? 0 : stalled + 1;
+      if (f < own) own = f;
+      if (f < best) {
+        best = f;
+        memcpy(off, plan[s], n * sizeof *off);
+      }
+    }
+  }
+  for (int s = 0; s < tried; s++) {
+    free(order[s]);
+    free(plan[s]);
+  }
+  free(breadth);
+  free(load);
+  free(next);
+  return best;
+}
+
 /* Random lifetimes shaped like training steps: a few long blocks and many
  * short ones, sizes from a few KiB to many MiB, some equal. */
 static void random_cases(uint64_t *rng, int rounds, int *improved) {
@@ -290,6 +379,14 @@ static void random_cases(uint64_t *rng, int rounds, int *improved) {
     if (rc != HBM_OK) { free(b); free(off); continue; }
     CHECK_EQ_U64(hbm_dsa_conflicts(b, n, period, off), 0);
     CHECK_EQ_U64(fp, top_of(b, n, off));
+    if (n <= 300) { /* offset for offset, as the slow planner */
+      uint64_t *ref = malloc(n * sizeof *ref);
+      CHECK_EQ_U64(ref_plan_full(b, n, period, horizon, align, ref), fp);
+      size_t wrong = 0;
+      for (size_t i = 0; i < n; i++) wrong += ref[i] != off[i];
+      CHECK_EQ_U64(wrong, 0);
+      free(ref);
+    }
     check_fast(b, n, period, off);
     check_fast_spoiled(b, n, period, off, fp, rng);
     uint64_t peak = hbm_dsa_peak(b, n, period), best = UINT64_MAX;
