@@ -250,9 +250,12 @@ static uint64_t offset_among(const span_off *cand, size_t nc, uint64_t size, uin
 
 /* Places the blocks in the order given (order[r]: the r-th to place), each
  * at offset_among the placed blocks it meets. horizon: the period, or the
- * latest end without one. */
+ * latest end without one. A plan whose footprint reaches `give_up` stops
+ * there: *footprint is then at least give_up, and offsets are left part
+ * placed (a caller passes UINT64_MAX where it needs the whole plan). */
 static int place_in_order(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t horizon, uint64_t align,
-                          const uint32_t *order, int smallest_gap, uint64_t *offsets, uint64_t *footprint) {
+                          const uint32_t *order, int smallest_gap, uint64_t give_up, uint64_t *offsets,
+                          uint64_t *footprint) {
   int rc = HBM_EHOSTMEM;
   uint32_t *rank = malloc(n * sizeof *rank), *seen = calloc(n, sizeof *seen);
   span_off *cand = malloc(2 * n * sizeof *cand); /* and as much scratch for sorting */
@@ -327,6 +330,7 @@ static int place_in_order(const hbm_dsa_block *b, size_t n, uint64_t period, uin
     uint64_t off = offset_among(cand, nc, b[i].size, align, smallest_gap);
     offsets[i] = off;
     if (off + b[i].size > top) top = off + b[i].size;
+    if (top >= give_up) break;
   }
   *footprint = top;
   rc = HBM_OK;
@@ -380,10 +384,12 @@ static int strategy_order(const hbm_dsa_block *b, size_t n, uint64_t period, hbm
 
 /* One strategy: its order into order[0..n), its plan into offsets. */
 static int plan_strategy(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t horizon, uint64_t align,
-                         hbm_dsa_strategy strategy, uint32_t *order, uint64_t *offsets, uint64_t *footprint) {
+                         hbm_dsa_strategy strategy, uint64_t give_up, uint32_t *order, uint64_t *offsets,
+                         uint64_t *footprint) {
   int rc = strategy_order(b, n, period, strategy, order);
   if (rc != HBM_OK) return rc;
-  return place_in_order(b, n, period, horizon, align, order, strategies[strategy].smallest_gap, offsets, footprint);
+  return place_in_order(b, n, period, horizon, align, order, strategies[strategy].smallest_gap, give_up, offsets,
+                        footprint);
 }
 
 int hbm_dsa_plan_with(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align,
@@ -394,7 +400,8 @@ int hbm_dsa_plan_with(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_
   *footprint = 0;
   if (!n) return HBM_OK;
   uint32_t *order = malloc(n * sizeof *order);
-  rc = order ? plan_strategy(b, n, period, horizon, align, strategy, order, offsets, footprint) : HBM_EHOSTMEM;
+  rc = order ? plan_strategy(b, n, period, horizon, align, strategy, UINT64_MAX, order, offsets, footprint)
+             : HBM_EHOSTMEM;
   free(order);
   return rc;
 }
@@ -439,7 +446,7 @@ int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t ali
     rc = HBM_EHOSTMEM;
     goto out;
   }
-  rc = plan_strategy(b, n, period, horizon, align, HBM_DSA_SIZE_LOWEST, orders, offsets, footprint);
+  rc = plan_strategy(b, n, period, horizon, align, HBM_DSA_SIZE_LOWEST, UINT64_MAX, orders, offsets, footprint);
   if (rc != HBM_OK || n == 1) goto out;
   /* Host memory running out later answers HBM_EHOSTMEM too, not the plan in
    * hand: the same input must give the same plan. (A positive footprint
@@ -454,8 +461,11 @@ int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t ali
   /* Each order once, then rounds from each order's plan, the best first. */
   for (; tried < HBM_DSA_STRATEGIES && *footprint > peak; tried++) {
     trial = plans + (size_t)tried * n;
-    if ((rc = plan_strategy(b, n, period, horizon, align, (hbm_dsa_strategy)tried, orders + (size_t)tried * n, trial,
-                            &fp[tried])) != HBM_OK)
+    /* A best within 1% of the peak load gets no rounds, so an order's plan
+     * then matters only if it is lower, and stops once it is not. */
+    uint64_t give_up = *footprint - peak > peak / DSA_SQUEAKY_ABOVE ? UINT64_MAX : *footprint;
+    if ((rc = plan_strategy(b, n, period, horizon, align, (hbm_dsa_strategy)tried, give_up, orders + (size_t)tried * n,
+                            trial, &fp[tried])) != HBM_OK)
       goto out;
     if (fp[tried] < *footprint) {
       memcpy(offsets, trial, n * sizeof *trial);
@@ -479,8 +489,14 @@ int hbm_dsa_plan(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t ali
       uint32_t *t = order;
       order = next;
       next = t;
+      /* The last round this order may get (its last, or a stall that would
+       * be the one too many) matters only if it lowers the order's best (and
+       * the best overall is no higher): once its footprint reaches that, the
+       * rest of it cannot, and nothing reads its plan. */
+      int last = round + 1 == DSA_SQUEAKY_ROUNDS || stalled + 1 == DSA_SQUEAKY_STALLS;
       uint64_t f;
-      if ((rc = place_in_order(b, n, period, horizon, align, order, strategies[s].smallest_gap, trial, &f)) != HBM_OK)
+      if ((rc = place_in_order(b, n, period, horizon, align, order, strategies[s].smallest_gap, last ? own : UINT64_MAX,
+                               trial, &f)) != HBM_OK)
         goto out;
       stalled = f < own ? 0 : stalled + 1;
       if (f < own) own = f;
