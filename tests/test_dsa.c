@@ -1,11 +1,13 @@
 /* test_dsa: the step planner (core/dsa.h) on seeded random instances, linear
  * and cyclic, checked by the slow pairwise conflict count; footprints are
  * never below the peak load; cases with a known optimum hit it; every
- * strategy alone gives a valid plan and the planner keeps the best. The fast
+ * strategy alone gives a valid plan and the planner keeps the best; and the
+ * plans are the slow planner's (dsa_ref.h), offset for offset. The fast
  * sweep check (hbm_dsa_first_conflict) agrees with the slow count on every
  * plan and on plans spoiled at random. */
 #include "core/dsa.h"
 #include "hbm.h"
+#include "dsa_ref.h"
 #include "testutil.h"
 
 static uint64_t top_of(const hbm_dsa_block *b, size_t n, const uint64_t *off) {
@@ -146,77 +148,6 @@ static void squeaky_case(void) {
   CHECK_EQ_U64(hbm_dsa_conflicts(b, 4, 0, off), 0);
 }
 
-/* The slow reference of the two largest-first strategies: blocks in order
- * of size (then earlier start, then lower index), each against every placed
- * block it meets, found pair by pair (no time windows), sorted by qsort (no
- * radix), at the lowest offset clear of them or in the smallest gap that
- * holds it (else the top): what place_in_order must give, offset for offset. */
-typedef struct ref_span { uint64_t lo, hi; } ref_span;
-static int ref_by_lo(const void *a, const void *b) {
-  const ref_span *x = a, *y = b;
-  return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-static int ref_meet(const hbm_dsa_block *x, const hbm_dsa_block *y, uint64_t period) {
-  uint64_t a[4] = {x->start, x->end, 1, 0}, c[4] = {y->start, y->end, 1, 0};
-  if (period && x->end > period) a[1] = period, a[2] = 0, a[3] = x->end - period;
-  if (period && y->end > period) c[1] = period, c[2] = 0, c[3] = y->end - period;
-  for (int i = 0; i < 4; i += 2)
-    for (int j = 0; j < 4; j += 2)
-      if (a[i] < a[i + 1] && c[j] < c[j + 1] && a[i] < c[j + 1] && c[j] < a[i + 1]) return 1;
-  return 0;
-}
-/* The largest-first order: by size, then earlier start, then lower index
- * (insertion: a later block passes only a strictly smaller or later one). */
-static void order_by_size(const hbm_dsa_block *b, size_t n, uint32_t *order) {
-  for (size_t i = 0; i < n; i++) {
-    size_t j = i;
-    for (; j > 0; j--) {
-      const hbm_dsa_block *p = &b[order[j - 1]], *q = &b[i];
-      if (p->size > q->size || (p->size == q->size && p->start <= q->start)) break;
-      order[j] = order[j - 1];
-    }
-    order[j] = (uint32_t)i;
-  }
-}
-/* The slow placement: blocks in the order given, each against every placed
- * block it meets, sorted with qsort; the lowest offset clear of them, or
- * the smallest gap that holds it (else the top). Returns the footprint. */
-static uint64_t ref_place(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align, const uint32_t *order,
-                          int smallest_gap, uint64_t *off) {
-  char *placed = calloc(n, 1);
-  ref_span *cand = malloc(n * sizeof *cand);
-  uint64_t top = 0;
-  for (size_t r = 0; r < n; r++) {
-    uint32_t i = order[r];
-    size_t nc = 0;
-    for (size_t j = 0; j < n; j++)
-      if (placed[j] && ref_meet(&b[i], &b[j], period)) cand[nc++] = (ref_span){off[j], off[j] + b[j].size};
-    qsort(cand, nc, sizeof *cand, ref_by_lo);
-    uint64_t at = 0, size = b[i].size, best = UINT64_MAX, best_at = 0;
-    for (size_t k = 0; k < nc; k++) {
-      if (!smallest_gap && cand[k].lo >= at + size) break;
-      if (smallest_gap && cand[k].lo >= at + size && cand[k].lo - at < best) {
-        best = cand[k].lo - at;
-        best_at = at;
-      }
-      if (cand[k].hi > at) at = (cand[k].hi + align - 1) / align * align;
-    }
-    off[i] = smallest_gap && best != UINT64_MAX ? best_at : at;
-    if (off[i] + size > top) top = off[i] + size;
-    placed[i] = 1;
-  }
-  free(placed);
-  free(cand);
-  return top;
-}
-static void ref_plan_by_size(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t align, int smallest_gap,
-                             uint64_t *off) {
-  uint32_t *order = malloc(n * sizeof *order);
-  order_by_size(b, n, order);
-  ref_place(b, n, period, align, order, smallest_gap, off);
-  free(order);
-}
-
 /* Hundreds of blocks all live together: each is placed on top of every
  * block before it, so the offsets are the running sum of the sizes (each
  * aligned up), largest first (ties: the lower index). Long lists of placed
@@ -231,7 +162,7 @@ static void stacked_cases(uint64_t *rng) {
     uint64_t align = k % 3 == 0 ? 1 : k % 3 == 1 ? 512 : 1ull << 16;
     uint64_t most = k < 3 ? 1ull << 20 : 1ull << 40;
     for (size_t i = 0; i < N; i++) b[i] = (hbm_dsa_block){1 + test_rand_below(rng, most), 0, 10};
-    order_by_size(b, N, order);
+    ref_order(HBM_DSA_SIZE_LOWEST, b, N, NULL, order);
     uint64_t top = 0;
     for (size_t r = 0; r < N; r++) {
       want[order[r]] = top;
@@ -248,12 +179,6 @@ static void stacked_cases(uint64_t *rng) {
   }
 }
 
-/* Whether block x is live at time t (t < the period, when there is one). */
-static int live_at(const hbm_dsa_block *x, uint64_t period, uint64_t t) {
-  if (period && x->end > period) return t >= x->start || t < x->end - period;
-  return t >= x->start && t < x->end;
-}
-
 /* hbm_dsa_breadth against the slow way: the load at every time point, and
  * each block's highest over the times it is live. */
 static void check_breadth(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t horizon) {
@@ -262,97 +187,22 @@ static void check_breadth(const hbm_dsa_block *b, size_t n, uint64_t period, uin
   if (load && fast && hbm_dsa_breadth(b, n, period, fast) == HBM_OK) {
     for (uint64_t t = 0; t < horizon; t++)
       for (size_t j = 0; j < n; j++)
-        if (live_at(&b[j], period, t)) load[t] += b[j].size;
+        if (ref_live_at(&b[j], period, t)) load[t] += b[j].size;
     for (size_t i = 0; i < n; i++) {
       uint64_t most = 0;
       for (uint64_t t = 0; t < horizon; t++)
-        if (live_at(&b[i], period, t) && load[t] > most) most = load[t];
+        if (ref_live_at(&b[i], period, t) && load[t] > most) most = load[t];
       CHECK_EQ_U64(fast[i], most);
     }
+    uint64_t *slow = malloc(n * sizeof *slow); /* and the slow planner's breadth, from load rises only */
+    CHECK(slow && ref_breadth(b, n, period, slow));
+    for (size_t i = 0; slow && i < n; i++) CHECK_EQ_U64(slow[i], fast[i]);
+    free(slow);
   } else {
     CHECK(0);
   }
   free(load);
   free(fast);
-}
-
-/* The whole planner, the slow way, as docs/plan.md states it: the six
- * orders (each stopping the search once one reaches the peak load), then,
- * from each order's plan, the best first, up to four squeaky-wheel rounds
- * (the blocks the last plan put above the peak load first), an order's
- * rounds ending after two in a row that do not lower its best; none once
- * the best is within 1% of the peak load. Every plan is placed whole.
- * Returns the footprint; off: the plan. */
-static int ref_goes_before(int strategy, const hbm_dsa_block *b, const uint64_t *breadth, uint32_t x, uint32_t y) {
-  const hbm_dsa_block *p = &b[x], *q = &b[y];
-  uint64_t px = 0, qx = 0; /* the strategy's own key, larger first (start: earlier first) */
-  if (strategy == HBM_DSA_LENGTH_LOWEST) px = p->end - p->start, qx = q->end - q->start;
-  if (strategy == HBM_DSA_START_GAP) px = UINT64_MAX - p->start, qx = UINT64_MAX - q->start;
-  if (strategy == HBM_DSA_BREADTH_LOWEST || strategy == HBM_DSA_BREADTH_GAP) px = breadth[x], qx = breadth[y];
-  if (px != qx) return px > qx;
-  if (p->size != q->size) return p->size > q->size; /* then largest first, earlier born, lower index */
-  if (p->start != q->start) return p->start < q->start;
-  return x < y;
-}
-static uint64_t ref_plan_full(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_t horizon, uint64_t align,
-                              uint64_t *off) {
-  enum { S = HBM_DSA_STRATEGIES };
-  uint64_t *breadth = malloc(n * sizeof *breadth), *load = calloc(horizon, sizeof *load), *plan[S], fp[S];
-  uint32_t *order[S], *next = malloc(n * sizeof *next);
-  CHECK(breadth && load && next && hbm_dsa_breadth(b, n, period, breadth) == HBM_OK);
-  uint64_t peak = 0, best = UINT64_MAX;
-  for (uint64_t t = 0; t < horizon; t++) {
-    for (size_t j = 0; j < n; j++)
-      if (live_at(&b[j], period, t)) load[t] += b[j].size;
-    if (load[t] > peak) peak = load[t];
-  }
-  int tried = 0, rank[S];
-  for (int s = 0; s < S && (s == 0 || best > peak); s++, tried++) {
-    order[s] = malloc(n * sizeof *order[s]);
-    plan[s] = malloc(n * sizeof *plan[s]);
-    for (size_t i = 0; i < n; i++) { /* insertion: the order is total, so any sort gives it */
-      size_t j = i;
-      for (; j > 0 && ref_goes_before(s, b, breadth, (uint32_t)i, order[s][j - 1]); j--) order[s][j] = order[s][j - 1];
-      order[s][j] = (uint32_t)i;
-    }
-    fp[s] = ref_place(b, n, period, align, order[s], s % 2, plan[s]);
-    if (fp[s] < best) {
-      best = fp[s];
-      memcpy(off, plan[s], n * sizeof *off);
-    }
-  }
-  for (int k = 0; k < tried; k++) { /* by footprint, ties in order tried */
-    int j = k;
-    for (; j > 0 && fp[rank[j - 1]] > fp[k]; j--) rank[j] = rank[j - 1];
-    rank[j] = k;
-  }
-  for (int k = 0; k < tried && best > peak && best - peak > peak / 100; k++) {
-    int s = rank[k], stalled = 0;
-    uint64_t own = fp[s];
-    for (int round = 0; round < 4 && stalled < 2 && best > peak; round++) {
-      size_t m = 0;
-      for (size_t r = 0; r < n; r++)
-        if (plan[s][order[s][r]] + b[order[s][r]].size > peak) next[m++] = order[s][r];
-      for (size_t r = 0; r < n; r++)
-        if (plan[s][order[s][r]] + b[order[s][r]].size <= peak) next[m++] = order[s][r];
-      memcpy(order[s], next, n * sizeof *next);
-      uint64_t f = ref_place(b, n, period, align, order[s], s % 2, plan[s]);
-      stalled = f < own ? 0 : stalled + 1;
-      if (f < own) own = f;
-      if (f < best) {
-        best = f;
-        memcpy(off, plan[s], n * sizeof *off);
-      }
-    }
-  }
-  for (int s = 0; s < tried; s++) {
-    free(order[s]);
-    free(plan[s]);
-  }
-  free(breadth);
-  free(load);
-  free(next);
-  return best;
 }
 
 /* Random lifetimes shaped like training steps: a few long blocks and many
@@ -381,7 +231,7 @@ static void random_cases(uint64_t *rng, int rounds, int *improved) {
     CHECK_EQ_U64(fp, top_of(b, n, off));
     if (n <= 300) { /* offset for offset, as the slow planner */
       uint64_t *ref = malloc(n * sizeof *ref);
-      CHECK_EQ_U64(ref_plan_full(b, n, period, horizon, align, ref), fp);
+      CHECK_EQ_U64(ref_plan_full(b, n, period, align, ref), fp);
       size_t wrong = 0;
       for (size_t i = 0; i < n; i++) wrong += ref[i] != off[i];
       CHECK_EQ_U64(wrong, 0);
@@ -391,6 +241,7 @@ static void random_cases(uint64_t *rng, int rounds, int *improved) {
     check_fast_spoiled(b, n, period, off, fp, rng);
     uint64_t peak = hbm_dsa_peak(b, n, period), best = UINT64_MAX;
     CHECK(fp >= peak);
+    if (n <= 300) CHECK_EQ_U64(peak, ref_peak(b, n, period));
     for (size_t i = 0; i < n; i++) CHECK(off[i] % align == 0);
     /* Each strategy alone: valid, and never better than the planner, whose
      * squeaky-wheel rounds start from every order's plan. */
