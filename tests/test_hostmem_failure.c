@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "core/dsa.h"
+#include "core/vspace.h"
 #include "device/device.h"
 #include "hbm.h"
 #include "replay/fidelity.h"
@@ -697,6 +698,92 @@ static int fixed_zones_run(const void *arg, int clean) {
   return 0;
 }
 
+/* ---- a virtual range on its own, unreserved -------------------------------------------
+ * Every policy calls hbm_vspace_reserve before it places or frees, so there
+ * a placement or a free never fails for host memory, and the paths that undo
+ * a half-made change (carve's and free's) never run. Here nothing reserves:
+ * placements (best fit and at an address, once the address index is kept)
+ * and frees take what they need as they go. One that fails must answer
+ * HBM_EHOSTMEM and leave the range as it was, block for block, its
+ * invariants holding; a failed free leaves the block live, to be freed
+ * later. A run in which nothing failed ends as the clean run did. */
+#define VSPACE_OPS 1600
+static uint64_t clean_vspace;
+static int vspace_visit(void *arg, uint64_t addr, uint64_t size, int live) {
+  uint64_t *h = arg;
+  *h = mix(mix(mix(*h, addr), size), (uint64_t)live);
+  return 0;
+}
+static uint64_t vspace_digest(const hbm_vspace *v) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  hbm_vspace_walk(v, vspace_visit, &h);
+  return mix(mix(h, hbm_vspace_live_bytes(v)), hbm_vspace_largest_free(v));
+}
+typedef struct free_pick { uint64_t want, addr, size; } free_pick;
+static int pick_free(void *arg, uint64_t addr, uint64_t size, int live) {
+  free_pick *f = arg;
+  if (!live && size >= f->want) f->addr = addr, f->size = size;
+  return 0;
+}
+/* Op `op` of the run: the first 500 place small blocks, the next 250 free
+ * every other one (hundreds of free blocks: the free set and the address
+ * index split their chunks, which is when they allocate), the rest mix
+ * frees, placements at an address and best fits. */
+static int vspace_op(hbm_vspace *v, int op, uint64_t *rng, uint64_t *live, size_t *nlive, int indexed) {
+  enum { UNIT = 512 };
+  uint64_t addr = 0, block = 0, size = UNIT * (1 + test_rand_below(rng, test_rand_below(rng, 4) ? 16 : 512));
+  int r, kind = op < 500 ? 7 : op < 750 ? 0 : (int)test_rand_below(rng, 8); /* 0-2 free, 3 at an address */
+  if (kind < 3 && *nlive) {
+    size_t k = op < 750 ? (size_t)(op - 500) % *nlive : (size_t)test_rand_below(rng, *nlive);
+    r = hbm_vspace_free(v, live[k], NULL, NULL);
+    if (r == HBM_OK) live[k] = live[--*nlive];
+  } else if (kind == 3 && indexed) {
+    free_pick f = {size, 0, 0};
+    hbm_vspace_walk(v, pick_free, &f); /* the highest free block that holds it, */
+    addr = f.addr + (f.size - size) / UNIT / 2 * UNIT; /* in its middle: free parts before and after */
+    r = f.addr ? hbm_vspace_alloc_at(v, addr, size, (uint32_t)op, &block) : HBM_ENOMEM;
+    if (r == HBM_OK) live[(*nlive)++] = addr;
+  } else {
+    r = hbm_vspace_alloc(v, op < 500 ? UNIT : size, NULL, NULL, 1, (uint32_t)op, &addr, &block);
+    if (r == HBM_OK) live[(*nlive)++] = addr;
+  }
+  return r;
+}
+static int vspace_run(const void *arg, int clean) {
+  (void)arg;
+  hbm_vspace *v;
+  int r = hbm_vspace_create(1ull << 30, 64ull << 20, 512, &v);
+  if (r != HBM_OK) {
+    EXPECT(!clean && r == HBM_EHOSTMEM && injected);
+    return 0;
+  }
+  uint64_t rng = 0x7673706163650001ull, live[VSPACE_OPS];
+  size_t nlive = 0;
+  int indexed = 0;
+  for (int op = 0; op < VSPACE_OPS; op++) {
+    if (op == 250 && !indexed) { /* the index, kept from then on */
+      uint64_t d0 = vspace_digest(v);
+      r = hbm_vspace_index_addresses(v);
+      if (r == HBM_OK) indexed = 1;
+      else EXPECT(!clean && r == HBM_EHOSTMEM && injected && vspace_digest(v) == d0);
+    }
+    uint64_t d0 = vspace_digest(v);
+    r = vspace_op(v, op, &rng, live, &nlive, indexed);
+    if (r == HBM_EHOSTMEM) {
+      EXPECT(!clean && injected);
+      EXPECT(vspace_digest(v) == d0);
+    } else {
+      EXPECT(r == HBM_OK || r == HBM_ENOMEM);
+    }
+    EXPECT(hbm_vspace_check(v, NULL, NULL) == 0);
+  }
+  uint64_t end = vspace_digest(v);
+  if (clean) clean_vspace = end;
+  EXPECT(injected || end == clean_vspace);
+  hbm_vspace_destroy(v);
+  return 0;
+}
+
 /* Reads a MiniMalloc CSV, plans it, writes the solution: the plan must be
  * the clean run's, offset for offset, or the answer HBM_EHOSTMEM. */
 #define PLAN_BLOCKS 48
@@ -1206,6 +1293,9 @@ int main(void) {
   }
   scenario scsv = {"plan CSV reader and writer", plan_csv_run, csv};
   bad |= run_scenario(&scsv, max_runs);
+
+  scenario svs = {"virtual range, unreserved", vspace_run, NULL};
+  bad |= run_scenario(&svs, max_runs);
 
   /* A snapshot the project generates (tests/fixtures/snapshots). */
   const char *root = getenv("HBM_ROOT") ? getenv("HBM_ROOT") : ".";
