@@ -725,19 +725,30 @@ static int pick_free(void *arg, uint64_t addr, uint64_t size, int live) {
   if (!live && size >= f->want) f->addr = addr, f->size = size;
   return 0;
 }
-/* Op `op` of the run: the first 500 place small blocks, the next 250 free
- * every other one (hundreds of free blocks: the free set and the address
- * index split their chunks, which is when they allocate), the rest mix
- * frees, placements at an address and best fits. */
+/* Op `op` of the run: the first 500 place small blocks, side by side; the
+ * next 250 free every other one of them (hundreds of free blocks apart:
+ * the free set and the address index split their chunks, which is when they
+ * allocate; a freed entry is 0 until the list closes up after them); the
+ * rest mix frees, placements at an address and best fits. */
 static int vspace_op(hbm_vspace *v, int op, uint64_t *rng, uint64_t *live, size_t *nlive, int indexed) {
   enum { UNIT = 512 };
   uint64_t addr = 0, block = 0, size = UNIT * (1 + test_rand_below(rng, test_rand_below(rng, 4) ? 16 : 512));
-  int r, kind = op < 500 ? 7 : op < 750 ? 0 : (int)test_rand_below(rng, 8); /* 0-2 free, 3 at an address */
-  if (kind < 3 && *nlive) {
-    size_t k = op < 750 ? (size_t)(op - 500) % *nlive : (size_t)test_rand_below(rng, *nlive);
+  int r = HBM_OK, kind = op < 500 ? 7 : (int)test_rand_below(rng, 8); /* 0-1 free, 2-4 at an address */
+  if (op >= 500 && op < 750) {
+    size_t k = 2 * (size_t)(op - 500) + 1;
+    if (k < *nlive) r = hbm_vspace_free(v, live[k], NULL, NULL);
+    if (k < *nlive && r == HBM_OK) live[k] = 0;
+    if (op == 749) { /* close up the list: the blocks whose free failed stay in it */
+      size_t m = 0;
+      for (size_t i = 0; i < *nlive; i++)
+        if (live[i]) live[m++] = live[i];
+      *nlive = m;
+    }
+  } else if (kind < 2 && *nlive) {
+    size_t k = (size_t)test_rand_below(rng, *nlive);
     r = hbm_vspace_free(v, live[k], NULL, NULL);
     if (r == HBM_OK) live[k] = live[--*nlive];
-  } else if (kind == 3 && indexed) {
+  } else if (kind >= 2 && kind <= 4 && indexed) {
     free_pick f = {size, 0, 0};
     hbm_vspace_walk(v, pick_free, &f); /* the highest free block that holds it, */
     addr = f.addr + (f.size - size) / UNIT / 2 * UNIT; /* in its middle: free parts before and after */
