@@ -410,13 +410,14 @@ int hbm_dsa_plan_with(const hbm_dsa_block *b, size_t n, uint64_t period, uint64_
  * in the next order, in the order they had, and the rest follow in theirs.
  * What the greedy orders leave over the peak load is mostly a few blocks
  * placed too late, and promoting them fixes much of it: of the 337 step
- * plans zoned asked for over three sweep samples, the orders alone left 22
- * more than 1% over the peak load and 9 more than 2%; up to four rounds from
- * each order's plan leave 12 and 3, for 1.15 times the planner's time over
- * the 337 (docs/zoned.md, "Step plans"). Rounds start from the best plan,
- * and an order's rounds stop after two that do not lower its best. A plan
- * within 1% of the peak load gets none: rounds there would have more than
- * doubled the planner's time for under a third of the gain. */
+ * plans zoned asked for over three sweep samples (93 today: it skips plans
+ * that could not pay), the orders alone left 22 more than 1% over the peak
+ * load and 9 more than 2%; up to four rounds from each order's plan leave
+ * 12 and 3, for 1.15 times the planner's time over the 337 (docs/zoned.md,
+ * "Step plans"). Rounds start from the best plan, and an order's rounds
+ * stop after two that do not lower its best. A plan within 1% of the peak
+ * load gets none: rounds there would have more than doubled the planner's
+ * time for under a third of the gain. */
 enum {
   DSA_SQUEAKY_ROUNDS = 4,
   DSA_SQUEAKY_STALLS = 2,  /* rounds in a row that do not lower an order's best */
