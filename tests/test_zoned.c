@@ -966,10 +966,9 @@ int main(void) {
     if (rc == HBM_OK) hbm_heap_destroy(h);
   }
   /* settings of 511 bytes are read, of 512 refused as too long (valid
-   * items both: the padded number is still 2) */
+   * items both, each once: the padded number is still 2) */
   for (size_t len = 511; len <= 512; len++) {
-    char conf[600] = "";
-    while (strlen(conf) + 9 + 5 <= len) strcat(conf, "probes:8,");
+    char conf[600] = "probes:8,";
     strcat(conf, "va:");
     while (strlen(conf) + 1 < len) strcat(conf, "0");
     strcat(conf, "2");
@@ -986,6 +985,10 @@ int main(void) {
       {"headroom:60%", "(expected headroom:P% with P from 0 to 50)"},
       {"nosuch:1", "(expected zones:infer|tags|off, large_life:on|off, chunk:SIZE"},
       {"zones", "bad setting 'zones' (expected zones:infer|tags|off, large_life:on|off, chunk:SIZE"},
+      /* each setting once: the two forms of slack would add up, a later
+       * value replace an earlier one */
+      {"slack:5%,slack:1GiB", "setting 'slack' given twice (each setting once)"},
+      {"moves:on,probes:4,moves=off", "setting 'moves' given twice (each setting once)"},
   };
   for (size_t i = 0; i < sizeof why / sizeof why[0]; i++) {
     last_error[0] = 0;

@@ -60,11 +60,22 @@ static int parse_conf(compact *c, const char *conf, hbm_diag *diag) {
   }
   strcpy(buf, conf);
   char *save = NULL;
+  /* Each setting once, as zoned's: a later value would silently replace an earlier one. */
+  static const char *const keys[] = {"on_failure", "every_steps", "ordered_copies"};
+  unsigned seen = 0;
   for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
     while (*item == ' ') item++;
     char *colon = strchr(item, ':');
     const char *value = colon ? colon + 1 : "", *want = NULL;
     if (colon) *colon = 0;
+    for (unsigned i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+      if (strcmp(item, keys[i])) continue;
+      if (seen & 1u << i) {
+        hbm_diag_set(diag, "alloc-conf", 0, 0, "setting '%s' given twice (each setting once)", item);
+        return HBM_EINVAL;
+      }
+      seen |= 1u << i;
+    }
     if (!strcmp(item, "on_failure")) {
       want = "on_failure:partial|full|off";
       if (!strcmp(value, "partial")) c->on_failure = ON_FAILURE_PARTIAL;

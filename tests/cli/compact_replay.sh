@@ -30,12 +30,14 @@ done
 "$HBM" replay "$trace" --policy compact --alloc-conf sometimes > /dev/null 2> "$dir/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "on_failure" "$dir/err" || { echo "FAIL: bad setting: exit $rc"; cat "$dir/err"; fail=1; }
 # a bad value names its key and that key's limits, once prefixed; a number
-# past 2^64 - 1 is refused, not saturated into "never"
+# past 2^64 - 1 is refused, not saturated into "never"; a setting given twice
+# is refused, not replaced
 for bad in "on_failure:sometimes|bad setting 'on_failure:sometimes' (expected on_failure:partial|full|off)" \
            "every_steps:-1|bad setting 'every_steps:-1' (expected every_steps:N with N a whole number from 0 (off) to 2^64 - 1)" \
            "every_steps:18446744073709551616|bad setting 'every_steps:18446744073709551616' (expected every_steps:N" \
            "ordered_copies:yes|bad setting 'ordered_copies:yes' (expected ordered_copies:0|1)" \
-           "often:1|unknown setting 'often:1' (expected on_failure:partial|full|off, every_steps:N, ordered_copies:0|1)"; do
+           "often:1|unknown setting 'often:1' (expected on_failure:partial|full|off, every_steps:N, ordered_copies:0|1)" \
+           "on_failure:off,every_steps:2,on_failure:full|setting 'on_failure' given twice (each setting once)"; do
   conf=${bad%%|*}; want=${bad#*|}
   err=$("$HBM" replay "$trace" --policy compact --alloc-conf "$conf" 2>&1 >/dev/null); rc=$?
   [ $rc -eq 2 ] && echo "$err" | grep -qF "hbm: policy compact: $want" || { echo "FAIL: --alloc-conf $conf: exit $rc: $err"; fail=1; }
