@@ -83,6 +83,16 @@ int hbm_report_error(int err, const char *fmt, ...) {
   return err;
 }
 
+int hbm_setting_once(const char *const *keys, unsigned n, const char *key, unsigned *seen) {
+  for (unsigned i = 0; i < n; i++) {
+    if (strcmp(key, keys[i])) continue;
+    if (*seen & 1u << i) return 0;
+    *seen |= 1u << i;
+    return 1;
+  }
+  return 1;
+}
+
 int hbm_grow_array(void **p, size_t *cap, size_t n, size_t elem) {
   if (n < *cap) return HBM_OK;
   size_t c = *cap ? *cap * 2 : 64;

@@ -68,13 +68,9 @@ static int parse_conf(compact *c, const char *conf, hbm_diag *diag) {
     char *colon = strchr(item, ':');
     const char *value = colon ? colon + 1 : "", *want = NULL;
     if (colon) *colon = 0;
-    for (unsigned i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-      if (strcmp(item, keys[i])) continue;
-      if (seen & 1u << i) {
-        hbm_diag_set(diag, "alloc-conf", 0, 0, "setting '%s' given twice (each setting once)", item);
-        return HBM_EINVAL;
-      }
-      seen |= 1u << i;
+    if (!hbm_setting_once(keys, sizeof keys / sizeof keys[0], item, &seen)) {
+      hbm_diag_set(diag, "alloc-conf", 0, 0, "setting '%s' given twice (each setting once)", item);
+      return HBM_EINVAL;
     }
     if (!strcmp(item, "on_failure")) {
       want = "on_failure:partial|full|off";

@@ -267,13 +267,9 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
     if (!sep) goto bad;
     *sep = 0;
     const char *k = item, *v = sep + 1;
-    for (unsigned i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-      if (strcmp(k, keys[i])) continue;
-      if (seen & 1u << i) {
-        hbm_diag_set(diag, "alloc-conf", 0, (uint64_t)(item - buf), "setting '%s' given twice (each setting once)", k);
-        return HBM_EINVAL;
-      }
-      seen |= 1u << i;
+    if (!hbm_setting_once(keys, sizeof keys / sizeof keys[0], k, &seen)) {
+      hbm_diag_set(diag, "alloc-conf", 0, (uint64_t)(item - buf), "setting '%s' given twice (each setting once)", k);
+      return HBM_EINVAL;
     }
     if (!strcmp(k, "zones")) {
       snprintf(want, sizeof want, "zones:infer|tags|off");
