@@ -83,14 +83,11 @@ int hbm_report_error(int err, const char *fmt, ...) {
   return err;
 }
 
-int hbm_setting_once(const char *const *keys, unsigned n, const char *key, unsigned *seen) {
-  for (unsigned i = 0; i < n; i++) {
-    if (strcmp(key, keys[i])) continue;
-    if (*seen & 1u << i) return 0;
-    *seen |= 1u << i;
-    return 1;
-  }
-  return 1;
+int hbm_setting_repeated(const char **seen, unsigned *n, const char *key) {
+  for (unsigned i = 0; i < *n; i++)
+    if (!strcmp(key, seen[i])) return 1;
+  seen[(*n)++] = key;
+  return 0;
 }
 
 int hbm_grow_array(void **p, size_t *cap, size_t n, size_t elem) {

@@ -51,11 +51,10 @@ static inline int hbm_is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
  * unchanged. */
 int hbm_grow_array(void **p, size_t *cap, size_t n, size_t elem);
 
-/* Settings parsers (zoned's, compact's): each key once. For `key`, one of
- * keys[0..n) (n at most 32): 1 the first time (its bit in *seen is set), 0
- * after. A key not among them: 1, nothing set (the parser says what is
- * wrong with it). */
-int hbm_setting_once(const char *const *keys, unsigned n, const char *key, unsigned *seen);
+/* Settings parsers (zoned's, compact's): each key once. 1 when `key` is
+ * among seen[0..*n), the keys read before it; else 0, and it joins them
+ * (seen has room for every item the settings text can hold). */
+int hbm_setting_repeated(const char **seen, unsigned *n, const char *key);
 
 /* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong
  * forms, surrogates or code points past U+10FFFF), or 0; never reads past a

@@ -60,15 +60,16 @@ static int parse_conf(compact *c, const char *conf, hbm_diag *diag) {
   }
   strcpy(buf, conf);
   char *save = NULL;
-  /* Each setting once, as zoned's: a later value would silently replace an earlier one. */
-  static const char *const keys[] = {"on_failure", "every_steps", "ordered_copies"};
-  unsigned seen = 0;
+  /* Each setting once, as zoned's: a later value would silently replace an
+   * earlier one. Items are at least two bytes apart. */
+  const char *seen[sizeof buf / 2];
+  unsigned nseen = 0;
   for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
     while (*item == ' ') item++;
     char *colon = strchr(item, ':');
     const char *value = colon ? colon + 1 : "", *want = NULL;
     if (colon) *colon = 0;
-    if (!hbm_setting_once(keys, sizeof keys / sizeof keys[0], item, &seen)) {
+    if (hbm_setting_repeated(seen, &nseen, item)) {
       hbm_diag_set(diag, "alloc-conf", 0, 0, "setting '%s' given twice (each setting once)", item);
       return HBM_EINVAL;
     }

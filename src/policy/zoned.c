@@ -257,17 +257,16 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
   strcpy(buf, text);
   /* Each setting once: slack:SIZE and slack:P% would otherwise add up, and
    * a later value silently replace an earlier one (as --alloc-conf, given
-   * twice for one policy, is refused). */
-  static const char *const keys[] = {"zones", "large_life", "chunk", "slack", "headroom", "slot", "probes", "moves",
-                                     "plan", "trim", "small", "streams", "va", "vmm", "split"};
-  unsigned seen = 0;
+   * twice for one policy, is refused). Items are at least two bytes apart. */
+  const char *seen[sizeof buf / 2];
+  unsigned nseen = 0;
   for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
     char *sep = strpbrk(item, ":="), *end, sep_char = sep ? *sep : 0;
     char want[160] = ""; /* what a known key takes, for the message: set before any jump to bad */
     if (!sep) goto bad;
     *sep = 0;
     const char *k = item, *v = sep + 1;
-    if (!hbm_setting_once(keys, sizeof keys / sizeof keys[0], k, &seen)) {
+    if (hbm_setting_repeated(seen, &nseen, k)) {
       hbm_diag_set(diag, "alloc-conf", 0, (uint64_t)(item - buf), "setting '%s' given twice (each setting once)", k);
       return HBM_EINVAL;
     }
