@@ -197,13 +197,15 @@ int hbm_alloc(hbm_heap *heap, uint64_t size, hbm_tag tag, int stream, uint64_t *
  * reported through the error handler; the heap is unchanged. */
 int hbm_free(hbm_heap *heap, uint64_t addr);
 int hbm_heap_stats(hbm_heap *heap, hbm_stats *out);
-/* A training step begins (call it before the step's first allocation, with
- * any increasing number). Policies that learn per step use it: zoned ages its
+/* A training step begins (call it before the step's first allocation). The
+ * first mark may carry any number, each later one a larger number than the
+ * last mark taken: HBM_EINVAL otherwise, reported through the error handler,
+ * and nothing changed. Policies that learn per step use it: zoned ages its
  * cache by steps and, once steps repeat, places large blocks by a plan
  * learned from one of them (docs/zoned.md); compact with "every_steps:N" runs
  * a full compaction here, which may move blocks (docs/compaction.md). Optional.
  * HBM_OK, or HBM_EHOSTMEM when host memory ran out: then the mark was not
- * taken and nothing changed (mark the step again). */
+ * taken and nothing changed (mark the step again, with the same number). */
 int hbm_heap_step(hbm_heap *heap, uint64_t step);
 
 /* Layout scan: visits live blocks and holes in address order within each

@@ -447,6 +447,14 @@ static void api_edges(void) {
     CHECK(hbm_compact_stats_get(h, &s) == HBM_OK);
     CHECK_EQ_U64(s.full_compactions, due[i].passes);
   }
+  /* A number that goes back, or comes again, is refused and runs no pass,
+   * even where it is a multiple of N (hbm.h: numbers only go forward). */
+  CHECK(hbm_heap_step(h, 4) == HBM_EINVAL && hbm_heap_step(h, 13) == HBM_EINVAL);
+  CHECK(hbm_compact_stats_get(h, &s) == HBM_OK);
+  CHECK_EQ_U64(s.full_compactions, 5);
+  CHECK(hbm_heap_step(h, 14) == HBM_OK);
+  CHECK(hbm_compact_stats_get(h, &s) == HBM_OK);
+  CHECK_EQ_U64(s.full_compactions, 6);
   CHECK(hbm_check(h) == HBM_OK);
   hbm_heap_destroy(h);
   /* A request as large as all the free bytes together is compacted for (the

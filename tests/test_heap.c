@@ -363,6 +363,16 @@ int main(void) {
   CHECK(hbm_free(h, a) == HBM_OK);
   CHECK(hbm_free(h, a) == HBM_EINVAL); /* double free */
   CHECK(errors_seen >= 5);
+  /* Step marks: the first may carry any number, 0 included; each later one a
+   * larger number than the last mark taken, as in a trace. */
+  errors_seen = 0;
+  CHECK(hbm_heap_step(h, 0) == HBM_OK);
+  CHECK(hbm_heap_step(h, 0) == HBM_EINVAL);
+  CHECK(hbm_heap_step(h, 7) == HBM_OK);
+  CHECK(hbm_heap_step(h, 3) == HBM_EINVAL);
+  CHECK(hbm_heap_step(h, 7) == HBM_EINVAL);
+  CHECK(hbm_heap_step(h, 9) == HBM_OK);
+  CHECK(errors_seen == 3);
   hbm_stats st;
   CHECK(hbm_heap_stats(h, &st) == HBM_OK);
   CHECK(st.version == HBM_STATS_VERSION);

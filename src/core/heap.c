@@ -33,6 +33,8 @@ struct hbm_heap {
   uint64_t nrecs, recs_cap, free_rec;
   hbm_stats st;
   hbm_reloc *reloc;        /* handles and relocation hooks (core/reloc.c); NULL unless the policy moves blocks */
+  uint64_t last_step;      /* the number of the last step mark taken; meaningful once `stepped` */
+  int stepped;
 };
 
 #define NO_REC UINT64_MAX
@@ -245,11 +247,24 @@ int hbm_heap_stats(hbm_heap *h, hbm_stats *out) {
   return HBM_OK;
 }
 
+/* Step numbers only go forward, as in a trace: compact's every_steps:N reads
+ * the number, and a number that went back (a counter reset each epoch) would
+ * stop its passes until the number caught up again. */
 int hbm_heap_step(hbm_heap *h, uint64_t step) {
   if (!h) return HBM_EINVAL;
   heap_lock(h);
-  int rc = h->policy->cls->step ? h->policy->cls->step(h->policy, step) : HBM_OK;
-  track_peaks(h); /* a policy may map at a step boundary */
+  int rc;
+  if (h->stepped && step <= h->last_step) {
+    rc = hbm_report_error(HBM_EINVAL, "step %llu after step %llu: step numbers only go forward",
+                          (unsigned long long)step, (unsigned long long)h->last_step);
+  } else {
+    rc = h->policy->cls->step ? h->policy->cls->step(h->policy, step) : HBM_OK;
+    track_peaks(h); /* a policy may map at a step boundary */
+    if (rc == HBM_OK) {
+      h->stepped = 1;
+      h->last_step = step;
+    }
+  }
   heap_unlock(h);
   return rc;
 }

@@ -77,7 +77,7 @@ void hbm_lifetime_forget(hbm_lifetime *l, const hbm_life_stamp *stamp) {
 }
 
 /* Counts marks rather than comparing numbers: the first mark may be step 0,
- * and a caller of hbm_heap_step may pass one number twice. */
+ * and numbers may skip. */
 void hbm_lifetime_step(hbm_lifetime *l, uint64_t step) {
   (void)step;
   l->steps_seen++;
