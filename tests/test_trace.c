@@ -533,6 +533,56 @@ static void test_edges_exact(void) {
   hbm_trace_free(t);
 }
 
+/* Starting states drawn at random, a few segments over a few MiB so that
+ * some overlap: the reader reports the first overlap in the trace's order
+ * (the first segment that shares a byte with one before it, naming the
+ * earliest such), as found by comparing every pair. */
+static void check_overlap_order(uint64_t *rng) {
+  enum { TRIALS = 3000, MAX_SEGS = 12 };
+  int overlapping = 0;
+  for (int trial = 0; trial < TRIALS; trial++) {
+    uint64_t lo[MAX_SEGS], size[MAX_SEGS];
+    int n = 2 + (int)test_rand_below(rng, MAX_SEGS - 1);
+    char text[2048];
+    int len = snprintf(text, sizeof text, "hbm-trace 1\n");
+    for (int k = 0; k < n; k++) {
+      lo[k] = test_rand_below(rng, 64) * 512 * 1024;
+      size[k] = (1 + test_rand_below(rng, 8)) * 512 * 1024;
+      len += snprintf(text + len, sizeof text - (size_t)len, "init-seg %#llx %llu 0 large\ninit-blk %#llx %llu -\n",
+                      (unsigned long long)lo[k], (unsigned long long)size[k], (unsigned long long)lo[k],
+                      (unsigned long long)size[k]);
+    }
+    int later = -1, earlier = -1;
+    for (int k = 1; k < n && later < 0; k++)
+      for (int j = 0; j < k; j++)
+        if (lo[j] < lo[k] + size[k] && lo[k] < lo[j] + size[j]) {
+          later = k;
+          earlier = j;
+          break;
+        }
+    hbm_trace *t = NULL;
+    hbm_diag d;
+    int rc = parse(text, &t, &d);
+    if (later < 0) {
+      CHECK(rc == HBM_OK);
+      hbm_trace_free(t);
+      continue;
+    }
+    overlapping++;
+    char want[128];
+    snprintf(want, sizeof want, "overlaps the segment [0x%llx, 0x%llx) at line %d", (unsigned long long)lo[earlier],
+             (unsigned long long)(lo[earlier] + size[earlier]), 2 + 2 * earlier);
+    CHECK(rc == HBM_EPARSE);
+    if (rc != HBM_EPARSE || d.line != (uint64_t)(2 + 2 * later) || !strstr(d.message, want)) {
+      fprintf(stderr, "for input\n%s  got line %llu: %s\n  expected line %d mentioning '%s'\n", text,
+              (unsigned long long)d.line, d.message, 2 + 2 * later, want);
+      CHECK(!"the first overlap in the trace's order");
+    }
+    hbm_trace_free(t);
+  }
+  CHECK(overlapping > TRIALS / 4 && overlapping < TRIALS); /* both kinds drawn */
+}
+
 int main(void) {
   hbm_trace *t;
   hbm_diag d;
@@ -711,6 +761,16 @@ int main(void) {
              "overlaps the segment [0x0, 0x800000) at line 2");
   expect_bad("hbm-trace 1\ninit-seg 0x0 2MiB 0 large\ninit-blk 0x0 2MiB -\ninit-seg 0x0 2MiB 0 large\n"
              "init-blk 0x0 2MiB -\n", 4, "overlaps the segment [0x0, 0x200000) at line 2");
+  /* The first overlap in the trace's order, not the lowest in address:
+   * line 6 overlaps line 4, before line 8 overlaps line 2. */
+  expect_bad("hbm-trace 1\ninit-seg 0x0 2MiB 0 large\ninit-blk 0x0 2MiB -\ninit-seg 0x1000000 4MiB 0 large\n"
+             "init-blk 0x1000000 4MiB -\ninit-seg 0x1200000 1MiB 0 large\ninit-blk 0x1200000 1MiB -\n"
+             "init-seg 0x100000 512KiB 0 large\ninit-blk 0x100000 512KiB -\n", 6,
+             "the segment [0x1200000, 0x1300000) overlaps the segment [0x1000000, 0x1400000) at line 4");
+  {
+    uint64_t seed = test_seed("test_trace"), rng = seed;
+    check_overlap_order(&rng);
+  }
   expect_bad("hbm-trace 1\ninit-seg 0xfffffffffffffe00 2MiB 0 large\ninit-blk 0xfffffffffffffe00 2MiB -\n", 2,
              "wrap past the top of the address space");
   expect_bad("hbm-trace 1\ninit-seg 0xffffffffffe00000 2MiB 0 large\n", 2, "wrap past the top");

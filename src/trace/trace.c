@@ -187,9 +187,25 @@ static void where_line(char *buf, size_t len, uint32_t line) {
   else buf[0] = 0;
 }
 
+/* Whether two of the segments s[0..n) (sorted by address) with k below
+ * `within` share a byte: an overlap shows against the segment reaching
+ * furthest so far. */
+static int segs_overlap(const seg_span *s, uint32_t n, uint32_t within) {
+  const seg_span *far = NULL; /* of the segments swept, the one that reaches highest */
+  for (uint32_t i = 0; i < n; i++) {
+    if (s[i].k >= within || s[i].lo == s[i].hi) continue; /* an empty one (built in memory) shares no byte */
+    if (far && s[i].lo < far->hi) return 1;
+    if (!far || s[i].hi > far->hi) far = &s[i];
+  }
+  return 0;
+}
+
 /* Two segments of one starting state share no byte: a replay would place
- * blocks twice over and count the memory twice. Sorted by address, an
- * overlap shows against the segment reaching furthest so far. */
+ * blocks twice over and count the memory twice. The overlap reported is the
+ * first in the trace's order, as a reader going line by line would meet it:
+ * the shortest run of segments from the first that holds one (bisected, a
+ * sweep by address each), on its last segment's line, naming the segment it
+ * overlaps. */
 int hbm_trace_check_segments(const hbm_trace *t, const char *file, hbm_diag *diag) {
   if (!file) file = t->name;
   for (uint32_t k = 0; k < t->ninit_segments; k++) {
@@ -198,27 +214,33 @@ int hbm_trace_check_segments(const hbm_trace *t, const char *file, hbm_diag *dia
       return hbm_diag_set(diag, file, g->line, 0, "starting state: the segment at %#llx (%llu bytes) wraps past the top of the address space",
                           (unsigned long long)g->addr, (unsigned long long)g->size);
   }
-  if (t->ninit_segments < 2) return HBM_OK;
-  seg_span *s = malloc(t->ninit_segments * sizeof *s);
+  uint32_t n = t->ninit_segments;
+  if (n < 2) return HBM_OK;
+  seg_span *s = malloc(n * sizeof *s);
   if (!s) return HBM_EHOSTMEM;
-  for (uint32_t k = 0; k < t->ninit_segments; k++)
+  for (uint32_t k = 0; k < n; k++)
     s[k] = (seg_span){t->init_segments[k].addr, t->init_segments[k].addr + t->init_segments[k].size, k};
-  qsort(s, t->ninit_segments, sizeof *s, seg_span_cmp);
+  qsort(s, n, sizeof *s, seg_span_cmp);
   int rc = HBM_OK;
-  uint32_t far = 0; /* index into s of the segment that reaches highest so far */
-  for (uint32_t i = 1; i < t->ninit_segments; i++) {
-    if (s[i].lo < s[far].hi) {
-      /* report at the one that comes later in the trace, naming the other */
-      const seg_span *a = s[far].k < s[i].k ? &s[far] : &s[i], *b = a == &s[far] ? &s[i] : &s[far];
-      char at[32];
-      where_line(at, sizeof at, t->init_segments[a->k].line);
-      rc = hbm_diag_set(diag, file, t->init_segments[b->k].line, 0,
-                        "starting state: the segment [0x%llx, 0x%llx) overlaps the segment [0x%llx, 0x%llx)%s",
-                        (unsigned long long)b->lo, (unsigned long long)b->hi, (unsigned long long)a->lo,
-                        (unsigned long long)a->hi, at);
-      break;
+  if (segs_overlap(s, n, n)) {
+    uint32_t lo = 2, hi = n; /* the shortest run with an overlap is in [lo, hi] */
+    while (lo < hi) {
+      uint32_t mid = lo + (hi - lo) / 2;
+      if (segs_overlap(s, n, mid)) hi = mid;
+      else lo = mid + 1;
     }
-    if (s[i].hi > s[far].hi) far = i;
+    /* Its last segment, and the first in the trace that it overlaps. */
+    const seg_span *a = NULL, *b = NULL;
+    for (uint32_t i = 0; i < n; i++)
+      if (s[i].k == lo - 1) b = &s[i];
+    for (uint32_t i = 0; i < n; i++)
+      if (s[i].k < b->k && s[i].lo < b->hi && b->lo < s[i].hi && (!a || s[i].k < a->k)) a = &s[i];
+    char at[32];
+    where_line(at, sizeof at, t->init_segments[a->k].line);
+    rc = hbm_diag_set(diag, file, t->init_segments[b->k].line, 0,
+                      "starting state: the segment [0x%llx, 0x%llx) overlaps the segment [0x%llx, 0x%llx)%s",
+                      (unsigned long long)b->lo, (unsigned long long)b->hi, (unsigned long long)a->lo,
+                      (unsigned long long)a->hi, at);
   }
   free(s);
   return rc;
