@@ -457,6 +457,59 @@ static void test_edges_exact(void) {
   if (t) CHECK_EQ_U64(t->events[0].size, 1024);
   hbm_trace_free(t);
   expect_bad("hbm-trace 1\na x 0000000000000000000000000000000000001024\n", 2, "expected a size");
+  /* numbers are decimal, or hexadecimal after 0x: a leading zero is no octal
+   * prefix (stream 010 is ten, 09 is nine, @0100 is a hundred) */
+  t = NULL;
+  CHECK(parse("hbm-trace 1\na x 512 act 010 @0100\na y 512 09 @0X1fE00\ns 010\nf x\nseg 0x400000 2MiB 011\n", &t, &d) ==
+        HBM_OK);
+  if (t) {
+    CHECK(t->events[0].stream == 10 && t->events[0].addr == 100);
+    CHECK(t->events[1].stream == 9 && t->events[1].addr == 0x1fe00);
+    CHECK(t->events[2].kind == HBM_EV_STEP && t->events[2].size == 10);
+    CHECK(t->events[4].stream == 11);
+    hbm_trace_free(t);
+  }
+  expect_bad("hbm-trace 1\na x 512 act 0x\n", 2, "unexpected field '0x'");
+  expect_bad("hbm-trace 1\na x 512 act @0x1g\n", 2, "recorded address");
+  expect_bad("hbm-trace 1\na x 512 act @18446744073709551616\n", 2, "recorded address");
+  expect_bad("hbm-trace 1\na x 512 act @0x10000000000000000\n", 2, "recorded address");
+  t = NULL;
+  CHECK(parse("hbm-trace 1\na x 512 act @18446744073709550592\n", &t, &d) == HBM_OK);
+  if (t) CHECK(t->events[0].addr == 18446744073709550592ull);
+  hbm_trace_free(t);
+  /* tags and plain byte counts take a reader of their own: each tag name, and
+   * each size of up to 20 digits, reads as hbm_tag_parse and hbm_size_parse
+   * read it */
+  {
+    static const char *const words[] = {"act", "temp", "comm", "grad", "param", "optim", "other",
+                                         "ac", "acts", "Act", "tem", "optimx", "othe", "x", "paramparam"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+      char text[96];
+      hbm_tag want;
+      snprintf(text, sizeof text, "hbm-trace 1\na x 512 %s\n", words[i]);
+      t = NULL;
+      int rc = parse(text, &t, &d);
+      CHECK((rc == HBM_OK) == (hbm_tag_parse(words[i], &want) == HBM_OK));
+      if (rc == HBM_OK && t) CHECK(t->events[0].tag == want);
+      hbm_trace_free(t);
+    }
+    uint64_t rng = 0x5eed;
+    for (int i = 0; i < 2000; i++) {
+      char digits[24], text[96];
+      int n = 1 + (int)test_rand_below(&rng, 20);
+      for (int k = 0; k < n; k++) digits[k] = (char)('0' + test_rand_below(&rng, 10));
+      if (i % 3 == 0) memset(digits, '9', (size_t)n); /* at the top of each length */
+      digits[n] = 0;
+      uint64_t want;
+      int ok = hbm_size_parse(digits, &want) == HBM_OK && want && want <= (1ull << 50);
+      snprintf(text, sizeof text, "hbm-trace 1\na x %s\n", digits);
+      t = NULL;
+      int rc = parse(text, &t, &d);
+      CHECK((rc == HBM_OK) == ok);
+      if (rc == HBM_OK && t) CHECK_EQ_U64(t->events[0].size, want);
+      hbm_trace_free(t);
+    }
+  }
   /* built event by event, ending with a step mark (ids counted by allocs and frees only) */
   CHECK(hbm_trace_new("built", &t) == HBM_OK);
   CHECK(hbm_trace_alloc(t, 3, 1000, HBM_TAG_ACT, 0) == HBM_OK);

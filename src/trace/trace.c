@@ -483,13 +483,22 @@ static int ids_grow_slots(id_table *t) {
   return HBM_OK;
 }
 
+/* Whether the string s is name[0..len), which holds no NUL: a shorter s
+ * differs at its NUL, before any byte past it is read. Names are short,
+ * and a library call per compare was a tenth of a trace's reading. */
+static inline int name_is(const char *s, const char *name, size_t len) {
+  for (size_t i = 0; i < len; i++)
+    if (s[i] != name[i]) return 0;
+  return !s[len];
+}
+
 /* Finds or adds name[0..len); returns the id or HBM_NO_ID on host OOM. */
 static uint32_t ids_lookup(id_table *t, const char *name, size_t len, int add) {
   if ((uint64_t)(t->n + 1) * 2 > t->nslots && ids_grow_slots(t) != HBM_OK) return HBM_NO_ID;
   uint64_t h = fnv(name, len) & (t->nslots - 1);
   while (t->slots[h]) {
     const char *s = t->names[t->slots[h] - 1];
-    if (strlen(s) == len && !memcmp(s, name, len)) return t->slots[h] - 1;
+    if (name_is(s, name, len)) return t->slots[h] - 1;
     h = (h + 1) & (t->nslots - 1);
   }
   if (!add) return HBM_NO_ID - 1;
@@ -529,17 +538,27 @@ typedef struct tok { const char *s; size_t n; } tok;
 
 static int tok_eq(tok t, const char *s) { return strlen(s) == t.n && !memcmp(t.s, s, t.n); }
 
-/* Parses an unsigned number (decimal or 0x hex) spanning the whole token. */
+/* Parses an unsigned number spanning the whole token: decimal, or
+ * hexadecimal after 0x. A leading zero is no octal prefix (strtoull's base 0
+ * read stream "010" as 8 and refused "09"). */
 static int tok_u64(tok t, uint64_t *v) {
-  char buf[40];
-  if (t.n == 0 || t.n >= sizeof buf) return 0;
-  memcpy(buf, t.s, t.n);
-  buf[t.n] = 0;
-  if (!isdigit((unsigned char)buf[0])) return 0;
-  char *end;
-  errno = 0;
-  unsigned long long x = strtoull(buf, &end, 0);
-  if (errno || *end) return 0;
+  size_t i = 0;
+  unsigned base = 10;
+  if (t.n > 2 && t.s[0] == '0' && (t.s[1] == 'x' || t.s[1] == 'X')) {
+    base = 16;
+    i = 2;
+  }
+  if (i == t.n) return 0;
+  uint64_t x = 0;
+  for (; i < t.n; i++) {
+    unsigned char c = (unsigned char)t.s[i];
+    unsigned d;
+    if (c >= '0' && c <= '9') d = c - '0';
+    else if (base == 16 && (c | 0x20) >= 'a' && (c | 0x20) <= 'f') d = (c | 0x20) - 'a' + 10;
+    else return 0;
+    if (x > (UINT64_MAX - d) / base) return 0;
+    x = x * base + d;
+  }
   *v = x;
   return 1;
 }
@@ -547,17 +566,36 @@ static int tok_u64(tok t, uint64_t *v) {
 static int tok_size(tok t, uint64_t *v) {
   char buf[40];
   if (t.n == 0 || t.n >= sizeof buf) return 0;
+  /* Most sizes in a trace are plain byte counts: up to 19 digits cannot
+   * overflow, and read as hbm_size_parse would read them. */
+  if (t.n <= 19) {
+    uint64_t x = 0;
+    size_t i = 0;
+    for (; i < t.n && t.s[i] >= '0' && t.s[i] <= '9'; i++) x = x * 10 + (uint64_t)(t.s[i] - '0');
+    if (i == t.n) {
+      *v = x;
+      return 1;
+    }
+  }
   memcpy(buf, t.s, t.n);
   buf[t.n] = 0;
   return hbm_size_parse(buf, v) == HBM_OK;
 }
 
+/* hbm_tag_parse on the token, without copying it or a library call per
+ * name: nearly every line of a trace has a tag. test_trace holds it to
+ * hbm_tag_parse. */
 static int tok_tag(tok t, hbm_tag *tag) {
-  char buf[16];
-  if (t.n == 0 || t.n >= sizeof buf) return 0;
-  memcpy(buf, t.s, t.n);
-  buf[t.n] = 0;
-  return hbm_tag_parse(buf, tag) == HBM_OK;
+  static const struct { const char name[8]; hbm_tag tag; } tags[] = { /* the commonest first */
+      {"act", HBM_TAG_ACT},     {"temp", HBM_TAG_TEMP},   {"comm", HBM_TAG_COMM},  {"grad", HBM_TAG_GRAD},
+      {"param", HBM_TAG_PARAM}, {"optim", HBM_TAG_OPTIM}, {"other", HBM_TAG_OTHER}};
+  _Static_assert(sizeof tags / sizeof tags[0] == HBM_TAG_COUNT, "a tag the trace reader does not know");
+  for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
+    if (t.n < sizeof tags[i].name && !tags[i].name[t.n] && !memcmp(t.s, tags[i].name, t.n)) {
+      *tag = tags[i].tag;
+      return 1;
+    }
+  return 0;
 }
 
 static int tok_stream(tok t, int32_t *stream) {
@@ -659,7 +697,7 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
       if ((rc = parse_size_tok(&p, tk[2], "allocation size", &e.size)) != HBM_OK) break;
       int have_tag = 0, have_stream = 0;
       for (int i = 3; i < n && rc == HBM_OK; i++) {
-        hbm_tag tag;
+        hbm_tag tag = HBM_TAG_OTHER;
         uint64_t num;
         int is_tag = tok_tag(tk[i], &tag);
         if (tok_eq(tk[i], "refused")) {
