@@ -430,6 +430,89 @@ static void test_round_trip_fields(void) {
   CHECK(rmdir(dir) == 0);
 }
 
+/* The allocation and free lines are written without printf: random events,
+ * at the edges of each field (sizes and addresses up to 2^64 - 1, address 0,
+ * negative streams a trace built in memory may hold, names or none), must
+ * come out as printf's formats write them. */
+static void test_writer_formats(uint64_t *rng) {
+  enum { EVENTS = 3000, IDS = 40 };
+  static const uint64_t edges[] = {0, 1, 9, 10, 15, 16, 255, 256, 4095, 4096, UINT32_MAX, 1ull << 50,
+                                   UINT64_MAX - 1, UINT64_MAX};
+  char dir[] = "/tmp/hbm-test-writer-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char path[128];
+  snprintf(path, sizeof path, "%s/out.trace", dir);
+  for (int named = 0; named < 2; named++) {
+    hbm_trace *t = NULL;
+    CHECK(hbm_trace_new("w", &t) == HBM_OK);
+    if (!t) return;
+    size_t cap = 1 << 20, n = 0;
+    char *want = malloc(cap);
+    CHECK(want != NULL);
+    if (!want) return;
+    n += (size_t)snprintf(want + n, cap - n, "hbm-trace 1\n# w\n");
+    for (int i = 0; i < EVENTS; i++) {
+      hbm_event e = {.kind = test_rand_below(rng, 3) ? HBM_EV_ALLOC : HBM_EV_FREE,
+                     .id = (uint32_t)test_rand_below(rng, IDS)};
+      uint64_t r = test_rand(rng);
+      e.size = r % 4 ? test_rand(rng) >> test_rand_below(rng, 64) : edges[r % 14];
+      e.tag = (uint8_t)test_rand_below(rng, HBM_TAG_COUNT);
+      e.stream = test_rand_below(rng, 4) ? (int32_t)test_rand_below(rng, 1000)
+                                         : (int32_t)(uint32_t)edges[test_rand_below(rng, 14)];
+      r = test_rand(rng);
+      e.addr = r % 3 == 0 ? HBM_NO_ADDR : r % 3 == 1 ? edges[test_rand_below(rng, 14)] : test_rand(rng);
+      if (e.kind == HBM_EV_ALLOC && e.addr == HBM_NO_ADDR && test_rand_below(rng, 4) == 0) e.flags = HBM_EV_REFUSED;
+      CHECK(hbm_trace_push(t, &e) == HBM_OK);
+    }
+    if (named) {
+      t->id_names = calloc(t->nids, sizeof *t->id_names);
+      CHECK(t->id_names != NULL);
+      for (uint32_t id = 0; t->id_names && id < t->nids; id++)
+        if (id % 5) { /* every fifth has none: written as b<id> */
+          char name[32];
+          snprintf(name, sizeof name, "%s%u", id % 2 ? "act.attn_" : "x", id * 7919);
+          t->id_names[id] = strdup(name);
+        }
+    }
+    for (uint64_t i = 0; i < t->nevents; i++) {
+      const hbm_event *e = &t->events[i];
+      if (cap - n < 256) want = realloc(want, cap *= 2);
+      CHECK(want != NULL);
+      if (!want) return;
+      char id[64];
+      if (t->id_names && t->id_names[e->id]) snprintf(id, sizeof id, "%s", t->id_names[e->id]);
+      else snprintf(id, sizeof id, "b%u", e->id);
+      if (e->kind == HBM_EV_FREE) {
+        n += (size_t)snprintf(want + n, cap - n, "f %s\n", id);
+        continue;
+      }
+      n += (size_t)snprintf(want + n, cap - n, "a %s %llu %s %d", id, (unsigned long long)e->size,
+                            hbm_tag_name((hbm_tag)e->tag), e->stream);
+      if (e->addr != HBM_NO_ADDR) n += (size_t)snprintf(want + n, cap - n, " @%#llx", (unsigned long long)e->addr);
+      if (e->flags & HBM_EV_REFUSED) n += (size_t)snprintf(want + n, cap - n, " refused");
+      n += (size_t)snprintf(want + n, cap - n, "\n");
+    }
+    hbm_diag d;
+    CHECK(hbm_trace_save(t, path, &d) == HBM_OK);
+    char *text = NULL;
+    size_t len = 0;
+    CHECK(hbm_read_file(path, &text, &len, &d) == HBM_OK);
+    CHECK(text && len == n && !memcmp(text, want, n));
+    if (text && (len != n || memcmp(text, want, n))) {
+      size_t k = 0;
+      while (k < len && k < n && text[k] == want[k]) k++;
+      size_t from = k > 60 ? k - 60 : 0;
+      fprintf(stderr, "writer differs from printf at byte %zu:\n  written: %.120s\n  printf:  %.120s\n", k, text + from,
+              want + from);
+    }
+    free(text);
+    free(want);
+    hbm_trace_free(t);
+  }
+  CHECK(unlink(path) == 0);
+  CHECK(rmdir(dir) == 0);
+}
+
 /* Values at the edge of what the reader takes, each side of it; a trace
  * built in memory that ends with a step mark; a starting block that runs
  * past its segment, named as such. */
@@ -823,6 +906,7 @@ int main(void) {
   {
     uint64_t seed = test_seed("test_trace"), rng = seed;
     check_overlap_order(&rng);
+    test_writer_formats(&rng);
   }
   expect_bad("hbm-trace 1\ninit-seg 0xfffffffffffffe00 2MiB 0 large\ninit-blk 0xfffffffffffffe00 2MiB -\n", 2,
              "wrap past the top of the address space");

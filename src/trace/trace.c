@@ -931,9 +931,58 @@ static void sb_printf(sbuf *s, const char *fmt, ...) {
   }
 }
 
+/* The allocation and free lines, nearly all of a trace, skip printf: its
+ * per-call locale switch and parsing of the format were half of writing a
+ * generated trace. They write what sb_printf's formats would, byte for byte
+ * (test_trace compares them). */
+static int sb_room(sbuf *s, size_t k) {
+  if (s->failed) return 0;
+  if (k < s->cap - s->n) return 1;
+  size_t cap = s->cap * 2 + k;
+  char *b = realloc(s->b, cap);
+  if (!b) {
+    s->failed = 1;
+    return 0;
+  }
+  s->b = b;
+  s->cap = cap;
+  return 1;
+}
+
+static void sb_put(sbuf *s, const char *text, size_t k) {
+  if (!sb_room(s, k)) return;
+  memcpy(s->b + s->n, text, k);
+  s->n += k;
+}
+
+/* "%llu", or "%#llx" where hex (0 is "0", as printf writes it). */
+static void sb_u64(sbuf *s, uint64_t v, int hex) {
+  char digits[24];
+  size_t k = sizeof digits;
+  do {
+    digits[--k] = "0123456789abcdef"[hex ? v & 15 : v % 10];
+    v = hex ? v >> 4 : v / 10;
+  } while (v);
+  if (hex && !(k == sizeof digits - 1 && digits[k] == '0')) {
+    digits[--k] = 'x';
+    digits[--k] = '0';
+  }
+  sb_put(s, digits + k, sizeof digits - k);
+}
+
+/* "%d" */
+static void sb_i32(sbuf *s, int32_t v) {
+  if (v < 0) sb_put(s, "-", 1);
+  sb_u64(s, v < 0 ? (uint64_t)-(int64_t)v : (uint64_t)v, 0);
+}
+
 static void write_id(sbuf *s, const hbm_trace *t, uint32_t id) {
-  if (t->id_names && id < t->nids && t->id_names[id]) sb_printf(s, "%s", t->id_names[id]);
-  else sb_printf(s, "b%u", id);
+  if (t->id_names && id < t->nids && t->id_names[id]) {
+    sb_put(s, t->id_names[id], strlen(t->id_names[id]));
+  } else {
+    sb_put(s, "b", 1);
+    sb_u64(s, id, 0);
+  }
 }
 
 void hbm_trace_set_source(hbm_trace *t, const char *path) {
@@ -989,18 +1038,28 @@ int hbm_trace_save(const hbm_trace *t, const char *path, hbm_diag *diag) {
   for (uint64_t i = 0; i < t->nevents && !s.failed; i++) {
     const hbm_event *e = &t->events[i];
     switch (e->kind) {
-      case HBM_EV_ALLOC:
-        sb_printf(&s, "a ");
+      case HBM_EV_ALLOC: {
+        const char *tag = hbm_tag_name((hbm_tag)e->tag);
+        sb_put(&s, "a ", 2);
         write_id(&s, t, e->id);
-        sb_printf(&s, " %llu %s %d", (unsigned long long)e->size, hbm_tag_name((hbm_tag)e->tag), e->stream);
-        if (e->addr != HBM_NO_ADDR) sb_printf(&s, " @%#llx", (unsigned long long)e->addr);
-        if (e->flags & HBM_EV_REFUSED) sb_printf(&s, " refused");
-        sb_printf(&s, "\n");
+        sb_put(&s, " ", 1);
+        sb_u64(&s, e->size, 0);
+        sb_put(&s, " ", 1);
+        sb_put(&s, tag, strlen(tag));
+        sb_put(&s, " ", 1);
+        sb_i32(&s, e->stream);
+        if (e->addr != HBM_NO_ADDR) {
+          sb_put(&s, " @", 2);
+          sb_u64(&s, e->addr, 1);
+        }
+        if (e->flags & HBM_EV_REFUSED) sb_put(&s, " refused", 8);
+        sb_put(&s, "\n", 1);
         break;
+      }
       case HBM_EV_FREE:
-        sb_printf(&s, "f ");
+        sb_put(&s, "f ", 2);
         write_id(&s, t, e->id);
-        sb_printf(&s, "\n");
+        sb_put(&s, "\n", 1);
         break;
       case HBM_EV_STEP: sb_printf(&s, "s %llu\n", (unsigned long long)e->size); break;
       case HBM_EV_SEG_ALLOC:
