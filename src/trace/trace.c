@@ -2,8 +2,6 @@
  * The format is documented in docs/trace-format.md and at the top of trace.h. */
 #include "trace/trace.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -913,28 +911,7 @@ int hbm_trace_load_device(const char *path, int device, hbm_trace **out, hbm_dia
 
 /* ---- text writer --------------------------------------------------------------------- */
 typedef struct sbuf { char *b; size_t n, cap; int failed; } sbuf;
-static void sb_printf(sbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *s, const char *fmt, ...) {
-  if (s->failed) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int k = hbm_vsnprintf(s->b + s->n, s->cap - s->n, fmt, ap);
-    va_end(ap);
-    if (k < 0) { s->failed = 1; return; }
-    if ((size_t)k < s->cap - s->n) { s->n += (size_t)k; return; }
-    size_t cap = s->cap * 2 + (size_t)k;
-    char *b = realloc(s->b, cap);
-    if (!b) { s->failed = 1; return; }
-    s->b = b;
-    s->cap = cap;
-  }
-}
-
-/* The allocation and free lines, nearly all of a trace, skip printf: its
- * per-call locale switch and parsing of the format were half of writing a
- * generated trace. They write what sb_printf's formats would, byte for byte
- * (test_trace compares them). */
+/* Room for k more bytes and a NUL (what vsnprintf writes); 0 once out of memory. */
 static int sb_room(sbuf *s, size_t k) {
   if (s->failed) return 0;
   if (k < s->cap - s->n) return 1;
@@ -949,6 +926,23 @@ static int sb_room(sbuf *s, size_t k) {
   return 1;
 }
 
+static void sb_printf(sbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *s, const char *fmt, ...) {
+  while (!s->failed) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = hbm_vsnprintf(s->b + s->n, s->cap - s->n, fmt, ap);
+    va_end(ap);
+    if (k < 0) { s->failed = 1; return; }
+    if ((size_t)k < s->cap - s->n) { s->n += (size_t)k; return; }
+    sb_room(s, (size_t)k);
+  }
+}
+
+/* The allocation and free lines, nearly all of a trace, skip printf: its
+ * per-call locale switch and parsing of the format were half of writing a
+ * generated trace. They write what sb_printf's formats would, byte for byte
+ * (test_trace compares them). */
 static void sb_put(sbuf *s, const char *text, size_t k) {
   if (!sb_room(s, k)) return;
   memcpy(s->b + s->n, text, k);
