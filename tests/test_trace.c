@@ -673,7 +673,7 @@ static void test_edges_exact(void) {
  * some overlap: the reader reports the first overlap in the trace's order
  * (the first segment that shares a byte with one before it, naming the
  * earliest such), as found by comparing every pair. */
-static void check_overlap_order(uint64_t *rng) {
+static void test_overlap_order(uint64_t *rng) {
   enum { TRIALS = 3000, MAX_SEGS = 12 };
   int overlapping = 0;
   for (int trial = 0; trial < TRIALS; trial++) {
@@ -905,7 +905,7 @@ int main(void) {
              "the segment [0x1200000, 0x1300000) overlaps the segment [0x1000000, 0x1400000) at line 4");
   {
     uint64_t seed = test_seed("test_trace"), rng = seed;
-    check_overlap_order(&rng);
+    test_overlap_order(&rng);
     test_writer_formats(&rng);
   }
   expect_bad("hbm-trace 1\ninit-seg 0xfffffffffffffe00 2MiB 0 large\ninit-blk 0xfffffffffffffe00 2MiB -\n", 2,
