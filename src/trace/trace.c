@@ -166,13 +166,6 @@ uint64_t hbm_trace_peak_live(const hbm_trace *t) {
 }
 
 /* ---- validation: the starting state's segments and tiling, pairing of allocs and frees -- */
-typedef struct seg_span { uint64_t lo, hi; uint32_t k; } seg_span;
-static int seg_span_cmp(const void *a, const void *b) {
-  const seg_span *x = a, *y = b;
-  if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
-  return x->k < y->k ? -1 : x->k > y->k;
-}
-
 const char *hbm_trace_where(const hbm_trace *t, uint32_t line, char *buf, size_t len) {
   if (!line) snprintf(buf, len, "%s", "");
   else if (t && t->from_snapshot) snprintf(buf, len, "device_traces[%d][%u]", (int)t->snapshot_device, line - 1);
@@ -185,25 +178,20 @@ static void where_line(char *buf, size_t len, uint32_t line) {
   else buf[0] = 0;
 }
 
-/* Whether two of the segments s[0..n) (sorted by address) with k below
- * `within` share a byte: an overlap shows against the segment reaching
- * furthest so far. */
-static int segs_overlap(const seg_span *s, uint32_t n, uint32_t within) {
-  const seg_span *far = NULL; /* of the segments swept, the one that reaches highest */
-  for (uint32_t i = 0; i < n; i++) {
-    if (s[i].k >= within || s[i].lo == s[i].hi) continue; /* an empty one (built in memory) shares no byte */
-    if (far && s[i].lo < far->hi) return 1;
-    if (!far || s[i].hi > far->hi) far = &s[i];
-  }
-  return 0;
+/* In a set of disjoint ranges keyed {.hi = start, .lo = end}: whether one
+ * shares a byte with [lo, hi) (lo < hi), and which (*k, *value). Being
+ * disjoint, only the first at or above lo and the last below it can reach
+ * into [lo, hi). The starting segments and the recorded ranges are checked
+ * with it, each in the trace's order. */
+static int ranges_meet(const hbm_ordset *set, uint64_t lo, uint64_t hi, hbm_okey *k, uint32_t *value) {
+  return (hbm_ordset_lower_bound(set, (hbm_okey){.hi = lo, .lo = 0}, k, value) && k->hi < hi) ||
+         (hbm_ordset_below(set, (hbm_okey){.hi = lo, .lo = 0}, k, value) && k->lo > lo);
 }
 
 /* Two segments of one starting state share no byte: a replay would place
- * blocks twice over and count the memory twice. The overlap reported is the
- * first in the trace's order, as a reader going line by line would meet it:
- * the shortest run of segments from the first that holds one (bisected, a
- * sweep by address each), on its last segment's line, naming the segment it
- * overlaps. */
+ * blocks twice over and count the memory twice. Read in the trace's order,
+ * the first segment that meets one before it is reported, on its line,
+ * naming the earliest segment it meets. */
 int hbm_trace_check_segments(const hbm_trace *t, const char *file, hbm_diag *diag) {
   if (!file) file = t->name;
   for (uint32_t k = 0; k < t->ninit_segments; k++) {
@@ -212,35 +200,32 @@ int hbm_trace_check_segments(const hbm_trace *t, const char *file, hbm_diag *dia
       return hbm_diag_set(diag, file, g->line, 0, "starting state: the segment at %#llx (%llu bytes) wraps past the top of the address space",
                           (unsigned long long)g->addr, (unsigned long long)g->size);
   }
-  uint32_t n = t->ninit_segments;
-  if (n < 2) return HBM_OK;
-  seg_span *s = malloc(n * sizeof *s);
-  if (!s) return HBM_EHOSTMEM;
-  for (uint32_t k = 0; k < n; k++)
-    s[k] = (seg_span){t->init_segments[k].addr, t->init_segments[k].addr + t->init_segments[k].size, k};
-  qsort(s, n, sizeof *s, seg_span_cmp);
-  int rc = HBM_OK;
-  if (segs_overlap(s, n, n)) {
-    uint32_t lo = 2, hi = n; /* the shortest run with an overlap is in [lo, hi] */
-    while (lo < hi) {
-      uint32_t mid = lo + (hi - lo) / 2;
-      if (segs_overlap(s, n, mid)) hi = mid;
-      else lo = mid + 1;
+  if (t->ninit_segments < 2) return HBM_OK;
+  hbm_ordset *set = NULL;
+  int rc = hbm_ordset_create(&set);
+  for (uint32_t k = 0; k < t->ninit_segments && rc == HBM_OK; k++) {
+    const hbm_init_segment *b = &t->init_segments[k];
+    uint64_t lo = b->addr, hi = b->addr + b->size;
+    hbm_okey key;
+    uint32_t other;
+    if (hi == lo) continue; /* an empty one (built in memory) shares no byte */
+    if (!ranges_meet(set, lo, hi, &key, &other)) {
+      rc = hbm_ordset_insert(set, (hbm_okey){.hi = lo, .lo = hi}, k);
+      continue;
     }
-    /* Its last segment, and the first in the trace that it overlaps. */
-    const seg_span *a = NULL, *b = NULL;
-    for (uint32_t i = 0; i < n; i++)
-      if (s[i].k == lo - 1) b = &s[i];
-    for (uint32_t i = 0; i < n; i++)
-      if (s[i].k < b->k && s[i].lo < b->hi && b->lo < s[i].hi && (!a || s[i].k < a->k)) a = &s[i];
+    for (uint32_t j = 0; j < other; j++) { /* the earliest it meets */
+      const hbm_init_segment *g = &t->init_segments[j];
+      if (g->addr < hi && lo < g->addr + g->size) other = j;
+    }
+    const hbm_init_segment *a = &t->init_segments[other];
     char at[32];
-    where_line(at, sizeof at, t->init_segments[a->k].line);
-    rc = hbm_diag_set(diag, file, t->init_segments[b->k].line, 0,
+    where_line(at, sizeof at, a->line);
+    rc = hbm_diag_set(diag, file, b->line, 0,
                       "starting state: the segment [0x%llx, 0x%llx) overlaps the segment [0x%llx, 0x%llx)%s",
-                      (unsigned long long)b->lo, (unsigned long long)b->hi, (unsigned long long)a->lo,
-                      (unsigned long long)a->hi, at);
+                      (unsigned long long)lo, (unsigned long long)hi, (unsigned long long)a->addr,
+                      (unsigned long long)(a->addr + a->size), at);
   }
-  free(s);
+  hbm_ordset_destroy(set);
   return rc;
 }
 
@@ -335,13 +320,9 @@ static int rec_claim(rec_check *c, uint32_t id, uint64_t src) {
   rec_release(c, id); /* an unpaired trace's old range: validate says so */
   rec_range(c->t, src, &lo, &hi);
   if (hi == lo) return HBM_OK; /* no byte to share */
-  /* Live ranges are disjoint, so only the first at or above lo and the
-   * last below it can reach into [lo, hi). */
   hbm_okey k;
   uint32_t other;
-  if ((hbm_ordset_lower_bound(c->live, (hbm_okey){.hi = lo, .lo = 0}, &k, &other) && k.hi < hi) ||
-      (hbm_ordset_below(c->live, (hbm_okey){.hi = lo, .lo = 0}, &k, &other) && k.lo > lo))
-    return rec_overlap(c, id, src, other, k);
+  if (ranges_meet(c->live, lo, hi, &k, &other)) return rec_overlap(c, id, src, other, k);
   int rc = hbm_ordset_insert(c->live, (hbm_okey){.hi = lo, .lo = hi}, id);
   if (rc != HBM_OK) return rc;
   c->src[id] = src + 1;
