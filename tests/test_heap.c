@@ -243,6 +243,12 @@ int main(void) {
   CHECK(hbm_count_parse("1", NULL) == HBM_EINVAL);
   CHECK(hbm_tag_parse(NULL, &tg) == HBM_EINVAL);
   CHECK(hbm_tag_parse("act", NULL) == HBM_EINVAL);
+  /* every tag's name reads back as the tag; a prefix, a longer word or
+   * another case is none */
+  for (int i = 0; i < HBM_TAG_COUNT; i++)
+    CHECK(hbm_tag_parse(hbm_tag_name((hbm_tag)i), &tg) == HBM_OK && tg == (hbm_tag)i);
+  const char *not_tags[] = {"", "ac", "acts", "Act", "tem", "optimx", "othe", "paramparam", "act "};
+  for (size_t i = 0; i < sizeof not_tags / sizeof not_tags[0]; i++) CHECK(hbm_tag_parse(not_tags[i], &tg) == HBM_EINVAL);
   CHECK(hbm_stats_format(NULL, 1, NULL, 0) == HBM_EINVAL);
   const char *bad_counts[] = {"", "-1", "+1", ".5", "0x10", "1.", "1e", "1e-3", "1.2.3", "1 ", "5Bi", "1KiB", "inf", "nan", "1Q", "1ki"};
   for (size_t i = 0; i < sizeof bad_counts / sizeof bad_counts[0]; i++)

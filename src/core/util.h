@@ -16,6 +16,10 @@ double hbm_strtod(const char *s, char **end);
 int hbm_vsnprintf(char *buf, size_t len, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
 int hbm_snprintf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* hbm_tag_parse on name[0..len), which holds no NUL: the trace reader's
+ * tokens, read in place. */
+int hbm_tag_parse_n(const char *name, size_t len, hbm_tag *tag);
+
 /* Reports through the error handler; returns err so callers can
  * `return hbm_report_error(HBM_EINVAL, "...")`. */
 int hbm_report_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

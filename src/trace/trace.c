@@ -561,21 +561,7 @@ static int tok_size(tok t, uint64_t *v) {
   return hbm_size_parse(buf, v) == HBM_OK;
 }
 
-/* hbm_tag_parse on the token, without copying it or a library call per
- * name: nearly every line of a trace has a tag. test_trace holds it to
- * hbm_tag_parse. */
-static int tok_tag(tok t, hbm_tag *tag) {
-  static const struct { const char name[8]; hbm_tag tag; } tags[] = { /* the commonest first */
-      {"act", HBM_TAG_ACT},     {"temp", HBM_TAG_TEMP},   {"comm", HBM_TAG_COMM},  {"grad", HBM_TAG_GRAD},
-      {"param", HBM_TAG_PARAM}, {"optim", HBM_TAG_OPTIM}, {"other", HBM_TAG_OTHER}};
-  _Static_assert(sizeof tags / sizeof tags[0] == HBM_TAG_COUNT, "a tag the trace reader does not know");
-  for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
-    if (t.n < sizeof tags[i].name && !tags[i].name[t.n] && !memcmp(t.s, tags[i].name, t.n)) {
-      *tag = tags[i].tag;
-      return 1;
-    }
-  return 0;
-}
+static int tok_tag(tok t, hbm_tag *tag) { return hbm_tag_parse_n(t.s, t.n, tag) == HBM_OK; }
 
 static int tok_stream(tok t, int32_t *stream) {
   uint64_t v;
