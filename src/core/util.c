@@ -131,15 +131,11 @@ const char *hbm_tag_name(hbm_tag tag) {
   return (unsigned)tag < HBM_TAG_COUNT ? tag_names[tag] : "other";
 }
 int hbm_tag_parse_n(const char *name, size_t len, hbm_tag *tag) {
-  for (int i = 0; i < HBM_TAG_COUNT; i++) {
-    const char *n = tag_names[i];
-    size_t k = 0;
-    while (k < len && n[k] == name[k]) k++; /* stops at n's NUL: name holds none */
-    if (k == len && !n[len]) {
+  for (int i = 0; i < HBM_TAG_COUNT; i++)
+    if (hbm_str_is(tag_names[i], name, len)) {
       *tag = (hbm_tag)i;
       return HBM_OK;
     }
-  }
   return HBM_EINVAL;
 }
 int hbm_tag_parse(const char *name, hbm_tag *tag) {

@@ -462,22 +462,13 @@ static int ids_grow_slots(id_table *t) {
   return HBM_OK;
 }
 
-/* Whether the string s is name[0..len), which holds no NUL: a shorter s
- * differs at its NUL, before any byte past it is read. Names are short,
- * and a library call per compare was a tenth of a trace's reading. */
-static inline int name_is(const char *s, const char *name, size_t len) {
-  for (size_t i = 0; i < len; i++)
-    if (s[i] != name[i]) return 0;
-  return !s[len];
-}
-
 /* Finds or adds name[0..len); returns the id or HBM_NO_ID on host OOM. */
 static uint32_t ids_lookup(id_table *t, const char *name, size_t len, int add) {
   if ((uint64_t)(t->n + 1) * 2 > t->nslots && ids_grow_slots(t) != HBM_OK) return HBM_NO_ID;
   uint64_t h = fnv(name, len) & (t->nslots - 1);
   while (t->slots[h]) {
     const char *s = t->names[t->slots[h] - 1];
-    if (name_is(s, name, len)) return t->slots[h] - 1;
+    if (hbm_str_is(s, name, len)) return t->slots[h] - 1;
     h = (h + 1) & (t->nslots - 1);
   }
   if (!add) return HBM_NO_ID - 1;
