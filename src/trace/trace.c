@@ -506,7 +506,7 @@ static void ids_release(id_table *t, int keep_names) {
 
 typedef struct tok { const char *s; size_t n; } tok;
 
-static int tok_eq(tok t, const char *s) { return strlen(s) == t.n && !memcmp(t.s, s, t.n); }
+static int tok_eq(tok t, const char *s) { return hbm_str_is(s, t.s, t.n); }
 
 /* Parses an unsigned number spanning the whole token: decimal, or
  * hexadecimal after 0x. A leading zero is no octal prefix (strtoull's base 0
