@@ -942,7 +942,12 @@ int main(void) {
                        /* sizes that do not parse: the default must not stand in for them */
                        "chunk:big", "chunk:", "slack:big", "slot:big",
                        /* a percentage with more after it, or before its sign */
-                       "headroom:5%x", "headroom:5x%"};
+                       "headroom:5%x", "headroom:5x%",
+                       /* numbers that strtod and strtol take, and no more: a space, a
+                        * sign, hexadecimal, a second percent sign */
+                       "probes: 5", "probes:+5", "probes:0x10", "va:+4", "va: 4", "split: 0.5", "split:+0.5",
+                       "split:0x1p-1", "split:0X1P-1", "split:.", "split:inf", "slack: 5%", "slack:+5%", "slack:5%%",
+                       "slack:5%x%", "headroom: 5%", "headroom:+5%", "headroom:0x5%", "headroom:5%%", "headroom:.%"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(hbm_heap_create(dev, "zoned", bad[i], &h) == HBM_EINVAL);
   CHECK(errors_seen >= (int)(sizeof bad / sizeof bad[0]));
   /* every bounded setting at its limits, and one step past each */
@@ -953,6 +958,7 @@ int main(void) {
       {"slack:0%", 1},      {"slack:1000%", 1},    {"slack:1000.1%", 0},   {"slack:0", 1},
       {"slack:%", 0},       {"slack:x%", 0},       {"slack:1.5%", 1},      {"slack:64MiB", 1},
       {"split:0.001", 1},   {"split:0.999", 1},    {"split:0", 0},         {"split:1", 0},
+      {"split:.5", 1},      {"split:5e-1", 1},     {"headroom:5.%", 1},    {"slack:1e1%", 1},
       {"slot:2MiB", 1},     {"slot:off", 1},       {"slot:1MiB", 0},       {"slot:2PiB", 0},
       {"slot:1PiB", 1},
       {"chunk:2MiB", 1},    {"chunk:1PiB", 1},     {"chunk:1MiB", 0},      {"chunk:1026PiB", 0},
@@ -966,12 +972,12 @@ int main(void) {
     if (rc == HBM_OK) hbm_heap_destroy(h);
   }
   /* settings of 511 bytes are read, of 512 refused as too long (valid
-   * items both, each once: the padded number is still 2) */
+   * items both, each once: the padded size is still 64 MiB) */
   for (size_t len = 511; len <= 512; len++) {
     char conf[600] = "probes:8,";
-    strcat(conf, "va:");
-    while (strlen(conf) + 1 < len) strcat(conf, "0");
-    strcat(conf, "2");
+    strcat(conf, "chunk:");
+    while (strlen(conf) + 5 < len) strcat(conf, "0");
+    strcat(conf, "64MiB");
     CHECK_EQ_U64(strlen(conf), len);
     last_error[0] = 0;
     int rc = hbm_heap_create(dev, "zoned", conf, &h);

@@ -244,6 +244,28 @@ static int parse_onoff(const char *v, int *out) {
   return 0;
 }
 
+/* A decimal number at the start of v ("5", "0.5", ".5", "5e-3"): strtod's,
+ * less the sign, space, hexadecimal, infinity and NaN it also takes. 1 with
+ * the value and *end past it; 0 where v does not start with one. */
+static int parse_decimal(const char *v, const char **end, double *out) {
+  const char *digit = v[0] == '.' ? v + 1 : v;
+  if (*digit < '0' || *digit > '9') return 0;
+  char *e;
+  double d = hbm_strtod(v, &e);
+  if (memchr(v, 'x', (size_t)(e - v)) || memchr(v, 'X', (size_t)(e - v))) return 0;
+  *end = e;
+  *out = d;
+  return 1;
+}
+
+/* N from lo to hi, as hbm_count_parse reads counts (no sign or space). */
+static int parse_bounded(const char *v, uint64_t lo, uint64_t hi, uint64_t *out) {
+  uint64_t n;
+  if (hbm_count_parse(v, &n) != HBM_OK || n < lo || n > hi) return 0;
+  *out = n;
+  return 1;
+}
+
 static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_diag *diag) {
   *c = (zoned_conf){.zones = ZONES_INFER, .small = 1, .streams = 1, .vmm = 1, .probes = 8, .moves = MOVES_AUTO,
                     .plan = 1, .trim = 1, .chunk = 64ull << 20, .va_factor = 2, .split = 0.5};
@@ -261,7 +283,8 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
   const char *seen[sizeof buf / 2];
   unsigned nseen = 0;
   for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-    char *sep = strpbrk(item, ":="), *end, sep_char = sep ? *sep : 0;
+    char *sep = strpbrk(item, ":="), sep_char = sep ? *sep : 0;
+    const char *end;
     char want[160] = ""; /* what a known key takes, for the message: set before any jump to bad */
     if (!sep) goto bad;
     *sep = 0;
@@ -289,16 +312,15 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
       snprintf(want, sizeof want, "slack:SIZE, or slack:P%% with P from 0 to 1000");
       size_t len = strlen(v);
       if (len > 1 && v[len - 1] == '%') {
-        c->slack_share = hbm_strtod(v, &end) / 100.0;
-        if (*end != '%' || !(c->slack_share >= 0 && c->slack_share <= 10)) goto bad;
+        if (!parse_decimal(v, &end, &c->slack_share) || end != v + len - 1 || !(c->slack_share <= 1000)) goto bad;
+        c->slack_share /= 100.0;
       } else if (hbm_size_parse(v, &c->slack) != HBM_OK) {
         goto bad;
       }
     } else if (!strcmp(k, "headroom")) {
       snprintf(want, sizeof want, "headroom:P%% with P from 0 to 50");
-      size_t len = strlen(v);
-      c->headroom = hbm_strtod(v, &end) / 100.0;
-      if (len < 2 || v[len - 1] != '%' || *end != '%' || !(c->headroom >= 0 && c->headroom <= 0.5)) goto bad;
+      if (!parse_decimal(v, &end, &c->headroom) || strcmp(end, "%") || !(c->headroom <= 50)) goto bad;
+      c->headroom /= 100.0;
     } else if (!strcmp(k, "slot")) {
       snprintf(want, sizeof want, "slot:off, or slot:SIZE of at least the device's granule (%llu B) up to 1 PiB",
                (unsigned long long)granule);
@@ -306,8 +328,8 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
       else if (hbm_size_parse(v, &c->slot) != HBM_OK || c->slot < granule || c->slot > HBM_MAX_SIZE) goto bad;
     } else if (!strcmp(k, "probes")) {
       snprintf(want, sizeof want, "probes:N with N from 1 to 1024");
-      long n = strtol(v, &end, 10);
-      if (*end || n < 1 || n > 1024) goto bad;
+      uint64_t n;
+      if (!parse_bounded(v, 1, 1024, &n)) goto bad;
       c->probes = (int)n;
     } else if (!strcmp(k, "moves")) {
       snprintf(want, sizeof want, "moves:on|off|auto");
@@ -328,16 +350,14 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
       if (!parse_onoff(v, &c->streams)) goto bad;
     } else if (!strcmp(k, "va")) {
       snprintf(want, sizeof want, "va:N with N from 1 to 64");
-      long n = strtol(v, &end, 10);
-      if (*end || n < 1 || n > 64) goto bad;
-      c->va_factor = (uint64_t)n;
+      if (!parse_bounded(v, 1, 64, &c->va_factor)) goto bad;
     } else if (!strcmp(k, "vmm")) {
       snprintf(want, sizeof want, "vmm:on|off");
       if (!parse_onoff(v, &c->vmm)) goto bad;
     } else if (!strcmp(k, "split")) {
       snprintf(want, sizeof want, "split:F with F between 0 and 1, both excluded");
-      double f = hbm_strtod(v, &end);
-      if (*end || !(f > 0 && f < 1)) goto bad;
+      double f;
+      if (!parse_decimal(v, &end, &f) || *end || !(f > 0 && f < 1)) goto bad;
       c->split = f;
     } else {
       goto bad;
