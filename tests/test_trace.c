@@ -719,6 +719,65 @@ static void test_overlap_order(uint64_t *rng) {
   CHECK(overlapping > TRIALS / 4 && overlapping < TRIALS); /* both kinds drawn */
 }
 
+/* The id table against the names themselves: ids from 3,000 names of 1 to
+ * 24 bytes (a third up to 24, the rest up to 14) over two letters (so that
+ * many share a prefix, names of 8 and
+ * 9 bytes differ only in the last, and the table grows three times), in a
+ * random order of allocations and frees. Each event's id must name what
+ * its line named, and every name one id. */
+static void test_id_names(uint64_t *rng) {
+  enum { NAMES = 3000, EVENTS = 40000, LEN = 24 };
+  static char names[NAMES][LEN + 1];
+  static uint8_t live[NAMES];
+  static uint32_t named[EVENTS];
+  for (int i = 0; i < NAMES; i++) {
+    int again;
+    do { /* distinct names */
+      int len = 1 + (int)test_rand_below(rng, i % 3 ? 14 : LEN); /* 32,766 names of up to 14 */
+      for (int k = 0; k < len; k++) names[i][k] = "ab"[test_rand_below(rng, 2)];
+      names[i][len] = 0;
+      again = 0;
+      for (int j = 0; j < i && !again; j++) again = !strcmp(names[i], names[j]);
+    } while (again);
+  }
+  size_t cap = 32 + (size_t)EVENTS * (LEN + 16), len = 0;
+  char *text = malloc(cap);
+  CHECK(text != NULL);
+  if (!text) return;
+  len += (size_t)snprintf(text, cap, "hbm-trace 1\n");
+  memset(live, 0, sizeof live);
+  for (int e = 0; e < EVENTS; e++) {
+    uint32_t i = (uint32_t)test_rand_below(rng, NAMES);
+    named[e] = i;
+    len += (size_t)snprintf(text + len, cap - len, live[i] ? "f %s\n" : "a %s 512\n", names[i]);
+    live[i] ^= 1;
+  }
+  hbm_trace *t = NULL;
+  hbm_diag d;
+  CHECK(parse(text, &t, &d) == HBM_OK);
+  if (t) {
+    CHECK_EQ_U64(t->nevents, EVENTS);
+    uint32_t bad = 0;
+    for (int e = 0; e < EVENTS && e < (int)t->nevents; e++) {
+      uint32_t id = t->events[e].id;
+      if (id >= t->nids || !t->id_names[id] || strcmp(t->id_names[id], names[named[e]])) {
+        if (bad++ < 3) fprintf(stderr, "event %d: id %u named '%s', the line named '%s'\n", e, id,
+                               id < t->nids && t->id_names[id] ? t->id_names[id] : "?", names[named[e]]);
+      }
+    }
+    CHECK(bad == 0);
+    uint32_t used = 0;
+    for (int i = 0; i < NAMES; i++) {
+      int seen = 0;
+      for (int e = 0; e < EVENTS && !seen; e++) seen = named[e] == (uint32_t)i;
+      used += seen;
+    }
+    CHECK_EQ_U64(t->nids, used); /* one id a name: an id named twice would leave a name without one */
+    hbm_trace_free(t);
+  }
+  free(text);
+}
+
 int main(void) {
   hbm_trace *t;
   hbm_diag d;
@@ -907,6 +966,7 @@ int main(void) {
     uint64_t seed = test_seed("test_trace"), rng = seed;
     test_overlap_order(&rng);
     test_writer_formats(&rng);
+    test_id_names(&rng);
   }
   expect_bad("hbm-trace 1\ninit-seg 0xfffffffffffffe00 2MiB 0 large\ninit-blk 0xfffffffffffffe00 2MiB -\n", 2,
              "wrap past the top of the address space");

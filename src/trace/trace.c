@@ -431,46 +431,69 @@ int hbm_trace_validate(const hbm_trace *t, hbm_diag *diag) {
 }
 
 /* ---- text reader ---------------------------------------------------------------------- */
-/* Names to dense ids: open addressing over FNV-1a. */
+/* Names to dense ids: open addressing. A slot keeps its name's key beside
+ * the id: up to 8 bytes, the name itself (most ids, "b1234", are short:
+ * a hit compares two words and reads no name); longer, its FNV-1a hash,
+ * and the name is compared on a match. Every allocation and free of a text
+ * trace looks its id up, and hashing and comparing bytes there was a fifth
+ * of reading a large trace. */
+typedef struct id_slot {
+  uint64_t key;
+  uint32_t id1; /* id + 1, 0 = empty */
+  uint32_t len; /* the name's length, UINT32_MAX for any longer */
+} id_slot;
+
 typedef struct id_table {
   char **names;      /* index = id */
   uint32_t n, cap;
-  uint32_t *slots;   /* id + 1, 0 = empty */
-  uint64_t nslots;
+  id_slot *slots;
+  uint64_t nslots;   /* a power of two, at least twice n */
+  unsigned shift;    /* 64 - log2(nslots): a slot index from a hash's top bits */
   uint8_t *live;
   uint32_t *last_line; /* line where the id was last allocated or freed */
 } id_table;
 
-static uint64_t fnv(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
+static uint64_t id_key(const char *s, size_t n) {
+  uint64_t h = 0;
+  if (n <= sizeof h) {
+    memcpy(&h, s, n);
+    return h;
+  }
+  h = 1469598103934665603ull;
   for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
   return h;
 }
 
+static uint64_t id_slot_of(const id_table *t, uint64_t key, uint32_t len) {
+  return ((key ^ len) * 0x9e3779b97f4a7c15ull) >> t->shift;
+}
+
 static int ids_grow_slots(id_table *t) {
   uint64_t n = t->nslots ? t->nslots * 2 : 1024;
-  uint32_t *s = calloc(n, sizeof *s);
+  id_slot *s = calloc(n, sizeof *s), *old = t->slots;
   if (!s) return HBM_EHOSTMEM;
-  for (uint32_t id = 0; id < t->n; id++) {
-    uint64_t h = fnv(t->names[id], strlen(t->names[id])) & (n - 1);
-    while (s[h]) h = (h + 1) & (n - 1);
-    s[h] = id + 1;
-  }
-  free(t->slots);
+  uint64_t old_n = t->nslots;
   t->slots = s;
   t->nslots = n;
+  t->shift = 64u - (unsigned)__builtin_ctzll(n);
+  for (uint64_t i = 0; i < old_n; i++) {
+    if (!old[i].id1) continue;
+    uint64_t h = id_slot_of(t, old[i].key, old[i].len);
+    while (s[h].id1) h = (h + 1) & (n - 1);
+    s[h] = old[i];
+  }
+  free(old);
   return HBM_OK;
 }
 
 /* Finds or adds name[0..len); returns the id or HBM_NO_ID on host OOM. */
 static uint32_t ids_lookup(id_table *t, const char *name, size_t len, int add) {
   if ((uint64_t)(t->n + 1) * 2 > t->nslots && ids_grow_slots(t) != HBM_OK) return HBM_NO_ID;
-  uint64_t h = fnv(name, len) & (t->nslots - 1);
-  while (t->slots[h]) {
-    const char *s = t->names[t->slots[h] - 1];
-    if (hbm_str_is(s, name, len)) return t->slots[h] - 1;
-    h = (h + 1) & (t->nslots - 1);
-  }
+  uint32_t len32 = len < UINT32_MAX ? (uint32_t)len : UINT32_MAX; /* longer ones: the names decide */
+  uint64_t key = id_key(name, len), h = id_slot_of(t, key, len32);
+  for (const id_slot *x; (x = &t->slots[h])->id1; h = (h + 1) & (t->nslots - 1))
+    if (x->key == key && x->len == len32 && (len <= sizeof key || hbm_str_is(t->names[x->id1 - 1], name, len)))
+      return x->id1 - 1;
   if (!add) return HBM_NO_ID - 1;
   if (t->n == t->cap) {
     uint32_t cap = t->cap ? t->cap * 2 : 1024;
@@ -490,7 +513,7 @@ static uint32_t ids_lookup(id_table *t, const char *name, size_t len, int add) {
   t->names[t->n] = copy;
   t->live[t->n] = 0;
   t->last_line[t->n] = 0;
-  t->slots[h] = t->n + 1;
+  t->slots[h] = (id_slot){key, t->n + 1, len32};
   return t->n++;
 }
 
