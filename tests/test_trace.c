@@ -560,6 +560,17 @@ static void test_edges_exact(void) {
   CHECK(parse("hbm-trace 1\na x 512 act @18446744073709550592\n", &t, &d) == HBM_OK);
   if (t) CHECK(t->events[0].addr == 18446744073709550592ull);
   hbm_trace_free(t);
+  /* 2^64 - 1 itself, each way it can be written: the overflow test is exact */
+  static const char *const u64_max[] = {"hbm-trace 1\ns 18446744073709551615\n", "hbm-trace 1\ns 0xffffffffffffffff\n",
+                                        "hbm-trace 1\ns 0XFFFFFFFFFFFFFFFF\n"};
+  for (size_t i = 0; i < sizeof u64_max / sizeof u64_max[0]; i++) {
+    t = NULL;
+    CHECK(parse(u64_max[i], &t, &d) == HBM_OK);
+    if (t) CHECK(t->nevents == 1 && t->events[0].size == UINT64_MAX);
+    hbm_trace_free(t);
+  }
+  expect_bad("hbm-trace 1\ns 18446744073709551616\n", 2, "expected a step number");
+  expect_bad("hbm-trace 1\ns 0x10000000000000000\n", 2, "expected a step number");
   /* tags and plain byte counts take a reader of their own: each tag name, and
    * each size of up to 20 digits, reads as hbm_tag_parse and hbm_size_parse
    * read it */
