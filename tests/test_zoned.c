@@ -959,6 +959,7 @@ int main(void) {
       {"slack:%", 0},       {"slack:x%", 0},       {"slack:1.5%", 1},      {"slack:64MiB", 1},
       {"split:0.001", 1},   {"split:0.999", 1},    {"split:0", 0},         {"split:1", 0},
       {"split:.5", 1},      {"split:5e-1", 1},     {"headroom:5.%", 1},    {"slack:1e1%", 1},
+      {"split:.9", 1},      {"headroom:9%", 1},    {"slack:0.5%", 1},      {"split:a.5", 0},
       {"slot:2MiB", 1},     {"slot:off", 1},       {"slot:1MiB", 0},       {"slot:2PiB", 0},
       {"slot:1PiB", 1},
       {"chunk:2MiB", 1},    {"chunk:1PiB", 1},     {"chunk:1MiB", 0},      {"chunk:1026PiB", 0},
