@@ -943,8 +943,8 @@ int main(void) {
                        "chunk:big", "chunk:", "slack:big", "slot:big",
                        /* a percentage with more after it, or before its sign */
                        "headroom:5%x", "headroom:5x%",
-                       /* numbers that strtod and strtol take, and no more: a space, a
-                        * sign, hexadecimal, a second percent sign */
+                       /* what strtol and strtod take and a setting does not: a space, a
+                        * sign, hexadecimal, infinity, a second percent sign */
                        "probes: 5", "probes:+5", "probes:0x10", "va:+4", "va: 4", "split: 0.5", "split:+0.5",
                        "split:0x1p-1", "split:0X1P-1", "split:.", "split:inf", "slack: 5%", "slack:+5%", "slack:5%%",
                        "slack:5%x%", "headroom: 5%", "headroom:+5%", "headroom:0x5%", "headroom:5%%", "headroom:.%"};
