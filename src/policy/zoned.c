@@ -258,6 +258,12 @@ static int parse_decimal(const char *v, const char **end, double *out) {
   return 1;
 }
 
+/* P of "P%": a decimal, then exactly one '%'. */
+static int parse_percent(const char *v, double *p) {
+  const char *end;
+  return parse_decimal(v, &end, p) && !strcmp(end, "%");
+}
+
 /* N from lo to hi, as hbm_count_parse reads counts (no sign or space). */
 static int parse_bounded(const char *v, uint64_t lo, uint64_t hi, uint64_t *out) {
   uint64_t n;
@@ -284,7 +290,6 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
   unsigned nseen = 0;
   for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
     char *sep = strpbrk(item, ":="), sep_char = sep ? *sep : 0;
-    const char *end;
     char want[160] = ""; /* what a known key takes, for the message: set before any jump to bad */
     if (!sep) goto bad;
     *sep = 0;
@@ -312,14 +317,14 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
       snprintf(want, sizeof want, "slack:SIZE, or slack:P%% with P from 0 to 1000");
       size_t len = strlen(v);
       if (len > 1 && v[len - 1] == '%') {
-        if (!parse_decimal(v, &end, &c->slack_share) || end != v + len - 1 || !(c->slack_share <= 1000)) goto bad;
+        if (!parse_percent(v, &c->slack_share) || !(c->slack_share <= 1000)) goto bad;
         c->slack_share /= 100.0;
       } else if (hbm_size_parse(v, &c->slack) != HBM_OK) {
         goto bad;
       }
     } else if (!strcmp(k, "headroom")) {
       snprintf(want, sizeof want, "headroom:P%% with P from 0 to 50");
-      if (!parse_decimal(v, &end, &c->headroom) || strcmp(end, "%") || !(c->headroom <= 50)) goto bad;
+      if (!parse_percent(v, &c->headroom) || !(c->headroom <= 50)) goto bad;
       c->headroom /= 100.0;
     } else if (!strcmp(k, "slot")) {
       snprintf(want, sizeof want, "slot:off, or slot:SIZE of at least the device's granule (%llu B) up to 1 PiB",
@@ -357,6 +362,7 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
     } else if (!strcmp(k, "split")) {
       snprintf(want, sizeof want, "split:F with F between 0 and 1, both excluded");
       double f;
+      const char *end;
       if (!parse_decimal(v, &end, &f) || *end || !(f > 0 && f < 1)) goto bad;
       c->split = f;
     } else {
