@@ -448,7 +448,6 @@ typedef struct id_table {
   uint32_t n, cap;
   id_slot *slots;
   uint64_t nslots;   /* a power of two, at least twice n */
-  unsigned shift;    /* 64 - log2(nslots): a slot index from a hash's top bits */
   uint8_t *live;
   uint32_t *last_line; /* line where the id was last allocated or freed */
 } id_table;
@@ -464,8 +463,9 @@ static uint64_t id_key(const char *s, size_t n) {
   return h;
 }
 
+/* The slot from the top log2(nslots) bits of a multiplicative hash. */
 static uint64_t id_slot_of(const id_table *t, uint64_t key, uint32_t len) {
-  return ((key ^ len) * 0x9e3779b97f4a7c15ull) >> t->shift;
+  return ((key ^ len) * 0x9e3779b97f4a7c15ull) >> (64 - __builtin_ctzll(t->nslots));
 }
 
 static int ids_grow_slots(id_table *t) {
@@ -475,7 +475,6 @@ static int ids_grow_slots(id_table *t) {
   uint64_t old_n = t->nslots;
   t->slots = s;
   t->nslots = n;
-  t->shift = 64u - (unsigned)__builtin_ctzll(n);
   for (uint64_t i = 0; i < old_n; i++) {
     if (!old[i].id1) continue;
     uint64_t h = id_slot_of(t, old[i].key, old[i].len);
