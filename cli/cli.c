@@ -3,10 +3,12 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -302,16 +304,18 @@ static int names_descriptor(const char *path) {
 /* The directory an output goes in must be there and take files, before the
  * work: a long replay or plan would otherwise end in "cannot create". Said as
  * writing it would say it. */
-static int check_output_dir(const char *path) {
+/* Whether the directory the writer creates path's file in (target's: the
+ * path itself, or the file a symbolic link names) takes a new file. */
+static int check_output_dir(const char *path, const char *target) {
   /* The writer checks a descriptor's name itself: a closed one is no matter of
    * its directory's permissions (a process's fd directory is not writable).
    * Any other path under /dev or /proc is checked as a file's. */
   if (names_descriptor(path)) return CLI_OK;
-  const char *slash = strrchr(path, '/');
+  const char *slash = strrchr(target, '/');
   char dir[4096];
   if (!slash) snprintf(dir, sizeof dir, ".");
-  else if (slash == path) snprintf(dir, sizeof dir, "/");
-  else if ((size_t)(slash - path) < sizeof dir) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  else if (slash == target) snprintf(dir, sizeof dir, "/");
+  else if ((size_t)(slash - target) < sizeof dir) snprintf(dir, sizeof dir, "%.*s", (int)(slash - target), target);
   else return CLI_OK; /* a path this long is left to the writer */
   struct stat sd;
   int err = stat(dir, &sd) != 0 ? errno : !S_ISDIR(sd.st_mode) ? ENOTDIR : access(dir, W_OK | X_OK) != 0 ? errno : 0;
@@ -332,7 +336,7 @@ int cli_check_output(const char *path, const char *const *inputs, int ninputs) {
       snprintf(d.message, sizeof d.message, "cannot follow the symbolic link: %s", strerror(err));
       return cli_write_failed(&d, HBM_EIO, path);
     }
-    return check_output_dir(path); /* not there yet */
+    return check_output_dir(path, path); /* not there yet */
   }
   for (int i = 0; i < ninputs; i++) {
     if (inputs[i] && stat(inputs[i], &si) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino) {
@@ -346,7 +350,14 @@ int cli_check_output(const char *path, const char *const *inputs, int ninputs) {
     snprintf(d.message, sizeof d.message, "cannot write: %s", strerror(EISDIR));
     return cli_write_failed(&d, HBM_EIO, path);
   }
-  return CLI_OK;
+  /* A regular file is replaced by a temporary one made beside it (beside
+   * the file a link names): a directory that takes no new file is said now,
+   * not after the work. Anything else is written in place. */
+  if (!S_ISREG(so.st_mode)) return CLI_OK;
+  char *real = realpath(path, NULL);
+  int rc = check_output_dir(path, real ? real : path);
+  free(real);
+  return rc;
 }
 
 int cli_write_output(const char *path, const char *text, size_t len, const char *const *inputs,
@@ -373,13 +384,19 @@ const char *cli_output_path(const char *opt, const char *arg) {
 }
 
 void cli_summary_after_output(const char *output) {
-  struct stat so, s1, sn;
+  struct stat so, s1, s2, sn;
   if (!output || fstat(STDOUT_FILENO, &s1) != 0 || stat(output, &so) != 0) return;
   if (so.st_dev != s1.st_dev || so.st_ino != s1.st_ino) return;
   /* both thrown away: nothing to keep apart, and stderr stays quiet */
   if (stat("/dev/null", &sn) == 0 && sn.st_dev == so.st_dev && sn.st_ino == so.st_ino) return;
   fflush(stdout);
-  dup2(STDERR_FILENO, STDOUT_FILENO);
+  /* Where stderr is closed, or is the output too, the summary has nowhere
+   * to go but into the output: it goes nowhere. */
+  int to_stderr = fstat(STDERR_FILENO, &s2) == 0 && !(s2.st_dev == so.st_dev && s2.st_ino == so.st_ino);
+  if (to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) >= 0) return;
+  int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null < 0 || dup2(null, STDOUT_FILENO) < 0) close(STDOUT_FILENO); /* then a summary written fails, and says so */
+  if (null >= 0 && null != STDOUT_FILENO) close(null);
 }
 
 const char *cli_size(uint64_t bytes, char buf[32]) { return hbm_size_format(bytes, buf, 32); }

@@ -132,6 +132,15 @@ tail -n 1 "$dir/demo.html" | grep -q "</html>$" && grep -q "peak reserved" "$dir
   { echo "FAIL demo --html /dev/stdout: the page is not alone on stdout"; fail=1; }
 "$HBM" gen llm --layers 2 --hidden 256 --seq 128 --steps 2 -o "$dir/small.trace" > "$dir/gen_out" 2>&1
 grep -q "wrote .*small.trace" "$dir/gen_out" || { echo "FAIL gen llm -o FILE: summary not on stdout"; fail=1; }
+# ... and where standard error is closed, or is the output too, the summary
+# has nowhere to go but into the output: it goes nowhere, exit 0.
+"$HBM" plan "$dir/p.csv" -o /dev/stdout > "$dir/plan_alone" 2>&- &&
+  "$HBM" plan "$dir/p.csv" -o /dev/stdout > "$dir/plan_both" 2>&1 &&
+  [ "$(cat "$dir/plan_alone")" = "$(cat "$dir/plan_both")" ] && [ "$(tail -n 1 "$dir/plan_alone" | cut -d, -f1)" = b ] ||
+  { echo "FAIL plan -o /dev/stdout, standard error closed or the same: $(tail -n 2 "$dir/plan_alone" "$dir/plan_both")"; fail=1; }
+"$HBM" replay "$HBM_ROOT/tests/fixtures/step437.trace" --policy caching --html /dev/stdout > "$dir/page2.html" 2>&- &&
+  tail -n 1 "$dir/page2.html" | grep -q "</html>$" ||
+  { echo "FAIL replay --html /dev/stdout, standard error closed: $(tail -n 2 "$dir/page2.html")"; fail=1; }
 
 # A directory that is not there, or a file where a directory should be: said
 # before any work (a replay or a demo would otherwise run to the end first),
@@ -173,6 +182,25 @@ if (cd "$dir/anyone" && $as sh -c '[ ! -w / ] && [ -w . ] && [ -r "$1" ] && "$2"
 else
   echo "skip a file in the root directory: no user here who cannot write / and can run hbm"
 fi
+
+# A file that is there is replaced by a new one made beside it: where its
+# directory takes no new file, that is said before the work too (not after a
+# whole replay), exit 1, the file kept; through a link, the directory of the
+# file it names is the one checked.
+mkdir "$dir/shut" && printf 'keep\n' > "$dir/shut/page.html" && chmod 555 "$dir/shut" && chmod 666 "$dir/shut/page.html"
+ln -s ../shut/page.html "$dir/anyone/via.html"
+if $as sh -c '[ ! -w "$1" ] && [ -w "$1/page.html" ]' sh "$dir/shut" 2> /dev/null; then
+  for out in "$dir/shut/page.html" "$dir/anyone/via.html"; do
+    $as "$HBM" replay "$HBM_ROOT/tests/fixtures/step437.trace" --policy bestfit --html "$out" \
+      > "$dir/anyone/out" 2> "$dir/anyone/err"; rc=$?
+    [ $rc -eq 1 ] && grep -qF "$out: cannot create: " "$dir/anyone/err" && [ ! -s "$dir/anyone/out" ] &&
+      [ "$(cat "$dir/shut/page.html")" = keep ] ||
+      { echo "FAIL --html over a file whose directory takes no file ($out): exit $rc, stdout $(wc -c < "$dir/anyone/out") bytes: $(cat "$dir/anyone/err")"; fail=1; }
+  done
+else
+  echo "skip a file whose directory takes no new file: no user here for whom a directory of mode 555 is shut"
+fi
+chmod 755 "$dir/shut"
 
 # Under /dev and /proc only a descriptor's name is left to the writer (a
 # process's fd directory is not writable); any other path there is checked
