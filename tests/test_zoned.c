@@ -651,6 +651,61 @@ static void step_plan_tests(uint64_t *rng, double scale) {
       hbm_trace_free(t);
     }
 
+    /* A plan on trust. A generated job (gpt 24x1024, tp 4, pp 2, stage 1,
+     * ZeRO 3, sequences of 4096, every layer checkpointed, eager attention)
+     * whose first step also makes the optimizer's moments: the second step
+     * is the first that frees every large block it makes, and is planned at
+     * its mark, a step before its repeat would have confirmed it. The plan
+     * holds (no miss), runs one step more, and the job makes fewer calls
+     * after its first step than with trust:off, its reserve inside the goal.
+     * Only a step that makes the blocks the step before it made and freed is
+     * trusted: the job below, whose sizes change from step to step, makes no
+     * plan on trust, nor does the periodic job further down, whose first
+     * step follows one that freed nothing. */
+    {
+      hbm_gen_llm_config q;
+      hbm_gen_llm_defaults(&q);
+      q.arch = HBM_ARCH_GPT;
+      q.layers = 24;
+      q.hidden = 1024;
+      q.heads = q.kv_heads = 16;
+      q.tp = 4;
+      q.pp = 2;
+      q.pp_stage = 1;
+      q.zero = 3;
+      q.seq_kind = HBM_SEQ_FIXED;
+      q.seq_min = q.seq_max = 4096;
+      q.micro_batch = 4;
+      q.grad_accum = 1;
+      q.checkpoint_every = 1;
+      q.fused_optimizer = 0;
+      q.attention = HBM_ATTN_EAGER;
+      q.steps = 12;
+      q.seed = 76;
+      q.capacity = 141 * GiB;
+      t = NULL;
+      CHECK(hbm_gen_llm(&q, &t, &gd) == HBM_OK);
+      if (t) {
+        hbm_replay_result trusting, waiting;
+        replay_both(t, "trust:off", &trusting, &waiting);
+        printf("test_zoned: a plan on trust / trust:off: %.0f / %.0f plans (%.0f / %.0f on trust), %.0f / %.0f steps "
+               "on one, %llu / %llu calls after the first step, %.2f%% / %.2f%% over peak live\n",
+               replay_counter(&trusting, "plan_builds"), replay_counter(&waiting, "plan_builds"),
+               replay_counter(&trusting, "trusted_plans"), replay_counter(&waiting, "trusted_plans"),
+               replay_counter(&trusting, "plan_steps"), replay_counter(&waiting, "plan_steps"),
+               (unsigned long long)trusting.backend_calls_after_first_step,
+               (unsigned long long)waiting.backend_calls_after_first_step, over_live_pct(&trusting),
+               over_live_pct(&waiting));
+        CHECK(replay_counter(&trusting, "trusted_plans") == 1 && replay_counter(&trusting, "plan_builds") == 1);
+        CHECK(replay_counter(&waiting, "trusted_plans") == 0 && replay_counter(&waiting, "plan_builds") == 1);
+        CHECK(replay_counter(&trusting, "plan_misses") == 0);
+        CHECK(replay_counter(&trusting, "plan_steps") == replay_counter(&waiting, "plan_steps") + 1);
+        CHECK(trusting.backend_calls_after_first_step < waiting.backend_calls_after_first_step);
+        CHECK(!trusting.oom && trusting.peak_reserved <= trusting.peak_live + trusting.peak_live / 50);
+        hbm_trace_free(t);
+      }
+    }
+
     /* The same job with sequences of 1024..4096: its steps differ, so moves
      * hold the cache at the touched peak every step. headroom:1% lets it
      * stand up to 1% over peak live instead: fewer calls, a reserve still
@@ -667,6 +722,7 @@ static void step_plan_tests(uint64_t *rng, double scale) {
              over_live_pct(&tight), over_live_pct(&roomy), (unsigned long long)tight.backend_calls,
              (unsigned long long)roomy.backend_calls);
       CHECK(!roomy.oom && roomy.peak_device == roomy.peak_reserved);
+      CHECK(replay_counter(&tight, "trusted_plans") == 0 && replay_counter(&roomy, "trusted_plans") == 0);
       CHECK(roomy.peak_reserved > tight.peak_reserved);
       CHECK(roomy.peak_reserved <= roomy.peak_live + roomy.peak_live / 50);
       CHECK(roomy.backend_calls < tight.backend_calls);
@@ -965,6 +1021,7 @@ int main(void) {
       {"chunk:2MiB", 1},    {"chunk:1PiB", 1},     {"chunk:1MiB", 0},      {"chunk:1026PiB", 0},
       {"trim:off", 1},      {"trim:maybe", 0},     {"small:off", 1},       {"streams:off", 1},
       {"vmm:off", 1},       {"large_life:on", 1},  {"zones:tags", 1},      {"moves:auto", 1},
+      {"trust:off", 1},     {"trust:on", 1},       {"trust:maybe", 0},
   };
   for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
     int rc = hbm_heap_create(dev, "zoned", limits[i].conf, &h);
@@ -1091,6 +1148,7 @@ int main(void) {
   printf("test_zoned: periodic: %.0f plans, %.0f declined\n", replay_counter(&r, "plan_builds"), replay_counter(&r, "plans_declined"));
   CHECK(replay_counter(&r, "plan_builds") == 0);
   CHECK(replay_counter(&r, "plans_declined") >= 1);
+  CHECK(replay_counter(&r, "trusted_plans") == 0);
   o.conf = "plan:always";
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
   printf("test_zoned: periodic, plan:always: %.0f plans, %.0f steps on it, %llu calls after the first step\n",

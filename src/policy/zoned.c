@@ -90,7 +90,7 @@ typedef enum zone_mode { ZONES_INFER = 0, ZONES_TAGS, ZONES_OFF } zone_mode;
 
 typedef struct zoned_conf {
   zone_mode zones;
-  int large_life, small, streams, vmm, probes, moves, plan, trim;
+  int large_life, small, streams, vmm, probes, moves, plan, trim, trust;
   uint64_t chunk, slack, va_factor, slot; /* slot: 0 off */
   double slack_share, headroom, split;
 } zoned_conf;
@@ -217,6 +217,7 @@ typedef struct zoned {
    * row that made no plan (steps that differ, or plans that would not pay),
    * learning pauses for 2 steps, then 4, ... up to 64. */
   uint32_t learn_idle, learn_pause, learn_skip;
+  int trust_spent;       /* a step was weighed for a plan on trust: once per heap */
   uint64_t step_peak_mapped, step_peak_touched; /* pages, since the last step mark */
   hbm_addrmap learn_at;  /* addr -> seq << 32 | index, for recorded blocks still live */
   uint64_t *plan_addr;   /* per index in the planned step: its address, 0 if placed online */
@@ -234,7 +235,7 @@ typedef struct zoned {
   /* ---- counters ---- */
   uint64_t chunks_created, chunks_released, chunks_moved, pressure_releases, cold_releases, rechunks,
       staged_rechunks, trims, unsettles, switch_moves, bound_moves, bound_releases, peak_releases, static_allocs, slot_allocs,
-      small_in_large, plan_builds, plan_steps, plan_misses, plan_drops, plans_declined;
+      small_in_large, plan_builds, plan_steps, plan_misses, plan_drops, plans_declined, trusted_plans;
 } zoned;
 
 /* ==== settings ================================================================ */
@@ -274,7 +275,7 @@ static int parse_bounded(const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
 
 static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_diag *diag) {
   *c = (zoned_conf){.zones = ZONES_INFER, .small = 1, .streams = 1, .vmm = 1, .probes = 8, .moves = MOVES_AUTO,
-                    .plan = 1, .trim = 1, .chunk = 64ull << 20, .va_factor = 2, .split = 0.5};
+                    .plan = 1, .trim = 1, .trust = 1, .chunk = 64ull << 20, .va_factor = 2, .split = 0.5};
   if (c->chunk < granule) c->chunk = granule;
   if (!text) return HBM_OK;
   char buf[512];
@@ -347,6 +348,9 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
     } else if (!strcmp(k, "trim")) {
       snprintf(want, sizeof want, "trim:on|off");
       if (!parse_onoff(v, &c->trim)) goto bad;
+    } else if (!strcmp(k, "trust")) {
+      snprintf(want, sizeof want, "trust:on|off");
+      if (!parse_onoff(v, &c->trust)) goto bad;
     } else if (!strcmp(k, "small")) {
       snprintf(want, sizeof want, "small:on|off");
       if (!parse_onoff(v, &c->small)) goto bad;
@@ -378,7 +382,7 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
     }
     hbm_diag_set(diag, "alloc-conf", 0, (uint64_t)(item - buf),
                  "bad setting '%s' (expected zones:infer|tags|off, large_life:on|off, "
-                 "chunk:SIZE, slack:SIZE|P%%, headroom:P%%, slot:SIZE|off, moves:on|off|auto, plan:on|off|always, trim:on|off, probes:N, small:on|off, streams:on|off, va:N, "
+                 "chunk:SIZE, slack:SIZE|P%%, headroom:P%%, slot:SIZE|off, moves:on|off|auto, plan:on|off|always, trim:on|off, trust:on|off, probes:N, small:on|off, streams:on|off, va:N, "
                  "vmm:on|off, split:F)", item);
     return HBM_EINVAL;
   }
@@ -1694,21 +1698,46 @@ enum { PLAN_BUILT, PLAN_NOT_WORTH, PLAN_FAILED, PLAN_NOMEM };
  * calls a stripe each. It pays when the step it was learnt from, placed online, mapped
  * more pages beyond those it touched than the plan would, by 1% of what it
  * touched; or when that step's calls, ten steps of them, outweigh the
- * switch (the cache held at its bound by moves costs calls every step). */
-static int plan_worth(const zoned *z, uint64_t footprint, uint64_t peak, uint64_t step_calls) {
+ * switch (the cache held at its bound by moves costs calls every step).
+ * A plan on trust, which no second step has confirmed, must win back the
+ * switch within two steps of the calls it saves. */
+static int plan_worth(const zoned *z, uint64_t footprint, uint64_t peak, uint64_t step_calls, int trusted) {
+  uint64_t switch_calls = 4 * ((footprint + z->conf.chunk - 1) / z->conf.chunk);
+  if (trusted) return step_calls * 2 >= switch_calls;
   if (z->conf.plan == PLAN_ALWAYS || z->drifted) return 1;
   uint64_t g = z->granule, plan_excess = (footprint + g - 1) / g - peak / g;
   uint64_t online_excess = z->step_peak_mapped - z->step_peak_touched;
   uint64_t gain = online_excess > plan_excess ? online_excess - plan_excess : 0;
-  uint64_t switch_calls = 4 * ((footprint + z->conf.chunk - 1) / z->conf.chunk);
   return gain * 100 >= z->step_peak_touched || step_calls * 10 >= switch_calls;
+}
+
+/* Whether step s, which did not repeat prev, the step before it, is planned
+ * on trust: without waiting for the step after it to repeat it, and once
+ * per heap. A job's first steps also build state that stays (the model, the
+ * optimizer's moments), so they match no later step; a step that frees
+ * every large block it makes, and makes them in the sizes and order of the
+ * blocks prev made and freed (prev less what it kept), is most likely what
+ * the steps after it repeat, and waiting for the repeat costs a step of
+ * moves. Steps whose sizes change (sequence lengths that vary) are not
+ * planned on trust: the plan would end at its first request. */
+static int trust_step(const zoned *z, const zstep *prev, const zstep *s) {
+  if (!z->conf.trust || z->trust_spent || s->broken || !s->n || prev->broken || prev->seq + 1 != s->seq) return 0;
+  for (uint32_t i = 0; i < s->n; i++)
+    if (s->b[i].died == NIL) return 0;
+  uint32_t j = 0;
+  for (uint32_t i = 0; i < prev->n; i++) {
+    if (prev->b[i].died >= prev->events) continue; /* kept past prev (NIL: still live) */
+    if (j == s->n || prev->b[i].size != s->b[j].size) return 0;
+    j++;
+  }
+  return j == s->n;
 }
 
 /* Plans step s: PLAN_BUILT, PLAN_NOT_WORTH, PLAN_FAILED (larger than the
  * device, no range left), or PLAN_NOMEM (host memory; nothing the caller
  * sees changed: a zone record or a reservation made on the way stays,
  * unused until a plan needs it). */
-static int plan_build(zoned *z, const zstep *s, uint64_t step_calls) {
+static int plan_build(zoned *z, const zstep *s, uint64_t step_calls, int trusted) {
   uint32_t zi, ri = NIL, m = 0;
   if (zone_get(z, ZONE_PLANNED, 0, 0, &zi) != HBM_OK) return PLAN_NOMEM;
   hbm_dsa_block *b = malloc(s->n * sizeof *b);
@@ -1729,11 +1758,11 @@ static int plan_build(zoned *z, const zstep *s, uint64_t step_calls) {
   uint64_t peak = ok && m ? hbm_dsa_peak(b, m, s->events) : 0;
   if (ok && m && !peak) nomem = 1; /* a peak of blocks of size > 0 is 0 only when out of host memory */
   ok = ok && !nomem;
-  int hopeless = ok && m && !plan_worth(z, peak, peak, step_calls), rc = HBM_OK;
+  int hopeless = ok && m && !plan_worth(z, peak, peak, step_calls, trusted), rc = HBM_OK;
   ok = ok && m && !hopeless && (rc = hbm_dsa_plan(b, m, s->events, ZONED_UNIT, off, &footprint)) == HBM_OK &&
        footprint <= z->capacity;
   nomem |= rc == HBM_EHOSTMEM;
-  int worth = !hopeless && (!ok || plan_worth(z, footprint, peak, step_calls));
+  int worth = !hopeless && (!ok || plan_worth(z, footprint, peak, step_calls, trusted));
   ok = ok && worth;
   /* A range of the plan's own: an empty one again, else a new one. */
   for (uint32_t k = 0; ok && k < z->zones[zi].nranges && ri == NIL; k++)
@@ -1799,19 +1828,23 @@ static int plan_step(zoned *z) {
   } else {
     const zstep *prev = &z->learn[!z->cur], *cur = &z->learn[z->cur];
     int pair = !prev->broken && !cur->broken && prev->seq + 1 == cur->seq, built = PLAN_FAILED;
-    if (!steps_match(prev, cur)) {
-      z->settled = 0;
-    } else {
-      built = plan_build(z, prev, step_calls);
+    int match = steps_match(prev, cur), trusted = !match && trust_step(z, prev, cur);
+    if (!match) z->settled = 0;
+    if (match || trusted) {
+      built = plan_build(z, match ? prev : cur, step_calls, trusted);
       if (built == PLAN_NOMEM) { /* the mark is not taken: nothing changed */
         z->marks--;
         z->step_calls0 = calls0;
         return HBM_EHOSTMEM;
       }
-      z->settled = built == PLAN_NOT_WORTH;
-      z->plans_declined += z->settled;
+      z->trust_spent |= trusted;
+      if (match) {
+        z->settled = built == PLAN_NOT_WORTH;
+        z->plans_declined += z->settled;
+      }
       if (built == PLAN_BUILT) {
         z->plan_builds++;
+        z->trusted_plans += (uint64_t)trusted;
         z->following = 1;
         z->learn_idle = z->learn_pause = 0;
       }
@@ -2296,6 +2329,7 @@ static int zoned_counters(hbm_policy *p, hbm_counter *out, int max) {
       {"plan_misses", (double)z->plan_misses},
       {"plan_drops", (double)z->plan_drops},
       {"plans_declined", (double)z->plans_declined},
+      {"trusted_plans", (double)z->trusted_plans},
       {"slot_allocs", (double)z->slot_allocs},
       {"small_in_large", (double)z->small_in_large},
       {"unsettles", (double)z->unsettles},
