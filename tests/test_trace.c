@@ -255,6 +255,9 @@ static void test_recorded_overlap(void) {
   expect_bad("hbm-trace 1\ninit-seg 0x200000 2MiB 0 large\ninit-blk 0x200000 1MiB w 1000\ninit-blk 0x300000 1MiB -\n"
              "a x 100 @0x200200\n", 5, "x's recorded range [0x200200, 0x200264) overlaps w's [0x200000, 0x2003e8) (line 3)");
   expect_bad("hbm-trace 1\na x 100 @0xffffffffffffffc0\n", 2, "wrap past the top of the address space");
+  /* the last byte of the address space: refused as any wrap, not read as "no address" */
+  expect_bad("hbm-trace 1\na x 1 @0xffffffffffffffff\n", 2, "recorded address 0xffffffffffffffff: 1 bytes from there wrap");
+  expect_bad("hbm-trace 1\na x 1 @18446744073709551615 @0x1000\n", 2, "wrap past the top of the address space");
 
   static const char *const fine[] = {
       "hbm-trace 1\na b0 100 @4096\nf b0\na b1 100 @4096\n",            /* reuse after a free */

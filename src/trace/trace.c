@@ -683,7 +683,10 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
           e.flags |= HBM_EV_REFUSED;
         } else if (tk[i].n > 1 && tk[i].s[0] == '@') {
           if (e.addr != HBM_NO_ADDR) rc = BAD(&p, "a second @ADDR '%.*s': one recorded address per allocation", (int)tk[i].n, tk[i].s);
-          else rc = parse_addr_tok(&p, (tok){tk[i].s + 1, tk[i].n - 1}, "recorded address", &e.addr);
+          else if ((rc = parse_addr_tok(&p, (tok){tk[i].s + 1, tk[i].n - 1}, "recorded address", &e.addr)) == HBM_OK &&
+                   e.addr == HBM_NO_ADDR) /* the last byte: no block fits there, and the value means "none" */
+            rc = BAD(&p, "recorded address 0x%llx: %llu bytes from there wrap past the top of the address space",
+                     (unsigned long long)e.addr, (unsigned long long)e.size);
         } else if (!have_tag && is_tag) {
           e.tag = (uint8_t)tag;
           have_tag = 1;
@@ -868,11 +871,10 @@ int hbm_trace_load_device(const char *path, int device, hbm_trace **out, hbm_dia
   /* A pickle starts with PROTO (0x80) and a protocol number; text never does. */
   if (hbm_pickle_sniff((const uint8_t *)data, len)) {
     hbm_snapshot_options so = {.device = device < 0 ? -1 : device};
-    rc = hbm_snapshot_import((const uint8_t *)data, len, path, &so, out, diag);
-    if (rc == HBM_OK && (rc = hbm_trace_peak_live_prepare(*out)) != HBM_OK) {
-      hbm_trace_free(*out);
-      *out = NULL;
-    }
+    hbm_trace *t = NULL; /* *out is set only on success, as the API promises */
+    rc = hbm_snapshot_import((const uint8_t *)data, len, path, &so, &t, diag);
+    if (rc == HBM_OK && (rc = hbm_trace_peak_live_prepare(t)) != HBM_OK) hbm_trace_free(t);
+    else if (rc == HBM_OK) *out = t;
   } else if (device >= 0) { /* a text trace is one device's already */
     hbm_diag_set(diag, path, 0, 0, "a text trace holds one device's events: a snapshot device (%d) applies "
                  "to PyTorch snapshots only", device);
