@@ -61,6 +61,19 @@ int main(void) {
     CHECK(hbm_mincap(one, "zoned", &none[i], &r) == HBM_EINVAL);
     CHECK(errors_seen == 1 && r.replays == 0 && !r.found);
   }
+  /* A peak live past 1 PiB (16,384 live blocks of 1 PiB: the sum stops at
+   * 2^64 - 1) has no capacity to try either; rounding it up to the
+   * resolution wrapped to 0, and the search "ran" with no replay. */
+  hbm_trace *huge;
+  CHECK(hbm_trace_new("huge", &huge) == HBM_OK);
+  for (uint32_t i = 0; i < 16384; i++) hbm_trace_alloc(huge, i, 1ull << 50, HBM_TAG_ACT, 0);
+  CHECK_EQ_U64(hbm_trace_peak_live(huge), UINT64_MAX);
+  CHECK(!hbm_mincap_bounds(huge, NULL, NULL, NULL, NULL));
+  errors_seen = 0;
+  r.replays = 99;
+  CHECK(hbm_mincap(huge, "bestfit", NULL, &r) == HBM_EINVAL);
+  CHECK(errors_seen == 1 && r.replays == 0 && !r.found);
+  hbm_trace_free(huge);
   uint64_t res, first, lim;
   CHECK(hbm_mincap_bounds(one, &(hbm_mincap_options){.limit = 112 * MiB}, &res, &first, &lim));
   CHECK(res == 16 * MiB && first == 112 * MiB && lim == 112 * MiB);

@@ -41,7 +41,8 @@ int hbm_mincap_bounds(const hbm_trace *t, const hbm_mincap_options *options, uin
   uint64_t step = o.resolution ? o.resolution : MINCAP_DEFAULT_RESOLUTION;
   uint64_t peak = hbm_trace_peak_live(t);
   uint64_t lim = o.limit ? o.limit : hbm_mincap_default_limit(t);
-  int valid = step % MINCAP_GRANULE == 0 && step <= HBM_MAX_SIZE && lim <= HBM_MAX_SIZE;
+  /* A peak live over 1 PiB fits no capacity tried, and rounding it up could wrap. */
+  int valid = step % MINCAP_GRANULE == 0 && step <= HBM_MAX_SIZE && lim <= HBM_MAX_SIZE && peak <= HBM_MAX_SIZE;
   lim = lim / step * step;
   /* A resolution is any multiple of 2 MiB, not a power of two: hbm_align_up's
    * mask would land off the grid (96 GiB at 96 GiB steps: 160). */
