@@ -381,6 +381,20 @@ static void api_edges(void) {
     CHECK(hbm_heap_create(sim, "compact", good_steps[i], &h) == HBM_OK);
     hbm_heap_destroy(h);
   }
+  /* A pass at each multiple of N only, also where the next multiple lies
+   * past 2^64 - 1: N above 2^63 has one multiple, and N = 1000 none after
+   * 18446744073709551000 (the next one wrapped to a small number once, and
+   * every later mark ran a pass). */
+  static const struct { const char *conf; uint64_t first; } last_multiple[] = {
+      {"every_steps:9223372036854775809", 9223372036854775809ull}, {"every_steps:1000", 18446744073709551000ull}};
+  for (size_t i = 0; i < sizeof last_multiple / sizeof last_multiple[0]; i++) {
+    CHECK(hbm_heap_create(sim, "compact", last_multiple[i].conf, &h) == HBM_OK);
+    hbm_compact_stats cs;
+    for (uint64_t s = last_multiple[i].first; s < last_multiple[i].first + 4; s++) CHECK(hbm_heap_step(h, s) == HBM_OK);
+    CHECK(hbm_compact_stats_get(h, &cs) == HBM_OK);
+    CHECK_EQ_U64(cs.full_compactions, 1);
+    hbm_heap_destroy(h);
+  }
   CHECK(hbm_heap_create(sim, "compact", "every_steps:500,on_failure:off", &h) == HBM_OK);
   /* Handles: 0, stale and foreign handles are refused. */
   uint64_t a;

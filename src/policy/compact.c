@@ -37,7 +37,7 @@ typedef struct compact {
   hbm_addrmap pins;            /* live block address -> pin count (>= 1) */
   int on_failure;              /* ON_FAILURE_* */
   int ordered;                 /* split overlapping copies into ordered chunks */
-  uint64_t every_steps, next_periodic;
+  uint64_t every_steps, next_periodic; /* next_periodic: the next multiple of every_steps, 0 once none is left below 2^64 */
   hbm_clayout layout;          /* reused by every pass */
   hbm_cplan plan;
   int planned;                 /* layout and plan are the last pass's, for plan_need (0: full) */
@@ -291,9 +291,10 @@ static int compact_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) 
 
 static int compact_step(hbm_policy *p, uint64_t step) {
   compact *c = (compact *)p;
-  if (!c->every_steps || step < c->next_periodic) return HBM_OK;
-  uint64_t due = c->next_periodic;
-  c->next_periodic = (step / c->every_steps + 1) * c->every_steps;
+  if (!c->every_steps || !c->next_periodic || step < c->next_periodic) return HBM_OK;
+  uint64_t due = c->next_periodic, q = step / c->every_steps + 1;
+  /* The next multiple of N past step; 0 where none is below 2^64 (steps only grow: no pass comes again). */
+  c->next_periodic = q <= UINT64_MAX / c->every_steps ? q * c->every_steps : 0;
   hbm_compact_result r;
   /* A pass the hooks refuse, or whose copy fails, is the pass's answer (the
    * heap as it was, or as far as the copies went). Host memory short before
