@@ -694,6 +694,8 @@ static void test_thread_count(void) {
   CHECK(hbm_adamw_thread_count(1ull << 30, 5, HBM_ADAMW_SCALAR) == 5);
   CHECK(hbm_adamw_thread_count(100, 64, HBM_ADAMW_SCALAR) == 2);   /* at most one per 64 elements */
   CHECK(hbm_adamw_thread_count(64, 64, HBM_ADAMW_SCALAR) == 1);
+  CHECK(hbm_adamw_thread_count(UINT64_MAX, 256, HBM_ADAMW_SCALAR) == 256); /* no wrap in the count of shares */
+  CHECK(hbm_adamw_thread_count(UINT64_MAX - 62, 256, HBM_ADAMW_SCALAR) == 256);
   CHECK(hbm_adamw_thread_count(1ull << 40, 100000, HBM_ADAMW_SCALAR) == 256);
   CHECK(hbm_adamw_thread_count(1ull << 30, 8, HBM_ADAMW_REFERENCE) == 1); /* single-threaded */
   CHECK(hbm_adamw_thread_count(32768, 0, HBM_ADAMW_AUTO) == 1);   /* automatic: too little work to share */

@@ -281,7 +281,7 @@ static int thread_count(uint64_t total, int requested_threads) {
   uint64_t threads, useful;
   if (requested_threads > 0) {
     threads = (uint64_t)requested_threads;
-    useful = (total + ADAMW_SHARE_ALIGN - 1) / ADAMW_SHARE_ALIGN;
+    useful = total / ADAMW_SHARE_ALIGN + (total % ADAMW_SHARE_ALIGN != 0); /* shares begun; no wrap near 2^64 */
   } else {
     threads = (uint64_t)cpus_available();
     useful = total / ADAMW_MIN_ELEMENTS_PER_THREAD;
