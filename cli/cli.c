@@ -303,9 +303,9 @@ static int names_descriptor(const char *path) {
 
 /* The directory an output goes in must be there and take files, before the
  * work: a long replay or plan would otherwise end in "cannot create". Said as
- * writing it would say it. */
-/* Whether the directory the writer creates path's file in (target's: the
- * path itself, or the file a symbolic link names) takes a new file. */
+ * writing it would say it. That directory is target's: the path itself, or
+ * the file a symbolic link names, beside which the writer makes its
+ * temporary file. */
 static int check_output_dir(const char *path, const char *target) {
   /* The writer checks a descriptor's name itself: a closed one is no matter of
    * its directory's permissions (a process's fd directory is not writable).
