@@ -873,8 +873,9 @@ int hbm_trace_load_device(const char *path, int device, hbm_trace **out, hbm_dia
     hbm_snapshot_options so = {.device = device < 0 ? -1 : device};
     hbm_trace *t = NULL; /* *out is set only on success, as the API promises */
     rc = hbm_snapshot_import((const uint8_t *)data, len, path, &so, &t, diag);
-    if (rc == HBM_OK && (rc = hbm_trace_peak_live_prepare(t)) != HBM_OK) hbm_trace_free(t);
-    else if (rc == HBM_OK) *out = t;
+    if (rc == HBM_OK) rc = hbm_trace_peak_live_prepare(t);
+    if (rc == HBM_OK) *out = t;
+    else hbm_trace_free(t); /* NULL where the import failed */
   } else if (device >= 0) { /* a text trace is one device's already */
     hbm_diag_set(diag, path, 0, 0, "a text trace holds one device's events: a snapshot device (%d) applies "
                  "to PyTorch snapshots only", device);
