@@ -203,6 +203,29 @@ static hbm_trace *without_marks(const hbm_trace *t) {
   return out;
 }
 
+/* t with an empty step after its first mark: a second mark at once, the
+ * marks after it numbered one higher (NULL if host memory ran out). */
+static hbm_trace *with_empty_step(const hbm_trace *t) {
+  hbm_trace *out;
+  if (hbm_trace_new("empty step", &out) != HBM_OK) return NULL;
+  uint64_t shift = 0;
+  for (uint64_t e = 0; e < t->nevents; e++) {
+    hbm_event ev = t->events[e];
+    if (ev.kind == HBM_EV_STEP) ev.size += shift;
+    int rc = hbm_trace_push(out, &ev);
+    if (rc == HBM_OK && ev.kind == HBM_EV_STEP && !shift) {
+      shift = 1;
+      ev.size++;
+      rc = hbm_trace_push(out, &ev);
+    }
+    if (rc != HBM_OK) {
+      hbm_trace_free(out);
+      return NULL;
+    }
+  }
+  return out;
+}
+
 static double over_live_pct(const hbm_replay_result *r) {
   return 100.0 * ((double)r->peak_reserved / (double)r->peak_live - 1);
 }
@@ -702,6 +725,17 @@ static void step_plan_tests(uint64_t *rng, double scale) {
         CHECK(replay_counter(&trusting, "plan_steps") == replay_counter(&waiting, "plan_steps") + 1);
         CHECK(trusting.backend_calls_after_first_step < waiting.backend_calls_after_first_step);
         CHECK(!trusting.oom && trusting.peak_reserved <= trusting.peak_live + trusting.peak_live / 50);
+        /* A step with no large block (a second mark at once, here after the
+         * first) is no step to trust, and does not spend the trust either. */
+        hbm_trace *padded = with_empty_step(t);
+        CHECK(padded != NULL);
+        if (padded) {
+          o = (hbm_replay_options){.policy = "zoned", .device = "sim:141GiB"};
+          CHECK(hbm_replay(padded, &o, &r) == HBM_OK);
+          CHECK(replay_counter(&r, "trusted_plans") == 1 && replay_counter(&r, "plan_misses") == 0);
+          CHECK(replay_counter(&r, "plan_steps") == replay_counter(&trusting, "plan_steps"));
+          hbm_trace_free(padded);
+        }
         hbm_trace_free(t);
       }
     }
@@ -798,9 +832,9 @@ static void step_plan_tests(uint64_t *rng, double scale) {
     o = (hbm_replay_options){.policy = "zoned", .conf = conf, .device = spec};
     CHECK(hbm_replay(t, &o, &r) == HBM_OK);
     printf("test_zoned: stepped %s, %u blocks a step, %d steps (%d deviate): %llu failed; plans %.0f (%.0f "
-           "declined), steps on one %.0f, misses %.0f\n", spec, nblocks, steps, deviated, (unsigned long long)failed,
-           replay_counter(&r, "plan_builds"), replay_counter(&r, "plans_declined"), replay_counter(&r, "plan_steps"),
-           replay_counter(&r, "plan_misses"));
+           "declined, %.0f on trust), steps on one %.0f, misses %.0f\n", spec, nblocks, steps, deviated,
+           (unsigned long long)failed, replay_counter(&r, "plan_builds"), replay_counter(&r, "plans_declined"),
+           replay_counter(&r, "trusted_plans"), replay_counter(&r, "plan_steps"), replay_counter(&r, "plan_misses"));
     /* Steps that repeat exactly: a plan or a declined one from the first
      * pair, steps 2 and 3 (step 1 frees nothing carried; with no block
      * carried, steps 1 and 2); a plan declined then may pay later, as the
