@@ -226,6 +226,28 @@ static hbm_trace *with_empty_step(const hbm_trace *t) {
   return out;
 }
 
+/* t with the first large allocation (2 MiB or more) after its `mark`-th
+ * step mark grown by half: that step no longer repeats the one before it
+ * (NULL if host memory ran out). */
+static hbm_trace *with_grown_block(const hbm_trace *t, int mark) {
+  hbm_trace *out;
+  if (hbm_trace_new("grown", &out) != HBM_OK) return NULL;
+  int marks = 0, grown = 0;
+  for (uint64_t e = 0; e < t->nevents; e++) {
+    hbm_event ev = t->events[e];
+    marks += ev.kind == HBM_EV_STEP;
+    if (!grown && marks == mark && ev.kind == HBM_EV_ALLOC && ev.size >= (2u << 20)) {
+      ev.size += ev.size / 2;
+      grown = 1;
+    }
+    if (hbm_trace_push(out, &ev) != HBM_OK) {
+      hbm_trace_free(out);
+      return NULL;
+    }
+  }
+  return out;
+}
+
 static double over_live_pct(const hbm_replay_result *r) {
   return 100.0 * ((double)r->peak_reserved / (double)r->peak_live - 1);
 }
@@ -735,6 +757,26 @@ static void step_plan_tests(uint64_t *rng, double scale) {
           CHECK(replay_counter(&r, "trusted_plans") == 1 && replay_counter(&r, "plan_misses") == 0);
           CHECK(replay_counter(&r, "plan_steps") == replay_counter(&trusting, "plan_steps"));
           hbm_trace_free(padded);
+        }
+        /* The step after the one planned on trust differs after all (its
+         * first large block is half as large again), or the step after that:
+         * the plan ends at that request, the job completes with every
+         * invariant held, and a plan is made again once two steps repeat. */
+        for (int mark = 3; mark <= 4; mark++) {
+          hbm_trace *grown = with_grown_block(t, mark);
+          CHECK(grown != NULL);
+          if (!grown) continue;
+          o = (hbm_replay_options){.policy = "zoned", .device = "sim:141GiB", .check_every = 101};
+          CHECK(hbm_replay(grown, &o, &r) == HBM_OK);
+          printf("test_zoned: a plan on trust, the step after mark %d differs: %.0f plans (%.0f on trust), %.0f missed, "
+                 "%.0f steps on one, %.2f%% over peak live\n", mark, replay_counter(&r, "plan_builds"),
+                 replay_counter(&r, "trusted_plans"), replay_counter(&r, "plan_misses"),
+                 replay_counter(&r, "plan_steps"), over_live_pct(&r));
+          CHECK(!r.oom && r.failures == 0);
+          CHECK(replay_counter(&r, "trusted_plans") == 1 && replay_counter(&r, "plan_misses") == 1);
+          CHECK(replay_counter(&r, "plan_builds") == 2);
+          CHECK(r.peak_reserved <= r.peak_live + r.peak_live / 50);
+          hbm_trace_free(grown);
         }
         hbm_trace_free(t);
       }
