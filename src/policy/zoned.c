@@ -1711,9 +1711,10 @@ static int plan_worth(const zoned *z, uint64_t footprint, uint64_t peak, uint64_
   return gain * 100 >= z->step_peak_touched || step_calls * 10 >= switch_calls;
 }
 
-/* Whether step s, which did not repeat prev, the step before it, is planned
- * on trust: without waiting for the step after it to repeat it, and once
- * per heap. A job's first steps also build state that stays (the model, the
+/* Whether step s, which did not repeat prev, the step recorded just before
+ * it (both recorded whole: the caller's `pair`), is planned on trust:
+ * without waiting for the step after it to repeat it, and once per heap.
+ * A job's first steps also build state that stays (the model, the
  * optimizer's moments), so they match no later step; a step that frees
  * every large block it makes, and makes them in the sizes and order of the
  * blocks prev made and freed (prev less what it kept), is most likely what
@@ -1721,7 +1722,7 @@ static int plan_worth(const zoned *z, uint64_t footprint, uint64_t peak, uint64_
  * moves. Steps whose sizes change (sequence lengths that vary) are not
  * planned on trust: the plan would end at its first request. */
 static int trust_step(const zoned *z, const zstep *prev, const zstep *s) {
-  if (!z->conf.trust || z->trust_spent || s->broken || !s->n || prev->broken || prev->seq + 1 != s->seq) return 0;
+  if (!z->conf.trust || z->trust_spent || !s->n) return 0;
   for (uint32_t i = 0; i < s->n; i++)
     if (s->b[i].died == NIL) return 0;
   uint32_t j = 0;
@@ -1828,7 +1829,7 @@ static int plan_step(zoned *z) {
   } else {
     const zstep *prev = &z->learn[!z->cur], *cur = &z->learn[z->cur];
     int pair = !prev->broken && !cur->broken && prev->seq + 1 == cur->seq, built = PLAN_FAILED;
-    int match = steps_match(prev, cur), trusted = !match && trust_step(z, prev, cur);
+    int match = steps_match(prev, cur), trusted = !match && pair && trust_step(z, prev, cur);
     if (!match) z->settled = 0;
     if (match || trusted) {
       built = plan_build(z, match ? prev : cur, step_calls, trusted);
