@@ -11,10 +11,13 @@
  * live bytes and blocks, the largest hole and the top. Every so often the
  * whole tiling from hbm_vspace_walk must equal the reference's.
  *
- * Three shapes of range: a tight one indexed from the start (alloc_at from
+ * Four shapes of range: a tight one indexed from the start (alloc_at from
  * op 0, many ENOMEMs), a large one with multi-MiB blocks indexed midway (the
- * index is built from a fragmented state), and one never indexed (alloc_at
- * must answer HBM_EUNSUPPORTED and change nothing). */
+ * index is built from a fragmented state), one never indexed (alloc_at
+ * must answer HBM_EUNSUPPORTED and change nothing), and one indexed from the
+ * start whose best fit is dropped midway, from a fragmented state (alloc
+ * must then answer HBM_EUNSUPPORTED and change nothing, while alloc_at,
+ * free and the largest hole go on as before). */
 #include "core/vspace.h"
 #include "testutil.h"
 
@@ -165,25 +168,27 @@ typedef struct shape {
   uint64_t base, size, unit;
   uint64_t max[3]; /* request size bounds: small, large, huge */
   int index;       /* 0 never, 1 from the start, 2 midway */
+  int drop;        /* best fit dropped midway */
 } shape;
 
 int main(void) {
   uint64_t seed = test_seed("test_vspace"), rng = seed;
   uint64_t ops = (uint64_t)(300000 * test_scale());
   if (ops < 3000) ops = 3000;
-  const shape shapes[3] = {
-      {"tight", 1ull << 36, 8ull << 20, 512, {16ull << 10, 256ull << 10, 2ull << 20}, 1},
-      {"large", 1ull << 40, 64ull << 30, 512, {1ull << 20, 64ull << 20, 4ull << 30}, 2},
-      {"plain", 1ull << 36, 64ull << 20, 512, {64ull << 10, 1ull << 20, 16ull << 20}, 0},
+  const shape shapes[4] = {
+      {"tight", 1ull << 36, 8ull << 20, 512, {16ull << 10, 256ull << 10, 2ull << 20}, 1, 0},
+      {"large", 1ull << 40, 64ull << 30, 512, {1ull << 20, 64ull << 20, 4ull << 30}, 2, 0},
+      {"plain", 1ull << 36, 64ull << 20, 512, {64ull << 10, 1ull << 20, 16ull << 20}, 0, 0},
+      {"placed", 1ull << 38, 256ull << 20, 512, {64ull << 10, 2ull << 20, 32ull << 20}, 1, 1},
   };
   uint64_t done = 0, allocs = 0, enomem = 0, at_ok = 0, at_refused = 0, at_unsupported = 0, bad_frees = 0,
-           walks = 0, cost_calls = 0;
-  for (int si = 0; si < 3; si++) {
+           walks = 0, cost_calls = 0, alloc_unsupported = 0;
+  for (int si = 0; si < 4; si++) {
     const shape *sh = &shapes[si];
     const uint64_t unit = sh->unit, base = sh->base, end = sh->base + sh->size;
     hbm_vspace *v;
     CHECK(hbm_vspace_create(base, sh->size, unit, &v) == HBM_OK);
-    int indexed = 0;
+    int indexed = 0, dropped = 0;
     if (sh->index == 1) {
       CHECK(hbm_vspace_index_addresses(v) == HBM_OK);
       indexed = 1;
@@ -199,6 +204,11 @@ int main(void) {
         CHECK(hbm_vspace_index_addresses(v) == HBM_OK);
         CHECK(hbm_vspace_index_addresses(v) == HBM_OK); /* idempotent */
         indexed = 1;
+      }
+      if (sh->drop && i == shape_ops / 2) { /* from a fragmented state */
+        CHECK(hbm_vspace_drop_best_fit(v) == HBM_OK);
+        CHECK(hbm_vspace_drop_best_fit(v) == HBM_OK); /* idempotent */
+        dropped = 1;
       }
       ref_holes(&ref);
       uint64_t roll = test_rand_below(&rng, 100);
@@ -217,7 +227,11 @@ int main(void) {
         if (test_rand_below(&rng, 2)) CHECK(hbm_vspace_reserve(v) == HBM_OK);
         int rc = hbm_vspace_alloc(v, size, use_cost ? cost_fn : NULL, use_cost ? &cc : NULL, probes, user, &addr, &bs);
         allocs++;
-        if (rc == HBM_OK) {
+        if (dropped) {
+          CHECK(rc == HBM_EUNSUPPORTED);
+          CHECK(addr == 0 && bs == 0); /* nothing said, and (below) nothing changed */
+          alloc_unsupported++;
+        } else if (rc == HBM_OK) {
           CHECK(fits);
           CHECK_EQ_U64(bs, rounded);
           CHECK_EQ_U64(addr, expect);
@@ -313,7 +327,7 @@ int main(void) {
         fprintf(stderr, "invariant failure after op %llu of shape %s (seed %llu)\n", (unsigned long long)i, sh->name, (unsigned long long)seed);
         return 1;
       }
-      if (i % 101 == 0 || i + 1 == shape_ops || (sh->index == 2 && i == shape_ops / 2)) {
+      if (i % 101 == 0 || i + 1 == shape_ops || ((sh->index == 2 || sh->drop) && i == shape_ops / 2)) {
         CHECK(walk_matches(v, &ref));
         walks++;
       }
@@ -346,7 +360,7 @@ int main(void) {
       CHECK(hbm_vspace_alloc_at(v, base + unit, sh->size - 2 * unit, 3, &bs) == HBM_OK);
       CHECK_EQ_U64(bs, sh->size - 2 * unit);
       CHECK_EQ_U64(hbm_vspace_largest_free(v), 0);
-      CHECK(hbm_vspace_alloc(v, 1, NULL, NULL, 1, 0, &a, NULL) == HBM_ENOMEM);
+      CHECK(hbm_vspace_alloc(v, 1, NULL, NULL, 1, 0, &a, NULL) == (dropped ? HBM_EUNSUPPORTED : HBM_ENOMEM));
       CHECK(hbm_vspace_check(v, report, NULL) == 0);
       /* freeing the middle, then the edges, coalesces back to one block */
       CHECK(hbm_vspace_free(v, base + unit, NULL, NULL) == HBM_OK);
@@ -374,6 +388,8 @@ int main(void) {
   CHECK(hbm_vspace_alloc(v, 0, NULL, NULL, 1, 0, &a, NULL) == HBM_EINVAL);
   CHECK(hbm_vspace_alloc(v, 512, NULL, NULL, 1, 0, NULL, NULL) == HBM_EINVAL);
   CHECK(hbm_vspace_alloc_at(v, 0, 512, 0, NULL) == HBM_EUNSUPPORTED);
+  CHECK(hbm_vspace_drop_best_fit(v) == HBM_EUNSUPPORTED); /* best fit is all it has */
+  CHECK(hbm_vspace_drop_best_fit(NULL) == HBM_EINVAL);
   CHECK(hbm_vspace_index_addresses(v) == HBM_OK);
   CHECK(hbm_vspace_alloc_at(v, 0, 0, 0, NULL) == HBM_EINVAL);
   CHECK(hbm_vspace_alloc_at(v, 100, 512, 0, NULL) == HBM_EINVAL);
@@ -403,9 +419,11 @@ int main(void) {
   CHECK_EQ_U64(a, 1 << 20);
   CHECK(hbm_vspace_check(v, report, NULL) == 0);
   hbm_vspace_destroy(v);
-  printf("test_vspace: %llu operations (%llu allocs, %llu refused for lack of space; alloc_at %llu placed, "
-         "%llu refused, %llu unsupported; %llu bad frees refused; %llu cost calls; %llu walks), check after each\n",
-         (unsigned long long)done, (unsigned long long)allocs, (unsigned long long)enomem, (unsigned long long)at_ok,
+  printf("test_vspace: %llu operations (%llu allocs, %llu refused for lack of space, %llu without best fit; alloc_at "
+         "%llu placed, %llu refused, %llu unsupported; %llu bad frees refused; %llu cost calls; %llu walks), check "
+         "after each\n",
+         (unsigned long long)done, (unsigned long long)allocs, (unsigned long long)enomem,
+         (unsigned long long)alloc_unsupported, (unsigned long long)at_ok,
          (unsigned long long)at_refused, (unsigned long long)at_unsupported, (unsigned long long)bad_frees,
          (unsigned long long)cost_calls, (unsigned long long)walks);
   return test_done("test_vspace");

@@ -13,8 +13,9 @@
 #define NIL UINT32_MAX
 
 /* One block of the tiling. Invariant: addr + size == next.addr (V1); a free
- * block is in the free set under (size, addr) (V3) and, when indexed, in the
- * address index under (addr, 0) (V6); a live one in the address table (V5). */
+ * block is in the free set under (size, addr) while that set is kept (V3)
+ * and, when indexed, in the address index under (addr, 0) (V6); a live one
+ * in the address table (V5). */
 typedef struct vblock {
   uint64_t addr, size;
   uint32_t prev, next; /* address-order neighbours */
@@ -29,7 +30,7 @@ struct hbm_vspace {
   uint32_t *spare;
   uint32_t nspare;
   uint32_t head, tail;
-  hbm_ordset *free_set; /* (size, addr) -> block */
+  hbm_ordset *free_set; /* (size, addr) -> block; NULL once best fit is dropped */
   hbm_ordset *by_addr;  /* (addr, 0) -> free block; NULL until indexed */
   hbm_addrmap live;     /* addr -> block */
   uint64_t live_bytes, live_blocks, free_blocks;
@@ -115,6 +116,14 @@ int hbm_vspace_index_addresses(hbm_vspace *v) {
   return HBM_OK;
 }
 
+int hbm_vspace_drop_best_fit(hbm_vspace *v) {
+  if (!v) return HBM_EINVAL;
+  if (!v->by_addr) return HBM_EUNSUPPORTED;
+  hbm_ordset_destroy(v->free_set);
+  v->free_set = NULL;
+  return HBM_OK;
+}
+
 /* Carves the live block [at, at + size) out of the free block f; what lies
  * before and after stays free (f keeps the part before, so its address key
  * stands). Every step that can fail comes before any that cannot and before
@@ -129,10 +138,13 @@ static int carve(hbm_vspace *v, uint32_t f, const hbm_ordpos *fpos, uint64_t at,
   if (high && (rest = block_new(v)) == NIL) goto no_rest;
   if (hbm_addrmap_put(&v->live, at, mid) != HBM_OK) goto no_live;
   if (v->by_addr && high && hbm_ordset_insert(v->by_addr, addr_key(at + size), rest) != HBM_OK) goto no_index;
-  if (low && high && hbm_ordset_insert(v->free_set, size_key(at + size, high), rest) != HBM_OK) goto no_free;
+  if (v->free_set && low && high && hbm_ordset_insert(v->free_set, size_key(at + size, high), rest) != HBM_OK)
+    goto no_free;
   /* f's place in the free set, where the caller found it, stands until the
    * set changes: with no part before the block nothing has changed it. */
-  if (low || high) {
+  if (!v->free_set) {
+    /* best fit dropped: the address index alone */
+  } else if (low || high) {
     hbm_okey left = low ? size_key(fa, low) : size_key(at + size, high);
     int rc = fpos && !low ? hbm_ordset_replace_at(v->free_set, fpos, left, rest)
                           : hbm_ordset_replace(v->free_set, size_key(fa, fs), left, low ? f : rest);
@@ -187,14 +199,17 @@ int hbm_vspace_reserve(hbm_vspace *v) {
    * free set and one in the address index; freeing it again one insert in
    * each. Three each covers both. */
   if (blocks_reserve(v, 2) != HBM_OK || hbm_addrmap_reserve(&v->live, 1) != HBM_OK ||
-      hbm_ordset_reserve(v->free_set, 3) != HBM_OK || (v->by_addr && hbm_ordset_reserve(v->by_addr, 3) != HBM_OK))
+      (v->free_set && hbm_ordset_reserve(v->free_set, 3) != HBM_OK) ||
+      (v->by_addr && hbm_ordset_reserve(v->by_addr, 3) != HBM_OK))
     return HBM_EHOSTMEM;
   return HBM_OK;
 }
 
 int hbm_vspace_alloc(hbm_vspace *v, uint64_t size, hbm_vspace_cost_fn *cost, void *arg,
                      int probes, uint32_t user, uint64_t *addr, uint64_t *block_size) {
-  if (!v || !addr || size == 0) return HBM_EINVAL;
+  if (!v || !addr) return HBM_EINVAL;
+  if (!v->free_set) return HBM_EUNSUPPORTED;
+  if (size == 0) return HBM_EINVAL;
   if (size > v->size) return HBM_ENOMEM;
   size = hbm_align_up(size, v->unit);
   hbm_okey key;
@@ -250,9 +265,10 @@ int hbm_vspace_free(hbm_vspace *v, uint64_t addr, uint64_t *block_size, uint32_t
    * or goes in. */
   if (v->by_addr && !join_prev && hbm_ordset_insert(v->by_addr, addr_key(at), keep) != HBM_OK) goto undo;
   hbm_okey merged = size_key(at, size);
-  int rc = join_prev   ? hbm_ordset_replace(v->free_set, size_key(b[prev].addr, b[prev].size), merged, keep)
-           : join_next ? hbm_ordset_replace(v->free_set, size_key(b[next].addr, b[next].size), merged, keep)
-                       : hbm_ordset_insert(v->free_set, merged, keep);
+  int rc = !v->free_set ? HBM_OK
+           : join_prev  ? hbm_ordset_replace(v->free_set, size_key(b[prev].addr, b[prev].size), merged, keep)
+           : join_next  ? hbm_ordset_replace(v->free_set, size_key(b[next].addr, b[next].size), merged, keep)
+                        : hbm_ordset_insert(v->free_set, merged, keep);
   if (rc != HBM_OK) {
     if (v->by_addr && !join_prev) hbm_ordset_erase(v->by_addr, addr_key(at));
     goto undo;
@@ -268,7 +284,7 @@ int hbm_vspace_free(hbm_vspace *v, uint64_t addr, uint64_t *block_size, uint32_t
   }
   uint32_t after = next;
   if (join_next) { /* absorbs next */
-    if (join_prev) hbm_ordset_erase(v->free_set, size_key(b[next].addr, b[next].size)); /* else replaced */
+    if (join_prev && v->free_set) hbm_ordset_erase(v->free_set, size_key(b[next].addr, b[next].size)); /* else replaced */
     if (v->by_addr) hbm_ordset_erase(v->by_addr, addr_key(b[next].addr));
     after = b[next].next;
     block_recycle(v, next);
@@ -299,7 +315,11 @@ uint64_t hbm_vspace_live_blocks(const hbm_vspace *v) { return v->live_blocks; }
 
 uint64_t hbm_vspace_largest_free(const hbm_vspace *v) {
   hbm_okey k;
-  return hbm_ordset_last(v->free_set, &k, NULL) ? k.hi : 0;
+  if (v->free_set) return hbm_ordset_last(v->free_set, &k, NULL) ? k.hi : 0;
+  uint64_t largest = 0; /* best fit dropped: a walk */
+  for (uint32_t i = v->head; i != NIL; i = v->blocks[i].next)
+    if (v->blocks[i].state == 1 && v->blocks[i].size > largest) largest = v->blocks[i].size;
+  return largest;
 }
 
 uint64_t hbm_vspace_top(const hbm_vspace *v) {
@@ -338,7 +358,7 @@ int hbm_vspace_check(const hbm_vspace *v, hbm_vspace_report_fn *report, void *ar
     uint64_t lv;
     if (b->state == 1) {
       if (prev != NIL && v->blocks[prev].state == 1) FAIL("V2 free neighbours at %#llx", (unsigned long long)b->addr);
-      if (!hbm_ordset_find(v->free_set, size_key(b->addr, b->size), &val) || val != i)
+      if (v->free_set && (!hbm_ordset_find(v->free_set, size_key(b->addr, b->size), &val) || val != i))
         FAIL("V3 free block at %#llx missing from the free set", (unsigned long long)b->addr);
       if (v->by_addr && (!hbm_ordset_find(v->by_addr, addr_key(b->addr), &val) || val != i))
         FAIL("V6 free block at %#llx missing from the address index", (unsigned long long)b->addr);
@@ -357,9 +377,15 @@ int hbm_vspace_check(const hbm_vspace *v, hbm_vspace_report_fn *report, void *ar
   }
   if (expect != v->base + v->size) FAIL("V1 blocks end at %#llx, range ends at %#llx", (unsigned long long)expect, (unsigned long long)(v->base + v->size));
   if (prev != v->tail) FAIL("V1 tail is not the last block");
-  if (hbm_ordset_count(v->free_set) != nfree || v->free_blocks != nfree)
-    FAIL("V3 free set holds %llu blocks, the chain %llu", (unsigned long long)hbm_ordset_count(v->free_set), (unsigned long long)nfree);
-  failures += hbm_ordset_check(v->free_set, report, arg);
+  if (v->free_blocks != nfree)
+    FAIL("V4 %llu free blocks counted, the chain %llu", (unsigned long long)v->free_blocks, (unsigned long long)nfree);
+  if (v->free_set) {
+    if (hbm_ordset_count(v->free_set) != nfree)
+      FAIL("V3 free set holds %llu blocks, the chain %llu", (unsigned long long)hbm_ordset_count(v->free_set), (unsigned long long)nfree);
+    failures += hbm_ordset_check(v->free_set, report, arg);
+  } else if (!v->by_addr) {
+    FAIL("V7 best fit dropped without the address index");
+  }
   if (v->by_addr) {
     if (hbm_ordset_count(v->by_addr) != nfree)
       FAIL("V6 address index holds %llu blocks, the chain %llu free", (unsigned long long)hbm_ordset_count(v->by_addr), (unsigned long long)nfree);

@@ -1774,6 +1774,9 @@ static int plan_build(zoned *z, const zstep *s, uint64_t step_calls, int trusted
     nomem |= rc == HBM_EHOSTMEM;
   }
   if (ok && hbm_vspace_index_addresses(z->ranges[ri].vs) != HBM_OK) ok = 0, nomem = 1; /* a no-op once done */
+  /* Blocks go to a plan's range only at planned addresses: its vspace need
+   * not keep the size-keyed set best fit reads (cannot fail once indexed). */
+  if (ok) hbm_vspace_drop_best_fit(z->ranges[ri].vs);
   if (ok) {
     memset(addr, 0, s->n * sizeof *addr);
     for (uint32_t i = 0; i < s->n; i++) size[i] = s->b[i].size;
