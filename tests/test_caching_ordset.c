@@ -310,6 +310,63 @@ static void reserve_through_merges(int again) {
   hbm_ordset_destroy(s);
 }
 
+/* The index's ends (ordset.c keeps free slots at both and moves the
+ * shorter side): keys taken from the front while new ones come at the back
+ * (a queue, the shape of a ledger releasing its oldest mappings first), new
+ * keys in front of all (a stack at the front), and both ends in turn, each
+ * against the reference with the check after every change. In `tight`
+ * rounds every insert is reserved first and made with every allocation
+ * failing: where one end of the index is full, it is centred again in the
+ * memory it has, without allocating. */
+static void index_ends(uint64_t seed, int ops) {
+  uint64_t rng = seed;
+  for (int shape = 0; shape < 3; shape++)
+    for (int tight = 0; tight < 2; tight++) {
+      hbm_ordset *s;
+      hbm_ordref *r;
+      CHECK(hbm_ordset_create(&s) == HBM_OK);
+      CHECK(hbm_ordref_create(&r) == HBM_OK);
+      uint64_t lo = 1ull << 40, hi = lo; /* keys in [lo, hi) */
+      for (int i = 0; i < ops; i++) {
+        /* Grow for the first half (three inserts to an erase), then shrink. */
+        int insert = i < ops / 2 ? test_rand_below(&rng, 4) != 0 : test_rand_below(&rng, 4) == 0;
+        if (insert || lo == hi) {
+          int front = shape == 1 || (shape == 2 && test_rand_below(&rng, 2));
+          hbm_okey k = {front ? --lo : hi++, 0};
+          uint32_t v = (uint32_t)test_rand(&rng);
+          if (tight) {
+            CHECK(hbm_ordset_reserve(s, 1) == HBM_OK);
+            host_fails = 1;
+          }
+          int a = hbm_ordset_insert(s, k, v);
+          host_fails = 0;
+          CHECK(a == HBM_OK && ref_insert(r, k, v) == HBM_OK);
+        } else {
+          int back = shape == 1 || (shape == 2 && test_rand_below(&rng, 2));
+          hbm_okey k = {back ? --hi : lo++, 0};
+          CHECK(hbm_ordset_erase(s, k) == HBM_OK && hbm_ordref_erase(r, k) == HBM_OK);
+        }
+        CHECK_EQ_U64(hbm_ordset_count(s), hbm_ordref_count(r));
+        if (hbm_ordset_check(s, report, NULL) != 0) {
+          fprintf(stderr, "index_ends: shape %d tight %d, operation %d\n", shape, tight, i);
+          CHECK(0);
+          break;
+        }
+      }
+      hbm_okey ka, kb;
+      uint32_t va, vb;
+      int a = hbm_ordset_first(s, &ka, &va), b = hbm_ordref_first(r, &kb, &vb);
+      while (a && b) {
+        CHECK(same_answer(a, ka, va, b, kb, vb));
+        a = hbm_ordset_upper_bound(s, ka, &ka, &va);
+        b = hbm_ordref_upper_bound(r, kb, &kb, &vb);
+      }
+      CHECK(a == b);
+      hbm_ordset_destroy(s);
+      hbm_ordref_destroy(r);
+    }
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_caching_ordset");
   reserve_full_chunks();
@@ -317,6 +374,7 @@ int main(void) {
   reserve_through_merges(1);
   double scale = test_scale();
   edge_cases();
+  index_ends(seed + 3, (int)(20000 * scale) + 2000);
   reserve_rounds(seed + 2, (int)(2000 * scale) + 50);
   run(seed, 1, (int)(4000 * scale) + 100);
   run(seed + 1, 0, (int)(40000 * scale) + 100);

@@ -25,7 +25,8 @@
  *   O3 count == the keys the chunks hold;
  *   O4 no chunk is listed twice;
  *   O5 head.nspare == the spare chunks listed (what hbm_ordset_reserve counts
- *      on), and the index has room for its chunks and every spare.
+ *      on), and the index has room for its chunks and every spare; its
+ *      chunks lie inside its memory, from slot `front` on.
  *
  * hbm_ordref is the slow, obviously correct reference: a sorted array with
  * binary search and memmove. Same contract; tests run both side by side.
