@@ -62,6 +62,8 @@ static unsigned long long fail_at;     /* 0: none fails; else the Nth fails ... 
 static int fail_after;                 /* ... and with this set, every one after it */
 static unsigned long long injected;    /* failures injected since the run began */
 static int paused;                     /* the test's own looking: neither counted nor failed */
+static int promised;                   /* a reservation holds: any allocation now breaks its promise */
+static unsigned long long broken_promises; /* allocations tried while promised (each failed) */
 static int mode_read;                  /* the run asked whether allocations still fail (still_failing) */
 
 /* Whether every allocation from fail_at on fails: a run that behaves
@@ -73,6 +75,10 @@ static int still_failing(void) {
 
 static int inject(void) {
   if (paused) return 0;
+  if (promised) {
+    broken_promises++;
+    return 1;
+  }
   alloc_calls++;
   if (fail_at && (alloc_calls == fail_at || (fail_after && alloc_calls > fail_at))) {
     injected++;
@@ -204,7 +210,7 @@ static int run_scenario(const scenario *s, uint64_t max_runs) {
       alloc_calls = injected = 0;
       reported_other = 0;
       mode_read = 0;
-      paused = 0; /* a run that failed an EXPECT while paused left it set */
+      paused = promised = 0; /* a run that failed an EXPECT while paused or promised left it set */
       before = live_allocs;
       int r = s->run(s->arg, 0);
       fail_at = 0;
@@ -741,6 +747,11 @@ static int pick_free(void *arg, uint64_t addr, uint64_t size, int live) {
   if (!live && size >= f->want) f->addr = addr, f->size = size;
   return 0;
 }
+/* With `reserved` (the scenario's arg), each op runs as zoned runs its
+ * placements: hbm_vspace_reserve first, and then the op (a placement, a
+ * placement at an address or a free) and, once the address index is kept,
+ * the free that would take a placement back, must make no allocation at
+ * all; the block is then placed again at its address, unreserved. */
 /* Op `op` of the run: the first 500 place small blocks, side by side; the
  * next 250 free every other one of them (hundreds of free blocks apart:
  * the free set and the address index split their chunks, which is when they
@@ -777,7 +788,7 @@ static int vspace_op(hbm_vspace *v, int op, uint64_t *rng, uint64_t *live, size_
   return r;
 }
 static int vspace_run(const void *arg, int clean) {
-  (void)arg;
+  int reserved = arg != NULL;
   hbm_vspace *v;
   int r = hbm_vspace_create(1ull << 30, 64ull << 20, 512, &v);
   if (r != HBM_OK) {
@@ -795,7 +806,28 @@ static int vspace_run(const void *arg, int clean) {
       else EXPECT(!clean && r == HBM_EHOSTMEM && injected && vspace_digest(v) == d0);
     }
     uint64_t d0 = vspace_digest(v);
+    if (reserved && (r = hbm_vspace_reserve(v)) != HBM_OK) {
+      EXPECT(!clean && r == HBM_EHOSTMEM && injected && vspace_digest(v) == d0);
+      continue; /* the op is not made: nothing changed */
+    }
+    size_t placed_before = nlive;
+    broken_promises = 0;
+    promised = reserved;
     r = vspace_op(v, op, &rng, live, &nlive, indexed);
+    if (reserved && r == HBM_OK && indexed && nlive > placed_before) {
+      uint64_t a = live[nlive - 1], size;
+      int f = hbm_vspace_free(v, a, &size, NULL); /* the undo the reservation covers too */
+      promised = 0;
+      EXPECT(f == HBM_OK);
+      uint64_t block;
+      f = hbm_vspace_alloc_at(v, a, size, (uint32_t)op, &block);
+      if (f != HBM_OK) {
+        EXPECT(!clean && f == HBM_EHOSTMEM && injected);
+        nlive--;
+      }
+    }
+    promised = 0;
+    EXPECT(!broken_promises);
     if (r == HBM_EHOSTMEM) {
       EXPECT(!clean && injected);
       EXPECT(vspace_digest(v) == d0);
@@ -1323,6 +1355,8 @@ int main(void) {
 
   scenario svs = {"virtual range, unreserved", vspace_run, NULL};
   bad |= run_scenario(&svs, max_runs);
+  scenario svr = {"virtual range, reserved first", vspace_run, "reserved"};
+  bad |= run_scenario(&svr, max_runs);
 
   /* A snapshot the project generates (tests/fixtures/snapshots). */
   const char *root = getenv("HBM_ROOT") ? getenv("HBM_ROOT") : ".";
