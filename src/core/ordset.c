@@ -125,31 +125,37 @@ static void chunk_drop(hbm_ordset *s, chunk *c) {
   else free(c);
 }
 
-/* Puts the index at slot `front` of index memory of `cap` slots (new
- * memory when cap differs). HBM_EHOSTMEM leaves the index as it was. */
-static int index_place(hbm_ordset *s, size_t cap, size_t front) {
-  chunk **c = s->chunk_slots;
-  hbm_okey *m = s->maxkey_slots;
-  if (cap != s->cap) {
-    c = malloc(cap * sizeof *c);
-    m = malloc(cap * sizeof *m);
-    if (!c || !m) {
-      free(c);
-      free(m);
-      return HBM_EHOSTMEM;
-    }
-  }
+/* Moves the index to slot `front` of its memory (never allocates). */
+static void index_centre(hbm_ordset *s, size_t front) {
   if (s->nchunks) {
-    memmove(c + front, s->chunks, s->nchunks * sizeof *c);
-    memmove(m + front, s->maxkey, s->nchunks * sizeof *m);
+    memmove(s->chunk_slots + front, s->chunks, s->nchunks * sizeof *s->chunks);
+    memmove(s->maxkey_slots + front, s->maxkey, s->nchunks * sizeof *s->maxkey);
   }
-  if (cap != s->cap) {
-    free(s->chunk_slots);
-    free(s->maxkey_slots);
-    s->chunk_slots = c;
-    s->maxkey_slots = m;
-    s->cap = cap;
+  s->front = front;
+  s->chunks = s->chunk_slots + front;
+  s->maxkey = s->maxkey_slots + front;
+}
+
+/* Moves the index to new memory of `cap` slots, centred in it.
+ * HBM_EHOSTMEM leaves it as it was. */
+static int index_grow(hbm_ordset *s, size_t cap) {
+  chunk **c = malloc(cap * sizeof *c);
+  hbm_okey *m = malloc(cap * sizeof *m);
+  if (!c || !m) {
+    free(c);
+    free(m);
+    return HBM_EHOSTMEM;
   }
+  size_t front = (cap - s->nchunks) / 2;
+  if (s->nchunks) {
+    memcpy(c + front, s->chunks, s->nchunks * sizeof *c);
+    memcpy(m + front, s->maxkey, s->nchunks * sizeof *m);
+  }
+  free(s->chunk_slots);
+  free(s->maxkey_slots);
+  s->chunk_slots = c;
+  s->maxkey_slots = m;
+  s->cap = cap;
   s->front = front;
   s->chunks = c + front;
   s->maxkey = m + front;
@@ -161,7 +167,7 @@ static int index_reserve(hbm_ordset *s, size_t more) {
   if (more <= s->cap - s->nchunks) return HBM_OK;
   size_t cap = s->cap ? s->cap * 2 : 8;
   while (cap - s->nchunks < more) cap *= 2;
-  return index_place(s, cap, (cap - s->nchunks) / 2);
+  return index_grow(s, cap);
 }
 
 /* Inserts c at position at, moving the shorter side of the index where it
@@ -173,8 +179,7 @@ static void index_insert(hbm_ordset *s, size_t at, chunk *c) {
   int down = at < s->nchunks / 2;
   if (!(down ? s->front : s->cap - s->front - s->nchunks)) {
     size_t slack = s->cap - s->nchunks;
-    if (slack >= s->cap / 8 || index_place(s, s->cap * 2, (s->cap * 2 - s->nchunks) / 2) != HBM_OK)
-      index_place(s, s->cap, slack / 2); /* same memory: cannot fail */
+    if (slack >= s->cap / 8 || index_grow(s, s->cap * 2) != HBM_OK) index_centre(s, slack / 2);
     down = down && s->front; /* the slot after is free now (slack - slack / 2 >= 1) */
   }
   if (down) { /* the chunks before `at` move down a slot */
