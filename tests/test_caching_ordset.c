@@ -41,6 +41,23 @@ static int same_answer(int a, hbm_okey ka, uint32_t va, int b, hbm_okey kb, uint
   return hbm_okey_cmp(ka, kb) == 0 && va == vb;
 }
 
+/* Walks both sets in key order: the same keys and values, to the same end,
+ * every key the reference holds. */
+static void same_walk(const hbm_ordset *s, const hbm_ordref *r) {
+  hbm_okey ka, kb;
+  uint32_t va, vb;
+  int a = hbm_ordset_first(s, &ka, &va), b = hbm_ordref_first(r, &kb, &vb);
+  size_t walked = 0;
+  while (a && b) {
+    CHECK(same_answer(a, ka, va, b, kb, vb));
+    walked++;
+    a = hbm_ordset_upper_bound(s, ka, &ka, &va);
+    b = hbm_ordref_upper_bound(r, kb, &kb, &vb);
+  }
+  CHECK(a == b);
+  CHECK_EQ_U64(walked, hbm_ordref_count(r));
+}
+
 static void run(uint64_t seed, int narrow, int ops) {
   uint64_t rng = seed;
   hbm_ordset *s;
@@ -121,19 +138,7 @@ static void run(uint64_t seed, int narrow, int ops) {
     CHECK_EQ_U64(hbm_ordset_count(s), hbm_ordref_count(r));
     if (i % 64 == 0 || narrow) CHECK(hbm_ordset_check(s, report, NULL) == 0);
   }
-  /* Full in-order walk agrees. */
-  hbm_okey ka, kb;
-  uint32_t va, vb;
-  int a = hbm_ordset_first(s, &ka, &va), b = hbm_ordref_first(r, &kb, &vb);
-  size_t walked = 0;
-  while (a && b) {
-    CHECK(same_answer(a, ka, va, b, kb, vb));
-    walked++;
-    a = hbm_ordset_upper_bound(s, ka, &ka, &va);
-    b = hbm_ordref_upper_bound(r, kb, &kb, &vb);
-  }
-  CHECK(a == b);
-  CHECK_EQ_U64(walked, hbm_ordref_count(r));
+  same_walk(s, r); /* full in-order walk agrees */
   hbm_ordset_destroy(s);
   hbm_ordref_destroy(r);
 }
@@ -239,15 +244,7 @@ static void reserve_rounds(uint64_t seed, int rounds) {
       while (hbm_ordref_first(r, &k, NULL)) CHECK(hbm_ordset_erase(s, k) == HBM_OK && hbm_ordref_erase(r, k) == HBM_OK);
     }
   }
-  hbm_okey ka, kb;
-  uint32_t va, vb;
-  int a = hbm_ordset_first(s, &ka, &va), b = hbm_ordref_first(r, &kb, &vb);
-  while (a && b) {
-    CHECK(same_answer(a, ka, va, b, kb, vb));
-    a = hbm_ordset_upper_bound(s, ka, &ka, &va);
-    b = hbm_ordref_upper_bound(r, kb, &kb, &vb);
-  }
-  CHECK(a == b);
+  same_walk(s, r);
   hbm_ordset_destroy(s);
   hbm_ordref_destroy(r);
 }
@@ -353,15 +350,7 @@ static void index_ends(uint64_t seed, int ops) {
           break;
         }
       }
-      hbm_okey ka, kb;
-      uint32_t va, vb;
-      int a = hbm_ordset_first(s, &ka, &va), b = hbm_ordref_first(r, &kb, &vb);
-      while (a && b) {
-        CHECK(same_answer(a, ka, va, b, kb, vb));
-        a = hbm_ordset_upper_bound(s, ka, &ka, &va);
-        b = hbm_ordref_upper_bound(r, kb, &kb, &vb);
-      }
-      CHECK(a == b);
+      same_walk(s, r);
       hbm_ordset_destroy(s);
       hbm_ordref_destroy(r);
     }
