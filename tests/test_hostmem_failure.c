@@ -747,11 +747,6 @@ static int pick_free(void *arg, uint64_t addr, uint64_t size, int live) {
   if (!live && size >= f->want) f->addr = addr, f->size = size;
   return 0;
 }
-/* With `reserved` (the scenario's arg), each op runs as zoned runs its
- * placements: hbm_vspace_reserve first, and then the op (a placement, a
- * placement at an address or a free) and, once the address index is kept,
- * the free that would take a placement back, must make no allocation at
- * all; the block is then placed again at its address, unreserved. */
 /* Op `op` of the run: the first 500 place small blocks, side by side; the
  * next 250 free every other one of them (hundreds of free blocks apart:
  * the free set and the address index split their chunks, which is when they
@@ -787,6 +782,11 @@ static int vspace_op(hbm_vspace *v, int op, uint64_t *rng, uint64_t *live, size_
   }
   return r;
 }
+/* With `reserved` (the scenario's arg), each op runs as zoned runs its
+ * placements: hbm_vspace_reserve first, and then the op (a placement, a
+ * placement at an address or a free) and, once the address index is kept,
+ * the free that would take a placement back, must make no allocation at
+ * all; the block is then placed again at its address, unreserved. */
 static int vspace_run(const void *arg, int clean) {
   int reserved = arg != NULL;
   hbm_vspace *v;

@@ -14,7 +14,7 @@
  * shorter side: a set emptied from the front (a ledger releasing its oldest
  * mappings first) drops each chunk in constant time, where moving the whole
  * index made that quadratic (26.8M pages released from the front of a
- * 2^49-byte mapping: 838k chunks, each drop moving the rest). */
+ * 2^49-byte mapping: over a million chunks, each drop moving the rest). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,8 +45,8 @@ struct hbm_ordset {
   hbm_ordset_head head; /* nspare: empty chunks on the spare list; pending: inserts still promised */
   chunk **chunks;  /* in key order: chunk_slots + front */
   hbm_okey *maxkey; /* maxkey[i] = chunks[i]->keys[n - 1]: maxkey_slots + front */
-  chunk **chunk_slots; /* the index's memory, cap slots each; */
-  hbm_okey *maxkey_slots; /* front + nchunks <= cap */
+  chunk **chunk_slots;    /* the index's memory, cap slots (and maxkey_slots'): */
+  hbm_okey *maxkey_slots; /* the index is its slots [front, front + nchunks) */
   size_t nchunks, cap, front;
   size_t count;
   chunk *spare;    /* list of empty chunks, head.nspare long */
