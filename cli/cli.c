@@ -558,6 +558,14 @@ static void hold_error(int err, const char *message, void *arg) {
   if (!h->message[0]) snprintf(h->message, sizeof h->message, "%s", message && message[0] ? message : hbm_strerror(err));
 }
 
+/* What the library says that is no error: settings a policy does not read
+ * here. Said while the policies are tried, so once per run, however many
+ * heaps the run then makes. */
+static void print_note(const char *message, void *arg) {
+  (void)arg;
+  fprintf(stderr, "hbm: note: %s\n", message);
+}
+
 int cli_check_policies(const char *device, char names[][32], int n, const cli_confs *confs,
                        hbm_device_caps *caps) {
   for (int i = 0; i < confs->n; i++) {
@@ -580,7 +588,9 @@ int cli_check_policies(const char *device, char names[][32], int n, const cli_co
      * to every policy they are said once, in one line, with why. */
     held_error held = {0};
     hbm_set_error_handler(hold_error, &held);
+    hbm_set_output_handler(print_note, NULL);
     rc = hbm_heap_create(dev, names[i], cli_conf_for(confs, names[i]), &heap);
+    hbm_set_output_handler(NULL, NULL);
     hbm_set_error_handler(cli_library_error, NULL);
     if (heap) hbm_heap_destroy(heap);
     int to_all = rc == HBM_EINVAL && confs->all && !strcmp(cli_conf_for(confs, names[i]), confs->all);

@@ -61,7 +61,10 @@ typedef struct hbm_diag {
  * Default: silent. */
 typedef void hbm_error_fn(int err, const char *message, void *arg);
 void hbm_set_error_handler(hbm_error_fn *fn, void *arg);
-/* Informational output. Nothing in this version writes to it: hbm_check()
+/* Informational output: what the caller may want to know and that is no
+ * error. In this version, settings a policy was given and does not read on
+ * this device (zoned's `split` where it maps virtual memory, its mapping
+ * settings in fixed zones), said once per policy created. hbm_check()
  * findings are errors, reported through the error handler. Default: silent. */
 typedef void hbm_output_fn(const char *message, void *arg);
 void hbm_set_output_handler(hbm_output_fn *fn, void *arg);
@@ -463,7 +466,7 @@ typedef struct hbm_oom_report {
   int refused;             /* 1: the recorded allocator refused this request too */
 } hbm_oom_report;
 
-#define HBM_MAX_COUNTERS 24 /* policy-specific figures a replay reports */
+#define HBM_MAX_COUNTERS 32 /* policy-specific figures a replay reports */
 
 typedef struct hbm_replay_result {
   char policy[32];

@@ -29,6 +29,14 @@
 
 static int errors_seen;
 static char last_error[512];
+/* The last note the library gave through the output handler, and how many. */
+static char note_text[512];
+static int notes;
+static void take_note(const char *message, void *arg) {
+  (void)arg;
+  snprintf(note_text, sizeof note_text, "%s", message);
+  notes++;
+}
 static void count_error(int err, const char *message, void *arg) {
   errors_seen++;
   snprintf(last_error, sizeof last_error, "%s", message);
@@ -1136,6 +1144,54 @@ int main(void) {
     if (!strstr(last_error, why[i].says)) fprintf(stderr, "zoned '%s' said: %s\n", why[i].conf, last_error);
     CHECK(strstr(last_error, why[i].says) != NULL);
   }
+  /* A setting the heap will not read is said through the output handler,
+   * once per heap, and still accepted: a setting silently ignored reads as
+   * one that took effect. What applies is said by nothing. */
+  static const struct { const char *conf; int vmm; const char *says; } unread[] = {
+      {NULL, 1, ""},
+      {"zones:tags,probes:4,split:0.5,plan:on,trust:on,moves:on,trim:on", 1,
+       "zoned: split ignored: it sizes the fixed zones, used with vmm:off or on a device that maps no virtual memory"},
+      {"vmm:off,zones:off,split:0.25", 1, ""},
+      {"vmm:off,chunk:128MiB,trust:off,va:4", 1,
+       "zoned: fixed zones (vmm:off): chunk, trust, va ignored; they apply where zoned maps virtual memory"},
+      {"slack:1%,zones:tags,split:0.3", 0,
+       "zoned: fixed zones (the device maps no virtual memory): slack ignored; they apply where zoned maps "
+       "virtual memory"},
+      {"plan:off,trust:on", 1, "zoned: trust ignored: plans are off (plan:off)"},
+      {"large_life:on,trust:off,slot:1GiB,plan:always", 1,
+       "zoned: slot, plan, trust ignored: with large_life:on large blocks are placed by class, without plans or slots"},
+      {"moves:off,trim:on", 1, "zoned: trim ignored: it re-chunks only where moves hold the cache (moves:off)"},
+      {"moves:auto,trim:off,plan:on,trust:off", 1, ""},
+  };
+  for (size_t i = 0; i < sizeof unread / sizeof unread[0]; i++) {
+    note_text[0] = 0;
+    notes = 0;
+    dev->caps.vmm = unread[i].vmm;
+    hbm_set_output_handler(take_note, NULL);
+    int rc = hbm_heap_create(dev, "zoned", unread[i].conf, &h);
+    hbm_set_output_handler(NULL, NULL);
+    dev->caps.vmm = 1;
+    CHECK(rc == HBM_OK);
+    if (strcmp(note_text, unread[i].says))
+      fprintf(stderr, "zoned '%s' noted '%s', expected '%s'\n", unread[i].conf ? unread[i].conf : "(default)", note_text,
+              unread[i].says);
+    CHECK(!strcmp(note_text, unread[i].says));
+    CHECK(notes == (unread[i].says[0] != 0));
+    if (rc == HBM_OK) hbm_heap_destroy(h);
+  }
+  /* and a replay's record says which mode made its figures, every counter kept */
+  for (int fixed = 0; fixed <= 1; fixed++) {
+    hbm_trace *t = three_idle("XLS", 40, 16);
+    CHECK(t != NULL);
+    if (!t) continue;
+    hbm_replay_options o = {.policy = "zoned", .conf = fixed ? "vmm:off" : NULL, .device = "sim:128MiB"};
+    hbm_replay_result r;
+    CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+    CHECK(replay_counter(&r, "fixed_zones") == fixed);
+    CHECK(replay_counter(&r, "unsettles") == 0 && r.ncounters < HBM_MAX_COUNTERS);
+    hbm_trace_free(t);
+  }
+
   /* edges through the public API */
   CHECK(hbm_heap_create(dev, "zoned", NULL, &h) == HBM_OK);
   uint64_t a, b;

@@ -83,6 +83,16 @@ int hbm_report_error(int err, const char *fmt, ...) {
   return err;
 }
 
+void hbm_report_note(const char *fmt, ...) {
+  if (!output_fn) return;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  hbm_vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  output_fn(msg, output_arg);
+}
+
 int hbm_setting_repeated(const char **seen, unsigned *n, const char *key) {
   for (unsigned i = 0; i < *n; i++)
     if (!strcmp(key, seen[i])) return 1;

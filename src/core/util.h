@@ -33,6 +33,9 @@ int hbm_tag_parse_n(const char *name, size_t len, hbm_tag *tag);
  * `return hbm_report_error(HBM_EINVAL, "...")`. */
 int hbm_report_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Informational output, through the output handler (silent without one). */
+void hbm_report_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* A check function's failures: each counted, and said through report (when
  * not NULL) with prefix before it, up to `limit` messages (0: all). Every
  * structure's check takes the same report signature, so one counter serves. */

@@ -93,7 +93,17 @@ typedef struct zoned_conf {
   int large_life, small, streams, vmm, probes, moves, plan, trim, trust;
   uint64_t chunk, slack, va_factor, slot; /* slot: 0 off */
   double slack_share, headroom, split;
+  unsigned given; /* 1 << conf_key for each setting the text gave */
 } zoned_conf;
+
+/* The settings, in the order --help and the messages list them. */
+typedef enum conf_key {
+  K_ZONES, K_LARGE_LIFE, K_CHUNK, K_SLACK, K_HEADROOM, K_SLOT, K_MOVES, K_PLAN,
+  K_TRIM, K_TRUST, K_PROBES, K_SMALL, K_STREAMS, K_VA, K_VMM, K_SPLIT, K_COUNT
+} conf_key;
+static const char *const conf_key_names[K_COUNT] = {
+    "zones", "large_life", "chunk", "slack", "headroom", "slot", "moves", "plan",
+    "trim",  "trust",      "probes", "small", "streams", "va",  "vmm",  "split"};
 
 /* A physical chunk: `npages` granules from one phys_create, mapped at pages
  * [first, first + npages) of range `range` (a free record has npages 0,
@@ -372,6 +382,8 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
     } else {
       goto bad;
     }
+    for (int b = 0; b < K_COUNT; b++)
+      if (!strcmp(k, conf_key_names[b])) c->given |= 1u << b;
     continue;
   bad:
     if (sep) *sep = sep_char; /* the whole setting in the message */
@@ -1963,6 +1975,41 @@ static int fixed_free(zoned *z, uint64_t addr, uint64_t *block, uint32_t *user) 
 /* ==== create / destroy ============================================================================== */
 static void zoned_destroy(hbm_policy *p);
 
+/* Names the settings of `keys` that the text gave, comma-separated, into
+ * out; 0 if none. */
+static int given_names(const zoned_conf *c, unsigned keys, char *out, size_t len) {
+  size_t n = 0;
+  out[0] = 0;
+  for (int b = 0; b < K_COUNT && n < len; b++)
+    if (c->given & keys & (1u << b)) n += (size_t)snprintf(out + n, len - n, "%s%s", n ? ", " : "", conf_key_names[b]);
+  return n > 0;
+}
+
+/* Says which settings the text gave that this heap will not read: a setting
+ * silently ignored reads as one that took effect. Through the output
+ * handler; the settings stay accepted, so one text serves every device. */
+static void note_ignored(const zoned *z) {
+  const zoned_conf *c = &z->conf;
+  char names[160];
+  if (z->fallback) {
+    unsigned fixed = 1u << K_ZONES | 1u << K_VMM | 1u << K_SPLIT;
+    if (given_names(c, ~fixed, names, sizeof names))
+      hbm_report_note("zoned: fixed zones (%s): %s ignored; they apply where zoned maps virtual memory",
+                      c->vmm ? "the device maps no virtual memory" : "vmm:off", names);
+    return;
+  }
+  if (given_names(c, 1u << K_SPLIT, names, sizeof names))
+    hbm_report_note("zoned: split ignored: it sizes the fixed zones, used with vmm:off or on a device that "
+                    "maps no virtual memory");
+  if (c->large_life && given_names(c, 1u << K_PLAN | 1u << K_TRUST | 1u << K_SLOT, names, sizeof names))
+    hbm_report_note("zoned: %s ignored: with large_life:on large blocks are placed by class, without plans "
+                    "or slots", names);
+  else if (!c->plan && given_names(c, 1u << K_TRUST, names, sizeof names))
+    hbm_report_note("zoned: trust ignored: plans are off (plan:off)");
+  if (c->moves == MOVES_OFF && given_names(c, 1u << K_TRIM, names, sizeof names))
+    hbm_report_note("zoned: trim ignored: it re-chunks only where moves hold the cache (moves:off)");
+}
+
 static int zoned_create(hbm_device *dev, const char *conf, hbm_policy **out, hbm_diag *diag) {
   zoned_conf c;
   int rc = parse_conf(conf, dev->caps.granule, &c, diag);
@@ -1994,6 +2041,7 @@ static int zoned_create(hbm_device *dev, const char *conf, hbm_policy **out, hbm
       return rc;
     }
   }
+  note_ignored(z);
   *out = &z->base;
   return HBM_OK;
 }
@@ -2314,6 +2362,7 @@ static int zoned_step(hbm_policy *p, uint64_t step) {
 static int zoned_counters(hbm_policy *p, hbm_counter *out, int max) {
   zoned *z = (zoned *)p;
   hbm_counter c[] = {
+      {"fixed_zones", (double)z->fallback}, /* 1: no virtual memory, and most counters below stay 0 */
       {"chunks_created", (double)z->chunks_created},
       {"chunks_released", (double)z->chunks_released},
       {"chunks_moved", (double)z->chunks_moved},

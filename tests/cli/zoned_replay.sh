@@ -119,4 +119,17 @@ echo "$out" | grep -q '"policy":"caching","alloc_conf":null' || { echo "FAIL: ca
 [ $? -eq 2 ] && grep -q "given twice" "$dir/err" || { echo "FAIL: settings for one policy given twice not refused"; fail=1; }
 "$HBM" replay "$dir/job.trace" --policy zoned --device sim:1GiB --alloc-conf zoned=moves:maybe 2> "$dir/err"
 [ $? -eq 2 ] && grep -q "moves:maybe" "$dir/err" || { echo "FAIL: a bad zoned setting not refused"; cat "$dir/err"; fail=1; }
+
+# A setting zoned does not read on this device is said, once a run however
+# many heaps the run makes, on stderr, and the run goes on; JSON stays clean.
+out=$("$HBM" bench replay --trace "$dir/job.trace" --policy caching,zoned --device sim:1GiB --rounds 3 \
+  --alloc-conf zoned=vmm:off,chunk:128MiB --json 2> "$dir/err") || { echo "FAIL: an unread setting stopped the run"; fail=1; }
+[ "$(grep -c '^hbm: note: zoned: fixed zones (vmm:off): chunk ignored' "$dir/err")" -eq 1 ] \
+  && [ "$(wc -l < "$dir/err")" -eq 1 ] || { echo "FAIL: an unread setting not said once:"; cat "$dir/err"; fail=1; }
+if command -v python3 >/dev/null; then
+  echo "$out" | python3 -c 'import json, sys; json.load(sys.stdin)' || { echo "FAIL: the note reached the JSON"; fail=1; }
+fi
+out=$("$HBM" replay "$dir/job.trace" --policy zoned --device sim:1GiB --alloc-conf vmm:off --json 2> "$dir/err")
+[ ! -s "$dir/err" ] && echo "$out" | grep -q '"fixed_zones":1,' \
+  || { echo "FAIL: fixed zones said as a note, or not in the record:"; cat "$dir/err"; fail=1; }
 exit $fail
