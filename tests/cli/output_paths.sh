@@ -133,14 +133,19 @@ tail -n 1 "$dir/demo.html" | grep -q "</html>$" && grep -q "peak reserved" "$dir
 "$HBM" gen llm --layers 2 --hidden 256 --seq 128 --steps 2 -o "$dir/small.trace" > "$dir/gen_out" 2>&1
 grep -q "wrote .*small.trace" "$dir/gen_out" || { echo "FAIL gen llm -o FILE: summary not on stdout"; fail=1; }
 # ... and where standard error is closed, or is the output too, the summary
-# has nowhere to go but into the output: it goes nowhere, exit 0.
-"$HBM" plan "$dir/p.csv" -o /dev/stdout > "$dir/plan_alone" 2>&- &&
-  "$HBM" plan "$dir/p.csv" -o /dev/stdout > "$dir/plan_both" 2>&1 &&
-  [ "$(cat "$dir/plan_alone")" = "$(cat "$dir/plan_both")" ] && [ "$(tail -n 1 "$dir/plan_alone" | cut -d, -f1)" = b ] ||
-  { echo "FAIL plan -o /dev/stdout, standard error closed or the same: $(tail -n 2 "$dir/plan_alone" "$dir/plan_both")"; fail=1; }
-"$HBM" replay "$HBM_ROOT/tests/fixtures/step437.trace" --policy caching --html /dev/stdout > "$dir/page2.html" 2>&- &&
-  tail -n 1 "$dir/page2.html" | grep -q "</html>$" ||
-  { echo "FAIL replay --html /dev/stdout, standard error closed: $(tail -n 2 "$dir/page2.html")"; fail=1; }
+# has nowhere to go but into the output: it goes nowhere, exit 0. (A wrapper
+# such as valgrind does not start with standard error closed: skipped there.)
+if ! "$HBM" --version > /dev/null 2>&-; then
+  echo "skip standard error closed: $HBM does not start without standard error (a wrapper's limit)"
+else
+  "$HBM" plan "$dir/p.csv" -o /dev/stdout > "$dir/plan_alone" 2>&- &&
+    "$HBM" plan "$dir/p.csv" -o /dev/stdout > "$dir/plan_both" 2>&1 &&
+    [ "$(cat "$dir/plan_alone")" = "$(cat "$dir/plan_both")" ] && [ "$(tail -n 1 "$dir/plan_alone" | cut -d, -f1)" = b ] ||
+    { echo "FAIL plan -o /dev/stdout, standard error closed or the same: $(tail -n 2 "$dir/plan_alone" "$dir/plan_both")"; fail=1; }
+  "$HBM" replay "$HBM_ROOT/tests/fixtures/step437.trace" --policy caching --html /dev/stdout > "$dir/page2.html" 2>&- &&
+    tail -n 1 "$dir/page2.html" | grep -q "</html>$" ||
+    { echo "FAIL replay --html /dev/stdout, standard error closed: $(tail -n 2 "$dir/page2.html")"; fail=1; }
+fi
 
 # A directory that is not there, or a file where a directory should be: said
 # before any work (a replay or a demo would otherwise run to the end first),
