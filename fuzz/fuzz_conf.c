@@ -5,7 +5,9 @@
  * The first byte picks the policy (hbm_policy_names() order), the rest is
  * the settings text. A heap that is created must work: four steps of the
  * same allocations and frees, hbm_check() in each; a refusal must be HBM_EINVAL (bad settings) or
- * HBM_EHOSTMEM, and must be explained through the error handler.
+ * HBM_EHOSTMEM, and must be explained through the error handler. Notes (a
+ * setting the heap will not read) come only with a heap that was created,
+ * each a whole line of text.
  * Seed corpus: fuzz/corpus/conf/. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,10 +23,19 @@ static void on_error(int code, const char *message, void *arg) {
   if (message && message[0]) explained = 1;
 }
 
+static int noted;
+static void on_note(const char *message, void *arg) {
+  (void)arg;
+  size_t len = strlen(message);
+  if (!len || len >= 512 || strchr(message, '\n')) abort();
+  noted = 1;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *const *policies;
   int npolicies = fuzz_policies(&policies);
   hbm_set_error_handler(on_error, NULL);
+  hbm_set_output_handler(on_note, NULL);
   if (size == 0) return 0;
   const char *policy = policies[data[0] % npolicies];
   char *conf = malloc(size);
@@ -34,8 +45,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   hbm_device *dev;
   if (hbm_device_open("sim:1GiB", &dev) != HBM_OK) abort();
   hbm_heap *heap = NULL;
-  explained = 0;
+  explained = noted = 0;
   int rc = hbm_heap_create(dev, policy, size > 1 ? conf : NULL, &heap);
+  if (noted && rc != HBM_OK) abort(); /* a refused text is an error, not a note */
   if (rc == HBM_OK) {
     for (uint64_t step = 1; step <= 4; step++) { /* steps that repeat: zoned plans them */
       uint64_t a[8];
