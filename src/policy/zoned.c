@@ -309,22 +309,24 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
       hbm_diag_set(diag, "alloc-conf", 0, (uint64_t)(item - buf), "setting '%s' given twice (each setting once)", k);
       return HBM_EINVAL;
     }
-    if (!strcmp(k, "zones")) {
+    int key = 0; /* its place in conf_key_names, the one spelling of each name; K_COUNT: none */
+    while (key < K_COUNT && strcmp(k, conf_key_names[key])) key++;
+    if (key == K_ZONES) {
       snprintf(want, sizeof want, "zones:infer|tags|off");
       if (!strcmp(v, "infer")) c->zones = ZONES_INFER;
       else if (!strcmp(v, "tags")) c->zones = ZONES_TAGS;
       else if (!strcmp(v, "off")) c->zones = ZONES_OFF;
       else goto bad;
-    } else if (!strcmp(k, "large_life")) {
+    } else if (key == K_LARGE_LIFE) {
       snprintf(want, sizeof want, "large_life:on|off");
       if (!parse_onoff(v, &c->large_life)) goto bad;
-    } else if (!strcmp(k, "chunk")) {
+    } else if (key == K_CHUNK) {
       snprintf(want, sizeof want, "chunk:SIZE, a multiple of the device's granule (%llu B) up to 1 PiB",
                (unsigned long long)granule);
       if (hbm_size_parse(v, &c->chunk) != HBM_OK || c->chunk < granule || c->chunk % granule ||
           c->chunk > HBM_MAX_SIZE)
         goto bad;
-    } else if (!strcmp(k, "slack")) {
+    } else if (key == K_SLACK) {
       snprintf(want, sizeof want, "slack:SIZE, or slack:P%% with P from 0 to 1000");
       size_t len = strlen(v);
       if (len > 1 && v[len - 1] == '%') {
@@ -333,47 +335,47 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
       } else if (hbm_size_parse(v, &c->slack) != HBM_OK) {
         goto bad;
       }
-    } else if (!strcmp(k, "headroom")) {
+    } else if (key == K_HEADROOM) {
       snprintf(want, sizeof want, "headroom:P%% with P from 0 to 50");
       if (!parse_percent(v, &c->headroom) || !(c->headroom <= 50)) goto bad;
       c->headroom /= 100.0;
-    } else if (!strcmp(k, "slot")) {
+    } else if (key == K_SLOT) {
       snprintf(want, sizeof want, "slot:off, or slot:SIZE of at least the device's granule (%llu B) up to 1 PiB",
                (unsigned long long)granule);
       if (!strcmp(v, "off")) c->slot = 0;
       else if (hbm_size_parse(v, &c->slot) != HBM_OK || c->slot < granule || c->slot > HBM_MAX_SIZE) goto bad;
-    } else if (!strcmp(k, "probes")) {
+    } else if (key == K_PROBES) {
       snprintf(want, sizeof want, "probes:N with N from 1 to 1024");
       uint64_t n;
       if (!parse_bounded(v, 1, 1024, &n)) goto bad;
       c->probes = (int)n;
-    } else if (!strcmp(k, "moves")) {
+    } else if (key == K_MOVES) {
       snprintf(want, sizeof want, "moves:on|off|auto");
       if (!strcmp(v, "auto")) c->moves = MOVES_AUTO;
       else if (!parse_onoff(v, &c->moves)) goto bad;
-    } else if (!strcmp(k, "plan")) {
+    } else if (key == K_PLAN) {
       snprintf(want, sizeof want, "plan:on|off|always");
       if (!strcmp(v, "always")) c->plan = PLAN_ALWAYS;
       else if (!parse_onoff(v, &c->plan)) goto bad;
-    } else if (!strcmp(k, "trim")) {
+    } else if (key == K_TRIM) {
       snprintf(want, sizeof want, "trim:on|off");
       if (!parse_onoff(v, &c->trim)) goto bad;
-    } else if (!strcmp(k, "trust")) {
+    } else if (key == K_TRUST) {
       snprintf(want, sizeof want, "trust:on|off");
       if (!parse_onoff(v, &c->trust)) goto bad;
-    } else if (!strcmp(k, "small")) {
+    } else if (key == K_SMALL) {
       snprintf(want, sizeof want, "small:on|off");
       if (!parse_onoff(v, &c->small)) goto bad;
-    } else if (!strcmp(k, "streams")) {
+    } else if (key == K_STREAMS) {
       snprintf(want, sizeof want, "streams:on|off");
       if (!parse_onoff(v, &c->streams)) goto bad;
-    } else if (!strcmp(k, "va")) {
+    } else if (key == K_VA) {
       snprintf(want, sizeof want, "va:N with N from 1 to 64");
       if (!parse_bounded(v, 1, 64, &c->va_factor)) goto bad;
-    } else if (!strcmp(k, "vmm")) {
+    } else if (key == K_VMM) {
       snprintf(want, sizeof want, "vmm:on|off");
       if (!parse_onoff(v, &c->vmm)) goto bad;
-    } else if (!strcmp(k, "split")) {
+    } else if (key == K_SPLIT) {
       snprintf(want, sizeof want, "split:F with F between 0 and 1, both excluded");
       double f;
       const char *end;
@@ -382,8 +384,7 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
     } else {
       goto bad;
     }
-    for (int b = 0; b < K_COUNT; b++)
-      if (!strcmp(k, conf_key_names[b])) c->given |= 1u << b;
+    c->given |= 1u << key;
     continue;
   bad:
     if (sep) *sep = sep_char; /* the whole setting in the message */
@@ -1998,15 +1999,15 @@ static void note_ignored(const zoned *z) {
                       c->vmm ? "the device maps no virtual memory" : "vmm:off", names);
     return;
   }
-  if (given_names(c, 1u << K_SPLIT, names, sizeof names))
+  if (c->given & 1u << K_SPLIT)
     hbm_report_note("zoned: split ignored: it sizes the fixed zones, used with vmm:off or on a device that "
                     "maps no virtual memory");
   if (c->large_life && given_names(c, 1u << K_PLAN | 1u << K_TRUST | 1u << K_SLOT, names, sizeof names))
     hbm_report_note("zoned: %s ignored: with large_life:on large blocks are placed by class, without plans "
                     "or slots", names);
-  else if (!c->plan && given_names(c, 1u << K_TRUST, names, sizeof names))
+  else if (!c->plan && c->given & 1u << K_TRUST)
     hbm_report_note("zoned: trust ignored: plans are off (plan:off)");
-  if (c->moves == MOVES_OFF && given_names(c, 1u << K_TRIM, names, sizeof names))
+  if (c->moves == MOVES_OFF && c->given & 1u << K_TRIM)
     hbm_report_note("zoned: trim ignored: it re-chunks only where moves hold the cache (moves:off)");
 }
 
