@@ -198,62 +198,61 @@ static void replay_both(const hbm_trace *t, const char *conf, hbm_replay_result 
   CHECK(hbm_replay(t, &o, with) == HBM_OK);
 }
 
-/* t's events but its step marks, each as it was (NULL if host memory ran
- * out). */
-static hbm_trace *without_marks(const hbm_trace *t) {
-  hbm_trace *out;
-  if (hbm_trace_new("unmarked", &out) != HBM_OK) return NULL;
-  for (uint64_t e = 0; e < t->nevents; e++)
-    if (t->events[e].kind != HBM_EV_STEP && hbm_trace_push(out, &t->events[e]) != HBM_OK) {
-      hbm_trace_free(out);
-      return NULL;
-    }
-  return out;
-}
+/* An edit of a trace: writes what becomes of one event into out (none, the
+ * event changed or not, or two events) and returns how many. */
+typedef int trace_edit(const hbm_event *ev, hbm_event out[2], void *state);
 
-/* t with an empty step after its first mark: a second mark at once, the
- * marks after it numbered one higher (NULL if host memory ran out). */
-static hbm_trace *with_empty_step(const hbm_trace *t) {
+/* t copied through edit, under name (NULL if host memory ran out). */
+static hbm_trace *edited_trace(const hbm_trace *t, const char *name, trace_edit *edit, void *state) {
   hbm_trace *out;
-  if (hbm_trace_new("empty step", &out) != HBM_OK) return NULL;
-  uint64_t shift = 0;
+  if (hbm_trace_new(name, &out) != HBM_OK) return NULL;
   for (uint64_t e = 0; e < t->nevents; e++) {
-    hbm_event ev = t->events[e];
-    if (ev.kind == HBM_EV_STEP) ev.size += shift;
-    int rc = hbm_trace_push(out, &ev);
-    if (rc == HBM_OK && ev.kind == HBM_EV_STEP && !shift) {
-      shift = 1;
-      ev.size++;
-      rc = hbm_trace_push(out, &ev);
-    }
-    if (rc != HBM_OK) {
-      hbm_trace_free(out);
-      return NULL;
-    }
+    hbm_event made[2];
+    int n = edit(&t->events[e], made, state);
+    for (int i = 0; i < n; i++)
+      if (hbm_trace_push(out, &made[i]) != HBM_OK) {
+        hbm_trace_free(out);
+        return NULL;
+      }
   }
   return out;
 }
 
-/* t with the first large allocation (2 MiB or more) after its `mark`-th
- * step mark grown by half: that step no longer repeats the one before it
- * (NULL if host memory ran out). */
-static hbm_trace *with_grown_block(const hbm_trace *t, int mark) {
-  hbm_trace *out;
-  if (hbm_trace_new("grown", &out) != HBM_OK) return NULL;
-  int marks = 0, grown = 0;
-  for (uint64_t e = 0; e < t->nevents; e++) {
-    hbm_event ev = t->events[e];
-    marks += ev.kind == HBM_EV_STEP;
-    if (!grown && marks == mark && ev.kind == HBM_EV_ALLOC && ev.size >= (2u << 20)) {
-      ev.size += ev.size / 2;
-      grown = 1;
-    }
-    if (hbm_trace_push(out, &ev) != HBM_OK) {
-      hbm_trace_free(out);
-      return NULL;
-    }
+/* Every event but the step marks. */
+static int drop_mark(const hbm_event *ev, hbm_event out[2], void *state) {
+  (void)state;
+  out[0] = *ev;
+  return ev->kind != HBM_EV_STEP;
+}
+
+/* An empty step after the first mark: a second mark at once, the marks
+ * after it numbered one higher (*shift starts at 0). */
+static int add_empty_step(const hbm_event *ev, hbm_event out[2], void *state) {
+  uint64_t *shift = state;
+  out[0] = *ev;
+  if (ev->kind != HBM_EV_STEP) return 1;
+  out[0].size += *shift;
+  if (*shift) return 1;
+  *shift = 1;
+  out[1] = out[0];
+  out[1].size++;
+  return 2;
+}
+
+/* The first large allocation (2 MiB or more) after the mark-th step mark,
+ * grown by half: that step no longer repeats the one before it. */
+typedef struct {
+  int mark, marks, grown;
+} grow_state;
+static int grow_block(const hbm_event *ev, hbm_event out[2], void *state) {
+  grow_state *g = state;
+  out[0] = *ev;
+  g->marks += ev->kind == HBM_EV_STEP;
+  if (!g->grown && g->marks == g->mark && ev->kind == HBM_EV_ALLOC && ev->size >= (2u << 20)) {
+    out[0].size += ev->size / 2;
+    g->grown = 1;
   }
-  return out;
+  return 1;
 }
 
 static double over_live_pct(const hbm_replay_result *r) {
@@ -757,7 +756,8 @@ static void step_plan_tests(uint64_t *rng, double scale) {
         CHECK(!trusting.oom && trusting.peak_reserved <= trusting.peak_live + trusting.peak_live / 50);
         /* A step with no large block (a second mark at once, here after the
          * first) is no step to trust, and does not spend the trust either. */
-        hbm_trace *padded = with_empty_step(t);
+        uint64_t shift = 0;
+        hbm_trace *padded = edited_trace(t, "empty step", add_empty_step, &shift);
         CHECK(padded != NULL);
         if (padded) {
           o = (hbm_replay_options){.policy = "zoned", .device = "sim:141GiB"};
@@ -771,7 +771,8 @@ static void step_plan_tests(uint64_t *rng, double scale) {
          * the plan ends at that request, the job completes with every
          * invariant held, and a plan is made again once two steps repeat. */
         for (int mark = 3; mark <= 4; mark++) {
-          hbm_trace *grown = with_grown_block(t, mark);
+          grow_state grow = {.mark = mark};
+          hbm_trace *grown = edited_trace(t, "grown", grow_block, &grow);
           CHECK(grown != NULL);
           if (!grown) continue;
           o = (hbm_replay_options){.policy = "zoned", .device = "sim:141GiB", .check_every = 101};
@@ -1454,7 +1455,7 @@ int main(void) {
    * live is no guide to the step's. A random job without its marks replays
    * the same with it as without (with its marks, headroom holds more). */
   t = random_trace(&rng, 4000, 256 * MiB, 48 * MiB, 50);
-  hbm_trace *unmarked = t ? without_marks(t) : NULL;
+  hbm_trace *unmarked = t ? edited_trace(t, "unmarked", drop_mark, NULL) : NULL;
   CHECK(unmarked != NULL);
   if (unmarked) {
     hbm_replay_result plain, with, marked_plain, marked_with;
