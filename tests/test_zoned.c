@@ -1132,7 +1132,14 @@ int main(void) {
   static const struct { const char *conf, *says; } why[] = {
       {"chunk:3MiB", "(expected chunk:SIZE, a multiple of the device's granule (2097152 B) up to 1 PiB)"},
       {"headroom:60%", "(expected headroom:P% with P from 0 to 50)"},
-      {"nosuch:1", "(expected zones:infer|tags|off, large_life:on|off, chunk:SIZE"},
+      {"slack:2000%", "(expected slack:SIZE|P% with P from 0 to 1000)"},
+      {"slot:1KiB", "(expected slot:SIZE|off, SIZE at least the device's granule (2097152 B) up to 1 PiB)"},
+      {"va:0", "(expected va:N with N from 1 to 64)"},
+      {"plan:maybe", "(expected plan:on|off|always)"},
+      /* an unknown key: every setting, in --help's order */
+      {"nosuch:1", "(expected zones:infer|tags|off, large_life:on|off, chunk:SIZE, slack:SIZE|P%, headroom:P%, "
+                   "slot:SIZE|off, moves:on|off|auto, plan:on|off|always, trim:on|off, trust:on|off, probes:N, "
+                   "small:on|off, streams:on|off, va:N, vmm:on|off, split:F)"},
       {"zones", "bad setting 'zones' (expected zones:infer|tags|off, large_life:on|off, chunk:SIZE"},
       /* each setting once: the two forms of slack would add up, a later
        * value replace an earlier one */

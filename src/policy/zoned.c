@@ -104,6 +104,10 @@ typedef enum conf_key {
 static const char *const conf_key_names[K_COUNT] = {
     "zones", "large_life", "chunk", "slack", "headroom", "slot", "moves", "plan",
     "trim",  "trust",      "probes", "small", "streams", "va",  "vmm",  "split"};
+/* What each takes, for the messages: "name:values", then what bounds it. */
+static const char *const conf_key_values[K_COUNT] = {
+    "infer|tags|off", "on|off", "SIZE", "SIZE|P%", "P%",  "SIZE|off", "on|off|auto", "on|off|always",
+    "on|off",         "on|off", "N",    "on|off",  "on|off", "N",     "on|off",      "F"};
 
 /* A physical chunk: `npages` granules from one phys_create, mapped at pages
  * [first, first + npages) of range `range` (a free record has npages 0,
@@ -283,6 +287,16 @@ static int parse_bounded(const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
   return 1;
 }
 
+/* Appends what bounds a setting's value to want, its "name:values". */
+static void want_bound(char *want, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void want_bound(char *want, size_t len, const char *fmt, ...) {
+  size_t n = strlen(want);
+  va_list ap;
+  va_start(ap, fmt);
+  hbm_vsnprintf(want + n, len - n, fmt, ap);
+  va_end(ap);
+}
+
 static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_diag *diag) {
   *c = (zoned_conf){.zones = ZONES_INFER, .small = 1, .streams = 1, .vmm = 1, .probes = 8, .moves = MOVES_AUTO,
                     .plan = 1, .trim = 1, .trust = 1, .chunk = 64ull << 20, .va_factor = 2, .split = 0.5};
@@ -311,23 +325,22 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
     }
     int key = 0; /* its place in conf_key_names, the one spelling of each name; K_COUNT: none */
     while (key < K_COUNT && strcmp(k, conf_key_names[key])) key++;
+    if (key < K_COUNT) snprintf(want, sizeof want, "%s:%s", conf_key_names[key], conf_key_values[key]);
     if (key == K_ZONES) {
-      snprintf(want, sizeof want, "zones:infer|tags|off");
       if (!strcmp(v, "infer")) c->zones = ZONES_INFER;
       else if (!strcmp(v, "tags")) c->zones = ZONES_TAGS;
       else if (!strcmp(v, "off")) c->zones = ZONES_OFF;
       else goto bad;
     } else if (key == K_LARGE_LIFE) {
-      snprintf(want, sizeof want, "large_life:on|off");
       if (!parse_onoff(v, &c->large_life)) goto bad;
     } else if (key == K_CHUNK) {
-      snprintf(want, sizeof want, "chunk:SIZE, a multiple of the device's granule (%llu B) up to 1 PiB",
-               (unsigned long long)granule);
+      want_bound(want, sizeof want, ", a multiple of the device's granule (%llu B) up to 1 PiB",
+                 (unsigned long long)granule);
       if (hbm_size_parse(v, &c->chunk) != HBM_OK || c->chunk < granule || c->chunk % granule ||
           c->chunk > HBM_MAX_SIZE)
         goto bad;
     } else if (key == K_SLACK) {
-      snprintf(want, sizeof want, "slack:SIZE, or slack:P%% with P from 0 to 1000");
+      want_bound(want, sizeof want, " with P from 0 to 1000");
       size_t len = strlen(v);
       if (len > 1 && v[len - 1] == '%') {
         if (!parse_percent(v, &c->slack_share) || !(c->slack_share <= 1000)) goto bad;
@@ -336,47 +349,40 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
         goto bad;
       }
     } else if (key == K_HEADROOM) {
-      snprintf(want, sizeof want, "headroom:P%% with P from 0 to 50");
+      want_bound(want, sizeof want, " with P from 0 to 50");
       if (!parse_percent(v, &c->headroom) || !(c->headroom <= 50)) goto bad;
       c->headroom /= 100.0;
     } else if (key == K_SLOT) {
-      snprintf(want, sizeof want, "slot:off, or slot:SIZE of at least the device's granule (%llu B) up to 1 PiB",
-               (unsigned long long)granule);
+      want_bound(want, sizeof want, ", SIZE at least the device's granule (%llu B) up to 1 PiB",
+                 (unsigned long long)granule);
       if (!strcmp(v, "off")) c->slot = 0;
       else if (hbm_size_parse(v, &c->slot) != HBM_OK || c->slot < granule || c->slot > HBM_MAX_SIZE) goto bad;
     } else if (key == K_PROBES) {
-      snprintf(want, sizeof want, "probes:N with N from 1 to 1024");
+      want_bound(want, sizeof want, " with N from 1 to 1024");
       uint64_t n;
       if (!parse_bounded(v, 1, 1024, &n)) goto bad;
       c->probes = (int)n;
     } else if (key == K_MOVES) {
-      snprintf(want, sizeof want, "moves:on|off|auto");
       if (!strcmp(v, "auto")) c->moves = MOVES_AUTO;
       else if (!parse_onoff(v, &c->moves)) goto bad;
     } else if (key == K_PLAN) {
-      snprintf(want, sizeof want, "plan:on|off|always");
       if (!strcmp(v, "always")) c->plan = PLAN_ALWAYS;
       else if (!parse_onoff(v, &c->plan)) goto bad;
     } else if (key == K_TRIM) {
-      snprintf(want, sizeof want, "trim:on|off");
       if (!parse_onoff(v, &c->trim)) goto bad;
     } else if (key == K_TRUST) {
-      snprintf(want, sizeof want, "trust:on|off");
       if (!parse_onoff(v, &c->trust)) goto bad;
     } else if (key == K_SMALL) {
-      snprintf(want, sizeof want, "small:on|off");
       if (!parse_onoff(v, &c->small)) goto bad;
     } else if (key == K_STREAMS) {
-      snprintf(want, sizeof want, "streams:on|off");
       if (!parse_onoff(v, &c->streams)) goto bad;
     } else if (key == K_VA) {
-      snprintf(want, sizeof want, "va:N with N from 1 to 64");
+      want_bound(want, sizeof want, " with N from 1 to 64");
       if (!parse_bounded(v, 1, 64, &c->va_factor)) goto bad;
     } else if (key == K_VMM) {
-      snprintf(want, sizeof want, "vmm:on|off");
       if (!parse_onoff(v, &c->vmm)) goto bad;
     } else if (key == K_SPLIT) {
-      snprintf(want, sizeof want, "split:F with F between 0 and 1, both excluded");
+      want_bound(want, sizeof want, " with F between 0 and 1, both excluded");
       double f;
       const char *end;
       if (!parse_decimal(v, &end, &f) || *end || !(f > 0 && f < 1)) goto bad;
@@ -393,10 +399,12 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
                    want);
       return HBM_EINVAL;
     }
-    hbm_diag_set(diag, "alloc-conf", 0, (uint64_t)(item - buf),
-                 "bad setting '%s' (expected zones:infer|tags|off, large_life:on|off, "
-                 "chunk:SIZE, slack:SIZE|P%%, headroom:P%%, slot:SIZE|off, moves:on|off|auto, plan:on|off|always, trim:on|off, trust:on|off, probes:N, small:on|off, streams:on|off, va:N, "
-                 "vmm:on|off, split:F)", item);
+    char known[320];
+    size_t n = 0;
+    for (int i = 0; i < K_COUNT && n < sizeof known; i++)
+      n += (size_t)snprintf(known + n, sizeof known - n, "%s%s:%s", i ? ", " : "", conf_key_names[i],
+                            conf_key_values[i]);
+    hbm_diag_set(diag, "alloc-conf", 0, (uint64_t)(item - buf), "bad setting '%s' (expected %s)", item, known);
     return HBM_EINVAL;
   }
   return HBM_OK;
