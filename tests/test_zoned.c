@@ -1136,7 +1136,7 @@ int main(void) {
       {"slot:1KiB", "(expected slot:SIZE|off, SIZE at least the device's granule (2097152 B) up to 1 PiB)"},
       {"va:0", "(expected va:N with N from 1 to 64)"},
       {"plan:maybe", "(expected plan:on|off|always)"},
-      /* an unknown key: every setting, in --help's order */
+      /* an unknown key: every setting, in the order of zoned.c's table */
       {"nosuch:1", "(expected zones:infer|tags|off, large_life:on|off, chunk:SIZE, slack:SIZE|P%, headroom:P%, "
                    "slot:SIZE|off, moves:on|off|auto, plan:on|off|always, trim:on|off, trust:on|off, probes:N, "
                    "small:on|off, streams:on|off, va:N, vmm:on|off, split:F)"},

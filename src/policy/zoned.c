@@ -57,8 +57,12 @@
  *                         where the next such block finds its pages mapped (default off)
  *   moves:on|off|auto     hold the cache at that bound by moving idle chunks (default auto:
  *                         while a job that marks steps follows no plan)
+ *   trim:on|off           re-chunk partly used chunks before new pages raise the
+ *                         high-water mark (default on)
  *   plan:on|off|always    plan the large blocks of steps that repeat (default on: when
  *                         the plan pays for the switch to it; always: whenever steps match)
+ *   trust:on|off          once per heap, plan a step before a repeat confirms it, where
+ *                         it frees every large block it makes as the step before did (default on)
  *   probes:N              candidate holes compared per placement (default 8)
  *   small:on|off          sub-granule requests in their own zones (default on)
  *   streams:on|off        small zones per stream (default on)
@@ -96,7 +100,7 @@ typedef struct zoned_conf {
   unsigned given; /* 1 << conf_key for each setting the text gave */
 } zoned_conf;
 
-/* The settings, in the order --help and the messages list them. */
+/* The settings, in the order the messages list them. */
 typedef enum conf_key {
   K_ZONES, K_LARGE_LIFE, K_CHUNK, K_SLACK, K_HEADROOM, K_SLOT, K_MOVES, K_PLAN,
   K_TRIM, K_TRUST, K_PROBES, K_SMALL, K_STREAMS, K_VA, K_VMM, K_SPLIT, K_COUNT
