@@ -462,6 +462,36 @@ static void idle_order_tests(void) {
   hbm_trace_free(t);
 }
 
+/* What reserved memory held at its peak (2 MiB pages, a job without step
+ * marks). A and B (3 MiB each) lie side by side on pages 0..2; A goes, and
+ * page 0 stays mapped in the chunk B still touches. C (8 MiB) fits no hole:
+ * it takes 4 new pages after B, and reserved peaks at 7 pages, 6 of them
+ * touched (pages 1..6), under 11 MiB of live blocks. D (2 MiB), placed in
+ * A's hole after C goes, raises no peak, and neither do the frees. */
+static void reserved_peak_test(void) {
+  hbm_trace *t = NULL;
+  CHECK(hbm_trace_new("reserved peak", &t) == HBM_OK);
+  if (!t) return;
+  enum { A_ID, B_ID, C_ID, D_ID };
+  hbm_trace_alloc(t, A_ID, 3 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_alloc(t, B_ID, 3 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, A_ID);
+  hbm_trace_alloc(t, C_ID, 8 * MiB, HBM_TAG_ACT, 0);
+  hbm_trace_free_id(t, C_ID);
+  hbm_trace_alloc(t, D_ID, 2 * MiB, HBM_TAG_ACT, 0);
+  hbm_replay_options o = {.policy = "zoned", .device = "sim:1GiB", .check_every = 1};
+  hbm_replay_result r;
+  CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+  printf("test_zoned: at the reserved peak of %llu MiB, %.0f MiB touched by %.0f MiB of live blocks\n",
+         (unsigned long long)(r.peak_reserved / MiB), replay_counter(&r, "peak_reserved_touched_bytes") / MiB,
+         replay_counter(&r, "peak_reserved_live_bytes") / MiB);
+  CHECK(r.oom == 0 && r.peak_reserved == 14 * MiB);
+  CHECK(replay_counter(&r, "peak_reserved_touched_bytes") == 12.0 * MiB);
+  CHECK(replay_counter(&r, "peak_reserved_live_bytes") == 11.0 * MiB);
+  CHECK(replay_counter(&r, "peak_touched_bytes") == 12.0 * MiB);
+  hbm_trace_free(t);
+}
+
 /* Two partly used chunks, then a request that only re-chunking makes room
  * for. A (a MiB) and B (b MiB) are a chunk each, with a 2 MiB block after
  * each so that their holes stay apart; each is freed and a smaller block
@@ -1452,6 +1482,7 @@ int main(void) {
 
   reclaim_order_tests();
   idle_order_tests();
+  reserved_peak_test();
 
   step_plan_tests(&rng, scale);
   unplanned_steps_tests();

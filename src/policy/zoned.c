@@ -213,6 +213,11 @@ typedef struct zoned {
   uint64_t *idle_bits;  /* bit c set <=> chunk c is idle */
   uint32_t idle_words, idle_chunks;
   uint64_t mapped_pages, touched_pages, idle_pages, peak_touched_pages;
+  /* When mapped pages (reserved memory) last rose to their peak at the end of
+   * an operation, as a replay sees them: that peak, the pages live blocks
+   * touched then and the bytes of those blocks (the rest of the peak sat in
+   * idle chunks). */
+  uint64_t peak_mapped_pages, peak_mapped_touched, peak_mapped_live;
   uint32_t *undo;       /* chunks one placement mapped */
   uint32_t nundo, undo_cap;
   /* Bytes allocated through this heap, all sizes (the lifetime clock counts
@@ -2109,6 +2114,14 @@ static void count_live(zoned *z, int64_t delta) {
   if (z->live_bytes > z->peak_live_bytes) z->peak_live_bytes = z->live_bytes;
 }
 
+/* At the end of an operation: a new peak of mapped pages, and what held it. */
+static void note_mapped_peak(zoned *z) {
+  if (z->mapped_pages <= z->peak_mapped_pages) return;
+  z->peak_mapped_pages = z->mapped_pages;
+  z->peak_mapped_touched = z->touched_pages;
+  z->peak_mapped_live = z->live_bytes;
+}
+
 static int zoned_alloc(hbm_policy *p, uint64_t size, hbm_tag tag, int stream, uint64_t *addr, uint64_t *block_size) {
   zoned *z = (zoned *)p;
   if (size == 0) return HBM_EINVAL;
@@ -2139,6 +2152,7 @@ static int zoned_alloc(hbm_policy *p, uint64_t size, hbm_tag tag, int stream, ui
     if (life == HBM_LIFE_STATIC) z->static_allocs++;
   }
   if (rc == HBM_OK) count_live(z, (int64_t)*block_size);
+  note_mapped_peak(z);
   return rc;
 }
 
@@ -2274,6 +2288,7 @@ static int zoned_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr, uint
     if (c.in_run && (c.failed = seed_map(z, ri, c.run_first, c.run_last)) != HBM_OK) return c.failed;
   }
   if (z->touched_pages > z->peak_touched_pages) z->peak_touched_pages = z->touched_pages;
+  note_mapped_peak(z);
   return HBM_OK;
 }
 
@@ -2390,6 +2405,8 @@ static int zoned_counters(hbm_policy *p, hbm_counter *out, int max) {
       {"bound_releases", (double)z->bound_releases},
       {"static_allocs", (double)z->static_allocs},
       {"peak_touched_bytes", (double)(z->peak_touched_pages << z->gshift)},
+      {"peak_reserved_touched_bytes", (double)(z->peak_mapped_touched << z->gshift)},
+      {"peak_reserved_live_bytes", (double)z->peak_mapped_live},
       {"plan_builds", (double)z->plan_builds},
       {"plan_steps", (double)z->plan_steps},
       {"plan_misses", (double)z->plan_misses},
