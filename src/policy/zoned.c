@@ -2462,6 +2462,7 @@ static int zoned_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
  *   Z3 each chunk's touched count equals a recount; the idle bits mark exactly
  *      the chunks with none;
  *   Z4 mapped, touched and idle totals equal recounts; touched <= its peak;
+ *      mapped <= its peak, and the pages touched at that peak <= it;
  *   Z5 lifetime records: one per tracked live block, none elsewhere; the
  *      lifetime rule's live bytes equal the sizes its live stamps hold, and
  *      every counter is in 0..3 (lifetime.h's invariants);
@@ -2686,6 +2687,8 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
          (unsigned long long)z->mapped_pages, (unsigned long long)mapped, (unsigned long long)z->touched_pages,
          (unsigned long long)touched, (unsigned long long)z->idle_pages, (unsigned long long)idle);
   if (z->peak_touched_pages < z->touched_pages) hbm_check_fail(&c.k, "Z4 touched pages above their recorded peak");
+  if (z->peak_mapped_pages < z->mapped_pages || z->peak_mapped_touched > z->peak_mapped_pages)
+    hbm_check_fail(&c.k, "Z4 mapped pages above their recorded peak, or the peak's touched pages above it");
   if ((z->mapped_pages << z->gshift) > p->dev->phys_used) hbm_check_fail(&c.k, "Z4 more pages mapped than the device holds");
   for (uint32_t i = z->free_rec; i != NIL && free_recs <= z->nrecs; i = z->recs[i].next_free) free_recs++;
   check_lifetime(z, &c);
