@@ -296,6 +296,18 @@ static int parse_bounded(const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
   return 1;
 }
 
+/* The settings of `keys` (bits 1 << conf_key) in table order, comma-separated,
+ * each with its values when `values`, into out; 0 if none. */
+static int join_keys(unsigned keys, int values, char *out, size_t len) {
+  size_t n = 0;
+  out[0] = 0;
+  for (int b = 0; b < K_COUNT && n < len; b++)
+    if (keys & (1u << b))
+      n += (size_t)snprintf(out + n, len - n, "%s%s%s%s", n ? ", " : "", conf_key_names[b], values ? ":" : "",
+                            values ? conf_key_values[b] : "");
+  return n > 0;
+}
+
 /* Appends what bounds a setting's value to want, its "name:values". */
 static void want_bound(char *want, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void want_bound(char *want, size_t len, const char *fmt, ...) {
@@ -409,10 +421,7 @@ static int parse_conf(const char *text, uint64_t granule, zoned_conf *c, hbm_dia
       return HBM_EINVAL;
     }
     char known[320];
-    size_t n = 0;
-    for (int i = 0; i < K_COUNT && n < sizeof known; i++)
-      n += (size_t)snprintf(known + n, sizeof known - n, "%s%s:%s", i ? ", " : "", conf_key_names[i],
-                            conf_key_values[i]);
+    join_keys((1u << K_COUNT) - 1, 1, known, sizeof known);
     hbm_diag_set(diag, "alloc-conf", 0, (uint64_t)(item - buf), "bad setting '%s' (expected %s)", item, known);
     return HBM_EINVAL;
   }
@@ -1993,16 +2002,6 @@ static int fixed_free(zoned *z, uint64_t addr, uint64_t *block, uint32_t *user) 
 /* ==== create / destroy ============================================================================== */
 static void zoned_destroy(hbm_policy *p);
 
-/* Names the settings of `keys` that the text gave, comma-separated, into
- * out; 0 if none. */
-static int given_names(const zoned_conf *c, unsigned keys, char *out, size_t len) {
-  size_t n = 0;
-  out[0] = 0;
-  for (int b = 0; b < K_COUNT && n < len; b++)
-    if (c->given & keys & (1u << b)) n += (size_t)snprintf(out + n, len - n, "%s%s", n ? ", " : "", conf_key_names[b]);
-  return n > 0;
-}
-
 /* Says which settings the text gave that this heap will not read: a setting
  * silently ignored reads as one that took effect. Through the output
  * handler; the settings stay accepted, so one text serves every device. */
@@ -2011,7 +2010,7 @@ static void note_ignored(const zoned *z) {
   char names[160];
   if (z->fallback) {
     unsigned fixed = 1u << K_ZONES | 1u << K_VMM | 1u << K_SPLIT;
-    if (given_names(c, ~fixed, names, sizeof names))
+    if (join_keys(c->given & ~fixed, 0, names, sizeof names))
       hbm_report_note("zoned: fixed zones (%s): %s ignored; they apply where zoned maps virtual memory",
                       c->vmm ? "the device maps no virtual memory" : "vmm:off", names);
     return;
@@ -2019,7 +2018,7 @@ static void note_ignored(const zoned *z) {
   if (c->given & 1u << K_SPLIT)
     hbm_report_note("zoned: split ignored: it sizes the fixed zones, used with vmm:off or on a device that "
                     "maps no virtual memory");
-  if (c->large_life && given_names(c, 1u << K_PLAN | 1u << K_TRUST | 1u << K_SLOT, names, sizeof names))
+  if (c->large_life && join_keys(c->given & (1u << K_PLAN | 1u << K_TRUST | 1u << K_SLOT), 0, names, sizeof names))
     hbm_report_note("zoned: %s ignored: with large_life:on large blocks are placed by class, without plans "
                     "or slots", names);
   else if (!c->plan && c->given & 1u << K_TRUST)
