@@ -360,10 +360,28 @@ typedef struct run_facts {
   uint64_t worst_frag_step, worst_frag_free, worst_frag_largest;
   uint64_t steps_over_goal;  /* step boundaries (first sample of a step) with ratio > 0.05 */
   uint64_t nboundaries;
-  /* layout at the failure */
-  uint64_t layout_total, holes, hole_bytes, largest_hole, live_by_tag[HBM_TAG_COUNT];
-  int ranges;
+  hbm_layout_summary lay; /* of the layout the page shows */
 } run_facts;
+
+void hbm_layout_summarize(const hbm_layout_run *runs, size_t n, hbm_layout_summary *out) {
+  memset(out, 0, sizeof *out);
+  uint64_t end = 0;
+  for (size_t i = 0; i < n; i++) {
+    const hbm_layout_run *l = &runs[i];
+    if (i == 0 || l->addr != end) out->ranges++;
+    end = l->addr + l->size;
+    out->span += l->size;
+    if (l->live) {
+      out->live_blocks++;
+      out->live_bytes += l->size;
+      out->live_by_tag[l->tag < HBM_TAG_COUNT ? l->tag : 0] += l->size;
+    } else {
+      out->holes++;
+      out->hole_bytes += l->size;
+      if (l->size > out->largest_hole) out->largest_hole = l->size;
+    }
+  }
+}
 
 static void facts_of(const hbm_report *rep, const hbm_report_run *r, run_facts *f) {
   memset(f, 0, sizeof *f);
@@ -391,20 +409,7 @@ static void facts_of(const hbm_report *rep, const hbm_report_run *r, run_facts *
     }
   }
   if (f->min_largest_free == UINT64_MAX) f->min_largest_free = 0;
-  uint64_t end = 0;
-  for (size_t i = 0; i < r->nlayout; i++) {
-    const hbm_layout_run *l = &r->layout[i];
-    if (i == 0 || l->addr != end) f->ranges++;
-    end = l->addr + l->size;
-    f->layout_total += l->size;
-    if (l->live) {
-      f->live_by_tag[l->tag < HBM_TAG_COUNT ? l->tag : 0] += l->size;
-    } else {
-      f->holes++;
-      f->hole_bytes += l->size;
-      if (l->size > f->largest_hole) f->largest_hole = l->size;
-    }
-  }
+  hbm_layout_summarize(r->layout, r->nlayout, &f->lay);
   (void)rep;
 }
 
@@ -503,9 +508,10 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
     }
     if (r->nlayout)
       n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
-                    " The layout then: %llu hole%s holding %s, the largest %s, across %d range%s.",
-                    (unsigned long long)f.holes, f.holes == 1 ? "" : "s", size_text(f.hole_bytes, a, 32),
-                    size_text(f.largest_hole, b, 32), f.ranges, f.ranges == 1 ? "" : "s");
+                    " The layout then: %llu hole%s holding %s, the largest %s, across %llu range%s.",
+                    (unsigned long long)f.lay.holes, f.lay.holes == 1 ? "" : "s", size_text(f.lay.hole_bytes, a, 32),
+                    size_text(f.lay.largest_hole, b, 32), (unsigned long long)f.lay.ranges,
+                    f.lay.ranges == 1 ? "" : "s");
     n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
                   " %llu request%s failed in all (each skipped, its free ignored).",
                   (unsigned long long)res->failures, res->failures == 1 ? "" : "s");
@@ -863,7 +869,7 @@ static void strip_add(double *col, int nclass, int cls, uint64_t *pos, uint64_t 
  * stacked by what its bytes are. */
 static void strip(sb *b, const hbm_report *rep, const hbm_report_run *r, const run_facts *f) {
   uint64_t cap = r->result.capacity ? r->result.capacity : rep->capacity;
-  uint64_t total = f->layout_total, unreserved = cap > total ? cap - total : 0;
+  uint64_t total = f->lay.span, unreserved = cap > total ? cap - total : 0;
   uint64_t all = total + unreserved;
   if (!all) return;
   enum { NCLASS = HBM_TAG_COUNT + 2, HOLE = HBM_TAG_COUNT, UNRES = HBM_TAG_COUNT + 1 };
@@ -1154,26 +1160,26 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
                   size_text(r->layout_live, c, 32));
       sb_printf(&b, "<div class='legend'>");
       for (int t = 1; t < HBM_TAG_COUNT; t++) legend_item(&b, tag_colors[t], hbm_tag_name((hbm_tag)t), 0);
-      if (f.live_by_tag[0]) legend_item(&b, tag_colors[0], "other", 0);
+      if (f.lay.live_by_tag[0]) legend_item(&b, tag_colors[0], "other", 0);
       legend_item(&b, "#fff", "hole (free)", 0);
       legend_item(&b, "repeating-linear-gradient(45deg,#f4f4f4 0 3px,#c8c8c8 3px 5px)", "not reserved", 0);
       sb_printf(&b, "</div>\n");
       if (r->nlayout) {
         strip(&b, rep, r, &f);
         sb_printf(&b, "<p class='sub'>%llu hole%s, %s in all, the largest %s (marked); live by purpose:",
-                  (unsigned long long)f.holes, f.holes == 1 ? "" : "s", size_text(f.hole_bytes, a, 32),
-                  size_text(f.largest_hole, c, 32));
+                  (unsigned long long)f.lay.holes, f.lay.holes == 1 ? "" : "s", size_text(f.lay.hole_bytes, a, 32),
+                  size_text(f.lay.largest_hole, c, 32));
         for (int t = 0; t < HBM_TAG_COUNT; t++)
-          if (f.live_by_tag[t]) sb_printf(&b, " %s %s", hbm_tag_name((hbm_tag)t), size_text(f.live_by_tag[t], a, 32));
+          if (f.lay.live_by_tag[t]) sb_printf(&b, " %s %s", hbm_tag_name((hbm_tag)t), size_text(f.lay.live_by_tag[t], a, 32));
         sb_printf(&b, ". The strip puts the address ranges the policy holds side by side (ticks below mark "
                       "gaps between ranges), then the capacity it has not reserved.");
         uint64_t cap = r->result.capacity ? r->result.capacity : rep->capacity;
-        if (f.layout_total > cap) /* virtual memory: ranges of address space, mapped where blocks are */
+        if (f.lay.span > cap) /* virtual memory: ranges of address space, mapped where blocks are */
           sb_printf(&b, " Its ranges span %s, more than the capacity: they are address space the policy "
                         "reserved, and a hole there may have no memory behind it.",
-                    size_text(f.layout_total, a, 32));
+                    size_text(f.lay.span, a, 32));
         uint64_t lf = r->result.oom ? r->result.first_oom.largest_free : r->layout_largest_free;
-        if (lf > f.largest_hole)
+        if (lf > f.lay.largest_hole)
           sb_printf(&b, " Its largest free (%s) exceeds the largest hole because it counts what the policy "
                         "would release or map on pressure (idle cached segments, unmapped pages, unreserved "
                         "capacity), as docs/design.md defines it.",

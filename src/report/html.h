@@ -19,6 +19,16 @@ typedef struct hbm_layout_run {
   uint8_t live, tag;
 } hbm_layout_run;
 
+/* A layout summed up: live blocks and their bytes (by purpose), holes, their
+ * bytes and the largest, the address ranges (a run that does not start where
+ * the one before it ends starts a new range) and the bytes they span. */
+typedef struct hbm_layout_summary {
+  uint64_t live_blocks, live_bytes, live_by_tag[HBM_TAG_COUNT];
+  uint64_t holes, hole_bytes, largest_hole;
+  uint64_t ranges, span;
+} hbm_layout_summary;
+void hbm_layout_summarize(const hbm_layout_run *runs, size_t n, hbm_layout_summary *out);
+
 /* What the page shows for one policy. Fill it with hbm_report_run_policy(),
  * or by hand (e.g. from a replay that collected its own samples). */
 typedef struct hbm_report_run {
