@@ -29,6 +29,11 @@ static void usage(FILE *out) {
           "  --samples               print the samples too: fragmentation, largest free,\n"
           "                          backend calls and allocations so far\n"
           "  --html FILE             write a self-contained report page (inline SVG) to FILE\n"
+          "  --layout-at WHEN        print each policy's layout (live blocks and holes in\n"
+          "                          address order): N, after the first N events (just\n"
+          "                          before event N, counted from 0 as failures are);\n"
+          "                          failure, at the first failed request; tightest, at\n"
+          "                          the sample with the smallest largest free block\n"
           "  --verify                fill every block and verify it on free (host device)\n"
           "  --check N               the policy's invariants after every N events (slow;\n"
           "                          for bug reports): a broken one fails the replay\n"
@@ -86,6 +91,146 @@ static int check_verify_memory(const hbm_trace *trace, const hbm_device_caps *ca
 }
 
 
+/* ---- --layout-at: a policy's layout at a chosen moment ---- */
+typedef enum layout_when { LAYOUT_NONE, LAYOUT_EVENT, LAYOUT_FAILURE, LAYOUT_TIGHTEST } layout_when;
+
+static int parse_layout_at(const char *text, layout_when *when, uint64_t *event) {
+  if (!strcmp(text, "failure")) *when = LAYOUT_FAILURE;
+  else if (!strcmp(text, "tightest")) *when = LAYOUT_TIGHTEST;
+  else if (hbm_count_parse(text, event) == HBM_OK && *event >= 1) *when = LAYOUT_EVENT;
+  else {
+    cli_error("--layout-at: expected a number of events (1 or more), failure or tightest, got '%s'", text);
+    return 0;
+  }
+  return 1;
+}
+
+/* One policy's layout for --layout-at: in `own` (a partial replay up to the
+ * moment), or the one its run kept at the first failure. *why says why there
+ * is none (layout NULL, HBM_OK); an error only where the replay up to the
+ * moment could not run. */
+typedef struct layout_pick {
+  const hbm_report_run *run; /* the layout and its moment; NULL: none */
+  const char *why;           /* why none */
+} layout_pick;
+
+static int pick_layout(const hbm_trace *trace, layout_when when, uint64_t event, hbm_report_run *run,
+                       const char *conf, const char *device, hbm_report_run *own, layout_pick *out) {
+  out->run = NULL;
+  out->why = NULL;
+  const hbm_replay_result *r = &run->result;
+  if (r->oom && r->first_oom.cause == HBM_CAUSE_START) {
+    out->why = "the starting state did not fit, and no event ran";
+    return HBM_OK;
+  }
+  if (when == LAYOUT_FAILURE) {
+    if (!r->oom) {
+      out->why = "no request failed";
+      return HBM_OK;
+    }
+    if (!run->layout_at_failure) {
+      out->why = "the policy reported no layout at the failure";
+      return HBM_OK;
+    }
+    run->layout_event = r->first_oom.event;
+    run->layout_step = r->first_oom.step;
+    run->layout_largest_free = r->first_oom.largest_free;
+    run->layout_live = r->first_oom.limit - r->first_oom.free_total; /* free is the limit less live */
+    out->run = run;
+    return HBM_OK;
+  }
+  if (when == LAYOUT_TIGHTEST && !(event = hbm_report_tightest_event(run))) {
+    out->why = "no sample was taken";
+    return HBM_OK;
+  }
+  int rc = hbm_report_layout_at(trace, r->policy, conf, device, event, own);
+  if (rc == HBM_OK) out->run = own;
+  return rc;
+}
+
+static const char *layout_moment(layout_when when, const hbm_report_run *run, char *buf, size_t len) {
+  if (when == LAYOUT_FAILURE)
+    snprintf(buf, len, "at its first failure (event %llu, step %llu)", (unsigned long long)run->layout_event,
+             (unsigned long long)run->layout_step);
+  else
+    snprintf(buf, len, "after %llu event%s%s (step %llu)", (unsigned long long)run->layout_event,
+             run->layout_event == 1 ? "" : "s", when == LAYOUT_TIGHTEST ? ", the tightest sample" : "",
+             (unsigned long long)run->layout_step);
+  return buf;
+}
+
+static void print_layout(const char *policy, layout_when when, const layout_pick *pick, uint64_t capacity) {
+  char a[32], b[32], c[32], d[32], e[32], moment[96];
+  if (!pick->run) {
+    printf("\nlayout of %s: none (%s)\n", policy, pick->why);
+    return;
+  }
+  const hbm_report_run *run = pick->run;
+  hbm_layout_summary s;
+  hbm_layout_summarize(run->layout, run->nlayout, &s);
+  printf("\nlayout of %s %s: live %s; %llu block%s hold %s as placed; %llu hole%s, %s in all, the largest "
+         "%s; largest free %s\n", policy, layout_moment(when, run, moment, sizeof moment),
+         cli_size(run->layout_live, a), (unsigned long long)s.live_blocks, s.live_blocks == 1 ? "" : "s",
+         cli_size(s.live_bytes, b), (unsigned long long)s.holes, s.holes == 1 ? "" : "s",
+         cli_size(s.hole_bytes, c), cli_size(s.largest_hole, d), cli_size(run->layout_largest_free, e));
+  printf("  placed by purpose:");
+  for (int t = 0; t < HBM_TAG_COUNT; t++)
+    if (s.live_by_tag[t]) printf(" %s %s", hbm_tag_name((hbm_tag)t), cli_size(s.live_by_tag[t], a));
+  printf("%s\n", s.live_blocks ? "" : " none");
+  printf("  %llu range%s spanning %s", (unsigned long long)s.ranges, s.ranges == 1 ? "" : "s", cli_size(s.span, a));
+  if (s.span > capacity) /* virtual memory: address space, mapped where blocks are */
+    printf(", more than the capacity: address space the policy reserved, where a hole may have no memory "
+           "behind it");
+  printf("\n  %-18s %16s %11s  %s\n", "address", "bytes", "size", "what");
+  for (size_t i = 0; i < run->nlayout; i++) {
+    const hbm_layout_run *l = &run->layout[i];
+    printf("  %#018llx %16llu %11s  %s\n", (unsigned long long)l->addr, (unsigned long long)l->size,
+           cli_size(l->size, a), l->live ? hbm_tag_name((hbm_tag)l->tag) : "hole");
+  }
+}
+
+static void json_layout(hbm_json *j, layout_when when, const layout_pick *pick) {
+  hbm_json_key(j, "layout");
+  if (!pick->run) {
+    hbm_json_null(j);
+    hbm_json_kv_string(j, "layout_note", pick->why);
+    return;
+  }
+  const hbm_report_run *run = pick->run;
+  hbm_layout_summary s;
+  hbm_layout_summarize(run->layout, run->nlayout, &s);
+  hbm_json_object_begin(j);
+  hbm_json_kv_string(j, "at", when == LAYOUT_FAILURE ? "failure" : when == LAYOUT_TIGHTEST ? "tightest" : "event");
+  hbm_json_kv_u64(j, "event", run->layout_event);
+  hbm_json_kv_u64(j, "step", run->layout_step);
+  hbm_json_kv_u64(j, "live", run->layout_live);
+  hbm_json_kv_u64(j, "live_blocks", s.live_blocks);
+  hbm_json_kv_u64(j, "placed", s.live_bytes);
+  hbm_json_kv_u64(j, "holes", s.holes);
+  hbm_json_kv_u64(j, "hole_bytes", s.hole_bytes);
+  hbm_json_kv_u64(j, "largest_hole", s.largest_hole);
+  hbm_json_kv_u64(j, "largest_free", run->layout_largest_free);
+  hbm_json_kv_u64(j, "ranges", s.ranges);
+  hbm_json_kv_u64(j, "span", s.span);
+  hbm_json_key(j, "placed_by_purpose");
+  hbm_json_object_begin(j);
+  for (int t = 0; t < HBM_TAG_COUNT; t++)
+    if (s.live_by_tag[t]) hbm_json_kv_u64(j, hbm_tag_name((hbm_tag)t), s.live_by_tag[t]);
+  hbm_json_object_end(j);
+  hbm_json_key(j, "runs");
+  hbm_json_array_begin(j);
+  for (size_t i = 0; i < run->nlayout; i++) {
+    const hbm_layout_run *l = &run->layout[i];
+    hbm_json_object_begin(j);
+    hbm_json_kv_u64(j, "addr", l->addr);
+    hbm_json_kv_u64(j, "size", l->size);
+    hbm_json_kv_string(j, "what", l->live ? hbm_tag_name((hbm_tag)l->tag) : "hole");
+    hbm_json_object_end(j);
+  }
+  hbm_json_array_end(j);
+  hbm_json_object_end(j);
+}
+
 int cmd_replay(int argc, char **argv) {
   static const struct option opts[] = {
       {"policy", required_argument, 0, 'p'}, {"device", required_argument, 0, 'd'},
@@ -93,12 +238,13 @@ int cmd_replay(int argc, char **argv) {
       {"capacity", required_argument, 0, 'c'}, {"alloc-conf", required_argument, 0, 'a'},
       {"every", required_argument, 0, 'e'}, {"samples", no_argument, 0, 's'},
       {"verify", no_argument, 0, 'v'}, {"check", required_argument, 0, 'C'}, {"json", no_argument, 0, 'j'}, {"html", required_argument, 0, 'H'},
-      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"layout-at", required_argument, 0, 'L'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   const char *policy_list = "bestfit", *device = NULL, *html_path = NULL;
   cli_confs confs = {0};
   char device_buf[64];
   int json = 0, show_samples = 0, verify_data = 0, c;
-  uint64_t every = 0, check_every = 0;
+  uint64_t every = 0, check_every = 0, layout_event = 0;
+  layout_when layout_at = LAYOUT_NONE;
   int snapshot_device = -1; /* not given */
   optind = 1;
   opterr = 0; /* cli_option_error says what is wrong */
@@ -140,6 +286,9 @@ int cmd_replay(int argc, char **argv) {
       case 'H':
         if (!(html_path = cli_output_path("--html", optarg))) return CLI_BAD_INPUT;
         break;
+      case 'L':
+        if (!parse_layout_at(optarg, &layout_at, &layout_event)) return CLI_BAD_INPUT;
+        break;
       case 'h': usage(stdout); return CLI_OK;
       default: return cli_option_error("replay", argv, c);
     }
@@ -166,6 +315,13 @@ int cmd_replay(int argc, char **argv) {
   }
   if (!device && !hbm_trace_capacity(trace)) { /* snapshots name none: say how to give one */
     cli_error("%s names no device capacity: pass --capacity SIZE (e.g. --capacity 80GiB) or --device SPEC", path);
+    hbm_trace_free(trace);
+    return CLI_BAD_INPUT;
+  }
+  if (layout_at == LAYOUT_EVENT && layout_event > hbm_trace_event_count(trace)) {
+    cli_error("--layout-at: %s has %llu events: expected 1..%llu, failure or tightest, got %llu", path,
+              (unsigned long long)hbm_trace_event_count(trace), (unsigned long long)hbm_trace_event_count(trace),
+              (unsigned long long)layout_event);
     hbm_trace_free(trace);
     return CLI_BAD_INPUT;
   }
@@ -203,6 +359,22 @@ int cmd_replay(int argc, char **argv) {
     int rc_html = write_html(trace, path, html_path, runs, npolicies, &confs, device, every);
     if (rc_html != CLI_OK) exit_code = rc_html;
     else html_written = 1, cli_summary_after_output(html_path);
+  }
+  /* The layouts asked for: each policy's moment, replayed again up to it
+   * (the page's layouts stay the page's). */
+  hbm_report_run own[16];
+  layout_pick picks[16];
+  memset(own, 0, sizeof own);
+  memset(picks, 0, sizeof picks);
+  for (int i = 0; layout_at != LAYOUT_NONE && i < npolicies; i++) {
+    if (runs[i].error != HBM_OK) continue;
+    rc = pick_layout(trace, layout_at, layout_event, &runs[i], cli_conf_for(&confs, policies[i]), device, &own[i],
+                     &picks[i]);
+    if (rc != HBM_OK) {
+      cli_error("%s: %s's layout could not be taken: %s", path, policies[i], hbm_strerror(rc));
+      picks[i].why = "it could not be taken";
+      exit_code = CLI_FAILED;
+    }
   }
   uint64_t peak_live = hbm_trace_peak_live(trace);
   uint64_t capacity = device_capacity(trace, runs, npolicies);
@@ -261,6 +433,7 @@ int cmd_replay(int argc, char **argv) {
         }
         hbm_json_array_end(&j);
       }
+      if (layout_at != LAYOUT_NONE) json_layout(&j, layout_at, &picks[i]);
       hbm_json_object_end(&j);
     }
     hbm_json_array_end(&j);
@@ -323,9 +496,14 @@ int cmd_replay(int argc, char **argv) {
                  (unsigned long long)s->backend_calls, (unsigned long long)s->alloc_events);
         }
     }
+    for (int i = 0; layout_at != LAYOUT_NONE && i < npolicies; i++)
+      if (runs[i].error == HBM_OK) print_layout(results[i].policy, layout_at, &picks[i], results[i].capacity);
   }
   if (html_written && !json) printf("\nreport: %s\n", html_path);
-  for (int i = 0; i < 16; i++) hbm_report_run_release(&runs[i]);
+  for (int i = 0; i < 16; i++) {
+    hbm_report_run_release(&runs[i]);
+    hbm_report_run_release(&own[i]);
+  }
   hbm_trace_free(trace);
   return exit_code;
 }

@@ -1,0 +1,129 @@
+#!/bin/sh
+# hbm replay --layout-at: each policy's layout (live blocks with their
+# purpose, and holes, in address order) after N events, at the first failure
+# or at the tightest sample, in text and JSON, on a trace whose layout is
+# known by hand; the whole run's figures unchanged by it; bad values exit 2.
+set -u
+fail=0
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+# bestfit on 8 MiB: p [0,1) MiB, x [1,3), y [3,4); x freed leaves [1,3), and
+# z, best fit, takes [1,2). Then 5 MiB cannot be placed: 5 MiB free, the
+# largest piece 4 MiB (the failure at event 5, after 5 events).
+cat > "$dir/t.trace" <<'EOF'
+hbm-trace 1
+capacity 8MiB
+a p 1MiB param
+a x 2MiB act
+a y 1MiB temp
+f x
+a z 1MiB comm
+a big 5MiB act
+EOF
+
+# The runs as offsets from the first: "offset bytes what" a line.
+runs() {
+  grep '^  0x' "$1" | while read -r addr bytes size unit what; do
+    [ -n "${base:-}" ] || base=$addr
+    echo "$((addr - base)) $bytes $what"
+  done
+}
+
+check_runs() { # name, file, expected runs (one "offset bytes what" per line)
+  got=$(runs "$2")
+  [ "$got" = "$3" ] || { printf 'FAIL %s: runs\n%s\nexpected\n%s\n' "$1" "$got" "$3"; fail=1; }
+}
+
+after5='0 1048576 param
+1048576 1048576 comm
+2097152 1048576 hole
+3145728 1048576 temp
+4194304 4194304 hole'
+
+"$HBM" replay "$dir/t.trace" --layout-at 5 > "$dir/five" 2> "$dir/err" || { echo "FAIL --layout-at 5: exit $?: $(cat "$dir/err")"; fail=1; }
+grep -q '^layout of bestfit after 5 events (step 0): live 3.00 MiB; 3 blocks hold 3.00 MiB as placed; 2 holes, 5.00 MiB in all, the largest 4.00 MiB; largest free 4.00 MiB$' "$dir/five" ||
+  { echo "FAIL --layout-at 5: header: $(grep '^layout' "$dir/five")"; fail=1; }
+grep -q '^  placed by purpose: param 1.00 MiB comm 1.00 MiB temp 1.00 MiB$' "$dir/five" ||
+  { echo "FAIL --layout-at 5: by purpose: $(grep 'by purpose' "$dir/five")"; fail=1; }
+check_runs "--layout-at 5" "$dir/five" "$after5"
+# the table is still the whole run's: the failure at event 5
+grep -q '^bestfit .*step 0 (event 5): request 5.00 MiB.*fragmentation$' "$dir/five" ||
+  { echo "FAIL --layout-at 5: the table is not the whole run's: $(grep '^bestfit' "$dir/five")"; fail=1; }
+
+"$HBM" replay "$dir/t.trace" --layout-at 3 > "$dir/three" 2>&1
+check_runs "--layout-at 3" "$dir/three" '0 1048576 param
+1048576 2097152 act
+3145728 1048576 temp
+4194304 4194304 hole'
+
+"$HBM" replay "$dir/t.trace" --layout-at failure > "$dir/failure" 2>&1
+grep -q '^layout of bestfit at its first failure (event 5, step 0): live 3.00 MiB;' "$dir/failure" ||
+  { echo "FAIL --layout-at failure: header: $(grep '^layout' "$dir/failure")"; fail=1; }
+check_runs "--layout-at failure" "$dir/failure" "$after5"
+
+# tightest: the sample with the smallest largest free (4 MiB from event 3 on; the first)
+"$HBM" replay "$dir/t.trace" --every 1 --layout-at tightest > "$dir/tight" 2>&1
+grep -q '^layout of bestfit after 3 events, the tightest sample (step 0):' "$dir/tight" ||
+  { echo "FAIL --layout-at tightest: $(grep '^layout' "$dir/tight")"; fail=1; }
+
+# JSON: the same layout, and the run's figures as without --layout-at
+"$HBM" replay "$dir/t.trace" --policy bestfit,zoned --layout-at 5 --json > "$dir/five.json" 2> "$dir/err" ||
+  { echo "FAIL --layout-at 5 --json: exit $?: $(cat "$dir/err")"; fail=1; }
+"$HBM" replay "$dir/t.trace" --policy bestfit,zoned --json > "$dir/plain.json" 2> "$dir/err" ||
+  { echo "FAIL --json: exit $?: $(cat "$dir/err")"; fail=1; }
+python3 - "$dir/five.json" "$dir/plain.json" <<'EOF' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1])); plain = json.load(open(sys.argv[2]))
+ok = True
+def bad(msg):
+    global ok
+    print("FAIL --layout-at --json:", msg); ok = False
+b, z = d["policies"]
+l = b["layout"]
+want = {"at": "event", "event": 5, "step": 0, "live": 3 << 20, "live_blocks": 3, "placed": 3 << 20, "holes": 2,
+        "hole_bytes": 5 << 20, "largest_hole": 4 << 20, "largest_free": 4 << 20, "ranges": 1, "span": 8 << 20,
+        "placed_by_purpose": {"param": 1 << 20, "comm": 1 << 20, "temp": 1 << 20}}
+for k, v in want.items():
+    if l.get(k) != v: bad("bestfit %s = %r, expected %r" % (k, l.get(k), v))
+runs = [(r["addr"] - l["runs"][0]["addr"], r["size"], r["what"]) for r in l["runs"]]
+if runs != [(0, 1 << 20, "param"), (1 << 20, 1 << 20, "comm"), (2 << 20, 1 << 20, "hole"), (3 << 20, 1 << 20, "temp"),
+            (4 << 20, 4 << 20, "hole")]:
+    bad("bestfit runs %r" % runs)
+# zoned's runs tile its ranges and its live blocks are the three alive then
+zl = z["layout"]
+if zl is None or zl["live_blocks"] != 3 or zl["live"] != 3 << 20: bad("zoned layout %r" % zl)
+else:
+    whats = sorted(r["what"] for r in zl["runs"] if r["what"] != "hole")
+    if whats != ["comm", "param", "temp"]: bad("zoned live blocks %r" % whats)
+    if sum(r["size"] for r in zl["runs"]) != zl["span"]: bad("zoned runs do not sum to the span")
+for p, q in zip(d["policies"], plain["policies"]):
+    for k in q:
+        if k != "ns_per_event" and p[k] != q[k]: bad("%s: %s %r with --layout-at, %r without" % (p["policy"], k, p[k], q[k]))
+sys.exit(0 if ok else 1)
+EOF
+
+# a run without a failure has no layout at one: said, not invented
+"$HBM" replay "$dir/t.trace" --capacity 16MiB --layout-at failure > "$dir/none" 2>&1
+grep -q '^layout of bestfit: none (no request failed)$' "$dir/none" ||
+  { echo "FAIL --layout-at failure without one: $(grep '^layout' "$dir/none")"; fail=1; }
+"$HBM" replay "$dir/t.trace" --capacity 16MiB --layout-at failure --json > "$dir/none.json" 2>&1
+grep -q '"layout":null,"layout_note":"no request failed"' "$dir/none.json" ||
+  { echo "FAIL --layout-at failure --json without one: $(cat "$dir/none.json")"; fail=1; }
+
+bad() { # name, expected message, args...
+  name=$1 msg=$2; shift 2
+  "$HBM" replay "$dir/t.trace" "$@" > "$dir/out" 2> "$dir/err"
+  rc=$?
+  if [ $rc -ne 2 ] || ! grep -qF -- "$msg" "$dir/err"; then
+    echo "FAIL $name: exit $rc, expected 2 and '$msg': $(cat "$dir/err")"; fail=1
+  fi
+}
+bad zero "--layout-at: expected a number of events (1 or more), failure or tightest, got '0'" --layout-at 0
+bad word "got 'peak'" --layout-at peak
+bad past_the_end "--layout-at: $dir/t.trace has 6 events: expected 1..6, failure or tightest, got 7" --layout-at 7
+bad no_value "--layout-at needs a value" --layout-at
+bad twice "given twice" --layout-at 1 --layout-at 2
+
+[ $fail -eq 0 ] && echo "ok   replay --layout-at: after N events, at the failure, tightest; text and JSON; bad values exit 2"
+exit $fail
