@@ -32,8 +32,9 @@ static void usage(FILE *out) {
           "  --layout-at WHEN        print each policy's layout (live blocks and holes in\n"
           "                          address order): N, after the first N events (just\n"
           "                          before event N, counted from 0 as failures are);\n"
-          "                          failure, at the first failed request; tightest, at\n"
-          "                          the sample with the smallest largest free block\n"
+          "                          failure, at the first failed request; peak, when\n"
+          "                          reserved first reached its peak; tightest, at the\n"
+          "                          sample with the smallest largest free block\n"
           "  --verify                fill every block and verify it on free (host device)\n"
           "  --check N               the policy's invariants after every N events (slow;\n"
           "                          for bug reports): a broken one fails the replay\n"
@@ -92,14 +93,15 @@ static int check_verify_memory(const hbm_trace *trace, const hbm_device_caps *ca
 
 
 /* ---- --layout-at: a policy's layout at a chosen moment ---- */
-typedef enum layout_when { LAYOUT_NONE, LAYOUT_EVENT, LAYOUT_FAILURE, LAYOUT_TIGHTEST } layout_when;
+typedef enum layout_when { LAYOUT_NONE, LAYOUT_EVENT, LAYOUT_FAILURE, LAYOUT_PEAK, LAYOUT_TIGHTEST } layout_when;
 
 static int parse_layout_at(const char *text, layout_when *when, uint64_t *event) {
   if (!strcmp(text, "failure")) *when = LAYOUT_FAILURE;
+  else if (!strcmp(text, "peak")) *when = LAYOUT_PEAK;
   else if (!strcmp(text, "tightest")) *when = LAYOUT_TIGHTEST;
   else if (hbm_count_parse(text, event) == HBM_OK && *event >= 1) *when = LAYOUT_EVENT;
   else {
-    cli_error("--layout-at: expected a number of events (1 or more), failure or tightest, got '%s'", text);
+    cli_error("--layout-at: expected a number of events (1 or more), failure, peak or tightest, got '%s'", text);
     return 0;
   }
   return 1;
@@ -143,6 +145,10 @@ static int pick_layout(const hbm_trace *trace, layout_when when, uint64_t event,
     out->why = "no sample was taken";
     return HBM_OK;
   }
+  if (when == LAYOUT_PEAK && !(event = r->peak_reserved_event)) {
+    out->why = "reserved stood at its peak with the starting state, before any event";
+    return HBM_OK;
+  }
   int rc = hbm_report_layout_at(trace, r->policy, conf, device, event, own);
   if (rc == HBM_OK) out->run = own;
   return rc;
@@ -154,7 +160,8 @@ static const char *layout_moment(layout_when when, const hbm_report_run *run, ch
              (unsigned long long)run->layout_step);
   else
     snprintf(buf, len, "after %llu event%s%s (step %llu)", (unsigned long long)run->layout_event,
-             run->layout_event == 1 ? "" : "s", when == LAYOUT_TIGHTEST ? ", the tightest sample" : "",
+             run->layout_event == 1 ? "" : "s",
+             when == LAYOUT_TIGHTEST ? ", the tightest sample" : when == LAYOUT_PEAK ? ", at peak reserved" : "",
              (unsigned long long)run->layout_step);
   return buf;
 }
@@ -168,19 +175,20 @@ static void print_layout(const char *policy, layout_when when, const layout_pick
   const hbm_report_run *run = pick->run;
   hbm_layout_summary s;
   hbm_layout_summarize(run->layout, run->nlayout, &s);
-  printf("\nlayout of %s %s: live %s; %llu block%s hold %s as placed; %llu hole%s, %s in all, the largest "
-         "%s; largest free %s\n", policy, layout_moment(when, run, moment, sizeof moment),
-         cli_size(run->layout_live, a), (unsigned long long)s.live_blocks, s.live_blocks == 1 ? "" : "s",
-         cli_size(s.live_bytes, b), (unsigned long long)s.holes, s.holes == 1 ? "" : "s",
-         cli_size(s.hole_bytes, c), cli_size(s.largest_hole, d), cli_size(run->layout_largest_free, e));
+  printf("\nlayout of %s %s: live %s; %llu block%s hold %s as placed; ", policy,
+         layout_moment(when, run, moment, sizeof moment), cli_size(run->layout_live, a),
+         (unsigned long long)s.live_blocks, s.live_blocks == 1 ? "" : "s", cli_size(s.live_bytes, b));
+  if (run->layout_reserved) printf("reserved %s; ", cli_size(run->layout_reserved, a));
+  printf("%llu hole%s, %s in all, the largest %s; largest free %s\n", (unsigned long long)s.holes,
+         s.holes == 1 ? "" : "s", cli_size(s.hole_bytes, c), cli_size(s.largest_hole, d),
+         cli_size(run->layout_largest_free, e));
   printf("  placed by purpose:");
   for (int t = 0; t < HBM_TAG_COUNT; t++)
     if (s.live_by_tag[t]) printf(" %s %s", hbm_tag_name((hbm_tag)t), cli_size(s.live_by_tag[t], a));
   printf("%s\n", s.live_blocks ? "" : " none");
   printf("  %llu range%s spanning %s", (unsigned long long)s.ranges, s.ranges == 1 ? "" : "s", cli_size(s.span, a));
   if (s.span > capacity) /* virtual memory: address space, mapped where blocks are */
-    printf(", more than the capacity: address space the policy reserved, where a hole may have no memory "
-           "behind it");
+    printf(", more than the capacity: address space, where a hole may have no memory behind it");
   printf("\n  %-18s %16s %11s  %s\n", "address", "bytes", "size", "what");
   for (size_t i = 0; i < run->nlayout; i++) {
     const hbm_layout_run *l = &run->layout[i];
@@ -200,12 +208,16 @@ static void json_layout(hbm_json *j, layout_when when, const layout_pick *pick) 
   hbm_layout_summary s;
   hbm_layout_summarize(run->layout, run->nlayout, &s);
   hbm_json_object_begin(j);
-  hbm_json_kv_string(j, "at", when == LAYOUT_FAILURE ? "failure" : when == LAYOUT_TIGHTEST ? "tightest" : "event");
+  static const char *const at[] = {"", "event", "failure", "peak", "tightest"};
+  hbm_json_kv_string(j, "at", at[when]);
   hbm_json_kv_u64(j, "event", run->layout_event);
   hbm_json_kv_u64(j, "step", run->layout_step);
   hbm_json_kv_u64(j, "live", run->layout_live);
   hbm_json_kv_u64(j, "live_blocks", s.live_blocks);
   hbm_json_kv_u64(j, "placed", s.live_bytes);
+  hbm_json_key(j, "reserved"); /* not reported at a failure */
+  if (run->layout_reserved) hbm_json_u64(j, run->layout_reserved);
+  else hbm_json_null(j);
   hbm_json_kv_u64(j, "holes", s.holes);
   hbm_json_kv_u64(j, "hole_bytes", s.hole_bytes);
   hbm_json_kv_u64(j, "largest_hole", s.largest_hole);
@@ -319,7 +331,7 @@ int cmd_replay(int argc, char **argv) {
     return CLI_BAD_INPUT;
   }
   if (layout_at == LAYOUT_EVENT && layout_event > hbm_trace_event_count(trace)) {
-    cli_error("--layout-at: %s has %llu events: expected 1..%llu, failure or tightest, got %llu", path,
+    cli_error("--layout-at: %s has %llu events: expected 1..%llu, failure, peak or tightest, got %llu", path,
               (unsigned long long)hbm_trace_event_count(trace), (unsigned long long)hbm_trace_event_count(trace),
               (unsigned long long)layout_event);
     hbm_trace_free(trace);
@@ -394,6 +406,7 @@ int cmd_replay(int argc, char **argv) {
       const hbm_replay_result *r = &results[i];
       if (cli_json_policy_begin(&j, r->policy, cli_conf_for(&confs, r->policy), runs[i].error)) continue;
       hbm_json_kv_u64(&j, "peak_reserved", r->peak_reserved);
+      hbm_json_kv_u64(&j, "peak_reserved_event", r->peak_reserved_event);
       hbm_json_kv_u64(&j, "peak_device", r->peak_device);
       hbm_json_kv_u64(&j, "peak_allocated", r->peak_allocated);
       hbm_json_kv_u64(&j, "peak_live", r->peak_live);

@@ -495,6 +495,8 @@ typedef struct hbm_replay_result {
   uint64_t verified_blocks; /* with verify_data: blocks whose pattern was checked */
   int ncounters;           /* policy-specific figures (e.g. moved_bytes) */
   struct { char name[32]; double value; } counters[HBM_MAX_COUNTERS];
+  uint64_t peak_reserved_event; /* after how many events reserved first stood at
+                                   peak_reserved (0: with the starting state) */
 } hbm_replay_result;
 
 /* Replays every event of `trace` through one policy. A failed request is

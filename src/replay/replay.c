@@ -31,6 +31,7 @@ typedef struct replay_state {
   uint8_t *tag;        /* per id */
   hbm_addrmap *by_addr; /* addr -> id, only for policies that move blocks */
   uint64_t live, allocated, step;
+  uint64_t done;       /* events replayed once the one under way ends (0: the starting state) */
   int verify;          /* fill and check data (host device) */
   int failed;          /* a fatal error inside a callback */
   int placing_start;   /* placing the starting state's blocks as requests */
@@ -85,7 +86,10 @@ static void on_relocate(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_
 static void track_peaks(replay_state *s) {
   uint64_t reserved = hbm_policy_reserved(s->p->cls, s->p);
   hbm_replay_result *r = s->res;
-  if (reserved > r->peak_reserved) r->peak_reserved = reserved;
+  if (reserved > r->peak_reserved) {
+    r->peak_reserved = reserved;
+    r->peak_reserved_event = s->done;
+  }
   if (s->live > r->peak_live) r->peak_live = s->live;
   if (s->allocated > r->peak_allocated) r->peak_allocated = s->allocated;
 }
@@ -300,7 +304,7 @@ static void start_unfit(replay_state *s) {
    * placed 2 GiB of bcrafton_step at 2 GiB where caching, rolled back, held
    * none). The calls it made trying stay counted, and so does the device's
    * own high-water mark. */
-  res->peak_reserved = res->peak_allocated = res->peak_live = 0;
+  res->peak_reserved = res->peak_allocated = res->peak_live = res->peak_reserved_event = 0;
   res->first_oom = (hbm_oom_report){.request = recorded, .free_total = res->capacity, .largest_free = res->capacity,
                                     .cause = HBM_CAUSE_START, .limit = res->capacity};
 }
@@ -468,6 +472,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
   double t0 = now_ns();
   for (uint64_t i = 0; !unfit && i < t->nevents; i++) {
     const hbm_event *e = &t->events[i];
+    s.done = i + 1;
     switch (e->kind) {
       case HBM_EV_ALLOC:
         res->alloc_events++;

@@ -162,6 +162,7 @@ int hbm_report_layout_at(const hbm_trace *t, const char *policy, const char *con
   run->layout_step = c.sample.step;
   run->layout_largest_free = c.sample.largest_free;
   run->layout_live = c.sample.live;
+  run->layout_reserved = c.sample.reserved;
   return HBM_OK;
 }
 

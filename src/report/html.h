@@ -40,6 +40,7 @@ typedef struct hbm_report_run {
   size_t nlayout, layout_cap;
   int layout_at_failure;         /* 1: taken at the first failure; 0: at layout_event */
   uint64_t layout_event, layout_step, layout_largest_free, layout_live;
+  uint64_t layout_reserved;      /* at layout_event; 0 at a failure (not reported there) */
 } hbm_report_run;
 
 typedef struct hbm_report {

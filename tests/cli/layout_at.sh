@@ -1,8 +1,9 @@
 #!/bin/sh
 # hbm replay --layout-at: each policy's layout (live blocks with their
-# purpose, and holes, in address order) after N events, at the first failure
-# or at the tightest sample, in text and JSON, on a trace whose layout is
-# known by hand; the whole run's figures unchanged by it; bad values exit 2.
+# purpose, and holes, in address order) after N events, at the first failure,
+# at peak reserved or at the tightest sample, in text and JSON, on a trace
+# whose layout is known by hand; the whole run's figures unchanged by it
+# (peak_reserved_event among them); bad values exit 2.
 set -u
 fail=0
 dir=$(mktemp -d)
@@ -42,7 +43,7 @@ after5='0 1048576 param
 4194304 4194304 hole'
 
 "$HBM" replay "$dir/t.trace" --layout-at 5 > "$dir/five" 2> "$dir/err" || { echo "FAIL --layout-at 5: exit $?: $(cat "$dir/err")"; fail=1; }
-grep -q '^layout of bestfit after 5 events (step 0): live 3.00 MiB; 3 blocks hold 3.00 MiB as placed; 2 holes, 5.00 MiB in all, the largest 4.00 MiB; largest free 4.00 MiB$' "$dir/five" ||
+grep -q '^layout of bestfit after 5 events (step 0): live 3.00 MiB; 3 blocks hold 3.00 MiB as placed; reserved 4.00 MiB; 2 holes, 5.00 MiB in all, the largest 4.00 MiB; largest free 4.00 MiB$' "$dir/five" ||
   { echo "FAIL --layout-at 5: header: $(grep '^layout' "$dir/five")"; fail=1; }
 grep -q '^  placed by purpose: param 1.00 MiB comm 1.00 MiB temp 1.00 MiB$' "$dir/five" ||
   { echo "FAIL --layout-at 5: by purpose: $(grep 'by purpose' "$dir/five")"; fail=1; }
@@ -56,11 +57,18 @@ check_runs "--layout-at 3" "$dir/three" '0 1048576 param
 1048576 2097152 act
 3145728 1048576 temp
 4194304 4194304 hole'
+runs "$dir/three" > "$dir/three.runs"
 
 "$HBM" replay "$dir/t.trace" --layout-at failure > "$dir/failure" 2>&1
 grep -q '^layout of bestfit at its first failure (event 5, step 0): live 3.00 MiB;' "$dir/failure" ||
   { echo "FAIL --layout-at failure: header: $(grep '^layout' "$dir/failure")"; fail=1; }
 check_runs "--layout-at failure" "$dir/failure" "$after5"
+
+# peak: bestfit's reserved (the end of its highest block) reaches 4 MiB with y, after 3 events
+"$HBM" replay "$dir/t.trace" --layout-at peak > "$dir/peak" 2>&1
+grep -q '^layout of bestfit after 3 events, at peak reserved (step 0): live 4.00 MiB; 3 blocks hold 4.00 MiB as placed; reserved 4.00 MiB;' "$dir/peak" ||
+  { echo "FAIL --layout-at peak: $(grep '^layout' "$dir/peak")"; fail=1; }
+check_runs "--layout-at peak" "$dir/peak" "$(cat "$dir/three.runs")"
 
 # tightest: the sample with the smallest largest free (4 MiB from event 3 on; the first)
 "$HBM" replay "$dir/t.trace" --every 1 --layout-at tightest > "$dir/tight" 2>&1
@@ -81,7 +89,9 @@ def bad(msg):
     print("FAIL --layout-at --json:", msg); ok = False
 b, z = d["policies"]
 l = b["layout"]
-want = {"at": "event", "event": 5, "step": 0, "live": 3 << 20, "live_blocks": 3, "placed": 3 << 20, "holes": 2,
+if b.get("peak_reserved_event") != 3: bad("bestfit peak_reserved_event %r, expected 3" % b.get("peak_reserved_event"))
+want = {"at": "event", "event": 5, "step": 0, "live": 3 << 20, "live_blocks": 3, "placed": 3 << 20,
+        "reserved": 4 << 20, "holes": 2,
         "hole_bytes": 5 << 20, "largest_hole": 4 << 20, "largest_free": 4 << 20, "ranges": 1, "span": 8 << 20,
         "placed_by_purpose": {"param": 1 << 20, "comm": 1 << 20, "temp": 1 << 20}}
 for k, v in want.items():
@@ -111,6 +121,18 @@ grep -q '^layout of bestfit: none (no request failed)$' "$dir/none" ||
 grep -q '"layout":null,"layout_note":"no request failed"' "$dir/none.json" ||
   { echo "FAIL --layout-at failure --json without one: $(cat "$dir/none.json")"; fail=1; }
 
+# reserved at its peak with the starting state: said, not a layout after event 0
+cat > "$dir/start.trace" <<'EOF'
+hbm-trace 1
+capacity 8MiB
+init-seg 0x100000 2MiB 0 large
+init-blk 0x100000 2MiB s0 2MiB act
+f s0
+EOF
+"$HBM" replay "$dir/start.trace" --policy caching --layout-at peak --json > "$dir/start.json" 2>&1
+grep -q '"peak_reserved_event":0,.*"layout":null,"layout_note":"reserved stood at its peak with the starting state, before any event"' "$dir/start.json" ||
+  { echo "FAIL --layout-at peak at the starting state: $(cat "$dir/start.json")"; fail=1; }
+
 bad() { # name, expected message, args...
   name=$1 msg=$2; shift 2
   "$HBM" replay "$dir/t.trace" "$@" > "$dir/out" 2> "$dir/err"
@@ -119,11 +141,11 @@ bad() { # name, expected message, args...
     echo "FAIL $name: exit $rc, expected 2 and '$msg': $(cat "$dir/err")"; fail=1
   fi
 }
-bad zero "--layout-at: expected a number of events (1 or more), failure or tightest, got '0'" --layout-at 0
-bad word "got 'peak'" --layout-at peak
-bad past_the_end "--layout-at: $dir/t.trace has 6 events: expected 1..6, failure or tightest, got 7" --layout-at 7
+bad zero "--layout-at: expected a number of events (1 or more), failure, peak or tightest, got '0'" --layout-at 0
+bad word "got 'top'" --layout-at top
+bad past_the_end "--layout-at: $dir/t.trace has 6 events: expected 1..6, failure, peak or tightest, got 7" --layout-at 7
 bad no_value "--layout-at needs a value" --layout-at
 bad twice "given twice" --layout-at 1 --layout-at 2
 
-[ $fail -eq 0 ] && echo "ok   replay --layout-at: after N events, at the failure, tightest; text and JSON; bad values exit 2"
+[ $fail -eq 0 ] && echo "ok   replay --layout-at: after N events, at the failure, at peak, tightest; text and JSON; bad values exit 2"
 exit $fail

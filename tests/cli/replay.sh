@@ -5,7 +5,7 @@ fail=0
 trace="$HBM_ROOT/tests/fixtures/step437.trace"
 # A policy's record in the replay JSON: these keys first, in this order, then
 # the policy's own counters (read by the checks below).
-export RECORD_KEYS="policy alloc_conf error peak_reserved peak_device peak_allocated peak_live efficiency max_frag
+export RECORD_KEYS="policy alloc_conf error peak_reserved peak_reserved_event peak_device peak_allocated peak_live efficiency max_frag
   backend_calls backend_calls_after_first_step alloc_events ns_per_event failures refused_requests refused_placed"
 out=$("$HBM" replay "$trace" --policy bestfit --device sim:96GiB --json) || { echo "FAIL replay exited $?"; exit 1; }
 echo "$out"
