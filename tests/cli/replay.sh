@@ -41,6 +41,16 @@ for p in d["policies"]:
     if p["max_frag"] < max(s["fragmentation"] or 0 for s in p["samples"]): bad.append((p["policy"], "max_frag"))
 print("FAIL doubles do not read back:", bad) if bad else print("ok   %d ratios read back exactly" % n)
 sys.exit(1 if bad or n < 10 else 0)' || fail=1
+# peak_reserved_event: the first sample, one after every event, at peak reserved
+"$HBM" replay "$trace" --policy all --every 1 --samples --json | python3 -c '
+import json, sys
+d, bad = json.load(sys.stdin), []
+for p in d["policies"]:
+    first = next(s["event"] for s in p["samples"] if s["reserved"] == p["peak_reserved"])
+    if first != p["peak_reserved_event"] or max(s["reserved"] for s in p["samples"]) != p["peak_reserved"]:
+        bad.append((p["policy"], p["peak_reserved_event"], first))
+print("FAIL peak_reserved_event is not where the samples peak:", bad) if bad else print("ok   peak_reserved_event where the samples first reach peak reserved, every policy")
+sys.exit(1 if bad else 0)' || fail=1
 fi
 # Under a memory fraction, memory past the limit is not free to the policy:
 # every sample's free total is the limit less live, and the failure's limit is
