@@ -43,13 +43,32 @@ static void count_error(int err, const char *message, void *arg) {
   if (getenv("HBM_VERBOSE")) fprintf(stderr, "  error: %s\n", message);
 }
 
-typedef struct scan_tally { uint64_t live_blocks, prev_end; int ordered; } scan_tally;
+typedef struct scan_tally { uint64_t live_blocks, live_bytes, hole_bytes, prev_end; int ordered; } scan_tally;
 static int tally(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
   scan_tally *t = arg;
   if (t->prev_end && addr < t->prev_end) t->ordered = 0;
   t->prev_end = addr + size;
   t->live_blocks += live;
+  *(live ? &t->live_bytes : &t->hole_bytes) += size;
   return 0;
+}
+
+/* The layout scan adds up: its blocks hold what the heap has allocated and,
+ * with virtual memory, blocks and holes together are what it reserved (holes
+ * are visited where memory is mapped, not over bare address space). */
+static void check_scan(hbm_heap *h, int vmm, uint64_t nlive, const char *where) {
+  hbm_stats st;
+  scan_tally t = {0, 0, 0, 0, 1};
+  CHECK(hbm_heap_stats(h, &st) == HBM_OK);
+  CHECK(hbm_heap_scan(h, tally, &t) == HBM_OK);
+  CHECK(t.ordered);
+  CHECK_EQ_U64(t.live_blocks, nlive);
+  CHECK_EQ_U64(t.live_bytes, st.allocated);
+  if (vmm) CHECK_EQ_U64(t.live_bytes + t.hole_bytes, st.reserved);
+  if (t.live_bytes != st.allocated || (vmm && t.live_bytes + t.hole_bytes != st.reserved))
+    fprintf(stderr, "  %s: scan %llu live + %llu in holes, heap %llu allocated, %llu reserved\n", where,
+            (unsigned long long)t.live_bytes, (unsigned long long)t.hole_bytes, (unsigned long long)st.allocated,
+            (unsigned long long)st.reserved);
 }
 
 typedef struct scan_list { uint64_t addr[8], size[8]; int live[8], n; } scan_list;
@@ -96,6 +115,7 @@ static uint64_t stress(const char *spec, const char *conf, uint64_t ops, uint64_
   enum { MAXLIVE = 512 };
   uint64_t addr[MAXLIVE], failed = 0;
   int n = 0;
+  const int vmm = !(conf && strstr(conf, "vmm:off"));
   for (uint64_t op = 0; op < ops; op++) {
     const uint64_t calls_before = dev->backend_calls, failed_before = failed;
     if (n < MAXLIVE && (n == 0 || test_rand_below(rng, 100) < 55)) {
@@ -126,6 +146,7 @@ static uint64_t stress(const char *spec, const char *conf, uint64_t ops, uint64_
     stress_ops++;
     if (!busy && op % (uint64_t)sparse != 0) continue;
     stress_checks++;
+    if (op % 64 == 0) check_scan(h, vmm, (uint64_t)n, spec);
     if (hbm_check(h) != HBM_OK) {
       fprintf(stderr, "check failed at op %llu (%s, %s)\n", (unsigned long long)op, spec, conf ? conf : "default");
       test_failures_++;
@@ -141,10 +162,7 @@ static uint64_t stress(const char *spec, const char *conf, uint64_t ops, uint64_
     CHECK(rc == HBM_OK);
     if (rc == HBM_OK) CHECK(hbm_free(h, a) == HBM_OK);
   }
-  scan_tally t = {0, 0, 1};
-  CHECK(hbm_heap_scan(h, tally, &t) == HBM_OK);
-  CHECK(t.ordered);
-  CHECK_EQ_U64(t.live_blocks, n);
+  check_scan(h, vmm, (uint64_t)n, spec);
   CHECK(hbm_check(h) == HBM_OK);
   while (n > 0) CHECK(hbm_free(h, addr[--n]) == HBM_OK);
   CHECK(hbm_check(h) == HBM_OK);

@@ -2422,31 +2422,60 @@ static int zoned_counters(hbm_policy *p, hbm_counter *out, int max) {
   return n;
 }
 
-/* ==== layout scan ========================================================================= */
+/* ==== layout scan ========================================================================
+ * Live blocks, and the parts of holes that have memory behind them: a hole's
+ * pages that are mapped (its share of pages it shares with a live block,
+ * idle chunks inside it), a run of chunks at a time. Address space with no
+ * memory behind it is not visited, as expandable leaves out its unmapped
+ * pages, so what a scan visits in a range sums to its mapped pages: reserved.
+ * (Fixed zones, without virtual memory, are device memory: all visited.) */
 typedef struct scan_ctx {
+  const zoned *z;
+  uint32_t ri;
   hbm_scan_fn *visit;
   void *arg;
-  uint64_t clip; /* holes end here: the untouched rest of a reservation is not reported */
 } scan_ctx;
 
 static int scan_one(void *arg, uint64_t addr, uint64_t size, int live) {
   scan_ctx *c = arg;
-  if (!live && addr >= c->clip) return 0;
-  if (!live && addr + size > c->clip) size = c->clip - addr;
+  if (live) return c->visit(c->arg, addr, size, 1, HBM_TAG_OTHER);
+  const zrange *r = &c->z->ranges[c->ri];
+  uint64_t end = addr + size;
+  uint32_t p0, p1;
+  block_pages(c->z, r, addr, size, &p0, &p1);
+  if (p1 >= r->cover) p1 = r->cover ? r->cover - 1 : 0; /* nothing is mapped from cover on */
+  for (uint32_t q = p0; r->cover && q <= p1;) {
+    if (!r->page[q].chunk) {
+      q++;
+      continue;
+    }
+    uint32_t e = q; /* chunks side by side: one run */
+    while (e <= p1 && r->page[e].chunk) e = r->page[e].end;
+    uint64_t from = page_va(c->z, c->ri, q), to = page_va(c->z, c->ri, e);
+    if (from < addr) from = addr;
+    if (to > end) to = end;
+    int rc = c->visit(c->arg, from, to - from, 0, HBM_TAG_OTHER);
+    if (rc) return rc;
+    q = e;
+  }
+  return 0;
+}
+
+static int scan_fixed(void *arg, uint64_t addr, uint64_t size, int live) {
+  scan_ctx *c = arg;
   return c->visit(c->arg, addr, size, live, HBM_TAG_OTHER);
 }
 
 static int zoned_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
   zoned *z = (zoned *)p;
+  scan_ctx c = {z, 0, visit, arg};
   if (z->fallback) {
-    scan_ctx c = {visit, arg, UINT64_MAX};
-    int rc = hbm_range_walk(z->fixed[HBM_LIFE_STATIC], scan_one, &c);
-    return rc ? rc : hbm_range_walk(z->fixed[HBM_LIFE_TRANSIENT], scan_one, &c);
+    int rc = hbm_range_walk(z->fixed[HBM_LIFE_STATIC], scan_fixed, &c);
+    return rc ? rc : hbm_range_walk(z->fixed[HBM_LIFE_TRANSIENT], scan_fixed, &c);
   }
   for (uint32_t k = 0; k < z->nranges; k++) {
-    const zrange *r = &z->ranges[z->order[k]];
-    scan_ctx c = {visit, arg, hbm_align_up(hbm_vspace_top(r->vs), z->granule)};
-    int rc = hbm_vspace_walk(r->vs, scan_one, &c);
+    c.ri = z->order[k];
+    int rc = hbm_vspace_walk(z->ranges[c.ri].vs, scan_one, &c);
     if (rc) return rc;
   }
   return 0;
