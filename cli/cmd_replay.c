@@ -166,7 +166,7 @@ static const char *layout_moment(layout_when when, const hbm_report_run *run, ch
   return buf;
 }
 
-static void print_layout(const char *policy, layout_when when, const layout_pick *pick, uint64_t capacity) {
+static void print_layout(const char *policy, layout_when when, const layout_pick *pick) {
   char a[32], b[32], c[32], d[32], e[32], moment[96];
   if (!pick->run) {
     printf("\nlayout of %s: none (%s)\n", policy, pick->why);
@@ -186,10 +186,9 @@ static void print_layout(const char *policy, layout_when when, const layout_pick
   for (int t = 0; t < HBM_TAG_COUNT; t++)
     if (s.live_by_tag[t]) printf(" %s %s", hbm_tag_name((hbm_tag)t), cli_size(s.live_by_tag[t], a));
   printf("%s\n", s.live_blocks ? "" : " none");
-  printf("  %llu range%s spanning %s", (unsigned long long)s.ranges, s.ranges == 1 ? "" : "s", cli_size(s.span, a));
-  if (s.span > capacity) /* virtual memory: address space, mapped where blocks are */
-    printf(", more than the capacity: address space, where a hole may have no memory behind it");
-  printf("\n  %-18s %16s %11s  %s\n", "address", "bytes", "size", "what");
+  printf("  %llu range%s spanning %s\n", (unsigned long long)s.ranges, s.ranges == 1 ? "" : "s",
+         cli_size(s.span, a));
+  printf("  %-18s %16s %11s  %s\n", "address", "bytes", "size", "what");
   for (size_t i = 0; i < run->nlayout; i++) {
     const hbm_layout_run *l = &run->layout[i];
     printf("  %#018llx %16llu %11s  %s\n", (unsigned long long)l->addr, (unsigned long long)l->size,
@@ -510,7 +509,7 @@ int cmd_replay(int argc, char **argv) {
         }
     }
     for (int i = 0; layout_at != LAYOUT_NONE && i < npolicies; i++)
-      if (runs[i].error == HBM_OK) print_layout(results[i].policy, layout_at, &picks[i], results[i].capacity);
+      if (runs[i].error == HBM_OK) print_layout(results[i].policy, layout_at, &picks[i]);
   }
   if (html_written && !json) printf("\nreport: %s\n", html_path);
   for (int i = 0; i < 16; i++) {

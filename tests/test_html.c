@@ -130,7 +130,8 @@ static void check_failure_words(void) {
                        "<i>start</i> when the trace's starting state does not fit.") != NULL);
   }
   free(html);
-  /* one hole, one range, one failure; the ranges now span more than the capacity */
+  /* one hole, one range, one failure; a layout spanning more than the capacity
+   * (made by hand: a scan visits no more than a policy holds) drawn as given */
   layout[0] = (hbm_layout_run){0, 9 * MIB, 1, HBM_TAG_OTHER};
   layout[1] = (hbm_layout_run){9 * MIB, MIB, 0, 0};
   r.nlayout = 2;
@@ -147,7 +148,7 @@ static void check_failure_words(void) {
   html = NULL;
   CHECK(hbm_report_html(&rep, &html, &len) == HBM_OK);
   if (html) {
-    CHECK(strstr(html, " Its ranges span 10.00 MiB, more than the capacity: they are address space") != NULL);
+    CHECK(strstr(html, " Its ranges span") == NULL); /* no note on address space: a hole is memory */
     CHECK(strstr(html, "Its largest free (") == NULL); /* 1 MiB, the largest hole itself */
     CHECK(strstr(html, "live by purpose: other 9.00 MiB. The strip") != NULL);
     CHECK(strstr(html, "background:#9c755f'></span>other</span>") != NULL); /* in the legend where it is live */

@@ -1174,11 +1174,6 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
           if (f.lay.live_by_tag[t]) sb_printf(&b, " %s %s", hbm_tag_name((hbm_tag)t), size_text(f.lay.live_by_tag[t], a, 32));
         sb_printf(&b, ". The strip puts the address ranges the policy holds side by side (ticks below mark "
                       "gaps between ranges), then the capacity it has not reserved.");
-        uint64_t cap = r->result.capacity ? r->result.capacity : rep->capacity;
-        if (f.lay.span > cap) /* virtual memory: ranges of address space, mapped where blocks are */
-          sb_printf(&b, " Its ranges span %s, more than the capacity: they are address space the policy "
-                        "reserved, and a hole there may have no memory behind it.",
-                    size_text(f.lay.span, a, 32));
         uint64_t lf = r->result.oom ? r->result.first_oom.largest_free : r->layout_largest_free;
         if (lf > f.lay.largest_hole)
           sb_printf(&b, " Its largest free (%s) exceeds the largest hole because it counts what the policy "
