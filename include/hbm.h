@@ -213,9 +213,10 @@ int hbm_heap_step(hbm_heap *heap, uint64_t step);
 
 /* Layout scan: visits live blocks and holes in address order within each
  * range the policy manages. `live` is 1 for a live block (tag meaningful), 0 for
- * a hole: free memory the policy holds there (address space it reserved with
+ * a hole: free memory the policy holds there. Address space it reserved with
  * no memory behind it is not visited, so a policy that maps memory visits no
- * more than it reserved; bestfit and compact visit the whole device). Stop early by returning non-zero from the visitor: hbm_heap_scan then
+ * more than it reserved; bestfit and compact visit the whole device. Stop
+ * early by returning non-zero from the visitor: hbm_heap_scan then
  * returns HBM_OK, as after a whole scan. HBM_EHOSTMEM where the scan needs host
  * memory it cannot get (caching sorts its segments). */
 typedef int hbm_scan_fn(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag);
