@@ -2500,7 +2500,10 @@ static int zoned_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
  *      reference of the walk a chunk at a time);
  *   Z8 order lists every range once by base address and order_base holds
  *      their bases; a small zone remembered per life is a small zone of
- *      that life and its stream. */
+ *      that life and its stream;
+ *   Z9 the layout scan adds up, in address order: its live blocks to the
+ *      live bytes, blocks and holes together to the mapped pages; no hole
+ *      it visits ends where the next begins. */
 typedef struct check_ctx {
   zoned *z;
   hbm_checker k; /* prefix "zoned: " */
@@ -2613,6 +2616,33 @@ static void check_largest_free(zoned *z, check_ctx *c) {
   uint64_t fast = largest_free_by(z, largest_in_hole), slow = largest_free_by(z, largest_in_hole_by_page);
   if (fast != slow)
     hbm_check_fail(&c->k, "Z7 largest free %llu, page by page %llu", (unsigned long long)fast, (unsigned long long)slow);
+}
+
+typedef struct scan_sum { uint64_t live, holes, end; int ordered, split, last_hole; } scan_sum;
+static int add_scanned(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
+  scan_sum *t = arg;
+  (void)tag;
+  if (addr < t->end) t->ordered = 0;
+  if (!live && t->last_hole && addr == t->end) t->split = 1;
+  t->last_hole = !live;
+  t->end = addr + size;
+  *(live ? &t->live : &t->holes) += size;
+  return 0;
+}
+
+static void check_scan_sums(zoned *z, hbm_checker *k) {
+  scan_sum t = {0, 0, 0, 1, 0, 0};
+  for (uint32_t i = 0; i < z->nranges; i++) { /* range by range: two ranges may meet, and holes with them */
+    scan_ctx c = {z, z->order[i], add_scanned, &t};
+    t.last_hole = 0;
+    hbm_vspace_walk(z->ranges[c.ri].vs, scan_one, &c);
+  }
+  if (!t.ordered) hbm_check_fail(k, "Z9 the layout scan goes back in address order");
+  if (t.split) hbm_check_fail(k, "Z9 the layout scan visits two holes side by side (one hole, split)");
+  if (t.live != z->live_bytes || t.live + t.holes != z->mapped_pages << z->gshift)
+    hbm_check_fail(k, "Z9 the layout scan visits %llu live bytes and %llu in holes: live %llu, mapped %llu",
+                   (unsigned long long)t.live, (unsigned long long)t.holes, (unsigned long long)z->live_bytes,
+                   (unsigned long long)(z->mapped_pages << z->gshift));
 }
 
 static void check_range_order(const zoned *z, hbm_checker *k) {
@@ -2733,6 +2763,7 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
   }
   check_largest_free(z, &c);
   check_range_order(z, &c.k);
+  check_scan_sums(z, &c.k);
   free(chunk_touched);
   return c.k.failures;
 }
