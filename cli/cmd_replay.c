@@ -31,7 +31,8 @@ static void usage(FILE *out) {
           "  --html FILE             write a self-contained report page (inline SVG) to FILE\n"
           "  --layout-at WHEN        print each policy's layout (live blocks and holes in\n"
           "                          address order): N, after the first N events (just\n"
-          "                          before event N, counted from 0 as failures are);\n"
+          "                          before event N, counted from 0 as failures are; 0,\n"
+          "                          the starting state alone);\n"
           "                          failure, at the first failed request; peak, when\n"
           "                          reserved first reached its peak; tightest, at the\n"
           "                          sample with the smallest largest free block\n"
@@ -99,9 +100,9 @@ static int parse_layout_at(const char *text, layout_when *when, uint64_t *event)
   if (!strcmp(text, "failure")) *when = LAYOUT_FAILURE;
   else if (!strcmp(text, "peak")) *when = LAYOUT_PEAK;
   else if (!strcmp(text, "tightest")) *when = LAYOUT_TIGHTEST;
-  else if (hbm_count_parse(text, event) == HBM_OK && *event >= 1) *when = LAYOUT_EVENT;
+  else if (hbm_count_parse(text, event) == HBM_OK) *when = LAYOUT_EVENT;
   else {
-    cli_error("--layout-at: expected a number of events (1 or more), failure, peak or tightest, got '%s'", text);
+    cli_error("--layout-at: expected a number of events (0 or more), failure, peak or tightest, got '%s'", text);
     return 0;
   }
   return 1;
@@ -145,10 +146,7 @@ static int pick_layout(const hbm_trace *trace, layout_when when, uint64_t event,
     out->why = "no sample was taken";
     return HBM_OK;
   }
-  if (when == LAYOUT_PEAK && !(event = r->peak_reserved_event)) {
-    out->why = "reserved stood at its peak with the starting state, before any event";
-    return HBM_OK;
-  }
+  if (when == LAYOUT_PEAK) event = r->peak_reserved_event; /* 0: with the starting state */
   int rc = hbm_report_layout_at(trace, r->policy, conf, device, event, own);
   if (rc == HBM_OK) out->run = own;
   return rc;
@@ -158,6 +156,8 @@ static const char *layout_moment(layout_when when, const hbm_report_run *run, ch
   if (when == LAYOUT_FAILURE)
     snprintf(buf, len, "at its first failure (event %llu, step %llu)", (unsigned long long)run->layout_event,
              (unsigned long long)run->layout_step);
+  else if (!run->layout_event)
+    snprintf(buf, len, "after its starting state, before any event%s", when == LAYOUT_PEAK ? ", at peak reserved" : "");
   else
     snprintf(buf, len, "after %llu event%s%s (step %llu)", (unsigned long long)run->layout_event,
              run->layout_event == 1 ? "" : "s",
@@ -178,7 +178,7 @@ static void print_layout(const char *policy, layout_when when, const layout_pick
   printf("\nlayout of %s %s: live %s; %llu block%s hold %s as placed; ", policy,
          layout_moment(when, run, moment, sizeof moment), cli_size(run->layout_live, a),
          (unsigned long long)s.live_blocks, s.live_blocks == 1 ? "" : "s", cli_size(s.live_bytes, b));
-  if (run->layout_reserved) printf("reserved %s; ", cli_size(run->layout_reserved, a));
+  if (when != LAYOUT_FAILURE) printf("reserved %s; ", cli_size(run->layout_reserved, a)); /* not reported there */
   printf("%llu hole%s, %s in all, the largest %s; largest free %s\n", (unsigned long long)s.holes,
          s.holes == 1 ? "" : "s", cli_size(s.hole_bytes, c), cli_size(s.largest_hole, d),
          cli_size(run->layout_largest_free, e));
@@ -215,7 +215,7 @@ static void json_layout(hbm_json *j, layout_when when, const layout_pick *pick) 
   hbm_json_kv_u64(j, "live_blocks", s.live_blocks);
   hbm_json_kv_u64(j, "placed", s.live_bytes);
   hbm_json_key(j, "reserved"); /* not reported at a failure */
-  if (run->layout_reserved) hbm_json_u64(j, run->layout_reserved);
+  if (when != LAYOUT_FAILURE) hbm_json_u64(j, run->layout_reserved);
   else hbm_json_null(j);
   hbm_json_kv_u64(j, "holes", s.holes);
   hbm_json_kv_u64(j, "hole_bytes", s.hole_bytes);
@@ -330,7 +330,7 @@ int cmd_replay(int argc, char **argv) {
     return CLI_BAD_INPUT;
   }
   if (layout_at == LAYOUT_EVENT && layout_event > hbm_trace_event_count(trace)) {
-    cli_error("--layout-at: %s has %llu events: expected 1..%llu, failure, peak or tightest, got %llu", path,
+    cli_error("--layout-at: %s has %llu events: expected 0..%llu, failure, peak or tightest, got %llu", path,
               (unsigned long long)hbm_trace_event_count(trace), (unsigned long long)hbm_trace_event_count(trace),
               (unsigned long long)layout_event);
     hbm_trace_free(trace);

@@ -437,6 +437,10 @@ typedef struct hbm_replay_options {
   uint64_t layout_event;
   hbm_scan_fn *on_layout;
   void *layout_arg;
+  /* With on_layout: 1 takes it after the starting state instead, before any
+   * event (layout_event is then not read), with a sample at event 0 first;
+   * none where the starting state did not fit. */
+  int layout_at_start;
   /* N > 0: the policy's invariants (those hbm_check() runs) and the
    * replay's figures (live <= allocated <= reserved <= capacity, largest
    * free within capacity - live) after the starting state and after every

@@ -450,6 +450,13 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
     rc = HBM_OK;
   }
   if (o->check_every && !seeded && (rc = check_policy(&s, 0)) != HBM_OK) goto out;
+  if (o->on_layout && o->layout_at_start) { /* the starting state's layout: no event runs */
+    if (!unfit) {
+      take_sample(&s, 0);
+      rc = report_layout(&s, o->on_layout, o->layout_arg);
+    }
+    goto out;
+  }
 
   /* On a recording, PyTorch's model gets its new segments where CUDA put
    * them (seg_hints.h): best fit breaks ties between blocks of one size by

@@ -129,7 +129,6 @@ static void at_sample(const hbm_sample *s, void *arg) {
 int hbm_report_layout_at(const hbm_trace *t, const char *policy, const char *conf, const char *device,
                          uint64_t event, hbm_report_run *run) {
   if (event > t->nevents) event = t->nevents;
-  if (!event) return HBM_EINVAL;
   at_ctx c = {.event = event};
   hbm_replay_options o;
   memset(&o, 0, sizeof o);
@@ -140,6 +139,7 @@ int hbm_report_layout_at(const hbm_trace *t, const char *policy, const char *con
   o.on_sample = at_sample;
   o.sample_arg = &c;
   o.layout_event = event;
+  o.layout_at_start = event == 0;
   o.on_layout = hbm_report_keep_layout;
   o.layout_arg = run;
   free(run->layout); /* replaced */

@@ -40,7 +40,7 @@ typedef struct hbm_report_run {
   size_t nlayout, layout_cap;
   int layout_at_failure;         /* 1: taken at the first failure; 0: at layout_event */
   uint64_t layout_event, layout_step, layout_largest_free, layout_live;
-  uint64_t layout_reserved;      /* at layout_event; 0 at a failure (not reported there) */
+  uint64_t layout_reserved;      /* at layout_event (hbm_report_layout_at); not at a failure */
 } hbm_report_run;
 
 typedef struct hbm_report {
@@ -82,11 +82,12 @@ void hbm_report_run_release(hbm_report_run *run);
 void hbm_report_keep_sample(const hbm_sample *sample, void *run);
 int hbm_report_keep_layout(void *run, uint64_t addr, uint64_t size, int live, hbm_tag tag);
 
-/* The layout of `policy` just before event `event` of the trace (1 to its
- * events; hbm_replay up to there, starting state included), into run->layout.
+/* The layout of `policy` just before event `event` of the trace (0, after
+ * the starting state alone, to its events; hbm_replay up to there, starting
+ * state included), into run->layout.
  * For runs that did not fail: hbm_report_tightest_event() says which moment to
  * show. HBM_EHOSTMEM (also in run->error) when host memory ran out: no layout
- * with runs left out; HBM_EINVAL for event 0 or a start that did not fit. */
+ * with runs left out; HBM_EINVAL for a start that did not fit. */
 int hbm_report_layout_at(const hbm_trace *trace, const char *policy, const char *conf,
                          const char *device, uint64_t event, hbm_report_run *run);
 /* The sampled moment (after step 1) with the smallest largest free block; 0 if none. */

@@ -121,7 +121,9 @@ grep -q '^layout of bestfit: none (no request failed)$' "$dir/none" ||
 grep -q '"layout":null,"layout_note":"no request failed"' "$dir/none.json" ||
   { echo "FAIL --layout-at failure --json without one: $(cat "$dir/none.json")"; fail=1; }
 
-# reserved at its peak with the starting state: said, not a layout after event 0
+# reserved at its peak with the starting state: the layout then, before any
+# event (caching holds the recorded segment, its block live); and 0 events
+# without a starting state: bestfit's device, one hole
 cat > "$dir/start.trace" <<'EOF'
 hbm-trace 1
 capacity 8MiB
@@ -130,8 +132,15 @@ init-blk 0x100000 2MiB s0 2MiB act
 f s0
 EOF
 "$HBM" replay "$dir/start.trace" --policy caching --layout-at peak --json > "$dir/start.json" 2>&1
-grep -q '"peak_reserved_event":0,.*"layout":null,"layout_note":"reserved stood at its peak with the starting state, before any event"' "$dir/start.json" ||
+grep -q '"peak_reserved_event":0,.*"layout":{"at":"peak","event":0,"step":0,"live":2097152,"live_blocks":1,"placed":2097152,"reserved":2097152,"holes":0,.*"runs":\[{"addr":1048576,"size":2097152,"what":"act"}\]}' "$dir/start.json" ||
   { echo "FAIL --layout-at peak at the starting state: $(cat "$dir/start.json")"; fail=1; }
+"$HBM" replay "$dir/start.trace" --policy caching --layout-at peak > "$dir/start" 2>&1
+grep -q '^layout of caching after its starting state, before any event, at peak reserved: live 2.00 MiB;' "$dir/start" ||
+  { echo "FAIL --layout-at peak at the starting state, text: $(grep '^layout' "$dir/start")"; fail=1; }
+"$HBM" replay "$dir/t.trace" --layout-at 0 > "$dir/zero" 2>&1
+grep -q '^layout of bestfit after its starting state, before any event: live 0 B; 0 blocks hold 0 B as placed; reserved 0 B; 1 hole, 8.00 MiB in all' "$dir/zero" ||
+  { echo "FAIL --layout-at 0: $(grep '^layout' "$dir/zero")"; fail=1; }
+check_runs "--layout-at 0" "$dir/zero" '0 8388608 hole'
 
 bad() { # name, expected message, args...
   name=$1 msg=$2; shift 2
@@ -141,11 +150,11 @@ bad() { # name, expected message, args...
     echo "FAIL $name: exit $rc, expected 2 and '$msg': $(cat "$dir/err")"; fail=1
   fi
 }
-bad zero "--layout-at: expected a number of events (1 or more), failure, peak or tightest, got '0'" --layout-at 0
+bad negative "--layout-at: expected a number of events (0 or more), failure, peak or tightest, got '-1'" --layout-at -1
 bad word "got 'top'" --layout-at top
-bad past_the_end "--layout-at: $dir/t.trace has 6 events: expected 1..6, failure, peak or tightest, got 7" --layout-at 7
+bad past_the_end "--layout-at: $dir/t.trace has 6 events: expected 0..6, failure, peak or tightest, got 7" --layout-at 7
 bad no_value "--layout-at needs a value" --layout-at
 bad twice "given twice" --layout-at 1 --layout-at 2
 
-[ $fail -eq 0 ] && echo "ok   replay --layout-at: after N events, at the failure, at peak, tightest; text and JSON; bad values exit 2"
+[ $fail -eq 0 ] && echo "ok   replay --layout-at: after N events (0: the starting state), at the failure, at peak, tightest; text and JSON; bad values exit 2"
 exit $fail
