@@ -59,10 +59,16 @@ static uint64_t device_capacity(const hbm_trace *trace, const hbm_report_run *ru
 /* The report page: runs that did not fail show their layout at the sampled
  * moment with the smallest largest free block (one more partial replay). */
 static int write_html(const hbm_trace *trace, const char *path, const char *html_path,
-                      hbm_report_run *runs, int nruns, const cli_confs *confs, const char *device, uint64_t every) {
+                      hbm_report_run *runs, int nruns, const cli_confs *confs, const char *device, uint64_t every,
+                      int json) {
   for (int i = 0; i < nruns; i++) {
     uint64_t at = runs[i].result.oom || runs[i].error ? 0 : hbm_report_tightest_event(&runs[i]);
-    int rc = at ? hbm_report_layout_at(trace, runs[i].result.policy, cli_conf_for(confs, runs[i].result.policy), device, at, &runs[i]) : HBM_OK;
+    char label[48];
+    snprintf(label, sizeof label, "%.31s: layout", runs[i].result.policy);
+    int rc = at ? hbm_report_layout_at(trace, runs[i].result.policy, cli_conf_for(confs, runs[i].result.policy), device,
+                                       at, json ? NULL : cli_progress_fn, label, &runs[i])
+                : HBM_OK;
+    cli_progress_end();
     if (rc != HBM_OK) /* the page shows the run's error in its place */
       cli_error("%s: %s's layout at event %llu is not drawn: %s", html_path, runs[i].result.policy,
                 (unsigned long long)at, hbm_strerror(rc));
@@ -118,7 +124,7 @@ typedef struct layout_pick {
 } layout_pick;
 
 static int pick_layout(const hbm_trace *trace, layout_when when, uint64_t event, hbm_report_run *run,
-                       const char *conf, const char *device, hbm_report_run *own, layout_pick *out) {
+                       const char *conf, const char *device, int progress, hbm_report_run *own, layout_pick *out) {
   out->run = NULL;
   out->why = NULL;
   const hbm_replay_result *r = &run->result;
@@ -147,7 +153,10 @@ static int pick_layout(const hbm_trace *trace, layout_when when, uint64_t event,
     return HBM_OK;
   }
   if (when == LAYOUT_PEAK) event = r->peak_reserved_event; /* 0: with the starting state */
-  int rc = hbm_report_layout_at(trace, r->policy, conf, device, event, own);
+  char label[48];
+  snprintf(label, sizeof label, "%.31s: layout", r->policy);
+  int rc = hbm_report_layout_at(trace, r->policy, conf, device, event, progress ? cli_progress_fn : NULL, label, own);
+  cli_progress_end();
   if (rc == HBM_OK) out->run = own;
   return rc;
 }
@@ -367,7 +376,7 @@ int cmd_replay(int argc, char **argv) {
    * standard error, so the page reaches its reader alone. */
   int html_written = 0;
   if (html_path && exit_code != CLI_BAD_INPUT && npolicies) { /* a run that could not go on shows its error there */
-    int rc_html = write_html(trace, path, html_path, runs, npolicies, &confs, device, every);
+    int rc_html = write_html(trace, path, html_path, runs, npolicies, &confs, device, every, json);
     if (rc_html != CLI_OK) exit_code = rc_html;
     else html_written = 1, cli_summary_after_output(html_path);
   }
@@ -379,8 +388,8 @@ int cmd_replay(int argc, char **argv) {
   memset(picks, 0, sizeof picks);
   for (int i = 0; layout_at != LAYOUT_NONE && i < npolicies; i++) {
     if (runs[i].error != HBM_OK) continue;
-    rc = pick_layout(trace, layout_at, layout_event, &runs[i], cli_conf_for(&confs, policies[i]), device, &own[i],
-                     &picks[i]);
+    rc = pick_layout(trace, layout_at, layout_event, &runs[i], cli_conf_for(&confs, policies[i]), device, !json,
+                     &own[i], &picks[i]);
     if (rc != HBM_OK) {
       cli_error("%s: %s's layout could not be taken: %s", path, policies[i], hbm_strerror(rc));
       picks[i].why = "it could not be taken";

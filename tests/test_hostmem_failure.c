@@ -981,7 +981,7 @@ static int report_run(const void *arg, int clean) {
   int r = hbm_report_trace_facts(t, &rep);
   if (r == HBM_OK) r = hbm_report_run_policy(t, "zoned", NULL, NULL, 0, NULL, NULL, &run[0]);
   if (r == HBM_OK) r = hbm_report_run_policy(t, "bestfit", NULL, report_tight, 0, NULL, NULL, &run[1]);
-  if (r == HBM_OK) r = hbm_report_layout_at(t, "zoned", NULL, NULL, hbm_report_tightest_event(&run[0]), &run[0]);
+  if (r == HBM_OK) r = hbm_report_layout_at(t, "zoned", NULL, NULL, hbm_report_tightest_event(&run[0]), NULL, NULL, &run[0]);
   char *html = NULL;
   size_t len = 0;
   if (r == HBM_OK) {

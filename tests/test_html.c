@@ -474,7 +474,7 @@ int main(void) {
     CHECK_EQ_U64(r->result.peak_live, peak);
     uint64_t at = hbm_report_tightest_event(r);
     CHECK(at > 0);
-    CHECK(hbm_report_layout_at(t, p, NULL, NULL, at, r) == HBM_OK);
+    CHECK(hbm_report_layout_at(t, p, NULL, NULL, at, NULL, NULL, r) == HBM_OK);
     uint64_t in_layout = 0;
     for (size_t i = 0; i < r->nlayout; i++)
       if (r->layout[i].live) in_layout += r->layout[i].size;
@@ -590,7 +590,7 @@ int main(void) {
                       "a b 1MiB\nf a\nf b\n";
   CHECK(hbm_trace_parse_text(unfit, strlen(unfit), "unfit", &t, &d) == HBM_OK);
   memset(&hand, 0, sizeof hand);
-  CHECK(hbm_report_layout_at(t, "bestfit", NULL, NULL, 1, &hand) == HBM_EINVAL);
+  CHECK(hbm_report_layout_at(t, "bestfit", NULL, NULL, 1, NULL, NULL, &hand) == HBM_EINVAL);
   CHECK(hand.error == HBM_EINVAL && hand.nlayout == 0 && hand.layout == NULL);
   hbm_report_run_release(&hand);
   hbm_trace_free(t);

@@ -1,7 +1,9 @@
 /* test_replay_progress: a replay reports its progress every 2^20 events,
  * counting the events done, and once more at the end with all of them (the
- * CLI's progress line on long traces reads these). */
+ * CLI's progress line on long traces reads these). A replay up to a layout
+ * (hbm_report_layout_at) reports against the event it stops at. */
 #include "hbm.h"
+#include "report/html.h"
 #include "testutil.h"
 #include "trace/trace.h"
 
@@ -37,6 +39,18 @@ int main(void) {
   CHECK_EQ_U64(l.done[1], 2u << 20);
   CHECK_EQ_U64(l.done[2], events);
   CHECK_EQ_U64(l.total, events);
+
+  /* up to the layout after 2^21 + 1 events: reports at 2^20 and 2^21, of 2^21 + 1 */
+  progress_log m = {0};
+  hbm_report_run run = {0};
+  const uint64_t at = (2u << 20) + 1;
+  CHECK(hbm_report_layout_at(t, "bestfit", NULL, "sim:64MiB", at, on_progress, &m, &run) == HBM_OK);
+  CHECK_EQ_U64(m.calls, 2);
+  CHECK_EQ_U64(m.done[0], 1u << 20);
+  CHECK_EQ_U64(m.done[1], 2u << 20);
+  CHECK_EQ_U64(m.total, at);
+  CHECK_EQ_U64(run.layout_event, at);
+  hbm_report_run_release(&run);
   hbm_trace_free(t);
   return test_done("test_replay_progress");
 }

@@ -117,7 +117,15 @@ typedef struct at_ctx {
   uint64_t event;
   hbm_sample sample; /* the one taken at the event */
   int sampled;
+  hbm_progress_fn *progress; /* told done of `event`, where the replay stops */
+  void *progress_arg;
 } at_ctx;
+
+static void at_progress(uint64_t done, uint64_t total, void *arg) {
+  const at_ctx *c = arg;
+  (void)total;
+  c->progress(done < c->event ? done : c->event, c->event, c->progress_arg);
+}
 
 static void at_sample(const hbm_sample *s, void *arg) {
   at_ctx *c = arg;
@@ -127,9 +135,9 @@ static void at_sample(const hbm_sample *s, void *arg) {
 }
 
 int hbm_report_layout_at(const hbm_trace *t, const char *policy, const char *conf, const char *device,
-                         uint64_t event, hbm_report_run *run) {
+                         uint64_t event, hbm_progress_fn *progress, void *progress_arg, hbm_report_run *run) {
   if (event > t->nevents) event = t->nevents;
-  at_ctx c = {.event = event};
+  at_ctx c = {.event = event, .progress = progress, .progress_arg = progress_arg};
   hbm_replay_options o;
   memset(&o, 0, sizeof o);
   o.policy = policy;
@@ -138,6 +146,10 @@ int hbm_report_layout_at(const hbm_trace *t, const char *policy, const char *con
   o.every = event; /* the first sample is the moment itself */
   o.on_sample = at_sample;
   o.sample_arg = &c;
+  if (progress && event) {
+    o.on_progress = at_progress;
+    o.progress_arg = &c;
+  }
   o.layout_event = event;
   o.layout_at_start = event == 0;
   o.on_layout = hbm_report_keep_layout;

@@ -84,12 +84,14 @@ int hbm_report_keep_layout(void *run, uint64_t addr, uint64_t size, int live, hb
 
 /* The layout of `policy` just before event `event` of the trace (0, after
  * the starting state alone, to its events; hbm_replay up to there, starting
- * state included), into run->layout.
+ * state included), into run->layout. progress (or NULL) is told the events
+ * replayed of `event`.
  * For runs that did not fail: hbm_report_tightest_event() says which moment to
  * show. HBM_EHOSTMEM (also in run->error) when host memory ran out: no layout
  * with runs left out; HBM_EINVAL for a start that did not fit. */
 int hbm_report_layout_at(const hbm_trace *trace, const char *policy, const char *conf,
-                         const char *device, uint64_t event, hbm_report_run *run);
+                         const char *device, uint64_t event, hbm_progress_fn *progress, void *progress_arg,
+                         hbm_report_run *run);
 /* The sampled moment (after step 1) with the smallest largest free block; 0 if none. */
 uint64_t hbm_report_tightest_event(const hbm_report_run *run);
 
