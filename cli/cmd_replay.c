@@ -141,10 +141,7 @@ static int pick_layout(const hbm_trace *trace, layout_when when, uint64_t event,
       out->why = "the policy reported no layout at the failure";
       return HBM_OK;
     }
-    run->layout_event = r->first_oom.event;
-    run->layout_step = r->first_oom.step;
-    run->layout_largest_free = r->first_oom.largest_free;
-    run->layout_live = r->first_oom.limit - r->first_oom.free_total; /* free is the limit less live */
+    hbm_report_failure_moment(run);
     out->run = run;
     return HBM_OK;
   }

@@ -79,13 +79,16 @@ int hbm_report_run_policy(const hbm_trace *t, const char *policy, const char *co
   if (rc == HBM_OK && out->error) rc = out->error;
   snprintf(out->result.policy, sizeof out->result.policy, "%s", policy);
   out->error = rc;
-  if (out->result.oom) {
-    out->layout_event = out->result.first_oom.event;
-    out->layout_step = out->result.first_oom.step;
-    out->layout_largest_free = out->result.first_oom.largest_free;
-    out->layout_live = out->result.first_oom.limit - out->result.first_oom.free_total; /* free is the limit less live */
-  }
+  if (out->result.oom) hbm_report_failure_moment(out);
   return rc;
+}
+
+void hbm_report_failure_moment(hbm_report_run *r) {
+  const hbm_oom_report *o = &r->result.first_oom;
+  r->layout_event = o->event;
+  r->layout_step = o->step;
+  r->layout_largest_free = o->largest_free;
+  r->layout_live = o->limit - o->free_total; /* free is the limit less live */
 }
 
 /* The tightest moment leaves out steps 0 and 1 (the first fills caches and

@@ -81,6 +81,9 @@ void hbm_report_run_release(hbm_report_run *run);
  * with both args pointing at a zeroed run, then copy the result into run->result. */
 void hbm_report_keep_sample(const hbm_sample *sample, void *run);
 int hbm_report_keep_layout(void *run, uint64_t addr, uint64_t size, int live, hbm_tag tag);
+/* The moment of a layout kept at the first failure, from run->result.first_oom:
+ * layout_event, layout_step, layout_largest_free and layout_live. */
+void hbm_report_failure_moment(hbm_report_run *run);
 
 /* The layout of `policy` just before event `event` of the trace (0, after
  * the starting state alone, to its events; hbm_replay up to there, starting
