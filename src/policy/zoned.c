@@ -2466,16 +2466,21 @@ static int scan_fixed(void *arg, uint64_t addr, uint64_t size, int live) {
   return c->visit(c->arg, addr, size, live, HBM_TAG_OTHER);
 }
 
+/* One range's part of the scan (with virtual memory). */
+static int scan_range(const zoned *z, uint32_t ri, hbm_scan_fn *visit, void *arg) {
+  scan_ctx c = {z, ri, visit, arg};
+  return hbm_vspace_walk(z->ranges[ri].vs, scan_one, &c);
+}
+
 static int zoned_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
   zoned *z = (zoned *)p;
-  scan_ctx c = {z, 0, visit, arg};
   if (z->fallback) {
+    scan_ctx c = {z, 0, visit, arg};
     int rc = hbm_range_walk(z->fixed[HBM_LIFE_STATIC], scan_fixed, &c);
     return rc ? rc : hbm_range_walk(z->fixed[HBM_LIFE_TRANSIENT], scan_fixed, &c);
   }
   for (uint32_t k = 0; k < z->nranges; k++) {
-    c.ri = z->order[k];
-    int rc = hbm_vspace_walk(z->ranges[c.ri].vs, scan_one, &c);
+    int rc = scan_range(z, z->order[k], visit, arg);
     if (rc) return rc;
   }
   return 0;
@@ -2633,9 +2638,8 @@ static int add_scanned(void *arg, uint64_t addr, uint64_t size, int live, hbm_ta
 static void check_scan_sums(zoned *z, hbm_checker *k) {
   scan_sum t = {0, 0, 0, 1, 0, 0};
   for (uint32_t i = 0; i < z->nranges; i++) { /* range by range: two ranges may meet, and holes with them */
-    scan_ctx c = {z, z->order[i], add_scanned, &t};
     t.last_hole = 0;
-    hbm_vspace_walk(z->ranges[c.ri].vs, scan_one, &c);
+    scan_range(z, z->order[i], add_scanned, &t);
   }
   if (!t.ordered) hbm_check_fail(k, "Z9 the layout scan goes back in address order");
   if (t.split) hbm_check_fail(k, "Z9 the layout scan visits two holes side by side (one hole, split)");
