@@ -578,6 +578,16 @@ int cli_check_policies(const char *device, char names[][32], int n, const cli_co
       return CLI_BAD_INPUT;
     }
   }
+  /* A policy's own settings replace the common ones, not add to them: common
+   * settings that every policy of the run replaces would go nowhere, unread. */
+  int common_used = 0;
+  for (int k = 0; k < n; k++) common_used |= cli_conf_for(confs, names[k]) == confs->all;
+  if (confs->all && !common_used) {
+    cli_error("--alloc-conf '%s' would go to no policy: each one this run uses has its own (POLICY=SETTINGS), "
+              "which replace the common settings; give a policy all of its settings in one POLICY=SETTINGS",
+              confs->all);
+    return CLI_BAD_INPUT;
+  }
   hbm_device *dev = NULL;
   int rc = hbm_device_open(device ? device : "sim:96GiB", &dev);
   if (rc != HBM_OK) return cli_exit_code(rc);
@@ -601,8 +611,8 @@ int cli_check_policies(const char *device, char names[][32], int n, const cli_co
     else if (to_all && n > 1) {
       if (!held.message[0]) /* the policy gave no words of its own */
         snprintf(held.message, sizeof held.message, "policy %s: %s", names[i], hbm_strerror(rc));
-      cli_error("--alloc-conf '%s' went to every policy; %s; POLICY=SETTINGS gives settings to one", confs->all,
-                held.message);
+      cli_error("--alloc-conf '%s' went to every policy%s; %s; POLICY=SETTINGS gives settings to one", confs->all,
+                confs->n ? " without settings of its own" : "", held.message);
     }
     else if (held.message[0])
       cli_error("%s", held.message);

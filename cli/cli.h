@@ -182,7 +182,8 @@ int cli_load_trace(const char *path, int device, hbm_trace **out);
 /* On stderr, where a snapshot had private memory pools: what a replay of it
  * cannot follow (hbm_trace_private_pools). */
 void cli_note_private_pools(const char *path, const hbm_trace *t);
-/* Before any work: refuses POLICY=SETTINGS for a policy not in `names`, and
+/* Before any work: refuses POLICY=SETTINGS for a policy not in `names` and
+ * common settings that every policy in `names` replaces with its own, and
  * creates each policy with its settings over the device (`device`, or a sim
  * device where the trace will name the capacity), so that a bad device or
  * setting is said once, in one line, before the first replay: CLI_OK, else

@@ -167,6 +167,17 @@ one_line "--alloc-conf 'moves:off' went to every policy; policy bestfit: takes n
   bench replay --steps 1 --alloc-conf moves:off
 one_line "--alloc-conf 'chunk:16MiB' went to every policy; policy caching: " bench sweep --alloc-conf chunk:16MiB --jobs 1
 one_line "policy zoned: bad setting 'moves:maybe'" replay "$good" --policy zoned --alloc-conf moves:maybe
+# a policy's own settings replace the common ones: common settings that every
+# policy of the run replaces would go nowhere, unread, so they are refused
+no_policy="would go to no policy: each one this run uses has its own (POLICY=SETTINGS)"
+one_line "--alloc-conf 'chunk:32MiB' $no_policy" replay "$good" --policy zoned --alloc-conf chunk:32MiB \
+  --alloc-conf zoned=trim:off
+one_line "--alloc-conf 'garbage' $no_policy" mincap "$good" --policy zoned --alloc-conf zoned=trim:off \
+  --alloc-conf garbage
+one_line "--alloc-conf 'garbage' $no_policy" bench sweep --jobs 1 --alloc-conf garbage --alloc-conf zoned=trim:off \
+  --alloc-conf caching=max_split_size_mb:128 --alloc-conf expandable=max_split_size_mb:128
+one_line "--alloc-conf 'chunk:32MiB' went to every policy without settings of its own; policy caching: " \
+  replay "$good" --policy zoned,caching --alloc-conf chunk:32MiB --alloc-conf zoned=trim:off
 # a name before '=' longer than any policy's is no policy, and not copied as one
 long=$(printf '%0300d' 0)
 count_bad "--alloc-conf '$long=1': '$long' is not a policy" replay "$good" --alloc-conf "$long=1"
