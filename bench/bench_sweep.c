@@ -359,7 +359,7 @@ int bench_sweep(int argc, char **argv) {
   if (!jobs) { cli_error("bench sweep: out of host memory"); return CLI_FAILED; }
   uint64_t rng = seed;
   uint64_t redraw_invalid = 0, redraw_static = 0, redraw_peak = 0;
-  int progress = cli_is_tty(), exit_code = CLI_OK;
+  int progress = cli_is_tty() && !json, exit_code = CLI_OK;
   double t0 = bench_now_ns();
   for (uint64_t k = 0; k < njobs; k++) {
     sweep_job *job = &jobs[k];

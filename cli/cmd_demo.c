@@ -56,6 +56,7 @@ typedef struct job {
   int nruns, next;
   uint64_t *done;      /* per run */
   uint64_t total;
+  int quiet;           /* no progress bar (--json) */
   pthread_mutex_t lock;
 } job;
 
@@ -82,7 +83,8 @@ static void *worker(void *arg) {
     if (i < 0) return NULL;
     progress_arg p = {j, i};
     hbm_report_run *run = &j->runs[i];
-    int rc = hbm_report_run_policy(j->t, j->names[i], NULL, j->device, j->every, on_progress, &p, run);
+    int rc = hbm_report_run_policy(j->t, j->names[i], NULL, j->device, j->every, j->quiet ? NULL : on_progress, &p,
+                                   run);
     /* nothing failed: show the layout at the tightest sampled moment instead */
     uint64_t at = rc == HBM_OK && !run->result.oom ? hbm_report_tightest_event(run) : 0;
     if (at && (rc = hbm_report_layout_at(j->t, j->names[i], NULL, j->device, at, NULL, NULL, run)) != HBM_OK)
@@ -180,7 +182,7 @@ int cmd_demo(int argc, char **argv) {
   }
   hbm_trace *t = NULL;
   if (rc == HBM_OK) {
-    c.on_progress = cli_progress_fn;
+    c.on_progress = json ? NULL : cli_progress_fn;
     c.progress_arg = "generating";
     rc = hbm_gen_llm(&c, &t, &diag);
     cli_progress_end();
@@ -203,7 +205,7 @@ int cmd_demo(int argc, char **argv) {
   }
   char device[64];
   snprintf(device, sizeof device, "sim:%llu", (unsigned long long)c.capacity);
-  job j = {.t = t, .device = device, .names = names, .runs = runs, .nruns = npol, .done = done};
+  job j = {.t = t, .device = device, .names = names, .runs = runs, .nruns = npol, .done = done, .quiet = json};
   j.every = t->nevents / 20000 > 0 ? t->nevents / 20000 : 1; /* ~20000 samples per policy */
   j.total = t->nevents * (uint64_t)npol;
   pthread_mutex_init(&j.lock, NULL);

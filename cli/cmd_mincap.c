@@ -139,7 +139,7 @@ int cmd_mincap(int argc, char **argv) {
   int *errors = calloc((size_t)npolicies, sizeof *errors); /* HBM_OK, or why that policy's search could not go on */
   if (!errors) { cli_error("out of memory"); free(results); hbm_trace_free(trace); return CLI_FAILED; }
   for (int i = 0; i < npolicies; i++, done++) {
-    show_progress(policies[i], i, npolicies);
+    if (!json) show_progress(policies[i], i, npolicies);
     mo.conf = cli_conf_for(&confs, policies[i]);
     rc = hbm_mincap(trace, policies[i], &mo, &results[i]);
     if (rc != HBM_OK) {

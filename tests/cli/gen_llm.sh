@@ -300,6 +300,19 @@ if command -v script > /dev/null 2>&1; then
   grep -q "generating .*100%" "$dir/tty.out" || { echo "FAIL gen llm shows no progress on a terminal: $(tr '\r' '\n' < "$dir/tty.out" | tail -3)"; fail=1; }
   script -qc "\"$HBM\" bench compact --capacity 256MiB --rounds 2" /dev/null < /dev/null > "$dir/tty.out" 2>&1
   grep -q "bench compact .*100%" "$dir/tty.out" || { echo "FAIL bench compact shows no progress on a terminal"; fail=1; }
+  # with --json, none: the commands that report show their bars only beside their text
+  s437="$HBM_ROOT/tests/fixtures/step437.trace"
+  for cmd in "mincap \"$s437\" --policy zoned|mincap: searching" \
+             "bench sweep --jobs 1 --steps 2|job 1/1" \
+             "demo --preset 7b-1gpu-80g --steps 1 --policy caching --html \"$dir/tty.html\"|generating" \
+             "replay \"$s437\" --policy zoned --layout-at 3|zoned"; do
+    args=${cmd%|*} label=${cmd##*|}
+    script -qc "\"$HBM\" $args" /dev/null < /dev/null > "$dir/tty.out" 2>&1
+    grep -q "$label" "$dir/tty.out" || { echo "FAIL $args shows no '$label' on a terminal"; fail=1; }
+    script -qc "\"$HBM\" $args --json" /dev/null < /dev/null > "$dir/tty.out" 2>&1
+    tr '\r' '\n' < "$dir/tty.out" | grep -q "^$label\|\[#*\.*\]" &&
+      { echo "FAIL $args --json shows progress: $(tr '\r' '\n' < "$dir/tty.out" | grep "$label" | head -2)"; fail=1; }
+  done
   echo "ok   progress on a terminal"
 else
   echo "skip progress on a terminal: script(1) is not installed"
