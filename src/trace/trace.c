@@ -798,7 +798,9 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
         const hbm_init_block *last = &t->init_blocks[t->ninit_blocks - 1];
         expect = last->addr + last->size;
       }
-      if (b.addr != expect || b.size > seg->addr + seg->size - b.addr) { rc = BAD(&p, "init-blk must tile its segment: expected a block at %#llx within %#llx..%#llx", (unsigned long long)expect, (unsigned long long)seg->addr, (unsigned long long)(seg->addr + seg->size)); break; }
+      uint64_t seg_end = seg->addr + seg->size;
+      if (b.addr != expect) { rc = BAD(&p, "init-blk at 0x%llx: expected the next block of its segment (0x%llx..0x%llx) at 0x%llx, where the one before ends; its blocks tile it in order", (unsigned long long)b.addr, (unsigned long long)seg->addr, (unsigned long long)seg_end, (unsigned long long)expect); break; }
+      if (b.size > seg_end - b.addr) { rc = BAD(&p, "init-blk at 0x%llx of %llu bytes runs past its segment's end 0x%llx: expected at most %llu bytes", (unsigned long long)b.addr, (unsigned long long)b.size, (unsigned long long)seg_end, (unsigned long long)(seg_end - b.addr)); break; }
       if (!tok_eq(tk[3], "-")) {
         uint32_t id = ids_lookup(&ids, tk[3].s, tk[3].n, 1);
         if (id == HBM_NO_ID) { rc = HBM_EHOSTMEM; break; }
