@@ -720,6 +720,11 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
       if (n > 2) { rc = BAD(&p, "expected 's [STEP]'"); break; }
       uint64_t s = step + 1;
       if (n == 2 && !tok_u64(tk[1], &s)) { rc = BAD(&p, "expected a step number, got '%.*s'", (int)tk[1].n, tk[1].s); break; }
+      if (n == 1 && step_line && s == 0) { /* the next after 2^64 - 1 would wrap to 0 */
+        rc = BAD(&p, "'s' after step %llu (line %llu): no step number follows it", (unsigned long long)step,
+                 (unsigned long long)step_line);
+        break;
+      }
       if (step_line && s <= step) {
         rc = BAD(&p, "step %llu after step %llu (line %llu): steps only go forward", (unsigned long long)s,
                  (unsigned long long)step, (unsigned long long)step_line);
