@@ -66,7 +66,9 @@ int cli_write_failed(const hbm_diag *diag, int err, const char *path) {
   return err == HBM_EINVAL ? CLI_BAD_INPUT : CLI_FAILED; /* EINVAL: e.g. the output path is an input */
 }
 
-int cli_parse_size(const char *what, const char *text, uint64_t *out) {
+/* `too_large`: what follows "WHAT: 'TEXT' is too large" for a size past
+ * 2^64 - 1 bytes (the range the caller takes). */
+static int parse_size(const char *what, const char *text, const char *too_large, uint64_t *out) {
   uint64_t v = 0;
   if (hbm_size_parse(text, &v) == HBM_OK && v > 0) {
     *out = v;
@@ -90,13 +92,17 @@ int cli_parse_size(const char *what, const char *text, uint64_t *out) {
   else if (hbm_size_parse(text, &v) == HBM_OK)
     cli_error("%s: expected a size above zero, got '%s'%s", what, text, number > digits ? " (0 bytes once rounded)" : "");
   else
-    cli_error("%s: '%s' is too large (at most 16 EiB, 2^64 - 1 bytes)", what, text);
+    cli_error("%s: '%s' is too large%s", what, text, too_large);
   return 0;
+}
+
+int cli_parse_size(const char *what, const char *text, uint64_t *out) {
+  return parse_size(what, text, " (at most 16 EiB, 2^64 - 1 bytes)", out);
 }
 
 int cli_parse_capacity(const char *what, const char *text, uint64_t *out) {
   uint64_t v;
-  if (!cli_parse_size(what, text, &v)) return 0;
+  if (!parse_size(what, text, ": expected a device capacity of 2MiB (one page) to 1PiB", &v)) return 0;
   if (v < (2ull << 20) || v > (1ull << 50)) {
     cli_error("%s: expected a device capacity of 2MiB (one page) to 1PiB, got '%s'", what, text);
     return 0;
