@@ -157,6 +157,10 @@ static void check_util_edges(void) {
                      "\"param\":0,\"grad\":22,\"optim\":0,\"act\":0,\"comm\":0,\"temp\":1048576}}") != NULL);
   /* too small a buffer: the length it needs, as snprintf */
   CHECK(hbm_stats_format(&st, 1, text, 8) == n && strlen(text) == 7);
+  /* no buffer: the length it needs, whatever the length given */
+  CHECK(hbm_stats_format(&st, 1, NULL, 0) == n);
+  CHECK(hbm_stats_format(&st, 1, NULL, 100) == n);
+  CHECK(hbm_stats_format(&st, 0, NULL, 100) > 0);
 }
 
 int main(void) {

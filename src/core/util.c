@@ -392,6 +392,7 @@ static void out_value_double(out_buf *o, int json, const char *name, double v, i
 
 int hbm_stats_format(const hbm_stats *s, int json, char *buf, size_t len) {
   if (!s) return HBM_EINVAL;
+  if (!buf) len = 0; /* as snprintf(NULL, 0): the length needed */
   out_buf o = {buf, len, 0};
   if (len) buf[0] = 0;
   int first = 1;
