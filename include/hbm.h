@@ -65,7 +65,10 @@ void hbm_set_error_handler(hbm_error_fn *fn, void *arg);
  * error. In this version, settings a policy was given and does not read on
  * this device (zoned's `split` where it maps virtual memory, its mapping
  * settings in fixed zones), said once per policy created. hbm_check()
- * findings are errors, reported through the error handler. Default: silent. */
+ * findings are errors, reported through the error handler. Default: silent.
+ * Both setters are thread-safe: a handler and its argument change together.
+ * A handler runs on the thread that reports, so where several threads use
+ * the library it must be thread-safe itself; it may set handlers. */
 typedef void hbm_output_fn(const char *message, void *arg);
 void hbm_set_output_handler(hbm_output_fn *fn, void *arg);
 

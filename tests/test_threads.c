@@ -1,6 +1,7 @@
 /* test_threads: four threads share one heap (alloc, write, verify, free);
  * then one thread per policy, each on a heap of its own over one shared
- * device. Run under ThreadSanitizer by `make check SANITIZE=thread`. */
+ * device; then errors reported on two threads while a third swaps the
+ * handler. Run under ThreadSanitizer by `make check SANITIZE=thread`. */
 #include <pthread.h>
 
 #include "hbm.h"
@@ -40,6 +41,40 @@ static void *worker(void *arg) {
     }
   }
   while (n) hbm_free(j->heap, addr[--n]);
+  return NULL;
+}
+
+/* Each handler is set with its own argument: one called with the other's
+ * argument saw a pair torn by a set on another thread. */
+typedef struct handler_arg { int who; long calls; } handler_arg;
+static void handler_one(int err, const char *message, void *arg) {
+  handler_arg *h = arg;
+  if (h->who != 1 || err != HBM_EINVAL || !message[0]) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&h->calls, 1, __ATOMIC_RELAXED);
+}
+static void handler_two(int err, const char *message, void *arg) {
+  handler_arg *h = arg;
+  if (h->who != 2 || err != HBM_EINVAL || !message[0]) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&h->calls, 1, __ATOMIC_RELAXED);
+}
+static handler_arg arg_one = {1, 0}, arg_two = {2, 0};
+static int setting;
+
+static void *swap_handlers(void *arg) {
+  (void)arg;
+  while (__atomic_load_n(&setting, __ATOMIC_ACQUIRE)) {
+    hbm_set_error_handler(handler_one, &arg_one);
+    hbm_set_error_handler(handler_two, &arg_two);
+    hbm_set_output_handler(NULL, NULL);
+  }
+  return NULL;
+}
+
+static void *report_errors(void *arg) {
+  hbm_heap *heap = arg;
+  uint64_t ops = (uint64_t)(20000 * test_scale());
+  for (uint64_t i = 0; i < ops; i++) /* a free of no block: HBM_EINVAL, reported */
+    if (hbm_free(heap, 0x1000 + i) != HBM_EINVAL) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
   return NULL;
 }
 
@@ -93,6 +128,23 @@ int main(void) {
     drained(heaps[i]);
     hbm_heap_destroy(heaps[i]);
   }
+  hbm_device_close(dev);
+
+  /* ---- errors reported on two threads while a third swaps the handler ---- */
+  CHECK(hbm_device_open("sim:1GiB", &dev) == HBM_OK);
+  CHECK(hbm_heap_create(dev, "bestfit", NULL, &heap) == HBM_OK);
+  hbm_set_error_handler(handler_one, &arg_one);
+  setting = 1;
+  pthread_t swapper, reporters[2];
+  pthread_create(&swapper, NULL, swap_handlers, NULL);
+  for (int i = 0; i < 2; i++) pthread_create(&reporters[i], NULL, report_errors, heap);
+  for (int i = 0; i < 2; i++) pthread_join(reporters[i], NULL);
+  __atomic_store_n(&setting, 0, __ATOMIC_RELEASE);
+  pthread_join(swapper, NULL);
+  hbm_set_error_handler(NULL, NULL);
+  CHECK(!failed);
+  CHECK_EQ_U64((uint64_t)(arg_one.calls + arg_two.calls), 2 * (uint64_t)(20000 * test_scale()));
+  hbm_heap_destroy(heap);
   hbm_device_close(dev);
   return test_done("test_threads");
 }

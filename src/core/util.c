@@ -63,34 +63,54 @@ const char *hbm_strerror(int err) {
   }
 }
 
-/* ---- callbacks: set once at start-up by the program; read on error paths ---- */
+/* ---- callbacks: set by the program, read on error paths ----
+ * A handler and its argument are set and read together under one lock, so a
+ * report on one thread never pairs another thread's new handler with the old
+ * argument. The handler runs outside the lock: it may set handlers itself. */
+static pthread_mutex_t handler_lock = PTHREAD_MUTEX_INITIALIZER;
 static hbm_error_fn *error_fn;
 static void *error_arg;
 static hbm_output_fn *output_fn;
 static void *output_arg;
 
-void hbm_set_error_handler(hbm_error_fn *fn, void *arg) { error_fn = fn; error_arg = arg; }
-void hbm_set_output_handler(hbm_output_fn *fn, void *arg) { output_fn = fn; output_arg = arg; }
+void hbm_set_error_handler(hbm_error_fn *fn, void *arg) {
+  pthread_mutex_lock(&handler_lock);
+  error_fn = fn, error_arg = arg;
+  pthread_mutex_unlock(&handler_lock);
+}
+void hbm_set_output_handler(hbm_output_fn *fn, void *arg) {
+  pthread_mutex_lock(&handler_lock);
+  output_fn = fn, output_arg = arg;
+  pthread_mutex_unlock(&handler_lock);
+}
 
 int hbm_report_error(int err, const char *fmt, ...) {
-  if (!error_fn) return err;
+  pthread_mutex_lock(&handler_lock);
+  hbm_error_fn *fn = error_fn;
+  void *arg = error_arg;
+  pthread_mutex_unlock(&handler_lock);
+  if (!fn) return err;
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
   hbm_vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  error_fn(err, msg, error_arg);
+  fn(err, msg, arg);
   return err;
 }
 
 void hbm_report_note(const char *fmt, ...) {
-  if (!output_fn) return;
+  pthread_mutex_lock(&handler_lock);
+  hbm_output_fn *fn = output_fn;
+  void *arg = output_arg;
+  pthread_mutex_unlock(&handler_lock);
+  if (!fn) return;
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
   hbm_vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  output_fn(msg, output_arg);
+  fn(msg, arg);
 }
 
 int hbm_setting_repeated(const char **seen, unsigned *n, const char *key) {
