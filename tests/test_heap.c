@@ -163,10 +163,33 @@ static void check_util_edges(void) {
   CHECK(hbm_stats_format(&st, 0, NULL, 100) > 0);
 }
 
+/* per_process_memory_fraction:0 is a limit of nothing: every request fails,
+ * and nothing is free for the heap (not the whole device, "infinitely"
+ * fragmented). */
+static void fraction_zero(void) {
+  static const char *const policies[] = {"caching", "expandable"};
+  for (int i = 0; i < 2; i++) {
+    hbm_device *dev;
+    hbm_heap *h;
+    uint64_t addr;
+    hbm_stats st;
+    CHECK(hbm_device_open("sim:1GiB", &dev) == HBM_OK);
+    CHECK(hbm_heap_create(dev, policies[i], "per_process_memory_fraction:0", &h) == HBM_OK);
+    CHECK(hbm_alloc(h, 1 << 20, HBM_TAG_TEMP, 0, &addr) == HBM_ENOMEM);
+    CHECK(hbm_heap_stats(h, &st) == HBM_OK);
+    CHECK_EQ_U64(st.free_total, 0);
+    CHECK_EQ_U64(st.largest_free, 0);
+    CHECK(st.fragmentation == 0);
+    hbm_heap_destroy(h);
+    hbm_device_close(dev);
+  }
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_heap"), rng = seed;
   hbm_set_error_handler(count_error, NULL);
   check_util_edges();
+  fraction_zero();
 
   /* sizes */
   uint64_t v;

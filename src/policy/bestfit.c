@@ -59,7 +59,7 @@ static void bestfit_usage(hbm_policy *p, hbm_policy_usage *u) {
   bestfit *b = (bestfit *)p;
   u->reserved = hbm_range_top(b->arena) - b->seg_addr;
   u->largest_free = hbm_range_largest_free(b->arena);
-  u->limit = 0;
+  u->limit = UINT64_MAX;
 }
 
 typedef struct scan_ctx { hbm_scan_fn *visit; void *arg; } scan_ctx;

@@ -233,7 +233,7 @@ static void compact_usage(hbm_policy *p, hbm_policy_usage *u) {
   compact *c = (compact *)p;
   u->reserved = hbm_range_top(c->arena) - c->seg_addr;
   u->largest_free = hbm_range_largest_free(c->arena);
-  u->limit = 0;
+  u->limit = UINT64_MAX;
 }
 
 typedef struct scan_ctx { hbm_scan_fn *visit; void *arg; } scan_ctx;

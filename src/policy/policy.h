@@ -27,7 +27,8 @@ typedef struct hbm_policy {
 typedef struct hbm_policy_usage {
   uint64_t reserved;
   uint64_t largest_free;
-  uint64_t limit; /* the most the policy may hold, where a setting caps it below the capacity; else 0 */
+  uint64_t limit; /* the most the policy may hold, where a setting caps it below the capacity
+                   * (0 is a limit: per_process_memory_fraction:0); else UINT64_MAX */
 } hbm_policy_usage;
 
 /* What the policy may hold on a device of `capacity`: the capacity, or its
@@ -36,7 +37,7 @@ typedef struct hbm_policy_usage {
  * hold up to a page more, and that memory is its own. Free for the policy is
  * this less live. */
 static inline uint64_t hbm_policy_room(const hbm_policy_usage *u, uint64_t capacity) {
-  if (!u->limit || u->limit >= capacity) return capacity;
+  if (u->limit >= capacity) return capacity;
   uint64_t room = u->reserved > u->limit ? u->reserved : u->limit;
   return room < capacity ? room : capacity;
 }

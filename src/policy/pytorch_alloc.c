@@ -1229,7 +1229,7 @@ void hbm_pt_usage(hbm_policy *p, hbm_policy_usage *out) {
   pt *m = (pt *)p;
   hbm_device *dev = p->dev;
   out->reserved = m->total_allocated_memory;
-  out->limit = m->conf.set_fraction ? m->allowed_memory_maximum : 0;
+  out->limit = m->conf.set_fraction ? m->allowed_memory_maximum : UINT64_MAX;
   uint64_t best = largest_from_cache(m, LARGE);
   uint64_t small = largest_from_cache(m, SMALL);
   if (small > best) best = small;

@@ -2358,7 +2358,7 @@ static uint64_t largest_free_by(const zoned *z, hbm_vspace_visit_fn *visit) {
 static void zoned_usage(hbm_policy *p, hbm_policy_usage *u) {
   zoned *z = (zoned *)p;
   u->reserved = zoned_reserved(p);
-  u->limit = 0;
+  u->limit = UINT64_MAX;
   if (z->fallback) {
     uint64_t a = hbm_range_largest_free(z->fixed[0]), b = hbm_range_largest_free(z->fixed[1]);
     u->largest_free = a > b ? a : b;

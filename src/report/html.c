@@ -462,7 +462,7 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
     return snprintf(buf, len, "%s: the replay could not run (%s).", res->policy, hbm_strerror(r->error));
   if (res->oom) {
     const hbm_oom_report *o = &res->first_oom;
-    uint64_t room = o->limit && o->limit < cap ? o->limit : cap; /* free total is this less live */
+    uint64_t room = o->limit < cap ? o->limit : cap; /* free total is this less live */
     uint64_t live = room > o->free_total ? room - o->free_total : 0;
     if (o->cause == HBM_CAUSE_START && o->request > cap)
       return snprintf(buf, len, "The trace's starting state does not fit: its %s live exceed the capacity %s; "
