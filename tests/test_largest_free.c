@@ -9,13 +9,16 @@
  * asks for largest_free and requests it, or one granule more. The first must
  * succeed. The second must fail under caching, expandable and bestfit, where
  * the figure is exact (expandable's counts what a request grows to in a
- * segment's free space; it would be a lower bound under
- * per_process_memory_fraction, which no run here sets, or with blocks outside
- * expandable segments, which none starts with); under compact and zoned it
+ * segment's free space; it could be a lower bound under
+ * per_process_memory_fraction, whose check may drop a run of free space that
+ * a shorter request would pass, though no run here has met one, or with
+ * blocks outside expandable segments, which none starts with); under compact and zoned it
  * may succeed only by moving data (the device copies during the request:
  * compaction, zoned's re-chunking), which the figure leaves out by
  * definition. How often more fitted is printed per policy. The caching model
- * runs again under settings that change what its figure weighs.
+ * runs again under settings that change what its figure weighs (the memory
+ * fraction for expandable: its check weighs a request's size, while new
+ * pages map whole).
  *
  * With several streams the figure is "on the stream best placed for it":
  * the promised size must succeed on at least one stream, and one granule
@@ -236,6 +239,7 @@ static const struct {
     {"caching", "max_split_size_mb:32,roundup_power2_divisions:4"},
     {"caching", "garbage_collection_threshold:0.6,per_process_memory_fraction:0.9"},
     {"expandable", "max_split_size_mb:32,max_non_split_rounding_mb:64"},
+    {"expandable", "per_process_memory_fraction:0.6"},
 };
 
 int main(void) {

@@ -1246,13 +1246,18 @@ void hbm_pt_usage(hbm_policy *p, hbm_policy_usage *out) {
   uint64_t released_free = device_free + m->releasable + unmappable;
   uint64_t held = m->total_allocated_memory - m->releasable - unmappable;
   uint64_t avail = released_free;
-  if (m->conf.set_fraction) {
-    uint64_t room = m->allowed_memory_maximum > held ? m->allowed_memory_maximum - held : 0;
-    if (room < avail) avail = room;
-  }
+  uint64_t room = m->allowed_memory_maximum > held ? m->allowed_memory_maximum - held : 0;
+  if (m->conf.set_fraction && room < avail) avail = room;
   uint64_t fresh = 0;
   if (m->conf.expandable) {
-    fresh = largest_request_within(&m->conf, avail / HBM_PT_LARGE_BUFFER * HBM_PT_LARGE_BUFFER);
+    /* The device maps whole large pages; the fraction's check (alloc_block)
+     * weighs the request's allocation size, in 2 MiB, not the pages. */
+    uint64_t bound = released_free / HBM_PT_LARGE_BUFFER * HBM_PT_LARGE_BUFFER;
+    if (m->conf.set_fraction && room / HBM_PT_ROUND_LARGE * HBM_PT_ROUND_LARGE < bound)
+      bound = room / HBM_PT_ROUND_LARGE * HBM_PT_ROUND_LARGE;
+    fresh = largest_request_within(&m->conf, bound);
+    /* a rounded size below kMinLargeAlloc is allocated as a whole large page */
+    if (hbm_pt_round_size(&m->conf, fresh) < HBM_PT_MIN_LARGE_ALLOC && bound < HBM_PT_LARGE_BUFFER) fresh = 0;
   } else if (avail >= HBM_PT_MIN_LARGE_ALLOC) {
     fresh = largest_request_within(&m->conf, avail / HBM_PT_ROUND_LARGE * HBM_PT_ROUND_LARGE);
     /* a rounded size below kMinLargeAlloc takes a whole kLargeBuffer segment */
