@@ -95,8 +95,9 @@ int hbm_tag_parse(const char *name, hbm_tag *tag);
  * overflow. */
 int hbm_size_parse(const char *text, uint64_t *bytes);
 /* Parses a whole count: "1024", "7B", "70e9", "1.3B", "16Mi". Digits with an
- * optional fraction and exponent (e6), then an optional suffix: K, M, G or B,
- * T (powers of 10, either case) or Ki, Mi, Gi, Ti (of 2). Exact to 2^64 - 1;
+ * optional fraction and exponent (e6 or e+6, not negative), then an optional
+ * suffix: K, M, G or B, T (powers of 10, either case) or Ki, Mi, Gi, Ti (of
+ * 2). Exact to 2^64 - 1;
  * HBM_EINVAL on a sign, hexadecimal, anything else, a value that is not whole
  * ("1.5"), overflow or more than 64 characters. */
 int hbm_count_parse(const char *text, uint64_t *count);
@@ -152,7 +153,7 @@ uint64_t hbm_device_peak_used(const hbm_device *dev);
   X(uint64_t, frees, "frees")                                                           \
   X(uint64_t, failures, "requests the policy could not place (not bad arguments)")      \
   X(uint64_t, live_blocks, "allocations alive now")                                     \
-  X(uint64_t, backend_calls, "device runtime calls")
+  X(uint64_t, backend_calls, "the device's runtime calls so far, every heap's on it")
 
 #define HBM_STATS_VERSION 1
 
@@ -187,8 +188,10 @@ typedef struct hbm_heap hbm_heap;
  * out what the other heaps on its device hold. bestfit and compact take the
  * whole device as they start, one segment their blocks are placed in: their
  * `reserved` is the footprint in it (the end of the highest live block, what
- * the layout costs), not what they hold, and no other heap can have memory of
- * that device (HBM_ENOMEM, reported); caching, expandable and zoned take
+ * the layout costs), not what they hold. So no other heap can have memory of
+ * that device: one created before them fails theirs (HBM_ENOMEM, reported),
+ * and one created after them starts, but its requests fail (HBM_ENOMEM, the
+ * answer to a request, not reported). caching, expandable and zoned take
  * memory as they need it and report it as reserved. */
 int hbm_heap_create(hbm_device *dev, const char *policy, const char *conf, hbm_heap **out);
 void hbm_heap_destroy(hbm_heap *heap);
@@ -350,7 +353,8 @@ typedef struct hbm_trace hbm_trace;
 
 /* Reads a trace file: hbm text trace v1, or a PyTorch memory snapshot pickle
  * (detected by content). On HBM_EPARSE/HBM_EIO, diag says where and what; a
- * file over 16 GiB is HBM_EPARSE, unread. On HBM_EHOSTMEM diag names the file. */
+ * file over 16 GiB, and an empty path, are HBM_EPARSE, unread. On
+ * HBM_EHOSTMEM diag names the file. */
 int hbm_trace_load(const char *path, hbm_trace **out, hbm_diag *diag);
 /* The same, reading device `device` of a snapshot (-1: the first with trace
  * entries, as hbm_trace_load does; below -1: HBM_EINVAL, diag says so). A text trace, or a
@@ -361,8 +365,9 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
                          hbm_diag *diag);
 /* Writes the trace as text v1, atomically: a temporary file of its own
  * (created exclusively beside the path, never an existing one), renamed over
- * the path. Refuses (HBM_EINVAL) to write over the file the trace was read
- * from, however the path names it (the file, not the path read, is kept). */
+ * the path. Refuses (HBM_EINVAL) an empty path, and to write over the file
+ * the trace was read from, however the path names it (the file, not the path
+ * read, is kept). */
 int hbm_trace_save(const hbm_trace *trace, const char *path, hbm_diag *diag);
 void hbm_trace_free(hbm_trace *trace);
 uint64_t hbm_trace_event_count(const hbm_trace *trace);
