@@ -354,11 +354,11 @@ int cmd_replay(int argc, char **argv) {
   int exit_code = CLI_OK;
   for (int i = 0; i < npolicies; i++) {
     hbm_replay_options o = {.policy = policies[i], .conf = cli_conf_for(&confs, policies[i]), .device = device, .every = every,
-                            .verify_data = verify_data, .on_sample = hbm_report_keep_sample,
-                            .sample_arg = &runs[i], .on_progress = json ? NULL : cli_progress_fn,
-                            .progress_arg = policies[i], .on_oom_layout = hbm_report_keep_layout,
-                            .oom_layout_arg = &runs[i], .check_every = check_every};
-    rc = hbm_replay(trace, &o, &results[i]);
+                            .verify_data = verify_data, .on_progress = json ? NULL : cli_progress_fn,
+                            .progress_arg = policies[i], .check_every = check_every};
+    rc = hbm_report_run_hooks(trace, &runs[i], &o);
+    if (rc == HBM_OK) rc = hbm_replay(trace, &o, &results[i]);
+    else memset(&results[i], 0, sizeof results[i]);
     cli_progress_end();
     if (!results[i].policy[0]) /* cleared where the policy could not open */
       snprintf(results[i].policy, sizeof results[i].policy, "%s", policies[i]);

@@ -465,6 +465,15 @@ typedef struct hbm_replay_options {
    * backend call; `hbm bench replay` sets it. The contract's rules on them
    * are then not checked. */
   int untracked_mappings;
+  /* live_buckets > 0 (at most the trace's events), with live_min and
+   * live_max of as many entries: the least and most live bytes after each
+   * event of each of live_buckets equal slices of the events (slice k: events
+   * k * n / live_buckets up to the next slice's first, of n), under this
+   * policy: a request it failed is not live. Every entry starts at the
+   * starting state's live bytes, so slices a replay ended before (a starting
+   * state that did not fit, layout_event) keep that. The report page's band. */
+  uint64_t live_buckets;
+  uint64_t *live_min, *live_max;
 } hbm_replay_options;
 
 typedef struct hbm_oom_report {

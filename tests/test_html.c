@@ -431,6 +431,26 @@ int main(void) {
     if (i) CHECK(run.layout[i].addr >= run.layout[i - 1].addr + run.layout[i - 1].size);
   }
   CHECK(live_in_layout >= run.result.capacity - run.result.first_oom.free_total);
+  /* its own live band: exact under the policy (a failed request is not live),
+   * reaching its peak live; never above the trace's, slice by slice */
+  CHECK(run.live_buckets == rep.live_buckets);
+  uint64_t run_max = 0;
+  for (size_t k = 0; k < run.live_buckets; k++) {
+    CHECK(run.live_min[k] <= run.live_max[k]);
+    CHECK(run.live_max[k] <= rep.live_max[k] && run.live_min[k] <= rep.live_min[k]);
+    if (run.live_max[k] > run_max) run_max = run.live_max[k];
+  }
+  CHECK_EQ_U64(run_max, run.result.peak_live);
+  CHECK(run.result.peak_live < peak);
+  {
+    /* where every request is served, the run's band is the trace's */
+    hbm_report_run roomy;
+    CHECK(hbm_report_run_policy(t, "bestfit", NULL, "sim:1TiB", 0, NULL, NULL, &roomy) == HBM_OK);
+    CHECK(!roomy.result.oom && roomy.live_buckets == rep.live_buckets);
+    for (size_t k = 0; k < roomy.live_buckets; k++)
+      CHECK(roomy.live_min[k] == rep.live_min[k] && roomy.live_max[k] == rep.live_max[k]);
+    hbm_report_run_release(&roomy);
+  }
   char words[2048];
   hbm_report_diagnosis(&rep, &run, words, sizeof words);
   CHECK(strstr(words, "over capacity") != NULL);

@@ -38,6 +38,7 @@ typedef struct replay_state {
   int start_unfit;     /* ... and one of them did not fit */
   hbm_seg_hints hints; /* a recording's segment addresses, for PyTorch's model on sim */
   int use_hints;
+  uint64_t slice, slice_end; /* o->live_buckets: the slice of the events under way, and its end */
 } replay_state;
 
 static double now_ns(void) {
@@ -81,6 +82,20 @@ static void on_relocate(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_
     return;
   }
   s->addr[id] = new_addr;
+}
+
+/* Live bytes after event i, into its slice's least and most (live_buckets
+ * equal slices of the events, as the report's envelope of the trace takes
+ * them: a slice starts from the live bytes of the event that opens it). */
+static void note_live(replay_state *s, uint64_t i) {
+  const hbm_replay_options *o = s->o;
+  while (i >= s->slice_end && s->slice + 1 < o->live_buckets) {
+    s->slice++;
+    s->slice_end = (s->slice + 1) * s->t->nevents / o->live_buckets;
+    o->live_min[s->slice] = o->live_max[s->slice] = s->live;
+  }
+  if (s->live < o->live_min[s->slice]) o->live_min[s->slice] = s->live;
+  if (s->live > o->live_max[s->slice]) o->live_max[s->slice] = s->live;
 }
 
 static void track_peaks(replay_state *s) {
@@ -360,6 +375,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
   if (!res) return HBM_EINVAL;
   memset(res, 0, sizeof *res); /* cleared on every error, as the header says */
   if (!t || !o || !o->policy) return HBM_EINVAL;
+  if (o->live_buckets && (o->live_buckets > t->nevents || !o->live_min || !o->live_max)) return HBM_EINVAL;
   replay_state s = {.t = t, .o = o, .res = res};
   int rc = open_policy(t, o->policy, o->conf, o->device, o->untracked_mappings, &s.dev, &s.p);
   if (rc != HBM_OK) return rc;
@@ -476,6 +492,8 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
   uint64_t steps_seen = 0, progress_every = 1u << 20;
   int counted_first_step = 0;
   uint64_t calls_after_first_step = 0;
+  for (uint64_t k = 0; k < o->live_buckets; k++) o->live_min[k] = o->live_max[k] = s.live; /* the starting state's */
+  s.slice_end = o->live_buckets ? t->nevents / o->live_buckets : 0;
   double t0 = now_ns();
   for (uint64_t i = 0; !unfit && i < t->nevents; i++) {
     const hbm_event *e = &t->events[i];
@@ -508,6 +526,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
       if (rc == HBM_OK) rc = s.failed;
       goto out;
     }
+    if (o->live_buckets) note_live(&s, i);
     if (o->check_every && (i + 1) % o->check_every == 0 && (rc = check_policy(&s, i + 1)) != HBM_OK) goto out;
     if (every && (i + 1) % every == 0) take_sample(&s, i + 1);
     if (o->on_progress && (i + 1) % progress_every == 0) o->on_progress(i + 1, t->nevents, o->progress_arg);

@@ -59,6 +59,26 @@ int hbm_report_keep_layout(void *arg, uint64_t addr, uint64_t size, int live, hb
   return 0;
 }
 
+/* The slices of the events the live band is drawn in: one per plotted point. */
+static size_t live_slices(const hbm_trace *t) { return t->nevents < PLOT_POINTS ? (size_t)t->nevents : PLOT_POINTS; }
+
+int hbm_report_run_hooks(const hbm_trace *t, hbm_report_run *run, hbm_replay_options *o) {
+  o->on_sample = hbm_report_keep_sample;
+  o->sample_arg = run;
+  o->on_oom_layout = hbm_report_keep_layout;
+  o->oom_layout_arg = run;
+  size_t nb = live_slices(t);
+  free(run->live_min);
+  free(run->live_max);
+  run->live_min = nb ? malloc(nb * sizeof *run->live_min) : NULL;
+  run->live_max = nb ? malloc(nb * sizeof *run->live_max) : NULL;
+  run->live_buckets = run->live_min && run->live_max ? nb : 0;
+  o->live_buckets = run->live_buckets;
+  o->live_min = run->live_min;
+  o->live_max = run->live_max;
+  return run->live_buckets == nb ? HBM_OK : HBM_EHOSTMEM;
+}
+
 int hbm_report_run_policy(const hbm_trace *t, const char *policy, const char *conf,
                           const char *device, uint64_t every, hbm_progress_fn *progress,
                           void *progress_arg, hbm_report_run *out) {
@@ -69,13 +89,10 @@ int hbm_report_run_policy(const hbm_trace *t, const char *policy, const char *co
   o.conf = conf;
   o.device = device;
   o.every = every;
-  o.on_sample = hbm_report_keep_sample;
-  o.sample_arg = out;
   o.on_progress = progress;
   o.progress_arg = progress_arg;
-  o.on_oom_layout = hbm_report_keep_layout;
-  o.oom_layout_arg = out;
-  int rc = hbm_replay(t, &o, &out->result);
+  int rc = hbm_report_run_hooks(t, out, &o);
+  if (rc == HBM_OK) rc = hbm_replay(t, &o, &out->result);
   if (rc == HBM_OK && out->error) rc = out->error;
   snprintf(out->result.policy, sizeof out->result.policy, "%s", policy);
   out->error = rc;
@@ -185,6 +202,8 @@ void hbm_report_run_release(hbm_report_run *r) {
   if (!r) return;
   free(r->samples);
   free(r->layout);
+  free(r->live_min);
+  free(r->live_max);
   memset(r, 0, sizeof *r);
 }
 
@@ -194,7 +213,7 @@ int hbm_report_trace_facts(const hbm_trace *t, hbm_report *rep) {
   rep->steps = 0;
   rep->largest_comm_request = 0;
   if (!rep->capacity) rep->capacity = t->capacity;
-  size_t nb = t->nevents < PLOT_POINTS ? (size_t)t->nevents : PLOT_POINTS;
+  size_t nb = live_slices(t);
   free(rep->live_min);
   free(rep->live_max);
   rep->live_min = nb ? malloc(nb * sizeof *rep->live_min) : NULL;
@@ -767,16 +786,21 @@ static void chart_memory(sb *b, const hbm_report *rep, const hbm_report_run *r) 
   int decimals;
   byte_axis(p.y1, &unit, &unit_name, &decimals);
   frame(b, &p, r, unit, unit_name, decimals);
-  if (!r->result.oom && rep->live_buckets && rep->events) {
-    /* exact, from the trace: the replay served every request */
+  /* exact: the run's own (requests it failed are not live), else the trace's
+   * where the replay served every request; a start that did not fit has
+   * neither, only its sample */
+  int own = r->live_buckets && !(r->result.oom && r->result.first_oom.cause == HBM_CAUSE_START);
+  size_t nb = own ? r->live_buckets : !r->result.oom ? rep->live_buckets : 0;
+  const uint64_t *lo = own ? r->live_min : rep->live_min, *hi = own ? r->live_max : rep->live_max;
+  if (nb && rep->events) {
     sb_printf(b, "<polygon class='live' points='");
-    for (size_t k = 0; k < rep->live_buckets; k++) {
-      double mid = ((double)k + 0.5) * (double)rep->events / (double)rep->live_buckets;
-      sb_printf(b, "%.1f,%.1f ", px(&p, mid), py(&p, (double)rep->live_max[k]));
+    for (size_t k = 0; k < nb; k++) {
+      double mid = ((double)k + 0.5) * (double)rep->events / (double)nb;
+      sb_printf(b, "%.1f,%.1f ", px(&p, mid), py(&p, (double)hi[k]));
     }
-    for (size_t k = rep->live_buckets; k-- > 0;) {
-      double mid = ((double)k + 0.5) * (double)rep->events / (double)rep->live_buckets;
-      sb_printf(b, "%.1f,%.1f ", px(&p, mid), py(&p, (double)rep->live_min[k]));
+    for (size_t k = nb; k-- > 0;) {
+      double mid = ((double)k + 0.5) * (double)rep->events / (double)nb;
+      sb_printf(b, "%.1f,%.1f ", px(&p, mid), py(&p, (double)lo[k]));
     }
     sb_printf(b, "'/>\n");
   } else {

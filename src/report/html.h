@@ -41,6 +41,11 @@ typedef struct hbm_report_run {
   int layout_at_failure;         /* 1: taken at the first failure; 0: at layout_event */
   uint64_t layout_event, layout_step, layout_largest_free, layout_live;
   uint64_t layout_reserved;      /* at layout_event (hbm_report_layout_at); not at a failure */
+  /* Live bytes under this policy over time, exact (hbm_replay_options'
+   * live_buckets: requests it failed are not live), in the report's slices
+   * of the events; none (0) where there is no event or no host memory. */
+  uint64_t *live_min, *live_max;
+  size_t live_buckets;
 } hbm_report_run;
 
 typedef struct hbm_report {
@@ -58,13 +63,19 @@ typedef struct hbm_report {
   int nruns;
   /* Live bytes over time, exact, from the trace (hbm_report_trace_facts fills
    * them, hbm_report_release frees): min and max over live_buckets equal
-   * slices of the events. Replays that failed requests use their samples. */
+   * slices of the events. A run draws its own (hbm_report_run), which differ
+   * where it failed requests. */
   uint64_t *live_min, *live_max;
   size_t live_buckets;
   const hbm_trace *trace;        /* set by hbm_report_trace_facts: the diagnosis asks it what was
                                   * live at a sampled moment (NULL: it does not) */
 } hbm_report;
 
+/* Points o's samples, layout at the first failure and live band at `run`
+ * (the band's slices allocated here): what a replay needs to fill a report
+ * run. HBM_EHOSTMEM where the band could not be allocated (the run then has
+ * none). Release with hbm_report_run_release(). */
+int hbm_report_run_hooks(const hbm_trace *trace, hbm_report_run *run, hbm_replay_options *o);
 /* Replays `trace` through `policy` (conf and device as in hbm_replay_options;
  * device NULL: sim at the trace's capacity), sampling every `every` events (0:
  * at step boundaries) and keeping the layout at the first failure. progress may
