@@ -106,7 +106,7 @@ static void check_failure_words(void) {
     CHECK(strstr(html, "<td class='fail'>3</td><td>4.00 MiB</td><td>2.00 MiB</td><td>2.00 MiB</td>"
                        "<td class='fail'>capacity</td><td>2</td></tr>") != NULL);
     CHECK(strstr(html, "<h3>Layout at the first failure (step 3, a 4.00 MiB request, largest free 2.00 MiB)</h3>"));
-    CHECK(strstr(html, "<p class='sub'>3 holes, 3.00 MiB in all, the largest 1.50 MiB (marked); live by purpose: "
+    CHECK(strstr(html, "<p class='sub'>3 holes, 3.00 MiB in all, the largest 1.50 MiB (marked); placed by purpose: "
                        "param 4.00 MiB act 1.00 MiB. The strip") != NULL);
     /* the ranges span 8 MiB, the capacity itself: no word of address space beyond it */
     CHECK(strstr(html, "Its ranges span") == NULL);
@@ -150,7 +150,7 @@ static void check_failure_words(void) {
   if (html) {
     CHECK(strstr(html, " Its ranges span") == NULL); /* no note on address space: a hole is memory */
     CHECK(strstr(html, "Its largest free (") == NULL); /* 1 MiB, the largest hole itself */
-    CHECK(strstr(html, "live by purpose: other 9.00 MiB. The strip") != NULL);
+    CHECK(strstr(html, "placed by purpose: other 9.00 MiB. The strip") != NULL);
     CHECK(strstr(html, "background:#9c755f'></span>other</span>") != NULL); /* in the legend where it is live */
   }
   free(html);

@@ -1177,7 +1177,7 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
     sb_printf(&b, "<h3>Fragmentation ratio (free total / largest free &minus; 1)</h3>\n");
     chart_frag(&b, rep, r, r->result.max_frag);
     sb_printf(&b, "<h3>Free total and largest free block</h3><div class='legend'>");
-    legend_item(&b, "rgba(150,150,150,.5)", "free total (capacity &minus; live)", 0);
+    legend_item(&b, "rgba(150,150,150,.5)", "free total (capacity, or the policy's limit, &minus; live)", 0);
     legend_item(&b, "#1b7f79", "largest free block", 1);
     if (rep->largest_comm_request) legend_item(&b, "#e15759", "largest communication buffer", 1);
     sb_printf(&b, "</div>\n");
@@ -1206,7 +1206,7 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
       sb_printf(&b, "</div>\n");
       if (r->nlayout) {
         strip(&b, rep, r, &f);
-        sb_printf(&b, "<p class='sub'>%llu hole%s, %s in all, the largest %s (marked); live by purpose:",
+        sb_printf(&b, "<p class='sub'>%llu hole%s, %s in all, the largest %s (marked); placed by purpose:",
                   (unsigned long long)f.lay.holes, f.lay.holes == 1 ? "" : "s", size_text(f.lay.hole_bytes, a, 32),
                   size_text(f.lay.largest_hole, c, 32));
         for (int t = 0; t < HBM_TAG_COUNT; t++)
@@ -1234,7 +1234,7 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
 
   sb_printf(&b, "<footer>Words as in docs/design.md: <b>live</b> = sum of requests not freed; <b>allocated</b> = "
                 "blocks handed out; <b>reserved</b> = held from the device; <b>free total</b> = capacity &minus; "
-                "live; <b>largest free</b> = the largest request that would succeed now without moving data; "
+                "live (the policy's limit &minus; live where a setting caps what it may hold); <b>largest free</b> = the largest request that would succeed now without moving data; "
                 "<b>efficiency</b> = peak live / peak reserved. Lines keep each bucket's worst value "
                 "(at most %d points per line). Cause, the first that holds: <i>capacity</i> when live + request &gt; "
                 "capacity; <i>rules</i> when the memory could hold it and the policy's own rules refused it; "
