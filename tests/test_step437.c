@@ -63,6 +63,20 @@ int main(void) {
   CHECK(hbm_replay(t, &small, &r) == HBM_OK && r.oom == 1);
   CHECK(hbm_replay(NULL, &small, &r) == HBM_EINVAL && r.oom == 0 && r.events == 0);
   CHECK(hbm_replay(t, NULL, NULL) == HBM_EINVAL);
+  /* a live band: at most a slice per event, and somewhere to put it */
+  uint64_t lo[64], hi[64];
+  uint64_t n = hbm_trace_event_count(t);
+  CHECK(n < 64);
+  hbm_replay_options band = {.policy = "bestfit", .live_buckets = n + 1, .live_min = lo, .live_max = hi};
+  CHECK(hbm_replay(t, &band, &r) == HBM_EINVAL);
+  band.live_buckets = n;
+  band.live_max = NULL;
+  CHECK(hbm_replay(t, &band, &r) == HBM_EINVAL);
+  band.live_max = hi;
+  CHECK(hbm_replay(t, &band, &r) == HBM_OK && r.oom);
+  uint64_t top = 0;
+  for (uint64_t k = 0; k < n; k++) top = hi[k] > top ? hi[k] : top;
+  CHECK_EQ_U64(top, r.peak_live);
   hbm_trace_free(t);
   return test_done("test_step437");
 }
