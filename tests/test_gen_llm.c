@@ -519,6 +519,9 @@ static void check_bad_options(void) {
   c.layers = c.hidden = c.heads = 0;
   c.params = 100000000000000ull;
   expect_bad("params", &c, "largest model --params reaches, 26.39T");
+  /* and one in a gap between shapes (1 layer x 128 is 6.6M, x 256 13.7M) is refused, not rounded */
+  c.params = 10000000;
+  expect_bad("params in a gap", &c, "no shape within 6% of it; the nearest --params reaches is 6.64M");
 }
 
 /* ZeRO-3 holds a unit's gathered weights while it computes and the next unit's,

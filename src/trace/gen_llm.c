@@ -353,6 +353,17 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
                  (above ? r.hi_L : r.lo_L) == 1 ? "" : "s", above ? r.hi_h : r.lo_h, c.vocab,
                  above ? "" : " (and a smaller --vocab)", above ? "a larger" : "a smaller");
     }
+    /* Inside the reach, in a gap between shapes (10M: 1 layer x 128 is 6.6M,
+     * x 256 is 13.7M): the closest is not the model asked for either. */
+    if (shape_error(&c, best_L, best_h) > 0.06 * (double)c.params) { /* the widths' pick, if they were tried */
+      char want[32], got[32];
+      double has = shape_params(&c, best_L, best_h);
+      return bad(diag,
+                 "--params %s: no shape within 6%% of it; the nearest --params reaches is %s (%u layer%s, hidden %u, "
+                 "vocab %u): give --layers and --hidden instead for this model",
+                 count_text((double)c.params, want), count_text(has, got), best_L, best_L == 1 ? "" : "s", best_h,
+                 c.vocab);
+    }
     c.layers = best_L;
     c.hidden = best_h;
     if (!c.heads) c.heads = best_h / 128;

@@ -92,7 +92,7 @@ grep -q '"workload":"[^"]*, zero 2 + offload, ' "$dir/off" || { echo "FAIL --off
   { echo "FAIL --seq 100:100 --seq-align 64: $(cat "$dir/one")"; fail=1; }
 
 # the estimate to the letter, where no ZeRO-3 shard is held apart
-"$HBM" gen llm --params 20M --steps 1 --estimate > "$dir/est20m" 2>&1
+"$HBM" gen llm --layers 3 --hidden 384 --steps 1 --estimate > "$dir/est20m" 2>&1
 cat > "$dir/want" <<'EOF2'
 parameters     24.6M in the model, 24.6M on this device
 static         422.99 MiB = BF16 weights 47.00 MiB + FP32 master 94.00 MiB + FP32 grads 94.00 MiB + Adam m,v 188.00 MiB
@@ -102,7 +102,7 @@ peak live      2.84 GiB estimated (forward), 2.84 GiB with every sequence at 204
 made of        234.99 MiB static, 2.61 GiB activations and temporaries
 fits           yes, 77.16 GiB to spare before any allocator's overhead
 EOF2
-cmp -s "$dir/est20m" "$dir/want" || { echo "FAIL --params 20M --estimate:"; diff "$dir/want" "$dir/est20m"; fail=1; }
+cmp -s "$dir/est20m" "$dir/want" || { echo "FAIL 3 x 384 (24.6M) --estimate:"; diff "$dir/want" "$dir/est20m"; fail=1; }
 
 # --seq in each form: a length, a range, a list (taken, not refused); a form of
 # both is refused as a form; a MIN or list entry of 31 bytes is read, one of 32 refused
@@ -280,14 +280,19 @@ fi
 grep -q "^parameters     26.39T in the model" "$dir/huge_model" || { echo "FAIL trillions in the estimate: $(head -1 "$dir/huge_model")"; fail=1; }
 "$HBM" gen llm --layers 512 --hidden 65536 --seq 128 --dp 1000000 --zero 3 --steps 1 --estimate --json > "$dir/huge_model" 2>&1
 grep -q '"workload":"gpt 26.4T (512 layers' "$dir/huge_model" || { echo "FAIL trillions in the name: $(cat "$dir/huge_model")"; fail=1; }
+# a count in a gap between the shapes --params reaches is refused, naming the nearest
+"$HBM" gen llm --params 10M --estimate > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && [ ! -s "$dir/out" ] &&
+  grep -q "params 10.00M: no shape within 6% of it; the nearest --params reaches is 6.64M (1 layer, hidden 128" "$dir/err" ||
+  { echo "FAIL --params 10M in a gap: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
 # a model under a billion parameters is counted in millions, in the estimate and the trace's name
-"$HBM" gen llm --params 20M --steps 1 --estimate > "$dir/small" 2>&1
+"$HBM" gen llm --layers 3 --hidden 384 --steps 1 --estimate > "$dir/small" 2>&1
 grep -q "^parameters     24.6M in the model" "$dir/small" || { echo "FAIL small model estimate: $(head -1 "$dir/small")"; fail=1; }
-"$HBM" gen llm --params 20M --steps 1 -o "$dir/small.trace" > /dev/null 2>&1
+"$HBM" gen llm --layers 3 --hidden 384 --steps 1 -o "$dir/small.trace" > /dev/null 2>&1
 grep -q "^# gpt 24.6M (3 layers" "$dir/small.trace" || { echo "FAIL small model name: $(sed -n 2p "$dir/small.trace")"; fail=1; }
 # a capacity in decimal units is what the device gives, whole 2 MiB granules,
 # in the trace, the JSON and demo's header alike (not the 80,000,000,000 typed)
-"$HBM" gen llm --params 20M --steps 1 --capacity 80GB --json -o "$dir/gb.trace" > "$dir/gb.json" 2>&1
+"$HBM" gen llm --layers 3 --hidden 384 --steps 1 --capacity 80GB --json -o "$dir/gb.trace" > "$dir/gb.json" 2>&1
 grep -q '"capacity":79997960192[,}]' "$dir/gb.json" && grep -qx "capacity 79997960192" "$dir/gb.trace" ||
   { echo "FAIL --capacity 80GB: $(cat "$dir/gb.json"; grep capacity "$dir/gb.trace")"; fail=1; }
 "$HBM" demo --preset 7b-1gpu-80g --steps 1 --capacity 80GB --policy caching --html "$dir/gb.html" > "$dir/gb.demo" 2>&1

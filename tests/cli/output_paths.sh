@@ -151,7 +151,7 @@ fi
 # before any work (a replay or a demo would otherwise run to the end first),
 # as writing would say it, exit 1, nothing written.
 for cmd in "plan $dir/p.csv -o" "replay $HBM_ROOT/tests/fixtures/step437.trace --policy caching --html" \
-           "demo --preset 7b-1gpu-80g --steps 1 --policy caching --html" "gen llm --params 20M --steps 1 -o"; do
+           "demo --preset 7b-1gpu-80g --steps 1 --policy caching --html" "gen llm --layers 3 --hidden 384 --steps 1 -o"; do
   for out in "$dir/none/out" "$dir/p.csv/out"; do
     # shellcheck disable=SC2086
     "$HBM" $cmd "$out" > "$dir/out" 2> "$dir/err"; rc=$?
