@@ -267,12 +267,12 @@ static int print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estimat
          hbm_size_format(e->master_bytes, d, 32), hbm_size_format(e->grad_bytes, f, 32),
          hbm_size_format(e->optim_bytes, g, 32));
   printf("activations    %s per layer at seq %u; %s at the peak\n",
-         hbm_size_format(e->act_layer_bytes, h, 32), c->seq_max, hbm_size_format(e->act_peak_bytes, k, 32));
+         hbm_size_format(e->act_layer_bytes, h, 32), hbm_gen_llm_seq_longest(c), hbm_size_format(e->act_peak_bytes, k, 32));
   printf("buckets        %llu per reduction, largest %s; %s in flight at the peak\n",
          (unsigned long long)e->nbuckets, hbm_size_format(e->bucket_max_bytes, l, 32),
          hbm_size_format(e->comm_bytes, m, 32));
   printf("peak live      %s estimated (%s), %s with every sequence at %u; capacity %s\n",
-         hbm_size_format(e->peak, n, 32), e->peak_phase, hbm_size_format(e->at_seq_max, p, 32), c->seq_max,
+         hbm_size_format(e->peak, n, 32), e->peak_phase, hbm_size_format(e->at_seq_max, p, 32), hbm_gen_llm_seq_longest(c),
          hbm_size_format(c->capacity, a, 32));
   /* its parts, which add up to it (the nonzero ones) */
   printf("made of        %s static", hbm_size_format(e->static_at_peak_bytes, a, 32));

@@ -463,6 +463,11 @@ static uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+uint32_t hbm_gen_llm_seq_longest(const hbm_gen_llm_config *c) {
+  if (c->seq_kind != HBM_SEQ_UNIFORM || c->seq_min == c->seq_max) return c->seq_max;
+  return c->seq_max / c->seq_align * c->seq_align; /* resolve refuses a range without a multiple */
+}
+
 uint32_t hbm_gen_llm_seq(const hbm_gen_llm_config *c, uint64_t step, uint32_t micro) {
   if (c->seq_kind == HBM_SEQ_FIXED) return c->seq_max;
   uint64_t r = mix64(c->seed * 0x100000001B3ull ^ mix64(step * 65537 + micro));
@@ -1835,7 +1840,8 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
   est->static_bytes = est->param_bytes + est->grad_bytes + est->master_bytes + est->optim_bytes;
   est->params_resident = est->param_bytes / 2; /* BF16 */
   act_sizes zmax;
-  act_init(&S, c.seq_max, &zmax);
+  uint32_t longest = hbm_gen_llm_seq_longest(&c);
+  act_init(&S, longest, &zmax);
   est->act_layer_bytes = zmax.layer;
 
   int sharded = c.zero >= 2 || c.offload;
@@ -1906,12 +1912,12 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
     bsim_free(&b);
     return HBM_EHOSTMEM;
   }
-  for (int pass = 0; pass < 2; pass++) { /* pass 0: this seed; pass 1: every micro-batch at seq_max */
+  for (int pass = 0; pass < 2; pass++) { /* pass 0: this seed; pass 1: every micro-batch at its longest */
     uint64_t steps = pass ? 1 : c.steps;
     uint64_t top = 0;
     for (uint64_t step = 1; step <= steps; step++) {
       /* m, v are created in step 1's optimizer, after its micro-batches: these
-       * run without them in any run; with every sequence at seq_max (pass 1)
+       * run without them in any run; with every sequence at its longest (pass 1)
        * the step stands for the later steps, which have them, where there are any */
       uint64_t st = step == 1 && (!pass || c.steps == 1) ? static_first : static_all;
       uint64_t sum = 0; /* kept by the micro-batches in flight */
@@ -1922,7 +1928,7 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
         else if (op < warm + 2 * (m - warm)) is_fwd = ((op - warm) % 2) == 0;
         else is_fwd = 0;
         uint32_t j = is_fwd ? nf++ : nb++;
-        uint64_t seq = pass ? c.seq_max : hbm_gen_llm_seq(&c, step, j);
+        uint64_t seq = pass ? longest : hbm_gen_llm_seq(&c, step, j);
         uint64_t v, act, cm = 0, gathered = 0;
         if (is_fwd) {
           uint64_t f;

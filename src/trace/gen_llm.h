@@ -100,10 +100,16 @@ int hbm_gen_llm_preset(const char *name, hbm_gen_llm_config *cfg);
  * --heads 32"). cfg is updated in place only on success. */
 int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag);
 
+/* The longest sequence a micro-batch of the (resolved) run can have: seq_max,
+ * or for a range, its largest multiple of seq_align (--seq 100:200 with
+ * --seq-align 64 draws 128 and 192). */
+uint32_t hbm_gen_llm_seq_longest(const hbm_gen_llm_config *c);
+
 /* Closed-form memory of one device (docs/workload.md §5), from formulas, not
  * from generated events. Sequence lengths are drawn from the seed exactly as
  * the generator draws them, so `peak` is the estimate for this very run;
- * `at_seq_max` puts every micro-batch at seq_max. That is no bound: shorter
+ * `at_seq_max` puts every micro-batch at the longest length the run can
+ * draw (hbm_gen_llm_seq_longest). That is no bound: shorter
  * sequences compute a backward faster, so more gradient buckets can be in
  * flight at once (docs/workload.md §5). */
 typedef struct hbm_gen_llm_estimate {
@@ -115,7 +121,7 @@ typedef struct hbm_gen_llm_estimate {
   uint64_t grad_bytes;       /* FP32 gradient accumulation on the device */
   uint64_t optim_bytes;      /* Adam m and v on the device */
   uint64_t static_bytes;     /* sum of the four above */
-  uint64_t act_layer_bytes;  /* activations kept per layer at seq_max */
+  uint64_t act_layer_bytes;  /* activations kept per layer at the longest sequence */
   /* The peak, in parts that add up to it: */
   uint64_t static_at_peak_bytes; /* the static state then (in step 1, before its optimizer
                                   * makes m and v, without them) */
@@ -128,7 +134,7 @@ typedef struct hbm_gen_llm_estimate {
   uint64_t nbuckets;         /* gradient buckets per reduction */
   uint64_t bucket_max_bytes; /* largest gradient bucket */
   uint64_t peak;             /* estimated peak live bytes for this seed */
-  uint64_t at_seq_max;       /* the same with every micro-batch at seq_max */
+  uint64_t at_seq_max;       /* the same with every micro-batch at the longest sequence */
   const char *peak_phase;    /* "forward", "backward", "gradient reduction", "optimizer" */
   uint64_t events_per_step;  /* rough count, for sizing */
 } hbm_gen_llm_estimate;

@@ -87,6 +87,10 @@ grep -q '"workload":"[^"]*, zero 1, ' "$dir/nooff" || { echo "FAIL --no-offload:
 "$HBM" gen llm --layers 2 --hidden 256 --seq 128 --offload --steps 1 --estimate --json > "$dir/off" 2>&1
 grep -q '"workload":"[^"]*, zero 2 + offload, ' "$dir/off" || { echo "FAIL --offload: $(cat "$dir/off")"; fail=1; }
 
+# the estimate's 'every sequence at' is the longest the range can draw: 192 of 100:200 by 64
+"$HBM" gen llm --layers 2 --hidden 256 --seq 100:200 --steps 1 --estimate > "$dir/longest" 2>&1
+grep -q "per layer at seq 192;" "$dir/longest" && grep -q "with every sequence at 192;" "$dir/longest" ||
+  { echo "FAIL --seq 100:200's longest draw: $(cat "$dir/longest")"; fail=1; }
 # a range of one length is that length, aligned or not
 "$HBM" gen llm --layers 2 --hidden 256 --seq 100:100 --seq-align 64 --steps 1 --estimate > "$dir/one" 2>&1 ||
   { echo "FAIL --seq 100:100 --seq-align 64: $(cat "$dir/one")"; fail=1; }
