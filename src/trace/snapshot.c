@@ -166,7 +166,9 @@ static int read_segments(importer *im, const hbm_pk_value *segments) {
     if ((rc = get_u64(im, s, "address", &g->addr, where)) || (rc = get_u64(im, s, "total_size", &g->size, where)) ||
         (rc = get_i64(im, s, "stream", &g->stream, 0, where)))
       return rc;
-    if (g->size == 0 || g->size > HBM_MAX_SIZE || g->size % HBM_PT_MIN_BLOCK || g->addr % HBM_PT_MIN_BLOCK)
+    if (g->size > HBM_MAX_SIZE)
+      return fail(im, "%s: total_size %llu is more than the 1 PiB a trace holds", where, (unsigned long long)g->size);
+    if (g->size == 0 || g->size % HBM_PT_MIN_BLOCK || g->addr % HBM_PT_MIN_BLOCK)
       return fail(im, "%s: total_size %llu at 0x%llx is not a positive multiple of 512 bytes", where,
                   (unsigned long long)g->size, (unsigned long long)g->addr);
     const char *type = hbm_pk_str(hbm_pk_get(s, "segment_type"));
@@ -218,10 +220,17 @@ static int read_segments(importer *im, const hbm_pk_value *segments) {
       at += fb->size;
       const char *state;
       if ((rc = get_str(im, b, "state", &state, where))) return rc;
-      fb->active = !strncmp(state, "active", 6);
+      /* PyTorch's states (active_pending_free is documented as active_awaiting_free) */
+      fb->active = !strcmp(state, "active_allocated") || !strcmp(state, "active_pending_free") ||
+                   !strcmp(state, "active_awaiting_free");
+      if (!fb->active && strcmp(state, "inactive"))
+        return fail(im, "%s: state '%.40s': expected active_allocated, active_pending_free or inactive", where, state);
       if (fb->active) {
         uint64_t rq = fb->size;
         if (hbm_pk_get(b, "requested_size") && (rc = get_u64(im, b, "requested_size", &rq, where))) return rc;
+        if (rq > fb->size)
+          return fail(im, "%s: requested_size %llu is more than the block's size %llu", where, (unsigned long long)rq,
+                      (unsigned long long)fb->size);
         fb->requested = rq ? rq : fb->size;
       }
       im->nblocks++;
@@ -269,7 +278,9 @@ static int read_trace(importer *im, const hbm_pk_value *trace) {
       int64_t free_bytes, size, stream = 0;
       if (!hbm_pk_int(hbm_pk_get(t, "device_free"), &free_bytes) || free_bytes < 0) continue;
       x->addr = (uint64_t)free_bytes;
-      /* The refused request, where recorded: a malformed one only loses the event. */
+      /* The refused request, where recorded: one past what a trace holds (a
+       * program may ask for 2 PiB, and PyTorch records the refusal) or none
+       * keeps the capacity the entry tells, and is not asked again. */
       x->size = hbm_pk_int(hbm_pk_get(t, "size"), &size) && size > 0 && (uint64_t)size <= HBM_MAX_SIZE ? (uint64_t)size : 0;
       const hbm_pk_value *sv = hbm_pk_get(t, "stream");
       if (sv && !hbm_pk_int(sv, &stream)) stream = 0;
@@ -286,8 +297,10 @@ static int read_trace(importer *im, const hbm_pk_value *trace) {
       return rc;
     if (kind == E_ALLOC && (x->size == 0 || x->size > HBM_MAX_SIZE))
       return fail(im, "%s: size %llu is not between 1 B and 1 PiB", where, (unsigned long long)x->size);
-    if ((kind == E_SEG_ALLOC || kind == E_SEG_FREE || kind == E_MAP || kind == E_UNMAP) &&
-        (x->size == 0 || x->size > HBM_MAX_SIZE || x->size % HBM_PT_MIN_BLOCK || x->addr % HBM_PT_MIN_BLOCK))
+    int seg_kind = kind == E_SEG_ALLOC || kind == E_SEG_FREE || kind == E_MAP || kind == E_UNMAP;
+    if (seg_kind && x->size > HBM_MAX_SIZE)
+      return fail(im, "%s: segment of %llu bytes: more than the 1 PiB a trace holds", where, (unsigned long long)x->size);
+    if (seg_kind && (x->size == 0 || x->size % HBM_PT_MIN_BLOCK || x->addr % HBM_PT_MIN_BLOCK))
       return fail(im, "%s: segment of %llu bytes at 0x%llx is not a positive multiple of 512 bytes on a 512-byte boundary",
                   where, (unsigned long long)x->size, (unsigned long long)x->addr);
     const hbm_pk_value *tv = hbm_pk_get(t, "time_us");

@@ -47,6 +47,18 @@ echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQV9cQYoWA
   | base64 -d > "$dir/int_action.pickle"
 expect int_action "$dir/int_action.pickle" "device_traces\[0\]\[0\]: 'action' has type int, expected a str"
 
+# Values no recording has: a block state PyTorch does not have, a request
+# larger than its block, a segment past 1 PiB.
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRLAFgHAAAAYWRkcmVzc3EFigYAAAAAAH9YCgAAAHRvdGFsX3NpemVxBkoAACAAWAYAAABzdHJlYW1xB0sAWAwAAABzZWdtZW50X3R5cGVxCFgFAAAAbGFyZ2VxCVgGAAAAYmxvY2tzcQpdcQt9cQwoWAQAAABzaXplcQ1KAAAgAFgFAAAAc3RhdGVxDlgFAAAAd2VpcmRxD2gFigYAAAAAAH91YXVhWA0AAABkZXZpY2VfdHJhY2VzcRBdcRFdcRJhdS4=' \
+  | base64 -d > "$dir/weird_state.pickle"
+expect weird_state "$dir/weird_state.pickle" "segments\\[0\\].blocks\\[0\\]: state 'weird': expected active_allocated, active_pending_free or inactive"
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRLAFgHAAAAYWRkcmVzc3EFigYAAAAAAH9YCgAAAHRvdGFsX3NpemVxBkoAACAAWAYAAABzdHJlYW1xB0sAWAwAAABzZWdtZW50X3R5cGVxCFgFAAAAbGFyZ2VxCVgGAAAAYmxvY2tzcQpdcQsofXEMKFgEAAAAc2l6ZXENSgAAEABYDgAAAHJlcXVlc3RlZF9zaXplcQ5KAQAQAFgFAAAAc3RhdGVxD1gQAAAAYWN0aXZlX2FsbG9jYXRlZHEQaAWKBgAAAAAAf3V9cREoaA1KAAAQAGgPWAgAAABpbmFjdGl2ZXESaAWKBgAAEAAAf3VldWFYDQAAAGRldmljZV90cmFjZXNxE11xFF1xFWF1Lg==' \
+  | base64 -d > "$dir/request_over_block.pickle"
+expect request_over_block "$dir/request_over_block.pickle" "segments\\[0\\].blocks\\[0\\]: requested_size 1048577 is more than the block's size 1048576"
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRLAFgHAAAAYWRkcmVzc3EFigYAAAAAAH9YCgAAAHRvdGFsX3NpemVxBooIAAAAAAAAAEBYBgAAAHN0cmVhbXEHSwBYDAAAAHNlZ21lbnRfdHlwZXEIWAUAAABsYXJnZXEJWAYAAABibG9ja3NxCl1xC31xDChYBAAAAHNpemVxDYoIAAAAAAAAAEBYBQAAAHN0YXRlcQ5YCAAAAGluYWN0aXZlcQ9oBYoGAAAAAAB/dWF1YVgNAAAAZGV2aWNlX3RyYWNlc3EQXXERXXESYXUu' \
+  | base64 -d > "$dir/segment_past_pib.pickle"
+expect segment_past_pib "$dir/segment_past_pib.pickle" "segments\\[0\\]: total_size 4611686018427387904 is more than the 1 PiB a trace holds"
+
 # Two allocations live at once whose ranges share bytes: a damaged recording
 # (PyTorch never hands out a byte twice), at the later entry, naming the other.
 echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQUofXEGKFgGAAAAYWN0aW9ucQdYBQAAAGFsbG9jcQhYBAAAAGFkZHJxCYoGAAAAAAB/WAQAAABzaXplcQpNAARYBgAAAHN0cmVhbXELSwB1fXEMKGgHaAhoCYoGAAIAAAB/aApNAAJoC0sAdWVhdS4=' \
