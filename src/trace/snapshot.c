@@ -337,6 +337,17 @@ static int read_settings(importer *im, const hbm_pk_value *s) {
   int64_t i;
   double d;
   char num[32];
+  /* Values PyTorch would have refused: a damaged recording, not settings to
+   * drop quietly (the run would be modelled with others). */
+  const hbm_pk_value *es = hbm_pk_get(s, "expandable_segments"), *ms = hbm_pk_get(s, "max_split_size"),
+                     *gc = hbm_pk_get(s, "garbage_collection_threshold");
+  if (es && es->type != HBM_PK_NONE && !hbm_pk_int(es, &i))
+    return fail(im, "allocator_settings: 'expandable_segments' is a %s, expected a bool", hbm_pk_type_name(es->type));
+  if (ms && ms->type != HBM_PK_NONE && !hbm_pk_int(ms, &i))
+    return fail(im, "allocator_settings: 'max_split_size' is a %s, expected an int", hbm_pk_type_name(ms->type));
+  if (gc && gc->type != HBM_PK_NONE && (!hbm_pk_float(gc, &d) || !(d >= 0 && d < 1)))
+    return fail(im, "allocator_settings: 'garbage_collection_threshold' is not a number in [0, 1) (PyTorch refuses "
+                "others)");
   if (hbm_pk_int(hbm_pk_get(s, "expandable_segments"), &i) && i) APPEND("expandable_segments:True");
   if (hbm_pk_int(hbm_pk_get(s, "max_split_size"), &i) && i > 0 && (uint64_t)i / MiB >= 20 &&
       (uint64_t)i < (UINT64_MAX >> 1))

@@ -59,6 +59,11 @@ echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRLAFgHAAAAYWRkcmVzc3
   | base64 -d > "$dir/segment_past_pib.pickle"
 expect segment_past_pib "$dir/segment_past_pib.pickle" "segments\\[0\\]: total_size 4611686018427387904 is more than the 1 PiB a trace holds"
 
+# settings PyTorch would have refused: a damaged recording, not settings to drop
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQVhWBIAAABhbGxvY2F0b3Jfc2V0dGluZ3NxBn1xB1gcAAAAZ2FyYmFnZV9jb2xsZWN0aW9uX3RocmVzaG9sZHEIR0AUAAAAAAAAc3Uu' \
+  | base64 -d > "$dir/bad_setting.pickle"
+expect bad_setting "$dir/bad_setting.pickle" "allocator_settings: 'garbage_collection_threshold' is not a number in \\[0, 1)"
+
 # Two allocations live at once whose ranges share bytes: a damaged recording
 # (PyTorch never hands out a byte twice), at the later entry, naming the other.
 echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQUofXEGKFgGAAAAYWN0aW9ucQdYBQAAAGFsbG9jcQhYBAAAAGFkZHJxCYoGAAAAAAB/WAQAAABzaXplcQpNAARYBgAAAHN0cmVhbXELSwB1fXEMKGgHaAhoCYoGAAIAAAB/aApNAAJoC0sAdWVhdS4=' \
