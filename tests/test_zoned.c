@@ -1218,6 +1218,12 @@ int main(void) {
        "zoned: slot, plan, trust ignored: with large_life:on large blocks are placed by class, without plans or slots"},
       {"moves:off,trim:on", 1, "zoned: trim ignored: it re-chunks only where moves hold the cache (moves:off)"},
       {"moves:auto,trim:off,plan:on,trust:off", 1, ""},
+      {"small:off,streams:off,zones:off", 1,
+       "zoned: zones, streams ignored: with small:off every request goes to the large zone, one zone for every "
+       "class (large_life:off)"},
+      {"small:off,large_life:on,zones:off,streams:on", 1,
+       "zoned: streams ignored: with small:off every request goes to the large zone"},
+      {"small:off,large_life:off,moves:on", 1, ""},
   };
   for (size_t i = 0; i < sizeof unread / sizeof unread[0]; i++) {
     note_text[0] = 0;

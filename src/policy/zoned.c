@@ -2018,6 +2018,11 @@ static void note_ignored(const zoned *z) {
   if (c->given & 1u << K_SPLIT)
     hbm_report_note("zoned: split ignored: it sizes the fixed zones, used with vmm:off or on a device that "
                     "maps no virtual memory");
+  /* small:off: no small zones, so none per stream; and unless large blocks
+   * are placed by class, no class decides a zone */
+  if (!c->small && join_keys(c->given & (1u << K_STREAMS | (c->large_life ? 0 : 1u << K_ZONES)), 0, names, sizeof names))
+    hbm_report_note("zoned: %s ignored: with small:off every request goes to the large zone%s", names,
+                    c->large_life ? "" : ", one zone for every class (large_life:off)");
   if (c->large_life && join_keys(c->given & (1u << K_PLAN | 1u << K_TRUST | 1u << K_SLOT), 0, names, sizeof names))
     hbm_report_note("zoned: %s ignored: with large_life:on large blocks are placed by class, without plans "
                     "or slots", names);
