@@ -160,6 +160,7 @@ static int read_segments(importer *im, const hbm_pk_value *segments) {
     int64_t device;
     int rc;
     if ((rc = get_i64(im, s, "device", &device, 0, where))) return rc;
+    if (device < 0) return fail(im, "%s: device %lld: expected a device index, 0 or more", where, (long long)device);
     if (device != im->device) continue;
     fseg *g = &im->segs[im->nsegs];
     memset(g, 0, sizeof *g);
@@ -172,6 +173,8 @@ static int read_segments(importer *im, const hbm_pk_value *segments) {
       return fail(im, "%s: total_size %llu at 0x%llx is not a positive multiple of 512 bytes", where,
                   (unsigned long long)g->size, (unsigned long long)g->addr);
     const char *type = hbm_pk_str(hbm_pk_get(s, "segment_type"));
+    if (type && strcmp(type, "small") && strcmp(type, "large"))
+      return fail(im, "%s: segment_type '%.40s': expected small or large", where, type);
     g->small = type ? !strcmp(type, "small") : g->size == HBM_PT_SMALL_BUFFER;
     const hbm_pk_value *exp = hbm_pk_get(s, "is_expandable");
     int64_t e = 0;

@@ -48,7 +48,8 @@ echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQV9cQYoWA
 expect int_action "$dir/int_action.pickle" "device_traces\[0\]\[0\]: 'action' has type int, expected a str"
 
 # Values no recording has: a block state PyTorch does not have, a request
-# larger than its block, a segment past 1 PiB.
+# larger than its block, a segment past 1 PiB, a segment type or device
+# index PyTorch has none of.
 echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRLAFgHAAAAYWRkcmVzc3EFigYAAAAAAH9YCgAAAHRvdGFsX3NpemVxBkoAACAAWAYAAABzdHJlYW1xB0sAWAwAAABzZWdtZW50X3R5cGVxCFgFAAAAbGFyZ2VxCVgGAAAAYmxvY2tzcQpdcQt9cQwoWAQAAABzaXplcQ1KAAAgAFgFAAAAc3RhdGVxDlgFAAAAd2VpcmRxD2gFigYAAAAAAH91YXVhWA0AAABkZXZpY2VfdHJhY2VzcRBdcRFdcRJhdS4=' \
   | base64 -d > "$dir/weird_state.pickle"
 expect weird_state "$dir/weird_state.pickle" "segments\\[0\\].blocks\\[0\\]: state 'weird': expected active_allocated, active_pending_free or inactive"
@@ -59,6 +60,12 @@ echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRLAFgHAAAAYWRkcmVzc3
   | base64 -d > "$dir/segment_past_pib.pickle"
 expect segment_past_pib "$dir/segment_past_pib.pickle" "segments\\[0\\]: total_size 4611686018427387904 is more than the 1 PiB a trace holds"
 
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRLAFgHAAAAYWRkcmVzc3EFigYAAAAAAH9YCgAAAHRvdGFsX3NpemVxBkoAACAAWAYAAABzdHJlYW1xB0sAWAwAAABzZWdtZW50X3R5cGVxCFgBAAAAeHEJWAYAAABibG9ja3NxCl1xC31xDChYBAAAAHNpemVxDUoAACAAWAUAAABzdGF0ZXEOWAgAAABpbmFjdGl2ZXEPaAWKBgAAAAAAf3VhdWFYDQAAAGRldmljZV90cmFjZXNxEF1xEV1xEmF1Lg==' \
+  | base64 -d > "$dir/bad_segment_type.pickle"
+expect bad_segment_type "$dir/bad_segment_type.pickle" "segments\\[0\\]: segment_type 'x': expected small or large"
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRK/////1gHAAAAYWRkcmVzc3EFigYAAAAAAH9YCgAAAHRvdGFsX3NpemVxBkoAACAAWAYAAABzdHJlYW1xB0sAWAwAAABzZWdtZW50X3R5cGVxCFgFAAAAbGFyZ2VxCVgGAAAAYmxvY2tzcQpdcQt9cQwoWAQAAABzaXplcQ1KAAAgAFgFAAAAc3RhdGVxDlgIAAAAaW5hY3RpdmVxD2gFigYAAAAAAH91YXVhWA0AAABkZXZpY2VfdHJhY2VzcRBdcRFdcRJhdS4=' \
+  | base64 -d > "$dir/negative_device.pickle"
+expect negative_device "$dir/negative_device.pickle" "segments\\[0\\]: device -1: expected a device index, 0 or more"
 # settings PyTorch would have refused: a damaged recording, not settings to drop
 echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQVhWBIAAABhbGxvY2F0b3Jfc2V0dGluZ3NxBn1xB1gcAAAAZ2FyYmFnZV9jb2xsZWN0aW9uX3RocmVzaG9sZHEIR0AUAAAAAAAAc3Uu' \
   | base64 -d > "$dir/bad_setting.pickle"
