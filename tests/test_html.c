@@ -388,6 +388,35 @@ static void check_live_envelope(const hbm_trace *t, const hbm_report *rep) {
   free(size);
 }
 
+/* The page of one run: its memory chart draws the run's exact live band
+ * (`exact`: a polygon of two points a slice, no sampled live line) or, for a
+ * start that did not fit, the samples' band and line. */
+static void check_band_drawn(const hbm_trace *t, const hbm_report_run *run, int exact) {
+  hbm_report rep;
+  memset(&rep, 0, sizeof rep);
+  rep.title = "band";
+  rep.workload = t->name;
+  CHECK(hbm_report_trace_facts(t, &rep) == HBM_OK);
+  rep.runs = run;
+  rep.nruns = 1;
+  char *html = NULL;
+  size_t len = 0;
+  CHECK(hbm_report_html(&rep, &html, &len) == HBM_OK);
+  if (html) {
+    const char *band = strstr(html, "<polygon class='live' points='");
+    CHECK(band != NULL);
+    CHECK((strstr(html, "class='liveline'") != NULL) == !exact);
+    if (band && exact) {
+      const char *pts = band + strlen("<polygon class='live' points='"), *end = strchr(pts, '\'');
+      int points = 0;
+      for (const char *q = pts; end && q < end; q++) points += *q == ',';
+      CHECK((size_t)points == 2 * run->live_buckets);
+    }
+  }
+  free(html);
+  hbm_report_release(&rep);
+}
+
 int main(void) {
   /* 1. below the peak: a capacity failure, its layout and its words */
   hbm_trace *t = small_workload(1ull << 40, 6);
@@ -612,6 +641,26 @@ int main(void) {
   memset(&hand, 0, sizeof hand);
   CHECK(hbm_report_layout_at(t, "bestfit", NULL, NULL, 1, NULL, NULL, &hand) == HBM_EINVAL);
   CHECK(hand.error == HBM_EINVAL && hand.nlayout == 0 && hand.layout == NULL);
+  hbm_report_run_release(&hand);
+  /* ... and no exact live band to draw: the sample's line instead */
+  CHECK(hbm_report_run_policy(t, "bestfit", NULL, NULL, 0, NULL, NULL, &hand) == HBM_OK);
+  CHECK(hand.result.oom && hand.result.first_oom.cause == HBM_CAUSE_START);
+  check_band_drawn(t, &hand, 0);
+  hbm_report_run_release(&hand);
+  hbm_trace_free(t);
+
+  /* 7. a failure mid-trace: the run's own live band, exact, slice by slice
+   * (the failed request is not live), drawn from every slice */
+  const char *mid = "hbm-trace 1\ncapacity 64MiB\na x 40MiB\na y 40MiB\nf x\na z 10MiB\nf z\n";
+  CHECK(hbm_trace_parse_text(mid, strlen(mid), "mid", &t, &d) == HBM_OK);
+  CHECK(hbm_report_run_policy(t, "bestfit", NULL, NULL, 0, NULL, NULL, &hand) == HBM_OK);
+  CHECK(hand.result.oom && hand.result.first_oom.event == 1 && hand.result.first_oom.cause != HBM_CAUSE_START);
+  /* live after each event; the first slice holds the start's too (nothing live) */
+  static const uint64_t most[5] = {40 * MIB, 40 * MIB, 0, 10 * MIB, 0}, fewest[5] = {0, 40 * MIB, 0, 10 * MIB, 0};
+  CHECK(hand.live_buckets == 5);
+  for (size_t k = 0; k < hand.live_buckets && k < 5; k++)
+    CHECK(hand.live_min[k] == fewest[k] && hand.live_max[k] == most[k]);
+  check_band_drawn(t, &hand, 1);
   hbm_report_run_release(&hand);
   hbm_trace_free(t);
   return test_done("test_html");
