@@ -185,11 +185,38 @@ static void fraction_zero(void) {
   }
 }
 
+/* largest_free at two edges of PyTorch's rules, asked and then requested:
+ * expandable under a memory fraction, where the check weighs the request's
+ * size (10 MiB of room after a 20 MiB page: a 10 MiB request, its own
+ * allocation size, passes); and caching with exactly one small segment's
+ * 2 MiB left on the device (a 1 MiB request). */
+static void largest_free_edges(void) {
+  static const struct { const char *policy, *conf, *device; uint64_t first, want; } edges[] = {
+      {"expandable", "per_process_memory_fraction:0.3", "sim:100MiB", 20ull << 20, 10ull << 20},
+      {"caching", NULL, "sim:12MiB", 10ull << 20, 1ull << 20},
+  };
+  for (int i = 0; i < 2; i++) {
+    hbm_device *dev;
+    hbm_heap *h;
+    uint64_t a, b;
+    hbm_stats st;
+    CHECK(hbm_device_open(edges[i].device, &dev) == HBM_OK);
+    CHECK(hbm_heap_create(dev, edges[i].policy, edges[i].conf, &h) == HBM_OK);
+    CHECK(hbm_alloc(h, edges[i].first, HBM_TAG_TEMP, 0, &a) == HBM_OK);
+    CHECK(hbm_heap_stats(h, &st) == HBM_OK);
+    CHECK_EQ_U64(st.largest_free, edges[i].want);
+    CHECK(hbm_alloc(h, edges[i].want, HBM_TAG_TEMP, 0, &b) == HBM_OK);
+    hbm_heap_destroy(h);
+    hbm_device_close(dev);
+  }
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_heap"), rng = seed;
   hbm_set_error_handler(count_error, NULL);
   check_util_edges();
   fraction_zero();
+  largest_free_edges();
 
   /* sizes */
   uint64_t v;
