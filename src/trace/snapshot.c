@@ -170,7 +170,7 @@ static int read_segments(importer *im, const hbm_pk_value *segments) {
     if (g->size > HBM_MAX_SIZE)
       return fail(im, "%s: total_size %llu is more than the 1 PiB a trace holds", where, (unsigned long long)g->size);
     if (g->size == 0 || g->size % HBM_PT_MIN_BLOCK || g->addr % HBM_PT_MIN_BLOCK)
-      return fail(im, "%s: total_size %llu at 0x%llx is not a positive multiple of 512 bytes", where,
+      return fail(im, "%s: total_size %llu at 0x%llx: expected a positive multiple of 512 bytes on a 512-byte boundary", where,
                   (unsigned long long)g->size, (unsigned long long)g->addr);
     const char *type = hbm_pk_str(hbm_pk_get(s, "segment_type"));
     if (type && strcmp(type, "small") && strcmp(type, "large"))

@@ -66,6 +66,17 @@ expect bad_segment_type "$dir/bad_segment_type.pickle" "segments\\[0\\]: segment
 echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRK/////1gHAAAAYWRkcmVzc3EFigYAAAAAAH9YCgAAAHRvdGFsX3NpemVxBkoAACAAWAYAAABzdHJlYW1xB0sAWAwAAABzZWdtZW50X3R5cGVxCFgFAAAAbGFyZ2VxCVgGAAAAYmxvY2tzcQpdcQt9cQwoWAQAAABzaXplcQ1KAAAgAFgFAAAAc3RhdGVxDlgIAAAAaW5hY3RpdmVxD2gFigYAAAAAAH91YXVhWA0AAABkZXZpY2VfdHJhY2VzcRBdcRFdcRJhdS4=' \
   | base64 -d > "$dir/negative_device.pickle"
 expect negative_device "$dir/negative_device.pickle" "segments\\[0\\]: device -1: expected a device index, 0 or more"
+# a segment off the 512-byte grid, a block that does not follow the one before,
+# a collection threshold of 1 (PyTorch takes 0 < T < 1)
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRLAFgHAAAAYWRkcmVzc3EFigYAAQAAAH9YCgAAAHRvdGFsX3NpemVxBkoAACAAWAYAAABzdHJlYW1xB0sAWAwAAABzZWdtZW50X3R5cGVxCFgFAAAAbGFyZ2VxCVgGAAAAYmxvY2tzcQpdcQt9cQwoWAQAAABzaXplcQ1KAAAgAFgFAAAAc3RhdGVxDlgIAAAAaW5hY3RpdmVxD3VhdWFYDQAAAGRldmljZV90cmFjZXNxEF1xEV1xEmF1Lg==' \
+  | base64 -d > "$dir/unaligned_segment.pickle"
+expect unaligned_segment "$dir/unaligned_segment.pickle" "segments\\[0\\]: total_size 2097152 at 0x7f0000000100: expected a positive multiple of 512 bytes on a 512-byte boundary"
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRLAFgHAAAAYWRkcmVzc3EFigYAAAAAAH9YCgAAAHRvdGFsX3NpemVxBkoAAEAAWAYAAABzdHJlYW1xB0sAWAwAAABzZWdtZW50X3R5cGVxCFgFAAAAbGFyZ2VxCVgGAAAAYmxvY2tzcQpdcQsofXEMKFgEAAAAc2l6ZXENSgAAIABYBQAAAHN0YXRlcQ5YCAAAAGluYWN0aXZlcQ9oBYoGAAAAAAB/dX1xEChoDUoAACAAaA5oD2gFigYAADAAAH91ZXVhWA0AAABkZXZpY2VfdHJhY2VzcRFdcRJdcRNhdS4=' \
+  | base64 -d > "$dir/block_gap.pickle"
+expect block_gap "$dir/block_gap.pickle" "segments\\[0\\].blocks\\[1\\]: block 0x7f0000300000+2097152 does not follow the previous block at 0x7f0000200000"
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQVhWBIAAABhbGxvY2F0b3Jfc2V0dGluZ3NxBn1xB1gcAAAAZ2FyYmFnZV9jb2xsZWN0aW9uX3RocmVzaG9sZHEIRz/wAAAAAAAAc3Uu' \
+  | base64 -d > "$dir/gc_threshold_one.pickle"
+expect gc_threshold_one "$dir/gc_threshold_one.pickle" "allocator_settings: 'garbage_collection_threshold' is not a number in \\[0, 1)"
 # settings PyTorch would have refused: a damaged recording, not settings to drop
 echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQVhWBIAAABhbGxvY2F0b3Jfc2V0dGluZ3NxBn1xB1gcAAAAZ2FyYmFnZV9jb2xsZWN0aW9uX3RocmVzaG9sZHEIR0AUAAAAAAAAc3Uu' \
   | base64 -d > "$dir/bad_setting.pickle"
