@@ -123,6 +123,7 @@ count_bad "--capacity: expected a whole number of bytes, got '1.5B'" replay "$go
 count_bad "--capacity: expected a whole number of bytes, got '0.1'" replay "$good" --capacity 0.1
 count_bad "--capacity: expected a size above zero, got '0'" replay "$good" --capacity 0
 count_bad "got '0.0001KiB' (0 bytes once rounded)" replay "$good" --capacity 0.0001KiB
+count_bad "--capacity: expected a size like 96GiB, 512MiB or 4.2GB" replay "$good" --capacity 5x5GiB
 count_bad "--capacity: '99999999TiB' is too large: expected a device capacity of 2MiB (one page) to 1PiB" replay "$good" \
   --capacity 99999999TiB
 count_bad "--resolution: '99999999TiB' is too large (at most 16 EiB, 2^64 - 1 bytes)" mincap "$good" \

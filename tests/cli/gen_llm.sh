@@ -91,6 +91,11 @@ grep -q '"workload":"[^"]*, zero 2 + offload, ' "$dir/off" || { echo "FAIL --off
 "$HBM" gen llm --layers 2 --hidden 256 --seq 100:200 --steps 1 --estimate > "$dir/longest" 2>&1
 grep -q "per layer at seq 192;" "$dir/longest" && grep -q "with every sequence at 192;" "$dir/longest" ||
   { echo "FAIL --seq 100:200's longest draw: $(cat "$dir/longest")"; fail=1; }
+# ... while a list, or a range of one length, draws its lengths as given, aligned or not
+for seq in 512,1000 1000:1000; do
+  "$HBM" gen llm --layers 2 --hidden 256 --seq $seq --steps 1 --estimate > "$dir/longest" 2>&1
+  grep -q "with every sequence at 1000;" "$dir/longest" || { echo "FAIL --seq $seq's longest: $(cat "$dir/longest")"; fail=1; }
+done
 # a range of one length is that length, aligned or not
 "$HBM" gen llm --layers 2 --hidden 256 --seq 100:100 --seq-align 64 --steps 1 --estimate > "$dir/one" 2>&1 ||
   { echo "FAIL --seq 100:100 --seq-align 64: $(cat "$dir/one")"; fail=1; }
