@@ -62,21 +62,31 @@ int hbm_report_keep_layout(void *arg, uint64_t addr, uint64_t size, int live, hb
 /* The slices of the events the live band is drawn in: one per plotted point. */
 static size_t live_slices(const hbm_trace *t) { return t->nevents < PLOT_POINTS ? (size_t)t->nevents : PLOT_POINTS; }
 
+/* (Re)allocates a live band's least and most for t's slices: their count, or
+ * 0 with both NULL where there is no event or no host memory. */
+static size_t band_alloc(const hbm_trace *t, uint64_t **lo, uint64_t **hi) {
+  size_t nb = live_slices(t);
+  free(*lo);
+  free(*hi);
+  *lo = nb ? malloc(nb * sizeof **lo) : NULL;
+  *hi = nb ? malloc(nb * sizeof **hi) : NULL;
+  if (*lo && *hi) return nb;
+  free(*lo);
+  free(*hi);
+  *lo = *hi = NULL;
+  return 0;
+}
+
 int hbm_report_run_hooks(const hbm_trace *t, hbm_report_run *run, hbm_replay_options *o) {
   o->on_sample = hbm_report_keep_sample;
   o->sample_arg = run;
   o->on_oom_layout = hbm_report_keep_layout;
   o->oom_layout_arg = run;
-  size_t nb = live_slices(t);
-  free(run->live_min);
-  free(run->live_max);
-  run->live_min = nb ? malloc(nb * sizeof *run->live_min) : NULL;
-  run->live_max = nb ? malloc(nb * sizeof *run->live_max) : NULL;
-  run->live_buckets = run->live_min && run->live_max ? nb : 0;
+  run->live_buckets = band_alloc(t, &run->live_min, &run->live_max);
   o->live_buckets = run->live_buckets;
   o->live_min = run->live_min;
   o->live_max = run->live_max;
-  return run->live_buckets == nb ? HBM_OK : HBM_EHOSTMEM;
+  return run->live_buckets == live_slices(t) ? HBM_OK : HBM_EHOSTMEM;
 }
 
 int hbm_report_run_policy(const hbm_trace *t, const char *policy, const char *conf,
@@ -214,11 +224,7 @@ int hbm_report_trace_facts(const hbm_trace *t, hbm_report *rep) {
   rep->largest_comm_request = 0;
   if (!rep->capacity) rep->capacity = t->capacity;
   size_t nb = live_slices(t);
-  free(rep->live_min);
-  free(rep->live_max);
-  rep->live_min = nb ? malloc(nb * sizeof *rep->live_min) : NULL;
-  rep->live_max = nb ? malloc(nb * sizeof *rep->live_max) : NULL;
-  rep->live_buckets = rep->live_min && rep->live_max ? nb : 0;
+  rep->live_buckets = band_alloc(t, &rep->live_min, &rep->live_max);
   uint64_t *size = calloc(t->nids ? t->nids : 1, sizeof *size);
   if (!size) rep->live_buckets = 0;
   for (uint32_t i = 0; i < t->ninit_blocks && size; i++) {
