@@ -378,15 +378,14 @@ int bench_sweep(int argc, char **argv) {
       draw_job(&rng, (uint32_t)steps, capacity, &cfg, job->command, sizeof job->command);
       hbm_diag d;
       memset(&d, 0, sizeof d);
-      hbm_gen_llm_estimate est;
-      if (hbm_gen_llm_resolve(&cfg, &d) != HBM_OK || hbm_gen_llm_estimate_peak(&cfg, &est, &d) != HBM_OK) {
+      if (hbm_gen_llm_resolve(&cfg, &d) != HBM_OK) {
         redraw_invalid++;
         continue;
       }
-      if (est.static_bytes > capacity) { redraw_static++; continue; }
-      if (est.peak > capacity) { redraw_peak++; continue; }
       /* Refused before generating, as bench replay does: a trace past host
-       * memory would be grown until the OOM killer ends the run. */
+       * memory would be grown until the OOM killer ends the run. Asked before
+       * the estimate too, which walks every step's sequences: with --steps in
+       * the millions that walk alone took half a minute before the refusal. */
       char what[64];
       snprintf(what, sizeof what, "bench sweep: job %llu", (unsigned long long)k + 1);
       int mrc = cli_check_trace_memory(what, &cfg, sizeof(hbm_event));
@@ -395,6 +394,13 @@ int bench_sweep(int argc, char **argv) {
         free(jobs);
         return mrc;
       }
+      hbm_gen_llm_estimate est;
+      if (hbm_gen_llm_estimate_peak(&cfg, &est, &d) != HBM_OK) {
+        redraw_invalid++;
+        continue;
+      }
+      if (est.static_bytes > capacity) { redraw_static++; continue; }
+      if (est.peak > capacity) { redraw_peak++; continue; }
       int rc = hbm_gen_llm(&cfg, &t, &d);
       if (rc == HBM_EINVAL) { redraw_invalid++; t = NULL; continue; }
       if (rc != HBM_OK) {

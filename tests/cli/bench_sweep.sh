@@ -208,4 +208,12 @@ for bad in "--jobs 0" "--jobs x" "--steps 1" "--capacity lots" "--alloc-conf zon
     echo "FAIL '$bad': not the range of --steps: $(cat "$dir/err")"; fail=1
   else echo "ok   '$bad': $(tail -n 1 "$dir/err")"; fi
 done
+
+# a job past host memory is refused before it is generated or estimated,
+# naming the steps that would fit
+"$HBM" bench sweep --jobs 1 --steps 1000000 > "$dir/out" 2> "$dir/err"
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "bench sweep: job 1: --steps 1000000 (.*) needs about .* of host memory, more than the .* available; give --steps [0-9]* or fewer" "$dir/err"; then
+  echo "FAIL --steps 1000000: exit $rc, expected 2 naming host memory: $(cat "$dir/err")"; fail=1
+else echo "ok   --steps 1000000: $(tail -n 1 "$dir/err")"; fi
 exit $fail
