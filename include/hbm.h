@@ -401,7 +401,8 @@ typedef enum hbm_oom_cause {
                               a block its own stream), or live + request > limit (a cap
                               such as per_process_memory_fraction), or the free memory is
                               in one piece its granularity cannot use (expandable's 20 MiB
-                              pages) */
+                              pages; a hole at a segment's end goes on into the pages it
+                              maps next, one piece with the room beyond) */
   HBM_CAUSE_OVERHEAD,      /* allocated + request > limit >= live + request: the live
                               blocks' rounding (and unsplit remainders) holds the bytes
                               free total counts */

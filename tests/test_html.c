@@ -203,7 +203,9 @@ static void check_failure_words(void) {
   words_are(&rep, &r, "At step 0 a 30.00 MiB request failed with 32.00 MiB free in total (capacity 32.00 MiB minus "
                       "0 B live) in one piece, not cut up, yet the largest request the policy could serve was 20.00 "
                       "MiB: its granularity refused it, not fragmentation and not capacity (expandable segments map "
-                      "whole 20 MiB pages). 1 request failed in all (each skipped, its free ignored).");
+                      "whole 20 MiB pages; a hole at a segment's end is what its last page leaves past its last "
+                      "block, and goes on into the pages it maps next). 1 request failed in all (each skipped, its "
+                      "free ignored).");
   snprintf(r.result.policy, sizeof r.result.policy, "compact");
   words_are(&rep, &r, "At step 0 a 30.00 MiB request failed with 32.00 MiB free in total (capacity 32.00 MiB minus "
                       "0 B live) in one piece, not cut up, yet the largest request the policy could serve was 20.00 "

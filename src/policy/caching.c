@@ -22,4 +22,5 @@ const hbm_policy_class hbm_policy_caching = {
     .seed = hbm_pt_seed,
     .seg_released = hbm_pt_seg_released,
     .counters = hbm_pt_counters,
+    .free_pieces = hbm_pt_free_pieces,
 };

@@ -23,4 +23,5 @@ const hbm_policy_class hbm_policy_expandable = {
     .seed = hbm_pt_seed,
     .seg_released = hbm_pt_seg_released,
     .counters = hbm_pt_counters,
+    .free_pieces = hbm_pt_free_pieces,
 };

@@ -91,6 +91,12 @@ struct hbm_policy_class {
   /* Recorded segment release (empty_cache, release before retry): release the
    * segment at addr if the model holds it free. */
   int (*seg_released)(hbm_policy *p, uint64_t addr, uint64_t size);
+  /* The free memory's separate pieces, as a failed request's cause counts
+   * them, where a hole is not one apart from the room: expandable's hole at
+   * a segment's end goes on into the pages it maps next. `room`: 1 where the
+   * policy holds less than it may. NULL: every hole is a piece, and the room
+   * one more. */
+  uint64_t (*free_pieces)(hbm_policy *p, int room);
   /* Extra counters for reports; returns how many were written (<= max). */
   int (*counters)(hbm_policy *p, hbm_counter *out, int max);
   /* Block relocation (compacting policies): the policy moved a live block. The

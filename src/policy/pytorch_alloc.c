@@ -1302,6 +1302,21 @@ int hbm_pt_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
   return HBM_OK;
 }
 
+uint64_t hbm_pt_free_pieces(hbm_policy *p, int room) {
+  pt *m = (pt *)p;
+  uint64_t holes = 0, tails = 0;
+  for (uint32_t i = 0; i < m->nblocks; i++) {
+    const pt_block *b = &m->blocks[i];
+    if (!b->in_use || b->allocated || !b->mapped) continue;
+    if (b->next != NONE && !m->blocks[b->next].mapped) tails++;
+    else holes++;
+  }
+  /* A tail is what the segment's last page leaves past its last block (the
+   * retry before a failure unmapped whole free pages): the pages' granularity,
+   * one piece with the room its segment grows into, not a hole between blocks. */
+  return holes + (uint64_t)(room || tails);
+}
+
 int hbm_pt_counters(hbm_policy *p, hbm_counter *out, int max) {
   pt *m = (pt *)p;
   hbm_counter all[] = {

@@ -70,6 +70,10 @@ int hbm_pt_check(hbm_policy *p, hbm_check_report_fn *report, void *arg);
 int hbm_pt_seed(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr, uint64_t *id_block);
 int hbm_pt_seg_released(hbm_policy *p, uint64_t addr, uint64_t size);
 int hbm_pt_counters(hbm_policy *p, hbm_counter *out, int max);
+/* The class's free_pieces: each cached mapped block a piece, but blocks
+ * followed by unmapped pages of their segment (expandable's tails) one piece
+ * with the room. */
+uint64_t hbm_pt_free_pieces(hbm_policy *p, int room);
 
 /* ---- observing the model (fidelity) ----
  * What PyTorch records as trace actions, reported as the model does them,

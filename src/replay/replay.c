@@ -228,7 +228,9 @@ static int count_hole(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag
   return 0;
 }
 static uint64_t free_pieces(replay_state *s, uint64_t capacity) {
-  uint64_t pieces = hbm_policy_reserved(s->p->cls, s->p) < capacity;
+  int room = hbm_policy_reserved(s->p->cls, s->p) < capacity;
+  if (s->p->cls->free_pieces) return s->p->cls->free_pieces(s->p, room);
+  uint64_t pieces = (uint64_t)room;
   if (s->p->cls->scan(s->p, count_hole, &pieces) != HBM_OK) return UINT64_MAX; /* unknown: no host memory */
   return pieces;
 }

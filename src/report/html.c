@@ -517,7 +517,10 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
                     "in one piece, not cut up, yet the largest request the policy could serve was %s: its "
                     "granularity refused it, not fragmentation and not capacity%s",
                     size_text(o->largest_free, e, 32),
-                    !strcmp(res->policy, "expandable") ? " (expandable segments map whole 20 MiB pages)." : ".");
+                    !strcmp(res->policy, "expandable")
+                        ? " (expandable segments map whole 20 MiB pages; a hole at a segment's end is what its last "
+                          "page leaves past its last block, and goes on into the pages it maps next)."
+                        : ".");
     } else if (o->cause == HBM_CAUSE_RULES) {
       n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
                     "and the policy itself reports that a request of %s would have succeeded: its own rules "

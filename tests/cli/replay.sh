@@ -176,6 +176,14 @@ cause fraction caching rules caching=per_process_memory_fraction:0.5 'hbm-trace 
 grep -q "the policy may hold only 512.00 MiB of the capacity" "$dir/fraction.html" || { echo "FAIL: the cap not explained"; fail=1; }
 cause page expandable rules - 'hbm-trace 1\ncapacity 32MiB\na a 32MiB\n'
 grep -q "its granularity refused it" "$dir/page.html" || { echo "FAIL: granularity not explained"; fail=1; }
+# expandable's hole at its segment's end goes on into the pages it maps next:
+# one piece with the room, the device's last 12 MiB too few for a page; also
+# with a tail in each of two streams' segments (the field report's step 437)
+cause page_tail expandable rules - 'hbm-trace 1\ncapacity 8GiB\na x 6150MiB\na y 2031MiB\n'
+cause page_full expandable rules - 'hbm-trace 1\ncapacity 8GiB\na a 2GiB\na b 2GiB\na c 2GiB\na d 2GiB\n'
+cause page_streams expandable rules - "$(cat "$HBM_ROOT/tests/fixtures/step437.trace")\n"
+# a hole between live blocks is a piece of its own under expandable too
+cause page_hole expandable fragmentation - 'hbm-trace 1\ncapacity 60MiB\na a 10MiB\na b 10MiB\nf a\na c 45MiB\n'
 cause rounding bestfit overhead - "hbm-trace 1\ncapacity 2MiB\n$(i=0; while [ $i -le 4096 ]; do printf 'a x%d 1\\n' $i; i=$((i+1)); done)"
 grep -q "the policy's overhead, not fragmentation" "$dir/rounding.html" || { echo "FAIL: overhead not explained"; fail=1; }
 cause holes bestfit fragmentation - 'hbm-trace 1\ncapacity 8MiB\na a 2MiB\na b 2MiB\na c 2MiB\na d 2MiB\nf a\nf c\na e 4MiB\n'
