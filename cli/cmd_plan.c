@@ -35,7 +35,8 @@ static void usage(FILE *out) {
           "                     larger of N and the file's alignments)\n"
           "  --orders           also each greedy order alone, without the rounds that follow\n"
           "                     them in the planner (slower: every order runs twice)\n"
-          "  --capacity N       the space there is: exit 1 when the plan does not fit\n"
+          "  --capacity N       the space there is, in the file's units: exit 1 when the\n"
+          "                     plan does not fit\n"
           "  -o, --output FILE  write the plan as MiniMalloc writes a solution\n"
           "                     (id,lower,upper,size[,alignment],offset), atomically and\n"
           "                     never over the input\n"
@@ -138,8 +139,12 @@ int cmd_plan(int argc, char **argv) {
         }
         break;
       case 'O': orders = 1; break;
-      case 'c':
-        if (!cli_parse_size("--capacity", optarg, &capacity)) return CLI_BAD_INPUT;
+      case 'c': /* in the file's units, as its sizes and the footprint are: no byte units */
+        if (hbm_count_parse(optarg, &capacity) != HBM_OK || capacity == 0) {
+          cli_error("--capacity: expected a whole number of at least 1 in the file's own units (as its sizes), "
+                    "got '%s'", optarg);
+          return CLI_BAD_INPUT;
+        }
         has_capacity = 1;
         break;
       case 'o':

@@ -35,6 +35,10 @@ bad missing_file "$dir/nosuch.csv"
 bad bad_align "$dir/p.csv" --align 3
 bad zero_align "$dir/p.csv" --align 0
 bad bad_capacity "$dir/p.csv" --capacity lots
+# --capacity is in the file's units, as its sizes are: a byte unit is refused
+bad capacity_in_bytes "$dir/p.csv" --capacity 1KiB
+grep -q "^hbm: --capacity: expected a whole number of at least 1 in the file's own units (as its sizes), got '1KiB'$" "$dir/err" ||
+  { echo "FAIL capacity_in_bytes: message"; cat "$dir/err"; fail=1; }
 bad unknown_option "$dir/p.csv" --frobnicate
 cp "$dir/p.csv" "$dir/p.orig"
 bad over_input "$dir/p.csv" -o "$dir/p.csv"
