@@ -51,7 +51,8 @@ static void usage(FILE *out) {
           "exit: 0 planned, 1 the plan does not fit --capacity, the file's own plan is\n"
           "      invalid (buffers that overlap while both are live, or an offset off its\n"
           "      buffer's alignment), or FILE (or standard output) could not be written,\n"
-          "      2 bad input or usage\n");
+          "      2 bad input or usage (FILE the same file as the input included, by any\n"
+          "      name or link: the input is left as it was)\n");
 }
 
 static double seconds_since(const struct timespec *t0) {

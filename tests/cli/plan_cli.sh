@@ -43,6 +43,14 @@ bad unknown_option "$dir/p.csv" --frobnicate
 cp "$dir/p.csv" "$dir/p.orig"
 bad over_input "$dir/p.csv" -o "$dir/p.csv"
 cmp -s "$dir/p.csv" "$dir/p.orig" || { echo "FAIL over_input: the input changed"; fail=1; }
+# the same file by another name: a symbolic link, a hard link; --help says so
+ln -s "$dir/p.csv" "$dir/p_sym.csv"; ln "$dir/p.csv" "$dir/p_hard.csv"
+bad over_input_symlink "$dir/p.csv" -o "$dir/p_sym.csv"
+bad over_input_hardlink "$dir/p.csv" -o "$dir/p_hard.csv"
+cmp -s "$dir/p.csv" "$dir/p.orig" || { echo "FAIL over_input by a link: the input changed"; fail=1; }
+rm -f "$dir/p_sym.csv" "$dir/p_hard.csv"
+grep -q "2 bad input or usage (FILE the same file as the input included" "$dir/help" ||
+  { echo "FAIL --help does not say that -o naming the input exits 2"; fail=1; }
 printf 'id,lower,upper,size\na,0,10,10\nb,7,3,1\n' > "$dir/malformed.csv"
 bad malformed "$dir/malformed.csv"
 grep -q "malformed.csv:3: lifetime \[7, 3): expected lower < upper" "$dir/err" || { echo "FAIL malformed: message"; fail=1; }
