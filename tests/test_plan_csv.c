@@ -121,8 +121,12 @@ static void bad_inputs(void) {
       {"id,lower,upper,size\na,0,1,2\na,3,4,5\n", 3, "id 'a' again (first on line 2)"}, /* only two buffers */
       {"id,lower,upper,size\na,\x7f,1,2\n", 2, "lower '?'"}, /* DEL shown as '?', as other control bytes */
       {"id,lower,upper,size\n\"a\",0,1,2\n", 2, "quoted"},
+      {"id,lower,upper,size\na\n", 2, "1 field: expected 4, as the header has"},
+      /* past the most a header has (64): counted all the same, against this header's 4 */
       {"id,lower,upper,size\na,0,1,2,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,\n", 2,
-       "more than 64 fields"},
+       "71 fields: expected 4, as the header has"},
+      {"id,lower,upper,size,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,\n", 1,
+       "more than 64 fields: expected id, lower, upper, size and few others"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     hbm_plan_input in;

@@ -164,9 +164,17 @@ int hbm_plan_csv_parse(const char *text, size_t len, const char *name, hbm_plan_
       goto fail;
     }
     int nf = split(whole_line.at, whole_line.len, f, MAX_COLUMNS);
-    if (nf < 0) {
+    if (nf < 0 && !ncols) {
       rc = hbm_diag_set(diag, name, line, pos, "more than %d fields: expected id, lower, upper, size and few others",
                         MAX_COLUMNS);
+      goto fail;
+    }
+    if (nf < 0) { /* a row past the most any header has: counted, to say it as any other count */
+      uint64_t fields = 1;
+      for (const char *c = whole_line.at; (c = memchr(c, ',', (size_t)(whole_line.at + whole_line.len - c))); c++)
+        fields++;
+      rc = hbm_diag_set(diag, name, line, pos, "%llu fields: expected %d, as the header has",
+                        (unsigned long long)fields, ncols);
       goto fail;
     }
     if (!ncols) { /* the header */
@@ -207,7 +215,8 @@ int hbm_plan_csv_parse(const char *text, size_t len, const char *name, hbm_plan_
       continue;
     }
     if (nf != ncols) {
-      rc = hbm_diag_set(diag, name, line, pos, "%d fields: expected %d, as the header has", nf, ncols);
+      rc = hbm_diag_set(diag, name, line, pos, "%d field%s: expected %d, as the header has", nf, nf == 1 ? "" : "s",
+                        ncols);
       goto fail;
     }
     if (in.n >= HBM_PLAN_MAX_BUFFERS) {
