@@ -34,7 +34,8 @@ static void usage_all(FILE *out) {
                "Runs every benchmark one after another, each with its defaults:\n ");
   for (int i = 0; i < nbenches; i++) fprintf(out, " %s", benches[i].name);
   fprintf(out, "\n"
-               "  --json   each benchmark's JSON object, one per line\n"
+               "  --json   each benchmark's JSON object, one per line, as hbm bench NAME --json\n"
+               "           writes it (its keys: hbm bench NAME --help; \"bench\" names it)\n"
                "Every other option belongs to one benchmark: hbm bench NAME --help.\n"
                "exit: the highest of the benchmarks' exit codes\n");
 }

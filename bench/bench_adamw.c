@@ -283,8 +283,11 @@ static void usage(FILE *out) {
           "               at most one per 64 parameters begun (65 take 2), one for --impl reference\n"
           "               (printed: those used)\n"
           "  --impl NAME  auto, reference, scalar, avx2, avx512 (default auto)\n"
-          "  --json       one JSON object: params, fused_ms, unfused_ms, fused_gbps, copy_gbps,\n"
-          "               max_rel_err (master weights vs the reference after 10 steps), and more\n");
+          "  --json       one JSON object\n"
+          "JSON keys: bench, params, fused_ms, unfused_ms, fused_gbps, copy_gbps, max_rel_err\n"
+          "(master weights vs the reference after 10 steps), fused_vs_copy, stream_copy_gbps\n"
+          "(the non-temporal copy), fused_vs_stream_copy, unfused_vs_fused, unfused_five_pass_ms,\n"
+          "five_pass_vs_fused, unfused_mismatches, reference_mismatches, impl, threads, reps.\n");
 }
 
 int bench_adamw(int argc, char **argv) {

@@ -38,9 +38,11 @@ static void usage(FILE *out) {
           "allocator / glibc malloc and / mimalloc (below 1: hbm is faster).\n"
           "JSON keys: bench, pairs, live_blocks, sizes (request sizes drawn from),\n"
           "hbm_ns, heap_ns, glibc_ns, mimalloc_ns, ratio_hbm_glibc, ratio_hbm_mimalloc\n"
-          "(ns per pair over every size), the same with a small_ prefix for sizes\n"
-          "<= 1 MiB, small_sizes; mimalloc_ns and ratio_hbm_mimalloc are null where\n"
-          "libmimalloc cannot be loaded, a figure or ratio where every round failed is null.\n");
+          "(ns per pair over every size), small_hbm_ns, small_heap_ns, small_glibc_ns,\n"
+          "small_mimalloc_ns, small_ratio_hbm_glibc, small_ratio_hbm_mimalloc (the same\n"
+          "for sizes <= 1 MiB), small_sizes; mimalloc_ns and ratio_hbm_mimalloc (and their\n"
+          "small_) are null where libmimalloc cannot be loaded, a figure or ratio where\n"
+          "every round failed is null.\n");
 }
 
 static uint64_t rng_next(uint64_t *s) {

@@ -20,7 +20,7 @@ static void usage(FILE *out) {
           "best events per second, next to the trace builder pushing as many events.\n"
           "  --preset NAME   workload (default 910c-dense)\n"
           "  --steps N       steps per round (default 40)\n"
-          "JSON keys: preset, events, gen_events_per_s, builder_events_per_s,\n"
+          "JSON keys: bench, preset, steps, events, gen_events_per_s, builder_events_per_s,\n"
           "ratio_gen_builder, goal_events_per_s (10000000), meets_goal.\n"
           "It reports; it does not judge: exit 0 whatever the rate (an absolute rate on a\n"
           "shared machine is noise: the ratio is the figure to compare).\n");

@@ -44,9 +44,10 @@ static void usage(FILE *out) {
           "  --every N       sample every N events, as hbm replay (default: at each step boundary,\n"
           "                  or every thousandth of a trace without steps); a sample asks the policy\n"
           "                  for its usage, so a large N times the allocator alone\n"
-          "JSON keys: trace, events, rounds, policies: [{policy, alloc_conf, events_per_s, ns_per_event,\n"
-          "ratio_to_first, ratio_median, ratio_quartiles, failures}]; ns_per_event and ratio_to_first\n"
-          "are the fastest rounds', ratio_median and ratio_quartiles [first, third] the per-round ratios'\n"
+          "JSON keys: bench, trace, events, rounds, policies: [{policy, alloc_conf, events_per_s,\n"
+          "ns_per_event, ratio_to_first, ratio_median, ratio_quartiles, failures}]; ns_per_event and\n"
+          "ratio_to_first are the fastest rounds', ratio_median and ratio_quartiles [first, third]\n"
+          "the per-round ratios'.\n"
           "exit: 0 timed (requests that failed are counted, not an error), 1 a policy could not\n"
           "run (its starting state included: a policy that replays no event has nothing to time;\n"
           "the others are still reported), 2 bad input or usage (a trace with no events included)\n");

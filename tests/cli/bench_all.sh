@@ -4,7 +4,8 @@
 # an argument no benchmark takes (a trace named bare) is refused by each, not
 # ignored while the defaults are measured. Runs no benchmark at its defaults
 # (they are long): only alloc and compact, tiny, for their JSON names (and
-# alloc's ratio to glibc malloc, in JSON and text).
+# alloc's ratio to glibc malloc, in JSON and text). Every benchmark's --help
+# names the top-level keys its --json has, run tiny.
 set -u
 fail=0
 out=$(mktemp)
@@ -55,6 +56,37 @@ for args in "alloc --pairs 10" "replay --steps 1 --rounds 1 --policy bestfit" "g
     echo "FAIL bench $args stray.trace: exit $rc, stdout '$(head -n 2 "$out")', stderr '$(cat "$err")'"; fail=1
   else echo "ok   bench $name stray.trace: $(cat "$err")"; fi
 done
+
+# Each benchmark's --help lists its JSON's top-level keys, every one and no
+# other: the list after "JSON keys:" up to its first ';' or '.' outside
+# brackets, what is in (), [] and {} left out. bench all has none of its own.
+if command -v python3 >/dev/null; then
+  for args in "alloc --pairs 1000 --live 16" "adamw --params 1024 --reps 1 --threads 1" \
+              "replay --steps 1 --rounds 1 --policy bestfit" "gen --steps 1" \
+              "compact --capacity 256MiB --rounds 1" "sweep --jobs 1 --steps 2"; do
+    name=${args%% *}
+    "$HBM" bench "$name" --help > "$err" 2>&1
+    # shellcheck disable=SC2086
+    "$HBM" bench $args --json > "$out" 2> /dev/null
+    if python3 - "$err" "$out" <<'EOF'
+import json, re, sys
+text = open(sys.argv[1]).read()
+at = text.index("JSON keys:") + len("JSON keys:")
+depth, end = 0, at
+while end < len(text) and (depth or text[end] not in ";."):
+    depth += (text[end] in "([{") - (text[end] in ")]}")
+    end += 1
+flat, group = text[at:end], r"\([^()]*\)|\[[^][]*\]|\{[^{}]*\}"
+while re.search(group, flat):
+    flat = re.sub(group, "", flat)
+said = [re.match(r"\s*([a-z_]+)", item).group(1) for item in flat.split(",")]
+has = list(json.load(open(sys.argv[2])))
+assert said == has, ("help", said, "json", has)
+EOF
+    then echo "ok   bench $name --help lists its JSON keys"
+    else echo "FAIL bench $name --help's JSON keys: $(head -c 300 "$out")"; fail=1; fi
+  done
+fi
 
 # JSON names as replay's (docs/report.md): a count of blocks is live_blocks
 # ("live" is bytes), and compact's heap reports live and free_total bytes.
