@@ -279,9 +279,11 @@ static void usage(FILE *out) {
           "parameter) against the same step as separate passes and against memcpy, side by side.\n\n"
           "  --params N   parameters, well past the caches (default 16Mi = 16777216; K/M/G/Ki/Mi/Gi suffixes)\n"
           "  --reps N     interleaved rounds; each figure is the best round (default 5)\n"
-          "  --threads N  threads for every sequence and the copy (default 0: one per CPU);\n"
-          "               at most one per 64 parameters begun (65 take 2), one for --impl reference\n"
-          "               (printed: those used)\n"
+          "  --threads N  threads for every sequence and the copy (default 0: one per CPU this\n"
+          "               process may run on, at most one per 65,536 parameters, so that fewer\n"
+          "               than 131,072 take 1, and at most 64); N > 0: at most one per 64\n"
+          "               parameters begun (65 take 2); one for --impl reference (printed:\n"
+          "               those used)\n"
           "  --impl NAME  auto, reference, scalar, avx2, avx512 (default auto)\n"
           "  --json       one JSON object\n"
           "JSON keys: bench, params, fused_ms, unfused_ms, fused_gbps, copy_gbps, max_rel_err\n"
@@ -316,7 +318,7 @@ int bench_adamw(int argc, char **argv) {
         if (!cli_parse_count("bench adamw: --reps", optarg, 1, 1000, &reps)) return CLI_BAD_INPUT;
         break;
       case 't':
-        if (!cli_parse_count("bench adamw: --threads (0: one per CPU)", optarg, 0, 64, &t)) return CLI_BAD_INPUT;
+        if (!cli_parse_count("bench adamw: --threads (0: automatic)", optarg, 0, 64, &t)) return CLI_BAD_INPUT;
         o.threads = (int)t;
         break;
       case 'i':

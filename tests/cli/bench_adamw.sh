@@ -5,9 +5,11 @@
 set -u
 fail=0
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+help_out=$(mktemp)
+trap 'rm -f "$out" "$help_out"' EXIT
 
 "$HBM" bench adamw --help > "$out" 2>&1 || { echo "FAIL --help exits non-zero"; fail=1; }
+cp "$out" "$help_out"
 grep -q "usage: hbm bench adamw" "$out" || { echo "FAIL --help prints no usage"; fail=1; }
 
 "$HBM" bench adamw --json --params 100003 --reps 1 --threads 2 > "$out" 2>&1
@@ -72,7 +74,13 @@ head -n 1 "$out" | grep -q ", impl reference, 1 thread, " || { echo "FAIL refere
 threads=$(sed -n 's/.*"threads":\([0-9]*\).*/\1/p' "$out")
 if [ -z "$threads" ] || [ $(( (threads - 1) * 64 )) -ge 100 ]; then echo "FAIL --params 100 --threads 64: threads '$threads' reported"; fail=1
 else echo "ok   --params 100 --threads 64: $threads threads reported"; fi
-# automatic threads on a step too small to share: the step runs on one, and so says the report
+# automatic threads on a step too small to share: the step runs on one, and so says the report;
+# --help says where that ends (one per 65,536 parameters), as the code has it
+grep -q "default 0: one per CPU this$" "$help_out" && grep -q "process may run on, at most one per 65,536 parameters, so that fewer$" "$help_out" &&
+  grep -q "than 131,072 take 1, and at most 64); N > 0: at most one per 64$" "$help_out" ||
+  { echo "FAIL --help on automatic threads: $(grep -A3 -- --threads "$help_out")"; fail=1; }
+"$HBM" bench adamw --params 131071 --reps 1 --impl scalar > "$out" 2>&1
+head -n 1 "$out" | grep -q ", 1 thread, " || { echo "FAIL --params 131071 automatic threads: $(head -n 1 "$out")"; fail=1; }
 "$HBM" bench adamw --params 32Ki --reps 1 --impl scalar > "$out" 2>&1
 head -n 1 "$out" | grep -q ", 1 thread, " || { echo "FAIL --params 32Ki automatic threads: $(head -n 1 "$out")"; fail=1; }
 # a value that is the next option is no value
