@@ -3,7 +3,8 @@
 # settings (--alloc-conf POLICY=CONF), --every runs the rounds without
 # samples, an unknown policy or a bad setting exits 2, a request that fails
 # mid-trace is timed and counted (exit 0), a start that does not fit is not
-# timed (exit 1). Small and short: timings are never asserted here.
+# timed (exit 1), and where no policy's start fits no table heading is
+# printed over no rows. Small and short: timings are never asserted here.
 set -u
 fail=0
 out=$(mktemp)
@@ -117,6 +118,15 @@ if [ $rc -ne 1 ] || grep -q '"policy":"caching"' "$out" || ! grep -q '"policy":"
    || ! grep -q "caching: the trace's starting state does not fit" "$out.err" || [ "$(grep -c caching "$out.err")" -ne 1 ]; then
   echo "FAIL unfit start: exit $rc: $(cat "$out" "$out.err")"; fail=1
 else echo "ok   unfit start: $(cat "$out.err")"; fi
+# No policy's start fits: each says so, and the text prints no table (a
+# heading with no row under it); the JSON's policies are empty. Exit 1.
+printf 'hbm-trace 1\ncapacity 4GiB\ninit-seg 0x0 6GiB 0 large\ninit-blk 0x0 6GiB a\na b 1MiB\nf b\nf a\n' > "$trace"
+"$HBM" bench replay --trace "$trace" --policy caching,zoned --rounds 1 > "$out" 2>"$out.err"; rc=$?
+if [ $rc -ne 1 ] || [ -s "$out" ] || [ "$(grep -c "the trace's starting state does not fit" "$out.err")" -ne 2 ]; then
+  echo "FAIL no start fits: exit $rc, stdout '$(cat "$out")', stderr '$(cat "$out.err")'"; fail=1
+else echo "ok   no start fits: nothing on stdout, exit 1"; fi
+"$HBM" bench replay --trace "$trace" --policy caching,zoned --rounds 1 --json > "$out" 2>"$out.err"; rc=$?
+[ $rc -eq 1 ] && grep -q '"policies":\[\]}$' "$out" || { echo "FAIL no start fits --json: exit $rc, $(cat "$out")"; fail=1; }
 # A request that fails mid-trace is a result: the policy is timed, the failure
 # counted, and the run exits 0 (step 437's buffer under bestfit).
 "$HBM" bench replay --trace "$HBM_ROOT/tests/fixtures/step437.trace" --policy bestfit,zoned --rounds 2 --json > "$out" 2>"$out.err"; rc=$?
