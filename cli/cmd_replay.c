@@ -182,9 +182,9 @@ static void print_layout(const char *policy, layout_when when, const layout_pick
   const hbm_report_run *run = pick->run;
   hbm_layout_summary s;
   hbm_layout_summarize(run->layout, run->nlayout, &s);
-  printf("\nlayout of %s %s: live %s; %llu block%s hold %s as placed; ", policy,
+  printf("\nlayout of %s %s: live %s; %llu %s %s as placed; ", policy,
          layout_moment(when, run, moment, sizeof moment), cli_size(run->layout_live, a),
-         (unsigned long long)s.live_blocks, s.live_blocks == 1 ? "" : "s", cli_size(s.live_bytes, b));
+         (unsigned long long)s.live_blocks, s.live_blocks == 1 ? "block holds" : "blocks hold", cli_size(s.live_bytes, b));
   if (when != LAYOUT_FAILURE) printf("reserved %s; ", cli_size(run->layout_reserved, a)); /* not reported there */
   printf("%llu hole%s, %s in all, the largest %s; largest free %s\n", (unsigned long long)s.holes,
          s.holes == 1 ? "" : "s", cli_size(s.hole_bytes, c), cli_size(s.largest_hole, d),

@@ -58,6 +58,10 @@ check_runs "--layout-at 3" "$dir/three" '0 1048576 param
 3145728 1048576 temp
 4194304 4194304 hole'
 runs "$dir/three" > "$dir/three.runs"
+# one block: said in the singular
+"$HBM" replay "$dir/t.trace" --layout-at 1 > "$dir/one" 2>&1
+grep -q '^layout of bestfit after 1 event (step 0): live 1.00 MiB; 1 block holds 1.00 MiB as placed; reserved 1.00 MiB; 1 hole, 7.00 MiB in all' "$dir/one" ||
+  { echo "FAIL --layout-at 1: header: $(grep '^layout' "$dir/one")"; fail=1; }
 
 "$HBM" replay "$dir/t.trace" --layout-at failure > "$dir/failure" 2>&1
 grep -q '^layout of bestfit at its first failure (event 5, step 0): live 3.00 MiB;' "$dir/failure" ||
