@@ -55,7 +55,7 @@ int bench_gen(int argc, char **argv) {
   }
   hbm_gen_llm_config c;
   if (hbm_gen_llm_preset(preset, &c) != HBM_OK) {
-    cli_error("bench gen: --preset: unknown preset '%s' (hbm gen llm --list-presets)", preset);
+    cli_unknown_preset("bench gen: --preset", preset);
     return CLI_BAD_INPUT;
   }
   c.steps = (uint32_t)steps;

@@ -123,7 +123,7 @@ int bench_replay(int argc, char **argv) {
     hbm_gen_llm_defaults(&cfg);
     rc = hbm_gen_llm_preset(preset, &cfg);
     if (rc != HBM_OK) {
-      cli_error("bench replay: unknown preset '%s' (hbm gen llm --list-presets)", preset);
+      cli_unknown_preset("bench replay: --preset", preset);
       return CLI_BAD_INPUT;
     }
     cfg.steps = (uint32_t)steps;

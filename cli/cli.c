@@ -131,6 +131,19 @@ int cli_parse_count(const char *opt, const char *text, uint64_t min, uint64_t ma
   return 1;
 }
 
+void cli_unknown_preset(const char *opt, const char *name) {
+  int n = 0;
+  const hbm_gen_llm_preset_info *p = hbm_gen_llm_presets(&n);
+  char known[512] = "";
+  size_t used = 0;
+  for (int i = 0; i < n && used < sizeof known; i++) {
+    int w = snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "", p[i].name);
+    if (w < 0) break;
+    used += (size_t)w;
+  }
+  cli_error("%s: unknown preset '%s' (known: %s; hbm gen llm --list-presets describes them)", opt, name, known);
+}
+
 static const struct option *last_opts; /* cli_option_error names the candidates of an ambiguous prefix */
 
 int cli_getopt(int argc, char *const argv[], const char *optstring, const struct option *opts,

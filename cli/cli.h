@@ -86,6 +86,10 @@ int cli_parse_size(const char *what, const char *text, uint64_t *out);
  * to 1 PiB, the most a trace or device takes, rounded down to whole 2 MiB
  * granules (what the device gives); on error prints why, returns 0. */
 int cli_parse_capacity(const char *what, const char *text, uint64_t *out);
+/* Says "hbm: <opt>: unknown preset '<name>' (known: A, B, C; hbm gen llm
+ * --list-presets describes them)", `opt` naming the option as the command's
+ * messages do ("bench gen: --preset"). */
+void cli_unknown_preset(const char *opt, const char *name);
 /* A count min..max for option `opt`, as hbm_count_parse reads it ("20",
  * "7B", "16Mi", "1e6"); on error prints "hbm: <opt>: expected a whole number
  * MIN..MAX, got '<text>'" and returns 0. */

@@ -157,7 +157,7 @@ int cmd_demo(int argc, char **argv) {
   /* 1. the workload, from shapes */
   hbm_gen_llm_config c;
   if (hbm_gen_llm_preset(preset, &c) != HBM_OK) {
-    cli_error("--preset: unknown preset '%s' (hbm gen llm --list-presets)", preset);
+    cli_unknown_preset("--preset", preset);
     return CLI_BAD_INPUT;
   }
   if (steps) c.steps = (uint32_t)steps;

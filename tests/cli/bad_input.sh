@@ -210,7 +210,11 @@ before_work "^hbm: bench replay: --preset given twice ('7b-1gpu-80g', then '70b-
   bench replay --preset 7b-1gpu-80g --preset 70b-zero3-64
 # a benchmark's messages name it, as its other messages do
 before_work "^hbm: bench adamw: --params given twice ('1', then '2')" bench adamw --params 1 --params 2
-before_work "^hbm: bench gen: --preset: unknown preset 'nope'" bench gen --preset nope
+# an unknown preset: the option named, and the presets there are, alike in each command
+known="(known: 910c-dense, 7b-1gpu-80g, 70b-zero3-64; hbm gen llm --list-presets describes them)"
+before_work "^hbm: bench gen: --preset: unknown preset 'nope' $known$" bench gen --preset nope
+before_work "^hbm: bench replay: --preset: unknown preset 'nope' $known$" bench replay --preset nope
+before_work "^hbm: --preset: unknown preset 'nope' $known$" demo --preset nope
 before_work "^hbm: bench gen: --steps: expected a whole number" bench gen --steps 0
 # an unknown option, or one without its value: one line naming it and the
 # command, the same in every command (not getopt's own words and the usage)
