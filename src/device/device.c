@@ -53,7 +53,8 @@ int hbm_device_open(const char *spec, hbm_device **out) {
       return hbm_report_error(HBM_EINVAL, "device '%s': expected ,granule=SIZE (a power of two >= 4KiB)", spec);
   }
   if (hbm_size_parse(rest, &capacity) != HBM_OK || capacity == 0 || capacity > HBM_MAX_SIZE)
-    return hbm_report_error(HBM_EINVAL, "device '%s': capacity '%s' is not a size between 1 B and 1 PiB", spec, rest);
+    return hbm_report_error(HBM_EINVAL, "device '%s': capacity '%s' is not a size between one granule (%llu B) and 1 PiB",
+                            spec, rest, (unsigned long long)granule); /* the least a device has, as below */
   capacity = capacity / granule * granule;
   if (capacity == 0)
     return hbm_report_error(HBM_EINVAL, "device '%s': capacity '%s' is smaller than one granule (%llu B)", spec,

@@ -257,6 +257,15 @@ fi
 before_work "host device: the host cannot reserve 1.00 PiB of address space for its capacity" \
   replay "$good" --policy bestfit --device host:1PiB
 before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '1B'" replay "$good" --capacity 1B
+# a device spec's capacity: from one granule (the device's, 2 MiB unless given) to 1 PiB, said so for 0 too
+before_work "^hbm: device 'sim:0': capacity '0' is not a size between one granule (2097152 B) and 1 PiB$" \
+  replay "$good" --device sim:0
+before_work "^hbm: device 'sim:0,granule=4KiB': capacity '0' is not a size between one granule (4096 B) and 1 PiB$" \
+  replay "$good" --device sim:0,granule=4KiB
+before_work "^hbm: device 'sim:2PiB': capacity '2PiB' is not a size between one granule (2097152 B) and 1 PiB$" \
+  replay "$good" --device sim:2PiB
+before_work "^hbm: device 'sim:1KiB': capacity '1KiB' is smaller than one granule (2097152 B)$" \
+  replay "$good" --device sim:1KiB
 before_work "expected a device capacity of 2MiB (one page) to 1PiB, got '2097151'" replay "$good" --capacity 2097151
 "$HBM" replay "$good" --capacity 2MiB --policy bestfit > /dev/null 2> "$dir/err" ||
   { echo "FAIL --capacity 2MiB (one page, the least) refused: $(cat "$dir/err")"; fail=1; }
