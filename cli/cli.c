@@ -36,11 +36,11 @@ void cli_diag(const hbm_diag *d, int err, const char *path) {
   if (!file || !file[0])
     cli_error("%s", message);
   else if (d->line)
-    fprintf(stderr, "%s:%llu: %s\n", file, (unsigned long long)d->line, message);
+    cli_error("%s:%llu: %s", file, (unsigned long long)d->line, message);
   else if (d->offset)
-    fprintf(stderr, "%s: byte %llu: %s\n", file, (unsigned long long)d->offset, message);
+    cli_error("%s: byte %llu: %s", file, (unsigned long long)d->offset, message);
   else
-    fprintf(stderr, "%s: %s\n", file, message);
+    cli_error("%s: %s", file, message);
 }
 
 int cli_exit_code(int err) {
@@ -645,7 +645,7 @@ void cli_note_private_pools(const char *path, const hbm_trace *t) {
   uint32_t n = hbm_trace_private_pools(t, &bytes);
   char b[32];
   if (n)
-    fprintf(stderr, "%s: note: %u segment%s (%s) %s in private memory pools (CUDA graphs, torch.cuda.MemPool) when "
+    fprintf(stderr, "hbm: %s: note: %u segment%s (%s) %s in private memory pools (CUDA graphs, torch.cuda.MemPool) when "
             "the snapshot was taken; hbm keeps no private pools, so a replay places their blocks as the default "
             "pool's and may differ from the run there\n", path, n, n == 1 ? "" : "s", cli_size(bytes, b),
             n == 1 ? "was" : "were");

@@ -62,7 +62,7 @@ typedef struct cli_seen {
  * `seen` starts zeroed, its command set where messages name it. */
 int cli_getopt(int argc, char *const argv[], const char *optstring, const struct option *opts,
                const char *repeatable, cli_seen *seen);
-/* Prints a diag as "file:line: message" (or file: byte N:) to stderr. An
+/* Prints a diag as "hbm: file:line: message" (or file: byte N:) to stderr. An
  * empty diag falls back to `path` and to hbm_strerror(err), so a failure is
  * never printed without words. */
 void cli_diag(const hbm_diag *diag, int err, const char *path);

@@ -372,11 +372,30 @@ fi
 # (skipped where the binary cannot start under the limit, e.g. AddressSanitizer)
 if (ulimit -v 600000 && "$HBM" --version) > /dev/null 2>&1; then
   (ulimit -v 600000 && exec "$HBM" replay /dev/zero --capacity 1GiB) > /dev/null 2> "$dir/err"; rc=$?
-  [ $rc -eq 1 ] && grep -q "^/dev/zero: out of host memory reading [0-9]* bytes" "$dir/err" ||
+  [ $rc -eq 1 ] && grep -q "^hbm: /dev/zero: out of host memory reading [0-9]* bytes" "$dir/err" ||
     { echo "FAIL replay /dev/zero under ulimit -v: exit $rc, $(cat "$dir/err")"; fail=1; }
 else
   echo "skip: hbm does not start under ulimit -v 600000"
 fi
+
+# every message starts with "hbm: ", a reader's or a writer's naming its file
+# after it: a file that cannot be opened, a line that cannot be read, an
+# output that cannot be written
+printf 'id,lower,upper,size\na,0,1,1\n' > "$dir/one.csv"
+printf 'id,lower,upper,size\na,0,1\n' > "$dir/short.csv"
+for args in "replay /nonexistent|2|hbm: /nonexistent: cannot open: " \
+            "plan $dir/short.csv|2|hbm: $dir/short.csv:2: 3 fields: expected 4" \
+            "plan $dir/one.csv -o /dev/full|1|hbm: /dev/full: write failed: " \
+            "import /nonexistent -o $dir/never.trace|2|hbm: /nonexistent: cannot open: "; do
+  cmd=${args%%|*} rest=${args#*|}
+  want_rc=${rest%%|*} want=${rest#*|}
+  if [ "$want" = "hbm: /dev/full: write failed: " ] && [ ! -w /dev/full ]; then echo "skip: no /dev/full"; continue; fi
+  # shellcheck disable=SC2086
+  "$HBM" $cmd > /dev/null 2> "$dir/err"; rc=$?
+  if [ $rc -ne "$want_rc" ] || ! head -n 1 "$dir/err" | grep -qF "$want" || grep -qv "^hbm: " "$dir/err"; then
+    echo "FAIL hbm $cmd: exit $rc (expected $want_rc), stderr '$(cat "$dir/err")', expected one starting '$want'"; fail=1
+  else echo "ok   hbm $cmd: $(head -n 1 "$dir/err")"; fi
+done
 
 "$HBM" nosuchcommand > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL unknown command: expected exit 2"; fail=1; }
 "$HBM" --help | grep -q "replay" || { echo "FAIL --help lists no commands"; fail=1; }

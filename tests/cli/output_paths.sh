@@ -182,7 +182,7 @@ if (cd "$dir/anyone" && $as sh -c '[ ! -w / ] && [ -w . ] && [ -r "$1" ] && "$2"
       "$HBM_ROOT/tests/fixtures/step437.trace" "$HBM") > /dev/null 2>&1; then
   (cd "$dir/anyone" && $as "$HBM" replay "$HBM_ROOT/tests/fixtures/step437.trace" --policy bestfit \
     --html "/hbm-output-paths-$$.html") > "$dir/anyone/out" 2> "$dir/anyone/err"; rc=$?
-  [ $rc -eq 1 ] && grep -q "^/hbm-output-paths-$$.html: cannot create: " "$dir/anyone/err" && [ ! -s "$dir/anyone/out" ] ||
+  [ $rc -eq 1 ] && grep -q "^hbm: /hbm-output-paths-$$.html: cannot create: " "$dir/anyone/err" && [ ! -s "$dir/anyone/out" ] ||
     { echo "FAIL --html /FILE where / takes no file: exit $rc, stdout $(wc -c < "$dir/anyone/out") bytes: $(cat "$dir/anyone/err")"; fail=1; }
 else
   echo "skip a file in the root directory: no user here who cannot write / and can run hbm"
@@ -212,7 +212,7 @@ chmod 755 "$dir/shut"
 # before the work, as a file's: nothing replayed, nothing on standard output.
 "$HBM" replay "$HBM_ROOT/tests/fixtures/step437.trace" --policy bestfit --html /proc/nonexistent/x.html \
   > "$dir/out" 2> "$dir/err"; rc=$?
-[ $rc -eq 1 ] && grep -q "^/proc/nonexistent/x.html: cannot create: " "$dir/err" && [ ! -s "$dir/out" ] ||
+[ $rc -eq 1 ] && grep -q "^hbm: /proc/nonexistent/x.html: cannot create: " "$dir/err" && [ ! -s "$dir/out" ] ||
   { echo "FAIL --html under /proc naming no descriptor: exit $rc, stdout $(wc -c < "$dir/out") bytes: $(cat "$dir/err")"; fail=1; }
 
 # The output is checked again as it is written, not only before the work: a

@@ -298,7 +298,7 @@ s["segments"][0]["segment_pool_id"] = (1, 0)
 pickle.dump(s, open(sys.argv[2], "wb"), protocol=4)
 PY
   "$HBM" import "$dir/pools.pickle" -o "$dir/pools.trace" --json > "$dir/json" 2> "$dir/err"
-  grep -q '"private_pool_segments":1,"private_pool_bytes":12582912,' "$dir/json" && grep -q "pools.pickle: note: 1 segment (.*) was in private memory pools" "$dir/err" &&
+  grep -q '"private_pool_segments":1,"private_pool_bytes":12582912,' "$dir/json" && grep -q "^hbm: $dir/pools.pickle: note: 1 segment (.*) was in private memory pools" "$dir/err" &&
     grep -q "^# 1 segment(s), .* were in private pools" "$dir/pools.trace" ||
     { echo "FAIL import of a private pool: $(cat "$dir/json" "$dir/err")"; fail=1; }
   for cmd in "replay --capacity 1GiB" "mincap" "fidelity" "bench replay --device sim:1GiB --rounds 1 --trace"; do
