@@ -893,6 +893,11 @@ int main(void) {
   expect_bad("hbm-trace 1\na x\n", 2, "expected 'a ID SIZE");
   expect_bad("hbm-trace 1\nf nobody\n", 2, "unknown id");
   expect_bad("hbm-trace 1\na x 1\nf x\nf x\n", 4, "double free");
+  /* a message quotes the file: its control bytes (a terminal's escape
+   * sequences, a bell) come out as '?', here and wherever it quotes */
+  expect_bad("hbm-trace 1\nf \x1b]0;pwned\x07\n", 2, "free of unknown id '?]0;pwned?' (never allocated)");
+  expect_bad("hbm-trace 1\na x 1 act \x1b[2J\x7f\n", 2, "unexpected field '?[2J?'");
+  expect_bad("hbm-trace 1\nconf max_split_size_mb:\x1b[1m\n", 2, "the setting 'max_split_size_mb:?[1m'");
   expect_bad("hbm-trace 1\na x 1\na x 2\n", 3, "already live");
   /* the line each message names: where the id was last allocated or freed */
   expect_bad("hbm-trace 1\ns 1\na x 1\na x 2\n", 4, "id 'x' is already live (allocated at line 3 and not freed)");

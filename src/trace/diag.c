@@ -28,6 +28,11 @@ int hbm_diag_set(hbm_diag *diag, const char *file, uint64_t line, uint64_t offse
   va_start(ap, fmt);
   hbm_vsnprintf(diag->message, sizeof diag->message, fmt, ap);
   va_end(ap);
+  /* Messages quote the input, and the CLI prints them to a terminal: a
+   * control byte (an escape sequence, a bell, a carriage return that hides
+   * what came before) is shown as '?'. No message has one of its own. */
+  for (char *c = diag->message; *c; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
   return HBM_EPARSE;
 }
 

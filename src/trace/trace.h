@@ -147,7 +147,8 @@ void hbm_trace_set_source(hbm_trace *t, const char *path);
 int hbm_snapshot_to_trace(const uint8_t *data, size_t len, const char *name, hbm_trace **out,
                           hbm_diag *diag);
 
-/* Sets diag (file, line, offset, printf-style message); returns HBM_EPARSE. */
+/* Sets diag (file, line, offset, printf-style message, its control bytes
+ * shown as '?': it may quote the input); returns HBM_EPARSE. */
 int hbm_diag_set(hbm_diag *diag, const char *file, uint64_t line, uint64_t offset,
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 

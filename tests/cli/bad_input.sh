@@ -39,6 +39,12 @@ expect step_past_last "'s' after step 18446744073709551615 (line 2): no step num
 expect small_capacity "capacity: 1MiB is smaller than one 2 MiB granule" 'hbm-trace 1\ncapacity 1MiB\na x 10\n'
 expect conf           "conf: byte 18 of the setting 'max_split_size_mb:abc': max_split_size_mb: expected" \
   'hbm-trace 1\nconf max_split_size_mb:abc\na x 10 @0x0\nf x\n'
+# the message quotes the file, never a control byte of it: an escape sequence
+# would reach the terminal
+expect control_bytes  "free of unknown id '?]0;pwned?'" 'hbm-trace 1\nf \033]0;pwned\007\n'
+if LC_ALL=C grep -q "$(printf '[\001-\037\177]')" "$dir/err"; then
+  echo "FAIL control_bytes: a control byte of the file reached the message: $(od -c "$dir/err" | head -3)"; fail=1
+fi
 # a pickle of a protocol the reader does not take is named as such by every command,
 # not read as a text trace without its header
 printf '\200\006N.' > "$dir/proto6.pickle"
