@@ -642,6 +642,24 @@ static void test_edges_exact(void) {
   CHECK(parse("hbm-trace 1\r\ncapacity 4MiB \r\na x 10 act\t\r\ns \nf x\r\n", &t, &d) == HBM_OK);
   if (t) CHECK(t->nevents == 3 && t->events[0].tag == HBM_TAG_ACT && t->capacity == 4 << 20);
   hbm_trace_free(t);
+  /* a UTF-8 byte order mark before the header is read past, as hbm plan
+   * reads past one; a CR is a line end only before LF, not a blank within
+   * the line, and a file of CR line ends is said to be one */
+  t = NULL;
+  CHECK(parse("\xef\xbb\xbfhbm-trace 1\r\na x 10\r\nf x\r\n", &t, &d) == HBM_OK);
+  if (t) CHECK(t->nevents == 2);
+  hbm_trace_free(t);
+  t = NULL;
+  CHECK(parse("hbm-trace 1\na x 10\r", &t, &d) == HBM_OK); /* CR LF cut short at the end */
+  if (t) CHECK(t->nevents == 1);
+  hbm_trace_free(t);
+  expect_bad("\xef\xbb\xbf", 1, "empty input");
+  expect_bad("\xef\xbb\xbf\xef\xbb\xbfhbm-trace 1\n", 1, "expected the header");
+  expect_bad("hbm-trace 1\na x\r100\n", 2, "a carriage return inside the line (byte 15): expected lines that end in LF or CR LF");
+  expect_bad("hbm-trace 1\na x 100\r\r\n", 2, "a carriage return inside the line (byte 19)");
+  expect_bad("hbm-trace 1\n# a\rcomment\n", 2, "a carriage return inside the line");
+  expect_bad("hbm-trace 1\ra x 10\rf x\r", 1, "lines that end in CR alone (byte 11; the file has no LF)");
+  expect_bad("# made on a Mac\rhbm-trace 1\r", 1, "lines that end in CR alone");
   expect_bad("hbm-trace 1\na x 1 @\n", 2, "unexpected field '@'");
   expect_bad("hbm-trace 1\na x 1 abcdefghijklmnop\n", 2, "unexpected field 'abcdefghijklmnop'");
   /* an input that ends without a newline (after a blank, or not), in a buffer of exactly its bytes */

@@ -635,21 +635,38 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
   int rc = HBM_OK, saw_header = 0;
   uint64_t step = 0, step_line = 0, capacity_line = 0, conf_line = 0; /* lines of the last mark, the settings */
   const char *pos = text, *end = text + len;
+  /* A UTF-8 byte order mark, as some editors on Windows write: read past, as
+   * hbm plan reads past one. */
+  if (len >= 3 && !memcmp(text, "\xef\xbb\xbf", 3)) pos += 3;
+  int has_lf = memchr(text, '\n', len) != NULL;
   while (pos < end && rc == HBM_OK) {
     const char *eol = memchr(pos, '\n', (size_t)(end - pos));
     if (!eol) eol = end;
     p.line++;
     p.offset = (uint64_t)(pos - text);
     if (memchr(pos, 0, (size_t)(eol - pos))) { rc = BAD(&p, "NUL byte in a text trace (binary file?)"); break; }
+    /* A line ends in LF or CR LF. A CR anywhere else is no blank: refused,
+     * as hbm plan refuses it, and a file of CR line ends is said to be one
+     * (else its one long line would be refused for want of the header). */
+    const char *stop = eol > pos && eol[-1] == '\r' ? eol - 1 : eol;
+    const char *cr = memchr(pos, '\r', (size_t)(stop - pos));
+    if (cr) {
+      p.offset = (uint64_t)(cr - text);
+      rc = has_lf ? BAD(&p, "a carriage return inside the line (byte %llu): expected lines that end in LF or CR LF",
+                        (unsigned long long)p.offset)
+                  : BAD(&p, "lines that end in CR alone (byte %llu; the file has no LF): expected lines that end "
+                            "in LF or CR LF", (unsigned long long)p.offset);
+      break;
+    }
     /* tokenize, dropping a # comment */
     tok tk[MAX_TOKENS + 1];
     int n = 0;
     const char *c = pos;
-    while (c < eol && *c != '#') {
-      while (c < eol && (*c == ' ' || *c == '\t' || *c == '\r')) c++;
-      if (c >= eol || *c == '#') break;
+    while (c < stop && *c != '#') {
+      while (c < stop && (*c == ' ' || *c == '\t')) c++;
+      if (c >= stop || *c == '#') break;
       const char *s = c;
-      while (c < eol && *c != ' ' && *c != '\t' && *c != '\r' && *c != '#') c++;
+      while (c < stop && *c != ' ' && *c != '\t' && *c != '#') c++;
       if (n <= MAX_TOKENS) tk[n] = (tok){s, (size_t)(c - s)};
       n++;
     }

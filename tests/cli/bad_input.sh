@@ -39,6 +39,15 @@ expect step_past_last "'s' after step 18446744073709551615 (line 2): no step num
 expect small_capacity "capacity: 1MiB is smaller than one 2 MiB granule" 'hbm-trace 1\ncapacity 1MiB\na x 10\n'
 expect conf           "conf: byte 18 of the setting 'max_split_size_mb:abc': max_split_size_mb: expected" \
   'hbm-trace 1\nconf max_split_size_mb:abc\na x 10 @0x0\nf x\n'
+# a CR is a line end only before LF; a file of CR line ends is said to be one,
+# not refused for want of the header it has
+expect cr_inside      "a carriage return inside the line (byte 15): expected lines that end in LF or CR LF" \
+  'hbm-trace 1\na x\r100\n'
+expect cr_only        "lines that end in CR alone" 'hbm-trace 1\ra x 10\rf x\r'
+# ... and a UTF-8 byte order mark before the header is read past, as hbm plan does
+printf '\357\273\277hbm-trace 1\r\na x 10\r\nf x\r\n' > "$dir/bom.trace"
+"$HBM" replay "$dir/bom.trace" --policy bestfit --capacity 1GiB > "$dir/out" 2> "$dir/err" ||
+  { echo "FAIL bom: a byte order mark before the header: $(cat "$dir/err")"; fail=1; }
 # the message quotes the file, never a control byte of it: an escape sequence
 # would reach the terminal
 expect control_bytes  "free of unknown id '?]0;pwned?'" 'hbm-trace 1\nf \033]0;pwned\007\n'
