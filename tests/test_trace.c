@@ -536,7 +536,7 @@ static void test_edges_exact(void) {
           t->events[1].stream == INT32_MAX);
     hbm_trace_free(t);
   }
-  expect_bad("hbm-trace 1\nseg 0x200000 2MiB 2147483648\n", 2, "expected a stream number, got '2147483648'");
+  expect_bad("hbm-trace 1\nseg 0x200000 2MiB 2147483648\n", 2, "stream '2147483648' out of range: expected 0..2147483647");
   /* a size token of 39 characters is read; one of 40 is not a size */
   t = NULL;
   CHECK(parse("hbm-trace 1\na x 000000000000000000000000000000000001024\n", &t, &d) == HBM_OK);
@@ -951,7 +951,29 @@ int main(void) {
   expect_bad("hbm-trace 1\na x 1 @zz\n", 2, "address");
   expect_bad("hbm-trace 1\ncapacity\n", 2, "capacity SIZE");
   expect_bad("hbm-trace 1\ns x\n", 2, "step number");
-  expect_bad("hbm-trace 1\nseg 0x1000 1MiB 0 medium\n", 2, "small");
+  expect_bad("hbm-trace 1\nseg 0x1000 1MiB 0 medium\n", 2, "unexpected field 'medium': expected a stream number, 'small' or 'large'");
+  /* a segment's stream and pool are read by what they are, in either order,
+   * each at most once: the usage says 'seg ADDR SIZE [STREAM] [small|large]' */
+  {
+    static const struct { const char *line; int32_t stream; uint8_t small; } segs[] = {
+        {"seg 0x200000 2MiB small", 0, 1}, {"seg 0x200000 2MiB large", 0, 0}, {"seg 0x200000 2MiB 3", 3, 0},
+        {"seg 0x200000 2MiB small 7", 7, 1}, {"seg 0x200000 2MiB 7 small", 7, 1}, {"seg 0x200000 2MiB", 0, 0}};
+    for (size_t i = 0; i < sizeof segs / sizeof *segs; i++) {
+      char text[96];
+      snprintf(text, sizeof text, "hbm-trace 1\n%s\n", segs[i].line);
+      t = NULL;
+      int ok = parse(text, &t, &d) == HBM_OK;
+      if (!ok) fprintf(stderr, "for %s: %s\n", segs[i].line, d.message);
+      CHECK(ok && t->nevents == 1 && t->events[0].kind == HBM_EV_SEG_ALLOC);
+      if (ok) CHECK(t->events[0].stream == segs[i].stream && t->events[0].tag == segs[i].small);
+      hbm_trace_free(t);
+    }
+  }
+  expect_bad("hbm-trace 1\nseg 0x1000 1MiB small large\n", 2, "a second pool 'large'");
+  expect_bad("hbm-trace 1\nseg 0x1000 1MiB 1 2\n", 2, "a second stream number '2': one stream per segment");
+  expect_bad("hbm-trace 1\nseg 0x1000 1MiB small small\n", 2, "a second pool 'small'");
+  expect_bad("hbm-trace 1\nseg 0x1000 1MiB small 2147483648\n", 2, "stream '2147483648' out of range");
+  expect_bad("hbm-trace 1\nseg 0x1000 1MiB 1 small 2\n", 2, "expected 'seg ADDR SIZE [STREAM] [small|large]'");
   /* recorded segments are carved in 512-byte blocks, where they were: the
    * caching model places one there (a fuzzed 0x...a0 broke its invariants) */
   expect_bad("hbm-trace 1\nseg 0x7cf4220000a0 20MiB 0 large\n", 2, "not a multiple of 512 bytes on a 512-byte boundary");

@@ -782,11 +782,25 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
       /* as the snapshot importer: a device segment is carved in 512-byte
        * blocks, and the caching model places one where it was recorded */
       if (e.addr % 512 || e.size % 512) { rc = BAD(&p, "segment of %llu bytes at %#llx is not a multiple of 512 bytes on a 512-byte boundary", (unsigned long long)e.size, (unsigned long long)e.addr); break; }
-      if (n >= 4 && !tok_stream(tk[3], &e.stream)) { rc = BAD(&p, "expected a stream number, got '%.*s'", (int)tk[3].n, tk[3].s); break; }
-      if (n == 5) {
-        if (tok_eq(tk[4], "small")) e.tag = 1;
-        else if (!tok_eq(tk[4], "large")) { rc = BAD(&p, "expected 'small' or 'large', got '%.*s'", (int)tk[4].n, tk[4].s); break; }
+      /* The optional fields read by what they are, in either order, as an
+       * allocation's are: 'seg ADDR SIZE small' names the pool alone. */
+      int have_pool = 0, have_stream = 0;
+      for (int i = 3; i < n && rc == HBM_OK; i++) {
+        uint64_t num;
+        if (tok_eq(tk[i], "small") || tok_eq(tk[i], "large")) {
+          if (have_pool) rc = BAD(&p, "a second pool '%.*s': one of small or large per segment", (int)tk[i].n, tk[i].s);
+          e.tag = tok_eq(tk[i], "small");
+          have_pool = 1;
+        } else if (!have_stream && tok_stream(tk[i], &e.stream)) {
+          have_stream = 1;
+        } else if (tok_u64(tk[i], &num)) {
+          rc = have_stream ? BAD(&p, "a second stream number '%.*s': one stream per segment", (int)tk[i].n, tk[i].s)
+                           : BAD(&p, "stream '%.*s' out of range: expected 0..2147483647", (int)tk[i].n, tk[i].s);
+        } else {
+          rc = BAD(&p, "unexpected field '%.*s': expected a stream number, 'small' or 'large'", (int)tk[i].n, tk[i].s);
+        }
       }
+      if (rc != HBM_OK) break;
       e.kind = is_free ? HBM_EV_SEG_FREE : HBM_EV_SEG_ALLOC;
     } else if (tok_eq(tk[0], "init-seg")) {
       hbm_init_segment s = {0};
