@@ -816,6 +816,9 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
       }
       if (t->nevents) { rc = BAD(&p, "starting state (init-seg) must come before the first event"); break; }
       if (s.addr % 512) { rc = BAD(&p, "init-seg address %#llx is not a multiple of 512 bytes", (unsigned long long)s.addr); break; }
+      /* its blocks are multiples of 512 bytes: no tiling of them covers it,
+       * which is said here rather than at the next init-seg or event */
+      if (s.size % 512) { rc = BAD(&p, "init-seg size %llu is not a multiple of 512 bytes", (unsigned long long)s.size); break; }
       if (hbm_range_wraps(s.addr, s.size)) { rc = BAD(&p, "init-seg at %#llx: %llu bytes from there wrap past the top of the address space", (unsigned long long)s.addr, (unsigned long long)s.size); break; }
       s.line = (uint32_t)(p.line > UINT32_MAX ? UINT32_MAX : p.line);
       if ((rc = last_segment_covered(&p, t)) != HBM_OK) break;

@@ -34,6 +34,8 @@ expect init_past_end  "init-blk at 0x0 of 3145728 bytes runs past its segment's 
   'hbm-trace 1\ninit-seg 0x0 2MiB 0 large\ninit-blk 0x0 3MiB a\n'
 expect init_gap       "init-blk at 0x100200: expected the next block of its segment (0x0..0x200000) at 0x100000" \
   'hbm-trace 1\ninit-seg 0x0 2MiB 0 large\ninit-blk 0x0 1MiB a\ninit-blk 0x100200 512 b\n'
+expect init_seg_size  "init-seg size 1000 is not a multiple of 512 bytes" \
+  'hbm-trace 1\ninit-seg 0x0 1000 0 small\ninit-blk 0x0 512 -\na x 10\n'
 expect step_past_last "'s' after step 18446744073709551615 (line 2): no step number follows it" \
   'hbm-trace 1\ns 18446744073709551615\ns\n'
 expect small_capacity "capacity: 1MiB is smaller than one 2 MiB granule" 'hbm-trace 1\ncapacity 1MiB\na x 10\n'
