@@ -923,7 +923,10 @@ int main(void) {
   expect_bad("hbm-trace 1\ninit-seg 0x0 2MiB 0 large\ninit-blk 0x0 2MiB w\ns 1\na w 1\n", 5,
              "id 'w' is already live (allocated at line 3 and not freed)");
   expect_bad("hbm-trace 1\ninit-seg 0x0 2MiB 0 large\ninit-blk 0x0 1MiB w\ninit-blk 0x100000 1MiB w\n", 4,
-             "id 'w' is already live");
+             "id 'w' is already live (allocated at line 3 and not freed)");
+  expect_bad("hbm-trace 1\ninit-seg 0x0 2MiB 0 large\ninit-blk 0x0 1MiB w\ninit-blk 0x100000 1MiB -\n"
+             "init-seg 0x200000 2MiB 0 large\ninit-blk 0x200000 2MiB w\n", 6,
+             "id 'w' is already live (allocated at line 3 and not freed)");
   expect_bad("hbm-trace 1\na x 0\n", 2, "at least 1 byte");
   expect_bad("hbm-trace 1\na x 5EiB\n", 2, "expected a size");
   expect_bad("hbm-trace 1\na x 5PiB\n", 2, "absurd"); /* a size, over the 1 PiB limit */

@@ -843,7 +843,7 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
       if (!tok_eq(tk[3], "-")) {
         uint32_t id = ids_lookup(&ids, tk[3].s, tk[3].n, 1);
         if (id == HBM_NO_ID) { rc = HBM_EHOSTMEM; break; }
-        if (ids.live[id]) { rc = BAD(&p, "id '%.*s' is already live", (int)tk[3].n, tk[3].s); break; }
+        if (ids.live[id]) { rc = BAD(&p, "id '%.*s' is already live (allocated at line %u and not freed)", (int)tk[3].n, tk[3].s, ids.last_line[id]); break; }
         b.id = id;
         b.request = b.size;
         ids.live[id] = 1;
