@@ -992,6 +992,9 @@ int main(void) {
   expect_bad("hbm-trace 1\ninit-seg 0x1000 1000 0 small\ninit-blk 0x1000 512 -\na x 1\n", 2,
              "init-seg size 1000 is not a multiple of 512 bytes");
   expect_bad("hbm-trace 1\ninit-seg 0x1000 1.5KB 0 small\n", 2, "init-seg size 1500 is not a multiple of 512 bytes");
+  /* a block after the first event belongs to no starting state: said as init-seg's is */
+  expect_bad("hbm-trace 1\ninit-seg 0x1000 4096 0 small\ninit-blk 0x1000 4096 -\na q 1KiB\ninit-blk 0x2000 512 -\n", 5,
+             "starting state (init-blk) must come before the first event");
   /* a conf PyTorch would refuse: the line, and the byte within the setting */
   expect_bad("hbm-trace 1\nconf max_split_size_mb:abc\na x 1\n", 2,
              "conf: byte 18 of the setting 'max_split_size_mb:abc': max_split_size_mb: expected a non-negative integer");
