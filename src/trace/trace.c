@@ -593,6 +593,13 @@ typedef struct parser {
 
 #define BAD(p, ...) hbm_diag_set((p)->diag, (p)->file, (p)->line, (p)->offset, __VA_ARGS__)
 
+/* A number where an optional stream may stand: a second one, or one past
+ * what a stream holds. */
+static int bad_stream(parser *p, tok t, int have_stream, const char *per) {
+  if (have_stream) return BAD(p, "a second stream number '%.*s': one stream per %s", (int)t.n, t.s, per);
+  return BAD(p, "stream '%.*s' out of range: expected 0..2147483647", (int)t.n, t.s);
+}
+
 static int parse_size_tok(parser *p, tok t, const char *what, uint64_t *v) {
   if (!tok_size(t, v))
     return BAD(p, "%s: expected a size like 512MiB, 4.2GB or 1024 (B/KiB/MiB/GiB/TiB/PiB or KB/MB/GB/TB/PB), got '%.*s'", what, (int)t.n, t.s);
@@ -712,8 +719,7 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
         } else if (is_tag) {
           rc = BAD(&p, "a second tag '%.*s': one tag per allocation", (int)tk[i].n, tk[i].s);
         } else if (tok_u64(tk[i], &num)) {
-          rc = have_stream ? BAD(&p, "a second stream number '%.*s': one stream per allocation", (int)tk[i].n, tk[i].s)
-                           : BAD(&p, "stream '%.*s' out of range: expected 0..2147483647", (int)tk[i].n, tk[i].s);
+          rc = bad_stream(&p, tk[i], have_stream, "allocation");
         } else {
           rc = BAD(&p, "unexpected field '%.*s': expected a tag (param grad optim act comm temp other), a stream number, @ADDR or 'refused'", (int)tk[i].n, tk[i].s);
         }
@@ -794,8 +800,7 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
         } else if (!have_stream && tok_stream(tk[i], &e.stream)) {
           have_stream = 1;
         } else if (tok_u64(tk[i], &num)) {
-          rc = have_stream ? BAD(&p, "a second stream number '%.*s': one stream per segment", (int)tk[i].n, tk[i].s)
-                           : BAD(&p, "stream '%.*s' out of range: expected 0..2147483647", (int)tk[i].n, tk[i].s);
+          rc = bad_stream(&p, tk[i], have_stream, "segment");
         } else {
           rc = BAD(&p, "unexpected field '%.*s': expected a stream number, 'small' or 'large'", (int)tk[i].n, tk[i].s);
         }
