@@ -916,6 +916,13 @@ int main(void) {
   expect_bad("hbm-trace 1\nf \x1b]0;pwned\x07\n", 2, "free of unknown id '?]0;pwned?' (never allocated)");
   expect_bad("hbm-trace 1\na x 1 act \x1b[2J\x7f\n", 2, "unexpected field '?[2J?'");
   expect_bad("hbm-trace 1\nconf max_split_size_mb:\x1b[1m\n", 2, "the setting 'max_split_size_mb:?[1m'");
+  /* C1 controls too, as UTF-8 (CSI: C2 9B) or as the bare byte an 8-bit terminal reads;
+   * other UTF-8 is kept, a sequence cut short is not */
+  expect_bad("hbm-trace 1\nf \xc2\x9b" "31m\n", 2, "free of unknown id '?" "?31m'");
+  expect_bad("hbm-trace 1\nf \x9b" "31m\n", 2, "free of unknown id '?31m'");
+  expect_bad("hbm-trace 1\nf caf\xc3\xa9-\xe2\x86\x92\n", 2, "free of unknown id 'caf\xc3\xa9-\xe2\x86\x92'");
+  expect_bad("hbm-trace 1\nf x\xe2\x86\n", 2, "free of unknown id 'x?" "?'");
+  expect_bad("hbm-trace 1\nf \xc2\xa0\xc0\xaf\n", 2, "free of unknown id '\xc2\xa0?" "?'");
   expect_bad("hbm-trace 1\na x 1\na x 2\n", 3, "already live");
   /* the line each message names: where the id was last allocated or freed */
   expect_bad("hbm-trace 1\ns 1\na x 1\na x 2\n", 4, "id 'x' is already live (allocated at line 3 and not freed)");

@@ -18,6 +18,29 @@
 /* The longest suffix a temporary file name gets: ".tmp." and two 20-digit numbers. */
 #define TMP_SUFFIX_MAX (5 + 20 + 1 + 20)
 
+/* Messages quote the input, and the CLI prints them to a terminal: a
+ * control byte (an escape sequence, a bell, a carriage return that hides
+ * what came before) is shown as '?'. So are the C1 controls (U+0080 to
+ * U+009F: CSI is one) and bytes that are no UTF-8, which an 8-bit terminal
+ * reads as C1 controls. Other UTF-8 is kept. No message has one of its own. */
+static void shown_safe(char *message) {
+  unsigned char *c = (unsigned char *)message;
+  while (*c) {
+    if (*c < 0x80) {
+      if (*c < 0x20 || *c == 0x7f) *c = '?';
+      c++;
+      continue;
+    }
+    int n = *c >= 0xc2 && *c <= 0xdf ? 2 : *c >= 0xe0 && *c <= 0xef ? 3 : *c >= 0xf0 && *c <= 0xf4 ? 4 : 0;
+    int ok = n > 0;
+    for (int k = 1; k < n && ok; k++) ok = (c[k] & 0xc0) == 0x80; /* stops at the NUL */
+    if (ok && n == 2 && c[0] == 0xc2 && c[1] < 0xa0) ok = 0;      /* a C1 control */
+    if (!ok) n = 1;
+    for (int k = 0; k < n; k++) c[k] = ok ? c[k] : '?';
+    c += n;
+  }
+}
+
 int hbm_diag_set(hbm_diag *diag, const char *file, uint64_t line, uint64_t offset,
                  const char *fmt, ...) {
   if (!diag) return HBM_EPARSE;
@@ -28,11 +51,7 @@ int hbm_diag_set(hbm_diag *diag, const char *file, uint64_t line, uint64_t offse
   va_start(ap, fmt);
   hbm_vsnprintf(diag->message, sizeof diag->message, fmt, ap);
   va_end(ap);
-  /* Messages quote the input, and the CLI prints them to a terminal: a
-   * control byte (an escape sequence, a bell, a carriage return that hides
-   * what came before) is shown as '?'. No message has one of its own. */
-  for (char *c = diag->message; *c; c++)
-    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+  shown_safe(diag->message);
   return HBM_EPARSE;
 }
 
