@@ -86,8 +86,8 @@ static void *worker(void *arg) {
     int rc = hbm_report_run_policy(j->t, j->names[i], NULL, j->device, j->every, j->quiet ? NULL : on_progress, &p,
                                    run);
     /* nothing failed: show the layout at the tightest sampled moment instead */
-    uint64_t at = rc == HBM_OK && !run->result.oom ? hbm_report_tightest_event(run) : 0;
-    if (at && (rc = hbm_report_layout_at(j->t, j->names[i], NULL, j->device, at, NULL, NULL, run)) != HBM_OK)
+    uint64_t at = rc == HBM_OK && !run->result.oom ? hbm_report_tightest_event(run) : HBM_REPORT_NO_MOMENT;
+    if (at != HBM_REPORT_NO_MOMENT && (rc = hbm_report_layout_at(j->t, j->names[i], NULL, j->device, at, NULL, NULL, run)) != HBM_OK)
       cli_error("%s's layout at event %llu is not drawn: %s", j->names[i], (unsigned long long)at, hbm_strerror(rc));
   }
 }

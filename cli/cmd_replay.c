@@ -63,10 +63,10 @@ static int write_html(const hbm_trace *trace, const char *path, const char *html
                       hbm_report_run *runs, int nruns, const cli_confs *confs, const char *device, uint64_t every,
                       int json) {
   for (int i = 0; i < nruns; i++) {
-    uint64_t at = runs[i].result.oom || runs[i].error ? 0 : hbm_report_tightest_event(&runs[i]);
+    uint64_t at = runs[i].result.oom || runs[i].error ? HBM_REPORT_NO_MOMENT : hbm_report_tightest_event(&runs[i]);
     char label[48];
     snprintf(label, sizeof label, "%.31s: layout", runs[i].result.policy);
-    int rc = at ? hbm_report_layout_at(trace, runs[i].result.policy, cli_conf_for(confs, runs[i].result.policy), device,
+    int rc = at != HBM_REPORT_NO_MOMENT ? hbm_report_layout_at(trace, runs[i].result.policy, cli_conf_for(confs, runs[i].result.policy), device,
                                        at, json ? NULL : cli_progress_fn, label, &runs[i])
                 : HBM_OK;
     cli_progress_end();
@@ -146,7 +146,7 @@ static int pick_layout(const hbm_trace *trace, layout_when when, uint64_t event,
     out->run = run;
     return HBM_OK;
   }
-  if (when == LAYOUT_TIGHTEST && !(event = hbm_report_tightest_event(run))) {
+  if (when == LAYOUT_TIGHTEST && (event = hbm_report_tightest_event(run)) == HBM_REPORT_NO_MOMENT) {
     out->why = "no sample was taken";
     return HBM_OK;
   }

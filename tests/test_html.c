@@ -249,6 +249,13 @@ static void check_tightest(void) {
   CHECK_EQ_U64(hbm_report_tightest_event(&r), 12);
   r.nsamples = 2; /* no sample past step 1: every sample counts */
   CHECK_EQ_U64(hbm_report_tightest_event(&r), 2);
+  s[0].event = 0; /* the starting state's sample is a moment too, not "none" */
+  CHECK_EQ_U64(hbm_report_tightest_event(&r), 0);
+  s[0].largest_free = UINT64_MAX; /* the first sample is taken whatever its figure */
+  r.nsamples = 1;
+  CHECK_EQ_U64(hbm_report_tightest_event(&r), 0);
+  r.nsamples = 0;
+  CHECK_EQ_U64(hbm_report_tightest_event(&r), HBM_REPORT_NO_MOMENT);
 }
 
 /* A run without failures made by hand: its figures, the samples' worst

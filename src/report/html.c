@@ -127,12 +127,12 @@ static int tightest_skips(const hbm_report_run *r) {
 }
 
 uint64_t hbm_report_tightest_event(const hbm_report_run *r) {
-  uint64_t best = UINT64_MAX, at = 0;
+  uint64_t best = UINT64_MAX, at = HBM_REPORT_NO_MOMENT;
   int skip = tightest_skips(r);
   for (size_t i = 0; i < r->nsamples; i++) {
     const hbm_sample *s = &r->samples[i];
     if (skip && s->step < 2) continue;
-    if (s->largest_free < best) {
+    if (s->largest_free < best || at == HBM_REPORT_NO_MOMENT) {
       best = s->largest_free;
       at = s->event;
     }

@@ -106,7 +106,10 @@ void hbm_report_failure_moment(hbm_report_run *run);
 int hbm_report_layout_at(const hbm_trace *trace, const char *policy, const char *conf,
                          const char *device, uint64_t event, hbm_progress_fn *progress, void *progress_arg,
                          hbm_report_run *run);
-/* The sampled moment (after step 1) with the smallest largest free block; 0 if none. */
+/* The sampled moment (after step 1) with the smallest largest free block:
+ * an event count for hbm_report_layout_at, 0 for the starting state (a sample
+ * before any event), or HBM_REPORT_NO_MOMENT where no sample was taken. */
+#define HBM_REPORT_NO_MOMENT UINT64_MAX
 uint64_t hbm_report_tightest_event(const hbm_report_run *run);
 
 /* Facts of a trace the page states: events, steps, peak live, largest comm

@@ -145,6 +145,14 @@ grep -q '^layout of caching after its starting state, before any event, at peak 
 grep -q '^layout of bestfit after its starting state, before any event: live 0 B; 0 blocks hold 0 B as placed; reserved 0 B; 1 hole, 8.00 MiB in all' "$dir/zero" ||
   { echo "FAIL --layout-at 0: $(grep '^layout' "$dir/zero")"; fail=1; }
 check_runs "--layout-at 0" "$dir/zero" '0 8388608 hole'
+# the tightest moment may be the starting state's sample, before any event: its layout, not "none"
+printf 'hbm-trace 1\ncapacity 64MiB\ninit-seg 0x0 64MiB 0 large\ninit-blk 0x0 40MiB w0 40MiB param\ninit-blk 0x2800000 24MiB -\ns 0\nf w0\ns 1\na z 1MiB act\n' > "$dir/start.trace"
+"$HBM" replay "$dir/start.trace" --policy bestfit --layout-at tightest > "$dir/tight0" 2>&1 || { echo "FAIL tightest at event 0: exit $?"; fail=1; }
+grep -q '^layout of bestfit after its starting state, before any event: live 40.00 MiB; 1 block holds 40.00 MiB as placed' "$dir/tight0" ||
+  { echo "FAIL --layout-at tightest at the starting state: $(grep '^layout' "$dir/tight0")"; fail=1; }
+"$HBM" replay "$dir/start.trace" --policy bestfit --html "$dir/tight0.html" > /dev/null 2>&1 || fail=1
+grep -q "Layout at the tightest moment sampled (step 0, largest free 24.00 MiB, live 40.00 MiB" "$dir/tight0.html" ||
+  { echo "FAIL the page leaves out the layout at the starting state's sample"; fail=1; }
 
 bad() { # name, expected message, args...
   name=$1 msg=$2; shift 2
