@@ -331,7 +331,7 @@ static void check_success_words(void) {
   if (html) {
     check_page_is_self_contained(html);
     CHECK(strstr(html, "<br>capacity 1.00 GiB &middot; 12 events &middot; 1 step &middot; peak live 500.00 MiB</p>"));
-    CHECK(strstr(html, "<td>1.00 GiB</td><td>0.488</td><td>inf</td><td class='ok'>none (it placed what PyTorch "
+    CHECK(strstr(html, "<td>1.00 GiB</td><td>0.488</td><td>infinite</td><td class='ok'>none (it placed what PyTorch "
                        "refused)</td><td>-</td><td>-</td><td>-</td><td>-</td><td>0</td></tr>") != NULL);
     CHECK(strstr(html, "<p class='sub'>peak reserved 1.00 GiB &middot; peak allocated 510.00 MiB &middot; "
                        "efficiency 0.488 &middot; backend calls 9 &middot; ") != NULL);

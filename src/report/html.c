@@ -1095,8 +1095,11 @@ static void summary_table(sb *b, const hbm_report *rep) {
       sb_printf(b, "</a></td><td colspan='9' class='fail'>replay error: %s</td></tr>\n", hbm_strerror(r->error));
       continue;
     }
-    sb_printf(b, "</a></td><td>%s</td><td>%.3f</td><td>%.3f</td>", size_text(x->peak_reserved, a, 32),
-              x->efficiency, x->max_frag >= 1e9 ? INFINITY : x->max_frag);
+    char frag[32];
+    if (x->max_frag >= 1e9) snprintf(frag, sizeof frag, "infinite"); /* as frag_text says it */
+    else hbm_snprintf(frag, sizeof frag, "%.3f", x->max_frag);
+    sb_printf(b, "</a></td><td>%s</td><td>%.3f</td><td>%s</td>", size_text(x->peak_reserved, a, 32),
+              x->efficiency, frag);
     char step[32];
     if (x->first_oom.cause == HBM_CAUSE_START) snprintf(step, sizeof step, "before event 0");
     else snprintf(step, sizeof step, "%llu", (unsigned long long)x->first_oom.step);

@@ -186,6 +186,11 @@ cause page_streams expandable rules - "$(cat "$HBM_ROOT/tests/fixtures/step437.t
 cause page_hole expandable fragmentation - 'hbm-trace 1\ncapacity 60MiB\na a 10MiB\na b 10MiB\nf a\na c 45MiB\n'
 cause rounding bestfit overhead - "hbm-trace 1\ncapacity 2MiB\n$(i=0; while [ $i -le 4096 ]; do printf 'a x%d 1\\n' $i; i=$((i+1)); done)"
 grep -q "the policy's overhead, not fragmentation" "$dir/rounding.html" || { echo "FAIL: overhead not explained"; fail=1; }
+# memory free and no block of it usable: "inf" in the text, "infinite" on the page, the table's cell too
+printf 'hbm-trace 1\ncapacity 4MiB\ns 0\na x 4194204 act\ns 1\na y 50 temp\n' > "$dir/noblock.trace"
+"$HBM" replay "$dir/noblock.trace" --policy bestfit --html "$dir/noblock.html" | grep -q "^bestfit  .*  inf  " &&
+  grep -q "<td>infinite</td>" "$dir/noblock.html" && ! grep -q ">inf<" "$dir/noblock.html" ||
+  { echo "FAIL an infinite ratio not said so on the page's table"; fail=1; }
 cause holes bestfit fragmentation - 'hbm-trace 1\ncapacity 8MiB\na a 2MiB\na b 2MiB\na c 2MiB\na d 2MiB\nf a\nf c\na e 4MiB\n'
 cause full bestfit capacity - 'hbm-trace 1\ncapacity 8MiB\na a 6MiB\na b 4MiB\n'
 # a page's layout at the tightest moment starts from the trace's starting state,
