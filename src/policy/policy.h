@@ -1,8 +1,8 @@
 /* policy.h: what an allocator policy is (docs/design.md §3).
  *
- * A policy places requests over a device. It knows nothing of traces or of
- * live/peak accounting: the heap (public API) and replay keep those, so every
- * policy is measured the same way. One policy per file; each exports one
+ * A policy places requests over a device. It keeps no live/peak accounting:
+ * the heap (public API) and replay keep that, so every policy is measured the
+ * same way. A trace it reads only to seed a recorded starting state (seed). One policy per file; each exports one
  * `const hbm_policy_class hbm_policy_<name>` listed in registry.c.
  *
  * Every policy struct starts with `hbm_policy base;`.
