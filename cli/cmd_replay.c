@@ -28,7 +28,7 @@ static void usage(FILE *out) {
           "                          repeatable\n"
           "  --every N               sample every N events (default: at each step boundary)\n"
           "  --samples               print the samples too: fragmentation, largest free,\n"
-          "                          backend calls and allocations so far\n"
+          "                          backend calls and allocations so far, live by purpose\n"
           "  --html FILE             write a self-contained report page (inline SVG) to FILE\n"
           "  --layout-at WHEN        print each policy's layout (live blocks and holes in\n"
           "                          address order): N, after the first N events (just\n"
@@ -448,6 +448,11 @@ int cmd_replay(int argc, char **argv) {
           hbm_json_kv_double(&j, "fragmentation", s->fragmentation);
           hbm_json_kv_u64(&j, "backend_calls", s->backend_calls);
           hbm_json_kv_u64(&j, "alloc_events", s->alloc_events);
+          hbm_json_key(&j, "live_by_purpose"); /* tags with none left out, as placed_by_purpose */
+          hbm_json_object_begin(&j);
+          for (int t = 0; t < HBM_TAG_COUNT; t++)
+            if (s->live_by_tag[t]) hbm_json_kv_u64(&j, hbm_tag_name((hbm_tag)t), s->live_by_tag[t]);
+          hbm_json_object_end(&j);
           hbm_json_object_end(&j);
         }
         hbm_json_array_end(&j);
@@ -509,10 +514,14 @@ int cmd_replay(int argc, char **argv) {
       if (show_samples)
         for (size_t k = 0; k < runs[i].nsamples; k++) {
           const hbm_sample *s = &runs[i].samples[k];
-          printf("%-11s   step %llu event %llu: live %s, largest free %s, ratio %s, calls %llu, allocs %llu\n",
-                 "", (unsigned long long)s->step, (unsigned long long)s->event, cli_size(s->live, a),
+          printf("%-11s   step %llu event %llu: live %s, largest free %s, ratio %s, calls %llu, allocs %llu", "",
+                 (unsigned long long)s->step, (unsigned long long)s->event, cli_size(s->live, a),
                  cli_size(s->largest_free, e), cli_frag(s->fragmentation, 3, f),
                  (unsigned long long)s->backend_calls, (unsigned long long)s->alloc_events);
+          const char *sep = "; live by purpose:";
+          for (int t = 0; t < HBM_TAG_COUNT; t++)
+            if (s->live_by_tag[t]) printf("%s %s %s", sep, hbm_tag_name((hbm_tag)t), cli_size(s->live_by_tag[t], a)), sep = "";
+          printf("\n");
         }
     }
     for (int i = 0; layout_at != LAYOUT_NONE && i < npolicies; i++)

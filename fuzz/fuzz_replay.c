@@ -6,7 +6,7 @@
  * request being a result (oom), not an error; only running out of host
  * memory may end it otherwise. The checks include the replay's own figures
  * (live <= allocated <= reserved <= the device, the largest free request
- * within the free total). Traces are capped at 512 events and blocks
+ * within the free total, live by purpose summing to live). Traces are capped at 512 events and blocks
  * so that one input stays quick.
  * Seed corpus: fuzz/corpus/replay/ (hand-written traces, starting states). */
 #include <stdint.h>

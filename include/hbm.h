@@ -420,6 +420,8 @@ typedef struct hbm_sample {
   uint64_t alloc_events;   /* allocation requests replayed so far: with
                               backend_calls, calls per allocation over any
                               span of samples */
+  uint64_t live_by_tag[HBM_TAG_COUNT]; /* live split by purpose: bytes requested
+                              and not yet freed, per tag (they sum to live) */
 } hbm_sample;
 typedef void hbm_sample_fn(const hbm_sample *sample, void *arg);
 /* Progress: done of total events. */
@@ -452,7 +454,8 @@ typedef struct hbm_replay_options {
   int layout_at_start;
   /* N > 0: the policy's invariants (those hbm_check() runs) and the
    * replay's figures (live <= allocated <= reserved <= capacity, largest
-   * free within capacity - live) after the starting state and after every
+   * free within capacity - live, live by purpose summing to live) after the
+   * starting state and after every
    * N events; the first broken one ends the
    * replay with HBM_ECORRUPT, reported through the error callback. Slow, and
    * counted in ns_per_event: for tests and bug reports. On a sim device it

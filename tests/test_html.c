@@ -556,6 +556,9 @@ int main(void) {
     CHECK(count(html, "Layout at the tightest moment sampled after steps 0 and 1 (step ") == n); /* 6 steps sampled */
     CHECK(count(html, "aria-label='layout at the tightest moment sampled'>") == n);
     CHECK(strstr(html, "No request failed") != NULL);
+    /* live by purpose over the samples, one chart a run, each purpose sampled in its legend */
+    CHECK(count(html, "<h3>Live by purpose, at the samples</h3>") == n);
+    CHECK(count(html, "aria-label='live bytes by purpose over time, at the samples'>") == n);
   }
   free(html);
   for (int i = 0; i < n; i++) hbm_report_run_release(&runs[i]);
@@ -579,6 +582,24 @@ int main(void) {
   /* the words say they speak of samples, and how they were taken */
   CHECK(strstr(words, "Sampled at each step boundary (2 samples; within a step it goes lower") != NULL);
   CHECK(strstr(words, "1000000000") == NULL);
+  /* nothing live at any sample: no chart of live by purpose, nor its heading */
+  rep.runs = &hand;
+  rep.nruns = 1;
+  html = NULL;
+  CHECK(hbm_report_html(&rep, &html, &len) == HBM_OK);
+  if (html) {
+    check_page_is_self_contained(html);
+    CHECK(strstr(html, "Live by purpose") == NULL);
+  }
+  free(html);
+  s[1].live = s[1].live_by_tag[HBM_TAG_ACT] = 5 << 20; /* an act block live at step 2: drawn, its purpose named */
+  html = NULL;
+  CHECK(hbm_report_html(&rep, &html, &len) == HBM_OK);
+  if (html) {
+    CHECK(count(html, "<h3>Live by purpose, at the samples</h3>") == 1);
+    CHECK(strstr(html, ">act</span>") != NULL || strstr(html, "act</") != NULL);
+  }
+  free(html);
 
   /* 4. a trace whose only step mark comes near its end (as in a PyTorch
    * snapshot): the samples start there, but the charts span every event, so

@@ -14,6 +14,17 @@ static int add_to_layout(void *arg, uint64_t addr, uint64_t size, int live, hbm_
   return 0;
 }
 
+/* The last sample, and whether every sample's live split by purpose summed to its live. */
+typedef struct last_sample { hbm_sample s; int n, sums_differ; } last_sample;
+static void keep_last(const hbm_sample *s, void *arg) {
+  last_sample *l = arg;
+  uint64_t sum = 0;
+  for (int t = 0; t < HBM_TAG_COUNT; t++) sum += s->live_by_tag[t];
+  l->sums_differ |= sum != s->live;
+  l->s = *s;
+  l->n++;
+}
+
 int main(void) {
   char path[4096];
   const char *root = getenv("HBM_ROOT");
@@ -25,8 +36,9 @@ int main(void) {
     return 1;
   }
   layout at_oom = {.holes = 0};
+  last_sample last = {.n = 0};
   hbm_replay_options o = {.policy = "bestfit", .device = "sim:96GiB", .on_oom_layout = add_to_layout,
-                          .oom_layout_arg = &at_oom};
+                          .oom_layout_arg = &at_oom, .on_sample = keep_last, .sample_arg = &last};
   hbm_replay_result r;
   CHECK(hbm_replay(t, &o, &r) == HBM_OK);
   /* Every live block with the tag its trace line gave it: 20 GiB of BF16
@@ -49,6 +61,19 @@ int main(void) {
   CHECK(ratio > 3.665 && ratio < 3.675);
   CHECK(r.max_frag >= ratio - 1e-9);
   CHECK_EQ_U64(r.peak_live, 96ull << 30); /* full before the AllReduce buffers were freed */
+  /* Live by purpose at the last sample (step 437): the failed buffer is not
+   * live, so no comm; every sample's purposes sum to its live. */
+  CHECK(last.n == 3 && !last.sums_differ && last.s.step == 437);
+  CHECK_EQ_U64(last.s.live_by_tag[HBM_TAG_PARAM], 20ull << 30);
+  CHECK_EQ_U64(last.s.live_by_tag[HBM_TAG_OPTIM], 40ull << 30);
+  CHECK_EQ_U64(last.s.live_by_tag[HBM_TAG_ACT], 22ull << 30);
+  CHECK_EQ_U64(last.s.live_by_tag[HBM_TAG_COMM], 0);
+  /* where the buffer fits (zoned), it is live at step 437, as comm */
+  last = (last_sample){.n = 0};
+  hbm_replay_options z = {.policy = "zoned", .device = "sim:96GiB", .on_sample = keep_last, .sample_arg = &last};
+  CHECK(hbm_replay(t, &z, &r) == HBM_OK && !r.oom);
+  CHECK(!last.sums_differ && last.s.step == 437);
+  CHECK_EQ_U64(last.s.live_by_tag[HBM_TAG_COMM], 4509715661ull);
   /* With 10 GiB more capacity the same request is a capacity question no more. */
   hbm_replay_options big = {.policy = "bestfit", .device = "sim:106GiB"};
   CHECK(hbm_replay(t, &big, &r) == HBM_OK);

@@ -31,6 +31,7 @@ typedef struct replay_state {
   uint8_t *tag;        /* per id */
   hbm_addrmap *by_addr; /* addr -> id, only for policies that move blocks */
   uint64_t live, allocated, step;
+  uint64_t live_tag[HBM_TAG_COUNT]; /* live by purpose: sums to live */
   uint64_t done;       /* events replayed once the one under way ends (0: the starting state) */
   int verify;          /* fill and check data (host device) */
   int failed;          /* a fatal error inside a callback */
@@ -122,6 +123,10 @@ static uint64_t free_for(const replay_state *s, const hbm_policy_usage *u) {
   return room > s->live ? room - s->live : 0;
 }
 
+/* A tag's slot in live by purpose: a trace built through the library's own
+ * calls is not checked for its tags, and one past the list counts as other. */
+static inline unsigned purpose(unsigned tag) { return tag < HBM_TAG_COUNT ? tag : HBM_TAG_OTHER; }
+
 static void take_sample(replay_state *s, uint64_t event) {
   hbm_policy_usage u = {0};
   s->p->cls->usage(s->p, &u);
@@ -134,12 +139,14 @@ static void take_sample(replay_state *s, uint64_t event) {
                     .largest_free = u.largest_free,
                     .backend_calls = s->dev->backend_calls,
                     .alloc_events = s->res->alloc_events};
+  memcpy(smp.live_by_tag, s->live_tag, sizeof smp.live_by_tag);
   /* Where the starting state did not fit, nothing ran: live leaves out what
    * the policy did place, so a ratio would be made up, and what it held is
    * the partial placement, different for each policy; the device is shown
    * as the run found it, empty. */
   if (s->start_unfit) {
     smp.live = smp.allocated = smp.reserved = 0;
+    memset(smp.live_by_tag, 0, sizeof smp.live_by_tag);
     smp.free_total = smp.largest_free = s->res->capacity;
   } else {
     smp.fragmentation = hbm_fragmentation_ratio(smp.free_total, smp.largest_free);
@@ -197,6 +204,14 @@ static int check_policy(replay_state *s, uint64_t event) {
                (unsigned long long)u.largest_free, (unsigned long long)cap);
       check_failed(&c, m);
     }
+  }
+  uint64_t by_purpose = 0; /* live split by purpose is all of live */
+  for (int t = 0; t < HBM_TAG_COUNT; t++) by_purpose += s->live_tag[t];
+  if (by_purpose != s->live) {
+    char m[120];
+    snprintf(m, sizeof m, "live by purpose sums to %llu, live is %llu", (unsigned long long)by_purpose,
+             (unsigned long long)s->live);
+    check_failed(&c, m);
   }
   uint64_t refused = hbm_device_refused(s->p->dev);
   if (refused) {
@@ -280,6 +295,7 @@ static int do_alloc(replay_state *s, uint32_t id, uint64_t size, hbm_tag tag, in
   s->block[id] = block;
   s->tag[id] = (uint8_t)tag;
   s->live += size;
+  s->live_tag[purpose(tag)] += size;
   s->allocated += block;
   if (s->by_addr && hbm_addrmap_put(s->by_addr, a, id) != HBM_OK) return HBM_EHOSTMEM;
   if (s->verify) fill(a, size, id);
@@ -299,6 +315,7 @@ static int do_free(replay_state *s, uint32_t id) {
   if (rc != HBM_OK) return rc;
   if (s->by_addr) hbm_addrmap_take(s->by_addr, a, NULL);
   s->live -= s->request[id];
+  s->live_tag[purpose(s->tag[id])] -= s->request[id];
   s->allocated -= s->block[id];
   s->addr[id] = HBM_NO_ADDR;
   return HBM_OK;
@@ -428,6 +445,7 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
           s.block[b->id] = blocks[b->id]; /* the policy's block, which may not be the recorded one */
           s.tag[b->id] = b->tag;
           s.live += b->request;
+          s.live_tag[purpose(b->tag)] += b->request;
           s.allocated += blocks[b->id];
           if (s.by_addr && hbm_addrmap_put(s.by_addr, ids[b->id], b->id) != HBM_OK) {
             free(ids);

@@ -831,6 +831,76 @@ static void chart_memory(sb *b, const hbm_report *rep, const hbm_report_run *r) 
   sb_printf(b, "</svg>\n");
 }
 
+/* Which purposes any sample has live bytes of; 1 when one has. */
+static int purposes_sampled(const hbm_report_run *r, uint64_t any[HBM_TAG_COUNT]) {
+  int used = 0;
+  for (int t = 0; t < HBM_TAG_COUNT; t++) any[t] = 0;
+  for (size_t i = 0; i < r->nsamples; i++)
+    for (int t = 0; t < HBM_TAG_COUNT; t++) any[t] |= r->samples[i].live_by_tag[t];
+  for (int t = 0; t < HBM_TAG_COUNT; t++) used |= any[t] != 0;
+  return used;
+}
+
+static void legend_item(sb *b, const char *color, const char *label, int line);
+
+/* Live by purpose at the samples, stacked in the order of the strip's legend
+ * (other last): per slice of samples, the one with the most live, so the
+ * stack's top is the slice's highest sampled live. */
+static void chart_purpose(sb *b, const hbm_report *rep, const hbm_report_run *r) {
+  uint64_t any[HBM_TAG_COUNT];
+  if (!purposes_sampled(r, any)) return;
+  size_t n = r->nsamples, buckets = n < PLOT_POINTS ? n : PLOT_POINTS;
+  size_t *pick = malloc(buckets * sizeof *pick);
+  double *base = calloc(buckets, sizeof *base);
+  if (!pick || !base) {
+    free(pick);
+    free(base);
+    b->failed = 1;
+    return;
+  }
+  size_t m = 0;
+  for (size_t k = 0; k < buckets; k++) {
+    size_t i0 = k * n / buckets, i1 = (k + 1) * n / buckets, best = i0;
+    if (i1 <= i0) continue;
+    for (size_t i = i0 + 1; i < i1; i++)
+      if (r->samples[i].live > r->samples[best].live) best = i;
+    pick[m++] = best;
+  }
+  uint64_t cap = r->result.capacity ? r->result.capacity : rep->capacity;
+  plot p = {0, rep->events ? rep->events : 1, (double)cap * 1.06};
+  sb_printf(b, "<div class='legend'>");
+  for (int k = 1; k <= HBM_TAG_COUNT; k++) { /* other last, as in the strip */
+    int t = k % HBM_TAG_COUNT;
+    if (any[t]) legend_item(b, tag_colors[t], hbm_tag_name((hbm_tag)t), 0);
+  }
+  sb_printf(b, "</div>\n");
+  svg_open(b, "live bytes by purpose over time, at the samples");
+  double unit;
+  const char *unit_name;
+  int decimals;
+  byte_axis(p.y1, &unit, &unit_name, &decimals);
+  frame(b, &p, r, unit, unit_name, decimals);
+  for (int k = 1; k <= HBM_TAG_COUNT; k++) {
+    int t = k % HBM_TAG_COUNT;
+    if (!any[t]) continue;
+    sb_printf(b, "<polygon style='fill:%s;stroke:none' points='", tag_colors[t]);
+    for (size_t q = 0; q < m; q++) {
+      const hbm_sample *s = &r->samples[pick[q]];
+      sb_printf(b, "%.1f,%.1f ", px(&p, (double)s->event), py(&p, base[q] + (double)s->live_by_tag[t]));
+    }
+    for (size_t q = m; q-- > 0;) sb_printf(b, "%.1f,%.1f ", px(&p, (double)r->samples[pick[q]].event), py(&p, base[q]));
+    sb_printf(b, "'/>\n");
+    for (size_t q = 0; q < m; q++) base[q] += (double)r->samples[pick[q]].live_by_tag[t];
+  }
+  char c[32], l[64];
+  snprintf(l, sizeof l, "capacity %s", size_text(cap, c, sizeof c));
+  hline(b, &p, (double)cap, "capline", l);
+  failure_marker(b, &p, r);
+  sb_printf(b, "</svg>\n");
+  free(pick);
+  free(base);
+}
+
 static void chart_frag(sb *b, const hbm_report *rep, const hbm_report_run *r, double worst) {
   double top = worst * 1.15;
   if (top < 0.25) top = 0.25;
@@ -1186,6 +1256,11 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
     legend_item(&b, "#b00020", "capacity", 1);
     sb_printf(&b, "</div>\n");
     chart_memory(&b, rep, r);
+    uint64_t sampled[HBM_TAG_COUNT];
+    if (purposes_sampled(r, sampled)) { /* a run with nothing live at any sample draws none */
+      sb_printf(&b, "<h3>Live by purpose, at the samples</h3>\n");
+      chart_purpose(&b, rep, r);
+    }
     sb_printf(&b, "<h3>Fragmentation ratio (free total / largest free &minus; 1)</h3>\n");
     chart_frag(&b, rep, r, r->result.max_frag);
     sb_printf(&b, "<h3>Free total and largest free block</h3><div class='legend'>");

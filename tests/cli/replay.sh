@@ -252,7 +252,7 @@ PY
 # 100 B live are 512 allocated), two requests were refused by PyTorch and one
 # placed, one failed; caching's calls come after its first step. Each text
 # figure is the JSON's, in its column.
-printf 'hbm-trace 1\ncapacity 64MiB\ns 1\na a 2MiB\na b 2MiB\ns 2\nf a\na c 3000000\na r1 4MiB other 0 refused\nf r1\na r2 70MiB other 0 refused\nf r2\nf b\nf c\ns 3\na d 100\n' \
+printf 'hbm-trace 1\ncapacity 64MiB\ns 1\na a 2MiB param\na b 2MiB\ns 2\nf a\na c 3000000 act\na r1 4MiB other 0 refused\nf r1\na r2 70MiB other 0 refused\nf r2\nf b\nf c\ns 3\na d 100 temp\n' \
   > "$dir/table.trace"
 "$HBM" replay "$dir/table.trace" --policy bestfit,caching --samples --every 3 > "$dir/table.txt" || { echo "FAIL the table's replay exited $?"; fail=1; }
 cat > "$dir/table.want" <<EOF
@@ -261,22 +261,22 @@ trace $dir/table.trace: 14 events, capacity 64.00 MiB, peak live 74.86 MiB
 policy      peak reserv. efficiency  max frag  backend  first failure
 bestfit        10.86 MiB      0.816     0.035        1  step 2 (event 8): request 70.00 MiB, free total 59.14 MiB, largest free 57.14 MiB, ratio 0.04: capacity (PyTorch refused it too)
               placed 1 of the 2 requests PyTorch refused (what the run would have asked next is not recorded)
-              step 1 event 3: live 4.00 MiB, largest free 60.00 MiB, ratio 0.000, calls 1, allocs 2
-              step 2 event 6: live 4.86 MiB, largest free 57.14 MiB, ratio 0.035, calls 1, allocs 3
-              step 2 event 9: live 4.86 MiB, largest free 57.14 MiB, ratio 0.035, calls 1, allocs 5
+              step 1 event 3: live 4.00 MiB, largest free 60.00 MiB, ratio 0.000, calls 1, allocs 2; live by purpose: other 2.00 MiB param 2.00 MiB
+              step 2 event 6: live 4.86 MiB, largest free 57.14 MiB, ratio 0.035, calls 1, allocs 3; live by purpose: other 2.00 MiB act 2.86 MiB
+              step 2 event 9: live 4.86 MiB, largest free 57.14 MiB, ratio 0.035, calls 1, allocs 5; live by purpose: other 2.00 MiB act 2.86 MiB
               step 2 event 12: live 0 B, largest free 64.00 MiB, ratio 0.000, calls 1, allocs 5
-              step 3 event 14: live 100 B, largest free 64.00 MiB, ratio 0.000, calls 1, allocs 6
+              step 3 event 14: live 100 B, largest free 64.00 MiB, ratio 0.000, calls 1, allocs 6; live by purpose: temp 100 B
 caching        22.00 MiB      0.403     0.364        4  step 2 (event 8): request 70.00 MiB, free total 59.14 MiB, largest free 44.00 MiB, ratio 0.34: capacity (PyTorch refused it too)
               placed 1 of the 2 requests PyTorch refused (what the run would have asked next is not recorded)
               segment_allocs = 2
               segment_frees = 0
               alloc_retries = 1
               gc_releases = 0
-              step 1 event 3: live 4.00 MiB, largest free 44.00 MiB, ratio 0.364, calls 1, allocs 2
-              step 2 event 6: live 4.86 MiB, largest free 44.00 MiB, ratio 0.344, calls 1, allocs 3
-              step 2 event 9: live 4.86 MiB, largest free 44.00 MiB, ratio 0.344, calls 3, allocs 5
+              step 1 event 3: live 4.00 MiB, largest free 44.00 MiB, ratio 0.364, calls 1, allocs 2; live by purpose: other 2.00 MiB param 2.00 MiB
+              step 2 event 6: live 4.86 MiB, largest free 44.00 MiB, ratio 0.344, calls 1, allocs 3; live by purpose: other 2.00 MiB act 2.86 MiB
+              step 2 event 9: live 4.86 MiB, largest free 44.00 MiB, ratio 0.344, calls 3, allocs 5; live by purpose: other 2.00 MiB act 2.86 MiB
               step 2 event 12: live 0 B, largest free 64.00 MiB, ratio 0.000, calls 3, allocs 5
-              step 3 event 14: live 100 B, largest free 62.00 MiB, ratio 0.032, calls 4, allocs 6
+              step 3 event 14: live 100 B, largest free 62.00 MiB, ratio 0.032, calls 4, allocs 6; live by purpose: temp 100 B
 EOF
 cmp -s "$dir/table.want" "$dir/table.txt" || { echo "FAIL the table to the letter:"; diff "$dir/table.want" "$dir/table.txt"; fail=1; }
 "$HBM" replay "$dir/table.trace" --policy bestfit,caching --samples --every 3 --json > "$dir/table.json" &&
@@ -302,9 +302,11 @@ for p, q in zip(j["policies"], plain["policies"]):
     want.append("%-11s   placed %d of the %d requests PyTorch refused (what the run would have asked next is not recorded)"
                 % ("", p["refused_placed"], p["refused_requests"]))
     want += ["%-11s   %s = %d" % ("", k, p[k]) for k in counters]
-    want += ["%-11s   step %d event %d: live %s, largest free %s, ratio %.3f, calls %d, allocs %d"
-             % ("", s["step"], s["event"], size(s["live"]), size(s["largest_free"]), s["fragmentation"], s["backend_calls"], s["alloc_events"])
+    want += ["%-11s   step %d event %d: live %s, largest free %s, ratio %.3f, calls %d, allocs %d%s"
+             % ("", s["step"], s["event"], size(s["live"]), size(s["largest_free"]), s["fragmentation"], s["backend_calls"], s["alloc_events"],
+                "; live by purpose:" + "".join(" %s %s" % (k, size(v)) for k, v in s["live_by_purpose"].items()) if s["live_by_purpose"] else "")
              for s in p["samples"]]
+    assert all(sum(s["live_by_purpose"].values()) == s["live"] for s in p["samples"]), p["samples"]
 lines = [l for l in text.split("\n") if l and not l.startswith("policy ")]
 assert lines == want, "\n".join(a + "\n" + b for a, b in zip(lines, want) if a != b) or (len(lines), len(want))
 b, c = j["policies"]
