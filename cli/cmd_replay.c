@@ -62,6 +62,7 @@ static uint64_t device_capacity(const hbm_trace *trace, const hbm_report_run *ru
 static int write_html(const hbm_trace *trace, const char *path, const char *html_path,
                       hbm_report_run *runs, int nruns, const cli_confs *confs, const char *device, uint64_t every,
                       int json) {
+  int undrawn = 0; /* layouts the page could not draw: the page is written, short of them (exit 1) */
   for (int i = 0; i < nruns; i++) {
     uint64_t at = runs[i].result.oom || runs[i].error ? HBM_REPORT_NO_MOMENT : hbm_report_tightest_event(&runs[i]);
     char label[48];
@@ -70,7 +71,8 @@ static int write_html(const hbm_trace *trace, const char *path, const char *html
                                        at, json ? NULL : cli_progress_fn, label, &runs[i])
                 : HBM_OK;
     cli_progress_end();
-    if (rc != HBM_OK) /* the page shows the run's error in its place */
+    undrawn += rc != HBM_OK;
+    if (rc != HBM_OK) /* the page says so where the layout would be */
       cli_error("%s: %s's layout at event %llu is not drawn: %s", html_path, runs[i].result.policy,
                 (unsigned long long)at, hbm_strerror(rc));
   }
@@ -84,7 +86,7 @@ static int write_html(const hbm_trace *trace, const char *path, const char *html
   if (rc != HBM_OK) cli_error("%s: could not render the report: %s", html_path, hbm_strerror(rc));
   free(html);
   hbm_report_release(&rep);
-  return out;
+  return out == CLI_OK && undrawn ? CLI_FAILED : out;
 }
 
 /* --verify writes every live byte, so the host device's memory becomes real

@@ -597,9 +597,21 @@ int main(void) {
   CHECK(hbm_report_html(&rep, &html, &len) == HBM_OK);
   if (html) {
     CHECK(count(html, "<h3>Live by purpose, at the samples</h3>") == 1);
-    CHECK(strstr(html, ">act</span>") != NULL || strstr(html, "act</") != NULL);
+    CHECK(strstr(html, "></span>act</span>") != NULL); /* the chart's legend: no layout, so no strip's */
+    CHECK(strstr(html, "></span>param</span>") == NULL); /* nothing else was live */
   }
   free(html);
+  /* a layout the page could not draw (host memory ran out in its replay): the run
+   * stands, and the page says the layout was not drawn, not that the run failed */
+  hand.layout_error = HBM_EHOSTMEM;
+  html = NULL;
+  CHECK(hbm_report_html(&rep, &html, &len) == HBM_OK);
+  if (html) {
+    CHECK(strstr(html, "No request failed; its layout at the tightest moment was not drawn: ") != NULL);
+    CHECK(strstr(html, "replay error") == NULL);
+  }
+  free(html);
+  hand.layout_error = HBM_OK;
 
   /* 4. a trace whose only step mark comes near its end (as in a PyTorch
    * snapshot): the samples start there, but the charts span every event, so
@@ -670,7 +682,7 @@ int main(void) {
   CHECK(hbm_trace_parse_text(unfit, strlen(unfit), "unfit", &t, &d) == HBM_OK);
   memset(&hand, 0, sizeof hand);
   CHECK(hbm_report_layout_at(t, "bestfit", NULL, NULL, 1, NULL, NULL, &hand) == HBM_EINVAL);
-  CHECK(hand.error == HBM_EINVAL && hand.nlayout == 0 && hand.layout == NULL);
+  CHECK(hand.layout_error == HBM_EINVAL && hand.error == HBM_OK && hand.nlayout == 0 && hand.layout == NULL);
   hbm_report_run_release(&hand);
   /* ... and no exact live band to draw: the sample's line instead */
   CHECK(hbm_report_run_policy(t, "bestfit", NULL, NULL, 0, NULL, NULL, &hand) == HBM_OK);

@@ -187,16 +187,18 @@ int hbm_report_layout_at(const hbm_trace *t, const char *policy, const char *con
   free(run->layout); /* replaced */
   run->layout = NULL;
   run->nlayout = run->layout_cap = 0;
+  int run_error = run->error; /* the run's own; hbm_report_keep_layout reports through it */
   run->error = HBM_OK;
   hbm_replay_result partial;
   int rc = hbm_replay(t, &o, &partial);
   if (rc == HBM_OK) rc = run->error;
-  if (rc == HBM_OK && !c.sampled) rc = HBM_EINVAL; /* a starting state that did not fit: no moment to draw */
-  if (rc != HBM_OK) { /* no layout with runs left out: the page shows the error in its place */
+  run->error = run_error;
+  run->layout_error = rc;
+  if (rc == HBM_OK && !c.sampled) rc = run->layout_error = HBM_EINVAL; /* a start that did not fit: no moment */
+  if (rc != HBM_OK) { /* no layout with runs left out: the page says it was not drawn */
     free(run->layout);
     run->layout = NULL;
     run->nlayout = run->layout_cap = 0;
-    run->error = rc;
     return rc;
   }
   run->layout_at_failure = 0;
@@ -1311,7 +1313,11 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
         sb_printf(&b, "<p class='sub'>The policy reported no layout at the failure.</p>\n");
       }
     } else {
-      sb_printf(&b, "<p class='sub'>No request failed; no layout was taken.</p>\n");
+      if (r->layout_error)
+        sb_printf(&b, "<p class='sub'>No request failed; its layout at the tightest moment was not drawn: %s.</p>\n",
+                  hbm_strerror(r->layout_error));
+      else
+        sb_printf(&b, "<p class='sub'>No request failed; no layout was taken.</p>\n");
     }
     hbm_report_diagnosis(rep, r, text, sizeof text);
     sb_printf(&b, "<div class='finding%s'>", r->result.oom ? " bad" : "");

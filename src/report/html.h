@@ -41,6 +41,8 @@ typedef struct hbm_report_run {
   int layout_at_failure;         /* 1: taken at the first failure; 0: at layout_event */
   uint64_t layout_event, layout_step, layout_largest_free, layout_live;
   uint64_t layout_reserved;      /* at layout_event (hbm_report_layout_at); not at a failure */
+  int layout_error;              /* HBM_OK, or why hbm_report_layout_at drew no layout: the run
+                                  * itself stands (error is the run's, untouched) */
   /* Live bytes under this policy over time, exact (hbm_replay_options'
    * live_buckets: requests it failed are not live), in the report's slices
    * of the events; none (0) where there is no event or no host memory. */
@@ -101,8 +103,9 @@ void hbm_report_failure_moment(hbm_report_run *run);
  * state included), into run->layout. progress (or NULL) is told the events
  * replayed of `event`.
  * For runs that did not fail: hbm_report_tightest_event() says which moment to
- * show. HBM_EHOSTMEM (also in run->error) when host memory ran out: no layout
- * with runs left out; HBM_EINVAL for a start that did not fit. */
+ * show. HBM_EHOSTMEM (also in run->layout_error; run->error, the run's own,
+ * is left as it was) when host memory ran out: no layout with runs left out;
+ * HBM_EINVAL for a start that did not fit. */
 int hbm_report_layout_at(const hbm_trace *trace, const char *policy, const char *conf,
                          const char *device, uint64_t event, hbm_progress_fn *progress, void *progress_arg,
                          hbm_report_run *run);
