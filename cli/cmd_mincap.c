@@ -53,23 +53,26 @@ static void show_progress(const char *policy, int i, int n) {
 /* The search must try one capacity at least: say up front why it could not
  * (else it would report "fails up to the limit" having replayed nothing). */
 static int bounds_ok(const hbm_trace *t, const char *path, const hbm_mincap_options *mo, uint64_t peak,
-                     uint64_t *resolution, uint64_t *first, uint64_t *limit) {
+                     const char *limit_text, uint64_t *resolution, uint64_t *first, uint64_t *limit) {
   if (hbm_mincap_bounds(t, mo, resolution, first, limit)) return 1;
-  char a[32], b[32], d[32];
-  uint64_t given = mo->limit ? mo->limit : hbm_mincap_default_limit(t);
+  char a[32], b[32], d[32], rounded[96] = "";
+  uint64_t given = mo->limit ? mo->limit : hbm_mincap_default_limit(t), typed;
   const char *which = mo->limit ? "--limit" : "the default limit";
+  /* a --limit the granules rounded down is named as typed too */
+  if (mo->limit && hbm_size_parse(limit_text, &typed) == HBM_OK && typed != given)
+    snprintf(rounded, sizeof rounded, " ('%.40s' in whole 2 MiB granules)", limit_text);
   if (given < peak && !strcmp(cli_size(given, a), cli_size(peak, b))) /* the same when rounded: say bytes */
-    cli_error("%s: %s %s (%llu B) is below the trace's peak live %llu B: nothing can complete there", path, which, a,
-              (unsigned long long)given, (unsigned long long)peak);
+    cli_error("%s: %s %s (%llu B)%s is below the trace's peak live %llu B: nothing can complete there", path, which, a,
+              (unsigned long long)given, rounded, (unsigned long long)peak);
   else if (given < peak)
-    cli_error("%s: %s %s is below the trace's peak live %s: nothing can complete there", path, which,
-              cli_size(given, a), cli_size(peak, b));
+    cli_error("%s: %s %s%s is below the trace's peak live %s: nothing can complete there", path, which,
+              cli_size(given, a), rounded, cli_size(peak, b));
   else if (*resolution > given)
-    cli_error("%s: --resolution %s is above %s %s: no capacity to try", path, cli_size(*resolution, a), which,
-              cli_size(given, b));
+    cli_error("%s: --resolution %s is above %s %s%s: no capacity to try", path, cli_size(*resolution, a), which,
+              cli_size(given, b), rounded);
   else
-    cli_error("%s: %s %s leaves no capacity to try: the first is peak live %s rounded up to the resolution, %s",
-              path, which, cli_size(given, a), cli_size(peak, b), cli_size(*first, d));
+    cli_error("%s: %s %s%s leaves no capacity to try: the first is peak live %s rounded up to the resolution, %s",
+              path, which, cli_size(given, a), rounded, cli_size(peak, b), cli_size(*first, d));
   return 0;
 }
 
@@ -87,6 +90,7 @@ int cmd_mincap(int argc, char **argv) {
   optind = 1;
   opterr = 0; /* cli_option_error says what is wrong */
   cli_seen seen = {0};
+  const char *limit_text = "";
   while ((c = cli_getopt(argc, argv, ":h", opts, "alloc-conf", &seen)) != -1) {
     switch (c) {
       case 'p': policy_list = optarg; break;
@@ -105,6 +109,7 @@ int cmd_mincap(int argc, char **argv) {
         break;
       case 'l':
         if (!cli_parse_capacity("--limit", optarg, &mo.limit)) return CLI_BAD_INPUT;
+        limit_text = optarg;
         break;
       case 'j': json = 1; break;
       case 'h': usage(stdout); return CLI_OK;
@@ -128,7 +133,7 @@ int cmd_mincap(int argc, char **argv) {
   rc = cli_load_trace(path, snapshot_device, &trace);
   if (rc != CLI_OK) return rc;
   uint64_t peak_live = hbm_trace_peak_live(trace), resolution, first, limit;
-  if (!bounds_ok(trace, path, &mo, peak_live, &resolution, &first, &limit)) {
+  if (!bounds_ok(trace, path, &mo, peak_live, limit_text, &resolution, &first, &limit)) {
     hbm_trace_free(trace);
     return CLI_BAD_INPUT;
   }

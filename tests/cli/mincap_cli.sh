@@ -115,6 +115,10 @@ msg() { # expected message, args...
 }
 msg "$trace: --limit 1.00 GiB is below the trace's peak live 96.00 GiB: nothing can complete there" "$trace" --limit 1GiB
 msg "--resolution 64.00 MiB is above --limit 32.00 MiB: no capacity to try" "$trace" --resolution 64MiB --limit 32MiB
+# a --limit whole granules round down is named as typed too, not only as the figure it became
+printf 'hbm-trace 1\na a 105MiB\n' > "$dir/p105.trace"
+msg "$dir/p105.trace: --limit 104.00 MiB ('105MiB' in whole 2 MiB granules) is below the trace's peak live 105.00 MiB: nothing can complete there" \
+  "$dir/p105.trace" --limit 105MiB
 msg "--resolution: expected a multiple of 2MiB (the device granule) up to 1PiB, got '3MiB'" "$trace" --resolution 3MiB
 printf 'hbm-trace 1\na x 98MiB\n' > "$dir/p98.trace"
 msg "$dir/p98.trace: --limit 98.00 MiB leaves no capacity to try: the first is peak live 98.00 MiB rounded up to the resolution, 112.00 MiB" \
