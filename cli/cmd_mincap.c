@@ -154,7 +154,7 @@ int cmd_mincap(int argc, char **argv) {
       snprintf(results[i].policy, sizeof results[i].policy, "%.31s", policies[i]); /* both 32 bytes */
     }
   }
-  if (cli_is_tty()) fprintf(stderr, "\r%70s\r", "");
+  if (!json && cli_is_tty()) fprintf(stderr, "\r%70s\r", "");
   if (exit_code == CLI_BAD_INPUT) { /* every policy would say the same: no report, as replay */
     free(errors);
     free(results);

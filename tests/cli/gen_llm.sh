@@ -326,6 +326,11 @@ if command -v script > /dev/null 2>&1; then
     script -qc "\"$HBM\" $args --json" /dev/null < /dev/null > "$dir/tty.out" 2>&1
     tr '\r' '\n' < "$dir/tty.out" | grep -q "^$label\|\[#*\.*\]" &&
       { echo "FAIL $args --json shows progress: $(tr '\r' '\n' < "$dir/tty.out" | grep "$label" | head -2)"; fail=1; }
+    # nor a line cleared after it (a carriage return that ends no line: the terminal's own CR LF aside)
+    if command -v python3 > /dev/null 2>&1 &&
+      ! python3 -c 'import sys; sys.exit(b"\r" in open(sys.argv[1], "rb").read().replace(b"\r\n", b""))' "$dir/tty.out"; then
+      echo "FAIL $args --json clears a line on the terminal"; fail=1
+    fi
   done
   echo "ok   progress on a terminal"
 else
