@@ -6,7 +6,7 @@
  * The test is linked with --wrap=hbm_device_open: every device a replay
  * opens passes its calls through counters here. Each scenario (a verified
  * replay on the host device: every block filled with a pattern, verified on
- * free and at the end, invariants every few events, the device checked empty
+ * free and at the end, invariants after every event, the device checked empty
  * once the policy is destroyed) runs once to count the calls that can fail
  * for want of memory (creating physical memory, allocating a segment,
  * mapping, copying, to and from host memory), then again with call N
@@ -105,7 +105,7 @@ typedef struct scenario {
 static int run(const scenario *s, hbm_replay_result *r) {
   first_error[0] = 0;
   refused = 0;
-  hbm_replay_options o = {.policy = s->policy, .conf = s->conf, .device = s->device, .verify_data = 1, .check_every = 20};
+  hbm_replay_options o = {.policy = s->policy, .conf = s->conf, .device = s->device, .verify_data = 1, .check_every = 1};
   return hbm_replay(s->trace, &o, r);
 }
 

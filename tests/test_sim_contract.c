@@ -672,7 +672,7 @@ static void policies_keep_contract(uint64_t seed, long steps) {
           fails++;
         }
       }
-      if (i % 16 == 0) CHECK(hbm_check(heap) == HBM_OK);
+      CHECK(hbm_check(heap) == HBM_OK);
       if (i % 97 == 0) hbm_heap_step(heap, (uint64_t)i);
       if (moves && i % 501 == 500) { /* moves blocks where the policy can: device copies */
         hbm_compact_options o = {.need = below(2) ? 0 : (1 + below(64)) << 20};
