@@ -8,9 +8,11 @@
  *   - the hook fired exactly once per moved block (never for a pinned one),
  *     the pass totals agree with the hook, and before_move fired once per pass;
  *   - hbm_check() passes.
- * A failed allocation must be one that no partial plan could serve. Runs once
- * with memmove copies and partial compaction on failure, once with ordered
- * chunked copies and full compaction on failure. Then threads share one heap
+ * hbm_check() also runs after every fourth operation that moved nothing:
+ * after each one it would add half the test's time. A failed allocation must
+ * be one that no partial plan could serve. Runs once with memmove copies and
+ * partial compaction on failure, once with ordered chunked copies and full
+ * compaction on failure. Then threads share one heap
  * the way a framework would: a block is pinned while its bytes are touched
  * (a kernel using it), while other threads allocate, free and compact. */
 #include <pthread.h>
@@ -244,6 +246,9 @@ static int run(const char *conf, uint64_t ops, uint64_t seed, totals *t) {
     t->moved_bytes += c1.moved_bytes - c0.moved_bytes;
     if (m.hook_calls != calls0 || explicit_pass || op % 4096 == 0) {
       if (verify_all(h, &m, op, seed)) failed = 1;
+    } else if (op % 4 == 0 && hbm_check(h) != HBM_OK) {
+      fprintf(stderr, "op %llu: hbm_check() failed (seed %llu)\n", (unsigned long long)op, (unsigned long long)seed);
+      failed = 1;
     }
     if (test_failures_) failed = 1;
   }
