@@ -103,7 +103,7 @@ uint64_t hbm_vspace_top(const hbm_vspace *v);
 typedef int hbm_vspace_visit_fn(void *arg, uint64_t addr, uint64_t size, int live);
 int hbm_vspace_walk(const hbm_vspace *v, hbm_vspace_visit_fn *visit, void *arg);
 
-/* Verifies V1..V6; returns the number of failures, each passed to report. */
+/* Verifies V1..V7; returns the number of failures, each passed to report. */
 typedef void hbm_vspace_report_fn(void *arg, const char *message);
 int hbm_vspace_check(const hbm_vspace *v, hbm_vspace_report_fn *report, void *arg);
 
