@@ -73,13 +73,14 @@ static inline double test_scale(void) {
   return env ? atof(env) : 1.0;
 }
 
-/* 1 in a build with AddressSanitizer or ThreadSanitizer (make check SANITIZE=1
- * or SANITIZE=thread), which CI runs at HBM_TEST_SCALE=0.2 after the plain
- * build at 1. There a test may repeat less of what the plain build checks in
- * full at any scale (an invariant recount, one more identical step), never
- * less of what only a sanitizer sees (the operations themselves). */
+/* 1 in a build with AddressSanitizer, ThreadSanitizer or MemorySanitizer
+ * (make check SANITIZE=1, SANITIZE=thread or SANITIZE=memory), which CI runs
+ * at HBM_TEST_SCALE=0.2 after the plain build at 1. There a test may repeat
+ * less of what the plain build checks in full at any scale (an invariant
+ * recount, one more identical step), never less of what only a sanitizer sees
+ * (the operations themselves). */
 static inline int test_sanitized(void) {
-#ifdef HBM_SANITIZED /* CMakeLists.txt defines it in both sanitizer builds */
+#ifdef HBM_SANITIZED /* CMakeLists.txt defines it in all three sanitizer builds */
   return 1;
 #else
   return 0;
