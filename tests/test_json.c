@@ -154,8 +154,9 @@ static void expect_text(hbm_json *j, const char *what, const char *want) {
 }
 
 /* Commas between values and none after a key, at every level; each kind of
- * value; the escapes of every control character; and 64 levels of nesting,
- * each with a value beside the one nested in it. */
+ * value; the escapes of every control character; and 63 levels of nesting,
+ * each with a value beside the one nested in it, where a 64th level fails
+ * the document. */
 static void check_structure(void) {
   hbm_json j;
   hbm_json_init(&j);
