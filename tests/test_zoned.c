@@ -1309,21 +1309,30 @@ int main(void) {
   char path[4096];
   const char *root = getenv("HBM_ROOT");
   snprintf(path, sizeof path, "%s/tests/fixtures/step437.trace", root ? root : ".");
-  hbm_trace *t;
+  hbm_trace *t = NULL;
   hbm_diag d = {0};
-  CHECK(hbm_trace_load(path, &t, &d) == HBM_OK);
-  frag_log fl = {0, 0};
-  hbm_replay_options o = {.policy = "zoned", .device = "sim:96GiB", .on_sample = on_sample, .sample_arg = &fl};
+  hbm_replay_options o;
   hbm_replay_result r;
-  CHECK(hbm_replay(t, &o, &r) == HBM_OK);
-  printf("test_zoned: step437: oom %d, %llu boundaries, max fragmentation %.4f, peak reserved %llu\n", r.oom,
-         (unsigned long long)fl.samples, fl.max_at_boundary, (unsigned long long)r.peak_reserved);
-  CHECK(r.oom == 0);
-  CHECK(fl.samples >= 2);
-  CHECK(fl.max_at_boundary <= 0.05);
-  CHECK(r.max_frag <= 0.05);
-  CHECK(r.peak_reserved - r.peak_live <= 64 * MiB);
-  hbm_trace_free(t);
+  /* The fixture is part of the repository: where it cannot be read (a test
+   * run by hand outside the repository without HBM_ROOT) the test fails,
+   * and goes on past this block. */
+  if (hbm_trace_load(path, &t, &d) != HBM_OK) {
+    printf("test_zoned: step437: skipped: cannot load %s: %s (run from the repository's root, or set HBM_ROOT)\n", path,
+           d.message);
+    CHECK(t != NULL);
+  } else {
+    frag_log fl = {0, 0};
+    o = (hbm_replay_options){.policy = "zoned", .device = "sim:96GiB", .on_sample = on_sample, .sample_arg = &fl};
+    CHECK(hbm_replay(t, &o, &r) == HBM_OK);
+    printf("test_zoned: step437: oom %d, %llu boundaries, max fragmentation %.4f, peak reserved %llu\n", r.oom,
+           (unsigned long long)fl.samples, fl.max_at_boundary, (unsigned long long)r.peak_reserved);
+    CHECK(r.oom == 0);
+    CHECK(fl.samples >= 2);
+    CHECK(fl.max_at_boundary <= 0.05);
+    CHECK(r.max_frag <= 0.05);
+    CHECK(r.peak_reserved - r.peak_live <= 64 * MiB);
+    hbm_trace_free(t);
+  }
 
   /* ---- a periodic job: after the first step, (almost) no backend calls ---- */
   t = periodic_trace(12);
