@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs every test: the C test programs in BUILD/tests, the fuzz targets over
-# their regression corpus, and the CLI scripts in tests/cli/*.sh.
+# their regression corpus (fuzz/corpus/NAME; a target whose corpus is missing
+# or holds no file fails), and the CLI scripts in tests/cli/*.sh.
 # A program passes with exit 0, is skipped with exit 77, fails otherwise.
 # Ends with the plain line "N passed, N failed, N skipped".
 # Usage: tests/run.sh BUILD_DIR [FILTER...]   (runs tests whose name contains any FILTER;
@@ -18,7 +19,14 @@ if [ "${1:-}" = "--one" ]; then # one test: --one LOGDIR NAME KIND PATH CORPUS
   start=$(date +%s)
   case "$kind" in
     test) $wrap "$path" ;;
-    fuzz) $wrap "$path" "$corpus" ;;
+    fuzz) # a corpus missing or empty is a broken tree, not a pass
+      if [ ! -d "$corpus" ]; then
+        echo "run.sh: $(basename "$path") has no regression corpus: $corpus is missing"; false
+      elif [ -z "$(find "$corpus" -type f ! -name '.*' | head -n 1)" ]; then
+        echo "run.sh: $(basename "$path")'s regression corpus $corpus holds no input"; false
+      else
+        $wrap "$path" "$corpus"
+      fi ;;
     cli) sh "$path" ;;
   esac >"$logdir/$name.log" 2>&1
   rc=$?
@@ -86,9 +94,7 @@ done
 for f in "$build"/fuzz/fuzz_*; do
   [ -x "$f" ] || continue
   name=$(basename "$f")
-  corpus="$root/fuzz/corpus/${name#fuzz_}"
-  [ -d "$corpus" ] || continue
-  add "$name-corpus" fuzz "$f" "$corpus"
+  add "$name-corpus" fuzz "$f" "$root/fuzz/corpus/${name#fuzz_}"
 done
 for s in "$root"/tests/cli/*.sh; do
   [ -f "$s" ] || continue
