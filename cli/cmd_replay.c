@@ -45,7 +45,8 @@ static void usage(FILE *out) {
           "  -h, --help              this text\n"
           "\n"
           "exit: 0 replayed (even if requests failed: see oom), 1 replay error or an output\n"
-          "(--html FILE, standard output) that could not be written, 2 bad input\n",
+          "(--html FILE, standard output) that could not be written (a page written without\n"
+          "a layout it could not draw included), 2 bad input\n",
           hbm_policy_names());
 }
 

@@ -2,8 +2,9 @@
  *
  * A policy places requests over a device. It keeps no live/peak accounting:
  * the heap (public API) and replay keep that, so every policy is measured the
- * same way. A trace it reads only to seed a recorded starting state (seed). One policy per file; each exports one
- * `const hbm_policy_class hbm_policy_<name>` listed in registry.c.
+ * same way; a trace it reads only to seed a recorded starting state (seed).
+ * One policy per file; each exports one `const hbm_policy_class
+ * hbm_policy_<name>` listed in registry.c.
  *
  * Every policy struct starts with `hbm_policy base;`.
  */
