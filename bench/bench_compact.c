@@ -77,10 +77,7 @@ static int build(fragmented *f) {
     else if (r < 80) size = (16 + rng_next(&s) % 241) << 16;   /* 1 to 16 MiB */
     else if (r < 97) size = (256 + rng_next(&s) % 769) << 16;  /* 16 to 64 MiB */
     else size = (1024 + rng_next(&s) % 3073) << 16;            /* 64 to 256 MiB */
-    if (size > f->max_block) size = f->max_block;
-    /* a block at most 1/16 of the heap, so the first that does not fit comes
-     * near the 92% (at 4 GiB, the default, no block is cut) */
-    if (size > (f->capacity / 16) >> 16 << 16) size = (f->capacity / 16) >> 16 << 16;
+    if (size > f->max_block) size = f->max_block; /* at most 1/16 of the heap: main() */
     if (used + size > f->capacity / 100 * 92) break;
     if (total == f->cap) {
       size_t cap = f->cap ? f->cap * 2 : 1024;
@@ -255,7 +252,8 @@ static void usage(FILE *out) {
           "                   more blocks, more bookkeeping per byte moved); never more\n"
           "                   than 1/16 of the capacity, so the heap fills to about 92%%\n"
           "JSON keys: bench, capacity, live (bytes), live_blocks, free_total (capacity -\n"
-          "live), largest_free, rounds, compact_gbps, memmove_gbps, ratio (compact/memmove),\n"
+          "live), largest_free, max_block (the largest block drawn: --max-block, or 1/16 of\n"
+          "the capacity where that is less), rounds, compact_gbps, memmove_gbps, ratio (compact/memmove),\n"
           "memmove_disjoint_gbps (same runs, separate destination), ratio_disjoint,\n"
           "compact_seconds, memmove_seconds, moved_bytes, min_moved_bytes (full pass: least\n"
           "any plan moves to open a hole as large as full's), moved_blocks, copies, request,\n"
@@ -324,6 +322,9 @@ int bench_compact(int argc, char **argv) {
   hbm_device_caps caps;
   hbm_device_get_caps(f.dev, &caps);
   f.capacity = caps.capacity;
+  /* a block at most 1/16 of the heap, so the first that does not fit comes
+   * near the 92% (at 4 GiB, the default, no block is cut); reported as used */
+  if (f.max_block > (f.capacity / 16) >> 16 << 16) f.max_block = (f.capacity / 16) >> 16 << 16;
   int hrc = hbm_heap_create(f.dev, "compact", "on_failure:off", &f.heap);
   if (hrc != HBM_OK) { /* say why, not only that */
     hbm_device_close(f.dev);
@@ -380,6 +381,7 @@ int bench_compact(int argc, char **argv) {
     hbm_json_kv_u64(&j, "live_blocks", nblocks);
     hbm_json_kv_u64(&j, "free_total", free_bytes);
     hbm_json_kv_u64(&j, "largest_free", largest);
+    hbm_json_kv_u64(&j, "max_block", f.max_block);
     hbm_json_kv_u64(&j, "rounds", rounds);
     hbm_json_kv_double(&j, "compact_gbps", compact_gbps);
     hbm_json_kv_double(&j, "memmove_gbps", memmove_gbps);
@@ -404,9 +406,11 @@ int bench_compact(int argc, char **argv) {
     if (cli_print_json("bench compact", &j) != CLI_OK) return CLI_FAILED;
   } else {
     char b1[32], b2[32], b3[32], b4[32];
-    printf("fragmented heap on a %s host device: %s live in %llu block%s, %s free, largest free %s (median of %llu round%s)\n",
-           cli_size(f.capacity, b4), cli_size(live, b1), (unsigned long long)nblocks, nblocks == 1 ? "" : "s", cli_size(free_bytes, b2), cli_size(largest, b3),
-           (unsigned long long)rounds, rounds == 1 ? "" : "s");
+    char b5[32];
+    printf("fragmented heap on a %s host device: %s live in %llu block%s of up to %s, %s free, largest free %s (median of "
+           "%llu round%s)\n", cli_size(f.capacity, b4), cli_size(live, b1), (unsigned long long)nblocks, nblocks == 1 ? "" : "s",
+           cli_size(f.max_block, b5), cli_size(free_bytes, b2), cli_size(largest, b3), (unsigned long long)rounds,
+           rounds == 1 ? "" : "s");
     printf("  full compaction   moved %s in %llu block%s (%llu cop%s), %.3f s, %6.2f GB/s\n", cli_size(full.moved, b1),
            (unsigned long long)full.blocks, full.blocks == 1 ? "" : "s", (unsigned long long)full.copies,
            full.copies == 1 ? "y" : "ies", compact_s, compact_gbps);

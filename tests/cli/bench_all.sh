@@ -133,6 +133,13 @@ EOF
   "$HBM" bench compact --json --capacity 256MiB --rounds 1 > "$out" 2> "$err" &&
     python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["free_total"] == d["capacity"] - d["live"] > 0 and d["live_blocks"] > 0, d' < "$out" ||
     { echo "FAIL bench compact --json: $(cat "$out" "$err")"; fail=1; }
+  # the largest block it drew is the one it reports: --max-block, cut to 1/16 of the capacity
+  "$HBM" bench compact --json --capacity 256MiB --rounds 1 --max-block 512MiB > "$err.json" 2> "$err" &&
+    python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["max_block"] == 16 << 20, d' < "$err.json" &&
+    "$HBM" bench compact --json --capacity 256MiB --rounds 1 --max-block 1MiB > "$err.json" 2> "$err" &&
+    python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["max_block"] == 1 << 20, d' < "$err.json" ||
+    { echo "FAIL bench compact --json max_block: $(cat "$err.json" "$err")"; fail=1; }
+  rm -f "$err.json"
   # its figures hold together: one round measured, bytes moved by each pass,
   # rates that are the bytes over the times, and (one round) the ratios those
   # of the two times
