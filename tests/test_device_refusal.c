@@ -283,6 +283,7 @@ int main(void) {
   scenario *list = all.list;
   int n = 0;
   static const char *policies[] = {"zoned", "caching", "expandable", "compact", "bestfit"};
+  CHECK(test_lists_every_policy(hbm_policy_names(), policies, sizeof policies / sizeof policies[0]));
   for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++) {
     scenario s = {{0}, random, policies[i], NULL, "host:32MiB"};
     snprintf(s.name, sizeof s.name, "random job, %s, tight", policies[i]);

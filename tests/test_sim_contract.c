@@ -637,6 +637,7 @@ static void host_refusals_touch_nothing(void) {
 
 static void policies_keep_contract(uint64_t seed, long steps) {
   static const char *const policies[] = {"bestfit", "caching", "expandable", "zoned", "compact"};
+  CHECK(test_lists_every_policy(hbm_policy_names(), policies, sizeof policies / sizeof *policies));
   for (size_t p = 0; p < sizeof policies / sizeof *policies; p++) {
     rng_state = (seed + p) * 0x9E3779B97F4A7C15ull | 1;
     hbm_device *dev;

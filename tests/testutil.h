@@ -110,4 +110,21 @@ static inline const char *test_shared_data(void) {
   return path;
 }
 
+/* 1 when `list` (n names) names every policy of `all`, hbm_policy_names()'s
+ * comma-separated list: a test that lists its policies by hand fails when a
+ * new one is left out, rather than skipping it without a word. */
+static inline int test_lists_every_policy(const char *all, const char *const *list, size_t n) {
+  for (const char *p = all; *p;) {
+    size_t len = strcspn(p, ",");
+    int found = 0;
+    for (size_t i = 0; i < n && !found; i++) found = strlen(list[i]) == len && !strncmp(list[i], p, len);
+    if (!found) {
+      fprintf(stderr, "policy '%.*s' is missing from the test's list\n", (int)len, p);
+      return 0;
+    }
+    p += len + (p[len] == ',');
+  }
+  return 1;
+}
+
 #endif
