@@ -118,6 +118,30 @@ static int sim_reserve(hbm_device *d, uint64_t size, uint64_t *base) {
   return HBM_OK;
 }
 
+/* The invariant above: a range past next_va could be handed out again. */
+typedef struct sim_check_ctx {
+  const sim_device *s;
+  hbm_checker k;
+} sim_check_ctx;
+static void sim_check_visit(void *arg, hbm_device_obj kind, uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+  sim_check_ctx *x = arg;
+  (void)c, (void)d;
+  if (kind != HBM_DEV_SEGMENT && kind != HBM_DEV_RESERVATION) return;
+  if (b > x->s->next_va || a > x->s->next_va - b)
+    hbm_check_fail(&x->k, "%s [%#llx, +%#llx) ends past the next address handed out, %#llx",
+                   kind == HBM_DEV_SEGMENT ? "segment" : "reservation", (unsigned long long)a, (unsigned long long)b,
+                   (unsigned long long)x->s->next_va);
+}
+static int sim_check(const hbm_device *d, void (*report)(void *arg, const char *message), void *arg) {
+  const sim_device *s = (const sim_device *)d;
+  sim_check_ctx x = {.s = s, .k = {.report = report, .arg = arg, .prefix = "sim: "}};
+  if (s->next_va > HBM_LEDGER_VA_END)
+    hbm_check_fail(&x.k, "the next address handed out, %#llx, is past the address space's end",
+                   (unsigned long long)s->next_va);
+  hbm_ledger_each(&s->ledger, sim_check_visit, &x);
+  return x.k.failures;
+}
+
 static int sim_unreserve(hbm_device *d, uint64_t base, uint64_t size) {
   sim_device *s = (sim_device *)d;
   int rc = hbm_ledger_unreserve_ok(&s->ledger, base, size);
@@ -192,6 +216,7 @@ static const hbm_device_ops sim_ops = {
     .to_host = sim_to_host,
     .from_host = sim_from_host,
     .destroy = sim_destroy,
+    .check = sim_check,
 };
 
 int hbm_sim_reserve_next_at(hbm_device *dev, uint64_t addr) {
