@@ -31,13 +31,9 @@ static void shown_safe(char *message) {
       c++;
       continue;
     }
-    int n = *c >= 0xc2 && *c <= 0xdf ? 2 : *c >= 0xe0 && *c <= 0xef ? 3 : *c >= 0xf0 && *c <= 0xf4 ? 4 : 0;
-    int ok = n > 0;
-    for (int k = 1; k < n && ok; k++) ok = (c[k] & 0xc0) == 0x80; /* stops at the NUL */
-    if (ok && n == 2 && c[0] == 0xc2 && c[1] < 0xa0) ok = 0;      /* a C1 control */
-    if (!ok) n = 1;
-    for (int k = 0; k < n; k++) c[k] = ok ? c[k] : '?';
-    c += n;
+    int n = hbm_utf8_len(c); /* 0: no UTF-8 (a NUL ends the sequence) */
+    if (n == 0 || (c[0] == 0xc2 && c[1] < 0xa0)) *c++ = '?'; /* or a C1 control: its bytes one by one */
+    else c += n;
   }
 }
 
