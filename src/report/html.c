@@ -847,10 +847,8 @@ static void legend_item(sb *b, const char *color, const char *label, int line);
 
 /* Live by purpose at the samples, stacked in the order of the strip's legend
  * (other last): per slice of samples, the one with the most live, so the
- * stack's top is the slice's highest sampled live. */
-static void chart_purpose(sb *b, const hbm_report *rep, const hbm_report_run *r) {
-  uint64_t any[HBM_TAG_COUNT];
-  if (!purposes_sampled(r, any)) return;
+ * stack's top is the slice's highest sampled live. `any`: purposes_sampled's. */
+static void chart_purpose(sb *b, const hbm_report *rep, const hbm_report_run *r, const uint64_t any[HBM_TAG_COUNT]) {
   size_t n = r->nsamples, buckets = n < PLOT_POINTS ? n : PLOT_POINTS;
   size_t *pick = malloc(buckets * sizeof *pick);
   double *base = calloc(buckets, sizeof *base);
@@ -1261,7 +1259,7 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
     uint64_t sampled[HBM_TAG_COUNT];
     if (purposes_sampled(r, sampled)) { /* a run with nothing live at any sample draws none */
       sb_printf(&b, "<h3>Live by purpose, at the samples</h3>\n");
-      chart_purpose(&b, rep, r);
+      chart_purpose(&b, rep, r, sampled);
     }
     sb_printf(&b, "<h3>Fragmentation ratio (free total / largest free &minus; 1)</h3>\n");
     chart_frag(&b, rep, r, r->result.max_frag);
