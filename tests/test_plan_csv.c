@@ -226,7 +226,9 @@ static void shared_plans(void) {
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     hbm_diag diag = {0};
     hbm_plan_input in;
-    CHECK(hbm_read_file(path, &text, &len, &diag) == HBM_OK);
+    int read_rc = hbm_read_file(path, &text, &len, &diag);
+    CHECK(read_rc == HBM_OK);
+    if (read_rc != HBM_OK) continue;
     int rc = hbm_plan_csv_parse(text, len, path, &in, &diag);
     free(text);
     CHECK(rc == HBM_OK);

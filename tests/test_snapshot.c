@@ -159,7 +159,7 @@ static void test_slack(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->ninit_segments, 1);
   CHECK_EQ_U64(t->init_segments[0].nblocks, 3);
   const hbm_init_block *b = blocks_of(t, 0);
@@ -197,7 +197,7 @@ static void test_evidence(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   const hbm_init_block *b = blocks_of(t, 0);
   CHECK_EQ_U64(t->init_segments[0].nblocks, 3);
   CHECK(b[0].id != HBM_NO_ID); /* [A0, L): alive too, so F is the only free block */
@@ -229,7 +229,7 @@ static void test_small_pool(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK(t->init_segments[0].small == 1);
   const hbm_init_block *b = blocks_of(t, 0);
   CHECK_EQ_U64(t->init_segments[0].nblocks, 4);
@@ -266,7 +266,7 @@ static void test_segments_streams_ids(void) {
   hbm_diag d;
   /* A0 was never in a segment: allocating there is the recording's business,
    * the importer only needs the starting state to hold what the trace frees. */
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->ninit_segments, 1);
   CHECK_EQ_U64(t->init_segments[0].addr, C);
   CHECK(t->init_segments[0].small == 1);
@@ -298,7 +298,7 @@ static void test_pending_free(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->ninit_segments, 0);
   CHECK_EQ_U64(t->nevents, 2); /* seg + alloc; no free */
   hbm_trace_free(t);
@@ -347,7 +347,7 @@ static void test_steps_and_settings(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->nevents, 5);
   CHECK(t->events[3].kind == HBM_EV_STEP && t->events[3].size == 1); /* between 200 and 300 */
   CHECK(t->conf != NULL);
@@ -393,7 +393,7 @@ static void test_settings_from_text(void) {
     snap_end(&s);
     hbm_trace *t;
     hbm_diag d;
-    CHECK(import(&s, &t, &d) == HBM_OK);
+    REQUIRE(import(&s, &t, &d) == HBM_OK);
     CHECK(t->conf != NULL);
     if (t->conf && (strcmp(t->conf, cases[k].want) || (cases[k].not_want && strstr(t->conf, cases[k].not_want)))) {
       fprintf(stderr, "settings from '%s': conf '%s', expected '%s'\n", cases[k].text, t->conf, cases[k].want);
@@ -422,7 +422,7 @@ static void test_expandable_ranges(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->ninit_segments, 2);
   CHECK_EQ_U64(t->init_segments[0].addr, E);
   CHECK_EQ_U64(t->init_segments[0].size, 20 * MiB);
@@ -455,7 +455,7 @@ static void test_segment_event_pools(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->nevents, 5);
   if (t->nevents == 5) {
     CHECK(t->events[0].kind == HBM_EV_SEG_ALLOC && t->events[0].tag == 1);
@@ -494,7 +494,7 @@ static void test_oversize_slack(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK(t->conf && !strcmp(t->conf, "max_split_size_mb:32"));
   CHECK_EQ_U64(t->ninit_segments, 3);
   if (t->ninit_segments == 3) {
@@ -538,7 +538,7 @@ static void test_settings_digits(void) {
     snap_end(&s);
     hbm_trace *t;
     hbm_diag d;
-    CHECK(import(&s, &t, &d) == HBM_OK);
+    REQUIRE(import(&s, &t, &d) == HBM_OK);
     CHECK(t->conf != NULL);
     if (t->conf && strcmp(t->conf, cases[k].want)) {
       fprintf(stderr, "settings: conf '%s', expected '%s'\n", t->conf, cases[k].want);
@@ -590,7 +590,7 @@ static void test_private_pools(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   uint64_t bytes = 0;
   CHECK_EQ_U64(hbm_trace_private_pools(t, &bytes), 2);
   CHECK_EQ_U64(bytes, 10 * MiB);
@@ -692,7 +692,7 @@ static void test_errors(void) {
     ev(&s, "alloc", A0, 1ull << 50, 0, -1);
     trace_end(&s);
     snap_end(&s);
-    CHECK(import(&s, &t, &d) == HBM_OK);
+    REQUIRE(import(&s, &t, &d) == HBM_OK);
     hbm_trace_free(t);
   }
 
@@ -803,7 +803,7 @@ static void test_capacity_from_oom(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->capacity, 160 * MiB); /* 20 + 40 reserved + 101 free, in 2 MiB units */
   /* The refused request is asked again, and let go at once. */
   CHECK_EQ_U64(t->nevents, 4);
@@ -821,7 +821,7 @@ static void test_capacity_from_oom(void) {
   oom_entry(&s, 1ll << 50, 0, 0);
   trace_end(&s);
   snap_end(&s);
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->capacity, 1ull << 50);
   hbm_trace_free(t);
 }
@@ -845,7 +845,7 @@ static void test_capacity_from_limited_oom(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->capacity, 70 * MiB); /* 40 + 30 at the most, not 40 + 70 GiB */
   CHECK_EQ_U64(hbm_trace_peak_live(t), 90 * MiB); /* the refused request counts: the job asked for it */
   hbm_replay_options o = {.policy = "caching"};
@@ -889,7 +889,7 @@ static void test_devices(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->ninit_segments, 1);
   CHECK_EQ_U64(t->nevents, 1);
   hbm_trace_free(t);
@@ -949,7 +949,7 @@ static void test_devices(void) {
     list_end(p);
     snap_end(&s);
     const int want = orders[order][1] < orders[order][0] ? orders[order][1] : orders[order][0];
-    CHECK(import(&s, &t, &d) == HBM_OK);
+    REQUIRE(import(&s, &t, &d) == HBM_OK);
     CHECK_EQ_U64(t->snapshot_device, want);
     CHECK_EQ_U64(t->ninit_segments, 1);
     if (t->ninit_segments == 1) CHECK_EQ_U64(t->init_segments[0].addr, A0 + (uint64_t)want * 64 * MiB);
@@ -983,7 +983,7 @@ static void test_untimed_oom(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->nevents, 1); /* the alloc; no step before it */
   hbm_trace_free(t);
 }
@@ -1015,7 +1015,7 @@ static void test_step_ends(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->nevents, 6);
   if (t->nevents == 6) {
     CHECK(t->events[1].kind == HBM_EV_STEP && t->events[1].size == 1); /* between 100 and 200 */
@@ -1038,7 +1038,7 @@ static void test_old_free(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->nevents, 2);
   if (t->nevents == 2) CHECK(t->events[1].kind == HBM_EV_FREE && t->events[1].id == t->events[0].id);
   hbm_trace_free(t);
@@ -1065,7 +1065,7 @@ static void test_slack_edges(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->ninit_segments, 2);
   if (t->ninit_segments == 2) {
     CHECK_EQ_U64(blocks_of(t, 0)[0].size, 5 * MiB);
@@ -1096,7 +1096,7 @@ static void test_unmapped_ranges(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->ninit_segments, 5);
   if (t->ninit_segments == 5) {
     const hbm_init_segment *g = t->init_segments;
@@ -1120,7 +1120,7 @@ static void test_address_zero(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  CHECK(import(&s, &t, &d) == HBM_OK);
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->nevents, 1);
   if (t->nevents == 1) CHECK(t->events[0].kind == HBM_EV_ALLOC && t->events[0].addr == 0);
   hbm_trace_free(t);

@@ -46,6 +46,17 @@ static int test_failures_;
     }                                                                                \
   } while (0)
 
+/* CHECK for what the rest of a test function stands on (a trace it goes on to
+ * read, a file it goes on to parse): on failure the function returns, rather
+ * than read what the failed call left undefined. In functions returning void. */
+#define REQUIRE(cond)                                                                \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
+      CHECK(cond);                                                                   \
+      return;                                                                        \
+    }                                                                                \
+  } while (0)
+
 /* Ends a test program: prints a summary line and returns the exit code. */
 static inline int test_done(const char *name) {
   if (test_failures_) {
