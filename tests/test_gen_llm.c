@@ -651,6 +651,17 @@ static void check_resolve(void) {
   c.layers = c.hidden = c.heads = 0;
   c.params = 26390000000000ull;
   CHECK(hbm_gen_llm_resolve(&c, &d) == HBM_OK && c.layers == 512 && c.hidden == 65536);
+  /* a chunk past the stage's layers is the stage, however far past: 25 and
+   * 96 on 96 layers over 4 stages are 24 as 97 is, in the run's name too */
+  for (uint32_t k = 24; k <= 97; k++) {
+    CHECK(hbm_gen_llm_preset("910c-dense", &c) == HBM_OK);
+    c.checkpoint_every = k;
+    CHECK(hbm_gen_llm_resolve(&c, &d) == HBM_OK);
+    CHECK_EQ_U64(c.checkpoint_every, 24);
+    char name[512];
+    hbm_gen_llm_describe(&c, name, sizeof name);
+    CHECK(strstr(name, "checkpoint every 24,") != NULL);
+  }
 }
 
 int main(void) {

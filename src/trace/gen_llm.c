@@ -433,7 +433,9 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
   }
   if ((uint64_t)c.seq_max * c.micro_batch > (1ull << 24))
     return bad(diag, "--seq %u x --micro-batch %u: more than 16M tokens per micro-batch", c.seq_max, c.micro_batch);
-  if (c.checkpoint_every > c.layers) c.checkpoint_every = c.layers / c.pp;
+  /* A chunk longer than the stage is the whole stage: say so, whatever K past
+   * it was given (96 and 97 on a stage of 24 layers are the same run). */
+  if (c.checkpoint_every > c.layers / c.pp) c.checkpoint_every = c.layers / c.pp;
   if (c.bucket_bytes < 4096 || c.bucket_bytes > (1ull << 44))
     return bad(diag, "--bucket %llu bytes: expected 4KiB..16TiB", (unsigned long long)c.bucket_bytes);
   if (!(c.tflops > 0 && c.tflops < 1e6))
