@@ -112,9 +112,10 @@ int hbm_gen_llm_preset(const char *name, hbm_gen_llm_config *c) {
     c->steps = 500;
     c->capacity = 96ull << 30;
   } else if (!strcmp(name, "7b-1gpu-80g")) {
-    /* LLaMA-2-7B: 6.7B parameters need 16 B each for BF16 weights + FP32 master, grads,
-     * m, v = 108 GB: more than one 80 GiB GPU. What fits is ZeRO-Offload: BF16 weights
-     * and activations on the GPU, FP32 state and the Adam step on the host. */
+    /* LLaMA-2-7B: 6.7B parameters need 18 B each under mixed-precision Adam
+     * (docs/workload.md §2) = 121 GB: more than one 80 GiB GPU. What fits is
+     * ZeRO-Offload: BF16 weights and activations on the GPU, FP32 state and the
+     * Adam step on the host. */
     hbm_gen_llm_defaults(c);
     c->arch = HBM_ARCH_LLAMA;
     c->layers = 32;
@@ -291,8 +292,8 @@ int hbm_gen_llm_resolve(hbm_gen_llm_config *cfg, hbm_diag *diag) {
   if (c.tp == 0 || c.tp > 1024) return bad(diag, "--tp %u: expected 1..1024", c.tp);
   if (c.pp == 0 || c.pp > 1024) return bad(diag, "--pp %u: expected 1..1024", c.pp);
   if (c.params) {
-    /* Shape from the count: hidden = 128 x layers (GPT-3's family: 1.3B 24x2048,
-     * 6.7B 32x4096, 175B 96x12288), head size 128. With one of the two given, solve
+    /* Shape from the count: hidden = 128 x layers (GPT-3's family: 6.7B 32x4096,
+     * 175B 96x12288; its 1.3B, 24x2048, is not of it), head size 128. With one of the two given, solve
      * for the other. Only shapes the split can run are candidates (pp divides the
      * layers, tp the heads and the ffn): the closest count alone may not be one
      * (7B as GPT is 33 layers, which --pp 2 cannot split). */
