@@ -332,6 +332,16 @@ static void handle_reuse_and_hooks(hbm_device *sim) {
   CHECK(hbm_unpin(h, reused) == HBM_EINVAL);
   snprintf(want, sizeof want, "unpin: handle %#llx is not pinned", (unsigned long long)reused);
   CHECK(!strcmp(last_message, want));
+  /* a pinned block's free says why it is refused, by handle and by address */
+  CHECK(hbm_pin(h, reused) == HBM_OK);
+  CHECK(hbm_handle_addr(h, reused, &a) == HBM_OK);
+  CHECK(hbm_free_handle(h, reused) == HBM_EBUSY);
+  snprintf(want, sizeof want, "free of %#llx: the block is pinned (unpin it first)", (unsigned long long)a);
+  CHECK(!strcmp(last_message, want));
+  last_message[0] = 0;
+  CHECK(hbm_free(h, a) == HBM_EBUSY);
+  CHECK(!strcmp(last_message, want));
+  CHECK(hbm_unpin(h, reused) == HBM_OK);
   hbm_set_error_handler(NULL, NULL);
   CHECK(hbm_handle_addr(h, reused, &a) == HBM_OK);
   /* hooks set, then cleared: a pass that moves a block calls neither */

@@ -194,7 +194,10 @@ int hbm_heap_free_locked(hbm_heap *h, uint64_t addr) {
   if (!hbm_addrmap_get(&h->blocks, addr, &r)) {
     rc = hbm_report_error(HBM_EINVAL, "free of %#llx: not a live block (double free or unknown address)", (unsigned long long)addr);
   } else if ((rc = h->policy->cls->free(h->policy, addr, &block)) != HBM_OK) {
-    hbm_report_error(rc, "free of %#llx: the policy refused it", (unsigned long long)addr);
+    if (rc == HBM_EBUSY) /* compact's pins: the one refusal a live block meets */
+      hbm_report_error(rc, "free of %#llx: the block is pinned (unpin it first)", (unsigned long long)addr);
+    else
+      hbm_report_error(rc, "free of %#llx: the policy refused it", (unsigned long long)addr);
   } else {
     hbm_addrmap_take(&h->blocks, addr, NULL);
     live_rec *rec = &h->recs[r];
