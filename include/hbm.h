@@ -53,18 +53,24 @@ typedef struct hbm_diag {
 /* ---- callbacks ------------------------------------------------------------------ */
 /* Errors the library detects (double free, unknown address, failed check, bad
  * settings) are described here before the error code is returned. Not
- * reported here: HBM_ENOMEM from an allocation (an answer the caller handles,
- * and hbm_stats says why), and a NULL handle or pointer argument (HBM_EINVAL
- * alone), except in hbm_adamw_step, which says which of its arguments it
- * refuses, NULL ones included. Calls that take an hbm_diag (the trace and plan
- * readers, hbm_trace_save) describe their errors in it instead, not here.
+ * reported here: HBM_ENOMEM from an allocation or from a partial
+ * hbm_compact() (an answer the caller handles, and hbm_stats says why),
+ * HBM_EBUSY from a pass the caller's own before_move hook refused, text the
+ * parsers do not accept (hbm_tag_parse, hbm_size_parse, hbm_count_parse,
+ * hbm_adamw_impl_parse: HBM_EINVAL alone, as the caller holds the text), and
+ * a NULL handle or pointer argument (HBM_EINVAL alone), except in
+ * hbm_adamw_step, which says which of its arguments it refuses, NULL ones
+ * included. Calls that take an hbm_diag (the trace and plan readers,
+ * hbm_trace_save) describe their errors in it instead, not here.
  * Default: silent. */
 typedef void hbm_error_fn(int err, const char *message, void *arg);
 void hbm_set_error_handler(hbm_error_fn *fn, void *arg);
 /* Informational output: what the caller may want to know and that is no
- * error. In this version, settings a policy was given and does not read on
- * this device (zoned's `split` where it maps virtual memory, its mapping
- * settings in fixed zones), said once per policy created. hbm_check()
+ * error. In this version, settings a policy was given and will not read:
+ * on this device (zoned's `split` where it maps virtual memory, its mapping
+ * settings in fixed zones) or beside the other settings given (zoned's
+ * `trust` with `plan:off`, `trim` with `moves:off`), said as the heap is
+ * created, one message for each such group. hbm_check()
  * findings are errors, reported through the error handler. Default: silent.
  * Both setters are thread-safe: a handler and its argument change together.
  * A handler runs on the thread that reports, so where several threads use
