@@ -582,7 +582,8 @@ typedef struct hbm_adamw_options {
   uint64_t seed;          /* stochastic rounding: bits depend on (seed, step, tensor position,
                            * element index) only, never on threads or implementation */
   int threads;            /* 0: one per CPU this process may run on, fewer for small steps;
-                           * N: N threads, at most one per 64 elements begun (65 take 2) */
+                           * N: N threads, at most one per 64 elements begun (65 take 2)
+                           * and at most 256 */
   hbm_adamw_impl impl;
 } hbm_adamw_options;
 
@@ -594,7 +595,8 @@ void hbm_adamw_options_init(hbm_adamw_options *options);
  * handler, nothing written) for: no tensors, a NULL pointer, a zero count,
  * a pointer not aligned to its element type, arrays that overlap, lr,
  * weight decay or eps negative or not finite, a beta outside [0, 1), step 0,
- * grad_scale not positive and finite once rounded to float, an unknown
+ * grad_scale not positive and finite once rounded to float, threads
+ * negative, more than 2^56 elements (in one tensor or in all), an unknown
  * rounding or impl.
  * HBM_EUNSUPPORTED when the chosen impl is not available on this CPU.
  * HBM_EHOSTMEM (nothing written) when host memory for its bookkeeping runs out.
@@ -620,7 +622,9 @@ int hbm_adamw_impl_parse(const char *name, hbm_adamw_impl *impl);
 /* The same step on a CUDA device, one kernel launch for the whole list.
  * Tensor pointers are device pointers; the `tensors` array itself is host
  * memory. `cuda_stream` is a cudaStream_t (NULL: the default stream); the
- * call is asynchronous on it. options->threads and impl are ignored.
+ * call is asynchronous on it. options->threads and impl choose nothing here,
+ * but are checked as hbm_adamw_step checks them (HBM_EINVAL for a negative
+ * thread count or an unknown impl).
  * Defined in libhbm_cuda (built where nvcc is present). HBM_EUNSUPPORTED with
  * the CUDA error reported when no device or runtime is usable. */
 int hbm_adamw_step_cuda(const hbm_adamw_tensor *tensors, size_t ntensors,
