@@ -16,6 +16,12 @@ static int add_to_layout(void *arg, uint64_t addr, uint64_t size, int live, hbm_
 
 /* The last sample, and whether every sample's live split by purpose summed to its live. */
 typedef struct last_sample { hbm_sample s; int n, sums_differ; } last_sample;
+static char last_message[256];
+static void keep_message(int err, const char *message, void *arg) {
+  (void)err, (void)arg;
+  snprintf(last_message, sizeof last_message, "%s", message);
+}
+
 static void keep_last(const hbm_sample *s, void *arg) {
   last_sample *l = arg;
   uint64_t sum = 0;
@@ -93,7 +99,10 @@ int main(void) {
   uint64_t n = hbm_trace_event_count(t);
   CHECK(n < 64);
   hbm_replay_options band = {.policy = "bestfit", .live_buckets = n + 1, .live_min = lo, .live_max = hi};
+  hbm_set_error_handler(keep_message, NULL);
   CHECK(hbm_replay(t, &band, &r) == HBM_EINVAL);
+  CHECK(strstr(last_message, "live_buckets 22 is more than the trace's 21 events") != NULL); /* reported, as the header promises */
+  hbm_set_error_handler(NULL, NULL);
   band.live_buckets = n;
   band.live_max = NULL;
   CHECK(hbm_replay(t, &band, &r) == HBM_EINVAL);

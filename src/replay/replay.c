@@ -394,7 +394,10 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
   if (!res) return HBM_EINVAL;
   memset(res, 0, sizeof *res); /* cleared on every error, as the header says */
   if (!t || !o || !o->policy) return HBM_EINVAL;
-  if (o->live_buckets && (o->live_buckets > t->nevents || !o->live_min || !o->live_max)) return HBM_EINVAL;
+  if (o->live_buckets && (!o->live_min || !o->live_max)) return HBM_EINVAL;
+  if (o->live_buckets > t->nevents)
+    return hbm_report_error(HBM_EINVAL, "replay: live_buckets %llu is more than the trace's %llu events",
+                            (unsigned long long)o->live_buckets, (unsigned long long)t->nevents);
   replay_state s = {.t = t, .o = o, .res = res};
   int rc = open_policy(t, o->policy, o->conf, o->device, o->untracked_mappings, &s.dev, &s.p);
   if (rc != HBM_OK) return rc;
