@@ -698,6 +698,8 @@ static void test_thread_count(void) {
   CHECK(hbm_adamw_thread_count(UINT64_MAX - 62, 256, HBM_ADAMW_SCALAR) == 256);
   CHECK(hbm_adamw_thread_count(1ull << 40, 100000, HBM_ADAMW_SCALAR) == 256);
   CHECK(hbm_adamw_thread_count(1ull << 30, 8, HBM_ADAMW_REFERENCE) == 1); /* single-threaded */
+  CHECK(hbm_adamw_thread_count(1ull << 30, -3, HBM_ADAMW_SCALAR) == 0); /* the step refuses it */
+  CHECK(hbm_adamw_thread_count(1ull << 30, -1, HBM_ADAMW_REFERENCE) == 0);
   CHECK(hbm_adamw_thread_count(32768, 0, HBM_ADAMW_AUTO) == 1);   /* automatic: too little work to share */
   int cpus = hbm_adamw_thread_count(1ull << 40, 0, HBM_ADAMW_SCALAR);
   CHECK(cpus >= 1 && cpus <= 256);

@@ -292,6 +292,7 @@ static int thread_count(uint64_t total, int requested_threads) {
 }
 
 int hbm_adamw_thread_count(uint64_t elements, int requested_threads, hbm_adamw_impl impl) {
+  if (requested_threads < 0) return 0; /* the step refuses it: it runs on none */
   if (impl == HBM_ADAMW_AUTO) impl = hbm_adamw_impl_best();
   return impl == HBM_ADAMW_REFERENCE ? 1 : thread_count(elements, requested_threads);
 }
