@@ -1012,7 +1012,9 @@ static uint32_t bwd_layer(gen *g, uint64_t l, const act_sizes *z, uint64_t seq, 
     compute(g, r * (double)seq * (double)h);
     F(g, d_scores);
   } else {
-    /* FlashAttention-2 backward: an FP32 accumulator for dQ */
+    /* FlashAttention-2 backward: an FP32 accumulator for dQ. Its time is 5 x
+     * the forward's where FlashAttention-2 counts 2.5 x: a known deviation
+     * (docs/workload.md, Time model). */
     uint32_t dq_acc = A(g, 2 * z->ctx, HBM_TAG_TEMP);
     compute(g, 2.5 * r * (double)seq * (double)h);
     F(g, dq_acc);
