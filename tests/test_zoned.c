@@ -1112,6 +1112,16 @@ int main(void) {
   failed = stress("sim:256MiB,granule=64KiB", "va:16", ops, 32 * MiB, sparse, &rng);
   printf("test_zoned: 64 KiB granules, reservations of 16 x the device, under pressure: %llu failed\n",
          (unsigned long long)failed);
+  /* Chunks of more than 2^32 granules (chunk:1PiB on a 4 KiB granule is 2^38
+   * pages; chunk:16TiB is 2^32): the stripe stands at the longest a range can
+   * use. Cut to 32 bits it was 0, and the first placement divided by it. On a
+   * generator of its own, so that the runs above and below draw as before. */
+  static const char *const huge_chunks[] = {"chunk:1PiB", "chunk:16TiB,moves:on"};
+  for (size_t i = 0; i < sizeof huge_chunks / sizeof huge_chunks[0]; i++) {
+    uint64_t own = seed + i;
+    failed = stress("sim:64MiB,granule=4KiB", huge_chunks[i], ops / 4 + 50, 8 * MiB, sparse, &own);
+    printf("test_zoned: 4 KiB granules, %s, under pressure: %llu failed\n", huge_chunks[i], (unsigned long long)failed);
+  }
   printf("test_zoned: %llu requests below a granule succeeded with no granule free\n", (unsigned long long)small_when_full);
   if (sparse > 1)
     printf("test_zoned: randomized: hbm_check() after %llu of %llu operations (every one that called the backend or "

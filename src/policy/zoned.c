@@ -745,9 +745,9 @@ static inline __attribute__((always_inline)) uint32_t touch(zoned *z, zrange *r,
    * new chunk stays inside one; an idle one stitched past a block's end may
    * reach into the next): where each iteration starts does not wait on the
    * previous one's loads. */
-  for (uint32_t s0 = stripe_start(z, a); s0 <= b; s0 += stripe) {
-    uint32_t hi = s0 + stripe - 1 < b ? s0 + stripe - 1 : b;
-    for (uint32_t q = s0 > a ? s0 : a; q <= hi;) {
+  for (uint64_t s0 = stripe_start(z, a); s0 <= b; s0 += stripe) { /* 64 bits: s0 + stripe may pass 2^32 */
+    uint32_t hi = s0 + stripe - 1 < b ? (uint32_t)(s0 + stripe - 1) : b;
+    for (uint32_t q = s0 > a ? (uint32_t)s0 : a; q <= hi;) {
       uint32_t c = r->page[q].chunk;
       if (!c) {
         fresh++;
@@ -783,9 +783,9 @@ static inline __attribute__((always_inline)) void untouch(zoned *z, zrange *r, u
   if (a > b) return;
   uint32_t stripe = z->stripe;
   uint64_t touched = 0;
-  for (uint32_t s0 = stripe_start(z, a); s0 <= b; s0 += stripe) {
-    uint32_t hi = s0 + stripe - 1 < b ? s0 + stripe - 1 : b;
-    for (uint32_t q = s0 > a ? s0 : a; q <= hi;) {
+  for (uint64_t s0 = stripe_start(z, a); s0 <= b; s0 += stripe) { /* 64 bits: s0 + stripe may pass 2^32 */
+    uint32_t hi = s0 + stripe - 1 < b ? (uint32_t)(s0 + stripe - 1) : b;
+    for (uint32_t q = s0 > a ? (uint32_t)s0 : a; q <= hi;) {
       uint32_t c = r->page[q].chunk;
       if (!c) { q++; continue; }
       zchunk *ch = &z->chunks[c - 1];
@@ -858,7 +858,7 @@ static uint32_t unmapped_after(const zrange *r, uint32_t p, uint32_t most) {
  * [*lo, *hi). No live block touches an unmapped page, so a chunk may cover
  * them. */
 static void unmapped_window(const zoned *z, const zrange *r, uint32_t q, uint32_t want, uint32_t *lo, uint32_t *hi) {
-  uint32_t s0 = stripe_start(z, q), s1 = s0 + z->stripe < r->npages ? s0 + z->stripe : r->npages;
+  uint32_t s0 = stripe_start(z, q), s1 = (uint64_t)s0 + z->stripe < r->npages ? s0 + z->stripe : r->npages;
   uint32_t a = q, b = q + want;
   while (a > s0 && !chunk_at(r, a - 1)) a--;
   while (b < s1 && !chunk_at(r, b)) b++;
@@ -2043,7 +2043,12 @@ static int zoned_create(hbm_device *dev, const char *conf, hbm_policy **out, hbm
   z->granule = dev->caps.granule;
   z->capacity = dev->caps.capacity;
   z->gshift = (unsigned)__builtin_ctzll(z->granule);
-  z->stripe = (uint32_t)(c.chunk >> z->gshift);
+  /* No range has 2^32 pages (range_bytes), so a stripe of UINT32_MAX pages
+   * acts as any longer one: chunk:1PiB on a 4 KiB granule is 2^38 pages,
+   * which cut to 32 bits was a stripe of 0, and the first placement
+   * divided by it. */
+  uint64_t stripe = c.chunk >> z->gshift;
+  z->stripe = stripe > UINT32_MAX ? UINT32_MAX : (uint32_t)stripe;
   z->stripe_mask = hbm_is_pow2(z->stripe) ? z->stripe - 1 : 0;
   z->free_chunk = z->free_rec = z->large_zone = z->small_last[0].zone = z->small_last[1].zone = NIL;
   hbm_lifetime_init(&z->life);
