@@ -1122,6 +1122,29 @@ int main(void) {
     failed = stress("sim:64MiB,granule=4KiB", huge_chunks[i], ops / 4 + 50, 8 * MiB, sparse, &own);
     printf("test_zoned: 4 KiB granules, %s, under pressure: %llu failed\n", huge_chunks[i], (unsigned long long)failed);
   }
+  /* A device of more granules than a range has pages (2^38 of 4 KiB against
+   * 2^32 - 2): the largest free figure is what one range holds, not every
+   * granule free, and a request past it fails without carving a range. */
+  {
+    hbm_device *dev;
+    hbm_heap *h;
+    hbm_stats st;
+    uint64_t a, b, range = ((1ull << 32) - 2) << 12;
+    CHECK(hbm_device_open("sim:1PiB,granule=4KiB", &dev) == HBM_OK);
+    CHECK(hbm_heap_create(dev, "zoned", NULL, &h) == HBM_OK);
+    CHECK(hbm_heap_stats(h, &st) == HBM_OK);
+    CHECK_EQ_U64(st.largest_free, range);
+    CHECK(hbm_alloc(h, GiB, HBM_TAG_ACT, 0, &a) == HBM_OK);
+    const uint64_t calls = dev->backend_calls;
+    for (int i = 0; i < 20; i++) CHECK(hbm_alloc(h, range + 4096, HBM_TAG_ACT, 0, &b) == HBM_ENOMEM);
+    CHECK_EQ_U64(dev->backend_calls, calls);
+    CHECK(hbm_heap_stats(h, &st) == HBM_OK);
+    CHECK(st.largest_free <= range);
+    CHECK(hbm_free(h, a) == HBM_OK); /* (no hbm_check(): it recounts a range page by page, 2^32 of them) */
+    printf("test_zoned: sim:1PiB on 4 KiB granules: largest free %llu B, one range\n", (unsigned long long)st.largest_free);
+    hbm_heap_destroy(h);
+    hbm_device_close(dev);
+  }
   printf("test_zoned: %llu requests below a granule succeeded with no granule free\n", (unsigned long long)small_when_full);
   if (sparse > 1)
     printf("test_zoned: randomized: hbm_check() after %llu of %llu operations (every one that called the backend or "

@@ -1615,6 +1615,10 @@ static int slot_or_zone(zoned *z, uint32_t li, uint64_t size, uint32_t user, uin
 static int zone_alloc(zoned *z, uint32_t zi, uint64_t size, uint32_t user, uint64_t *addr, uint64_t *block) {
   uint32_t ri;
   int rc;
+  /* A range holds fewer than 2^32 pages (range_bytes): on a device of more
+   * (sim:1PiB,granule=4KiB) a larger request fits no range, and a range
+   * added for it would be carved in vain, one a request. */
+  if (hbm_align_up(size, ZONED_UNIT) > range_bytes(z)) return HBM_ENOMEM;
   if (z->conf.slot && size >= z->conf.slot && is_large(z, size) && !z->conf.large_life && z->zones[zi].nranges) {
     rc = slot_or_zone(z, z->zones[zi].ranges[0], size, user, addr, block);
     if (rc != HBM_ENOMEM) return rc;
@@ -2358,9 +2362,12 @@ static int largest_in_hole(void *arg, uint64_t addr, uint64_t size, int live) {
 /* The free granules with the idle chunks (room), or more where `visit` (a
  * walk of the large zone's holes) finds a hole that takes more. */
 static uint64_t largest_free_by(const zoned *z, hbm_vspace_visit_fn *visit) {
-  uint64_t room = device_room(z) + z->idle_pages;
-  if (z->large_zone == NIL || !z->zones[z->large_zone].nranges) return room << z->gshift;
-  hole_ctx h = {z, &z->ranges[z->zones[z->large_zone].ranges[0]], room, room << z->gshift};
+  /* No request larger than a range fits (zone_alloc): on a device of 2^32
+   * granules or more, the granules free may be more than one range holds. */
+  uint64_t room = device_room(z) + z->idle_pages, most = range_bytes(z), all = room << z->gshift;
+  if (all > most) all = most;
+  if (z->large_zone == NIL || !z->zones[z->large_zone].nranges) return all;
+  hole_ctx h = {z, &z->ranges[z->zones[z->large_zone].ranges[0]], room, all};
   hbm_vspace_walk(h.r->vs, visit, &h);
   return h.best;
 }
