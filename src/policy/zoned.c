@@ -189,6 +189,7 @@ typedef struct zoned {
   hbm_policy base;
   zoned_conf conf;
   uint64_t granule, capacity;
+  uint64_t range_size; /* bytes of every range: capacity x va, under 2^32 pages (range_bytes) */
   unsigned gshift;
   uint32_t stripe;     /* pages per stripe (conf.chunk) */
   uint32_t stripe_mask; /* stripe - 1 when a power of two (the default), else 0 */
@@ -1005,11 +1006,12 @@ static int back_block(zoned *z, uint32_t ri, uint32_t p0, uint32_t p1) {
 /* ==== virtual space ===================================================================
  * Taken from the device in arenas of ZONED_ARENA_RANGES zone ranges (one
  * reserve call each) and carved without further calls. */
-static uint64_t range_bytes(const zoned *z) {
+static uint64_t range_bytes_of(const zoned *z) {
   uint64_t size = hbm_align_up(z->capacity * z->conf.va_factor, z->granule);
   if (size >> z->gshift > UINT32_MAX - 1) size = (uint64_t)(UINT32_MAX - 1) << z->gshift;
   return size;
 }
+static inline uint64_t range_bytes(const zoned *z) { return z->range_size; }
 
 static int va_take(zoned *z, uint64_t size, uint64_t *base) {
   if (!z->narenas || z->arena_used + size > z->arena_size) {
@@ -2047,6 +2049,7 @@ static int zoned_create(hbm_device *dev, const char *conf, hbm_policy **out, hbm
   z->granule = dev->caps.granule;
   z->capacity = dev->caps.capacity;
   z->gshift = (unsigned)__builtin_ctzll(z->granule);
+  z->range_size = range_bytes_of(z); /* once: zone_alloc compares every request with it */
   /* No range has 2^32 pages (range_bytes), so a stripe of UINT32_MAX pages
    * acts as any longer one: chunk:1PiB on a 4 KiB granule is 2^38 pages,
    * which cut to 32 bits was a stripe of 0, and the first placement
@@ -2521,7 +2524,7 @@ static int zoned_scan(hbm_policy *p, hbm_scan_fn *visit, void *arg) {
  *   Z7 largest free equals the walk of every hole page by page (the
  *      reference of the walk a chunk at a time);
  *   Z8 order lists every range once by base address and order_base holds
- *      their bases; a small zone remembered per life is a small zone of
+ *      their bases; every range is range_size bytes; a small zone remembered per life is a small zone of
  *      that life and its stream;
  *   Z9 the layout scan adds up, in address order: its live blocks to the
  *      live bytes, blocks and holes together to the mapped pages; no hole
@@ -2782,6 +2785,11 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
       if (z->plan_addr[i] && (z->plan_addr[i] < pr->base || z->plan_addr[i] + z->plan_size[i] > pr->base + pr->size))
         hbm_check_fail(&c.k, "Z6 planned block %u lies outside the plan's range", i);
   }
+  if (!z->fallback && z->range_size != range_bytes_of(z)) hbm_check_fail(&c.k, "Z8 ranges of %llu bytes, %llu from the device and settings",
+                                                  (unsigned long long)z->range_size, (unsigned long long)range_bytes_of(z));
+  for (uint32_t ri = 0; ri < z->nranges; ri++)
+    if (z->ranges[ri].size != z->range_size) hbm_check_fail(&c.k, "Z8 range %u of %llu bytes, not %llu", ri,
+                                                            (unsigned long long)z->ranges[ri].size, (unsigned long long)z->range_size);
   check_largest_free(z, &c);
   check_range_order(z, &c.k);
   check_scan_sums(z, &c.k);
