@@ -2597,8 +2597,9 @@ static int check_fallback(zoned *z, check_ctx *c) {
  * pages below each page, recounted), over spans of 1 to 37 pages starting
  * every 61st page: sparse, since a check may run after every event. */
 static void check_unmapped_counts(const zrange *r, uint32_t ri, const uint32_t *below, hbm_checker *k) {
-  for (uint32_t p0 = 0, bad = 0; p0 < r->npages && bad < 4; p0 += 61) {
-    uint32_t p1 = p0 + p0 % 37 < r->npages ? p0 + p0 % 37 : r->npages - 1;
+  uint32_t bad = 0;
+  for (uint64_t q0 = 0; q0 < r->npages && bad < 4; q0 += 61) { /* 64 bits: a range may hold nearly 2^32 pages */
+    uint32_t p0 = (uint32_t)q0, p1 = q0 + q0 % 37 < r->npages ? (uint32_t)(q0 + q0 % 37) : r->npages - 1;
     uint64_t want = (uint64_t)(p1 - p0 + 1) - (below[p1 + 1] - below[p0]);
     uint64_t counted = unmapped_counted(r, p0, p1), tree = r->fenwick ? unmapped_tree(r, p0, p1) : want,
              above = r->mapped == r->top ? unmapped_above_top(r, p0, p1) : want;
