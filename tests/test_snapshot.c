@@ -1126,6 +1126,47 @@ static void test_address_zero(void) {
   hbm_trace_free(t);
 }
 
+/* cudaMalloc never returns memory still reserved: a segment allocated over
+ * one of the start, or over one the trace made and did not release, is a
+ * damaged recording (fidelity would otherwise count both in PyTorch's
+ * reserved bytes). Released first, or beside it, it is fine. */
+static void test_segment_overlap(void) {
+  snap s;
+  snap_begin(&s);
+  trace_begin(&s);
+  ev(&s, "segment_alloc", A0, 20 * MiB, 0, -1);
+  ev(&s, "segment_alloc", A0, 20 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][1] (segment_alloc): segment [0x7f0000000000, 0x7f0001400000) overlaps the segment "
+                   "[0x7f0000000000, 0x7f0001400000) reserved by device_traces[0][0]");
+
+  snap_begin(&s);
+  seg_begin(&s, A0, 20 * MiB, 0, 0, 0);
+  blk(&s, A0, 20 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "segment_alloc", A0 + 18 * MiB, 20 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][0] (segment_alloc): segment [0x7f0001200000, 0x7f0002600000) overlaps the segment "
+                   "[0x7f0000000000, 0x7f0001400000) reserved at the start");
+
+  snap_begin(&s); /* released in between, or next to it: no error */
+  trace_begin(&s);
+  ev(&s, "segment_alloc", A0, 20 * MiB, 0, -1);
+  ev(&s, "segment_free", A0, 20 * MiB, 0, -1);
+  ev(&s, "segment_alloc", A0, 40 * MiB, 0, -1);
+  ev(&s, "segment_alloc", A0 + 40 * MiB, 2 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  hbm_trace *t = NULL;
+  hbm_diag d;
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->nevents, 4);
+  hbm_trace_free(t);
+}
+
 int main(void) {
   test_slack();
   test_evidence();
@@ -1149,5 +1190,6 @@ int main(void) {
   test_old_free();
   test_slack_edges();
   test_unmapped_ranges();
+  test_segment_overlap();
   return test_done("test_snapshot");
 }

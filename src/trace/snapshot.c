@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "core/addrmap.h"
+#include "core/ordset.h"
 #include "core/util.h"
 #include "policy/pytorch_alloc.h"
 #include "trace/pickle.h"
@@ -698,6 +699,51 @@ static uint64_t refused_need(const importer *im, const entry *x) {
   return hbm_round_up(rounded, page);
 }
 
+/* What the device held reserved, walked in the recorded order: cudaMalloc
+ * (or a mapping) never returns memory still reserved, so a segment_alloc or
+ * segment_map sharing a byte with a segment of the start, or with one the
+ * trace made and did not release, is a damaged recording. Ranges are keyed
+ * {.hi = start, .lo = end}, the value 0 for the start, else the entry + 1. */
+static int reserved_meet(const hbm_ordset *set, uint64_t lo, uint64_t hi, hbm_okey *k, uint32_t *v) {
+  return (hbm_ordset_lower_bound(set, (hbm_okey){.hi = lo, .lo = 0}, k, v) && k->hi < hi) ||
+         (hbm_ordset_below(set, (hbm_okey){.hi = lo, .lo = 0}, k, v) && k->lo > lo);
+}
+
+static int check_reserved(importer *im) {
+  hbm_ordset *set;
+  int rc = hbm_ordset_create(&set);
+  if (rc != HBM_OK) return rc;
+  for (size_t k = 0; k < im->nss && rc == HBM_OK; k++)
+    rc = hbm_ordset_insert(set, (hbm_okey){.hi = im->ss[k].addr, .lo = im->ss[k].addr + im->ss[k].size}, 0);
+  for (size_t i = 0; i < im->ne && rc == HBM_OK; i++) {
+    const entry *x = &im->e[i];
+    uint64_t lo = x->addr, hi = x->addr + x->size;
+    hbm_okey k;
+    uint32_t v;
+    if (x->kind == E_SEG_ALLOC || x->kind == E_MAP) {
+      if (reserved_meet(set, lo, hi, &k, &v)) {
+        char by[64] = "at the start";
+        if (v) snprintf(by, sizeof by, "by device_traces[%d][%u]", im->device, im->e[v - 1].index);
+        rc = fail(im, "device_traces[%d][%u] (%s): segment [0x%llx, 0x%llx) overlaps the segment [0x%llx, 0x%llx) "
+                      "reserved %s and not released in between",
+                  im->device, x->index, x->kind == E_MAP ? "segment_map" : "segment_alloc", (unsigned long long)lo,
+                  (unsigned long long)hi, (unsigned long long)k.hi, (unsigned long long)k.lo, by);
+        break;
+      }
+      rc = hbm_ordset_insert(set, (hbm_okey){.hi = lo, .lo = hi}, (uint32_t)i + 1);
+    } else if (x->kind == E_SEG_FREE || x->kind == E_UNMAP) {
+      /* what it releases is no longer reserved; the rest of a range it cuts stays */
+      while (rc == HBM_OK && reserved_meet(set, lo, hi, &k, &v)) {
+        rc = hbm_ordset_erase(set, k);
+        if (rc == HBM_OK && k.hi < lo) rc = hbm_ordset_insert(set, (hbm_okey){.hi = k.hi, .lo = lo}, v);
+        if (rc == HBM_OK && k.lo > hi) rc = hbm_ordset_insert(set, (hbm_okey){.hi = hi, .lo = k.lo}, v);
+      }
+    }
+  }
+  hbm_ordset_destroy(set);
+  return rc;
+}
+
 static int build(importer *im, hbm_trace *t) {
   int rc;
   if (im->nss) qsort(im->ss, im->nss, sizeof *im->ss, sseg_cmp);
@@ -705,6 +751,7 @@ static int build(importer *im, hbm_trace *t) {
     if (im->ss[k - 1].addr + im->ss[k - 1].size > im->ss[k].addr)
       return fail(im, "starting state: segments at 0x%llx and 0x%llx overlap",
                   (unsigned long long)im->ss[k - 1].addr, (unsigned long long)im->ss[k].addr);
+  if ((rc = check_reserved(im)) != HBM_OK) return rc;
   /* ids: the allocations alive at the start first, in address order. */
   if (im->nls) qsort(im->ls, im->nls, sizeof *im->ls, ls_cmp);
   for (size_t k = 0; k < im->nls; k++) im->ls[k].id = (uint32_t)k;
