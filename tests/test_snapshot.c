@@ -1167,6 +1167,35 @@ static void test_segment_overlap(void) {
   hbm_trace_free(t);
 }
 
+/* expandable_segments is a bool in every recording; an int 1 is none
+ * (snapshot-import.md: refused, not read as True). True itself is read. */
+static void test_expandable_setting_bool(void) {
+  for (int as_int = 0; as_int < 2; as_int++) {
+    snap s;
+    snap_begin(&s);
+    trace_begin(&s);
+    ev(&s, "alloc", A0, 512, 0, -1);
+    trace_end(&s);
+    pk *p = &s.p;
+    pk_str(p, "allocator_settings");
+    dict_begin(p);
+    pk_str(p, "expandable_segments");
+    if (as_int) pk_int(p, 1);
+    else op(p, 0x88);
+    dict_end(p);
+    snap_end(&s);
+    if (as_int) {
+      expect_error(&s, "allocator_settings: 'expandable_segments' is a int, expected a bool");
+    } else {
+      hbm_trace *t = NULL;
+      hbm_diag d;
+      REQUIRE(import(&s, &t, &d) == HBM_OK);
+      CHECK(t->conf && !strcmp(t->conf, "expandable_segments:True"));
+      hbm_trace_free(t);
+    }
+  }
+}
+
 int main(void) {
   test_slack();
   test_evidence();
@@ -1191,5 +1220,6 @@ int main(void) {
   test_slack_edges();
   test_unmapped_ranges();
   test_segment_overlap();
+  test_expandable_setting_bool();
   return test_done("test_snapshot");
 }

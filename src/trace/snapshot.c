@@ -345,7 +345,7 @@ static int read_settings(importer *im, const hbm_pk_value *s) {
    * drop quietly (the run would be modelled with others). */
   const hbm_pk_value *es = hbm_pk_get(s, "expandable_segments"), *ms = hbm_pk_get(s, "max_split_size"),
                      *gc = hbm_pk_get(s, "garbage_collection_threshold");
-  if (es && es->type != HBM_PK_NONE && !hbm_pk_int(es, &i))
+  if (es && es->type != HBM_PK_NONE && es->type != HBM_PK_BOOL) /* PyTorch writes True or False */
     return fail(im, "allocator_settings: 'expandable_segments' is a %s, expected a bool", hbm_pk_type_name(es->type));
   if (ms && ms->type != HBM_PK_NONE && !hbm_pk_int(ms, &i))
     return fail(im, "allocator_settings: 'max_split_size' is a %s, expected an int", hbm_pk_type_name(ms->type));
