@@ -1196,6 +1196,57 @@ static void test_expandable_setting_bool(void) {
   }
 }
 
+/* A device asked for is one the snapshot has: a trace of its own, or a
+ * segment. With no traces at all, any other is refused, not imported as an
+ * empty device; beyond the traces, one with a segment is read. */
+static void test_device_lacked(void) {
+  for (int ntraces = 0; ntraces < 2; ntraces++) {
+    snap s;
+    snap_begin(&s);
+    pk *p = &s.p;
+    dict_begin(p); /* a segment of device 1 */
+    kv_int(p, "device", 1);
+    kv_int(p, "address", (int64_t)A0);
+    kv_int(p, "total_size", 2 * MiB);
+    kv_int(p, "stream", 0);
+    kv_str(p, "segment_type", "small");
+    pk_str(p, "blocks");
+    list_begin(p);
+    blk(&s, A0, 2 * MiB, 0, "inactive");
+    list_end(p);
+    dict_end(p);
+    list_end(p);
+    pk_str(p, "device_traces");
+    list_begin(p);
+    if (ntraces) { /* device 0's, elsewhere */
+      list_begin(p);
+      ev(&s, "alloc", A0 + 64 * MiB, 512, 0, -1);
+      list_end(p);
+    }
+    list_end(p);
+    snap_end(&s);
+    hbm_trace *t = NULL;
+    hbm_diag d;
+    hbm_snapshot_options o = {.device = 1};
+    REQUIRE(hbm_snapshot_import(s.p.b, s.p.n, "test.pickle", &o, &t, &d) == HBM_OK);
+    CHECK_EQ_U64(t->snapshot_device, 1);
+    CHECK_EQ_U64(t->ninit_segments, 1);
+    hbm_trace_free(t);
+    for (int dev = 2; dev < 8; dev += 5) {
+      o.device = dev;
+      t = NULL;
+      memset(&d, 0, sizeof d);
+      CHECK(hbm_snapshot_import(s.p.b, s.p.n, "test.pickle", &o, &t, &d) == HBM_EPARSE);
+      CHECK(t == NULL);
+      char want[64];
+      snprintf(want, sizeof want, "device %d: the snapshot has traces for %d device(s)", dev, ntraces);
+      if (!strstr(d.message, want)) fprintf(stderr, "message '%s' lacks '%s'\n", d.message, want);
+      CHECK(strstr(d.message, want) != NULL);
+      if (t) hbm_trace_free(t);
+    }
+  }
+}
+
 int main(void) {
   test_slack();
   test_evidence();
@@ -1221,5 +1272,6 @@ int main(void) {
   test_unmapped_ranges();
   test_segment_overlap();
   test_expandable_setting_bool();
+  test_device_lacked();
   return test_done("test_snapshot");
 }

@@ -946,6 +946,17 @@ static int build(importer *im, hbm_trace *t) {
   return rc;
 }
 
+/* Whether a segment belongs to `device` (one without a device, or with None, is device 0's). */
+static int segments_on(const hbm_pk_value *segments, int device) {
+  for (size_t i = 0; i < hbm_pk_len(segments); i++) {
+    int64_t dev = 0;
+    const hbm_pk_value *dv = hbm_pk_get(hbm_pk_item(segments, i), "device");
+    if (dv && dv->type != HBM_PK_NONE && !hbm_pk_int(dv, &dev)) continue;
+    if (dev == device) return 1;
+  }
+  return 0;
+}
+
 static int choose_device(importer *im, const hbm_pk_value *traces, const hbm_pk_value *segments, int want) {
   size_t nd = hbm_pk_len(traces);
   if (want >= 0) {
@@ -998,8 +1009,10 @@ int hbm_snapshot_import(const uint8_t *data, size_t len, const char *name, const
   }
   choose_device(&im, traces, segments, options ? options->device : -1);
   trace = hbm_pk_item(traces, (size_t)im.device);
-  if ((size_t)im.device >= hbm_pk_len(traces) && options && options->device >= 0 && hbm_pk_len(traces)) {
-    rc = fail(&im, "device %d: the snapshot has traces for %zu device(s)", im.device, hbm_pk_len(traces));
+  if ((size_t)im.device >= hbm_pk_len(traces) && options && options->device >= 0 &&
+      !segments_on(segments, im.device)) { /* a device the snapshot lacks */
+    rc = fail(&im, "device %d: the snapshot has traces for %zu device(s) and no segment of device %d", im.device,
+              hbm_pk_len(traces), im.device);
     goto done;
   }
   if (trace && trace->type != HBM_PK_LIST && trace->type != HBM_PK_TUPLE) {
