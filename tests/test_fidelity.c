@@ -96,9 +96,42 @@ static void test_replay_takes_recorded_segment_addresses(void) {
   hbm_trace_free(t);
 }
 
+/* streams: the distinct streams requests and segments name, however many;
+ * a free or a segment release names none (a text trace's `f` reads as 0). */
+static void test_streams_counted(void) {
+  hbm_trace *t = NULL;
+  hbm_diag d = {0};
+  const char *text = "hbm-trace 1\nseg 0x7f0000000000 2MiB 3 small\na x 512 other 3 @0x7f0000000000\nf x\n"
+                     "seg 0x7f0000200000 2MiB 5 small\na y 512 other 5 @0x7f0000200000\nf y\n"
+                     "segfree 0x7f0000000000 2MiB\n";
+  REQUIRE(hbm_trace_parse_text(text, strlen(text), "two", &t, &d) == HBM_OK);
+  hbm_fidelity_result r;
+  CHECK(hbm_fidelity(t, NULL, &r, &d) == HBM_OK);
+  CHECK_EQ_U64(r.streams, 2);
+  hbm_trace_free(t);
+
+  enum { N = 70 }; /* more streams than a fixed table would hold */
+  char *big = malloc(N * 128 + 32);
+  REQUIRE(big != NULL);
+  size_t n = (size_t)sprintf(big, "hbm-trace 1\n");
+  for (int k = 0; k < N; k++)
+    n += (size_t)sprintf(big + n, "seg 0x%llx 2MiB %d small\na b%d 512 other %d @0x%llx\nf b%d\n",
+                         0x7f0000000000ull + (unsigned long long)k * 2 * 1024 * 1024, k, k, k,
+                         0x7f0000000000ull + (unsigned long long)k * 2 * 1024 * 1024, k);
+  t = NULL;
+  memset(&d, 0, sizeof d);
+  REQUIRE(hbm_trace_parse_text(big, n, "many", &t, &d) == HBM_OK);
+  CHECK(hbm_fidelity(t, NULL, &r, &d) == HBM_OK);
+  CHECK_EQ_U64(r.streams, N);
+  CHECK(r.address_match == 1.0);
+  hbm_trace_free(t);
+  free(big);
+}
+
 int main(void) {
   const char *root = getenv("HBM_ROOT");
   test_replay_takes_recorded_segment_addresses();
+  test_streams_counted();
   if (!root) root = ".";
   static const struct { const char *file, *policy; } fixtures[] = {
       {"snapshot_basic_p2.pickle", "caching"},          {"snapshot_basic_p4.pickle", "caching"},

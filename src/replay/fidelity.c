@@ -54,6 +54,11 @@ static void on_action(void *arg, hbm_pt_action action, uint64_t addr, uint64_t s
   }
 }
 
+static int stream_cmp(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
 typedef struct check_count { int failures, no_memory; } check_count;
 static void count_report(void *arg, const char *message) {
   check_count *c = arg;
@@ -158,18 +163,22 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
   r.reserved_model = r.peak_model = st.reserved;
   res->peak_reserved_real = reserved_real;
 
-  /* streams */
+  /* streams: those requests and segments name (a free names none in a text
+   * trace, and its 0 there is no stream of the recording), all of them */
   {
-    int32_t seen[64];
-    size_t nseen = 0;
-    for (uint64_t i = 0; i < t->nevents + t->ninit_segments; i++) {
-      int32_t s = i < t->nevents ? t->events[i].stream : t->init_segments[i - t->nevents].stream;
-      if (i < t->nevents && t->events[i].kind == HBM_EV_STEP) continue;
-      size_t k = 0;
-      while (k < nseen && seen[k] != s) k++;
-      if (k == nseen && nseen < 64) seen[nseen++] = s;
+    int32_t *seen = malloc((t->nevents + t->ninit_segments + 1) * sizeof *seen);
+    if (!seen) {
+      rc = HBM_EHOSTMEM;
+      goto done;
     }
-    res->streams = nseen;
+    size_t nseen = 0;
+    for (uint64_t i = 0; i < t->nevents; i++)
+      if (t->events[i].kind == HBM_EV_ALLOC || t->events[i].kind == HBM_EV_SEG_ALLOC) seen[nseen++] = t->events[i].stream;
+    for (uint32_t i = 0; i < t->ninit_segments; i++) seen[nseen++] = t->init_segments[i].stream;
+    qsort(seen, nseen, sizeof *seen, stream_cmp);
+    res->streams = 0;
+    for (size_t k = 0; k < nseen; k++) res->streams += !k || seen[k] != seen[k - 1];
+    free(seen);
   }
 
   for (uint64_t i = 0; i < t->nevents; i++) {
