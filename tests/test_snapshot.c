@@ -1247,6 +1247,37 @@ static void test_device_lacked(void) {
   }
 }
 
+/* A blocks list shared between segments through the pickle's memo: a file
+ * of kilobytes would otherwise have the reader walk it once per segment
+ * (20000 references to a list of 1024 blocks took 17 s and 640 MB before
+ * any error). Refused at the second segment, naming the first. */
+static void test_shared_blocks(void) {
+  snap s;
+  snap_begin(&s);
+  pk *p = &s.p;
+  for (int k = 0; k < 3; k++) {
+    seg_head(&s, A0 + (uint64_t)k * 2 * MiB, 2 * MiB, 0, 1, 0);
+    pk_str(p, "blocks");
+    if (k == 0) {
+      op(p, ']');
+      op(p, 'q'); /* BINPUT 0 */
+      op(p, 0);
+      op(p, '(');
+      blk(&s, A0, 1 * MiB, 0, "inactive");
+      blk(&s, A0 + 1 * MiB, 1 * MiB, 0, "inactive");
+      list_end(p);
+    } else {
+      op(p, 'h'); /* BINGET 0: the first segment's list */
+      op(p, 0);
+    }
+    dict_end(p);
+  }
+  trace_begin(&s);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "segments[1]: its 'blocks' are those of segments[0]");
+}
+
 int main(void) {
   test_slack();
   test_evidence();
@@ -1273,5 +1304,6 @@ int main(void) {
   test_segment_overlap();
   test_expandable_setting_bool();
   test_device_lacked();
+  test_shared_blocks();
   return test_done("test_snapshot");
 }

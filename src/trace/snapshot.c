@@ -149,7 +149,20 @@ static int get_i64(importer *im, const hbm_pk_value *obj, const char *key, int64
   return HBM_OK;
 }
 
+/* A blocks list the pickle shares between segments (a memo reference) is
+ * read once per segment: a file of kilobytes could make the reader walk
+ * billions of blocks. PyTorch gives every segment a list of its own. */
+static int read_segments_of(importer *im, const hbm_pk_value *segments, hbm_addrmap *lists);
+
 static int read_segments(importer *im, const hbm_pk_value *segments) {
+  hbm_addrmap lists;
+  hbm_addrmap_init(&lists);
+  int rc = read_segments_of(im, segments, &lists);
+  hbm_addrmap_release(&lists);
+  return rc;
+}
+
+static int read_segments_of(importer *im, const hbm_pk_value *segments, hbm_addrmap *lists) {
   size_t n = hbm_pk_len(segments);
   im->segs = calloc(n + 1, sizeof *im->segs);
   if (!im->segs) return HBM_EHOSTMEM;
@@ -200,6 +213,11 @@ static int read_segments(importer *im, const hbm_pk_value *segments) {
     if (!blocks) return fail(im, "%s: missing 'blocks'", where);
     if (blocks->type != HBM_PK_LIST && blocks->type != HBM_PK_TUPLE)
       return fail(im, "%s: 'blocks' is a %s, expected a list", where, hbm_pk_type_name(blocks->type));
+    uint64_t other;
+    if (hbm_pk_len(blocks) && hbm_addrmap_get(lists, (uint64_t)(uintptr_t)blocks, &other))
+      return fail(im, "%s: its 'blocks' are those of segments[%llu] (one list, shared in the pickle); a recording "
+                      "gives each segment its own", where, (unsigned long long)other);
+    if (hbm_pk_len(blocks) && hbm_addrmap_put(lists, (uint64_t)(uintptr_t)blocks, i)) return HBM_EHOSTMEM;
     g->first = (uint32_t)im->nblocks;
     uint64_t at = g->addr;
     for (size_t k = 0; k < hbm_pk_len(blocks); k++) {
