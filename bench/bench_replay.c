@@ -30,7 +30,7 @@ static void usage(FILE *out) {
           "  --trace FILE    an hbm trace or PyTorch snapshot (default: a generated workload);\n"
           "                  a snapshot names no capacity: give --device sim:SIZE with it\n"
           "  --snapshot-device N  which device of a multi-device snapshot (default: the first\n"
-          "                  with trace entries)\n"
+          "                  with trace entries, else the first with segments)\n"
           "  --preset NAME   workload preset for the generated trace (default 910c-dense);\n"
           "                  not with --trace\n"
           "  --steps N       steps of the generated trace (default 20); not with --trace\n"

@@ -25,7 +25,7 @@ static void usage(FILE *out) {
           "                         POLICY=CONF for one policy, in place of the common CONF;\n"
           "                         repeatable\n"
           "  --snapshot-device N    which device of a multi-device snapshot (default: the\n"
-          "                         first with trace entries)\n"
+          "                         first with trace entries, else the first with segments)\n"
           "  --resolution SIZE      bisection step (default 16MiB; a multiple of 2MiB, at most\n"
           "                         1PiB and the limit)\n"
           "  --limit SIZE           largest capacity tried, rounded down to the resolution\n"
