@@ -516,8 +516,9 @@ static void test_settings_digits(void) {
   } cases[] = {
       {0.85, 1, 0, "garbage_collection_threshold:0.85"},
       {0.85, 4, 0, "garbage_collection_threshold:0.85,roundup_power2_divisions:4"},
-      /* nine digits; a max_split_size below 20 MiB, which PyTorch's text cannot give, is not written */
-      {0.123456789, 0, 19 * MiB + 512 * KiB, "garbage_collection_threshold:0.123456789"},
+      /* nine digits; a max_split_size of 20 MiB, the least PyTorch takes, is written (one
+       * below it is refused: test_max_split_too_small) */
+      {0.123456789, 0, 20 * MiB, "max_split_size_mb:20,garbage_collection_threshold:0.123456789"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
     snap s;
@@ -1196,6 +1197,33 @@ static void test_expandable_setting_bool(void) {
   }
 }
 
+/* A max_split_size PyTorch refuses (below 20 MiB) is a damaged recording,
+ * not a setting to drop for the default; 20 MiB itself is taken. */
+static void test_max_split_too_small(void) {
+  for (int at_least = 0; at_least < 2; at_least++) {
+    snap s;
+    snap_begin(&s);
+    trace_begin(&s);
+    ev(&s, "alloc", A0, 512, 0, -1);
+    trace_end(&s);
+    pk *p = &s.p;
+    pk_str(p, "allocator_settings");
+    dict_begin(p);
+    kv_int(p, "max_split_size", at_least ? 20 * MiB : 10 * MiB);
+    dict_end(p);
+    snap_end(&s);
+    if (!at_least) {
+      expect_error(&s, "allocator_settings: 'max_split_size' 10485760 is below 20 MiB (PyTorch refuses it)");
+    } else {
+      hbm_trace *t = NULL;
+      hbm_diag d;
+      REQUIRE(import(&s, &t, &d) == HBM_OK);
+      CHECK(t->conf && !strcmp(t->conf, "max_split_size_mb:20"));
+      hbm_trace_free(t);
+    }
+  }
+}
+
 /* A device asked for is one the snapshot has: a trace of its own, or a
  * segment. With no traces at all, any other is refused, not imported as an
  * empty device; beyond the traces, one with a segment is read. */
@@ -1303,6 +1331,7 @@ int main(void) {
   test_unmapped_ranges();
   test_segment_overlap();
   test_expandable_setting_bool();
+  test_max_split_too_small();
   test_device_lacked();
   test_shared_blocks();
   return test_done("test_snapshot");

@@ -367,6 +367,8 @@ static int read_settings(importer *im, const hbm_pk_value *s) {
     return fail(im, "allocator_settings: 'expandable_segments' is a %s, expected a bool", hbm_pk_type_name(es->type));
   if (ms && ms->type != HBM_PK_NONE && !hbm_pk_int(ms, &i))
     return fail(im, "allocator_settings: 'max_split_size' is a %s, expected an int", hbm_pk_type_name(ms->type));
+  if (ms && hbm_pk_int(ms, &i) && i > 0 && (uint64_t)i < 20 * MiB) /* PyTorch: "max_split_size_mb too small" */
+    return fail(im, "allocator_settings: 'max_split_size' %lld is below 20 MiB (PyTorch refuses it)", (long long)i);
   if (gc && gc->type != HBM_PK_NONE && (!hbm_pk_float(gc, &d) || !(d >= 0 && d < 1)))
     return fail(im, "allocator_settings: 'garbage_collection_threshold' is not a number in [0, 1) (PyTorch refuses "
                 "others)");
