@@ -591,6 +591,13 @@ static void test_limits(void) {
   hbm_pickle_limits memo = {.max_memo = 2};
   PARSE_FAILS_LIM("\x80\x04N\x94N\x94N\x94.", &memo, 7, "MEMOIZE", "limit of 2 entries");
 
+  /* The defaults grow with the input: a value or memo entry costs a byte at
+   * least, so a snapshot of gigabytes is not refused as malformed (a 147 MB
+   * pickle of 70 Mi values was, at 64 Mi). */
+  hbm_pickle_limits small = hbm_pickle_default_limits(1000), big = hbm_pickle_default_limits((size_t)3 << 30);
+  CHECK(small.max_depth == 64 && small.max_nodes == 64ull << 20 && small.max_memo == 16ull << 20);
+  CHECK(big.max_depth == 64 && big.max_nodes == 3ull << 30 && big.max_memo == 3ull << 30);
+
   /* bad arguments */
   CHECK(hbm_pickle_parse(NULL, 5, "x", NULL, &doc, &d) == HBM_EINVAL);
   CHECK(hbm_pickle_parse((const uint8_t *)"", 0, "x", NULL, NULL, &d) == HBM_EINVAL);

@@ -809,6 +809,18 @@ static int step(parser *p) {
 
 /* ---- public API ------------------------------------------------------------------------ */
 
+/* Each value costs a byte of input at least (its opcode; a memo reference
+ * makes none), and so does each memo entry a valid pickle names: a file may
+ * hold as many as it has bytes. The floors stop absurd counts in small input;
+ * in large input host memory runs out first (the parse takes about ten times
+ * the file), which is said as such, not as a malformed file. */
+hbm_pickle_limits hbm_pickle_default_limits(size_t len) {
+  hbm_pickle_limits l = {.max_depth = 64, .max_nodes = 64ull << 20, .max_memo = 16ull << 20};
+  if (len > l.max_nodes) l.max_nodes = len;
+  if (len > l.max_memo) l.max_memo = len;
+  return l;
+}
+
 int hbm_pickle_parse(const uint8_t *data, size_t len, const char *name,
                      const hbm_pickle_limits *limits, hbm_pickle **out, hbm_diag *diag) {
   if (!out || (!data && len)) return HBM_EINVAL;
@@ -819,9 +831,10 @@ int hbm_pickle_parse(const uint8_t *data, size_t len, const char *name,
   p->len = len;
   p->name = name ? name : "<pickle>";
   p->diag = diag;
-  p->lim.max_depth = limits && limits->max_depth ? limits->max_depth : 64;
-  p->lim.max_nodes = limits && limits->max_nodes ? limits->max_nodes : 64ull << 20;
-  p->lim.max_memo = limits && limits->max_memo ? limits->max_memo : 16ull << 20;
+  hbm_pickle_limits dflt = hbm_pickle_default_limits(len);
+  p->lim.max_depth = limits && limits->max_depth ? limits->max_depth : dflt.max_depth;
+  p->lim.max_nodes = limits && limits->max_nodes ? limits->max_nodes : dflt.max_nodes;
+  p->lim.max_memo = limits && limits->max_memo ? limits->max_memo : dflt.max_memo;
 
   p->doc = calloc(1, sizeof *p->doc);
   if (!p->doc) return fail_nomem(p);

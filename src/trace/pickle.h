@@ -44,9 +44,13 @@ typedef struct hbm_pickle hbm_pickle; /* owns every value */
 
 typedef struct hbm_pickle_limits {
   uint32_t max_depth;   /* default 64 */
-  uint64_t max_nodes;   /* default 64 Mi */
-  uint64_t max_memo;    /* default 16 Mi entries */
+  uint64_t max_nodes;   /* default 64 Mi, or the input's bytes where more */
+  uint64_t max_memo;    /* default 16 Mi entries, or the input's bytes where more */
 } hbm_pickle_limits;
+
+/* The limits a parse of len bytes takes by default: depth 64; values and memo
+ * entries 64 Mi and 16 Mi, or len where more (each costs a byte at least). */
+hbm_pickle_limits hbm_pickle_default_limits(size_t len);
 
 /* Parses data[0..len). name is used in diag. limits may be NULL (defaults);
  * a zero field also takes its default. HBM_EPARSE with diag->offset at the
