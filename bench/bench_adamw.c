@@ -409,11 +409,16 @@ int bench_adamw(int argc, char **argv) {
     free(copy_src); free(copy_dst);
     return CLI_FAILED;
   }
-  /* The PyTorch-op sequence performs the same arithmetic: it must match bit for bit. */
-  uint64_t unfused_differ = count_differ_u16(fused.weight, unfused.weight, params);
-  max_rel_diff(fused.master, unfused.master, params, &unfused_differ);
-  unfused_differ += count_differ_u16(fused.weight, five.weight, params);
-  max_rel_diff(fused.master, five.master, params, &unfused_differ);
+  /* The PyTorch-op sequence performs the same arithmetic: weight, master, m
+   * and v must match bit for bit. */
+  uint64_t unfused_differ = 0;
+  for (int k = 0; k < 2; k++) {
+    const adamw_state *other = k ? &five : &unfused;
+    unfused_differ += count_differ_u16(fused.weight, other->weight, params);
+    max_rel_diff(fused.master, other->master, params, &unfused_differ);
+    max_rel_diff(fused.exp_avg, other->exp_avg, params, &unfused_differ);
+    max_rel_diff(fused.exp_avg_sq, other->exp_avg_sq, params, &unfused_differ);
+  }
 
   /* Agreement: 10 more steps through the chosen path and through the
    * reference, from the same state. `unfused` becomes the reference's copy. */
@@ -429,6 +434,8 @@ int bench_adamw(int argc, char **argv) {
   }
   uint64_t reference_differ = count_differ_u16(fused.weight, unfused.weight, params);
   double max_rel_err = max_rel_diff(fused.master, unfused.master, params, &reference_differ);
+  max_rel_diff(fused.exp_avg, unfused.exp_avg, params, &reference_differ); /* counted, as the test compares them */
+  max_rel_diff(fused.exp_avg_sq, unfused.exp_avg_sq, params, &reference_differ);
   state_free(&fused); state_free(&unfused); state_free(&five);
   free(copy_src); free(copy_dst);
   if (rc != HBM_OK) {
