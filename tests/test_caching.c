@@ -9,6 +9,7 @@
 #include "hbm.h"
 #include "policy/policy.h"
 #include "policy/pytorch_alloc.h"
+#include "policy/pytorch_ref.h"
 #include "replay/seg_hints.h"
 #include "testutil.h"
 
@@ -818,6 +819,56 @@ static void test_seeding_oversize_split(void) {
   hbm_trace_free(t);
 }
 
+/* ---- an expandable range longer than a reservation on this device ----
+ * A reservation is 9/8 of the device's memory, in whole pages: on a 48 MiB
+ * device 60 MiB. An 80 MiB range recorded on a larger device, holding one
+ * live 1 MiB block, cannot lie here as recorded: the state does not fit
+ * (HBM_ENOMEM, the replay's `start`), it is not a broken one (HBM_EINVAL,
+ * which stopped the replay and every capacity `hbm mincap` tried). The
+ * reference says the same; neither touches the device. */
+static void test_seeding_range_past_reservation(void) {
+  const uint64_t base = 0x7f0000000000ull;
+  hbm_trace *t;
+  CHECK(hbm_trace_new("long range", &t) == HBM_OK);
+  hbm_init_segment s = {.addr = base, .size = 80 * MiB, .stream = 0, .small = 0, .expandable = 1};
+  hbm_init_block b0 = {.addr = base, .size = 1 * MiB, .request = 1000, .id = 0};
+  hbm_init_block f1 = {.addr = base + 1 * MiB, .size = 79 * MiB, .id = HBM_NO_ID};
+  CHECK(hbm_trace_add_init_segment(t, &s) == HBM_OK);
+  CHECK(hbm_trace_add_init_block(t, &b0) == HBM_OK && hbm_trace_add_init_block(t, &f1) == HBM_OK);
+  const char *pol[2] = {"caching", "expandable"};
+  for (int k = 0; k < 2; k++) {
+    env e;
+    open_env(&e, pol[k], NULL, 48 * MiB);
+    uint64_t ids[1] = {HBM_NO_ADDR};
+    CHECK(e.cls->seed(e.p, t, ids, NULL) == HBM_ENOMEM);
+    CHECK_EQ_U64(e.dev->backend_calls, 0);
+    CHECK_EQ_U64(ids[0], HBM_NO_ADDR);
+    CHECK(e.cls->check(e.p, report, NULL) == 0);
+    F(&e, A(&e, 1000)); /* the model runs on from an empty state */
+    close_env(&e);
+    hbm_device *dev;
+    hbm_pt_conf conf;
+    hbm_ptref *ref;
+    CHECK(hbm_sim_open(48 * MiB, 2 * MiB, &dev) == HBM_OK);
+    CHECK(hbm_pt_conf_parse(k ? "expandable_segments:True" : "", &conf, NULL) == HBM_OK);
+    CHECK(hbm_ptref_create(dev, &conf, &ref) == HBM_OK);
+    ids[0] = HBM_NO_ADDR;
+    CHECK(hbm_ptref_seed(ref, t, ids) == HBM_ENOMEM);
+    CHECK_EQ_U64(dev->backend_calls, 0);
+    hbm_ptref_destroy(ref);
+    hbm_device_close(dev);
+  }
+  /* On a 64 MiB device a reservation is 80 MiB: the range lies in one, and
+   * still does not fit the memory (mapped whole, as recorded). */
+  env e;
+  open_env(&e, "expandable", NULL, 64 * MiB);
+  CHECK(e.cls->seed(e.p, t, NULL, NULL) == HBM_ENOMEM);
+  close_env(&e);
+  printf("test_caching: an expandable range longer than a reservation on the device does not fit it "
+         "(model and reference), no device call\n");
+  hbm_trace_free(t);
+}
+
 /* ---- largest_free keeps its promise ----
  * largest_free is the largest request that succeeds now. Two cases where
  * the largest cached block is not that request: with
@@ -1027,6 +1078,7 @@ int main(void) {
   test_seeding_unmerged();
   test_seeding_ranges();
   test_seeding_oversize_split();
+  test_seeding_range_past_reservation();
   test_largest_free_promise();
   test_largest_free_growth();
   test_usage_scan();

@@ -1614,7 +1614,7 @@ static int seed_plan(pt *m, const hbm_trace *t, int drop_cache, seg_ref *exp, ui
   uint32_t n = t->ninit_segments, nexp = 0;
   uint64_t blocks = 0, live = 0, *per_set = NULL;
   size_t cap_sets = 0;
-  int rc = HBM_OK;
+  int rc = HBM_OK, too_long = 0;
   /* Streams in the order the seed meets them: plain segments, then ranges. */
   for (uint32_t i = 0; i < n && rc == HBM_OK; i++) {
     const hbm_init_segment *s = &t->init_segments[i];
@@ -1632,11 +1632,18 @@ static int seed_plan(pt *m, const hbm_trace *t, int drop_cache, seg_ref *exp, ui
   for (uint32_t k = 0; k < nexp && rc == HBM_OK; groups++) {
     const hbm_init_segment *s0 = &t->init_segments[exp[k].index];
     uint32_t group = seed_group(m, t, exp, nexp, k);
-    if (!group) {
-      rc = seed_fail("expandable range larger than an address reservation", s0->addr);
-      break;
-    }
     uint64_t page = s0->small ? HBM_PT_SMALL_BUFFER : HBM_PT_LARGE_BUFFER;
+    if (!group) {
+      /* The range alone is longer than a reservation on this device (9/8 of
+       * its memory): recorded on a larger one, it cannot lie here as
+       * recorded. The state does not fit, as one larger than the memory does
+       * not (HBM_ENOMEM, before any device call), once the rest is sound. */
+      if (s0->size % page || !s0->size) rc = seed_fail("expandable range not in whole pages", s0->addr);
+      else rc = seed_check_blocks(t, s0);
+      too_long = 1;
+      k++;
+      continue;
+    }
     blocks += 1 + 1; /* es_new's block (released at once), the gap at the end */
     for (uint32_t end = k + group; k < end && rc == HBM_OK; k++) {
       const hbm_init_segment *s = &t->init_segments[exp[k].index];
@@ -1648,6 +1655,7 @@ static int seed_plan(pt *m, const hbm_trace *t, int drop_cache, seg_ref *exp, ui
       if ((s->addr + s->size - s0->addr) / page > pages) pages = (s->addr + s->size - s0->addr) / page;
     }
   }
+  if (rc == HBM_OK && too_long) rc = HBM_ENOMEM;
   if (rc == HBM_OK && (blk_reserve(m, blocks) != HBM_OK || hbm_addrmap_reserve(&m->active, live) != HBM_OK ||
                        es_slots_reserve(m, groups, pages) != HBM_OK))
     rc = HBM_EHOSTMEM;

@@ -757,7 +757,7 @@ int hbm_ptref_seed(hbm_ptref *r, const hbm_trace *t, uint64_t *id_addr) {
   uint32_t *order = malloc(((size_t)n + 1) * sizeof *order);
   if (!order) return HBM_EHOSTMEM;
   long nexp = 0;
-  int rc = HBM_OK;
+  int rc = HBM_OK, too_long = 0;
   for (uint32_t i = 0; i < n && rc == HBM_OK; i++) {
     const hbm_init_segment *s = &t->init_segments[i];
     if (drop_cache && !holds_live(t, s)) continue;
@@ -778,13 +778,19 @@ int hbm_ptref_seed(hbm_ptref *r, const hbm_trace *t, uint64_t *id_addr) {
     const hbm_init_segment *s0 = &t->init_segments[order[k]];
     uint64_t page = s0->small ? KSMALLBUF : KLARGEBUF;
     long count = same_reservation(r, t, order, nexp, k);
-    if (!count) rc = HBM_EINVAL;
+    if (!count) { /* longer than a reservation here: it does not fit this device */
+      if (s0->size % page) rc = HBM_EINVAL;
+      too_long = 1;
+      k++;
+      continue;
+    }
     for (long j = k; j < k + count; j++) {
       const hbm_init_segment *s = &t->init_segments[order[j]];
       if ((s->addr - s0->addr) % page || s->size % page) rc = HBM_EINVAL;
     }
     k += count;
   }
+  if (rc == HBM_OK && too_long) rc = HBM_ENOMEM;
   /* Ordinary segments in the order recorded, at their recorded addresses
    * where the device allows; then the expandable ranges. */
   for (uint32_t i = 0; i < n && rc == HBM_OK; i++) {
