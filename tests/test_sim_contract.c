@@ -23,6 +23,7 @@
 
 #include <sys/mman.h>
 
+#include "core/util.h"
 #include "device/device.h"
 #include "hbm.h"
 #include "small_workload.h"
@@ -92,7 +93,7 @@ static int ref_device_memory(ref *r, uint64_t a, uint64_t n) {
 
 static int ref_seg_alloc(ref *r, uint64_t size, uint64_t hint, uint64_t *addr) {
   if (size == 0) return refuse(r);
-  if (size > r->capacity - r->phys_used) return HBM_ENOMEM;
+  if (size > HBM_MAX_SIZE || up(size) > r->capacity - r->phys_used) return HBM_ENOMEM; /* whole granules */
   uint64_t a;
   if (hint && !wraps(hint, size) && !ref_seg_overlaps(r, hint, size) && !ref_res_overlaps(r, hint, size)) {
     a = hint;
@@ -104,7 +105,7 @@ static int ref_seg_alloc(ref *r, uint64_t size, uint64_t hint, uint64_t *addr) {
   }
   if (a + size > r->next_va) r->next_va = a + size;
   r->segs[r->nsegs++] = (span){a, size};
-  r->phys_used += size;
+  r->phys_used += up(size);
   *addr = a;
   return HBM_OK;
 }
@@ -112,7 +113,7 @@ static int ref_seg_free(ref *r, uint64_t addr, uint64_t size) {
   for (size_t i = 0; i < r->nsegs; i++)
     if (r->segs[i].addr == addr && r->segs[i].size == size) {
       r->segs[i] = r->segs[--r->nsegs];
-      r->phys_used -= size;
+      r->phys_used -= up(size);
       return HBM_OK;
     }
   return refuse(r);
@@ -505,6 +506,11 @@ static void fixed_cases(int host) {
   CHECK(hbm_dev_seg_alloc(dev, G, r1 + G, &seg) == HBM_OK && seg != r1 + G);
   CHECK(hbm_dev_seg_free(dev, seg, G / 2) == HBM_EINVAL);
   CHECK(hbm_dev_seg_free(dev, seg, G) == HBM_OK);
+  /* A segment holds whole granules on either device: a granule and a byte holds two. */
+  uint64_t used = dev->phys_used;
+  CHECK(hbm_dev_seg_alloc(dev, G + 1, 0, &seg) == HBM_OK);
+  CHECK_EQ_U64(dev->phys_used - used, 2 * G);
+  CHECK(hbm_dev_seg_free(dev, seg, G + 1) == HBM_OK && dev->phys_used == used);
   if (host) { /* the rest names addresses; what is left goes back cleanly */
     CHECK(hbm_dev_seg_free(dev, seg, G) == HBM_EINVAL);                    /* twice */
     CHECK(hbm_dev_unreserve(dev, r1, 8 * G) == HBM_OK);

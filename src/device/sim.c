@@ -80,10 +80,13 @@ static int sim_seg_alloc(hbm_device *d, uint64_t size, uint64_t hint, uint64_t *
   int honour = hint && fits(hint, size) && !hbm_ledger_seg_overlaps(l, hint, size) && !hbm_ledger_res_overlaps(l, hint, size);
   if (!honour && !fits(hbm_align_up(s->next_va, d->caps.granule), hbm_align_up(size, d->caps.granule)))
     return HBM_ENOMEM; /* the address space is used up */
-  if (hbm_device_claim(d, size) != HBM_OK) return HBM_ENOMEM;
+  /* A segment holds whole granules of the device's memory, as the host
+   * device's (and any device's pages) do: both devices refuse the same calls. */
+  uint64_t held = hbm_align_up(size, d->caps.granule);
+  if (hbm_device_claim(d, held) != HBM_OK) return HBM_ENOMEM;
   uint64_t a = honour ? hint : take_va(s, size);
   if (a + size > s->next_va) s->next_va = a + size;
-  hbm_ledger_seg_alloc_done(l, a, size, size, 0);
+  hbm_ledger_seg_alloc_done(l, a, size, held, 0);
   *addr = a;
   return HBM_OK;
 }
