@@ -190,6 +190,21 @@ static void test_conf(void) {
   CHECK(c.expandable == 1);
   hbm_policy_expandable.destroy(p);
   hbm_device_close(dev);
+
+  /* Pages larger than PyTorch's 2 MiB: each segment would hold memory the
+   * model does not count. Refused, saying why; pages of 2 MiB or less are
+   * taken. */
+  CHECK(hbm_sim_open(GiB, 4 * MiB, &dev) == HBM_OK);
+  CHECK(hbm_policy_caching.create(dev, NULL, &p, &d) == HBM_EUNSUPPORTED);
+  CHECK(strstr(d.message, "sizes segments in 2 MiB, and this device's pages are larger") != NULL);
+  CHECK(hbm_policy_expandable.create(dev, NULL, &p, &d) == HBM_EUNSUPPORTED);
+  hbm_device_close(dev);
+  for (uint64_t g = 4096; g <= 2 * MiB; g *= 8) {
+    CHECK(hbm_sim_open(GiB, g, &dev) == HBM_OK);
+    CHECK(hbm_policy_caching.create(dev, NULL, &p, &d) == HBM_OK);
+    hbm_policy_caching.destroy(p);
+    hbm_device_close(dev);
+  }
 }
 
 /* ---- pools, segments, split rules ---- */
