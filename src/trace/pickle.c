@@ -812,7 +812,7 @@ static int step(parser *p) {
 /* Each value costs a byte of input at least (its opcode; a memo reference
  * makes none), and so does each memo entry a valid pickle names: a file may
  * hold as many as it has bytes. The floors stop absurd counts in small input;
- * in large input host memory runs out first (the parse takes about ten times
+ * in large input host memory runs out first (the parse takes many times
  * the file), which is said as such, not as a malformed file. */
 hbm_pickle_limits hbm_pickle_default_limits(size_t len) {
   hbm_pickle_limits l = {.max_depth = 64, .max_nodes = 64ull << 20, .max_memo = 16ull << 20};
