@@ -1112,10 +1112,11 @@ int main(void) {
   failed = stress("sim:256MiB,granule=64KiB", "va:16", ops, 32 * MiB, sparse, &rng);
   printf("test_zoned: 64 KiB granules, reservations of 16 x the device, under pressure: %llu failed\n",
          (unsigned long long)failed);
-  /* Chunks of more than 2^32 granules (chunk:1PiB on a 4 KiB granule is 2^38
+  /* Chunks of 2^32 granules or more (chunk:1PiB on a 4 KiB granule is 2^38
    * pages; chunk:16TiB is 2^32): the stripe stands at the longest a range can
-   * use. Cut to 32 bits it was 0, and the first placement divided by it. On a
-   * generator of its own, so that the runs above and below draw as before. */
+   * have, 2^31 pages. Cut to 32 bits it was 0, and the first placement divided
+   * by it. On a generator of its own, so that the runs above and below draw
+   * as before. */
   static const char *const huge_chunks[] = {"chunk:1PiB", "chunk:16TiB,moves:on"};
   for (size_t i = 0; i < sizeof huge_chunks / sizeof huge_chunks[0]; i++) {
     uint64_t own = seed + i;
@@ -1123,13 +1124,13 @@ int main(void) {
     printf("test_zoned: 4 KiB granules, %s, under pressure: %llu failed\n", huge_chunks[i], (unsigned long long)failed);
   }
   /* A device of more granules than a range has pages (2^38 of 4 KiB against
-   * 2^32 - 2): the largest free figure is what one range holds, not every
+   * 2^31): the largest free figure is what one range holds, not every
    * granule free, and a request past it fails without carving a range. */
   {
     hbm_device *dev;
     hbm_heap *h;
     hbm_stats st;
-    uint64_t a, b, range = ((1ull << 32) - 2) << 12;
+    uint64_t a, b, range = (1ull << 31) << 12;
     CHECK(hbm_device_open("sim:1PiB,granule=4KiB", &dev) == HBM_OK);
     CHECK(hbm_heap_create(dev, "zoned", NULL, &h) == HBM_OK);
     CHECK(hbm_heap_stats(h, &st) == HBM_OK);
@@ -1140,7 +1141,7 @@ int main(void) {
     CHECK_EQ_U64(dev->backend_calls, calls);
     CHECK(hbm_heap_stats(h, &st) == HBM_OK);
     CHECK(st.largest_free <= range);
-    CHECK(hbm_free(h, a) == HBM_OK); /* (no hbm_check(): it recounts a range page by page, 2^32 of them) */
+    CHECK(hbm_free(h, a) == HBM_OK); /* (no hbm_check(): it recounts a range page by page, 2^31 of them) */
     printf("test_zoned: sim:1PiB on 4 KiB granules: largest free %llu B, one range\n", (unsigned long long)st.largest_free);
     hbm_heap_destroy(h);
     hbm_device_close(dev);
