@@ -1002,24 +1002,20 @@ int hbm_pt_create(hbm_device *dev, const char *conf, int expandable_default, hbm
   }
   /* PyTorch sizes segments in 2 MiB (kRoundLarge, kSmallBuffer): the device's
    * pages must divide that, or every segment would hold memory the model
-   * does not count (in its largest free, among others). */
-  if (!c.expandable && dev->caps.granule > HBM_PT_ROUND_LARGE) {
+   * does not count (in its largest free, among others); expandable segments
+   * map pages of 2 MiB besides. */
+  int pages_too_large = !c.expandable && dev->caps.granule > HBM_PT_ROUND_LARGE;
+  if (pages_too_large ||
+      (c.expandable && (!dev->caps.vmm || !dev->caps.granule || HBM_PT_SMALL_BUFFER % dev->caps.granule))) {
     if (diag) {
       memset(diag, 0, sizeof *diag);
       snprintf(diag->file, sizeof diag->file, "alloc-conf");
       snprintf(diag->message, sizeof diag->message,
-               "PyTorch's allocator sizes segments in 2 MiB, and this device's pages are larger (%s, granule "
-               "%llu)", dev->caps.kind, (unsigned long long)dev->caps.granule);
-    }
-    return HBM_EUNSUPPORTED;
-  }
-  if (c.expandable && (!dev->caps.vmm || !dev->caps.granule || HBM_PT_SMALL_BUFFER % dev->caps.granule)) {
-    if (diag) {
-      memset(diag, 0, sizeof *diag);
-      snprintf(diag->file, sizeof diag->file, "alloc-conf");
-      snprintf(diag->message, sizeof diag->message,
-               "expandable_segments:True needs a device that maps pages of 2 MiB (this one: %s, "
-               "granule %llu)", dev->caps.kind, (unsigned long long)dev->caps.granule);
+               pages_too_large ? "PyTorch's allocator sizes segments in 2 MiB, and this device's pages are larger "
+                                 "(%s, granule %llu)"
+                               : "expandable_segments:True needs a device that maps pages of 2 MiB (this one: %s, "
+                                 "granule %llu)",
+               dev->caps.kind, (unsigned long long)dev->caps.granule);
     }
     return HBM_EUNSUPPORTED;
   }
