@@ -865,6 +865,7 @@ static void test_seeding_range_past_reservation(void) {
     hbm_pt_conf conf;
     hbm_ptref *ref;
     CHECK(hbm_sim_open(48 * MiB, 2 * MiB, &dev) == HBM_OK);
+    hbm_pt_conf_default(&conf, 0);
     CHECK(hbm_pt_conf_parse(k ? "expandable_segments:True" : "", &conf, NULL) == HBM_OK);
     CHECK(hbm_ptref_create(dev, &conf, &ref) == HBM_OK);
     ids[0] = HBM_NO_ADDR;
