@@ -862,12 +862,10 @@ static void test_capacity_from_limited_oom(void) {
   hbm_trace_free(t);
 }
 
-/* Two devices: the first with entries by default, or the one asked for. */
-static void test_devices(void) {
-  snap s;
-  snap_begin(&s);
-  pk *p = &s.p;
-  dict_begin(p); /* a segment of device 1 */
+/* A free 2 MiB small segment of device 1 at A0, in the segments list. */
+static void device1_segment(snap *s) {
+  pk *p = &s->p;
+  dict_begin(p);
   kv_int(p, "device", 1);
   kv_int(p, "address", (int64_t)A0);
   kv_int(p, "total_size", 2 * MiB);
@@ -875,9 +873,17 @@ static void test_devices(void) {
   kv_str(p, "segment_type", "small");
   pk_str(p, "blocks");
   list_begin(p);
-  blk(&s, A0, 2 * MiB, 0, "inactive");
+  blk(s, A0, 2 * MiB, 0, "inactive");
   list_end(p);
   dict_end(p);
+}
+
+/* Two devices: the first with entries by default, or the one asked for. */
+static void test_devices(void) {
+  snap s;
+  snap_begin(&s);
+  pk *p = &s.p;
+  device1_segment(&s);
   list_end(p);
   pk_str(p, "device_traces");
   list_begin(p);
@@ -1168,60 +1174,47 @@ static void test_segment_overlap(void) {
   hbm_trace_free(t);
 }
 
+/* A one-allocation snapshot whose allocator_settings hold `key`: True (or
+ * False) where as_bool, else the int `value`. It is refused with `error`, or
+ * read with `conf` as its settings. */
+static void expect_setting(const char *key, int as_bool, int64_t value, const char *error, const char *conf) {
+  snap s;
+  snap_begin(&s);
+  trace_begin(&s);
+  ev(&s, "alloc", A0, 512, 0, -1);
+  trace_end(&s);
+  pk *p = &s.p;
+  pk_str(p, "allocator_settings");
+  dict_begin(p);
+  pk_str(p, key);
+  if (as_bool) op(p, value ? 0x88 : 0x89); /* NEWTRUE, NEWFALSE */
+  else pk_int(p, value);
+  dict_end(p);
+  snap_end(&s);
+  if (error) {
+    expect_error(&s, error);
+    return;
+  }
+  hbm_trace *t = NULL;
+  hbm_diag d;
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
+  CHECK(t->conf && !strcmp(t->conf, conf));
+  hbm_trace_free(t);
+}
+
 /* expandable_segments is a bool in every recording; an int 1 is none
  * (snapshot-import.md: refused, not read as True). True itself is read. */
 static void test_expandable_setting_bool(void) {
-  for (int as_int = 0; as_int < 2; as_int++) {
-    snap s;
-    snap_begin(&s);
-    trace_begin(&s);
-    ev(&s, "alloc", A0, 512, 0, -1);
-    trace_end(&s);
-    pk *p = &s.p;
-    pk_str(p, "allocator_settings");
-    dict_begin(p);
-    pk_str(p, "expandable_segments");
-    if (as_int) pk_int(p, 1);
-    else op(p, 0x88);
-    dict_end(p);
-    snap_end(&s);
-    if (as_int) {
-      expect_error(&s, "allocator_settings: 'expandable_segments' is a int, expected a bool");
-    } else {
-      hbm_trace *t = NULL;
-      hbm_diag d;
-      REQUIRE(import(&s, &t, &d) == HBM_OK);
-      CHECK(t->conf && !strcmp(t->conf, "expandable_segments:True"));
-      hbm_trace_free(t);
-    }
-  }
+  expect_setting("expandable_segments", 1, 1, NULL, "expandable_segments:True");
+  expect_setting("expandable_segments", 0, 1, "allocator_settings: 'expandable_segments' is a int, expected a bool", NULL);
 }
 
 /* A max_split_size PyTorch refuses (below 20 MiB) is a damaged recording,
  * not a setting to drop for the default; 20 MiB itself is taken. */
 static void test_max_split_too_small(void) {
-  for (int at_least = 0; at_least < 2; at_least++) {
-    snap s;
-    snap_begin(&s);
-    trace_begin(&s);
-    ev(&s, "alloc", A0, 512, 0, -1);
-    trace_end(&s);
-    pk *p = &s.p;
-    pk_str(p, "allocator_settings");
-    dict_begin(p);
-    kv_int(p, "max_split_size", at_least ? 20 * MiB : 10 * MiB);
-    dict_end(p);
-    snap_end(&s);
-    if (!at_least) {
-      expect_error(&s, "allocator_settings: 'max_split_size' 10485760 is below 20 MiB (PyTorch refuses it)");
-    } else {
-      hbm_trace *t = NULL;
-      hbm_diag d;
-      REQUIRE(import(&s, &t, &d) == HBM_OK);
-      CHECK(t->conf && !strcmp(t->conf, "max_split_size_mb:20"));
-      hbm_trace_free(t);
-    }
-  }
+  expect_setting("max_split_size", 0, 10 * MiB,
+                 "allocator_settings: 'max_split_size' 10485760 is below 20 MiB (PyTorch refuses it)", NULL);
+  expect_setting("max_split_size", 0, 20 * MiB, NULL, "max_split_size_mb:20");
 }
 
 /* A device asked for is one the snapshot has: a trace of its own, or a
@@ -1232,17 +1225,7 @@ static void test_device_lacked(void) {
     snap s;
     snap_begin(&s);
     pk *p = &s.p;
-    dict_begin(p); /* a segment of device 1 */
-    kv_int(p, "device", 1);
-    kv_int(p, "address", (int64_t)A0);
-    kv_int(p, "total_size", 2 * MiB);
-    kv_int(p, "stream", 0);
-    kv_str(p, "segment_type", "small");
-    pk_str(p, "blocks");
-    list_begin(p);
-    blk(&s, A0, 2 * MiB, 0, "inactive");
-    list_end(p);
-    dict_end(p);
+    device1_segment(&s);
     list_end(p);
     pk_str(p, "device_traces");
     list_begin(p);
