@@ -594,6 +594,26 @@ static void check_zero3_gathers(void) {
  * stage 3 is given (ZeRO-Infinity's sharded weights), and refuses stage 1 (0 is
  * the default, read as not given); a uniform range may be one length; the
  * largest micro-batch and accumulation counts. */
+/* The time model's attention core: forward 2·n·s·h/tp (causal), backward
+ * twice that when eager and 2.5 times with flash, as FlashAttention-2 counts
+ * its backward (five matrix products to the forward's two). */
+static void check_attention_time(void) {
+  hbm_gen_llm_config c;
+  hbm_diag d;
+  hbm_gen_llm_defaults(&c);
+  c.hidden = 4096;
+  c.heads = 32;
+  c.tp = 2;
+  c.micro_batch = 3;
+  REQUIRE(hbm_gen_llm_resolve(&c, &d) == HBM_OK);
+  double fwd = hbm_gen_llm_attention_flops(&c, 1024, 0);
+  CHECK(fwd == 2.0 * (3.0 * 1024) * 1024 * 4096 / 2);
+  CHECK(hbm_gen_llm_attention_flops(&c, 1024, 1) == 2.5 * fwd);
+  c.attention = HBM_ATTN_EAGER;
+  CHECK(hbm_gen_llm_attention_flops(&c, 1024, 0) == fwd);
+  CHECK(hbm_gen_llm_attention_flops(&c, 1024, 1) == 2.0 * fwd);
+}
+
 static void check_resolve(void) {
   hbm_gen_llm_config c;
   hbm_diag d;
@@ -752,5 +772,6 @@ int main(void) {
   check_determinism();
   check_bad_options();
   check_resolve();
+  check_attention_time();
   return test_done("test_gen_llm");
 }

@@ -834,6 +834,24 @@ static inline void keep(gen *g, int store, uint32_t *slot, uint32_t id) {
   else F(g, id);
 }
 
+/* FLOPs of one micro-batch's attention core (the scores and their product
+ * with V) on this device, the time model's: forward 2·n·s·h/t (causal: half of
+ * the 4·n·s·h of QK^T and PV); backward twice that when eager, as every
+ * matrix product, and 2.5 times with FlashAttention-2, which makes five
+ * products to the forward's two, the scores recomputed among them (Dao 2023,
+ * Sec. 4.1). The generator and the estimate both take it from here. */
+static double attention_core_flops(const shape *S, uint64_t seq, int backward) {
+  double r = (backward ? 4.0 : 2.0) * (double)(seq * S->b) / (double)S->tp; /* as the passes' */
+  double times = backward && !S->eager ? 1.25 : 1.0;
+  return times * r * (double)seq * (double)S->h;
+}
+
+double hbm_gen_llm_attention_flops(const hbm_gen_llm_config *cfg, uint64_t seq, int backward) {
+  shape S;
+  shape_init(cfg, &S);
+  return attention_core_flops(&S, seq, backward);
+}
+
 /* Forward of layer l. `x_in` is the layer input; with store the layer's stash
  * keeps every tensor backward needs (Korthikanti et al. 2022, Sec. 4.1); without,
  * tensors are freed as soon as forward is done with them and x_in is freed too
@@ -863,14 +881,14 @@ static uint32_t fwd_layer(gen *g, uint64_t l, const act_sizes *z, uint64_t seq, 
     uint32_t amask = S->dropout ? A(g, z->mask_s, HBM_TAG_ACT) : NO;
     uint32_t adrop = S->dropout ? A(g, z->score, HBM_TAG_ACT) : NO;
     ctx = A(g, z->ctx, HBM_TAG_ACT);
-    compute(g, r * (double)seq * (double)h);
+    compute(g, attention_core_flops(S, seq, 0));
     keep(g, store, &st->probs, probs);
     keep(g, store, &st->amask, amask);
     keep(g, store, &st->adrop, adrop);
   } else {
     ctx = A(g, z->ctx, HBM_TAG_ACT);
     uint32_t lse = A(g, z->lse, HBM_TAG_ACT);
-    compute(g, r * (double)seq * (double)h);
+    compute(g, attention_core_flops(S, seq, 0));
     keep(g, store, &st->lse, lse);
   }
   keep(g, store, &st->qkv, qkv);
@@ -1009,14 +1027,12 @@ static uint32_t bwd_layer(gen *g, uint64_t l, const act_sizes *z, uint64_t seq, 
     uint32_t d_scores = A(g, z->score, HBM_TAG_TEMP);
     F(g, d_probs);
     F(g, st->probs);
-    compute(g, r * (double)seq * (double)h);
+    compute(g, attention_core_flops(S, seq, 1));
     F(g, d_scores);
   } else {
-    /* FlashAttention-2 backward: an FP32 accumulator for dQ. Its time is 5 x
-     * the forward's where FlashAttention-2 counts 2.5 x: a known deviation
-     * (docs/workload.md, Time model). */
+    /* FlashAttention-2 backward: an FP32 accumulator for dQ. */
     uint32_t dq_acc = A(g, 2 * z->ctx, HBM_TAG_TEMP);
-    compute(g, 2.5 * r * (double)seq * (double)h);
+    compute(g, attention_core_flops(S, seq, 1));
     F(g, dq_acc);
     F(g, st->lse);
   }
@@ -1454,7 +1470,7 @@ static uint32_t layer_fwd_moments(const shape *S, const act_sizes *z, uint64_t s
   } else {
     MOMENT(r * h * (double)(S->h + 2 * S->hkv), att);
   }
-  MOMENT(r * (double)seq * h, att + (tpar ? hf : hs));                   /* projection */
+  MOMENT(attention_core_flops(S, seq, 0), att + (tpar ? hf : hs));      /* projection */
   MOMENT(r * h * h, att + (tpar ? hf : hs) + (g ? hs : 0));              /* scattered */
   MOMENT(0, att + out + z->mask_h + hs);                                 /* x_mid */
   uint64_t mid = att + z->mask_h + hs;
@@ -1510,7 +1526,7 @@ static uint32_t layer_bwd_moments(const shape *S, const act_sizes *z, uint64_t s
   uint64_t pre = att - eager_kept - z->lse - z->ctx - z->qkv; /* x_in ln1 mask1 */
   uint64_t core = S->eager ? 2 * z->score : 2 * z->ctx; /* d(probs) and d(scores), or dQ in FP32 */
   double r = 4.0 * (double)(seq * S->b) / (double)S->tp, h = (double)S->h;
-  double core_flops = (S->eager ? 1.0 : 2.5) * r * (double)seq * h;
+  double core_flops = attention_core_flops(S, seq, 1);
   uint32_t k = 0;
 #define MOMENT(f, l, ng) (m[k].flops = (f), m[k].live = (l), m[k].grads = (ng), k++)
   /* MLP, with dy (hs) */

@@ -169,4 +169,11 @@ int hbm_gen_llm_describe(const hbm_gen_llm_config *cfg, char *buf, size_t len);
  * generator draws it. cfg must be resolved. */
 uint32_t hbm_gen_llm_seq(const hbm_gen_llm_config *cfg, uint64_t step, uint32_t micro);
 
+/* FLOPs the time model gives one micro-batch's attention core (scores and
+ * their product with V) on one device, forward (backward 0) or backward: the
+ * forward 2·n·s·h/tp for n = seq × micro-batch tokens; the backward twice that
+ * with eager attention, 2.5 times with flash (FlashAttention-2's count).
+ * cfg must be resolved. */
+double hbm_gen_llm_attention_flops(const hbm_gen_llm_config *cfg, uint64_t seq, int backward);
+
 #endif
