@@ -332,7 +332,6 @@ static void test_steps_and_settings(void) {
     snprintf(key, sizeof key, "%d", 1 << i);
     kv_int(p, key, i == 6 ? 8 : 0);
   }
-  kv_int(p, "3", 4); /* not a power of two: no interval of its own */
   dict_end(p);
   dict_end(p);
   pk_str(p, "external_annotations");
@@ -1217,6 +1216,85 @@ static void test_max_split_too_small(void) {
   expect_setting("max_split_size", 0, 20 * MiB, NULL, "max_split_size_mb:20");
 }
 
+/* One allocation with roundup_power2_divisions {"1": 0, ..., key: value}:
+ * refused with `error`, or read with `conf` among its settings. */
+static void expect_roundup(const char *key, int value_as_bool, int64_t value, const char *error, const char *conf) {
+  snap s;
+  snap_begin(&s);
+  trace_begin(&s);
+  ev(&s, "alloc", A0, 512, 0, -1);
+  trace_end(&s);
+  pk *p = &s.p;
+  pk_str(p, "allocator_settings");
+  dict_begin(p);
+  pk_str(p, "roundup_power2_divisions");
+  dict_begin(p);
+  kv_int(p, "1", 0);
+  pk_str(p, key);
+  if (value_as_bool) op(p, value ? 0x88 : 0x89);
+  else pk_int(p, value);
+  dict_end(p);
+  dict_end(p);
+  snap_end(&s);
+  if (error) {
+    expect_error(&s, error);
+    return;
+  }
+  hbm_trace *t = NULL;
+  hbm_diag d;
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
+  CHECK(t->conf && strstr(t->conf, conf));
+  hbm_trace_free(t);
+}
+
+/* PyTorch's parser takes only 0 or a power of two divisions, and writes one
+ * entry per interval, keyed by its size in MiB: anything else is damage, not
+ * an entry to drop for the default (which would model the run with other
+ * settings). */
+static void test_roundup_refused(void) {
+  expect_roundup("64", 0, 8, NULL, "64:8");
+  expect_roundup("64", 0, 0, NULL, ""); /* 0: that interval does not round */
+  expect_roundup("64", 0, 3, "'roundup_power2_divisions' gives 64 MiB a count that is neither, expected 0 or a "
+                 "power of two", NULL);
+  expect_roundup("64", 0, -4, "gives 64 MiB a count that is neither", NULL);
+  expect_roundup("64", 1, 1, "gives 64 MiB no int", NULL);
+  expect_roundup("3", 0, 4, "'roundup_power2_divisions' has the key '3', expected an interval in MiB, a power of two",
+                 NULL);
+  expect_roundup("64MB", 0, 4, "has the key '64MB'", NULL);
+  expect_roundup("0", 0, 4, "has the key '0'", NULL);
+}
+
+/* Addresses, sizes and streams are ints in every recording: True is damage,
+ * not a size of 1 (Python's pickle would give a bool for nothing else). */
+static void test_bool_size_refused(void) {
+  snap s;
+  snap_begin(&s);
+  trace_begin(&s);
+  pk *p = &s.p;
+  dict_begin(p);
+  kv_str(p, "action", "alloc");
+  kv_int(p, "addr", (int64_t)A0);
+  pk_str(p, "size");
+  op(p, 0x88); /* NEWTRUE */
+  kv_int(p, "stream", 0);
+  dict_end(p);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][0] (alloc): 'size' is a bool, expected an int");
+  snap_begin(&s);
+  trace_begin(&s);
+  dict_begin(p);
+  kv_str(p, "action", "alloc");
+  kv_int(p, "addr", (int64_t)A0);
+  kv_int(p, "size", 512);
+  pk_str(p, "stream");
+  op(p, 0x89); /* NEWFALSE */
+  dict_end(p);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][0] (alloc): 'stream' is a bool, expected an int");
+}
+
 /* A device asked for is one the snapshot has: a trace of its own, or a
  * segment. With no traces at all, any other is refused, not imported as an
  * empty device; beyond the traces, one with a segment is read. */
@@ -1315,6 +1393,8 @@ int main(void) {
   test_segment_overlap();
   test_expandable_setting_bool();
   test_max_split_too_small();
+  test_roundup_refused();
+  test_bool_size_refused();
   test_device_lacked();
   test_shared_blocks();
   return test_done("test_snapshot");

@@ -125,7 +125,10 @@ static int get_u64(importer *im, const hbm_pk_value *obj, const char *key, uint6
   const hbm_pk_value *v = hbm_pk_get(obj, key);
   int64_t i;
   if (!v) return fail(im, "%s: missing '%s'", where, key);
-  if (!hbm_pk_int(v, &i)) return fail(im, "%s: '%s' is a %s, expected an int", where, key, hbm_pk_type_name(v->type));
+  /* hbm_pk_int takes a bool as 0 or 1; PyTorch writes every address, size and
+   * stream as an int, so a bool is damage, not a size of 1. */
+  if (v->type != HBM_PK_INT || !hbm_pk_int(v, &i))
+    return fail(im, "%s: '%s' is a %s, expected an int", where, key, hbm_pk_type_name(v->type));
   if (i < 0) return fail(im, "%s: '%s' is negative (%lld)", where, key, (long long)i);
   *out = (uint64_t)i;
   return HBM_OK;
@@ -145,7 +148,8 @@ static int get_i64(importer *im, const hbm_pk_value *obj, const char *key, int64
     *out = dflt;
     return HBM_OK;
   }
-  if (!hbm_pk_int(v, out)) return fail(im, "%s: '%s' is a %s, expected an int", where, key, hbm_pk_type_name(v->type));
+  if (v->type != HBM_PK_INT || !hbm_pk_int(v, out))
+    return fail(im, "%s: '%s' is a %s, expected an int", where, key, hbm_pk_type_name(v->type));
   return HBM_OK;
 }
 
@@ -395,11 +399,21 @@ static int read_settings(importer *im, const hbm_pk_value *s) {
     uint64_t div[HBM_PT_ROUNDUP_INTERVALS] = {0};
     int any = 0;
     for (size_t k = 0; k < r->u.dict.n; k++) {
+      /* PyTorch writes one entry an interval, keyed by its size in MiB (1, 2,
+       * 4, ...), each 0 or a power of two, as its parser demands. */
       const char *key = hbm_pk_str(r->u.dict.keys[k]);
-      int64_t v;
-      if (!key || !hbm_pk_int(r->u.dict.vals[k], &v) || v <= 0) continue;
-      unsigned long long mb = strtoull(key, NULL, 10);
-      if (!mb || (mb & (mb - 1)) || ((uint64_t)v & ((uint64_t)v - 1))) continue;
+      const hbm_pk_value *val = r->u.dict.vals[k];
+      char *end = NULL;
+      unsigned long long mb = key && *key >= '1' && *key <= '9' ? strtoull(key, &end, 10) : 0;
+      int64_t v = 0;
+      if (!mb || *end || (mb & (mb - 1)))
+        return fail(im, "allocator_settings: 'roundup_power2_divisions' has the key %s%s%s, expected an interval "
+                    "in MiB, a power of two", key ? "'" : "a ", key ? key : hbm_pk_type_name(r->u.dict.keys[k]->type),
+                    key ? "'" : "");
+      if (val->type != HBM_PK_INT || !hbm_pk_int(val, &v) || v < 0 || ((uint64_t)v & ((uint64_t)v - 1)))
+        return fail(im, "allocator_settings: 'roundup_power2_divisions' gives %s MiB %s, expected 0 or a power of "
+                    "two (PyTorch refuses others)", key, val->type == HBM_PK_INT ? "a count that is neither" : "no int");
+      if (!v) continue;
       unsigned idx = 63u - (unsigned)__builtin_clzll(mb);
       if (idx < HBM_PT_ROUNDUP_INTERVALS) {
         div[idx] = (uint64_t)v;
