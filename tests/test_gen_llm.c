@@ -614,6 +614,40 @@ static void check_attention_time(void) {
   CHECK(hbm_gen_llm_attention_flops(&c, 1024, 1) == 2.0 * fwd);
 }
 
+/* With one sequence length throughout, the estimate walks two steps: the
+ * steps after the second walk as it does. A million steps of 1,024
+ * micro-batches, which it once walked one by one (hours), estimate as two
+ * and as three do, a length list of one value too. */
+static void check_long_run_estimate(void) {
+  hbm_gen_llm_config c;
+  hbm_gen_llm_estimate two, three, many;
+  hbm_diag d;
+  for (int list = 0; list < 2; list++) {
+    hbm_gen_llm_defaults(&c);
+    c.layers = 2;
+    c.hidden = 256;
+    c.heads = 2;
+    c.seq_max = 128;
+    if (list) {
+      c.seq_kind = HBM_SEQ_LIST;
+      c.nseq_list = 2;
+      c.seq_list[0] = c.seq_list[1] = 256;
+    }
+    c.grad_accum = 1024;
+    c.steps = 2;
+    REQUIRE(hbm_gen_llm_estimate_peak(&c, &two, &d) == HBM_OK);
+    c.steps = 3;
+    REQUIRE(hbm_gen_llm_estimate_peak(&c, &three, &d) == HBM_OK);
+    c.steps = 1000000;
+    REQUIRE(hbm_gen_llm_estimate_peak(&c, &many, &d) == HBM_OK);
+    CHECK_EQ_U64(many.peak, three.peak);
+    CHECK_EQ_U64(many.peak, two.peak);
+    CHECK(!strcmp(many.peak_phase, three.peak_phase));
+    CHECK_EQ_U64(many.act_peak_bytes, three.act_peak_bytes);
+    CHECK_EQ_U64(many.at_seq_max, three.at_seq_max);
+  }
+}
+
 static void check_resolve(void) {
   hbm_gen_llm_config c;
   hbm_diag d;
@@ -773,5 +807,6 @@ int main(void) {
   check_bad_options();
   check_resolve();
   check_attention_time();
+  check_long_run_estimate();
   return test_done("test_gen_llm");
 }

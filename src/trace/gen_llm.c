@@ -480,6 +480,17 @@ uint32_t hbm_gen_llm_seq(const hbm_gen_llm_config *c, uint64_t step, uint32_t mi
   return (uint32_t)((lo + r % (hi - lo + 1)) * c->seq_align);
 }
 
+/* Whether every micro-batch of every step has the same length. */
+static int seq_constant(const hbm_gen_llm_config *c) {
+  if (c->seq_kind == HBM_SEQ_FIXED) return 1;
+  if (c->seq_kind == HBM_SEQ_LIST) {
+    for (int i = 1; i < c->nseq_list; i++)
+      if (c->seq_list[i] != c->seq_list[0]) return 0;
+    return 1;
+  }
+  return c->seq_max / c->seq_align <= cdiv(c->seq_min, c->seq_align); /* one multiple, or none (MIN == MAX) */
+}
+
 /* ==== the device's share of the model ========================================== */
 
 /* Parameter tensors of one transformer layer, in forward order. */
@@ -1934,7 +1945,10 @@ int hbm_gen_llm_estimate_peak(const hbm_gen_llm_config *cfg, hbm_gen_llm_estimat
     return HBM_EHOSTMEM;
   }
   for (int pass = 0; pass < 2; pass++) { /* pass 0: this seed; pass 1: every micro-batch at its longest */
-    uint64_t steps = pass ? 1 : c.steps;
+    /* With one length throughout, every step after the second walks as the
+     * second does (step 1 alone lacks m and v): two are exact, where a run of
+     * a million steps would take hours to walk. */
+    uint64_t steps = pass ? 1 : seq_constant(&c) && c.steps > 2 ? 2 : c.steps;
     uint64_t top = 0;
     for (uint64_t step = 1; step <= steps; step++) {
       /* m, v are created in step 1's optimizer, after its micro-batches: these
