@@ -590,10 +590,6 @@ static void check_zero3_gathers(void) {
   }
 }
 
-/* What resolving a configuration settles: ZeRO-Offload runs on stage 2 unless
- * stage 3 is given (ZeRO-Infinity's sharded weights), and refuses stage 1 (0 is
- * the default, read as not given); a uniform range may be one length; the
- * largest micro-batch and accumulation counts. */
 /* The time model's attention core: forward 2·n·s·h/tp (causal), backward
  * twice that when eager and 2.5 times with flash, as FlashAttention-2 counts
  * its backward (five matrix products to the forward's two). */
@@ -648,6 +644,10 @@ static void check_long_run_estimate(void) {
   }
 }
 
+/* What resolving a configuration settles: ZeRO-Offload runs on stage 2 unless
+ * stage 3 is given (ZeRO-Infinity's sharded weights), and refuses stage 1 (0 is
+ * the default, read as not given); a uniform range may be one length; the
+ * largest micro-batch and accumulation counts. */
 static void check_resolve(void) {
   hbm_gen_llm_config c;
   hbm_diag d;

@@ -406,10 +406,12 @@ static int read_settings(importer *im, const hbm_pk_value *s) {
       char *end = NULL;
       unsigned long long mb = key && *key >= '1' && *key <= '9' ? strtoull(key, &end, 10) : 0;
       int64_t v = 0;
+      if (!key)
+        return fail(im, "allocator_settings: 'roundup_power2_divisions' has a key that is a %s, expected a str",
+                    hbm_pk_type_name(r->u.dict.keys[k]->type));
       if (!mb || *end || (mb & (mb - 1)))
-        return fail(im, "allocator_settings: 'roundup_power2_divisions' has the key %s%s%s, expected an interval "
-                    "in MiB, a power of two", key ? "'" : "a ", key ? key : hbm_pk_type_name(r->u.dict.keys[k]->type),
-                    key ? "'" : "");
+        return fail(im, "allocator_settings: 'roundup_power2_divisions' has the key '%s', expected an interval "
+                    "in MiB, a power of two", key);
       if (val->type != HBM_PK_INT || !hbm_pk_int(val, &v) || v < 0 || ((uint64_t)v & ((uint64_t)v - 1)))
         return fail(im, "allocator_settings: 'roundup_power2_divisions' gives %s MiB %s, expected 0 or a power of "
                     "two (PyTorch refuses others)", key, val->type == HBM_PK_INT ? "a count that is neither" : "no int");
