@@ -157,6 +157,23 @@ static void bad_inputs(void) {
   CHECK(d.line == 1 && d.offset == 0 && strstr(d.message, "NUL byte (byte 0)"));
 }
 
+/* What a message quotes reaches a terminal: no C0 or C1 control (CSI is
+ * U+009B, or the byte 0x9b alone), no byte that is no UTF-8; other UTF-8
+ * whole, never cut inside a character at the 40 bytes shown. */
+static void quoting(void) {
+  char buf[48];
+  CHECK(!strcmp(hbm_plan_csv_quote("a\x1b[2Jb\x7f", 7, buf), "a?[2Jb?"));
+  CHECK(!strcmp(hbm_plan_csv_quote("\xc2\x9b" "31m|\x9b" "2J", 9, buf), "??31m|?2J"));
+  CHECK(!strcmp(hbm_plan_csv_quote("caf\xc3\xa9 \xc2\xa0\xe2\x82\xac", 11, buf), "caf\xc3\xa9 \xc2\xa0\xe2\x82\xac"));
+  CHECK(!strcmp(hbm_plan_csv_quote("\xe2\x82", 2, buf), "??")); /* a character cut short by the text's end */
+  char long_id[64];
+  memset(long_id, 'x', 39);
+  memcpy(long_id + 39, "\xe2\x82\xac", 3); /* a character across the 40 bytes */
+  CHECK(!strcmp(hbm_plan_csv_quote(long_id, 42, buf), "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..."));
+  memset(long_id, 'y', 40);
+  CHECK(!strcmp(hbm_plan_csv_quote(long_id, 40, buf), "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy"));
+}
+
 /* Random problems, rendered with offsets and read back: the same buffers. */
 static void round_trips(uint64_t *rng, int rounds) {
   for (int round = 0; round < rounds; round++) {
@@ -252,6 +269,7 @@ int main(void) {
   uint64_t rng = test_seed("test_plan_csv");
   good_inputs();
   bad_inputs();
+  quoting();
   int rounds = (int)(300 * test_scale());
   round_trips(&rng, rounds < 20 ? 20 : rounds);
   shared_plans();

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/util.h"
 #include "trace/trace.h"
 
 enum { COL_ID, COL_LOWER, COL_UPPER, COL_SIZE, COL_ALIGNMENT, COL_OFFSET, COL_KINDS, COL_OTHER = COL_KINDS };
@@ -46,10 +47,27 @@ static int split(const char *at, size_t n, field *f, int max) {
 
 static int field_is(field f, const char *name) { return f.len == strlen(name) && !memcmp(f.at, name, f.len); }
 
+/* As diagnostics are shown (trace/diag.c): the C1 controls (U+0080 to
+ * U+009F, CSI among them) and bytes that are no UTF-8, which an 8-bit
+ * terminal reads as C1 controls, are '?' too; other UTF-8 is kept whole,
+ * never cut inside a character. */
 const char *hbm_plan_csv_quote(const char *text, size_t len, char buf[48]) {
-  size_t n = len > 40 ? 40 : len, k = 0;
-  for (size_t i = 0; i < n; i++) buf[k++] = (unsigned char)text[i] < 0x20 || text[i] == 0x7f ? '?' : text[i];
-  if (len > n) buf[k++] = '.', buf[k++] = '.', buf[k++] = '.';
+  size_t n = len > 40 ? 40 : len, k = 0, i = 0;
+  while (i < n) {
+    unsigned char c = (unsigned char)text[i], seq[5] = {0};
+    if (c < 0x80) {
+      buf[k++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+      i++;
+      continue;
+    }
+    memcpy(seq, text + i, len - i < 4 ? len - i : 4); /* the text need not end in a NUL */
+    size_t m = (size_t)hbm_utf8_len(seq);
+    if (!m || (c == 0xc2 && seq[1] < 0xa0)) m = 0;
+    if (m && i + m > n) break; /* a character past the 40 bytes shown */
+    if (!m) buf[k++] = '?', i++;
+    else memcpy(buf + k, text + i, m), k += m, i += m;
+  }
+  if (len > i) buf[k++] = '.', buf[k++] = '.', buf[k++] = '.';
   buf[k] = 0;
   return buf;
 }

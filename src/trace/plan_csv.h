@@ -57,8 +57,9 @@ int hbm_plan_csv_parse(const char *text, size_t len, const char *name, hbm_plan_
 void hbm_plan_input_free(hbm_plan_input *in);
 
 /* Text from a file as a message may quote it: at most 40 bytes (then
- * "..."), control bytes as '?' so that no escape reaches a terminal. Returns
- * buf. The reader's diagnostics and `hbm plan`'s report use it. */
+ * "..."), control bytes (C1 too) and bytes that are no UTF-8 as '?' so that
+ * no escape reaches a terminal. Returns buf. The reader's diagnostics and
+ * `hbm plan`'s report use it. */
 const char *hbm_plan_csv_quote(const char *text, size_t len, char buf[48]);
 
 /* Renders the problem with `offsets` as MiniMalloc writes a solution:

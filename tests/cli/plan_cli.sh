@@ -98,6 +98,11 @@ printf 'id,lower,upper,size,offset\nx\001y,0,10,4,0\nb,5,15,4,2\n' > "$dir/contr
 "$HBM" plan "$dir/control.csv" > "$dir/out" 2>&1
 grep -q "INVALID: buffers 'x?y' (line 2) and 'b' (line 3) overlap" "$dir/out" ||
   { echo "FAIL control character in an id: $(tail -n 1 "$dir/out" | od -c | head -3)"; fail=1; }
+# and its C1 controls (CSI, U+009B, as UTF-8 or as the byte alone), which a terminal obeys too
+printf 'id,lower,upper,size,offset\n\302\23331m,0,10,4,0\n\2332J,5,15,4,2\n' > "$dir/c1.csv"
+"$HBM" plan "$dir/c1.csv" > "$dir/out" 2>&1
+grep -q "INVALID: buffers '??31m' (line 2) and '?2J' (line 3) overlap" "$dir/out" ||
+  { echo "FAIL C1 control in an id: $(tail -n 1 "$dir/out" | od -c | head -3)"; fail=1; }
 # ids of any length: --json's reason names both whole (it was cut at 512 bytes)
 long_a=$(printf 'a%.0s' $(seq 700)); long_b=$(printf 'b%.0s' $(seq 700))
 printf 'id,lower,upper,size,offset\n%s,0,10,4,0\n%s,5,15,4,2\n' "$long_a" "$long_b" > "$dir/overlap_long.csv"
