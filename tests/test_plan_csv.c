@@ -106,7 +106,11 @@ static void bad_inputs(void) {
       {"id,lower,upper,size\na,5,5,2\n", 2, "expected lower < upper"},
       {"id,start,end,size\na,5,3,2\n", 2, "lower 5, end 3: expected lower <= end"},
       {"id,start,end,size\na,0,4611686018427387903,2\n", 2, "end '4611686018427387903'"}, /* 2^62 - 1 */
-      {"id,lower,upper,size\ra,0,1,2\r", 1, "a carriage return inside the line"},
+      {"id,lower,upper,size\ra,0,1,2\r", 1, "lines that end in CR alone (byte 19; the file has no LF)"},
+      /* one CR ends a line before its LF, no more: two, or one before a space, is no CR LF */
+      {"id,lower,upper,size\r\na,0,1,2\r\r\n", 2, "a carriage return inside the line (byte 28)"},
+      {"id,lower,upper,size\na,0,1,2\r \n", 2, "a carriage return inside the line (byte 27)"},
+      {"id,lower,upper,size\n\r\r\na,0,1,2\n", 2, "a carriage return inside the line (byte 20)"},
       {"id,lower,upper,size\na,0,4611686018427387904,2\n", 2, "upper"}, /* 2^62 */
       {"id,lower,upper,size\na,0,1,0\n", 2, "size '0'"},
       {"id,lower,upper,size\na,0,1,99999999999999999999999\n", 2, "size '"},

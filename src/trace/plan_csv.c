@@ -27,7 +27,7 @@ static size_t line_end(const char *text, size_t len, size_t pos) {
 
 static field trimmed(const char *at, size_t n) {
   while (n && (*at == ' ' || *at == '\t')) at++, n--;
-  while (n && (at[n - 1] == ' ' || at[n - 1] == '\t' || at[n - 1] == '\r')) n--;
+  while (n && (at[n - 1] == ' ' || at[n - 1] == '\t')) n--;
   return (field){at, n};
 }
 
@@ -140,6 +140,7 @@ int hbm_plan_csv_parse(const char *text, size_t len, const char *name, hbm_plan_
     return hbm_diag_set(diag, name, line, (uint64_t)(nul - text), "a NUL byte (byte %llu): expected CSV text",
                         (unsigned long long)(nul - text));
   }
+  int has_lf = len && memchr(text, '\n', len) != NULL;
   size_t lines = 1;
   for (const char *p = text; p && (p = memchr(p, '\n', len - (size_t)(p - text))); p++) lines++;
 
@@ -167,15 +168,25 @@ int hbm_plan_csv_parse(const char *text, size_t len, const char *name, hbm_plan_
       rc = hbm_diag_set(diag, name, line, pos, "more lines than the reader takes (2^32 - 1)");
       goto fail;
     }
-    field whole_line = trimmed(text + pos, end - pos);
+    /* A line ends in LF or CR LF: one CR there, and no other anywhere (a
+     * file of CR line ends is said to be one, as the trace reader says it). */
+    size_t stop = end > pos && text[end - 1] == '\r' ? end - 1 : end;
+    const char *cr = memchr(text + pos, '\r', stop - pos);
+    if (cr) {
+      size_t at = (size_t)(cr - text);
+      rc = has_lf ? hbm_diag_set(diag, name, line, at,
+                                 "a carriage return inside the line (byte %zu): expected lines that end in LF or CR LF",
+                                 at)
+                  : hbm_diag_set(diag, name, line, at,
+                                 "lines that end in CR alone (byte %zu; the file has no LF): expected lines that end "
+                                 "in LF or CR LF",
+                                 at);
+      goto fail;
+    }
+    field whole_line = trimmed(text + pos, stop - pos);
     if (!whole_line.len) {
       if (pos >= len) break;
       continue;
-    }
-    if (memchr(whole_line.at, '\r', whole_line.len)) {
-      rc = hbm_diag_set(diag, name, line, pos,
-                        "a carriage return inside the line: expected lines that end in LF or CR LF");
-      goto fail;
     }
     if (memchr(whole_line.at, '"', whole_line.len)) {
       rc = hbm_diag_set(diag, name, line, pos, "a quoted field: expected plain comma-separated values");
