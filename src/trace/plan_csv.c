@@ -100,7 +100,8 @@ static int by_id(const void *a, const void *b) {
   return c ? c : (x->line > y->line) - (x->line < y->line);
 }
 
-/* Two buffers with one id would make a solution ambiguous: the later is named. */
+/* Two buffers with one id would make a solution ambiguous: the later is
+ * named, of the repeats the first a reader going line by line meets. */
 static int check_ids_distinct(const hbm_plan_input *in, const char *name, hbm_diag *diag) {
   if (in->n < 2) return HBM_OK;
   id_at *a = malloc(in->n * sizeof *a);
@@ -108,12 +109,16 @@ static int check_ids_distinct(const hbm_plan_input *in, const char *name, hbm_di
   for (size_t i = 0; i < in->n; i++) a[i] = (id_at){in->ids[i], in->lines[i]};
   qsort(a, in->n, sizeof *a, by_id);
   int rc = HBM_OK;
-  for (size_t i = 1; i < in->n && rc == HBM_OK; i++)
-    if (!strcmp(a[i].id, a[i - 1].id)) {
-      char buf[48];
-      rc = hbm_diag_set(diag, name, a[i].line, 0, "id '%s' again (first on line %u): expected each id once",
-                        shown((field){a[i].id, strlen(a[i].id)}, buf), a[i - 1].line);
-    }
+  size_t repeat = 0, first = 0; /* the earliest repeat (0: none) and its id's first line */
+  for (size_t i = 1, group = 0; i < in->n; i++) {
+    if (strcmp(a[i].id, a[group].id)) group = i;
+    else if (i == group + 1 && (!repeat || a[i].line < a[repeat].line)) repeat = i, first = group;
+  }
+  if (repeat) {
+    char buf[48];
+    rc = hbm_diag_set(diag, name, a[repeat].line, 0, "id '%s' again (first on line %u): expected each id once",
+                      shown((field){a[repeat].id, strlen(a[repeat].id)}, buf), a[first].line);
+  }
   free(a);
   return rc;
 }
