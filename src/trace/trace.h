@@ -7,7 +7,7 @@
  *   s [N]                          step boundary (N optional, else previous + 1)
  *   a ID SIZE [TAG] [STREAM] [@ADDR] [refused]   allocate; @ADDR = where the recorded allocator
  *                                  put it; refused = it refused the request (an OOM)
- *   f ID [@STEP?]                  free
+ *   f ID                           free
  *   seg ADDR SIZE [STREAM] [small|large]   recorded segment allocation (cudaMalloc / map)
  *   segfree ADDR SIZE              recorded segment release (empty_cache / release on retry)
  *   init-seg ADDR SIZE STREAM small|large [expandable]   starting state: a segment
