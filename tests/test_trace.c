@@ -989,6 +989,8 @@ int main(void) {
   expect_bad("hbm-trace 1\nseg 0x7cf4220000a0 20MiB 0 large\n", 2, "not a multiple of 512 bytes on a 512-byte boundary");
   expect_bad("hbm-trace 1\ncapacity 1GiB\nsegfree 0x200000 1000\n", 3, "segment of 1000 bytes at 0x200000");
   expect_bad("hbm-trace 1\ninit-blk 0x0 512 -\n", 2, "before any init-seg");
+  /* a TAG only after a REQUEST: the usage says so */
+  expect_bad("hbm-trace 1\ninit-seg 0x0 512 0 large\ninit-blk 0x0\n", 3, "ID|- [REQUEST [TAG]]'");
   expect_bad("hbm-trace 1\ninit-seg 0x1000 1MiB 0 large\ninit-blk 0x2000 512 -\n", 3, "tile");
   /* the last segment is checked too: before the first event, or at the end */
   expect_bad("hbm-trace 1\ninit-seg 0x1000 4096 0 small\ninit-blk 0x1000 1024 a\na q 1KiB\n", 4, "not tiled");

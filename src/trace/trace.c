@@ -831,7 +831,7 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
       continue;
     } else if (tok_eq(tk[0], "init-blk")) {
       hbm_init_block b = {.id = HBM_NO_ID, .line = (uint32_t)(p.line > UINT32_MAX ? UINT32_MAX : p.line)};
-      if (n < 4 || n > 6) { rc = BAD(&p, "expected 'init-blk ADDR SIZE ID|- [REQUEST] [TAG]'"); break; }
+      if (n < 4 || n > 6) { rc = BAD(&p, "expected 'init-blk ADDR SIZE ID|- [REQUEST [TAG]]'"); break; }
       if (t->nevents) { rc = BAD(&p, "starting state (init-blk) must come before the first event"); break; }
       if (!t->ninit_segments) { rc = BAD(&p, "init-blk before any init-seg"); break; }
       if ((rc = parse_addr_tok(&p, tk[1], "block address", &b.addr)) != HBM_OK) break;

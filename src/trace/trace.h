@@ -11,7 +11,7 @@
  *   seg ADDR SIZE [STREAM] [small|large]   recorded segment allocation (cudaMalloc / map)
  *   segfree ADDR SIZE              recorded segment release (empty_cache / release on retry)
  *   init-seg ADDR SIZE STREAM small|large [expandable]   starting state: a segment
- *   init-blk ADDR SIZE ID|- [REQUEST] [TAG]               starting state: block in the last init-seg
+ *   init-blk ADDR SIZE ID|- [REQUEST [TAG]]               starting state: block in the last init-seg
  *                                                         ('-' = a free block)
  * Policies never see @ADDR or segment addresses; they seed the starting state,
  * and give PyTorch's model's new segments the recorded address (fidelity, and
