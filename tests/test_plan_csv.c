@@ -123,6 +123,8 @@ static void bad_inputs(void) {
       {"id,lower,upper,size\n,0,1,2\n", 2, "an empty id"},
       {"id,lower,upper,size\na,0,1,2\nb,0,1,2\na,3,4,5\n", 4, "id 'a' again (first on line 2)"},
       {"id,lower,upper,size\na,0,1,2\na,3,4,5\n", 3, "id 'a' again (first on line 2)"}, /* only two buffers */
+      /* a repeat before a line refused for something else: the repeat, met first */
+      {"id,lower,upper,size\na,0,1,2\na,3,4,5\nb,0,1,x\n", 3, "id 'a' again (first on line 2)"},
       /* the first repeat a reader meets, whatever the ids sort as */
       {"id,lower,upper,size\nb,0,1,2\na,0,1,2\nb,0,1,2\na,0,1,2\nb,0,1,2\n", 4, "id 'b' again (first on line 2)"},
       {"id,lower,upper,size\na,\x7f,1,2\n", 2, "lower '?'"}, /* DEL shown as '?', as other control bytes */

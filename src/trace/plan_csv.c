@@ -329,10 +329,19 @@ int hbm_plan_csv_parse(const char *text, size_t len, const char *name, hbm_plan_
                                         "(MiniMalloc's CSV: id,lower,upper,size)");
     goto fail;
   }
-  if ((rc = check_ids_distinct(&in, name, diag)) != HBM_OK) goto fail;
+  if ((rc = check_ids_distinct(&in, name, diag)) != HBM_OK) {
+    hbm_plan_input_free(&in);
+    return rc;
+  }
   *out = in;
   return HBM_OK;
 fail:
+  /* A line refused after an id repeated: the repeat, on an earlier line, is
+   * what a reader going line by line meets first. */
+  if (rc == HBM_EPARSE && in.n > 1) {
+    hbm_diag earlier = {0};
+    if (check_ids_distinct(&in, name, &earlier) == HBM_EPARSE && diag) *diag = earlier;
+  }
   hbm_plan_input_free(&in);
   return rc;
 }
