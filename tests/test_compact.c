@@ -203,6 +203,9 @@ static int run(const char *conf, uint64_t ops, uint64_t seed, totals *t) {
       CHECK(hbm_compact(h, &dry, &plan) == HBM_OK);
       CHECK(hbm_compact(h, &o, &done) == HBM_OK);
       CHECK_EQ_U64(plan.moved_bytes, done.moved_bytes);
+      CHECK_EQ_U64(plan.hole_addr, done.hole_addr);
+      CHECK_EQ_U64(plan.hole_size, done.hole_size);
+      CHECK_EQ_U64(plan.largest_free_after, done.largest_free_after);
       CHECK(done.moved_bytes >= done.min_moved_bytes);
       CHECK(done.largest_free_after >= done.largest_free_before);
       explicit_pass = 1;
@@ -217,6 +220,16 @@ static int run(const char *conf, uint64_t ops, uint64_t seed, totals *t) {
         int rc1 = hbm_compact(h, &dry, &plan), rc2 = hbm_compact(h, &o, &done);
         CHECK(rc1 == rc2);
         if (rc2 == HBM_OK) {
+          /* a dry run reports what the pass does: the hole is all the free
+           * run it opens, and the largest free block after is what it leaves */
+          hbm_stats s3;
+          hbm_heap_stats(h, &s3);
+          CHECK_EQ_U64(done.largest_free_after, s3.largest_free);
+          CHECK(plan.kind == done.kind);
+          CHECK_EQ_U64(plan.hole_addr, done.hole_addr);
+          CHECK_EQ_U64(plan.hole_size, done.hole_size);
+          CHECK_EQ_U64(plan.largest_free_after, done.largest_free_after);
+          CHECK_EQ_U64(done.hole_size, s3.largest_free);
           CHECK_EQ_U64(plan.moved_bytes, done.moved_bytes);
           CHECK(done.moved_bytes >= done.min_moved_bytes);
           CHECK(done.largest_free_after >= need);

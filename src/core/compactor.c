@@ -277,6 +277,15 @@ static int hs_undo(holeset *hs) {
   return rc;
 }
 
+/* The end of the blocks the plan places in [lo, hi), lo if none. */
+static uint64_t filled_to(const hbm_cplan *p, uint64_t lo, uint64_t hi) {
+  uint64_t to = lo;
+  for (size_t i = 0; i < p->nmoves; i++)
+    if (p->moves[i].dst >= lo && p->moves[i].dst < hi && p->moves[i].dst + p->moves[i].size > to)
+      to = p->moves[i].dst + p->moves[i].size;
+  return to;
+}
+
 /* Tries to place every live block of window w into holes outside it (best fit,
  * largest block first). On success the moves are in p (sorted by source).
  * The hole set is as it was on return, whatever happened. */
@@ -318,8 +327,19 @@ static int try_evacuate(const hbm_clayout *l, uint64_t need, const window *w, co
   if (rc != HBM_OK) return rc;
   qsort(p->moves, p->nmoves, sizeof *p->moves, move_src_cmp);
   p->kind = HBM_CPLAN_EVACUATE;
-  p->hole_addr = a;
-  p->hole_size = need; /* at least: neighbouring free space joins it */
+  /* The hole is the whole free run the window ends up in, as a full pass's
+   * and a slide's are (a dry run reports what the pass will leave). A block
+   * placed in a hole takes its bottom, and the next one the bottom of what is
+   * left, so the hole below the window still reaches it unless filled; a
+   * hole at or past its top joins it only if nothing was placed in it; the
+   * space of a live last element past the top is freed with it. */
+  const hbm_celem *next = w->end < l->n && last->live && !l->el[w->end].live ? &l->el[w->end] : NULL;
+  uint64_t bottom = a, top = last->addr + last->size;
+  if (w->first && !l->el[w->first - 1].live) bottom = filled_to(p, l->el[w->first - 1].addr, a);
+  if (!last->live && filled_to(p, a_end, top) > a_end) top = a_end;
+  if (next) top = filled_to(p, next->addr, next->addr + next->size) > next->addr ? next->addr : next->addr + next->size;
+  p->hole_addr = bottom;
+  p->hole_size = top - bottom;
   return HBM_OK;
 }
 
@@ -615,6 +635,18 @@ static int fblock_cmp(const void *a, const void *b) {
   return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
+/* 1 if [h, h_end) is free in the final layout fin (sorted by address) and a
+ * whole free run: a block or the range's edge on either side. O(n). */
+static int whole_free_run(const hbm_clayout *l, const fblock *fin, size_t nfin, uint64_t h, uint64_t h_end) {
+  int below = h == l->base, above = h_end == l->end;
+  for (size_t i = 0; i < nfin; i++) {
+    if (fin[i].addr < h_end && fin[i].addr + fin[i].size > h) return 0;
+    below |= fin[i].addr + fin[i].size == h;
+    above |= fin[i].addr == h_end;
+  }
+  return below && above;
+}
+
 int hbm_cplan_check(const hbm_clayout *l, const hbm_cplan *p, uint64_t need,
                     hbm_range_report_fn *report, void *arg) {
   hbm_checker k = {.report = report, .arg = arg};
@@ -702,6 +734,9 @@ int hbm_cplan_check(const hbm_clayout *l, const hbm_cplan *p, uint64_t need,
       cursor = want + e->size;
     }
     if (p->hole_size != largest) hbm_check_fail(&k, "plan (full): hole_size %llu, largest free run after %llu", X(p->hole_size), X(largest));
+    else if (largest && (p->hole_addr < l->base || p->hole_addr > l->end - largest ||
+                         !whole_free_run(l, fin, nfin, p->hole_addr, p->hole_addr + largest)))
+      hbm_check_fail(&k, "plan (full): hole [%#llx, +%llu) is not a free run after the moves", X(p->hole_addr), X(largest));
     uint64_t min = p->hole_size ? hbm_compactor_min_moved(l, p->hole_size, NULL) : 0;
     if (min == UINT64_MAX) min = 0;
     if (p->min_moved_bytes != min) hbm_check_fail(&k, "plan (full): min_moved_bytes %llu, minimum %llu", X(p->min_moved_bytes), X(min));
@@ -718,6 +753,9 @@ int hbm_cplan_check(const hbm_clayout *l, const hbm_cplan *p, uint64_t need,
       for (size_t e = elem_first_above(l, h); e < l->n && l->el[e].addr < h_end; e++)
         if (l->el[e].live && move_of[e] == SIZE_MAX)
           hbm_check_fail(&k, "plan (partial): the block at %#llx intersects the hole and never moves", X(l->el[e].addr));
+      /* all of it: what a dry run reports is what the pass leaves */
+      if (!whole_free_run(l, fin, nfin, h, h_end))
+        hbm_check_fail(&k, "plan (partial): the hole [%#llx, +%llu) is part of a larger free run", X(h), X(p->hole_size));
     }
     if (p->nmoves) {
       uint64_t min = hbm_compactor_min_moved(l, need, NULL);

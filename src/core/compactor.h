@@ -75,7 +75,8 @@ typedef struct hbm_cplan {
   size_t nmoves, cap;
   uint64_t moved_bytes;
   uint64_t min_moved_bytes; /* the minimum above for the hole this plan opens */
-  uint64_t hole_addr, hole_size; /* the hole it opens (partial) or the largest after (full) */
+  uint64_t hole_addr, hole_size; /* the hole it opens (partial) or the largest after (full):
+                                  * a whole free run of the layout after the moves */
   uint64_t copies;               /* device copies after joining adjacent moves */
 } hbm_cplan;
 
@@ -137,9 +138,10 @@ int hbm_clayout_check(const hbm_clayout *l, hbm_range_report_fn *report, void *a
  * block that has not moved yet (memmove over its own source is fine); the
  * totals (moved_bytes, copies, min_moved_bytes) agree with the moves. Full:
  * every movable block at the end of the block (or wall) below it, order kept,
- * hole_size the largest free run after. Partial: the promised hole, of at
- * least `need` (rounded), is free after the moves, every block that
- * intersected it moved, and moved_bytes >= min_moved_bytes. O(n log n). */
+ * hole_size the largest free run after, and the hole is that run. Partial:
+ * the promised hole, of at least `need` (rounded), is a whole free run after
+ * the moves, every block that intersected it moved, and moved_bytes >=
+ * min_moved_bytes. O(n log n). */
 int hbm_cplan_check(const hbm_clayout *l, const hbm_cplan *plan, uint64_t need,
                     hbm_range_report_fn *report, void *arg);
 
