@@ -323,7 +323,8 @@ typedef struct hbm_compact_result {
    * window of that size free of pinned blocks, the smallest total size of the
    * live blocks it intersects (docs/compaction.md). moved_bytes >= this. */
   uint64_t min_moved_bytes;
-  uint64_t copies;          /* device copies (moves of adjacent blocks joined) */
+  uint64_t copies;          /* device copies (moves of adjacent blocks joined; with ordered
+                             * copies, an overlapping one split into its chunks) */
   uint64_t hole_addr, hole_size; /* the hole opened, all of the free run it lies in (partial: at
                                   * least `need`; full: the largest free run after) */
   uint64_t largest_free_before, largest_free_after;

@@ -470,7 +470,8 @@ static void copy_failure_run(uint64_t *rng, const char *conf, int ordered, int r
     dry.dry_run = 1;
     hbm_compact_result plan;
     if (hbm_compact(h, &dry, &plan) != HBM_OK || plan.moved_blocks == 0) goto next;
-    /* fail one of the pass's copies (ordered: chunks, more than plan.copies) */
+    /* fail one of the pass's copies (ordered: one of up to twice as many, so
+     * that some passes run through) */
     arm(1 + test_rand_below(rng, ordered ? 2 * plan.copies : plan.copies));
     hbm_compact_stats s0, s1;
     CHECK(hbm_compact_stats_get(h, &s0) == HBM_OK);
@@ -479,6 +480,7 @@ static void copy_failure_run(uint64_t *rng, const char *conf, int ordered, int r
     t->passes++;
     CHECK(rc == (fired ? HBM_EIO : HBM_OK));
     if (fired) CHECK(res.moved_bytes == 12345); /* untouched on error */
+    else CHECK_EQ_U64(res.copies, copy_calls); /* the device copies the pass issued, chunks included */
     CHECK(hbm_compact_stats_get(h, &s1) == HBM_OK);
     /* the totals count what moved: the hook's blocks and bytes */
     CHECK_EQ_U64(s1.moved_blocks - s0.moved_blocks, m->hook_calls);
@@ -519,6 +521,7 @@ static void copy_failure_run(uint64_t *rng, const char *conf, int ordered, int r
     m->hook_calls = m->hook_bytes = 0;
     rc = hbm_compact(h, &o, &res);
     CHECK(rc == HBM_OK || (o.need && rc == HBM_ENOMEM)); /* the moved blocks may leave no plan */
+    if (rc == HBM_OK) CHECK_EQ_U64(res.copies, copy_calls);
     for (size_t k = 0; k < m->n; k++) {
       uint64_t a = 0;
       CHECK(hbm_handle_addr(h, m->b[k].h, &a) == HBM_OK && a == m->b[k].addr);

@@ -449,6 +449,19 @@ static int copy_ordered(hbm_device *dev, uint64_t dst, uint64_t src, uint64_t n,
   return rc;
 }
 
+uint64_t hbm_compactor_device_copies(const hbm_cplan *p, int ordered) {
+  uint64_t copies = 0;
+  for (size_t i = 0; i < p->nmoves;) { /* the runs apply joins, as it joins them */
+    uint64_t src = p->moves[i].src, dst = p->moves[i].dst, len = p->moves[i].size;
+    for (i++; i < p->nmoves && p->moves[i].src == src + len && p->moves[i].dst == dst + len; i++)
+      len += p->moves[i].size;
+    uint64_t shift = dst < src ? src - dst : dst - src;
+    if (!ordered || shift >= len) copies++;
+    else if (shift) copies += len / shift + (len % shift != 0); /* copy_ordered's chunks */
+  }
+  return copies;
+}
+
 int hbm_compactor_copy_ordered(hbm_device *dev, uint64_t dst, uint64_t src, uint64_t n,
                                uint64_t *ncopies) {
   uint64_t done;

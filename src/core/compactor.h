@@ -145,6 +145,11 @@ int hbm_clayout_check(const hbm_clayout *l, hbm_range_report_fn *report, void *a
 int hbm_cplan_check(const hbm_clayout *l, const hbm_cplan *plan, uint64_t need,
                     hbm_range_report_fn *report, void *arg);
 
+/* The device copies applying `plan` issues: one per run of moves joined
+ * (plan->copies), and with `ordered` as many as hbm_compactor_copy_ordered
+ * splits an overlapping one into. */
+uint64_t hbm_compactor_device_copies(const hbm_cplan *plan, int ordered);
+
 /* One overlapping-safe copy made of non-overlapping device copies issued in
  * order: front to back when moving down, back to front when moving up, each
  * at most |dst - src| bytes. Returns the number of copies through *ncopies. */

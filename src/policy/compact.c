@@ -181,7 +181,7 @@ static int run_pass(compact *c, uint64_t need, int dry_run, hbm_compact_result *
   r->moved_bytes = plan->moved_bytes;
   r->moved_blocks = plan->nmoves;
   r->min_moved_bytes = plan->min_moved_bytes;
-  r->copies = plan->copies;
+  r->copies = hbm_compactor_device_copies(plan, c->ordered); /* ordered: chunks too */
   r->hole_addr = plan->hole_addr;
   r->hole_size = plan->hole_size;
   if (plan->hole_size > r->largest_free_after) r->largest_free_after = plan->hole_size;
