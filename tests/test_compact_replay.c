@@ -4,6 +4,7 @@
  *     one partial pass that moves 4 GiB, the minimum (one 4 GiB activation
  *     must leave any 4.2 GiB window); full compaction would move 22 GiB.
  *   - The same layout in MiB on the host device with --verify: data moves.
+ *   - --verify checks every byte of a block, a request under 8 bytes too.
  *   - A generated training workload (static weights and optimizer state,
  *     per-layer activations of varying sequence length, communication buffers
  *     that come and go, gradient buckets) at 2% over its peak live: on the
@@ -66,6 +67,54 @@ static void step437(void) {
     CHECK(rc == HBM_OK && r.oom == 0);
     CHECK_EQ_U64(r.verified_blocks, 14); /* 5 on free, 9 live at the end */
     CHECK(replay_counter(&r, "moved_bytes") == (double)(4ull << 20));
+  }
+  hbm_trace_free(t);
+}
+
+/* ---- --verify checks every byte ------------------------------------------------------ */
+/* A 5-byte block slides down in a partial pass; at the first failed request
+ * (8 MiB on a 4 MiB device: on_oom_layout) one of its bytes is changed. Its
+ * free must find that: a request shorter than a word was once filled and
+ * checked by whole words only, none at all for it, and counted verified. */
+static int change_small(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag) {
+  (void)tag;
+  int *changed = arg;
+  if (live && size == 512 && *changed >= 0) { /* the 5-byte block: the one 512-byte block */
+    ((volatile unsigned char *)(uintptr_t)addr)[2] ^= 0x5a;
+    ++*changed;
+  }
+  return 0;
+}
+static char last_error[256];
+static void keep_error(int err, const char *message, void *arg) {
+  (void)err, (void)arg;
+  snprintf(last_error, sizeof last_error, "%s", message);
+}
+static void verify_every_byte(void) {
+  static const char text[] = "hbm-trace 1\ncapacity 4MiB\na pad 1MiB act\na small 5 act\na rest 2MiB act\nf pad\n"
+                             "a big 1.5MiB act\na huge 8MiB act\nf small\n";
+  hbm_trace *t = NULL;
+  hbm_diag d = {0};
+  CHECK(hbm_trace_parse_text(text, sizeof text - 1, "small", &t, &d) == HBM_OK);
+  if (!t) return;
+  for (int change = 0; change <= 1; change++) {
+    int changed = change ? 0 : -1;
+    hbm_replay_result r;
+    hbm_replay_options o = {.policy = "compact", .device = "host:4MiB", .verify_data = 1,
+                            .on_oom_layout = change_small, .oom_layout_arg = &changed};
+    last_error[0] = 0;
+    hbm_set_error_handler(keep_error, NULL);
+    int rc = hbm_replay(t, &o, &r);
+    hbm_set_error_handler(NULL, NULL);
+    if (rc == HBM_EUNSUPPORTED) break; /* no host device here */
+    if (!change) {
+      CHECK(rc == HBM_OK && r.failures == 1);
+      CHECK(replay_counter(&r, "moved_blocks") == 2); /* small and rest slid down */
+      CHECK_EQ_U64(r.verified_blocks, 4);
+    } else {
+      CHECK(changed == 1);
+      CHECK(rc == HBM_ECORRUPT && strstr(last_error, "lost its contents"));
+    }
   }
   hbm_trace_free(t);
 }
@@ -181,6 +230,7 @@ int main(void) {
   uint64_t seed = test_seed("test_compact_replay"), rng = seed;
   double scale = test_scale();
   step437();
+  verify_every_byte();
   workload(&rng, "host", (int)(100 * scale) + 10, 128 << 10, 1);
   workload(&rng, "sim", (int)(800 * scale) + 50, 256ull << 20, 0);
   return test_done("test_compact_replay");
