@@ -349,7 +349,8 @@ typedef struct hbm_compact_stats {
   uint64_t sync_points;      /* passes that moved data: each needed the device idle */
   uint64_t moved_bytes, moved_blocks, min_moved_bytes;
   uint64_t full_compactions, partial_compactions;
-  uint64_t failed_compactions; /* partial passes that could not open the hole, and passes a
+  uint64_t failed_compactions; /* passes that could not open the hole asked for (partial, or
+                                * full under "on_failure:full": nothing moved), and passes a
                                 * device copy error stopped (their completed moves count in
                                 * moved_bytes, moved_blocks; nothing in min_moved_bytes) */
 } hbm_compact_stats;

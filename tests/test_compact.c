@@ -520,6 +520,28 @@ static void api_edges(void) {
     if (how == PINNED) CHECK(hbm_unpin(h, y[0]) == HBM_OK && hbm_unpin(h, y[2]) == HBM_OK);
     hbm_heap_destroy(h);
   }
+  /* on_failure:full behind a pinned wall: sliding the one movable block down
+   * would leave 256 MiB on each side of the pin, short of 384 MiB. The request
+   * fails as the heap was (hbm_alloc: unchanged on HBM_ENOMEM), with no sync
+   * point and nothing moved, a failed pass. */
+  CHECK(hbm_heap_create(sim, "compact", "on_failure:full", &h) == HBM_OK);
+  uint64_t moved_calls = 0;
+  for (int i = 0; i < 4; i++) CHECK(hbm_alloc_handle(h, 256 << 20, HBM_TAG_ACT, 0, &y[i]) == HBM_OK);
+  CHECK(hbm_free_handle(h, y[0]) == HBM_OK && hbm_free_handle(h, y[3]) == HBM_OK && hbm_pin(h, y[2]) == HBM_OK);
+  hbm_relocation_hooks moved_only = {count_moved, NULL, &moved_calls};
+  CHECK(hbm_heap_set_relocation_hooks(h, &moved_only) == HBM_OK);
+  CHECK(hbm_handle_addr(h, y[1], &a0) == HBM_OK);
+  CHECK(hbm_alloc(h, 384 << 20, HBM_TAG_COMM, 0, &a) == HBM_ENOMEM);
+  CHECK(hbm_handle_addr(h, y[1], &a1) == HBM_OK && a1 == a0);
+  CHECK_EQ_U64(moved_calls, 0);
+  CHECK(hbm_compact_stats_get(h, &s) == HBM_OK);
+  CHECK_EQ_U64(s.moved_blocks, 0);
+  CHECK_EQ_U64(s.sync_points, 0);
+  CHECK_EQ_U64(s.full_compactions, 1);
+  CHECK_EQ_U64(s.failed_compactions, 1);
+  CHECK(hbm_check(h) == HBM_OK);
+  CHECK(hbm_unpin(h, y[2]) == HBM_OK);
+  hbm_heap_destroy(h);
   handle_reuse_and_hooks(sim);
   hbm_device_close(sim);
 }

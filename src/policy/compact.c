@@ -3,7 +3,8 @@
  *   - a request that fails for fragmentation (free total >= request > largest
  *     free) runs a partial compaction for it, then is placed in the hole
  *     (conf on_failure:partial, the default; on_failure:full slides
- *     everything instead; on_failure:off never moves on its own);
+ *     everything instead, unless pinned blocks would keep the hole short of
+ *     the request; on_failure:off never moves on its own);
  *   - every_steps:N runs a full compaction at each multiple of N steps (the
  *     field report's every-500-steps pass between optimizer step and forward);
  *   - hbm_compact() runs one pass when the caller asks.
@@ -158,8 +159,12 @@ static void count_pass(compact *c, uint64_t need, int failed, const hbm_cplan *p
   if (!failed) c->st.min_moved_bytes += plan->min_moved_bytes; /* a stopped pass opened nothing */
 }
 
-/* need 0: full. Fills r (never NULL). Counts the pass unless dry_run. */
-static int run_pass(compact *c, uint64_t need, int dry_run, hbm_compact_result *r) {
+/* need 0: full. Fills r (never NULL). Counts the pass unless dry_run.
+ * open: the full pass is run for a request of that many bytes (rounded):
+ * one whose hole would be smaller fails before moving anything, as a partial
+ * pass that cannot open its hole does (pinned walls keep the free space of
+ * each run between them apart). */
+static int run_pass(compact *c, uint64_t need, uint64_t open, int dry_run, hbm_compact_result *r) {
   memset(r, 0, sizeof *r);
   c->planned = 0;
   int rc = hbm_clayout_read(&c->layout, c->arena, COMPACT_UNIT, is_pinned, c);
@@ -176,6 +181,12 @@ static int run_pass(compact *c, uint64_t need, int dry_run, hbm_compact_result *
   c->planned = 1;
   c->plan_need = need;
   const hbm_cplan *plan = &c->plan;
+  if (open && plan->hole_size < open) {
+    c->st.compactions++;
+    c->st.full_compactions++;
+    c->st.failed_compactions++;
+    return HBM_ENOMEM;
+  }
   static const hbm_compact_kind kinds[] = {HBM_COMPACT_NONE, HBM_COMPACT_FULL, HBM_COMPACT_EVACUATE, HBM_COMPACT_SLIDE};
   r->kind = kinds[plan->kind];
   r->moved_bytes = plan->moved_bytes;
@@ -214,7 +225,7 @@ static int compact_alloc(hbm_policy *p, uint64_t size, hbm_tag tag, int stream, 
   uint64_t need = hbm_align_up(size, COMPACT_UNIT);
   if (hbm_range_free_bytes(c->arena) < need) return HBM_ENOMEM; /* capacity: moving cannot help */
   hbm_compact_result r;
-  rc = run_pass(c, c->on_failure == ON_FAILURE_FULL ? 0 : need, 0, &r);
+  rc = c->on_failure == ON_FAILURE_FULL ? run_pass(c, 0, need, 0, &r) : run_pass(c, need, 0, 0, &r);
   /* A refused pass (before_move) or a plan that cannot open the hole: the
    * request's own failure. Anything else (host memory, a device copy error)
    * is the pass's. */
@@ -300,7 +311,7 @@ static int compact_step(hbm_policy *p, uint64_t step) {
    * heap as it was, or as far as the copies went). Host memory short before
    * any copy moved nothing: the mark is not taken, so that marking it again
    * runs the same pass and the layout never depends on host memory. */
-  if (run_pass(c, 0, 0, &r) == HBM_EHOSTMEM) {
+  if (run_pass(c, 0, 0, 0, &r) == HBM_EHOSTMEM) {
     c->next_periodic = due;
     return HBM_EHOSTMEM;
   }
@@ -359,7 +370,7 @@ int hbm_compact_policy_run(hbm_policy *p, const hbm_compact_options *o, hbm_comp
   /* The result only on success (hbm.h: outputs untouched on error): a refused
    * pass would otherwise read as having moved its plan's bytes. */
   hbm_compact_result local;
-  int rc = run_pass((compact *)p, o ? o->need : 0, o ? o->dry_run : 0, &local);
+  int rc = run_pass((compact *)p, o ? o->need : 0, 0, o ? o->dry_run : 0, &local);
   if (rc == HBM_OK && r) *r = local;
   return rc;
 }
