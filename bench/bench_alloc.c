@@ -238,8 +238,10 @@ int bench_alloc(int argc, char **argv) {
   const int have_mimalloc = load_mimalloc();
   const uint64_t parts = 2 * (have_mimalloc ? 4 : 3); /* the sets times the allocators: progress */
   uint64_t done = 0;
-  cli_progress("bench alloc", done, parts);
-#define TIMED(dst, fn) (dst = best_of(fn, ops, pairs, (uint32_t)live), cli_progress("bench alloc", ++done, parts))
+  const int progress = !json; /* no bar beside --json, as every command that reports */
+  if (progress) cli_progress("bench alloc", done, parts);
+#define TIMED(dst, fn) \
+  (dst = best_of(fn, ops, pairs, (uint32_t)live), ++done, progress ? cli_progress("bench alloc", done, parts) : (void)0)
   for (int set = 0; set < 2; set++) {
     sizes = set ? small_sizes : alloc_sizes;
     nsizes = set ? nsmall : sizeof alloc_sizes / sizeof alloc_sizes[0];

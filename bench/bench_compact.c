@@ -42,6 +42,7 @@ typedef struct fragmented {
   unsigned char *fill; /* their fill bytes */
   size_t n, cap;
   uint64_t capacity, seed, max_block;
+  int quiet;           /* no progress bar (--json), as every command that reports */
 } fragmented;
 
 static uint64_t rng_next(uint64_t *s) {
@@ -230,7 +231,8 @@ static int measure(fragmented *f, uint64_t need, int rounds, unsigned char *scra
     if (round == 0 && !verify(f, at)) out->verified = 0;
     out->disjoint_ns[round] = memmove_disjoint(&m, scratch);
     out->rounds = round + 1;
-    cli_progress("bench compact", (uint64_t)++*done, 2 * (uint64_t)rounds);
+    ++*done;
+    if (!f->quiet) cli_progress("bench compact", (uint64_t)*done, 2 * (uint64_t)rounds);
   }
   free(m.v);
   free(at);
@@ -313,7 +315,7 @@ int bench_compact(int argc, char **argv) {
   if (mem_rc != CLI_OK) return mem_rc;
   char spec[64];
   snprintf(spec, sizeof spec, "host:%llu", (unsigned long long)(capacity & ~((2ull << 20) - 1)));
-  fragmented f = {.seed = seed, .max_block = max_block};
+  fragmented f = {.seed = seed, .max_block = max_block, .quiet = json};
   int orc = hbm_device_open(spec, &f.dev);
   if (orc != HBM_OK) {
     cli_error("bench compact: cannot open a host device of --capacity %s: %s", cap_arg, hbm_strerror(orc));

@@ -318,6 +318,8 @@ if command -v script > /dev/null 2>&1; then
   s437="$HBM_ROOT/tests/fixtures/step437.trace"
   for cmd in "mincap \"$s437\" --policy zoned|mincap: searching" \
              "bench sweep --jobs 1 --steps 2|job 1/1" \
+             "bench alloc --pairs 2000|bench alloc" \
+             "bench compact --capacity 256MiB --rounds 1|bench compact" \
              "demo --preset 7b-1gpu-80g --steps 1 --policy caching --html \"$dir/tty.html\"|generating" \
              "replay \"$s437\" --policy zoned --layout-at 3|zoned"; do
     args=${cmd%|*} label=${cmd##*|}
