@@ -307,6 +307,23 @@ static void check_success_words(void) {
                       "block was never below 90.00 MiB (step 2), and the largest communication buffer is 90.00 "
                       "MiB, so it had room at every sample. It got there by releasing its cached segments and "
                       "retrying 1 time (alloc_retries): each is a device synchronisation in a real run.");
+  /* one sample (an --every past the run's events): "1 sample", at step boundaries too */
+  r.nsamples = 1;
+  words_are(&rep, &r, "No request failed in 1 step. Peak reserved 1.00 GiB of 1.00 GiB (0 B to spare), peak live "
+                      "500.00 MiB: efficiency 0.488. Sampled every 5 events (1 sample): the worst fragmentation "
+                      "ratio, 0.12, came at step 0 (900.00 MiB free, largest block 800.00 MiB); the largest free "
+                      "block was never below 800.00 MiB (step 0), and the largest communication buffer is 90.00 "
+                      "MiB, so it had room at every sample. It got there by releasing its cached segments and "
+                      "retrying 1 time (alloc_retries): each is a device synchronisation in a real run.");
+  rep.every = 0;
+  words_are(&rep, &r, "No request failed in 1 step. Peak reserved 1.00 GiB of 1.00 GiB (0 B to spare), peak live "
+                      "500.00 MiB: efficiency 0.488. Sampled at each step boundary (1 sample; within a step it goes "
+                      "lower, unseen here: --every N samples there): the worst fragmentation ratio, 0.12, came at "
+                      "step 0 (900.00 MiB free, largest block 800.00 MiB); the largest free block was never below "
+                      "800.00 MiB (step 0), and the largest communication buffer is 90.00 MiB, so it had room at "
+                      "every sample. It got there by releasing its cached segments and retrying 1 time "
+                      "(alloc_retries): each is a device synchronisation in a real run.");
+  r.nsamples = 4;
   /* no step marks, no fragmentation, no buffer, no retries */
   rep.steps = 0;
   rep.every = 1;

@@ -374,12 +374,13 @@ static const char *frag_text(double ratio, char *buf, size_t len) {
  * misses a step's own low point (said so). */
 static const char *sampling_text(const hbm_report *rep, const hbm_report_run *r, char *buf, size_t len) {
   uint64_t every = hbm_replay_sample_every(rep->every, rep->steps > 0, rep->events);
+  const char *plural = r->nsamples == 1 ? "" : "s"; /* an --every past the run's events takes one */
   if (every)
-    snprintf(buf, len, "Sampled every %llu event%s (%zu samples)", (unsigned long long)every, every == 1 ? "" : "s",
-             r->nsamples);
+    snprintf(buf, len, "Sampled every %llu event%s (%zu sample%s)", (unsigned long long)every, every == 1 ? "" : "s",
+             r->nsamples, plural);
   else
-    snprintf(buf, len, "Sampled at each step boundary (%zu samples; within a step it goes lower, unseen here: "
-                       "--every N samples there)", r->nsamples);
+    snprintf(buf, len, "Sampled at each step boundary (%zu sample%s; within a step it goes lower, unseen here: "
+                       "--every N samples there)", r->nsamples, plural);
   return buf;
 }
 
