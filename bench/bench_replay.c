@@ -198,8 +198,9 @@ int bench_replay(int argc, char **argv) {
   int timed = 0; /* policies with a row: none, and the text's heading would head nothing */
   for (int i = 0; i < npolicies; i++) timed += err[i] == HBM_OK;
   if (!json && timed)
-    printf("replay speed on %s (%llu events), fastest of %llu round%s\n", name,
-           (unsigned long long)hbm_trace_event_count(t), (unsigned long long)rounds, rounds == 1 ? "" : "s");
+    printf("replay speed on %s (%llu event%s), fastest of %llu round%s\n", name,
+           (unsigned long long)hbm_trace_event_count(t), hbm_trace_event_count(t) == 1 ? "" : "s",
+           (unsigned long long)rounds, rounds == 1 ? "" : "s");
   double first = 0;
   int first_i = -1, n = (int)rounds;
   for (int i = 0; i < npolicies; i++) {

@@ -57,6 +57,12 @@ PY
 grep -q "zoned .*x the first (per round: median .*x, middle half .*x)" "$out" || { echo "FAIL text per-round ratios: $(cat "$out")"; fail=1; }
 grep "caching" "$out" | grep -q "per round" && { echo "FAIL the first policy has per-round ratios: $(cat "$out")"; fail=1; }
 echo "ok   per-round ratios: $(grep zoned "$out")"
+# one event and one round, each in the singular
+one=$(mktemp)
+printf 'hbm-trace 1\ncapacity 1GiB\na x 1MiB\n' > "$one"
+"$HBM" bench replay --trace "$one" --rounds 1 --policy bestfit > "$out" 2>&1
+grep -q "^replay speed on $one (1 event), fastest of 1 round$" "$out" || { echo "FAIL one event: $(head -1 "$out")"; fail=1; }
+rm -f "$one"
 
 for bad in "--policy nosuch" "--policy zoned --alloc-conf zoned=moves:maybe" "--rounds 0" "--every 0" "--every -5" "--frobnicate" \
            "--snapshot-device 0"; do
