@@ -39,8 +39,8 @@ static void usage(FILE *out) {
           "  -h, --help        this text\n"
           "\n"
           "exit: 0 done (whether or not requests failed: that is the finding), 1 a replay\n"
-          "could not run or an output (--html FILE, standard output) could not be written,\n"
-          "2 bad options\n",
+          "could not run or an output (--html FILE, standard output) could not be written\n"
+          "(a page written without a layout it could not draw included), 2 bad options\n",
           hbm_policy_names());
 }
 
@@ -57,6 +57,7 @@ typedef struct job {
   uint64_t *done;      /* per run */
   uint64_t total;
   int quiet;           /* no progress bar (--json) */
+  int undrawn;         /* layouts the page could not draw: it is written short of them (exit 1, as replay) */
   pthread_mutex_t lock;
 } job;
 
@@ -87,8 +88,12 @@ static void *worker(void *arg) {
                                    run);
     /* nothing failed: show the layout at the tightest sampled moment instead */
     uint64_t at = rc == HBM_OK && !run->result.oom ? hbm_report_tightest_event(run) : HBM_REPORT_NO_MOMENT;
-    if (at != HBM_REPORT_NO_MOMENT && (rc = hbm_report_layout_at(j->t, j->names[i], NULL, j->device, at, NULL, NULL, run)) != HBM_OK)
+    if (at != HBM_REPORT_NO_MOMENT && (rc = hbm_report_layout_at(j->t, j->names[i], NULL, j->device, at, NULL, NULL, run)) != HBM_OK) {
       cli_error("%s's layout at event %llu is not drawn: %s", j->names[i], (unsigned long long)at, hbm_strerror(rc));
+      pthread_mutex_lock(&j->lock);
+      j->undrawn++;
+      pthread_mutex_unlock(&j->lock);
+    }
   }
 }
 
@@ -272,6 +277,7 @@ int cmd_demo(int argc, char **argv) {
   /* 4. the table */
   for (int i = 0; i < npol; i++)
     if (runs[i].error) exit_code = exit_code ? exit_code : CLI_FAILED;
+  if (j.undrawn && exit_code == CLI_OK) exit_code = CLI_FAILED; /* said above, and on the page */
   if (json) {
     hbm_json js;
     hbm_json_init(&js);

@@ -157,4 +157,21 @@ fi
 [ $rc -eq 2 ] && grep -q "host memory, more than the .* available; give --steps [0-9]* or fewer" err ||
   { echo "FAIL demo --steps 1000000: exit $rc, expected 2 naming host memory: $(cat err)"; fail=1; }
 [ -e big.html ] && { echo "FAIL demo --steps 1000000: wrote a report"; fail=1; }
+# A layout the page could not draw (the replay up to it made to run out of
+# host memory) is said on the page and in the exit, as replay's: 1, not 0.
+if command -v gdb > /dev/null 2>&1; then
+  printf 'set pagination off\nset confirm off\ntbreak hbm_report_layout_at\nrun\ntbreak hbm_replay\ncontinue\nreturn (int)-7\ncontinue\n' > undrawn.gdb
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" gdb -q -batch -x undrawn.gdb --args "$HBM" demo --preset 7b-1gpu-80g \
+    --steps 1 --policy bestfit --jobs 1 --html undrawn.html > undrawn.txt 2>&1
+  if ! grep -q 'exited with code 0[12]\|exited normally' undrawn.txt; then
+    echo "skip a layout not drawn: gdb could not run hbm: $(tail -1 undrawn.txt)"
+  elif grep -q 'exited with code 01' undrawn.txt && grep -q "layout at event [0-9]* is not drawn: out of host memory" undrawn.txt &&
+    grep -q "its layout at the tightest moment was not drawn: out of host memory" undrawn.html; then
+    echo "ok   a layout not drawn: said, and exit 1"
+  else
+    echo "FAIL a layout not drawn:"; tail -3 undrawn.txt; fail=1
+  fi
+else
+  echo "skip a layout not drawn: no gdb"
+fi
 exit $fail
