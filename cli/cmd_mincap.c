@@ -200,19 +200,23 @@ int cmd_mincap(int argc, char **argv) {
     printf("%-11s %14s %15s %14s %8s\n", "policy", "min capacity", "over peak live", "backend calls", "replays");
     for (int i = 0; i < done; i++) {
       const hbm_mincap_result *r = &results[i];
+      const char *conf = cli_conf_for(&confs, r->policy); /* as the JSON's alloc_conf, under the row */
       if (errors[i] != HBM_OK) {
         printf("%-11s error: %s\n", r->policy, hbm_strerror(errors[i]));
+        if (conf) printf("%-11s   settings: %s\n", "", conf);
         continue;
       }
       if (!r->found) {
         printf("%-11s %14s %15s %14s %8llu  (fails up to the limit, %s)\n", r->policy, "none", "-", "-",
                (unsigned long long)r->replays, cli_size(limit, a));
+        if (conf) printf("%-11s   settings: %s\n", "", conf);
         continue;
       }
       if (peak_live) snprintf(b, sizeof b, "%+.2f%%", 100.0 * ((double)r->min_capacity / (double)peak_live - 1.0));
       else snprintf(b, sizeof b, "n/a"); /* as the JSON's null: nothing live to be over */
       printf("%-11s %14s %15s %14llu %8llu\n", r->policy, cli_size(r->min_capacity, a), b,
              (unsigned long long)r->backend_calls, (unsigned long long)r->replays);
+      if (conf) printf("%-11s   settings: %s\n", "", conf);
     }
   }
   free(errors);

@@ -342,6 +342,7 @@ static void check_success_words(void) {
   r.result.peak_allocated = 510 * MIB;
   r.result.backend_calls = 9;
   r.result.backend_calls_after_first_step = 4;
+  r.conf = "max_split_size_mb:64,<x>&"; /* the settings it ran with, named and escaped */
   char *html = NULL;
   size_t len = 0;
   CHECK(hbm_report_html(&rep, &html, &len) == HBM_OK);
@@ -353,6 +354,7 @@ static void check_success_words(void) {
     CHECK(strstr(html, "<p class='sub'>peak reserved 1.00 GiB &middot; peak allocated 510.00 MiB &middot; "
                        "efficiency 0.488 &middot; backend calls 9 &middot; ") != NULL);
     CHECK(strstr(html, "<p class='sub mono'>segments 7</p>") != NULL);
+    CHECK(strstr(html, "<p class='sub'>settings <span class='mono'>max_split_size_mb:64,&lt;x&gt;&amp;</span></p>") != NULL);
     CHECK(strstr(html, "<h3>Backend calls so far (4 after the first step)</h3>") != NULL);
     CHECK(strstr(html, "<p class='sub'>No request failed; no layout was taken.</p>") != NULL);
     CHECK(count(html, "<div class='finding'>") == 2 && !strstr(html, "finding bad"));

@@ -93,6 +93,7 @@ int hbm_report_run_policy(const hbm_trace *t, const char *policy, const char *co
                           const char *device, uint64_t every, hbm_progress_fn *progress,
                           void *progress_arg, hbm_report_run *out) {
   memset(out, 0, sizeof *out);
+  out->conf = conf;
   hbm_replay_options o;
   memset(&o, 0, sizeof o);
   o.policy = policy;
@@ -1234,6 +1235,11 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
     sb_printf(&b, "<h2 id='p-%s'>", r->result.policy);
     sb_esc(&b, r->result.policy);
     sb_printf(&b, "</h2>\n");
+    if (r->conf) { /* figures under settings read as the defaults' where the page does not say */
+      sb_printf(&b, "<p class='sub'>settings <span class='mono'>");
+      sb_esc(&b, r->conf);
+      sb_printf(&b, "</span></p>\n");
+    }
     if (r->error) {
       sb_printf(&b, "<p>The replay could not run: %s.</p>\n", hbm_strerror(r->error));
       continue;

@@ -33,6 +33,8 @@ void hbm_layout_summarize(const hbm_layout_run *runs, size_t n, hbm_layout_summa
  * or by hand (e.g. from a replay that collected its own samples). */
 typedef struct hbm_report_run {
   hbm_replay_result result;
+  const char *conf;              /* the settings it ran with, or NULL: named on the page, as
+                                  * the JSON's alloc_conf (the caller's string, not copied) */
   int error;                     /* HBM_OK, or why the replay could not run */
   hbm_sample *samples;           /* in event order */
   size_t nsamples, samples_cap;

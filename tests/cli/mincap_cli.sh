@@ -107,6 +107,10 @@ printf 'hbm-trace 1\na x 100MiB\n' > "$dir/one.trace"
 "$HBM" mincap "$trace" --policy caching --alloc-conf per_process_memory_fraction:0.5 --json |
   grep -q '"policy":"caching","alloc_conf":"per_process_memory_fraction:0.5","error":null,"min_capacity":206158430208,' ||
   { echo "FAIL --alloc-conf in the search: $("$HBM" mincap "$trace" --policy caching --alloc-conf per_process_memory_fraction:0.5 --json)"; fail=1; }
+# and the text names them under the row, as the JSON's alloc_conf
+"$HBM" mincap "$trace" --policy caching,bestfit --alloc-conf caching=per_process_memory_fraction:0.5 > "$dir/conf" 2>&1 &&
+  grep -A1 '^caching ' "$dir/conf" | grep -q '^  *settings: per_process_memory_fraction:0.5$' &&
+  [ "$(grep -c 'settings: ' "$dir/conf")" -eq 1 ] || { echo "FAIL the text names no settings: $(cat "$dir/conf")"; fail=1; }
 # what cannot be searched is said with the right figures and names
 msg() { # expected message, args...
   want=$1; shift

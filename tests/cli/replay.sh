@@ -111,6 +111,16 @@ n=$("$HBM" replay "$trace" --policy all --json | grep -o '"policy":' | wc -l)
 "$HBM" replay "$trace" --policy caching,zoned --alloc-conf zoned=moves:off --alloc-conf caching=max_split_size_mb:64 --json \
   > "$dir/out" 2> "$dir/err" || { echo "FAIL --policy with per-policy --alloc-conf: $(cat "$dir/err")"; fail=1; }
 grep -q '"policy":"zoned","alloc_conf":"moves:off"' "$dir/out" || { echo "FAIL per-policy settings: $(cat "$dir/out")"; fail=1; }
+# the text and the page name each policy's settings, as the JSON does: figures
+# under settings are not the defaults'
+"$HBM" replay "$trace" --policy caching,zoned,bestfit --alloc-conf zoned=moves:off --alloc-conf 'caching=max_split_size_mb:64' \
+  --html "$dir/conf.html" > "$dir/out" 2> "$dir/err" || { echo "FAIL per-policy settings, text: $(cat "$dir/err")"; fail=1; }
+[ "$(grep -c '^  *settings: ' "$dir/out")" -eq 2 ] && grep -A1 '^caching ' "$dir/out" | grep -q '^  *settings: max_split_size_mb:64$' &&
+  grep -A1 '^zoned ' "$dir/out" | grep -q '^  *settings: moves:off$' ||
+  { echo "FAIL the text names no settings: $(cat "$dir/out")"; fail=1; }
+[ "$(grep -c "<p class='sub'>settings <span class='mono'>" "$dir/conf.html")" -eq 2 ] &&
+  grep -q "<p class='sub'>settings <span class='mono'>moves:off</span></p>" "$dir/conf.html" ||
+  { echo "FAIL the page names no settings: $(grep -o "settings <span[^<]*" "$dir/conf.html")"; fail=1; }
 # a mistyped POLICY= goes to every policy as settings; the message names the name that is no policy
 for p in caching zoned caching,zoned; do
   "$HBM" replay "$trace" --policy $p --alloc-conf zonedd=moves:on > "$dir/out" 2> "$dir/err"; rc=$?
