@@ -239,6 +239,39 @@ static void check_failure_words(void) {
 
 /* The tightest moment: the lowest largest free after steps 0 and 1 where the
  * samples reach past them, else the lowest of all. */
+/* The table's sizes that round alike but differ are given in bytes, as the
+ * text's and the words' are: "2.00 MiB, 2.00 MiB: capacity" contradicts itself. */
+static void check_table_bytes(void) {
+  hbm_report rep;
+  memset(&rep, 0, sizeof rep);
+  rep.capacity = 4 * MIB;
+  rep.events = 2;
+  hbm_report_run r;
+  memset(&r, 0, sizeof r);
+  snprintf(r.result.policy, sizeof r.result.policy, "bestfit");
+  r.result.capacity = 4 * MIB;
+  r.result.oom = 1;
+  r.result.failures = 1;
+  r.result.first_oom = (hbm_oom_report){.event = 1, .request = 2 * MIB, .free_total = 2 * MIB - 1024,
+                                        .largest_free = 2 * MIB - 1024, .cause = HBM_CAUSE_CAPACITY,
+                                        .allocated = 2 * MIB + 1024, .limit = 4 * MIB};
+  rep.runs = &r;
+  rep.nruns = 1;
+  char *html = NULL;
+  size_t len = 0;
+  CHECK(hbm_report_html(&rep, &html, &len) == HBM_OK);
+  if (html)
+    CHECK(strstr(html, "<td class='fail'>0</td><td>2097152 B</td><td>2096128 B</td><td>2096128 B</td>"
+                       "<td class='fail'>capacity</td><td>1</td></tr>") != NULL);
+  free(html);
+  /* a request that rounds alike with neither stays in its unit */
+  r.result.first_oom.free_total = r.result.first_oom.largest_free = MIB;
+  CHECK(hbm_report_html(&rep, &html, &len) == HBM_OK);
+  if (html)
+    CHECK(strstr(html, "<td class='fail'>0</td><td>2.00 MiB</td><td>1.00 MiB</td><td>1.00 MiB</td>") != NULL);
+  free(html);
+}
+
 static void check_tightest(void) {
   hbm_sample s[4] = {{.event = 2, .step = 0, .largest_free = 10}, {.event = 5, .step = 1, .largest_free = 20},
                      {.event = 9, .step = 2, .largest_free = 50}, {.event = 12, .step = 3, .largest_free = 40}};
@@ -692,6 +725,7 @@ int main(void) {
   hbm_report_release(&rep);
   hbm_trace_free(t);
   check_failure_words();
+  check_table_bytes();
   check_success_words();
   check_tightest();
 

@@ -1175,12 +1175,23 @@ static void summary_table(sb *b, const hbm_report *rep) {
     char step[32];
     if (x->first_oom.cause == HBM_CAUSE_START) snprintf(step, sizeof step, "before event 0");
     else snprintf(step, sizeof step, "%llu", (unsigned long long)x->first_oom.step);
-    if (x->oom)
+    if (x->oom) {
+      const hbm_oom_report *o = &x->first_oom;
+      size_text(o->request, c, 32);
+      size_text(o->free_total, d, 32);
+      size_text(o->largest_free, e, 32);
+      /* Sizes that round to the same text but differ are given in bytes, as
+       * the text table gives them: "2.00 MiB, 2.00 MiB: capacity" reads as a
+       * contradiction. */
+      if ((!strcmp(c, d) && o->request != o->free_total) || (!strcmp(c, e) && o->request != o->largest_free)) {
+        snprintf(c, 32, "%llu B", (unsigned long long)o->request);
+        snprintf(d, 32, "%llu B", (unsigned long long)o->free_total);
+        snprintf(e, 32, "%llu B", (unsigned long long)o->largest_free);
+      }
       sb_printf(b, "<td class='fail'>%s</td><td>%s</td><td>%s</td><td>%s</td><td class='fail'>%s%s</td><td>%llu</td></tr>\n",
-                step, size_text(x->first_oom.request, c, 32),
-                size_text(x->first_oom.free_total, d, 32), size_text(x->first_oom.largest_free, e, 32),
-                hbm_oom_cause_name(x->first_oom.cause), x->first_oom.refused ? " (PyTorch refused it too)" : "",
+                step, c, d, e, hbm_oom_cause_name(o->cause), o->refused ? " (PyTorch refused it too)" : "",
                 (unsigned long long)x->failures);
+    }
     else
       sb_printf(b, "<td class='ok'>none%s</td><td>-</td><td>-</td><td>-</td><td>-</td><td>0</td></tr>\n",
                 x->refused_placed ? " (it placed what PyTorch refused)" : "");
