@@ -337,7 +337,7 @@ int cmd_demo(int argc, char **argv) {
       if (r->first_oom.cause == HBM_CAUSE_START) snprintf(stepb, sizeof stepb, "before event 0");
       else snprintf(stepb, sizeof stepb, "step %llu", (unsigned long long)r->first_oom.step);
       printf("%-11s %13s %10.3f %9s | %-14s %11s %11s %12s  %s\n", names[i], cli_size(r->peak_reserved, s1),
-             r->efficiency, cli_frag(r->max_frag, 2, s5), r->oom ? stepb : "none", dash_or_size(r->oom, r->first_oom.request, s2),
+             r->efficiency, cli_frag(r->max_frag, 3, s5), r->oom ? stepb : "none", dash_or_size(r->oom, r->first_oom.request, s2),
              dash_or_size(r->oom, r->first_oom.free_total, s3), dash_or_size(r->oom, r->first_oom.largest_free, s4),
              r->oom ? hbm_oom_cause_name(r->first_oom.cause) : "-");
     }

@@ -108,6 +108,10 @@ row = re.search(r"^caching .*\| step (\d+) +([\d.]+ \w+) +([\d.]+ \w+) +([\d.]+ 
 assert row and row.groups() == (str(o["step"]), size(o["request"]), size(o["free_total"]), size(o["largest_free"]),
                                 o["cause"]), (row and row.groups(), o)
 assert re.search(r"^zoned .*\| none +- +- +-  -$", text, re.M), text
+# the max fragmentation ratio as replay's table and the page give it: three decimals
+for p in d["policies"]:
+    cols = re.search(r"^%s +[\d.]+ \w+ +[\d.]+ +(\S+) \|" % p["policy"], text, re.M)
+    assert cols and cols.group(1) == "%.3f" % p["max_frag"], (cols and cols.group(1), p["max_frag"])
 table = text.split("\n\n")[1].split("\n")  # the header, a row per policy
 assert [line.split()[0] for line in table[1:]] == ["zoned", "caching"], table
 PY
