@@ -364,6 +364,9 @@ int cmd_replay(int argc, char **argv) {
     rc = hbm_report_run_hooks(trace, &runs[i], &o);
     if (rc == HBM_OK) rc = hbm_replay(trace, &o, &results[i]);
     else memset(&results[i], 0, sizeof results[i]);
+    /* a sample the run could not keep (no host memory): its samples, page and
+     * layouts would lack it unsaid, so the run is an error, as the library's */
+    if (rc == HBM_OK && runs[i].error != HBM_OK) rc = runs[i].error;
     cli_progress_end();
     if (!results[i].policy[0]) /* cleared where the policy could not open */
       snprintf(results[i].policy, sizeof results[i].policy, "%s", policies[i]);

@@ -464,6 +464,22 @@ if command -v gdb > /dev/null 2>&1; then
       echo "FAIL a run that fails after its first sample:"; cat "$dir/late.txt"; fail=1
     fi
   fi
+  # A sample the run could not keep (its array's growth made to fail once)
+  # leaves the run short of it: said as the run's error, not a report
+  # silently missing a moment.
+  printf 'set pagination off\nset confirm off\ntbreak hbm_report_keep_sample\nrun\ntbreak realloc\ncontinue\nreturn (void *)0\ncontinue\n' \
+    > "$dir/keep.gdb"
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" gdb -q -batch -x "$dir/keep.gdb" --args "$HBM" replay "$small" --device sim:200GiB \
+    --policy zoned,caching --samples --json > "$dir/keep.txt" 2>&1
+  if ! grep -q 'exited with code 0[12]\|exited normally' "$dir/keep.txt" || ! grep -q '^{' "$dir/keep.txt"; then
+    echo "skip a sample not kept: gdb could not run hbm: $(tail -1 "$dir/keep.txt")"
+  elif grep -q 'exited with code 01' "$dir/keep.txt" &&
+    grep -q '"policy":"zoned","alloc_conf":null,"error":"out of host memory"}' "$dir/keep.txt" &&
+    grep -q '"policy":"caching","alloc_conf":null,"error":null,' "$dir/keep.txt"; then
+    echo "ok   a sample not kept: the run's error"
+  else
+    echo "FAIL a sample not kept:"; grep -v '^\[' "$dir/keep.txt" | tail -3 | cut -c1-400; fail=1
+  fi
 else
   echo "skip a policy that cannot open: no gdb"
 fi
