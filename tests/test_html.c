@@ -227,7 +227,7 @@ static void check_failure_words(void) {
   }
   /* a run that could not run says so, whatever its result holds */
   r.error = HBM_EHOSTMEM;
-  words_are(&rep, &r, "compact: the replay could not run (out of host memory).");
+  words_are(&rep, &r, "The replay could not run (out of host memory)."); /* the policy named once, by the caller */
   html = NULL;
   CHECK(hbm_report_html(&rep, &html, &len) == HBM_OK);
   if (html) {

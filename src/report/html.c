@@ -488,7 +488,7 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
   facts_of(rep, r, &f);
   uint64_t cap = res->capacity ? res->capacity : rep->capacity;
   if (r->error)
-    return snprintf(buf, len, "%s: the replay could not run (%s).", res->policy, hbm_strerror(r->error));
+    return snprintf(buf, len, "The replay could not run (%s).", hbm_strerror(r->error)); /* its caller names the policy */
   if (res->oom) {
     const hbm_oom_report *o = &res->first_oom;
     uint64_t room = o->limit < cap ? o->limit : cap; /* free total is this less live */

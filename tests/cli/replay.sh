@@ -457,7 +457,7 @@ if command -v gdb > /dev/null 2>&1; then
     echo "skip a run that fails after its first sample: gdb could not run hbm: $(tail -1 "$dir/late.txt")"
   else
     if grep -q 'exited with code 01' "$dir/late.txt" && grep -q '^zoned  *replay error: out of host memory$' "$dir/late.txt" &&
-      ! grep -q 'not drawn' "$dir/late.txt" && grep -q '<b>zoned</b>: zoned: the replay could not run (out of host memory)' "$dir/late.html" &&
+      ! grep -q 'not drawn' "$dir/late.txt" && grep -q '<b>zoned</b>: The replay could not run (out of host memory).' "$dir/late.html" &&
       ! grep -q '<b>zoned</b>: No request failed' "$dir/late.html"; then
       echo "ok   a run that fails after its first sample: its error on the page, no layout"
     else
