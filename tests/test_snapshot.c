@@ -1173,30 +1173,43 @@ static void test_segment_overlap(void) {
   hbm_trace_free(t);
 }
 
+/* A one-allocation snapshot up to its allocator_settings' items, which the
+ * caller writes; settings_end() closes it, then expects `error` or reads it. */
+static void settings_begin(snap *s) {
+  snap_begin(s);
+  trace_begin(s);
+  ev(s, "alloc", A0, 512, 0, -1);
+  trace_end(s);
+  pk_str(&s->p, "allocator_settings");
+  dict_begin(&s->p);
+}
+/* The trace read (NULL where refused with `error`, as expected). */
+static hbm_trace *settings_end(snap *s, const char *error) {
+  dict_end(&s->p);
+  snap_end(s);
+  if (error) {
+    expect_error(s, error);
+    return NULL;
+  }
+  hbm_trace *t = NULL;
+  hbm_diag d;
+  int rc = import(s, &t, &d);
+  CHECK(rc == HBM_OK);
+  return rc == HBM_OK ? t : NULL;
+}
+
 /* A one-allocation snapshot whose allocator_settings hold `key`: True (or
  * False) where as_bool, else the int `value`. It is refused with `error`, or
  * read with `conf` as its settings. */
 static void expect_setting(const char *key, int as_bool, int64_t value, const char *error, const char *conf) {
   snap s;
-  snap_begin(&s);
-  trace_begin(&s);
-  ev(&s, "alloc", A0, 512, 0, -1);
-  trace_end(&s);
+  settings_begin(&s);
   pk *p = &s.p;
-  pk_str(p, "allocator_settings");
-  dict_begin(p);
   pk_str(p, key);
   if (as_bool) op(p, value ? 0x88 : 0x89); /* NEWTRUE, NEWFALSE */
   else pk_int(p, value);
-  dict_end(p);
-  snap_end(&s);
-  if (error) {
-    expect_error(&s, error);
-    return;
-  }
-  hbm_trace *t = NULL;
-  hbm_diag d;
-  REQUIRE(import(&s, &t, &d) == HBM_OK);
+  hbm_trace *t = settings_end(&s, error);
+  if (!t) return;
   CHECK(t->conf && !strcmp(t->conf, conf));
   hbm_trace_free(t);
 }
@@ -1221,13 +1234,8 @@ static void test_max_split_too_small(void) {
  * settings (NULL: no roundup among them). */
 static void expect_roundup(const char *key, int value_as_bool, int64_t value, const char *error, const char *conf) {
   snap s;
-  snap_begin(&s);
-  trace_begin(&s);
-  ev(&s, "alloc", A0, 512, 0, -1);
-  trace_end(&s);
+  settings_begin(&s);
   pk *p = &s.p;
-  pk_str(p, "allocator_settings");
-  dict_begin(p);
   pk_str(p, "roundup_power2_divisions");
   dict_begin(p);
   kv_int(p, "1", 0);
@@ -1236,15 +1244,8 @@ static void expect_roundup(const char *key, int value_as_bool, int64_t value, co
   if (value_as_bool) op(p, value ? 0x88 : 0x89);
   else pk_int(p, value);
   dict_end(p);
-  dict_end(p);
-  snap_end(&s);
-  if (error) {
-    expect_error(&s, error);
-    return;
-  }
-  hbm_trace *t = NULL;
-  hbm_diag d;
-  REQUIRE(import(&s, &t, &d) == HBM_OK);
+  hbm_trace *t = settings_end(&s, error);
+  if (!t) return;
   if (conf) CHECK(t->conf && strstr(t->conf, conf));
   else CHECK(!t->conf || !strstr(t->conf, "roundup")); /* every interval 0: PyTorch's default */
   hbm_trace_free(t);
@@ -1271,32 +1272,27 @@ static void test_roundup_refused(void) {
 /* Addresses, sizes and streams are ints in every recording: True is damage,
  * not a size of 1 (Python's pickle would give a bool for nothing else). */
 static void test_bool_size_refused(void) {
-  snap s;
-  snap_begin(&s);
-  trace_begin(&s);
-  pk *p = &s.p;
-  dict_begin(p);
-  kv_str(p, "action", "alloc");
-  kv_int(p, "addr", (int64_t)A0);
-  pk_str(p, "size");
-  op(p, 0x88); /* NEWTRUE */
-  kv_int(p, "stream", 0);
-  dict_end(p);
-  trace_end(&s);
-  snap_end(&s);
-  expect_error(&s, "device_traces[0][0] (alloc): 'size' is a bool, expected an int");
-  snap_begin(&s);
-  trace_begin(&s);
-  dict_begin(p);
-  kv_str(p, "action", "alloc");
-  kv_int(p, "addr", (int64_t)A0);
-  kv_int(p, "size", 512);
-  pk_str(p, "stream");
-  op(p, 0x89); /* NEWFALSE */
-  dict_end(p);
-  trace_end(&s);
-  snap_end(&s);
-  expect_error(&s, "device_traces[0][0] (alloc): 'stream' is a bool, expected an int");
+  static const char *const field[] = {"size", "stream"};
+  for (int bad = 0; bad < 2; bad++) {
+    snap s;
+    snap_begin(&s);
+    trace_begin(&s);
+    pk *p = &s.p;
+    dict_begin(p);
+    kv_str(p, "action", "alloc");
+    kv_int(p, "addr", (int64_t)A0);
+    for (int k = 0; k < 2; k++) {
+      pk_str(p, field[k]);
+      if (k != bad) pk_int(p, k ? 0 : 512);
+      else op(p, bad ? 0x89 : 0x88); /* NEWFALSE, NEWTRUE */
+    }
+    dict_end(p);
+    trace_end(&s);
+    snap_end(&s);
+    char want[96];
+    snprintf(want, sizeof want, "device_traces[0][0] (alloc): '%s' is a bool, expected an int", field[bad]);
+    expect_error(&s, want);
+  }
 }
 
 /* A device asked for is one the snapshot has: a trace of its own, or a
