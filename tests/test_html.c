@@ -69,19 +69,26 @@ static void words_are(const hbm_report *rep, const hbm_report_run *r, const char
 
 #define MIB (1ull << 20)
 
+/* A report of one bestfit run made by hand, of `events` events on a device
+ * of `capacity`, in which `failures` requests failed (first_oom: the
+ * caller's). */
+static void failed_run(hbm_report *rep, hbm_report_run *r, uint64_t capacity, uint64_t events, uint64_t failures) {
+  memset(rep, 0, sizeof *rep);
+  rep->capacity = capacity;
+  rep->events = events;
+  memset(r, 0, sizeof *r);
+  snprintf(r->result.policy, sizeof r->result.policy, "bestfit");
+  r->result.capacity = capacity;
+  r->result.oom = 1;
+  r->result.failures = failures;
+}
+
 /* A failed run made by hand: every cause's sentence and its figures. */
 static void check_failure_words(void) {
   hbm_report rep;
-  memset(&rep, 0, sizeof rep);
-  rep.capacity = 8 * MIB;
-  rep.events = 10;
-  rep.steps = 4;
   hbm_report_run r;
-  memset(&r, 0, sizeof r);
-  snprintf(r.result.policy, sizeof r.result.policy, "bestfit");
-  r.result.capacity = 8 * MIB;
-  r.result.oom = 1;
-  r.result.failures = 2;
+  failed_run(&rep, &r, 8 * MIB, 10, 2);
+  rep.steps = 4;
   hbm_oom_report *o = &r.result.first_oom;
   *o = (hbm_oom_report){.event = 5, .step = 3, .request = 4 * MIB, .free_total = 2 * MIB, .largest_free = 2 * MIB,
                         .cause = HBM_CAUSE_CAPACITY, .allocated = 6 * MIB, .limit = 8 * MIB};
@@ -237,21 +244,12 @@ static void check_failure_words(void) {
   free(html);
 }
 
-/* The tightest moment: the lowest largest free after steps 0 and 1 where the
- * samples reach past them, else the lowest of all. */
 /* The table's sizes that round alike but differ are given in bytes, as the
  * text's and the words' are: "2.00 MiB, 2.00 MiB: capacity" contradicts itself. */
 static void check_table_bytes(void) {
   hbm_report rep;
-  memset(&rep, 0, sizeof rep);
-  rep.capacity = 4 * MIB;
-  rep.events = 2;
   hbm_report_run r;
-  memset(&r, 0, sizeof r);
-  snprintf(r.result.policy, sizeof r.result.policy, "bestfit");
-  r.result.capacity = 4 * MIB;
-  r.result.oom = 1;
-  r.result.failures = 1;
+  failed_run(&rep, &r, 4 * MIB, 2, 1);
   r.result.first_oom = (hbm_oom_report){.event = 1, .request = 2 * MIB, .free_total = 2 * MIB - 1024,
                                         .largest_free = 2 * MIB - 1024, .cause = HBM_CAUSE_CAPACITY,
                                         .allocated = 2 * MIB + 1024, .limit = 4 * MIB};
@@ -272,6 +270,8 @@ static void check_table_bytes(void) {
   free(html);
 }
 
+/* The tightest moment: the lowest largest free after steps 0 and 1 where the
+ * samples reach past them, else the lowest of all. */
 static void check_tightest(void) {
   hbm_sample s[4] = {{.event = 2, .step = 0, .largest_free = 10}, {.event = 5, .step = 1, .largest_free = 20},
                      {.event = 9, .step = 2, .largest_free = 50}, {.event = 12, .step = 3, .largest_free = 40}};
