@@ -499,18 +499,10 @@ int cmd_replay(int argc, char **argv) {
                cli_size(r->first_oom.largest_free, d));
       } else {
         const hbm_oom_report *o = &r->first_oom;
-        cli_size(o->request, a);
-        cli_size(o->free_total, b);
-        cli_size(o->largest_free, d);
-        /* Sizes that round to the same text but differ are given in bytes:
-         * "request 2.00 MiB, free total 2.00 MiB: capacity" reads as a contradiction. */
-        if ((!strcmp(a, b) && o->request != o->free_total) || (!strcmp(a, d) && o->request != o->largest_free)) {
-          snprintf(a, sizeof a, "%llu B", (unsigned long long)o->request);
-          snprintf(b, sizeof b, "%llu B", (unsigned long long)o->free_total);
-          snprintf(d, sizeof d, "%llu B", (unsigned long long)o->largest_free);
-        }
+        char said[3][32];
+        hbm_report_sizes_apart((const uint64_t[]){o->request, o->free_total, o->largest_free}, 3, said);
         printf("step %llu (event %llu): request %s, free total %s, largest free %s, ratio %s: %s%s\n",
-               (unsigned long long)r->first_oom.step, (unsigned long long)r->first_oom.event, a, b, d,
+               (unsigned long long)r->first_oom.step, (unsigned long long)r->first_oom.event, said[0], said[1], said[2],
                cli_frag(hbm_fragmentation_ratio(r->first_oom.free_total, r->first_oom.largest_free), 2, f),
                hbm_oom_cause_name(r->first_oom.cause), o->refused ? " (PyTorch refused it too)" : "");
       }

@@ -362,6 +362,15 @@ static const char *size_text(uint64_t bytes, char *buf, size_t len) {
   return hbm_size_format(bytes, buf, len);
 }
 
+void hbm_report_sizes_apart(const uint64_t *bytes, size_t n, char (*text)[32]) {
+  int alike = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_text(bytes[i], text[i], 32);
+    alike |= i && bytes[i] != bytes[0] && !strcmp(text[i], text[0]);
+  }
+  for (size_t i = 0; alike && i < n; i++) snprintf(text[i], 32, "%llu B", (unsigned long long)bytes[i]);
+}
+
 /* A fragmentation ratio in words: the API's 1e9 (memory free, no block of it
  * usable) is "infinite", not a number. */
 static const char *frag_text(double ratio, char *buf, size_t len) {
@@ -501,14 +510,10 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
                       "would, but not in the segments that hold them, which the policy keeps whole; the run "
                       "fails before its first event.",
                       size_text(cap, a, 32), size_text(o->request, b, 32));
-    size_text(o->request, a, 32);
-    size_text(o->free_total, b, 32);
-    if (!strcmp(a, b) && o->request != o->free_total) { /* "3.00 MiB failed with 3.00 MiB free" reads as a contradiction */
-      snprintf(a, 32, "%llu B", (unsigned long long)o->request);
-      snprintf(b, 32, "%llu B", (unsigned long long)o->free_total);
-    }
+    char said[2][32]; /* "3.00 MiB failed with 3.00 MiB free" would read as a contradiction */
+    hbm_report_sizes_apart((const uint64_t[]){o->request, o->free_total}, 2, said);
     int n = snprintf(buf, len, "At step %llu a %s request failed with %s free in total (%s %s minus %s live) ",
-                     (unsigned long long)o->step, a, b, room < cap ? "the policy's limit" : "capacity",
+                     (unsigned long long)o->step, said[0], said[1], room < cap ? "the policy's limit" : "capacity",
                      size_text(room, c, 32), size_text(live, d, 32));
     if (o->cause == HBM_CAUSE_RULES && live + o->request > o->limit) {
       n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
@@ -1160,7 +1165,7 @@ static void summary_table(sb *b, const hbm_report *rep) {
   for (int i = 0; i < rep->nruns; i++) {
     const hbm_report_run *r = &rep->runs[i];
     const hbm_replay_result *x = &r->result;
-    char a[32], c[32], d[32], e[32];
+    char a[32];
     sb_printf(b, "<tr><td><a href='#p-%s'>", x->policy);
     sb_esc(b, x->policy);
     if (r->error) {
@@ -1177,19 +1182,10 @@ static void summary_table(sb *b, const hbm_report *rep) {
     else snprintf(step, sizeof step, "%llu", (unsigned long long)x->first_oom.step);
     if (x->oom) {
       const hbm_oom_report *o = &x->first_oom;
-      size_text(o->request, c, 32);
-      size_text(o->free_total, d, 32);
-      size_text(o->largest_free, e, 32);
-      /* Sizes that round to the same text but differ are given in bytes, as
-       * the text table gives them: "2.00 MiB, 2.00 MiB: capacity" reads as a
-       * contradiction. */
-      if ((!strcmp(c, d) && o->request != o->free_total) || (!strcmp(c, e) && o->request != o->largest_free)) {
-        snprintf(c, 32, "%llu B", (unsigned long long)o->request);
-        snprintf(d, 32, "%llu B", (unsigned long long)o->free_total);
-        snprintf(e, 32, "%llu B", (unsigned long long)o->largest_free);
-      }
+      char said[3][32]; /* as the text table gives them */
+      hbm_report_sizes_apart((const uint64_t[]){o->request, o->free_total, o->largest_free}, 3, said);
       sb_printf(b, "<td class='fail'>%s</td><td>%s</td><td>%s</td><td>%s</td><td class='fail'>%s%s</td><td>%llu</td></tr>\n",
-                step, c, d, e, hbm_oom_cause_name(o->cause), o->refused ? " (PyTorch refused it too)" : "",
+                step, said[0], said[1], said[2], hbm_oom_cause_name(o->cause), o->refused ? " (PyTorch refused it too)" : "",
                 (unsigned long long)x->failures);
     }
     else

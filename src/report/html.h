@@ -123,6 +123,12 @@ uint64_t hbm_report_tightest_event(const hbm_report_run *run);
 int hbm_report_trace_facts(const hbm_trace *trace, hbm_report *report);
 void hbm_report_release(hbm_report *report);
 
+/* bytes[0..n) as a message shows them side by side, into text[i]: each in its
+ * unit ("2.00 MiB"), or all in bytes where one rounds to the same text as the
+ * first but differs ("a 2.00 MiB request, 2.00 MiB free: capacity" reads as a
+ * contradiction). The diagnosis, the page's table and the replay's text use it. */
+void hbm_report_sizes_apart(const uint64_t *bytes, size_t n, char (*text)[32]);
+
 /* The diagnosis of one run in words (one paragraph, plain text). Returns the
  * length needed, like snprintf. */
 int hbm_report_diagnosis(const hbm_report *report, const hbm_report_run *run, char *buf,
