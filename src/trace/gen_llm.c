@@ -471,12 +471,20 @@ uint32_t hbm_gen_llm_seq_longest(const hbm_gen_llm_config *c) {
   return c->seq_max / c->seq_align * c->seq_align; /* resolve refuses a range without a multiple */
 }
 
+/* A uniform range's lengths: the multiples lo..hi of --seq-align (in units of
+ * it); 0 where it holds none (MIN == MAX off the alignment). */
+static int uniform_multiples(const hbm_gen_llm_config *c, uint64_t *lo, uint64_t *hi) {
+  *lo = cdiv(c->seq_min, c->seq_align);
+  *hi = c->seq_max / c->seq_align;
+  return *hi >= *lo;
+}
+
 uint32_t hbm_gen_llm_seq(const hbm_gen_llm_config *c, uint64_t step, uint32_t micro) {
   if (c->seq_kind == HBM_SEQ_FIXED) return c->seq_max;
   uint64_t r = mix64(c->seed * 0x100000001B3ull ^ mix64(step * 65537 + micro));
   if (c->seq_kind == HBM_SEQ_LIST) return c->seq_list[r % (uint64_t)c->nseq_list];
-  uint64_t lo = cdiv(c->seq_min, c->seq_align), hi = c->seq_max / c->seq_align;
-  if (hi < lo) return c->seq_max; /* MIN == MAX (resolve refuses other ranges without a multiple) */
+  uint64_t lo, hi;
+  if (!uniform_multiples(c, &lo, &hi)) return c->seq_max; /* MIN == MAX (resolve refuses other ranges without a multiple) */
   return (uint32_t)((lo + r % (hi - lo + 1)) * c->seq_align);
 }
 
@@ -488,7 +496,8 @@ static int seq_constant(const hbm_gen_llm_config *c) {
       if (c->seq_list[i] != c->seq_list[0]) return 0;
     return 1;
   }
-  return c->seq_max / c->seq_align <= cdiv(c->seq_min, c->seq_align); /* one multiple, or none (MIN == MAX) */
+  uint64_t lo, hi;
+  return !uniform_multiples(c, &lo, &hi) || hi == lo;
 }
 
 /* ==== the device's share of the model ========================================== */
