@@ -525,6 +525,10 @@ const char *cli_conf_for(const cli_confs *c, const char *policy) {
   return c->all;
 }
 
+void cli_print_settings(const char *conf) {
+  if (conf) printf("%-11s   settings: %s\n", "", conf);
+}
+
 void cli_json_oom(hbm_json *j, const hbm_replay_result *r) {
   hbm_json_key(j, "oom");
   if (!r->oom) {

@@ -176,6 +176,9 @@ typedef struct cli_confs {
 int cli_conf_add(cli_confs *c, const char *arg);
 /* The settings for `policy`: its own, else the common ones, else NULL. */
 const char *cli_conf_for(const cli_confs *c, const char *policy);
+/* Under a table's row: the settings a policy ran with, where it was given
+ * any (the JSON's alloc_conf), so its figures do not read as the defaults'. */
+void cli_print_settings(const char *conf);
 /* Reads a whole input file (at most 16 GiB): CLI_OK, else the exit code
  * after printing the diagnostic. *data is malloc'd and NUL-terminated. */
 int cli_read_input(const char *path, char **data, size_t *len);

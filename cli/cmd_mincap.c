@@ -203,20 +203,20 @@ int cmd_mincap(int argc, char **argv) {
       const char *conf = cli_conf_for(&confs, r->policy); /* as the JSON's alloc_conf, under the row */
       if (errors[i] != HBM_OK) {
         printf("%-11s error: %s\n", r->policy, hbm_strerror(errors[i]));
-        if (conf) printf("%-11s   settings: %s\n", "", conf);
+        cli_print_settings(conf);
         continue;
       }
       if (!r->found) {
         printf("%-11s %14s %15s %14s %8llu  (fails up to the limit, %s)\n", r->policy, "none", "-", "-",
                (unsigned long long)r->replays, cli_size(limit, a));
-        if (conf) printf("%-11s   settings: %s\n", "", conf);
+        cli_print_settings(conf);
         continue;
       }
       if (peak_live) snprintf(b, sizeof b, "%+.2f%%", 100.0 * ((double)r->min_capacity / (double)peak_live - 1.0));
       else snprintf(b, sizeof b, "n/a"); /* as the JSON's null: nothing live to be over */
       printf("%-11s %14s %15s %14llu %8llu\n", r->policy, cli_size(r->min_capacity, a), b,
              (unsigned long long)r->backend_calls, (unsigned long long)r->replays);
-      if (conf) printf("%-11s   settings: %s\n", "", conf);
+      cli_print_settings(conf);
     }
   }
   free(errors);

@@ -483,7 +483,7 @@ int cmd_replay(int argc, char **argv) {
       const char *conf = cli_conf_for(&confs, r->policy);
       if (runs[i].error != HBM_OK) {
         printf("%-11s replay error: %s\n", r->policy, hbm_strerror(runs[i].error));
-        if (conf) printf("%-11s   settings: %s\n", "", conf);
+        cli_print_settings(conf);
         continue;
       }
       printf("%-11s %12s %10.3f %9s %8llu  ", r->policy, cli_size(r->peak_reserved, a), r->efficiency,
@@ -506,7 +506,7 @@ int cmd_replay(int argc, char **argv) {
                cli_frag(hbm_fragmentation_ratio(r->first_oom.free_total, r->first_oom.largest_free), 2, f),
                hbm_oom_cause_name(r->first_oom.cause), o->refused ? " (PyTorch refused it too)" : "");
       }
-      if (conf) printf("%-11s   settings: %s\n", "", conf); /* as the JSON's alloc_conf: figures not the defaults' */
+      cli_print_settings(conf);
       /* The question a recording of a failed run asks: would this policy have placed it? */
       if (r->refused_placed && r->refused_requests == 1)
         printf("%-11s   placed the request PyTorch refused (what the run would have asked next is not recorded)\n", "");
