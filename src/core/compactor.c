@@ -93,15 +93,19 @@ static int plan_push(hbm_cplan *p, uint64_t src, uint64_t dst, uint64_t size) {
   return HBM_OK;
 }
 
-/* Copies after joining moves that continue each other (same shift, adjacent
- * sources): what apply issues. */
+/* The run of moves from moves[*i] on that continue each other (same shift,
+ * adjacent sources), joined into one copy as apply issues it; *i moves past
+ * it. */
+static void next_run(const hbm_cplan *p, size_t *i, uint64_t *src, uint64_t *dst, uint64_t *len) {
+  *src = p->moves[*i].src, *dst = p->moves[*i].dst, *len = p->moves[*i].size;
+  for (++*i; *i < p->nmoves && p->moves[*i].src == *src + *len && p->moves[*i].dst == *dst + *len; ++*i)
+    *len += p->moves[*i].size;
+}
+
+/* Copies after joining moves that continue each other: what apply issues. */
 static uint64_t count_copies(const hbm_cplan *p) {
-  uint64_t copies = 0;
-  for (size_t i = 0; i < p->nmoves; i++) {
-    const hbm_cmove *m = &p->moves[i];
-    if (i && m[-1].src + m[-1].size == m->src && m[-1].dst + m[-1].size == m->dst) continue;
-    copies++;
-  }
+  uint64_t copies = 0, src, dst, len;
+  for (size_t i = 0; i < p->nmoves; copies++) next_run(p, &i, &src, &dst, &len);
   return copies;
 }
 
@@ -450,11 +454,9 @@ static int copy_ordered(hbm_device *dev, uint64_t dst, uint64_t src, uint64_t n,
 }
 
 uint64_t hbm_compactor_device_copies(const hbm_cplan *p, int ordered) {
-  uint64_t copies = 0;
-  for (size_t i = 0; i < p->nmoves;) { /* the runs apply joins, as it joins them */
-    uint64_t src = p->moves[i].src, dst = p->moves[i].dst, len = p->moves[i].size;
-    for (i++; i < p->nmoves && p->moves[i].src == src + len && p->moves[i].dst == dst + len; i++)
-      len += p->moves[i].size;
+  uint64_t copies = 0, src, dst, len;
+  for (size_t i = 0; i < p->nmoves;) { /* the runs apply joins */
+    next_run(p, &i, &src, &dst, &len);
     uint64_t shift = dst < src ? src - dst : dst - src;
     if (!ordered || shift >= len) copies++;
     else if (shift) copies += len / shift + (len % shift != 0); /* copy_ordered's chunks */
@@ -561,9 +563,8 @@ int hbm_compactor_apply(hbm_range **arena, hbm_device *dev, const hbm_clayout *l
   uint64_t ncopies = 0;
   size_t done = 0;
   for (size_t i = 0; i < p->nmoves && rc == HBM_OK;) {
-    uint64_t src = p->moves[i].src, dst = p->moves[i].dst, len = p->moves[i].size;
-    for (i++; i < p->nmoves && p->moves[i].src == src + len && p->moves[i].dst == dst + len; i++)
-      len += p->moves[i].size;
+    uint64_t src, dst, len;
+    next_run(p, &i, &src, &dst, &len);
     if (ordered) {
       uint64_t copied;
       rc = copy_ordered(dev, dst, src, len, &ncopies, &copied);
