@@ -636,6 +636,9 @@ static void test_edges_exact(void) {
   }
   expect_bad("hbm-trace 1\ninit-seg 0x1000 4096 0 small\ninit-blk 0x1000 1024 a\n", 3,
              "the init-seg at 0x1000 is not tiled: its init-blk lines cover 1024 of its 4096 bytes");
+  /* a request past its block, with both figures */
+  expect_bad("hbm-trace 1\ninit-seg 0x1000 4096 0 small\ninit-blk 0x1000 1024 a 1536\n", 3,
+             "init-blk at 0x1000: request of 1536 bytes is larger than its block of 1024");
   /* blanks and a carriage return before the newline end no field; a lone '@'
    * is no address; a 16-byte field is no tag (its buffer holds 15) */
   t = NULL;

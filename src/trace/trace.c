@@ -855,7 +855,7 @@ int hbm_trace_parse_text(const char *text, size_t len, const char *name, hbm_tra
         ids.live[id] = 1;
         ids.last_line[id] = (uint32_t)p.line;
         if (n >= 5 && (rc = parse_size_tok(&p, tk[4], "request", &b.request)) != HBM_OK) break;
-        if (b.request > b.size) { rc = BAD(&p, "request is larger than its block"); break; }
+        if (b.request > b.size) { rc = BAD(&p, "init-blk at 0x%llx: request of %llu bytes is larger than its block of %llu: expected at most the block's size", (unsigned long long)b.addr, (unsigned long long)b.request, (unsigned long long)b.size); break; }
         hbm_tag tag;
         if (n == 6) {
           if (!tok_tag(tk[5], &tag)) { rc = BAD(&p, "expected a tag, got '%.*s'", (int)tk[5].n, tk[5].s); break; }
