@@ -41,7 +41,11 @@ static void usage_all(FILE *out) {
 }
 
 int cmd_bench(int argc, char **argv) {
-  if (argc < 2) { usage(stderr); return CLI_BAD_INPUT; }
+  if (argc < 2) {
+    cli_error("bench: expected a benchmark NAME");
+    usage(stderr);
+    return CLI_BAD_INPUT;
+  }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) { usage(stdout); return CLI_OK; }
   if (!strcmp(argv[1], "all")) {
     /* --json is the only option every benchmark takes: anything else is refused

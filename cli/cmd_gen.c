@@ -295,6 +295,7 @@ static int print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estimat
 int cmd_gen(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     FILE *out = argc < 2 ? stderr : stdout;
+    if (argc < 2) cli_error("gen: expected a generator (llm)");
     fprintf(out, "usage: hbm gen llm [options] -o TRACE   (hbm gen llm --help)\n\n"
                  "generators:\n  llm        mixed-precision transformer training, from its shapes\n");
     return argc < 2 ? CLI_BAD_INPUT : CLI_OK;
@@ -485,7 +486,7 @@ int cmd_gen(int argc, char **argv) {
   }
   if (!estimate) { /* before the closed form, which walks every step */
     if (!output) {
-      cli_error("-o TRACE is required (or --estimate)");
+      cli_error("gen llm: -o TRACE is required (or --estimate)");
       return CLI_BAD_INPUT;
     }
     if ((rc = cli_check_output(output, NULL, 0)) != CLI_OK) return rc;

@@ -35,6 +35,7 @@ int main(int argc, char **argv) {
   hbm_set_error_handler(cli_library_error, NULL); /* whatever the command */
   cli_catch_sigpipe();
   if (argc < 2) {
+    cli_error("expected a COMMAND");
     usage(stderr);
     return CLI_BAD_INPUT;
   }

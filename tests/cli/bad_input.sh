@@ -415,6 +415,15 @@ for args in "replay /nonexistent|2|hbm: /nonexistent: cannot open: " \
 done
 
 "$HBM" nosuchcommand > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL unknown command: expected exit 2"; fail=1; }
+# a command missing what it needs says what, on its first line, before the usage
+for args in "|hbm: expected a COMMAND" "bench|hbm: bench: expected a benchmark NAME" \
+            "gen|hbm: gen: expected a generator (llm)" "gen llm|hbm: gen llm: -o TRACE is required (or --estimate)"; do
+  cmd=${args%%|*} want=${args#*|}
+  # shellcheck disable=SC2086
+  "$HBM" $cmd > /dev/null 2> "$dir/err"; rc=$?
+  [ $rc -eq 2 ] && [ "$(head -n 1 "$dir/err")" = "$want" ] ||
+    { echo "FAIL hbm $cmd: exit $rc, first line '$(head -n 1 "$dir/err")', expected '$want'"; fail=1; }
+done
 "$HBM" --help | grep -q "replay" || { echo "FAIL --help lists no commands"; fail=1; }
 "$HBM" replay --help | grep -q -- "--policy" || { echo "FAIL replay --help"; fail=1; }
 # an empty path names no file: every reader says so, exit 2

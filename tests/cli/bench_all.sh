@@ -27,10 +27,11 @@ for bad in "--steps 2" "--json --rounds 1" "--frobnicate"; do
   else echo "ok   '$bad': $(cat "$err")"; fi
 done
 
-# hbm bench with no name prints the list of benchmarks (exit 2); a name that
-# is none of them is named back, with where to look
+# hbm bench with no name says so and prints the list of benchmarks (exit 2); a
+# name that is none of them is named back, with where to look
 "$HBM" bench > "$out" 2> "$err"; rc=$?
-if [ $rc -ne 2 ] || [ -s "$out" ] || ! head -n 1 "$err" | grep -q "^usage: hbm bench NAME" || ! grep -q "^  alloc " "$err"; then
+if [ $rc -ne 2 ] || [ -s "$out" ] || [ "$(head -n 1 "$err")" != "hbm: bench: expected a benchmark NAME" ] ||
+   ! sed -n 2p "$err" | grep -q "^usage: hbm bench NAME" || ! grep -q "^  alloc " "$err"; then
   echo "FAIL bench with no name: exit $rc, stdout '$(cat "$out")', stderr '$(head -n 3 "$err")'"; fail=1
 else echo "ok   bench with no name: the list, exit 2"; fi
 "$HBM" bench nosuch > "$out" 2> "$err"; rc=$?

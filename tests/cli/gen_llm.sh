@@ -267,7 +267,7 @@ bad params_minus   "^hbm: --params: expected a positive parameter count like 1.3
 "$HBM" gen nosuch > /dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL unknown generator: expected exit 2"; fail=1; }
 # gen llm with no option at all asks for -o, as with any; gen alone is usage (2), gen --help not (0)
 "$HBM" gen llm > "$dir/out" 2> "$dir/err"; rc=$?
-[ $rc -eq 2 ] && [ ! -s "$dir/out" ] && [ "$(cat "$dir/err")" = "hbm: -o TRACE is required (or --estimate)" ] ||
+[ $rc -eq 2 ] && [ ! -s "$dir/out" ] && [ "$(cat "$dir/err")" = "hbm: gen llm: -o TRACE is required (or --estimate)" ] ||
   { echo "FAIL gen llm alone: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
 "$HBM" gen > "$dir/out" 2> "$dir/err"; rc=$?
 [ $rc -eq 2 ] && [ ! -s "$dir/out" ] && grep -q "^usage: hbm gen llm" "$dir/err" || { echo "FAIL gen alone: exit $rc"; fail=1; }
