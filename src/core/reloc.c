@@ -13,22 +13,6 @@
 #include "core/util.h"
 #include "policy/compact.h"
 
-typedef struct handle_slot {
-  uint64_t addr;   /* current address while live */
-  uint32_t gen;    /* generation of the handle issued last */
-  uint32_t live;
-} handle_slot;
-
-struct hbm_reloc {
-  hbm_addrmap by_addr; /* address of a block that has a handle -> slot */
-  handle_slot *slots;
-  uint32_t nslots, cap;
-  uint32_t *spare;     /* free slots */
-  uint32_t nspare;
-  uint64_t live_handles;
-  hbm_relocation_hooks hooks;
-};
-
 int hbm_reloc_create(hbm_reloc **out) {
   hbm_reloc *r = calloc(1, sizeof *r);
   if (!r) return HBM_EHOSTMEM;
@@ -152,7 +136,7 @@ int hbm_alloc_handle(hbm_heap *heap, uint64_t size, hbm_tag tag, int stream, hbm
    * block is placed, taking it back would be a free the policy learns from. */
   if (!r->nspare && r->nslots == r->cap) {
     uint32_t cap = r->cap ? r->cap * 2 : 256;
-    handle_slot *s = realloc(r->slots, cap * sizeof *s);
+    hbm_handle_slot *s = realloc(r->slots, cap * sizeof *s);
     if (s) r->slots = s;
     uint32_t *sp = s ? realloc(r->spare, cap * sizeof *sp) : NULL;
     if (sp) {

@@ -7,8 +7,8 @@
  * unlocked alloc/free (declared below, defined in heap.c). Every function here
  * runs with the device's lock held.
  *
- * Invariant (hbm_reloc_check): each live handle slot holds the address of a
- * live heap block, and `by_addr` maps exactly those addresses to their slots.
+ * The structs are shown here, not in reloc.c, so that tests can break each
+ * invariant and see hbm_check() report it; nothing outside reloc.c writes them.
  */
 #ifndef HBM_RELOC_H
 #define HBM_RELOC_H
@@ -16,7 +16,25 @@
 #include "core/addrmap.h"
 #include "policy/policy.h"
 
-typedef struct hbm_reloc hbm_reloc;
+typedef struct hbm_handle_slot {
+  uint64_t addr; /* current address while live */
+  uint32_t gen;  /* generation of the handle issued last */
+  uint32_t live; /* 0 or 1 */
+} hbm_handle_slot;
+
+/* Invariants (hbm_reloc_check):
+ *   each live slot holds the address of a live heap block, and `by_addr`
+ *   maps exactly those addresses to their slots (a bijection);
+ *   live_handles == live slots == by_addr.used == nslots - nspare. */
+typedef struct hbm_reloc {
+  hbm_addrmap by_addr; /* address of a block that has a handle -> slot */
+  hbm_handle_slot *slots;
+  uint32_t nslots, cap;
+  uint32_t *spare;     /* free slots, reused last in first out */
+  uint32_t nspare;
+  uint64_t live_handles;
+  hbm_relocation_hooks hooks;
+} hbm_reloc;
 
 int hbm_reloc_create(hbm_reloc **out);
 void hbm_reloc_destroy(hbm_reloc *r);
