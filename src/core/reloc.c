@@ -6,12 +6,21 @@
  * rather than resolved to someone else's block. Handle 0 is never issued. */
 #include "core/reloc.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/util.h"
 #include "policy/compact.h"
+
+uint32_t hbm_reloc_grown_cap(uint32_t cap) {
+  uint64_t most = HBM_RELOC_MAX_SLOTS;
+  if (most > SIZE_MAX / sizeof(hbm_handle_slot)) most = SIZE_MAX / sizeof(hbm_handle_slot);
+  if (cap >= most) return 0;
+  uint64_t grown = cap ? 2 * (uint64_t)cap : 256; /* 64-bit: 2^31 doubled is not 0 */
+  return (uint32_t)(grown < most ? grown : most);
+}
 
 int hbm_reloc_create(hbm_reloc **out) {
   hbm_reloc *r = calloc(1, sizeof *r);
@@ -135,10 +144,15 @@ int hbm_alloc_handle(hbm_heap *heap, uint64_t size, hbm_tag tag, int stream, hbm
   /* Room for one more slot and its address entry before allocating: once the
    * block is placed, taking it back would be a free the policy learns from. */
   if (!r->nspare && r->nslots == r->cap) {
-    uint32_t cap = r->cap ? r->cap * 2 : 256;
-    hbm_handle_slot *s = realloc(r->slots, cap * sizeof *s);
+    uint32_t cap = hbm_reloc_grown_cap(r->cap);
+    if (!cap) {
+      hbm_heap_count_failure(heap);
+      hbm_heap_leave(heap);
+      return hbm_report_error(HBM_EHOSTMEM, "alloc_handle: %u handles live, the most one heap holds", r->nslots);
+    }
+    hbm_handle_slot *s = realloc(r->slots, (size_t)cap * sizeof *s);
     if (s) r->slots = s;
-    uint32_t *sp = s ? realloc(r->spare, cap * sizeof *sp) : NULL;
+    uint32_t *sp = s ? realloc(r->spare, (size_t)cap * sizeof *sp) : NULL;
     if (sp) {
       r->spare = sp;
       r->cap = cap;

@@ -36,6 +36,14 @@ typedef struct hbm_reloc {
   hbm_relocation_hooks hooks;
 } hbm_reloc;
 
+/* The most slots a table holds: a handle's low 32 bits are slot + 1, and 0
+ * there is never a handle. */
+#define HBM_RELOC_MAX_SLOTS UINT32_MAX
+/* The capacity the slot table grows to from `cap`: 256 first, then twice as
+ * many, at most HBM_RELOC_MAX_SLOTS (and at most what a size_t can count in
+ * bytes); 0 when `cap` is already the most, so the table cannot grow. */
+uint32_t hbm_reloc_grown_cap(uint32_t cap);
+
 int hbm_reloc_create(hbm_reloc **out);
 void hbm_reloc_destroy(hbm_reloc *r);
 /* A block moved: follow it, then tell the framework (request size and tag). */
