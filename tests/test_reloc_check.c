@@ -5,6 +5,10 @@
  *      table is made to look full answers hbm_alloc_handle with HBM_EHOSTMEM,
  *      counting a failed request and allocating nothing (2^32 slots are never
  *      really made: tens of GiB).
+ *   2. hbm_check() reports a broken free-slot list: an entry past the slots,
+ *      a live slot listed free, a slot listed twice, more entries than room;
+ *      and an address map whose key is cut off from its hash slot (every
+ *      count still agrees, but freeing that block would not find its handle).
  * A corruption is made through hbm_heap_enter(), which hands out the heap's
  * table; each is undone before the heap is destroyed. */
 #include <string.h>
@@ -62,10 +66,65 @@ static void growth(hbm_device *sim) {
   hbm_heap_destroy(h);
 }
 
+/* hbm_check(h) fails with a message containing `want`. */
+static int check_says(hbm_heap *h, const char *want) {
+  last_error[0] = 0;
+  hbm_set_error_handler(keep_error, NULL);
+  int rc = hbm_check(h);
+  hbm_set_error_handler(NULL, NULL);
+  if (rc == HBM_ECORRUPT && strstr(last_error, want)) return 1;
+  fprintf(stderr, "hbm_check: %d, last message \"%s\", expected one with \"%s\"\n", rc, last_error, want);
+  return 0;
+}
+
+/* ---- 2. the free-slot list and the address map ------------------------------------ */
+static void free_slots(hbm_device *sim) {
+  hbm_heap *h;
+  hbm_handle x[4];
+  CHECK(hbm_heap_create(sim, "compact", NULL, &h) == HBM_OK);
+  for (int i = 0; i < 4; i++) CHECK(hbm_alloc_handle(h, 4096, HBM_TAG_ACT, 0, &x[i]) == HBM_OK);
+  CHECK(hbm_free_handle(h, x[1]) == HBM_OK && hbm_free_handle(h, x[3]) == HBM_OK);
+  hbm_reloc *r = table_of(h);
+  CHECK(r->nslots == 4 && r->nspare == 2);
+  CHECK(hbm_check(h) == HBM_OK);
+  uint32_t first = r->spare[0], second = r->spare[1], nspare = r->nspare;
+  r->spare[0] = r->nslots;
+  CHECK(check_says(h, "handles: free slot 4 (entry 0) is past the 4 slots"));
+  r->spare[0] = 0; /* x[0]'s */
+  CHECK(check_says(h, "handles: free slot 0 (entry 0) is live"));
+  r->spare[0] = second;
+  CHECK(check_says(h, "is listed twice (entry 1)"));
+  r->spare[0] = first;
+  r->nspare = r->cap + 1;
+  CHECK(check_says(h, "free slots, room for"));
+  r->nspare = nspare;
+  CHECK(hbm_check(h) == HBM_OK);
+  /* The address map: x[0]'s key moved past an empty slot. */
+  uint64_t a0, at = UINT64_MAX, to = UINT64_MAX;
+  CHECK(hbm_handle_addr(h, x[0], &a0) == HBM_OK);
+  hbm_addrmap *m = &r->by_addr;
+  for (uint64_t i = 0; i < m->cap; i++)
+    if (m->keys[i] == a0) at = i;
+  CHECK(at != UINT64_MAX);
+  for (uint64_t j = (at + 1) & (m->cap - 1); at != UINT64_MAX && j != at && to == UINT64_MAX; j = (j + 1) & (m->cap - 1))
+    if (m->keys[j] == UINT64_MAX) to = j; /* UINT64_MAX: an empty slot */
+  CHECK(to != UINT64_MAX);
+  if (to != UINT64_MAX) {
+    m->keys[to] = m->keys[at], m->vals[to] = m->vals[at], m->keys[at] = UINT64_MAX;
+    CHECK(check_says(h, "handles: addrmap: key"));
+    m->keys[at] = m->keys[to], m->vals[at] = m->vals[to], m->keys[to] = UINT64_MAX;
+  }
+  CHECK(hbm_check(h) == HBM_OK);
+  CHECK(hbm_free_handle(h, x[0]) == HBM_OK && hbm_free_handle(h, x[2]) == HBM_OK);
+  CHECK(hbm_check(h) == HBM_OK);
+  hbm_heap_destroy(h);
+}
+
 int main(void) {
   hbm_device *sim;
   CHECK(hbm_device_open("sim:1GiB", &sim) == HBM_OK);
   growth(sim);
+  free_slots(sim);
   hbm_device_close(sim);
   return test_done("test_reloc_check");
 }

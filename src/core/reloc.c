@@ -80,20 +80,41 @@ static void check_entry(void *arg, uint64_t addr, uint64_t slot) {
   }
 }
 
+static void forward(void *arg, const char *message) { hbm_check_forward(arg, message); }
+
 int hbm_reloc_check(const hbm_reloc *r, const hbm_addrmap *live, hbm_check_report_fn *report, void *arg) {
+  hbm_checker k = {.report = report, .arg = arg, .prefix = "handles: "};
+  /* The address map's own invariant: hbm_reloc_freed and moved look blocks up through it. */
+  hbm_addrmap_check(&r->by_addr, forward, &k);
+  if (r->nslots > r->cap || r->nspare > r->cap) {
+    hbm_check_fail(&k, "%u slots and %u free slots, room for %u", r->nslots, r->nspare, r->cap);
+    return k.failures;
+  }
   check_ctx c = {r, live, report, arg, 0};
   hbm_addrmap_each(&r->by_addr, check_entry, &c);
+  k.failures += c.failures;
   uint64_t nlive = 0;
   for (uint32_t i = 0; i < r->nslots; i++) nlive += r->slots[i].live;
-  if (nlive != r->live_handles || r->by_addr.used != r->live_handles || r->nslots - r->nspare != r->live_handles) {
-    char m[160];
-    snprintf(m, sizeof m, "handles: %llu live handles, %llu live slots, %llu mapped, %u free slots of %u",
-             (unsigned long long)r->live_handles, (unsigned long long)nlive,
-             (unsigned long long)r->by_addr.used, r->nspare, r->nslots);
-    report(arg, m);
-    c.failures++;
+  if (nlive != r->live_handles || r->by_addr.used != r->live_handles || r->nslots - r->nspare != r->live_handles)
+    hbm_check_fail(&k, "%llu live handles, %llu live slots, %llu mapped, %u free slots of %u",
+                   (unsigned long long)r->live_handles, (unsigned long long)nlive,
+                   (unsigned long long)r->by_addr.used, r->nspare, r->nslots);
+  /* The free slots: each one that is not live, once (with the count above:
+   * exactly those), so that a slot handed out again is never a live one. */
+  uint8_t *listed = calloc(r->nslots ? r->nslots : 1, 1);
+  if (!listed) {
+    hbm_check_no_memory(&k);
+    return k.failures;
   }
-  return c.failures;
+  for (uint32_t i = 0; i < r->nspare; i++) {
+    uint32_t s = r->spare[i];
+    if (s >= r->nslots) hbm_check_fail(&k, "free slot %u (entry %u) is past the %u slots", s, i, r->nslots);
+    else if (r->slots[s].live) hbm_check_fail(&k, "free slot %u (entry %u) is live", s, i);
+    else if (listed[s]) hbm_check_fail(&k, "free slot %u is listed twice (entry %u)", s, i);
+    else listed[s] = 1;
+  }
+  free(listed);
+  return k.failures;
 }
 
 /* ---- public calls ------------------------------------------------------------------ */

@@ -23,9 +23,12 @@ typedef struct hbm_handle_slot {
 } hbm_handle_slot;
 
 /* Invariants (hbm_reloc_check):
+ *   nslots <= cap, nspare <= cap (spare has room for cap entries);
+ *   by_addr satisfies the address map's own invariant (addrmap.h);
  *   each live slot holds the address of a live heap block, and `by_addr`
  *   maps exactly those addresses to their slots (a bijection);
- *   live_handles == live slots == by_addr.used == nslots - nspare. */
+ *   live_handles == live slots == by_addr.used == nslots - nspare;
+ *   spare lists each slot below nslots that is not live, once. */
 typedef struct hbm_reloc {
   hbm_addrmap by_addr; /* address of a block that has a handle -> slot */
   hbm_handle_slot *slots;
