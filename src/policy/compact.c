@@ -31,24 +31,7 @@
 enum { COMPACT_UNIT = 512 }; /* as bestfit: PyTorch's kMinBlockSize */
 enum { ON_FAILURE_PARTIAL = 0, ON_FAILURE_FULL, ON_FAILURE_OFF };
 
-typedef struct compact {
-  hbm_policy base;
-  hbm_range *arena;
-  uint64_t seg_addr, seg_size;
-  hbm_addrmap pins;            /* live block address -> pin count (>= 1) */
-  int on_failure;              /* ON_FAILURE_* */
-  int ordered;                 /* split overlapping copies into ordered chunks */
-  uint64_t every_steps, next_periodic; /* next_periodic: the next multiple of every_steps, 0 once none is left below 2^64 */
-  hbm_clayout layout;          /* reused by every pass */
-  hbm_cplan plan;
-  int planned;                 /* layout and plan are the last pass's, for plan_need (0: full) */
-  uint64_t plan_need;
-  void (*moved)(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_t size);
-  void *moved_arg;
-  hbm_before_move_fn *before_move;
-  void *before_arg;
-  hbm_compact_stats st;
-} compact;
+typedef hbm_compact_policy compact;
 
 /* ---- conf: "on_failure:partial|full|off,every_steps:N,ordered_copies:0|1" ---- */
 /* The heap prefixes "policy compact: " to these messages. A known key with a
