@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/reloc.h"
+#include "policy/compact.h"
 #include "core/util.h"
 #include "hbm.h"
 #include "testutil.h"
@@ -120,11 +121,59 @@ static void free_slots(hbm_device *sim) {
   hbm_heap_destroy(h);
 }
 
+/* ---- 3. the periodic passes' schedule ---------------------------------------------------- */
+static hbm_compact_policy *policy_of(hbm_heap *h) {
+  hbm_reloc *r;
+  hbm_policy *p = hbm_heap_enter(h, &r);
+  hbm_heap_leave(h);
+  return hbm_policy_is_compact(p) ? (hbm_compact_policy *)p : NULL;
+}
+
+/* next_periodic set to `bad` is reported, and the heap is sound again after. */
+static int schedule_refused(hbm_heap *h, uint64_t bad) {
+  hbm_compact_policy *c = policy_of(h);
+  uint64_t good = c->next_periodic;
+  c->next_periodic = bad;
+  int said = check_says(h, "compact: next periodic pass at step");
+  c->next_periodic = good;
+  return said && hbm_check(h) == HBM_OK;
+}
+
+static void schedule(hbm_device *sim) {
+  hbm_heap *h;
+  CHECK(hbm_heap_create(sim, "compact", "every_steps:4", &h) == HBM_OK);
+  CHECK(policy_of(h) && policy_of(h)->next_periodic == 4);
+  CHECK(hbm_check(h) == HBM_OK);
+  CHECK(schedule_refused(h, 8)); /* before any step: the first multiple */
+  CHECK(schedule_refused(h, 0));
+  for (uint64_t s = 1; s <= 5; s++) CHECK(hbm_heap_step(h, s) == HBM_OK && hbm_check(h) == HBM_OK);
+  CHECK_EQ_U64(policy_of(h)->next_periodic, 8);
+  CHECK(schedule_refused(h, 6));  /* not a multiple */
+  CHECK(schedule_refused(h, 12)); /* skips 8 */
+  CHECK(schedule_refused(h, 4));  /* not above step 5 */
+  CHECK(schedule_refused(h, 0));  /* multiples are left */
+  hbm_heap_destroy(h);
+  CHECK(hbm_heap_create(sim, "compact", NULL, &h) == HBM_OK);
+  CHECK(schedule_refused(h, 5)); /* no every_steps: none */
+  CHECK(hbm_heap_step(h, 10) == HBM_OK);
+  CHECK(schedule_refused(h, 10));
+  hbm_heap_destroy(h);
+  /* The last multiple below 2^64 taken: none left, 0 is right. */
+  CHECK(hbm_heap_create(sim, "compact", "every_steps:18446744073709551615", &h) == HBM_OK);
+  CHECK(hbm_heap_step(h, UINT64_MAX - 1) == HBM_OK && hbm_check(h) == HBM_OK);
+  CHECK(schedule_refused(h, 0));
+  CHECK(hbm_heap_step(h, UINT64_MAX) == HBM_OK && hbm_check(h) == HBM_OK);
+  CHECK_EQ_U64(policy_of(h)->next_periodic, 0);
+  CHECK(schedule_refused(h, UINT64_MAX));
+  hbm_heap_destroy(h);
+}
+
 int main(void) {
   hbm_device *sim;
   CHECK(hbm_device_open("sim:1GiB", &sim) == HBM_OK);
   growth(sim);
   free_slots(sim);
+  schedule(sim);
   hbm_device_close(sim);
   return test_done("test_reloc_check");
 }

@@ -16,7 +16,10 @@
  * stats.compactions and min_moved_bytes <= moved_bytes; the arena read as a
  * layout satisfies the layout invariants (compactor.h) and counts as many
  * pinned blocks as there are pins; the last pass's layout and plan, kept
- * until the next pass, pass hbm_clayout_check and hbm_cplan_check. */
+ * until the next pass, pass hbm_clayout_check and hbm_cplan_check;
+ * next_periodic is 0 without every_steps, else the first multiple of
+ * every_steps above the highest step mark taken (every_steps itself before
+ * any), or 0 where none is below 2^64. */
 #include "policy/compact.h"
 
 #include <errno.h>
@@ -123,6 +126,12 @@ static void compact_destroy(hbm_policy *p) {
   hbm_clayout_release(&c->layout);
   hbm_cplan_release(&c->plan);
   free(c);
+}
+
+/* The first multiple of n (> 0) above step; 0 where none is below 2^64. */
+static uint64_t next_multiple(uint64_t n, uint64_t step) {
+  uint64_t q = step / n + 1;
+  return q <= UINT64_MAX / n ? q * n : 0;
 }
 
 /* ---- one pass ---------------------------------------------------------------- */
@@ -274,6 +283,17 @@ static int compact_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) 
     }
   }
   hbm_clayout_release(&now);
+  /* The periodic passes' schedule (a replay's steps may come in any order:
+   * only the highest one taken counts). */
+  uint64_t due = !c->every_steps ? 0 : !c->stepped ? c->every_steps : next_multiple(c->every_steps, c->highest_step);
+  if (c->next_periodic != due) {
+    char m[200];
+    snprintf(m, sizeof m, "compact: next periodic pass at step %llu, expected %llu (every %llu steps, highest step %s%llu)",
+             (unsigned long long)c->next_periodic, (unsigned long long)due, (unsigned long long)c->every_steps,
+             c->stepped ? "" : "none, ", (unsigned long long)c->highest_step);
+    report(arg, m);
+    k.failures++;
+  }
   /* The last pass's layout and plan. */
   if (c->planned) {
     int f = hbm_clayout_check(&c->layout, report, arg);
@@ -285,19 +305,22 @@ static int compact_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) 
 
 static int compact_step(hbm_policy *p, uint64_t step) {
   compact *c = (compact *)p;
-  if (!c->every_steps || !c->next_periodic || step < c->next_periodic) return HBM_OK;
-  uint64_t due = c->next_periodic, q = step / c->every_steps + 1;
-  /* The next multiple of N past step; 0 where none is below 2^64 (steps only grow: no pass comes again). */
-  c->next_periodic = q <= UINT64_MAX / c->every_steps ? q * c->every_steps : 0;
-  hbm_compact_result r;
-  /* A pass the hooks refuse, or whose copy fails, is the pass's answer (the
-   * heap as it was, or as far as the copies went). Host memory short before
-   * any copy moved nothing: the mark is not taken, so that marking it again
-   * runs the same pass and the layout never depends on host memory. */
-  if (run_pass(c, 0, 0, 0, &r) == HBM_EHOSTMEM) {
-    c->next_periodic = due;
-    return HBM_EHOSTMEM;
+  if (c->every_steps && c->next_periodic && step >= c->next_periodic) {
+    uint64_t due = c->next_periodic;
+    /* 0 where none is left: steps only grow, no pass comes again. */
+    c->next_periodic = next_multiple(c->every_steps, step);
+    hbm_compact_result r;
+    /* A pass the hooks refuse, or whose copy fails, is the pass's answer (the
+     * heap as it was, or as far as the copies went). Host memory short before
+     * any copy moved nothing: the mark is not taken, so that marking it again
+     * runs the same pass and the layout never depends on host memory. */
+    if (run_pass(c, 0, 0, 0, &r) == HBM_EHOSTMEM) {
+      c->next_periodic = due;
+      return HBM_EHOSTMEM;
+    }
   }
+  if (!c->stepped || step > c->highest_step) c->highest_step = step;
+  c->stepped = 1;
   return HBM_OK;
 }
 

@@ -21,6 +21,8 @@ typedef struct hbm_compact_policy {
   int on_failure;              /* ON_FAILURE_* */
   int ordered;                 /* split overlapping copies into ordered chunks */
   uint64_t every_steps, next_periodic; /* next_periodic: the next multiple of every_steps, 0 once none is left below 2^64 */
+  uint64_t highest_step;       /* the highest step mark taken, once `stepped` */
+  int stepped;
   hbm_clayout layout;          /* reused by every pass */
   hbm_cplan plan;
   int planned;                 /* layout and plan are the last pass's, for plan_need (0: full) */
