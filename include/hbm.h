@@ -274,7 +274,10 @@ typedef uint64_t hbm_handle; /* 0 is never a handle; a freed handle stays invali
 /* One moved block: its old and new address, its request size and tag. */
 typedef void hbm_moved_fn(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_t size,
                           hbm_tag tag);
-/* A pass is about to copy `bytes` in `blocks` blocks. Return 0 to go ahead;
+/* A pass is about to copy `bytes` in `blocks` blocks. Called once its plan
+ * and the heap's metadata for the new layout are made, so that after a 0 the
+ * pass fails only where a device copy does (no host allocation is left to
+ * fail; such a failure before comes with no call). Return 0 to go ahead;
  * non-zero refuses the pass (nothing moves; the call returns HBM_EBUSY, or
  * HBM_ENOMEM from an allocation that needed the pass). */
 typedef int hbm_before_move_fn(void *arg, uint64_t bytes, uint64_t blocks);

@@ -203,7 +203,7 @@ static void small_layouts(uint64_t *rng, int rounds, uint64_t units_at_least, ui
       if (plan.moved_bytes == min) optimal++;
       collect before = {.n = 0}, after = {.n = 0};
       hbm_range_walk(r, collect_live, &before);
-      CHECK(hbm_compactor_apply(&r, sim, &l, &plan, 0, NULL) == HBM_OK);
+      CHECK(hbm_compactor_apply(&r, sim, &l, &plan, 0, NULL, NULL, NULL) == HBM_OK);
       CHECK(hbm_range_check(r, NULL, NULL) == 0);
       CHECK(hbm_range_largest_free(r) >= hbm_align_up(need, UNIT));
       hbm_range_walk(r, collect_live, &after);
@@ -222,7 +222,7 @@ static void small_layouts(uint64_t *rng, int rounds, uint64_t units_at_least, ui
     CHECK(hbm_compactor_plan_full(&l, &plan) == HBM_OK);
     for (size_t m = 1; m < plan.nmoves; m++) CHECK(plan.moves[m].src > plan.moves[m - 1].src && plan.moves[m].dst > plan.moves[m - 1].dst);
     for (size_t m = 0; m < plan.nmoves; m++) CHECK(plan.moves[m].dst < plan.moves[m].src && !pinned_q(&pins, plan.moves[m].src));
-    CHECK(hbm_compactor_apply(&r, sim, &l, &plan, 0, NULL) == HBM_OK);
+    CHECK(hbm_compactor_apply(&r, sim, &l, &plan, 0, NULL, NULL, NULL) == HBM_OK);
     CHECK(hbm_range_check(r, NULL, NULL) == 0);
     if (!pins.n) CHECK_EQ_U64(hbm_range_largest_free(r), hbm_range_free_bytes(r));
     hbm_range_destroy(r);

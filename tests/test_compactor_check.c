@@ -132,7 +132,7 @@ static void check_applied(hbm_device *sim, const gen *g, const hbm_clayout *l, c
   CHECK(r != NULL);
   if (!r) { hbm_dev_seg_free(sim, seg, g->end - g->base); return; }
   size_t done = 99;
-  CHECK(hbm_compactor_apply(&r, sim, l, plan, (int)(plan->nmoves & 1), &done) == HBM_OK);
+  CHECK(hbm_compactor_apply(&r, sim, l, plan, (int)(plan->nmoves & 1), NULL, NULL, &done) == HBM_OK);
   CHECK_EQ_U64(done, plan->nmoves);
   CHECK(hbm_range_check(r, NULL, NULL) == 0);
   collect after = {.n = 0};

@@ -19,6 +19,16 @@
 #include "hbm.h"
 #include "testutil.h"
 
+/* ---- the wrapped allocator: every allocation from the fail_from-th on fails ---- */
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+static unsigned long long host_calls, fail_from; /* fail_from 0: none fails */
+static int host_fails(void) { return fail_from && ++host_calls >= fail_from; }
+void *__wrap_malloc(size_t n) { return host_fails() ? NULL : __real_malloc(n); }
+void *__wrap_calloc(size_t n, size_t size) { return host_fails() ? NULL : __real_calloc(n, size); }
+void *__wrap_realloc(void *p, size_t n) { return host_fails() ? NULL : __real_realloc(p, n); }
+
 static char last_error[256];
 static void keep_error(int err, const char *message, void *arg) {
   (void)arg, (void)err;
@@ -168,12 +178,62 @@ static void schedule(hbm_device *sim) {
   hbm_heap_destroy(h);
 }
 
+/* ---- 4. before_move only for a pass that moves ------------------------------------------ */
+typedef struct hook_log { uint64_t before, moved; } hook_log;
+static int log_before(void *arg, uint64_t bytes, uint64_t blocks) {
+  (void)bytes, (void)blocks;
+  ((hook_log *)arg)->before++;
+  return 0;
+}
+static void log_moved(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_t size, hbm_tag tag) {
+  (void)old_addr, (void)new_addr, (void)size, (void)tag;
+  ((hook_log *)arg)->moved++;
+}
+
+static void before_move_only_when_moving(hbm_device *sim) {
+  unsigned long long n, refused = 0;
+  for (n = 1; n < 10000; n++) {
+    hbm_heap *h;
+    hbm_handle x[8];
+    uint64_t addr[8], after;
+    CHECK(hbm_heap_create(sim, "compact", NULL, &h) == HBM_OK);
+    for (int i = 0; i < 8; i++) CHECK(hbm_alloc_handle(h, 1 << 20, HBM_TAG_ACT, 0, &x[i]) == HBM_OK);
+    for (int i = 0; i < 8; i += 2) CHECK(hbm_free_handle(h, x[i]) == HBM_OK);
+    for (int i = 1; i < 8; i += 2) CHECK(hbm_handle_addr(h, x[i], &addr[i]) == HBM_OK);
+    hook_log log = {0, 0};
+    hbm_relocation_hooks hooks = {log_moved, log_before, &log};
+    CHECK(hbm_heap_set_relocation_hooks(h, &hooks) == HBM_OK);
+    host_calls = 0, fail_from = n;
+    int rc = hbm_compact(h, NULL, NULL);
+    fail_from = 0;
+    int done = host_calls < n; /* nothing failed: the pass as it runs */
+    if (done) {
+      CHECK(rc == HBM_OK);
+      CHECK_EQ_U64(log.before, 1);
+      CHECK_EQ_U64(log.moved, 4);
+    } else {
+      CHECK(rc == HBM_EHOSTMEM);
+      if (log.before || log.moved)
+        fprintf(stderr, "allocation %llu failing: the pass failed after before_move (%llu calls) and moved %llu\n", n,
+                (unsigned long long)log.before, (unsigned long long)log.moved);
+      CHECK(log.before == 0 && log.moved == 0);
+      for (int i = 1; i < 8; i += 2) CHECK(hbm_handle_addr(h, x[i], &after) == HBM_OK && after == addr[i]);
+      refused++;
+    }
+    CHECK(hbm_check(h) == HBM_OK);
+    hbm_heap_destroy(h);
+    if (done) break;
+  }
+  CHECK(n < 10000 && refused >= 3); /* the layout, the plan and the rebuild each met a failure */
+}
+
 int main(void) {
   hbm_device *sim;
   CHECK(hbm_device_open("sim:1GiB", &sim) == HBM_OK);
   growth(sim);
   free_slots(sim);
   schedule(sim);
+  before_move_only_when_moving(sim);
   hbm_device_close(sim);
   return test_done("test_reloc_check");
 }

@@ -538,7 +538,8 @@ static int fill_range(hbm_range *r, const placed *target, size_t n, uint64_t *fi
 }
 
 int hbm_compactor_apply(hbm_range **arena, hbm_device *dev, const hbm_clayout *l,
-                        const hbm_cplan *p, int ordered, size_t *moves_done) {
+                        const hbm_cplan *p, int ordered, int (*before_copy)(void *arg), void *arg,
+                        size_t *moves_done) {
   if (moves_done) *moves_done = 0;
   if (!p->nmoves) return HBM_OK;
   /* Everything a failed copy needs is taken now, before the first copy: the
@@ -552,6 +553,8 @@ int hbm_compactor_apply(hbm_range **arena, hbm_device *dev, const hbm_clayout *l
   if (rc == HBM_OK) rc = hbm_range_create(l->base, l->end - l->base, l->unit, &fresh);
   if (rc == HBM_OK) rc = hbm_range_reserve(fresh, 2 * (uint64_t)n + 2);
   if (rc == HBM_OK) rc = fill_range(fresh, target, n, fillers);
+  /* Nothing can stop the pass now but a failed copy: the caller's last word. */
+  if (rc == HBM_OK && before_copy && before_copy(arg)) rc = HBM_EBUSY;
   if (rc != HBM_OK) {
     hbm_range_destroy(fresh);
     free(target);

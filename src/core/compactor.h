@@ -6,7 +6,8 @@
  * (src, dst, size), one per block, in the order the copies must run. Applying
  * a plan rebuilds the range for the new layout first (so a host allocation
  * failure leaves everything untouched; room to describe a pass stopped by a
- * failed copy is taken then too), then copies, then swaps the range.
+ * failed copy is taken then too), asks the caller whether to go ahead, then
+ * copies, then swaps the range.
  *
  * Plans
  *   full      slide every movable block down, order kept; a pinned block is a
@@ -102,12 +103,16 @@ int hbm_compactor_plan_full(const hbm_clayout *l, hbm_cplan *plan);
 int hbm_compactor_plan_partial(const hbm_clayout *l, uint64_t need, hbm_cplan *plan);
 void hbm_cplan_release(hbm_cplan *plan);
 
-/* Rebuilds *arena for the planned layout, copies every block on `dev`, and
- * replaces *arena. *moves_done (may be NULL) gets how many moves, a prefix
- * of the plan, really happened.
+/* Rebuilds *arena for the planned layout, then calls before_copy (may be
+ * NULL) once, the last moment at which the pass can still not happen, then
+ * copies every block on `dev`, and replaces *arena. Nothing of this (rebuild,
+ * before_copy, copies) happens for a plan without moves. *moves_done (may be
+ * NULL) gets how many moves, a prefix of the plan, really happened.
  *   HBM_OK: all of them; *arena holds the planned layout.
  *   HBM_EHOSTMEM (or HBM_ECORRUPT for a plan that overlaps itself): before
- *     any copy; nothing changed, *moves_done = 0.
+ *     before_copy and any copy; nothing changed, *moves_done = 0.
+ *   HBM_EBUSY: before_copy returned non-zero; nothing changed, no copy,
+ *     *moves_done = 0.
  *   A device copy error: the pass stops at the failed copy. The moves whose
  *     copies completed are kept (their blocks really moved), the rest did not
  *     happen: *arena holds exactly that layout, and the error is returned.
@@ -123,7 +128,8 @@ void hbm_cplan_release(hbm_cplan *plan);
  * engines without memmove semantics); 0 lets the device's copy handle overlap
  * (host: memmove). */
 int hbm_compactor_apply(hbm_range **arena, hbm_device *dev, const hbm_clayout *l,
-                        const hbm_cplan *plan, int ordered, size_t *moves_done);
+                        const hbm_cplan *plan, int ordered, int (*before_copy)(void *arg), void *arg,
+                        size_t *moves_done);
 
 /* ---- checks: each returns the number of failures, each passed to report
  * (may be NULL), or HBM_EHOSTMEM (< 0) when it could not allocate. ---- */

@@ -151,6 +151,15 @@ static void count_pass(compact *c, uint64_t need, int failed, const hbm_cplan *p
   if (!failed) c->st.min_moved_bytes += plan->min_moved_bytes; /* a stopped pass opened nothing */
 }
 
+/* The before_move hook, as apply's before_copy: asked about the plan in hand. */
+typedef struct refusal { compact *c; int refused; } refusal;
+static int ask_before_move(void *arg) {
+  refusal *a = arg;
+  compact *c = a->c;
+  a->refused = c->before_move(c->before_arg, c->plan.moved_bytes, c->plan.nmoves) != 0;
+  return a->refused;
+}
+
 /* need 0: full. Fills r (never NULL). Counts the pass unless dry_run.
  * open: the full pass is run for a request of that many bytes (rounded):
  * one whose hole would be smaller fails before moving anything, as a partial
@@ -189,10 +198,13 @@ static int run_pass(compact *c, uint64_t need, uint64_t open, int dry_run, hbm_c
   r->hole_size = plan->hole_size;
   if (plan->hole_size > r->largest_free_after) r->largest_free_after = plan->hole_size;
   if (dry_run) return HBM_OK;
-  if (plan->nmoves && c->before_move && c->before_move(c->before_arg, plan->moved_bytes, plan->nmoves))
-    return HBM_EBUSY;
+  /* before_move is called once the metadata for the new layout is built, so
+   * that a pass it lets go ahead can fail only in a device copy. */
   size_t done = 0;
-  rc = hbm_compactor_apply(&c->arena, c->base.dev, &c->layout, plan, c->ordered, &done);
+  refusal ask = {c, 0};
+  rc = hbm_compactor_apply(&c->arena, c->base.dev, &c->layout, plan, c->ordered, c->before_move ? ask_before_move : NULL,
+                           &ask, &done);
+  if (ask.refused) return HBM_EBUSY; /* nothing moved */
   /* Host memory short, or a plan apply refuses: before any copy, nothing moved. */
   if (!done && (rc == HBM_EHOSTMEM || rc == HBM_ECORRUPT)) return rc;
   /* Every copy of the pass is done (or, after a device copy error, those of
