@@ -354,9 +354,10 @@ typedef struct hbm_compact_stats {
   uint64_t moved_bytes, moved_blocks, min_moved_bytes;
   uint64_t full_compactions, partial_compactions;
   uint64_t failed_compactions; /* passes that could not open the hole asked for (partial, or
-                                * full under "on_failure:full": nothing moved), and passes a
-                                * device copy error stopped (their completed moves count in
-                                * moved_bytes, moved_blocks; nothing in min_moved_bytes) */
+                                * full under "on_failure:full": nothing moved), passes
+                                * before_move refused (nothing moved, no sync point), and
+                                * passes a device copy error stopped (their completed moves count
+                                * in moved_bytes, moved_blocks; nothing in min_moved_bytes) */
 } hbm_compact_stats;
 int hbm_compact_stats_get(hbm_heap *heap, hbm_compact_stats *out);
 /* ==== end of relocatable allocations and compaction ==================================== */

@@ -515,8 +515,19 @@ static void api_edges(void) {
     CHECK(hbm_alloc(h, 512 << 20, HBM_TAG_COMM, 0, &a) == (how == GO ? HBM_OK : HBM_ENOMEM));
     CHECK(hbm_compact_stats_get(h, &s) == HBM_OK);
     CHECK_EQ_U64(s.moved_blocks, how == GO);
-    CHECK_EQ_U64(s.failed_compactions, how == PINNED);
+    CHECK_EQ_U64(s.compactions, 1);
+    CHECK_EQ_U64(s.partial_compactions, 1);
+    CHECK_EQ_U64(s.sync_points, how == GO);
+    CHECK_EQ_U64(s.failed_compactions, how != GO); /* a refused pass too (hbm.h) */
     CHECK(hbm_check(h) == HBM_OK);
+    if (how == REFUSED) { /* and one hbm_compact asked for */
+      CHECK(hbm_compact(h, NULL, NULL) == HBM_EBUSY);
+      CHECK(hbm_compact_stats_get(h, &s) == HBM_OK);
+      CHECK(s.compactions == 2 && s.full_compactions == 1 && s.failed_compactions == 2 && s.sync_points == 0);
+      CHECK_EQ_U64(s.moved_bytes, 0);
+      CHECK_EQ_U64(s.min_moved_bytes, 0);
+      CHECK(hbm_check(h) == HBM_OK);
+    }
     if (how == PINNED) CHECK(hbm_unpin(h, y[0]) == HBM_OK && hbm_unpin(h, y[2]) == HBM_OK);
     hbm_heap_destroy(h);
   }

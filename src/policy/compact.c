@@ -204,7 +204,12 @@ static int run_pass(compact *c, uint64_t need, uint64_t open, int dry_run, hbm_c
   refusal ask = {c, 0};
   rc = hbm_compactor_apply(&c->arena, c->base.dev, &c->layout, plan, c->ordered, c->before_move ? ask_before_move : NULL,
                            &ask, &done);
-  if (ask.refused) return HBM_EBUSY; /* nothing moved */
+  if (ask.refused) { /* a pass run that moved nothing: failed, with no sync point */
+    c->st.compactions++;
+    if (need) c->st.partial_compactions++; else c->st.full_compactions++;
+    c->st.failed_compactions++;
+    return HBM_EBUSY;
+  }
   /* Host memory short, or a plan apply refuses: before any copy, nothing moved. */
   if (!done && (rc == HBM_EHOSTMEM || rc == HBM_ECORRUPT)) return rc;
   /* Every copy of the pass is done (or, after a device copy error, those of
