@@ -178,7 +178,44 @@ static void schedule(hbm_device *sim) {
   hbm_heap_destroy(h);
 }
 
-/* ---- 4. before_move only for a pass that moves ------------------------------------------ */
+/* ---- 4. the totals ---------------------------------------------------------------------- */
+static void totals(hbm_device *sim) {
+  hbm_heap *h;
+  hbm_handle x[4];
+  CHECK(hbm_heap_create(sim, "compact", NULL, &h) == HBM_OK);
+  for (int i = 0; i < 4; i++) CHECK(hbm_alloc_handle(h, 1 << 20, HBM_TAG_ACT, 0, &x[i]) == HBM_OK);
+  CHECK(hbm_free_handle(h, x[0]) == HBM_OK && hbm_free_handle(h, x[2]) == HBM_OK);
+  CHECK(hbm_compact(h, NULL, NULL) == HBM_OK);
+  hbm_compact_options part = {.need = 2ull << 30}; /* more than the free bytes */
+  CHECK(hbm_compact(h, &part, NULL) == HBM_ENOMEM); /* a failed partial pass */
+  hbm_compact_policy *c = policy_of(h);
+  hbm_compact_stats good = c->st;
+  CHECK(good.compactions == 2 && good.full_compactions == 1 && good.partial_compactions == 1 &&
+        good.failed_compactions == 1 && good.moved_blocks == 2 && good.moved_bytes == 2 << 20);
+  CHECK(hbm_check(h) == HBM_OK);
+  static const char *const what[] = {"a pass neither full nor partial", "a full pass not counted as a pass",
+                                     "more failed than passes", "bytes not whole units",
+                                     "fewer bytes than a unit per block", "bytes moved with no block"};
+  for (int i = 0; i < 6; i++) {
+    c->st = good;
+    switch (i) {
+      case 0: c->st.compactions++; c->st.sync_points++; break;
+      case 1: c->st.full_compactions++; break;
+      case 2: c->st.failed_compactions = 3; break;
+      case 3: c->st.moved_bytes += 1; break;
+      case 4: c->st.moved_blocks = (2 << 20) / 512 + 1; break;
+      default: c->st.moved_blocks = 0; break;
+    }
+    int said = check_says(h, "compact: totals disagree: ");
+    if (!said) fprintf(stderr, "not reported: %s\n", what[i]);
+    CHECK(said);
+    c->st = good;
+  }
+  CHECK(hbm_check(h) == HBM_OK);
+  hbm_heap_destroy(h);
+}
+
+/* ---- 5. before_move only for a pass that moves ------------------------------------------ */
 typedef struct hook_log { uint64_t before, moved; } hook_log;
 static int log_before(void *arg, uint64_t bytes, uint64_t blocks) {
   (void)bytes, (void)blocks;
@@ -233,6 +270,7 @@ int main(void) {
   growth(sim);
   free_slots(sim);
   schedule(sim);
+  totals(sim);
   before_move_only_when_moving(sim);
   hbm_device_close(sim);
   return test_done("test_reloc_check");

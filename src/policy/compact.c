@@ -12,8 +12,11 @@
  * hooks and the totals replay reports (moved_bytes, compactions, sync_points).
  *
  * Invariants (compact_check): the arena's own (range.h I1..I6); every pinned
- * address is a live block with a pin count >= 1; stats.sync_points <=
- * stats.compactions and min_moved_bytes <= moved_bytes; the arena read as a
+ * address is a live block with a pin count >= 1; in stats, sync_points <=
+ * compactions, min_moved_bytes <= moved_bytes, full_compactions +
+ * partial_compactions == compactions, failed_compactions <= compactions,
+ * moved_bytes a multiple of the unit, at least one unit per moved block and
+ * 0 without one; the arena read as a
  * layout satisfies the layout invariants (compactor.h) and counts as many
  * pinned blocks as there are pins; the last pass's layout and plan, kept
  * until the next pass, pass hbm_clayout_check and hbm_cplan_check;
@@ -282,8 +285,24 @@ static int compact_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) 
   check_ctx k = {c, report, arg, 0};
   k.failures = hbm_range_check(c->arena, report, arg);
   hbm_addrmap_each(&c->pins, check_pin, &k);
-  if (c->st.sync_points > c->st.compactions || c->st.min_moved_bytes > c->st.moved_bytes) {
+  const hbm_compact_stats *st = &c->st;
+  if (st->sync_points > st->compactions || st->min_moved_bytes > st->moved_bytes) {
     report(arg, "compact: totals disagree (sync points above passes, or minimum above moved)");
+    k.failures++;
+  }
+  /* Every pass is full or partial; a failed one is a pass; a moved block is
+   * whole units, so the bytes are units and at least one per block, and none
+   * without a block. */
+  if (st->full_compactions + st->partial_compactions != st->compactions || st->failed_compactions > st->compactions ||
+      st->moved_bytes % COMPACT_UNIT || st->moved_bytes / COMPACT_UNIT < st->moved_blocks ||
+      (st->moved_bytes && !st->moved_blocks)) {
+    char m[300];
+    snprintf(m, sizeof m, "compact: totals disagree: %llu passes, %llu full, %llu partial, %llu failed; "
+             "%llu bytes moved in %llu blocks", (unsigned long long)st->compactions,
+             (unsigned long long)st->full_compactions, (unsigned long long)st->partial_compactions,
+             (unsigned long long)st->failed_compactions, (unsigned long long)st->moved_bytes,
+             (unsigned long long)st->moved_blocks);
+    report(arg, m);
     k.failures++;
   }
   /* The arena as a layout now (skipped when host memory is short: that is
