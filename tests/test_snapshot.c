@@ -1367,6 +1367,42 @@ static void test_shared_blocks(void) {
   expect_error(&s, "segments[1]: its 'blocks' are those of segments[0]");
 }
 
+/* A free_completed gives the size its alloc asked for: PyTorch records the
+ * request at the alloc, keeps it as the block's requested_size, and records
+ * that at the free. Another size is refused, naming both entries; the older
+ * 'free' action is not checked. */
+static void test_free_size(void) {
+  snap s;
+  snap_begin(&s);
+  seg_begin(&s, A0, 2 * MiB, 0, 1, 0);
+  blk(&s, A0, 2 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "alloc", A0, 512, 0, -1);
+  ev(&s, "free_requested", A0, 512, 0, -1);
+  ev(&s, "free_completed", A0, 1024, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][2] (free_completed): size 1024, but the allocation of 0x7f0000000000 it frees "
+                   "(device_traces[0][0]) asked for 512");
+  for (int old = 0; old < 2; old++) { /* the same size, or the older 'free' */
+    hbm_trace *t = NULL;
+    hbm_diag d;
+    snap_begin(&s);
+    seg_begin(&s, A0, 2 * MiB, 0, 1, 0);
+    blk(&s, A0, 2 * MiB, 0, "inactive");
+    seg_end(&s);
+    trace_begin(&s);
+    ev(&s, "alloc", A0, 512, 0, -1);
+    ev(&s, old ? "free" : "free_completed", A0, old ? 1024 : 512, 0, -1);
+    trace_end(&s);
+    snap_end(&s);
+    REQUIRE(import(&s, &t, &d) == HBM_OK);
+    CHECK_EQ_U64(t->nevents, 2);
+    hbm_trace_free(t);
+  }
+}
+
 int main(void) {
   test_slack();
   test_evidence();
@@ -1397,5 +1433,6 @@ int main(void) {
   test_bool_size_refused();
   test_device_lacked();
   test_shared_blocks();
+  test_free_size();
   return test_done("test_snapshot");
 }

@@ -56,6 +56,7 @@ typedef struct entry {
   int64_t time_us;
   uint32_t index; /* position in device_traces[D] */
   uint8_t kind, has_time;
+  uint8_t old_free; /* E_FREE read from the older 'free' action */
 } entry;
 
 typedef struct fblock { /* a block of the final segments */
@@ -333,6 +334,7 @@ static int read_trace(importer *im, const hbm_pk_value *trace) {
     if (tv && hbm_pk_int(tv, &x->time_us)) x->has_time = 1;
     x->index = (uint32_t)i;
     x->kind = (uint8_t)kind;
+    x->old_free = kind == E_FREE && !strcmp(a, "free");
     im->ne++;
   }
   return HBM_OK;
@@ -519,7 +521,20 @@ static int find_live_start(importer *im) {
       }
       if (hbm_addrmap_put(&live, x->addr, i) || hbm_addrmap_put(&seen, x->addr, i)) rc = HBM_EHOSTMEM;
     } else if (x->kind == E_FREE) {
-      if (hbm_addrmap_take(&live, x->addr, NULL)) continue;
+      uint64_t made;
+      if (hbm_addrmap_take(&live, x->addr, &made)) {
+        /* PyTorch records an alloc's request and sets the block's
+         * requested_size to it; free_completed records that requested_size.
+         * Another size is not the block the alloc made. (The older 'free'
+         * action is left unchecked: what size it recorded is not known.) */
+        if (!x->old_free && x->size != im->e[made].size) {
+          rc = fail(im, "device_traces[%d][%u] (free_completed): size %llu, but the allocation of 0x%llx it frees "
+                        "(device_traces[%d][%u]) asked for %llu", im->device, x->index, (unsigned long long)x->size,
+                    (unsigned long long)x->addr, im->device, im->e[made].index, (unsigned long long)im->e[made].size);
+          break;
+        }
+        continue;
+      }
       if (hbm_addrmap_get(&seen, x->addr, NULL)) {
         rc = fail(im, "device_traces[%d][%u] (free_completed): free of 0x%llx, which no allocation holds "
                       "(already freed)", im->device, x->index, (unsigned long long)x->addr);

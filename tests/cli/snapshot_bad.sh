@@ -93,6 +93,12 @@ echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQUofXEGKF
 "$HBM" import "$dir/reuse.pickle" -q -o "$dir/reuse.trace" 2> "$dir/err" && "$HBM" fidelity "$dir/reuse.trace" > /dev/null 2>> "$dir/err" ||
   { echo "FAIL a range reused after its free: exit $?"; cat "$dir/err"; fail=1; }
 
+# A free_completed of another size than its alloc's request (PyTorch records
+# the request at both).
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQUofXEGKFgGAAAAYWN0aW9ucQdYBQAAAGFsbG9jcQhYBAAAAGFkZHJxCYoGAAAAAAB/WAQAAABzaXplcQpNAAJYBgAAAHN0cmVhbXELSwB1fXEMKGgHWA4AAABmcmVlX2NvbXBsZXRlZHENaAmKBgAAAAAAf2gKTQAEaAtLAHVlYXUu' \
+  | base64 -d > "$dir/free_size.pickle"
+expect free_size "$dir/free_size.pickle" "device_traces\[0\]\[1\] (free_completed): size 1024, but the allocation of 0x7f0000000000 it frees (device_traces\[0\]\[0\]) asked for 512"
+
 # A text trace is not a snapshot to import.
 printf 'hbm-trace 1\na x 1KiB\n' > "$dir/plain.trace"
 "$HBM" import "$dir/plain.trace" -o "$dir/out.trace" > /dev/null 2> "$dir/err"; rc=$?
