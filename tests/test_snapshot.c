@@ -1403,6 +1403,61 @@ static void test_free_size(void) {
   }
 }
 
+/* PyTorch releases (segment_free) and unmaps (segment_unmap) only free
+ * blocks: a release that takes a byte of a block still live (allocated, or
+ * freed only as far as free_requested) is refused, naming the block; one of
+ * the free rest of a segment, or after the free_completed, is read. */
+static void test_release_of_live(void) {
+  const uint64_t E = 0x7f4000000000ull;
+  snap s;
+  snap_begin(&s);
+  trace_begin(&s);
+  ev(&s, "segment_alloc", A0, 20 * MiB, 0, -1);
+  ev(&s, "alloc", A0 + 4 * MiB, 3 * MiB, 0, -1);
+  ev(&s, "free_requested", A0 + 4 * MiB, 3 * MiB, 0, -1);
+  ev(&s, "segment_free", A0, 20 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][3] (segment_free): releases [0x7f0000000000, 0x7f0001400000) while the block "
+                   "[0x7f0000400000, 0x7f0000700000) allocated by device_traces[0][1] is live");
+
+  /* a block alive at the start (active at the end), in an expandable segment */
+  snap_begin(&s);
+  seg_begin(&s, E, 40 * MiB, 0, 0, 1);
+  blk(&s, E, 30 * MiB, 25 * MiB, "active_allocated");
+  blk(&s, E + 30 * MiB, 10 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "segment_unmap", E + 20 * MiB, 20 * MiB, 0, -1);
+  ev(&s, "segment_map", E + 20 * MiB, 20 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][0] (segment_unmap): releases [0x7f4001400000, 0x7f4002800000) while the block "
+                   "[0x7f4000000000, 0x7f4001900000) alive at the start is live");
+
+  /* the free end of the same segment, and a segment after the free_completed */
+  snap_begin(&s);
+  seg_begin(&s, E, 40 * MiB, 0, 0, 1);
+  blk(&s, E, 20 * MiB, 20 * MiB, "active_allocated");
+  blk(&s, E + 20 * MiB, 20 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "segment_alloc", A0, 20 * MiB, 0, -1);
+  ev(&s, "alloc", A0 + 4 * MiB, 3 * MiB, 0, -1);
+  ev(&s, "free_requested", A0 + 4 * MiB, 3 * MiB, 0, -1);
+  ev(&s, "free_completed", A0 + 4 * MiB, 3 * MiB, 0, -1);
+  ev(&s, "segment_free", A0, 20 * MiB, 0, -1);
+  ev(&s, "segment_unmap", E + 20 * MiB, 20 * MiB, 0, -1);
+  ev(&s, "segment_map", E + 20 * MiB, 20 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  hbm_trace *t = NULL;
+  hbm_diag d;
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->nevents, 6);
+  hbm_trace_free(t);
+}
+
 int main(void) {
   test_slack();
   test_evidence();
@@ -1434,5 +1489,6 @@ int main(void) {
   test_device_lacked();
   test_shared_blocks();
   test_free_size();
+  test_release_of_live();
   return test_done("test_snapshot");
 }

@@ -760,17 +760,47 @@ static int reserved_meet(const hbm_ordset *set, uint64_t lo, uint64_t hi, hbm_ok
          (hbm_ordset_below(set, (hbm_okey){.hi = lo, .lo = 0}, k, v) && k->lo > lo);
 }
 
+/* The blocks live at each entry are keyed the same way by their requests,
+ * the value 0 for a block alive at the start, else its alloc's entry + 1:
+ * PyTorch releases (segment_free) and unmaps (segment_unmap) only blocks in
+ * its free sets, never a block allocated and not yet free_completed. */
+static int live_put(hbm_ordset *live, uint64_t addr, uint64_t size, uint32_t v) {
+  if (!size) return HBM_OK;
+  int rc = hbm_ordset_insert(live, (hbm_okey){.hi = addr, .lo = addr + size}, v);
+  return rc == HBM_EINVAL ? HBM_OK : rc; /* one address live twice is reported elsewhere */
+}
+
 static int check_reserved(importer *im) {
-  hbm_ordset *set;
+  hbm_ordset *set, *live = NULL;
   int rc = hbm_ordset_create(&set);
   if (rc != HBM_OK) return rc;
+  if ((rc = hbm_ordset_create(&live)) != HBM_OK) {
+    hbm_ordset_destroy(set);
+    return rc;
+  }
   for (size_t k = 0; k < im->nss && rc == HBM_OK; k++)
     rc = hbm_ordset_insert(set, (hbm_okey){.hi = im->ss[k].addr, .lo = im->ss[k].addr + im->ss[k].size}, 0);
+  for (size_t k = 0; k < im->nls && rc == HBM_OK; k++) rc = live_put(live, im->ls[k].addr, im->ls[k].request, 0);
   for (size_t i = 0; i < im->ne && rc == HBM_OK; i++) {
     const entry *x = &im->e[i];
     uint64_t lo = x->addr, hi = x->addr + x->size;
     hbm_okey k;
     uint32_t v;
+    if (x->kind == E_ALLOC) {
+      rc = live_put(live, lo, x->size, (uint32_t)i + 1);
+    } else if (x->kind == E_FREE) {
+      if (hbm_ordset_lower_bound(live, (hbm_okey){.hi = lo, .lo = 0}, &k, &v) && k.hi == lo)
+        rc = hbm_ordset_erase(live, k);
+    } else if ((x->kind == E_SEG_FREE || x->kind == E_UNMAP) && reserved_meet(live, lo, hi, &k, &v)) {
+      char by[64] = "alive at the start";
+      if (v) snprintf(by, sizeof by, "allocated by device_traces[%d][%u]", im->device, im->e[v - 1].index);
+      rc = fail(im, "device_traces[%d][%u] (%s): releases [0x%llx, 0x%llx) while the block [0x%llx, 0x%llx) %s is "
+                    "live (PyTorch releases only free blocks)",
+                im->device, x->index, x->kind == E_UNMAP ? "segment_unmap" : "segment_free", (unsigned long long)lo,
+                (unsigned long long)hi, (unsigned long long)k.hi, (unsigned long long)k.lo, by);
+      break;
+    }
+    if (rc != HBM_OK) break;
     if (x->kind == E_SEG_ALLOC || x->kind == E_MAP) {
       if (reserved_meet(set, lo, hi, &k, &v)) {
         char by[64] = "at the start";
@@ -792,6 +822,7 @@ static int check_reserved(importer *im) {
     }
   }
   hbm_ordset_destroy(set);
+  hbm_ordset_destroy(live);
   return rc;
 }
 

@@ -99,6 +99,12 @@ echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQUofXEGKF
   | base64 -d > "$dir/free_size.pickle"
 expect free_size "$dir/free_size.pickle" "device_traces\[0\]\[1\] (free_completed): size 1024, but the allocation of 0x7f0000000000 it frees (device_traces\[0\]\[0\]) asked for 512"
 
+# A segment released while a block in it is live (PyTorch releases only free
+# blocks).
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQUofXEGKFgGAAAAYWN0aW9ucQdYDQAAAHNlZ21lbnRfYWxsb2NxCFgEAAAAYWRkcnEJigYAAAAAAH9YBAAAAHNpemVxCkoAAEABWAYAAABzdHJlYW1xC0sAdX1xDChoB1gFAAAAYWxsb2NxDWgJigYAAAAAAH9oCkoAADAAaAtLAHV9cQ4oaAdYDAAAAHNlZ21lbnRfZnJlZXEPaAmKBgAAAAAAf2gKSgAAQAFoC0sAdWVhdS4=' \
+  | base64 -d > "$dir/release_live.pickle"
+expect release_live "$dir/release_live.pickle" "device_traces\[0\]\[2\] (segment_free): releases \[0x7f0000000000, 0x7f0001400000) while the block \[0x7f0000000000, 0x7f0000300000) allocated by device_traces\[0\]\[1\] is live"
+
 # A text trace is not a snapshot to import.
 printf 'hbm-trace 1\na x 1KiB\n' > "$dir/plain.trace"
 "$HBM" import "$dir/plain.trace" -o "$dir/out.trace" > /dev/null 2> "$dir/err"; rc=$?
