@@ -1458,6 +1458,51 @@ static void test_release_of_live(void) {
   hbm_trace_free(t);
 }
 
+/* An allocation lies inside the segment it starts in: PyTorch carves blocks
+ * inside one segment. Segments side by side (cudaMalloc often returns them
+ * so) do not make one; mapped ranges of expandable segments do
+ * (test_expandable_ranges), and an allocation in no known segment is read. */
+static void test_alloc_past_segment(void) {
+  snap s;
+  snap_begin(&s);
+  trace_begin(&s);
+  ev(&s, "segment_alloc", A0, 20 * MiB, 0, -1);
+  ev(&s, "alloc", A0 + 18 * MiB, 3 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][1] (alloc): its recorded range [0x7f0001200000, 0x7f0001500000) runs past the "
+                   "end of its segment [0x7f0000000000, 0x7f0001400000) (reserved by device_traces[0][0])");
+
+  snap_begin(&s); /* two segments of the start, side by side */
+  seg_begin(&s, A0, 20 * MiB, 0, 0, 0);
+  blk(&s, A0, 20 * MiB, 0, "inactive");
+  seg_end(&s);
+  seg_begin(&s, A0 + 20 * MiB, 20 * MiB, 0, 0, 0);
+  blk(&s, A0 + 20 * MiB, 20 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "alloc", A0 + 10 * MiB, 10 * MiB + 512, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][0] (alloc): its recorded range [0x7f0000a00000, 0x7f0001400200) runs past the "
+                   "end of its segment [0x7f0000000000, 0x7f0001400000) (reserved at the start)");
+
+  snap_begin(&s); /* to the segment's last byte; and in no segment */
+  seg_begin(&s, A0, 20 * MiB, 0, 0, 0);
+  blk(&s, A0, 20 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "alloc", A0 + 10 * MiB, 10 * MiB, 0, -1);
+  ev(&s, "alloc", A0 + 40 * MiB, 30 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  hbm_trace *t = NULL;
+  hbm_diag d;
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->nevents, 2);
+  hbm_trace_free(t);
+}
+
 int main(void) {
   test_slack();
   test_evidence();
@@ -1490,5 +1535,6 @@ int main(void) {
   test_shared_blocks();
   test_free_size();
   test_release_of_live();
+  test_alloc_past_segment();
   return test_done("test_snapshot");
 }

@@ -754,10 +754,17 @@ static uint64_t refused_need(const importer *im, const entry *x) {
  * (or a mapping) never returns memory still reserved, so a segment_alloc or
  * segment_map sharing a byte with a segment of the start, or with one the
  * trace made and did not release, is a damaged recording. Ranges are keyed
- * {.hi = start, .lo = end}, the value 0 for the start, else the entry + 1. */
+ * {.hi = start, .lo = end}; what a value says is read by reserved_mapped(). */
 static int reserved_meet(const hbm_ordset *set, uint64_t lo, uint64_t hi, hbm_okey *k, uint32_t *v) {
   return (hbm_ordset_lower_bound(set, (hbm_okey){.hi = lo, .lo = 0}, k, v) && k->hi < hi) ||
          (hbm_ordset_below(set, (hbm_okey){.hi = lo, .lo = 0}, k, v) && k->lo > lo);
+}
+
+/* A range's value: 0 for a segment of the start, UINT32_MAX for a mapped
+ * range of the start, else the entry that made it + 1. */
+#define START_MAPPED UINT32_MAX
+static int reserved_mapped(const importer *im, uint32_t v) {
+  return v == START_MAPPED || (v && im->e[v - 1].kind == E_MAP);
 }
 
 /* The blocks live at each entry are keyed the same way by their requests,
@@ -779,7 +786,8 @@ static int check_reserved(importer *im) {
     return rc;
   }
   for (size_t k = 0; k < im->nss && rc == HBM_OK; k++)
-    rc = hbm_ordset_insert(set, (hbm_okey){.hi = im->ss[k].addr, .lo = im->ss[k].addr + im->ss[k].size}, 0);
+    rc = hbm_ordset_insert(set, (hbm_okey){.hi = im->ss[k].addr, .lo = im->ss[k].addr + im->ss[k].size},
+                           im->ss[k].expandable ? START_MAPPED : 0);
   for (size_t k = 0; k < im->nls && rc == HBM_OK; k++) rc = live_put(live, im->ls[k].addr, im->ls[k].request, 0);
   for (size_t i = 0; i < im->ne && rc == HBM_OK; i++) {
     const entry *x = &im->e[i];
@@ -787,6 +795,28 @@ static int check_reserved(importer *im) {
     hbm_okey k;
     uint32_t v;
     if (x->kind == E_ALLOC) {
+      /* PyTorch carves a block inside one segment, or under expandable
+       * segments inside mapped pages (which maps made one after another can
+       * have put side by side), and the request lies within its block. An
+       * allocation in no known segment is left alone. */
+      if ((hbm_ordset_lower_bound(set, (hbm_okey){.hi = lo, .lo = 0}, &k, &v) && k.hi == lo) ||
+          (hbm_ordset_below(set, (hbm_okey){.hi = lo, .lo = 0}, &k, &v) && k.lo > lo)) {
+        uint64_t start = k.hi, end = k.lo;
+        uint32_t by_v = v;
+        while (end < hi && reserved_mapped(im, v) &&
+               hbm_ordset_lower_bound(set, (hbm_okey){.hi = end, .lo = 0}, &k, &v) && k.hi == end &&
+               reserved_mapped(im, v))
+          end = k.lo;
+        if (hi > end) {
+          char by[64] = "at the start";
+          if (by_v && by_v != START_MAPPED)
+            snprintf(by, sizeof by, "by device_traces[%d][%u]", im->device, im->e[by_v - 1].index);
+          rc = fail(im, "device_traces[%d][%u] (alloc): its recorded range [0x%llx, 0x%llx) runs past the end of its "
+                        "segment [0x%llx, 0x%llx) (reserved %s)", im->device, x->index, (unsigned long long)lo,
+                    (unsigned long long)hi, (unsigned long long)start, (unsigned long long)end, by);
+          break;
+        }
+      }
       rc = live_put(live, lo, x->size, (uint32_t)i + 1);
     } else if (x->kind == E_FREE) {
       if (hbm_ordset_lower_bound(live, (hbm_okey){.hi = lo, .lo = 0}, &k, &v) && k.hi == lo)
@@ -804,7 +834,7 @@ static int check_reserved(importer *im) {
     if (x->kind == E_SEG_ALLOC || x->kind == E_MAP) {
       if (reserved_meet(set, lo, hi, &k, &v)) {
         char by[64] = "at the start";
-        if (v) snprintf(by, sizeof by, "by device_traces[%d][%u]", im->device, im->e[v - 1].index);
+        if (v && v != START_MAPPED) snprintf(by, sizeof by, "by device_traces[%d][%u]", im->device, im->e[v - 1].index);
         rc = fail(im, "device_traces[%d][%u] (%s): segment [0x%llx, 0x%llx) overlaps the segment [0x%llx, 0x%llx) "
                       "reserved %s and not released in between",
                   im->device, x->index, x->kind == E_MAP ? "segment_map" : "segment_alloc", (unsigned long long)lo,

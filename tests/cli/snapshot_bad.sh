@@ -105,6 +105,11 @@ echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQUofXEGKF
   | base64 -d > "$dir/release_live.pickle"
 expect release_live "$dir/release_live.pickle" "device_traces\[0\]\[2\] (segment_free): releases \[0x7f0000000000, 0x7f0001400000) while the block \[0x7f0000000000, 0x7f0000300000) allocated by device_traces\[0\]\[1\] is live"
 
+# An allocation that runs past the end of the segment it starts in.
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQUofXEGKFgGAAAAYWN0aW9ucQdYDQAAAHNlZ21lbnRfYWxsb2NxCFgEAAAAYWRkcnEJigYAAAAAAH9YBAAAAHNpemVxCkoAAEABWAYAAABzdHJlYW1xC0sAdX1xDChoB1gFAAAAYWxsb2NxDWgJigYAACABAH9oCkoAADAAaAtLAHVlYXUu' \
+  | base64 -d > "$dir/alloc_past_segment.pickle"
+expect alloc_past_segment "$dir/alloc_past_segment.pickle" "device_traces\[0\]\[1\] (alloc): its recorded range \[0x7f0001200000, 0x7f0001500000) runs past the end of its segment \[0x7f0000000000, 0x7f0001400000) (reserved by device_traces\[0\]\[0\])"
+
 # A text trace is not a snapshot to import.
 printf 'hbm-trace 1\na x 1KiB\n' > "$dir/plain.trace"
 "$HBM" import "$dir/plain.trace" -o "$dir/out.trace" > /dev/null 2> "$dir/err"; rc=$?
