@@ -95,6 +95,15 @@ n_replay=$(grep -o '"alloc_events":[0-9]*' "$dir/oom_room.json" | head -n 1)
 [ -n "$n_import" ] && [ "$n_import" = "$n_fid" ] && [ "$n_import" = "$n_replay" ] &&
   [ "${n_import#*:}" -eq "$(grep -c '^a ' "$dir/oom.trace")" ] ||
   { echo "FAIL alloc_events: import $n_import, fidelity $n_fid, replay $n_replay"; fail=1; }
+# ... so an oom entry that gives no event (no size, or one past 1 PiB) is not
+# among the refused, in import or fidelity: it sets the capacity only.
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRLAFgHAAAAYWRkcmVzc3EFigYAAAAAAH9YCgAAAHRvdGFsX3NpemVxBkoAACAAWAYAAABzdHJlYW1xB0sAWAwAAABzZWdtZW50X3R5cGVxCFgFAAAAc21hbGxxCVgGAAAAYmxvY2tzcQpdcQt9cQwoaAWKBgAAAAAAf1gEAAAAc2l6ZXENSgAAIABYDgAAAHJlcXVlc3RlZF9zaXplcQ5LAFgFAAAAc3RhdGVxD1gIAAAAaW5hY3RpdmVxEHVhdWFYDQAAAGRldmljZV90cmFjZXNxEV1xEl1xEyh9cRQoWAYAAABhY3Rpb25xFVgFAAAAYWxsb2NxFlgEAAAAYWRkcnEXigYAAAAAAH9oDU0AAmgHSwB1fXEYKGgVWAMAAABvb21xGVgLAAAAZGV2aWNlX2ZyZWVxGksAaAdLAHV9cRsoaBVoGWgaSwBoDYoHAAAAAAAACGgHSwB1fXEcKGgVWA4AAABmcmVlX2NvbXBsZXRlZHEdaBeKBgAAAAAAf2gNTQACaAdLAHVlYXUu' \
+  | base64 -d > "$dir/oom_no_event.pickle"
+"$HBM" import "$dir/oom_no_event.pickle" -o "$dir/oom_no_event.trace" --json > "$dir/one.json" 2> "$dir/err"
+"$HBM" fidelity "$dir/oom_no_event.pickle" --json > "$dir/one_fid.json" 2>> "$dir/err"
+grep -q '"alloc_events":1,"refused":0,' "$dir/one.json" && grep -q '"refused":0,' "$dir/one_fid.json" &&
+  grep -q '^capacity ' "$dir/oom_no_event.trace" ||
+  { echo "FAIL oom entries without an event: $(cat "$dir/one.json" "$dir/one_fid.json" "$dir/err")"; fail=1; }
 "$HBM" replay "$fx/snapshot_oom_p4.pickle" --policy caching --capacity 4GiB | grep -q "placed the request PyTorch refused" ||
   { echo "FAIL replay oom with room: no line saying the refused request was placed"; fail=1; }
 "$HBM" replay "$fx/snapshot_oom_p4.pickle" --policy caching --html "$dir/oom.html" > /dev/null 2>&1 &&
