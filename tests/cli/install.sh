@@ -42,10 +42,30 @@ while read -r line; do
   echo "$out" | grep -q "free total 16.0 GiB, largest free 4.0 GiB, fragmentation ratio 3.00"
   echo "$out" | grep -q "4.2 GiB AllReduce buffer: out of device memory"
 done < "$dir/commands"
-# The shared library exports only hbm_ names: nothing of its own can clash
-# with a symbol of the program that links it.
+# The shared library exports the functions hbm.h declares and nothing else
+# (src/libhbm.map): a program can neither call the library's internals nor
+# meet their names. The one exception is what libhbm_cuda takes from libhbm,
+# so that `-lhbm_cuda -lhbm` links against the shared library too. The static
+# library's own names all carry the hbm_ prefix, so none clash with a symbol
+# of the program that links it.
 if command -v nm >/dev/null; then
-  so=$(ls "$(dirname "$libdir")"/libhbm.so* | head -n 1)
-  stray=$(nm -D --defined-only "$so" | awk '$3 !~ /^(hbm_|_)/ { print $3 }')
-  [ -z "$stray" ] || { echo "FAIL libhbm.so exports names without the hbm_ prefix: $stray"; exit 1; }
+  lib=$(dirname "$libdir")
+  so=$(ls "$lib"/libhbm.so* | head -n 1)
+  for_cuda="hbm_adamw_scalars_init hbm_adamw_validate hbm_report_error"
+  { grep -E '^[A-Za-z_][A-Za-z0-9_ *]*[ *]hbm_[a-z0-9_]+\(' "$HBM_ROOT/include/hbm.h" | grep -v '^typedef' |
+      sed -E 's/^[^(]*[ *](hbm_[a-z0-9_]+)\(.*/\1/' | grep -vx hbm_adamw_step_cuda
+    # shellcheck disable=SC2086 # one name a line
+    printf '%s\n' $for_cuda; } | sort > "$dir/declared"
+  [ "$(grep -c . "$dir/declared")" -gt 40 ] || { echo "FAIL found no function declarations in hbm.h"; exit 1; }
+  nm -D --defined-only "$so" | awk '$3 !~ /^_/ { sub(/@.*/, "", $3); print $3 }' | sort > "$dir/exported"
+  stray=$(comm -13 "$dir/declared" "$dir/exported" | tr '\n' ' ')
+  [ -z "$stray" ] || { echo "FAIL libhbm.so exports names hbm.h does not declare: $stray"; exit 1; }
+  missing=$(comm -23 "$dir/declared" "$dir/exported" | tr '\n' ' ')
+  [ -z "$missing" ] || { echo "FAIL libhbm.so does not export: $missing"; exit 1; }
+  if [ -f "$lib/libhbm_cuda.a" ]; then
+    needs=$(nm -u "$lib/libhbm_cuda.a" | awk '$2 ~ /^hbm_/ { print $2 }' | sort -u | tr '\n' ' ')
+    [ "$needs" = "$for_cuda " ] || { echo "FAIL libhbm_cuda.a takes from libhbm: $needs (src/libhbm.map and this test say: $for_cuda)"; exit 1; }
+  fi
+  stray=$(nm -g --defined-only "$lib/libhbm.a" | awk 'NF == 3 && $3 !~ /^(hbm_|_)/ { print $3 }')
+  [ -z "$stray" ] || { echo "FAIL libhbm.a defines names without the hbm_ prefix: $stray"; exit 1; }
 fi
