@@ -446,7 +446,8 @@ typedef struct hbm_replay_options {
   const char *conf;        /* policy settings (alloc-conf), or NULL */
   const char *device;      /* device spec; NULL: "sim:<trace capacity>" */
   uint64_t every;          /* 0: sample at step boundaries; N: every N events */
-  int verify_data;         /* host device: fill each block, verify on free */
+  int verify_data;         /* host device: fill each block, verify on free (on another
+                              device HBM_EUNSUPPORTED, reported) */
   hbm_sample_fn *on_sample;
   void *sample_arg;
   hbm_progress_fn *on_progress;

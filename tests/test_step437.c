@@ -102,6 +102,12 @@ int main(void) {
   hbm_set_error_handler(keep_message, NULL);
   CHECK(hbm_replay(t, &band, &r) == HBM_EINVAL);
   CHECK(strstr(last_message, "live_buckets 22 is more than the trace's 21 events") != NULL); /* reported, as the header promises */
+  /* Data verification needs real memory: refused on a sim device, in the
+   * words of the API (the option and the device spec), not of the CLI. */
+  hbm_replay_options verify = {.policy = "bestfit", .device = "sim:96GiB", .verify_data = 1};
+  last_message[0] = 0;
+  CHECK(hbm_replay(t, &verify, &r) == HBM_EUNSUPPORTED);
+  CHECK(strstr(last_message, "verify_data needs the host device") != NULL && !strstr(last_message, "--"));
   hbm_set_error_handler(NULL, NULL);
   band.live_buckets = n;
   band.live_max = NULL;

@@ -412,7 +412,8 @@ int hbm_replay(const hbm_trace *t, const hbm_replay_options *o, hbm_replay_resul
   res->events = t->nevents;
   res->capacity = s.dev->caps.capacity;
   if (o->verify_data && !s.dev->caps.host_visible) {
-    rc = hbm_report_error(HBM_EUNSUPPORTED, "data verification needs the host device (e.g. --device host:4GiB)");
+    rc = hbm_report_error(HBM_EUNSUPPORTED, "replay: verify_data needs the host device (device \"host:SIZE\"), not '%s'",
+                          s.dev->caps.kind);
     goto out;
   }
   s.verify = o->verify_data;
