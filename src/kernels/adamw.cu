@@ -105,13 +105,15 @@ __device__ __forceinline__ void adamw_chunks(const adamw_device_tensor *__restri
   }
 }
 
-__global__ void __launch_bounds__(ADAMW_THREADS)
+/* The kernels are static: libhbm_cuda defines no global name but
+ * hbm_adamw_step_cuda, so none can clash with a program's own. */
+static __global__ void __launch_bounds__(ADAMW_THREADS)
     adamw_kernel(const adamw_device_tensor *__restrict__ tensors, const uint64_t *__restrict__ chunk_start,
                  int ntensors, uint64_t total_chunks, adamw_scalars s) {
   adamw_chunks(tensors, chunk_start, ntensors, total_chunks, s);
 }
 
-__global__ void __launch_bounds__(ADAMW_THREADS)
+static __global__ void __launch_bounds__(ADAMW_THREADS)
     adamw_kernel_params(const __grid_constant__ adamw_param_table table, int ntensors, uint64_t total_chunks,
                         adamw_scalars s) {
   adamw_chunks(table.tensors, table.chunk_start, ntensors, total_chunks, s);

@@ -46,8 +46,8 @@ done < "$dir/commands"
 # (src/libhbm.map): a program can neither call the library's internals nor
 # meet their names. The one exception is what libhbm_cuda takes from libhbm,
 # so that `-lhbm_cuda -lhbm` links against the shared library too. The static
-# library's own names all carry the hbm_ prefix, so none clash with a symbol
-# of the program that links it.
+# libraries' own names all carry the hbm_ prefix, so none clash with a symbol
+# of the program that links them.
 if command -v nm >/dev/null; then
   lib=$(dirname "$libdir")
   so=$(ls "$lib"/libhbm.so* | head -n 1)
@@ -65,6 +65,10 @@ if command -v nm >/dev/null; then
   if [ -f "$lib/libhbm_cuda.a" ]; then
     needs=$(nm -u "$lib/libhbm_cuda.a" | awk '$2 ~ /^hbm_/ { print $2 }' | sort -u | tr '\n' ' ')
     [ "$needs" = "$for_cuda " ] || { echo "FAIL libhbm_cuda.a takes from libhbm: $needs (src/libhbm.map and this test say: $for_cuda)"; exit 1; }
+    # its kernels are its own (C++ names, mangled: none may stay global);
+    # DW.ref.__gxx_personality_v0 is the C++ runtime's, weak and hidden
+    stray=$(nm -g --defined-only "$lib/libhbm_cuda.a" | awk 'NF == 3 && $3 !~ /^hbm_/ && $3 !~ /^DW\.ref\./ { print $3 }')
+    [ -z "$stray" ] || { echo "FAIL libhbm_cuda.a defines names without the hbm_ prefix: $stray"; exit 1; }
   fi
   stray=$(nm -g --defined-only "$lib/libhbm.a" | awk 'NF == 3 && $3 !~ /^(hbm_|_)/ { print $3 }')
   [ -z "$stray" ] || { echo "FAIL libhbm.a defines names without the hbm_ prefix: $stray"; exit 1; }
