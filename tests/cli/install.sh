@@ -73,3 +73,23 @@ if command -v nm >/dev/null; then
   stray=$(nm -g --defined-only "$lib/libhbm.a" | awk 'NF == 3 && $3 !~ /^(hbm_|_)/ { print $3 }')
   [ -z "$stray" ] || { echo "FAIL libhbm.a defines names without the hbm_ prefix: $stray"; exit 1; }
 fi
+# Where nvcc built libhbm_cuda, the README's line for it links a program
+# against the shared libhbm, which must give libhbm_cuda what it takes.
+lib=$(dirname "$libdir")
+if [ -f "$lib/libhbm_cuda.a" ] && ls /usr/local/cuda/lib64/libcudart.so* > /dev/null 2>&1; then
+  cat > cuda_app.c <<'C'
+#include <hbm.h>
+#include <stdio.h>
+int main(void) {
+  hbm_adamw_options o;
+  hbm_adamw_options_init(&o);
+  printf("%d\n", hbm_adamw_step_cuda(NULL, 0, &o, NULL)); /* refused before any CUDA call */
+  return 0;
+}
+C
+  # shellcheck disable=SC2046 # pkg-config gives several words, as in the README
+  cc cuda_app.c $(pkg-config --cflags hbm) -lhbm_cuda $(pkg-config --libs hbm) -L/usr/local/cuda/lib64 \
+    -lcudart -lstdc++ -Wl,-rpath,"$(pkg-config --variable=libdir hbm)" -Wl,-rpath,/usr/local/cuda/lib64 -o cuda_app ||
+    { echo "FAIL the README's libhbm_cuda line does not link against the installed libraries"; exit 1; }
+  [ "$(./cuda_app)" = "-2" ] || { echo "FAIL hbm_adamw_step_cuda(NULL, 0, ...) is not HBM_EINVAL"; exit 1; }
+fi
