@@ -34,7 +34,9 @@ enum {
   HBM_EINVAL = -2,       /* bad argument: zero or absurd size, unknown address, double free */
   HBM_EPARSE = -3,       /* malformed input (see hbm_diag for where) */
   HBM_EIO = -4,          /* a file could not be read or written */
-  HBM_EUNSUPPORTED = -5, /* the device lacks a capability, or a runtime is absent */
+  HBM_EUNSUPPORTED = -5, /* the device, the policy (hbm_compact on one that never moves
+                            blocks) or the CPU (an AdamW impl) lacks a capability, the
+                            build knows no such device kind, or a runtime is absent */
   HBM_ECORRUPT = -6,     /* an invariant check failed */
   HBM_EHOSTMEM = -7,     /* host memory for metadata could not be allocated */
   HBM_EBUSY = -8,        /* the object is pinned or in use */

@@ -71,7 +71,7 @@ static void check_util_edges(void) {
       {HBM_EINVAL, "invalid argument"},
       {HBM_EPARSE, "malformed input"},
       {HBM_EIO, "input/output error"},
-      {HBM_EUNSUPPORTED, "not supported by this device"},
+      {HBM_EUNSUPPORTED, "not supported (by the device, policy, CPU or runtime)"}, /* not only a device's */
       {HBM_ECORRUPT, "invariant check failed"},
       {HBM_EHOSTMEM, "out of host memory"},
       {HBM_EBUSY, "in use"},

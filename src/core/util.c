@@ -55,7 +55,7 @@ const char *hbm_strerror(int err) {
     case HBM_EINVAL: return "invalid argument";
     case HBM_EPARSE: return "malformed input";
     case HBM_EIO: return "input/output error";
-    case HBM_EUNSUPPORTED: return "not supported by this device";
+    case HBM_EUNSUPPORTED: return "not supported (by the device, policy, CPU or runtime)";
     case HBM_ECORRUPT: return "invariant check failed";
     case HBM_EHOSTMEM: return "out of host memory";
     case HBM_EBUSY: return "in use";
