@@ -220,7 +220,9 @@ int hbm_heap_stats(hbm_heap *heap, hbm_stats *out);
  * and nothing changed. Policies that learn per step use it: zoned ages its
  * cache by steps and, once steps repeat, places large blocks by a plan
  * learned from one of them (docs/zoned.md); compact with "every_steps:N" runs
- * a full compaction here, which may move blocks (docs/compaction.md). Optional.
+ * a full compaction here, which may move blocks (docs/compaction.md): a pass
+ * its before_move hook refuses is skipped (nothing moves, the mark is taken,
+ * HBM_OK; the next pass is due at the next multiple of N). Optional.
  * HBM_OK, or HBM_EHOSTMEM when host memory ran out: then the mark was not
  * taken and nothing changed (mark the step again, with the same number). */
 int hbm_heap_step(hbm_heap *heap, uint64_t step);

@@ -305,6 +305,12 @@ static int refuse_before(void *arg, uint64_t bytes, uint64_t blocks) {
   return 1;
 }
 
+static int count_refuse(void *arg, uint64_t bytes, uint64_t blocks) {
+  (void)bytes, (void)blocks;
+  ++*(uint64_t *)arg;
+  return 1;
+}
+
 static char last_message[256];
 static void keep_message(int err, const char *message, void *arg) {
   (void)err, (void)arg;
@@ -497,6 +503,26 @@ static void api_edges(void) {
   CHECK(hbm_heap_step(h, 14) == HBM_OK);
   CHECK(hbm_compact_stats_get(h, &s) == HBM_OK);
   CHECK_EQ_U64(s.full_compactions, 6);
+  /* A periodic pass before_move refuses is skipped: the mark is taken
+   * (HBM_OK), nothing moves, and the next pass is due at the next multiple. */
+  hbm_handle y0;
+  uint64_t y_at, y_now;
+  CHECK(hbm_alloc_handle(h, 1 << 20, HBM_TAG_ACT, 0, &y0) == HBM_OK);
+  CHECK(hbm_alloc_handle(h, 1 << 20, HBM_TAG_ACT, 0, &x[0]) == HBM_OK);
+  CHECK(hbm_handle_addr(h, x[0], &y_at) == HBM_OK && hbm_free_handle(h, y0) == HBM_OK);
+  uint64_t refusals = 0;
+  hbm_relocation_hooks no = {NULL, count_refuse, &refusals};
+  CHECK(hbm_heap_set_relocation_hooks(h, &no) == HBM_OK);
+  CHECK(hbm_heap_step(h, 16) == HBM_OK && refusals == 1);
+  CHECK(hbm_heap_step(h, 16) == HBM_EINVAL); /* the mark was taken */
+  CHECK(hbm_handle_addr(h, x[0], &y_now) == HBM_OK && y_now == y_at);
+  CHECK(hbm_heap_step(h, 17) == HBM_OK && refusals == 1);
+  CHECK(hbm_heap_set_relocation_hooks(h, &hk) == HBM_OK);
+  CHECK(hbm_heap_step(h, 18) == HBM_OK);
+  CHECK(hbm_handle_addr(h, x[0], &y_now) == HBM_OK && y_now < y_at);
+  CHECK(hbm_free_handle(h, x[0]) == HBM_OK);
+  CHECK(hbm_compact_stats_get(h, &s) == HBM_OK);
+  CHECK_EQ_U64(s.full_compactions, 8); /* the refused pass counts as run, and failed */
   CHECK(hbm_check(h) == HBM_OK);
   hbm_heap_destroy(h);
   /* A request as large as all the free bytes together is compacted for (the
