@@ -296,7 +296,8 @@ int hbm_heap_set_relocation_hooks(hbm_heap *heap, const hbm_relocation_hooks *ho
 
 /* Allocates like hbm_alloc() and names the block with a handle. On error
  * *handle is untouched and nothing was allocated. HBM_EHOSTMEM also when
- * 2^32 - 1 handles are live on the heap, the most it holds. */
+ * the heap's 2^32 - 1 handle slots are all live or retired (a slot retires
+ * once its 2^32 - 1 generations were issued), the most it holds. */
 int hbm_alloc_handle(hbm_heap *heap, uint64_t size, hbm_tag tag, int stream, hbm_handle *handle);
 /* Frees the handle's block. HBM_EINVAL for a handle that is not live,
  * HBM_EBUSY while pinned. Freeing the block by address (hbm_free) also ends

@@ -18,6 +18,7 @@
 #include <pthread.h>
 
 #include "core/addrmap.h"
+#include "core/reloc.h"
 #include "core/util.h"
 #include "hbm.h"
 #include "testutil.h"
@@ -389,6 +390,37 @@ static void handle_reuse_and_hooks(hbm_device *sim) {
   hbm_heap_destroy(h);
 }
 
+/* A freed handle stays refused however often its slot is reused: a slot
+ * whose 2^32 - 1 generations were all issued is retired, not wrapped round
+ * to the generations of handles freed long before. The slot is aged here
+ * rather than freed 2^32 times. */
+static void handle_generations_end(hbm_device *sim) {
+  hbm_heap *h;
+  hbm_reloc *r = NULL;
+  uint64_t a;
+  CHECK(hbm_heap_create(sim, "compact", "on_failure:off", &h) == HBM_OK);
+  hbm_handle first, last, next;
+  CHECK(hbm_alloc_handle(h, 4096, HBM_TAG_TEMP, 0, &first) == HBM_OK);
+  CHECK(hbm_free_handle(h, first) == HBM_OK);
+  uint32_t slot = (uint32_t)first - 1;
+  CHECK(hbm_heap_enter(h, &r) != NULL && r != NULL && slot < r->nslots);
+  r->slots[slot].gen = UINT32_MAX; /* the next allocation takes the last generation */
+  hbm_heap_leave(h);
+  CHECK(hbm_alloc_handle(h, 4096, HBM_TAG_TEMP, 0, &last) == HBM_OK);
+  CHECK(last == ((uint64_t)UINT32_MAX << 32 | (uint32_t)first));
+  CHECK(hbm_free_handle(h, last) == HBM_OK);
+  CHECK(hbm_check(h) == HBM_OK);
+  for (int i = 0; i < 4; i++) {
+    CHECK(hbm_alloc_handle(h, 4096, HBM_TAG_TEMP, 0, &next) == HBM_OK);
+    CHECK((uint32_t)next != (uint32_t)first); /* another slot */
+    CHECK(hbm_handle_addr(h, first, &a) == HBM_EINVAL && hbm_handle_addr(h, last, &a) == HBM_EINVAL);
+    CHECK(hbm_check(h) == HBM_OK);
+    CHECK(hbm_free_handle(h, next) == HBM_OK);
+  }
+  CHECK(hbm_check(h) == HBM_OK);
+  hbm_heap_destroy(h);
+}
+
 static void api_edges(void) {
   hbm_device *sim;
   hbm_heap *h;
@@ -580,6 +612,7 @@ static void api_edges(void) {
   CHECK(hbm_unpin(h, y[2]) == HBM_OK);
   hbm_heap_destroy(h);
   handle_reuse_and_hooks(sim);
+  handle_generations_end(sim);
   hbm_device_close(sim);
 }
 

@@ -65,7 +65,7 @@ static void growth(hbm_device *sim) {
   CHECK(hbm_alloc_handle(h, 4096, HBM_TAG_ACT, 0, &b) == HBM_EHOSTMEM);
   hbm_set_error_handler(NULL, NULL);
   CHECK(b == 7);
-  CHECK(strstr(last_error, "4294967295 handles live") != NULL);
+  CHECK(strstr(last_error, "all 4294967295 handle slots taken") != NULL);
   CHECK(r->slots == saved.slots && r->spare == saved.spare); /* not reallocated */
   r->nslots = saved.nslots, r->cap = saved.cap, r->nspare = saved.nspare;
   CHECK(hbm_heap_stats(h, &after) == HBM_OK);
@@ -109,6 +109,20 @@ static void free_slots(hbm_device *sim) {
   r->nspare = r->cap + 1;
   CHECK(check_says(h, "free slots, room for"));
   r->nspare = nspare;
+  CHECK(hbm_check(h) == HBM_OK);
+  /* A retired slot (generation 0: every generation issued) is neither
+   * spare nor live, and the count of them holds. */
+  uint32_t gen = r->slots[first].gen;
+  r->slots[first].gen = 0;
+  CHECK(check_says(h, "(entry 0) is retired"));
+  r->slots[first].gen = gen;
+  r->retired = 1;
+  CHECK(check_says(h, "0 slots of generation 0, 1 counted retired"));
+  r->retired = 0;
+  gen = r->slots[0].gen; /* x[0]'s, live */
+  r->slots[0].gen = 0;
+  CHECK(check_says(h, "slot 0 is retired (generation 0) and live"));
+  r->slots[0].gen = gen;
   CHECK(hbm_check(h) == HBM_OK);
   /* The address map: x[0]'s key moved past an empty slot. */
   uint64_t a0, at = UINT64_MAX, to = UINT64_MAX;

@@ -3,7 +3,9 @@
  *
  * A handle is (generation << 32) | (slot + 1): a slot is reused after its
  * block is freed, with the next generation, so a stale handle is refused
- * rather than resolved to someone else's block. Handle 0 is never issued. */
+ * rather than resolved to someone else's block. A slot whose generations
+ * are all spent is retired, never reused: its generation would wrap and
+ * bring back handles freed long ago. Handle 0 is never issued. */
 #include "core/reloc.h"
 
 #include <stdint.h>
@@ -51,8 +53,8 @@ void hbm_reloc_freed(hbm_reloc *r, uint64_t addr) {
   uint64_t slot;
   if (!hbm_addrmap_take(&r->by_addr, addr, &slot)) return;
   r->slots[slot].live = 0;
-  r->slots[slot].gen++;
-  r->spare[r->nspare++] = (uint32_t)slot; /* room: spare has cap entries */
+  if (++r->slots[slot].gen == 0) r->retired++; /* every generation issued: never reused */
+  else r->spare[r->nspare++] = (uint32_t)slot; /* room: spare has cap entries */
   r->live_handles--;
 }
 
@@ -93,12 +95,21 @@ int hbm_reloc_check(const hbm_reloc *r, const hbm_addrmap *live, hbm_check_repor
   check_ctx c = {r, live, report, arg, 0};
   hbm_addrmap_each(&r->by_addr, check_entry, &c);
   k.failures += c.failures;
-  uint64_t nlive = 0;
-  for (uint32_t i = 0; i < r->nslots; i++) nlive += r->slots[i].live;
-  if (nlive != r->live_handles || r->by_addr.used != r->live_handles || r->nslots - r->nspare != r->live_handles)
-    hbm_check_fail(&k, "%llu live handles, %llu live slots, %llu mapped, %u free slots of %u",
+  uint64_t nlive = 0, nretired = 0;
+  for (uint32_t i = 0; i < r->nslots; i++) {
+    nlive += r->slots[i].live;
+    nretired += r->slots[i].gen == 0;
+  }
+  if (nlive != r->live_handles || r->by_addr.used != r->live_handles ||
+      (uint64_t)r->nslots - r->nspare - r->retired != r->live_handles)
+    hbm_check_fail(&k, "%llu live handles, %llu live slots, %llu mapped, %u free and %u retired slots of %u",
                    (unsigned long long)r->live_handles, (unsigned long long)nlive,
-                   (unsigned long long)r->by_addr.used, r->nspare, r->nslots);
+                   (unsigned long long)r->by_addr.used, r->nspare, r->retired, r->nslots);
+  /* Retired slots: generation 0, every generation issued; never live again. */
+  if (nretired != r->retired)
+    hbm_check_fail(&k, "%llu slots of generation 0, %u counted retired", (unsigned long long)nretired, r->retired);
+  for (uint32_t i = 0; i < r->nslots; i++)
+    if (r->slots[i].gen == 0 && r->slots[i].live) hbm_check_fail(&k, "slot %u is retired (generation 0) and live", i);
   /* The free slots: each one that is not live, once (with the count above:
    * exactly those), so that a slot handed out again is never a live one. */
   uint8_t *listed = calloc(r->nslots ? r->nslots : 1, 1);
@@ -110,6 +121,7 @@ int hbm_reloc_check(const hbm_reloc *r, const hbm_addrmap *live, hbm_check_repor
     uint32_t s = r->spare[i];
     if (s >= r->nslots) hbm_check_fail(&k, "free slot %u (entry %u) is past the %u slots", s, i, r->nslots);
     else if (r->slots[s].live) hbm_check_fail(&k, "free slot %u (entry %u) is live", s, i);
+    else if (r->slots[s].gen == 0) hbm_check_fail(&k, "free slot %u (entry %u) is retired", s, i);
     else if (listed[s]) hbm_check_fail(&k, "free slot %u is listed twice (entry %u)", s, i);
     else listed[s] = 1;
   }
@@ -169,7 +181,8 @@ int hbm_alloc_handle(hbm_heap *heap, uint64_t size, hbm_tag tag, int stream, hbm
     if (!cap) {
       hbm_heap_count_failure(heap);
       hbm_heap_leave(heap);
-      return hbm_report_error(HBM_EHOSTMEM, "alloc_handle: %u handles live, the most one heap holds", r->nslots);
+      return hbm_report_error(HBM_EHOSTMEM, "alloc_handle: all %u handle slots taken (%u retired), the most one "
+                              "heap holds", r->nslots, r->retired);
     }
     hbm_handle_slot *s = realloc(r->slots, (size_t)cap * sizeof *s);
     if (s) r->slots = s;

@@ -18,7 +18,7 @@
 
 typedef struct hbm_handle_slot {
   uint64_t addr; /* current address while live */
-  uint32_t gen;  /* generation of the handle issued last */
+  uint32_t gen;  /* generation of the handle issued last (from 1); 0: retired */
   uint32_t live; /* 0 or 1 */
 } hbm_handle_slot;
 
@@ -27,14 +27,17 @@ typedef struct hbm_handle_slot {
  *   by_addr satisfies the address map's own invariant (addrmap.h);
  *   each live slot holds the address of a live heap block, and `by_addr`
  *   maps exactly those addresses to their slots (a bijection);
- *   live_handles == live slots == by_addr.used == nslots - nspare;
- *   spare lists each slot below nslots that is not live, once. */
+ *   live_handles == live slots == by_addr.used == nslots - nspare - retired;
+ *   a slot of generation 0 issued every generation and is retired: never
+ *   live, never spare, and there are `retired` of them;
+ *   spare lists each other slot below nslots that is not live, once. */
 typedef struct hbm_reloc {
   hbm_addrmap by_addr; /* address of a block that has a handle -> slot */
   hbm_handle_slot *slots;
   uint32_t nslots, cap;
   uint32_t *spare;     /* free slots, reused last in first out */
   uint32_t nspare;
+  uint32_t retired;    /* slots whose every generation was issued: never reused */
   uint64_t live_handles;
   hbm_relocation_hooks hooks;
 } hbm_reloc;
