@@ -1,6 +1,5 @@
 /* hbm fidelity: how faithfully the caching model reproduces a recording. */
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,13 +64,52 @@ static void json_addr(hbm_json *j, const char *key, uint64_t addr) {
   else hbm_json_u64(j, addr);
 }
 
+/* num / den in units of 1 / scale, rounded down (up: rounded up), exactly
+ * (den > 0). The figures printed are rounded away from what would flatter the
+ * model: a share of allocations down, a difference in peak reserved up, so that
+ * 19999 of 20000 never reads 100.00%, nor a peak 0.502% off "+0.50%, beyond 0.5%". */
+static uint64_t scaled(uint64_t num, uint64_t den, uint64_t scale, int up) {
+  unsigned __int128 n = (unsigned __int128)num * scale + (up ? den - 1 : 0);
+  return (uint64_t)(n / den);
+}
+
+/* the share of compared allocations at PyTorch's address, "98.99%" (rounded down) */
+static const char *match_percent(const hbm_fidelity_result *r, char out[32]) {
+  uint64_t compared = r->allocs - r->unrecorded;
+  uint64_t v = compared ? scaled(r->address_matches, compared, 10000, 0) : 10000;
+  snprintf(out, 32, "%llu.%02llu%%", (unsigned long long)(v / 100), (unsigned long long)(v % 100));
+  return out;
+}
+
+/* the same share as a fraction, "0.989999" (rounded down to 6 decimals, no trailing zeros) */
+static const char *match_fraction(const hbm_fidelity_result *r, char out[32]) {
+  uint64_t compared = r->allocs - r->unrecorded;
+  uint64_t v = compared ? scaled(r->address_matches, compared, 1000000, 0) : 1000000;
+  if (v >= 1000000) return strcpy(out, "1");
+  if (v == 0) return strcpy(out, "0");
+  snprintf(out, 32, "0.%06llu", (unsigned long long)v);
+  for (size_t k = strlen(out); out[k - 1] == '0'; k--) out[k - 1] = '\0';
+  return out;
+}
+
+/* the model's peak reserved against PyTorch's, "+0.51%" (its size rounded up;
+ * PyTorch's peak is not 0) */
+static const char *peak_percent(const hbm_fidelity_result *r, char out[32]) {
+  uint64_t real = r->peak_reserved_real, model = r->peak_reserved_model;
+  uint64_t v = scaled(model > real ? model - real : real - model, real, 10000, 1);
+  snprintf(out, 32, "%c%llu.%02llu%%", model < real ? '-' : '+', (unsigned long long)(v / 100),
+           (unsigned long long)(v % 100));
+  return out;
+}
+
 /* What --check finds wrong, one phrase each (none: it passes). */
-static int check_reasons(const hbm_fidelity_result *r, double peak_diff, int peak_close, char why[4][128]) {
+static int check_reasons(const hbm_fidelity_result *r, int peak_close, char why[4][128]) {
   int n = 0;
   char a[32], b[32];
-  if (r->address_match < 0.99)
-    snprintf(why[n++], 128, "address match %.6g (%llu of %llu), below 0.99", r->address_match,
-             (unsigned long long)r->address_matches, (unsigned long long)(r->allocs - r->unrecorded));
+  uint64_t compared = r->allocs - r->unrecorded;
+  if ((unsigned __int128)r->address_matches * 100 < (unsigned __int128)compared * 99)
+    snprintf(why[n++], 128, "address match %s (%llu of %llu), below 0.99", match_fraction(r, a),
+             (unsigned long long)r->address_matches, (unsigned long long)compared);
   if (r->segment_allocs_real != r->segment_allocs_model)
     snprintf(why[n++], 128, "segment allocations: PyTorch %llu, model %llu", (unsigned long long)r->segment_allocs_real,
              (unsigned long long)r->segment_allocs_model);
@@ -79,7 +117,7 @@ static int check_reasons(const hbm_fidelity_result *r, double peak_diff, int pea
     snprintf(why[n++], 128, "segment allocation sizes differ");
   if (!peak_close) {
     if (r->peak_reserved_real)
-      snprintf(why[n++], 128, "peak reserved %+.2f%%, beyond 0.5%%", 100.0 * peak_diff);
+      snprintf(why[n++], 128, "peak reserved %s, beyond 0.5%%", peak_percent(r, a));
     else
       snprintf(why[n++], 128, "peak reserved: PyTorch %s, model %s (needs 0 B)", cli_size(r->peak_reserved_real, a),
                cli_size(r->peak_reserved_model, b));
@@ -165,9 +203,12 @@ int cmd_fidelity(int argc, char **argv) {
   double peak_diff = r.peak_reserved_real
       ? ((double)r.peak_reserved_model - (double)r.peak_reserved_real) / (double)r.peak_reserved_real
       : 0.0;
-  int peak_close = r.peak_reserved_real ? fabs(peak_diff) <= 0.005 : r.peak_reserved_model == 0;
+  uint64_t peak_off = r.peak_reserved_model > r.peak_reserved_real ? r.peak_reserved_model - r.peak_reserved_real
+                                                                   : r.peak_reserved_real - r.peak_reserved_model;
+  int peak_close = r.peak_reserved_real ? (unsigned __int128)peak_off * 200 <= r.peak_reserved_real /* 0.5% */
+                                        : r.peak_reserved_model == 0;
   char why[4][128];
-  int nwhy = check_reasons(&r, peak_diff, peak_close, why);
+  int nwhy = check_reasons(&r, peak_close, why);
   if (json) {
     hbm_json j;
     hbm_json_init(&j);
@@ -222,18 +263,18 @@ int cmd_fidelity(int argc, char **argv) {
     hbm_json_object_end(&j);
     if (cli_print_json("fidelity", &j) != CLI_OK) return CLI_FAILED;
   } else {
-    char a[32], b[32], pct[32];
-    if (r.peak_reserved_real) snprintf(pct, sizeof pct, "%+.2f%%", 100.0 * peak_diff);
+    char a[32], b[32], pct[32], share[32];
+    if (r.peak_reserved_real) peak_percent(&r, pct);
     else snprintf(pct, sizeof pct, "n/a");
     printf("fidelity of %s on %s (%llu stream%s)\n", r.policy, path, (unsigned long long)r.streams,
            r.streams == 1 ? "" : "s");
     printf("  allocations          %llu, at PyTorch's address: %llu", (unsigned long long)r.allocs,
            (unsigned long long)r.address_matches);
     if (r.unrecorded)
-      printf(" of %llu compared (%.2f%%); %llu without a recorded address, not compared\n",
-             (unsigned long long)(r.allocs - r.unrecorded), 100.0 * r.address_match, (unsigned long long)r.unrecorded);
+      printf(" of %llu compared (%s); %llu without a recorded address, not compared\n",
+             (unsigned long long)(r.allocs - r.unrecorded), match_percent(&r, share), (unsigned long long)r.unrecorded);
     else
-      printf(" (%.2f%%)\n", 100.0 * r.address_match);
+      printf(" (%s)\n", match_percent(&r, share));
     printf("  segment allocations  PyTorch %llu, model %llu (%s)\n", (unsigned long long)r.segment_allocs_real,
            (unsigned long long)r.segment_allocs_model,
            r.segment_sizes_equal ? "same sizes in the same order" : "sizes differ");

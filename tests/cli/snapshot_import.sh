@@ -205,6 +205,20 @@ check_fails "$dir/peak396.trace" "; segment allocation sizes differ; peak reserv
 grep -q '"peak_reserved_real":419430400,"peak_reserved_model":417333248,"peak_reserved_diff":-0.005,' "$dir/out" &&
   grep -q '"first_mismatch":{"event":1,"where":"line 3","real":139637976727552,"model":[0-9]*},"check":null}$' "$dir/out" ||
   { echo "FAIL fidelity --json at a peak 0.5% below: $(cat "$dir/out" "$dir/err")"; fail=1; }
+# Figures never round across what they stand for: 19999 of 20000 at PyTorch's
+# address is not 100.00%, and a peak 0.50251% above PyTorch's, which --check
+# fails, does not read +0.50%.
+awk 'BEGIN { base = 139637976727552; print "hbm-trace 1"; print "seg 0x7f0000000000 2MiB 0 small"
+  for (k = 0; k < 20000; k++) printf "a x%d 1KiB @%.0f\nf x%d\n", k, base + (k == 19999 ? 1048576 : 0), k }' > "$dir/match19999.trace"
+"$HBM" fidelity "$dir/match19999.trace" > "$dir/out" 2> "$dir/err"
+grep -q "at PyTorch's address: 19999 (99.99%)$" "$dir/out" ||
+  { echo "FAIL fidelity rounds 19999 of 20000 up: $(cat "$dir/out" "$dir/err")"; fail=1; }
+printf 'hbm-trace 1\nseg 0x7f0000000000 398MiB 0 large\na x 399MiB @0x7f0000000000\nf x\n' > "$dir/peak400.trace"
+check_fails "$dir/peak400.trace" "; segment allocation sizes differ; peak reserved +0.51%, beyond 0.5%$" "peak at 0.5025%"
+"$HBM" fidelity "$dir/peak400.trace" | grep -q "PyTorch 398.00 MiB, model 400.00 MiB (+0.51%)$" ||
+  { echo "FAIL fidelity's peak difference at 0.5025%: $("$HBM" fidelity "$dir/peak400.trace" 2>&1)"; fail=1; }
+"$HBM" fidelity "$dir/peak398.trace" | grep -q "PyTorch 400.00 MiB, model 398.00 MiB (-0.50%)$" ||
+  { echo "FAIL fidelity's peak difference at 0.5%: $("$HBM" fidelity "$dir/peak398.trace" 2>&1)"; fail=1; }
 # reasons --check would give are not said without --check: exit 0, stderr empty
 "$HBM" fidelity "$dir/match2.trace" > "$dir/out" 2> "$dir/err"; rc=$?
 [ $rc -eq 0 ] && [ ! -s "$dir/err" ] && grep -q "at PyTorch's address: 98 (98.00%)$" "$dir/out" ||
