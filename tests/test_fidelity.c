@@ -232,6 +232,22 @@ int main(void) {
   CHECK(strstr(d.message, "no allocations with recorded addresses to compare") != NULL);
   hbm_trace_free(t);
 
+  /* A refused request is not placed, so its address compares with nothing:
+   * the one allocation placed has none, and 0 of 0 is no pass either. */
+  text = "hbm-trace 1\ninit-seg 0x7f0000000000 2MiB 0 small\ninit-blk 0x7f0000000000 2MiB -\n"
+         "a w 1KiB param\na r 1GiB other 0 refused @0x7f0000200000\nf r\nf w\n";
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_parse_text(text, strlen(text), "refused", &t, &d) == HBM_OK);
+  CHECK(hbm_fidelity(t, NULL, &(hbm_fidelity_result){0}, &d) == HBM_EINVAL);
+  CHECK(strstr(d.message, "records no addresses (@ADDR) but on requests PyTorch refused, which are not placed") != NULL);
+  hbm_trace_free(t);
+  text = "hbm-trace 1\na r 1GiB other 0 refused @0x7f0000200000\nf r\n";
+  memset(&d, 0, sizeof d);
+  CHECK(hbm_trace_parse_text(text, strlen(text), "all refused", &t, &d) == HBM_OK);
+  CHECK(hbm_fidelity(t, NULL, &(hbm_fidelity_result){0}, &d) == HBM_EINVAL);
+  CHECK(strstr(d.message, "no allocations with recorded addresses to compare") != NULL);
+  hbm_trace_free(t);
+
   /* The other allocator over a recording: expandable run over cudaMalloc
    * segments. The recorded segment's address is no place for expandable's
    * reservation, which would reach over the live segment above it: the

@@ -104,9 +104,15 @@ static int pick_policy(const hbm_trace *t, const hbm_fidelity_options *o, const 
 int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity_result *res, hbm_diag *diag) {
   if (!t || !res) return HBM_EINVAL;
   memset(res, 0, sizeof *res);
-  uint64_t recorded = 0, allocs = 0;
+  /* Only requests PyTorch placed compare: a refused one is not placed, even
+   * where a text trace gives it an address. */
+  uint64_t recorded = 0, allocs = 0, refused_recorded = 0;
   for (uint64_t i = 0; i < t->nevents; i++) {
     if (t->events[i].kind != HBM_EV_ALLOC) continue;
+    if (t->events[i].flags & HBM_EV_REFUSED) {
+      refused_recorded += t->events[i].addr != HBM_NO_ADDR;
+      continue;
+    }
     allocs++;
     if (t->events[i].addr != HBM_NO_ADDR) recorded++;
   }
@@ -115,8 +121,9 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
     return HBM_EINVAL;
   }
   if (!recorded) {
-    hbm_diag_set(diag, t->name, 0, 0, "the trace records no addresses (@ADDR): nothing to compare with; "
-                 "import a PyTorch snapshot, or replay the trace instead");
+    hbm_diag_set(diag, t->name, 0, 0, "the trace records no addresses (@ADDR)%s: nothing to compare with; "
+                 "import a PyTorch snapshot, or replay the trace instead",
+                 refused_recorded ? " but on requests PyTorch refused, which are not placed" : "");
     return HBM_EINVAL;
   }
   const char *conf;

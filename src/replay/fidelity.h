@@ -53,7 +53,8 @@ typedef struct hbm_fidelity_result {
 } hbm_fidelity_result;
 
 /* HBM_OK with *result filled. HBM_EINVAL (diag says why) when the trace has
- * no allocations, or none with a recorded address (nothing to compare), names
+ * no allocations PyTorch placed (refused ones do not count), or none of them
+ * with a recorded address (nothing to compare), names
  * an unknown policy, or the conf is bad;
  * HBM_EPARSE when the trace's starting state does not fit the model. */
 int hbm_fidelity(const hbm_trace *trace, const hbm_fidelity_options *options,
