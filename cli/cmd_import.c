@@ -83,6 +83,12 @@ int cmd_import(int argc, char **argv) {
     return rc;
   }
   hbm_diag diag = {0};
+  const char *wrapped = hbm_pickle_wrapped((const uint8_t *)data, len);
+  if (wrapped) {
+    free(data);
+    cli_error("%s: byte 0: %s", path, wrapped);
+    return CLI_BAD_INPUT;
+  }
   if (!hbm_pickle_sniff((const uint8_t *)data, len)) {
     free(data);
     cli_error("%s: byte 0: not a pickle of protocol 2 to 5 (a PyTorch snapshot starts with the PROTO opcode, 0x80); "

@@ -962,3 +962,17 @@ const char *hbm_pk_type_name(hbm_pk_type type) {
 int hbm_pickle_sniff(const uint8_t *data, size_t len) {
   return data && len >= 1 && data[0] == OP_PROTO;
 }
+
+const char *hbm_pickle_wrapped(const uint8_t *data, size_t len) {
+  static const struct { const char *magic; size_t n; const char *what; } kinds[] = {
+      {"\x1f\x8b", 2, "compressed with gzip: decompress it first (gunzip)"},
+      {"\xfd" "7zXZ\0", 6, "compressed with xz: decompress it first (xz -d)"},
+      {"\x28\xb5\x2f\xfd", 4, "compressed with zstd: decompress it first (zstd -d)"},
+      {"PK\x03\x04", 4, "a zip archive (as torch.save writes), not a memory snapshot: save one with "
+                         "torch.cuda.memory._dump_snapshot(), which writes a plain pickle"},
+  };
+  if (!data) return NULL;
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+    if (len >= kinds[k].n && !memcmp(data, kinds[k].magic, kinds[k].n)) return kinds[k].what;
+  return NULL;
+}

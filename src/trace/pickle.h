@@ -73,6 +73,11 @@ const char *hbm_pk_str(const hbm_pk_value *v);
  * 0x80, which no text trace starts with): the reader then takes it or says why
  * not (a protocol it does not know, a truncated file). */
 int hbm_pickle_sniff(const uint8_t *data, size_t len);
+/* What the file is where it is a snapshot packed in something this reader does
+ * not open (gzip, xz, zstd, a zip archive such as torch.save writes), as a phrase
+ * that says what to do ("compressed with gzip: decompress it first (gunzip)");
+ * NULL for anything else, a pickle or text included. */
+const char *hbm_pickle_wrapped(const uint8_t *data, size_t len);
 
 /* ---- additions (compatible with the API above) ---------------------------------
  * What a parsed document guarantees (checked while parsing, so consumers may

@@ -923,6 +923,9 @@ int hbm_trace_load_device(const char *path, int device, hbm_trace **out, hbm_dia
     if (rc == HBM_OK) rc = hbm_trace_peak_live_prepare(t);
     if (rc == HBM_OK) *out = t;
     else hbm_trace_free(t); /* NULL where the import failed */
+  } else if (hbm_pickle_wrapped((const uint8_t *)data, len)) { /* no text trace starts so */
+    hbm_diag_set(diag, path, 0, 0, "byte 0: %s", hbm_pickle_wrapped((const uint8_t *)data, len));
+    rc = HBM_EPARSE;
   } else if (device >= 0) { /* a text trace is one device's already */
     hbm_diag_set(diag, path, 0, 0, "a text trace holds one device's events: a snapshot device (%d) applies "
                  "to PyTorch snapshots only", device);

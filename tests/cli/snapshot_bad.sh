@@ -35,6 +35,18 @@ expect no_traces        "$bad/missing_device_traces.pickle"    "missing 'device_
 expect no_blocks        "$bad/segment_without_blocks.pickle"   "segments\[0\]: missing 'blocks'"
 expect no_addr          "$bad/trace_entry_without_addr.pickle" "device_traces\[0\]\[3\] (free_completed): missing 'addr'"
 
+# A snapshot packed in something the reader does not open: said so, not read
+# as a text trace with a NUL byte, nor as a pickle of an unknown protocol.
+printf '\037\213\010\000\000\000\000\000' > "$dir/snap.pickle.gz"
+expect gzip             "$dir/snap.pickle.gz"                  "byte 0: compressed with gzip: decompress it first"
+printf '\050\265\057\375\000' > "$dir/snap.pickle.zst"
+expect zstd             "$dir/snap.pickle.zst"                 "byte 0: compressed with zstd"
+printf 'PK\003\004\000\000' > "$dir/snap.pt"
+expect zip              "$dir/snap.pt"                         "byte 0: a zip archive (as torch.save writes), not a memory snapshot"
+"$HBM" replay "$dir/snap.pickle.gz" --capacity 1GiB > /dev/null 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "snap.pickle.gz: byte 0: compressed with gzip" "$dir/err" ||
+  { echo "FAIL replay of a gzip file: exit $rc, $(cat "$dir/err")"; fail=1; }
+
 # Frees the snapshot cannot account for (small snapshots made for this test).
 echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQV9cQYoWAYAAABhY3Rpb25xB1gOAAAAZnJlZV9jb21wbGV0ZWRxCFgEAAAAYWRkcnEJigYAEAAAAH9YBAAAAHNpemVxCk0AAlgGAAAAc3RyZWFtcQtLAHVhYXUu' \
   | base64 -d > "$dir/unknown_free.pickle"
