@@ -117,7 +117,9 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
     if (t->events[i].addr != HBM_NO_ADDR) recorded++;
   }
   if (!allocs) { /* a match of 0 of 0 would read as a pass */
-    hbm_diag_set(diag, t->name, 0, 0, "no allocations with recorded addresses to compare");
+    char dev[32] = ""; /* a snapshot's other devices may have some */
+    if (t->from_snapshot) snprintf(dev, sizeof dev, "device %d: ", (int)t->snapshot_device);
+    hbm_diag_set(diag, t->name, 0, 0, "%sno allocations with recorded addresses to compare", dev);
     return HBM_EINVAL;
   }
   if (!recorded) {

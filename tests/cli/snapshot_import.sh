@@ -298,6 +298,12 @@ echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQQoXXEFKH1xBi
   { echo "FAIL import --device 1 --json: $("$HBM" import "$dir/two.pickle" --device 1 -o "$dir/two1j.trace" --json 2>&1)"; fail=1; }
 "$HBM" fidelity "$dir/two.pickle" --snapshot-device 1 --json | grep -q '"alloc_events":1,' ||
   { echo "FAIL fidelity --snapshot-device 1: $("$HBM" fidelity "$dir/two.pickle" --snapshot-device 1 --json 2>&1)"; fail=1; }
+# a device whose trace is empty has nothing to compare, and the message names it,
+# since another device of the file may have
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRLAFgHAAAAYWRkcmVzc3EFigYAAAAAAH9YCgAAAHRvdGFsX3NpemVxBkoAACAAWAYAAABzdHJlYW1xB0sAWAwAAABzZWdtZW50X3R5cGVxCFgFAAAAc21hbGxxCVgGAAAAYmxvY2tzcQpdcQt9cQwoaAWKBgAAAAAAf1gEAAAAc2l6ZXENSgAAIABYBQAAAHN0YXRlcQ5YCAAAAGluYWN0aXZlcQ91YXVhWA0AAABkZXZpY2VfdHJhY2VzcRBdcREoXXESKH1xEyhYBgAAAGFjdGlvbnEUWAUAAABhbGxvY3EVWAQAAABhZGRycRaKBgAAAAAAf2gNTQACaAdLAHV9cRcoaBRYDgAAAGZyZWVfcmVxdWVzdGVkcRhoFooGAAAAAAB/aA1NAAJoB0sAdX1xGShoFFgOAAAAZnJlZV9jb21wbGV0ZWRxGmgWigYAAAAAAH9oDU0AAmgHSwB1ZV1xG2V1Lg==' | base64 -d > "$dir/emptydev.pickle"
+"$HBM" fidelity "$dir/emptydev.pickle" --device 1 > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "emptydev.pickle: device 1: no allocations with recorded addresses to compare$" "$dir/err" ||
+  { echo "FAIL fidelity of a device without allocations: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
 for cmd in "import -o $dir/never.trace --device 0" "replay --capacity 1GiB --snapshot-device 1" "mincap --snapshot-device 0"; do
   # shellcheck disable=SC2086 # a second device, whichever its name, is refused
   "$HBM" $cmd --snapshot-device 1 "$dir/two.pickle" > /dev/null 2> "$dir/err"; rc=$?
