@@ -10,7 +10,12 @@
 
 #include "core/util.h"
 
-const char *hbm_version(void) { return "0.1.0"; }
+/* hbm.h's version macros, as text: one source for the version everywhere. */
+#define HBM_TEXT_(x) #x
+#define HBM_TEXT(x) HBM_TEXT_(x)
+const char *hbm_version(void) {
+  return HBM_TEXT(HBM_VERSION_MAJOR) "." HBM_TEXT(HBM_VERSION_MINOR) "." HBM_TEXT(HBM_VERSION_PATCH);
+}
 
 /* ---- C-locale numbers (util.h) ---- */
 static locale_t c_locale;

@@ -42,6 +42,11 @@ while read -r line; do
   echo "$out" | grep -q "free total 16.0 GiB, largest free 4.0 GiB, fragmentation ratio 3.00"
   echo "$out" | grep -q "4.2 GiB AllReduce buffer: out of device memory"
 done < "$dir/commands"
+# One version everywhere: hbm.pc's, the installed program's, hbm.h's macros.
+hv=$(sed -n 's/^#define HBM_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' "$dir/prefix/include/hbm.h" | paste -sd.)
+pv=$(pkg-config --modversion hbm)
+bv=$("$dir/prefix/bin/hbm" --version | sed -n '1s/^hbm \([^ ]*\).*/\1/p')
+[ "$hv" = "$pv" ] && [ "$pv" = "$bv" ] || { echo "FAIL versions differ: hbm.h $hv, hbm.pc $pv, hbm --version $bv"; exit 1; }
 # The shared library exports the functions hbm.h declares and nothing else
 # (src/libhbm.map): a program can neither call the library's internals nor
 # meet their names. The one exception is what libhbm_cuda takes from libhbm,
