@@ -275,9 +275,10 @@ int cmd_fidelity(int argc, char **argv) {
              (unsigned long long)(r.allocs - r.unrecorded), match_percent(&r, share), (unsigned long long)r.unrecorded);
     else
       printf(" (%s)\n", match_percent(&r, share));
+    const char *how = r.segment_sizes_equal ? "same sizes in the same order"
+                      : r.segment_allocs_real != r.segment_allocs_model ? "counts differ" : "sizes differ";
     printf("  segment allocations  PyTorch %llu, model %llu (%s)\n", (unsigned long long)r.segment_allocs_real,
-           (unsigned long long)r.segment_allocs_model,
-           r.segment_sizes_equal ? "same sizes in the same order" : "sizes differ");
+           (unsigned long long)r.segment_allocs_model, how);
     printf("  segment releases     %llu recorded, %llu applied to the model\n",
            (unsigned long long)r.segment_frees_real, (unsigned long long)r.segment_frees_applied);
     printf("  peak reserved        PyTorch %s, model %s (%s)\n", cli_size(r.peak_reserved_real, a),

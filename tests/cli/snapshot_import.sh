@@ -252,7 +252,7 @@ want="$want"'"peak_reserved_real":20971520,"peak_reserved_model":16777216,"peak_
 "$HBM" fidelity "$dir/counts.trace" > "$dir/out" 2> "$dir/err"; rc=$?
 [ $rc -eq 0 ] && grep -q "^fidelity of caching on .*counts.trace (2 streams)$" "$dir/out" &&
   grep -q "at PyTorch's address: 1 of 2 compared (50.00%); 2 without a recorded address, not compared$" "$dir/out" &&
-  grep -q "^  segment allocations  PyTorch 2, model 4 (sizes differ)$" "$dir/out" &&
+  grep -q "^  segment allocations  PyTorch 2, model 4 (counts differ)$" "$dir/out" &&
   grep -q "^  segment releases     2 recorded, 1 applied to the model$" "$dir/out" &&
   grep -q "^  refused requests     1: PyTorch ran out of memory there" "$dir/out" ||
   { echo "FAIL fidelity counts: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
