@@ -206,8 +206,9 @@ void hbm_heap_destroy(hbm_heap *heap);
 /* Comma-separated list of policy names this build knows. */
 const char *hbm_policy_names(void);
 
-/* Allocates `size` bytes for purpose `tag` on `stream` (0 if unsure).
- * On success *addr is the block's device address. On HBM_ENOMEM the heap is
+/* Allocates `size` bytes for purpose `tag` on `stream` (0 if unsure; any
+ * int names a stream, negative ones too: policies that keep memory per stream
+ * only compare them). On success *addr is the block's device address. On HBM_ENOMEM the heap is
  * unchanged apart from what the policy released trying (e.g. its cache). */
 int hbm_alloc(hbm_heap *heap, uint64_t size, hbm_tag tag, int stream, uint64_t *addr);
 /* Frees the block at addr. Unknown addresses and double frees are HBM_EINVAL,
@@ -234,7 +235,9 @@ int hbm_heap_step(hbm_heap *heap, uint64_t step);
  * more than it reserved; bestfit and compact visit the whole device. Stop
  * early by returning non-zero from the visitor: hbm_heap_scan then
  * returns HBM_OK, as after a whole scan. HBM_EHOSTMEM where the scan needs host
- * memory it cannot get (caching sorts its segments). */
+ * memory it cannot get (caching sorts its segments). The visitor must not call
+ * into the same heap: a block freed or placed mid-scan may end the walk early
+ * or leave it reading a layout that is gone. */
 typedef int hbm_scan_fn(void *arg, uint64_t addr, uint64_t size, int live, hbm_tag tag);
 int hbm_heap_scan(hbm_heap *heap, hbm_scan_fn *visit, void *arg);
 
