@@ -1316,11 +1316,13 @@ static void release_idle(zoned *z) {
  * the step's next planned blocks land, so they stay mapped and no move takes
  * them (docs/zoned.md, "Step plans"). Counting them let partly used chunks
  * elsewhere keep their unused pages on top of the plan's footprint. */
-static uint64_t idle_room(const zoned *z) {
-  if (!z->following) return z->idle_pages;
+__attribute__((noinline)) static uint64_t idle_outside_plan_pages(const zoned *z) {
   uint64_t room = 0;
   FOR_IDLE(z, c) if (z->chunks[c].range != z->plan_range) room += z->chunks[c].npages;
   return room;
+}
+static inline uint64_t idle_room(const zoned *z) {
+  return z->following ? idle_outside_plan_pages(z) : z->idle_pages;
 }
 
 /* What reclaim works towards: room on the device for `fresh` pages, or
@@ -1362,8 +1364,8 @@ static int trim_now(const zoned *z, uint32_t fresh) {
   const hbm_device *dev = z->base.dev;
   return z->conf.trim && (z->marks ? moves_now(z, 0) || (z->following && z->conf.moves != MOVES_OFF)
                                    : z->conf.moves != MOVES_OFF) &&
-         dev->phys_used + ((uint64_t)fresh << z->gshift) > dev->peak_phys_used &&
-         past_bound(z, fresh, idle_room(z) + trim_tolerance(z));
+         past_bound(z, fresh, idle_room(z) + trim_tolerance(z)) &&
+         dev->phys_used + ((uint64_t)fresh << z->gshift) > dev->peak_phys_used;
 }
 
 /* Makes room for `fresh` pages (short_of) by re-chunking partly used
