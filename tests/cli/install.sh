@@ -53,7 +53,8 @@ bv=$("$dir/prefix/bin/hbm" --version | sed -n '1s/^hbm \([^ ]*\).*/\1/p')
 # so that `-lhbm_cuda -lhbm` links against the shared library too. The static
 # libraries' own names all carry the hbm_ prefix, so none clash with a symbol
 # of the program that links them.
-if command -v nm >/dev/null; then
+# (A MemorySanitizer build links libhbm.so without the list: CMakeLists.txt.)
+if command -v nm >/dev/null && [ "$san" != memory ]; then
   lib=$(dirname "$libdir")
   so=$(ls "$lib"/libhbm.so* | head -n 1)
   for_cuda="hbm_adamw_scalars_init hbm_adamw_validate hbm_report_error"
