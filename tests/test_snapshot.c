@@ -3,7 +3,9 @@
  * unsplit slack, evidence from later allocations, small pool, blocks alive
  * throughout, segments made or released in the trace, expandable ranges),
  * ids, streams, steps, settings, pending frees, devices, private pools; and
- * the errors: missing keys, double frees, frees of unknown blocks, overlaps. */
+ * the errors: missing keys, double frees, frees of unknown blocks, overlaps,
+ * a free of another size than its alloc's, an allocation past its segment's
+ * end, a release of a live block. */
 #include <unistd.h>
 
 #include "hbm.h"
