@@ -208,6 +208,25 @@ static hbm_trace *periodic_trace(int steps) {
 
 /* A generated job through zoned on a 141 GiB device, with its defaults and
  * with `conf` (the invariants checked every 997 events). */
+/* A GPT 24 x 1024 (16 heads) under ZeRO 3, every layer checkpointed, the
+ * optimizer unfused, sequences of one length, on a 141 GiB device: the planned
+ * jobs of a plan on trust and of trimming on a plan, which set the rest. */
+static hbm_gen_llm_config gpt_24x1024_zero3(uint32_t seq) {
+  hbm_gen_llm_config q;
+  hbm_gen_llm_defaults(&q);
+  q.arch = HBM_ARCH_GPT;
+  q.layers = 24;
+  q.hidden = 1024;
+  q.heads = q.kv_heads = 16;
+  q.zero = 3;
+  q.seq_kind = HBM_SEQ_FIXED;
+  q.seq_min = q.seq_max = seq;
+  q.checkpoint_every = 1;
+  q.fused_optimizer = 0;
+  q.capacity = 141 * GiB;
+  return q;
+}
+
 static void replay_both(const hbm_trace *t, const char *conf, hbm_replay_result *plain, hbm_replay_result *with) {
   hbm_replay_options o = {.policy = "zoned", .device = "sim:141GiB"};
   CHECK(hbm_replay(t, &o, plain) == HBM_OK);
@@ -763,26 +782,15 @@ static void step_plan_tests(uint64_t *rng, double scale) {
      * plan on trust, nor does the periodic job further down, whose first
      * step follows one that freed nothing. */
     {
-      hbm_gen_llm_config q;
-      hbm_gen_llm_defaults(&q);
-      q.arch = HBM_ARCH_GPT;
-      q.layers = 24;
-      q.hidden = 1024;
-      q.heads = q.kv_heads = 16;
+      hbm_gen_llm_config q = gpt_24x1024_zero3(4096);
       q.tp = 4;
       q.pp = 2;
       q.pp_stage = 1;
-      q.zero = 3;
-      q.seq_kind = HBM_SEQ_FIXED;
-      q.seq_min = q.seq_max = 4096;
       q.micro_batch = 4;
       q.grad_accum = 1;
-      q.checkpoint_every = 1;
-      q.fused_optimizer = 0;
       q.attention = HBM_ATTN_EAGER;
       q.steps = 12;
       q.seed = 76;
-      q.capacity = 141 * GiB;
       t = NULL;
       CHECK(hbm_gen_llm(&q, &t, &gd) == HBM_OK);
       if (t) {
@@ -847,25 +855,14 @@ static void step_plan_tests(uint64_t *rng, double scale) {
      * next blocks land, are no room for them. Kept, zoned held 854 MiB to
      * caching's 846; trimmed, 832. */
     {
-      hbm_gen_llm_config q;
-      hbm_gen_llm_defaults(&q);
-      q.arch = HBM_ARCH_GPT;
-      q.layers = 24;
-      q.hidden = 1024;
-      q.heads = q.kv_heads = 16;
+      hbm_gen_llm_config q = gpt_24x1024_zero3(2048);
       q.pp = 4;
       q.pp_stage = 2;
-      q.zero = 3;
-      q.seq_kind = HBM_SEQ_FIXED;
-      q.seq_min = q.seq_max = 2048;
       q.micro_batch = 4;
       q.grad_accum = 2;
-      q.checkpoint_every = 1;
-      q.fused_optimizer = 0;
       q.attention = HBM_ATTN_FLASH;
       q.steps = 5;
       q.seed = 33;
-      q.capacity = 141 * GiB;
       t = NULL;
       CHECK(hbm_gen_llm(&q, &t, &gd) == HBM_OK);
       if (t) {
