@@ -154,6 +154,14 @@ static void count_pass(compact *c, uint64_t need, int failed, const hbm_cplan *p
   if (!failed) c->st.min_moved_bytes += plan->min_moved_bytes; /* a stopped pass opened nothing */
 }
 
+/* Counts a pass that failed before moving anything (no hole to open, or
+ * before_move refused): no sync point, no bytes. */
+static void count_unmoved_failure(compact *c, uint64_t need) {
+  c->st.compactions++;
+  if (need) c->st.partial_compactions++; else c->st.full_compactions++;
+  c->st.failed_compactions++;
+}
+
 /* The before_move hook, as apply's before_copy: asked about the plan in hand. */
 typedef struct refusal { compact *c; int refused; } refusal;
 static int ask_before_move(void *arg) {
@@ -179,16 +187,14 @@ static int run_pass(compact *c, uint64_t need, uint64_t open, int dry_run, hbm_c
   rc = need ? hbm_compactor_plan_partial(&c->layout, need, &c->plan)
             : hbm_compactor_plan_full(&c->layout, &c->plan);
   if (rc != HBM_OK) {
-    if (rc == HBM_ENOMEM && !dry_run) { c->st.compactions++; c->st.failed_compactions++; c->st.partial_compactions++; }
+    if (rc == HBM_ENOMEM && !dry_run) count_unmoved_failure(c, need); /* only a partial plan finds no hole */
     return rc;
   }
   c->planned = 1;
   c->plan_need = need;
   const hbm_cplan *plan = &c->plan;
   if (open && plan->hole_size < open) {
-    c->st.compactions++;
-    c->st.full_compactions++;
-    c->st.failed_compactions++;
+    count_unmoved_failure(c, need);
     return HBM_ENOMEM;
   }
   static const hbm_compact_kind kinds[] = {HBM_COMPACT_NONE, HBM_COMPACT_FULL, HBM_COMPACT_EVACUATE, HBM_COMPACT_SLIDE};
@@ -207,10 +213,8 @@ static int run_pass(compact *c, uint64_t need, uint64_t open, int dry_run, hbm_c
   refusal ask = {c, 0};
   rc = hbm_compactor_apply(&c->arena, c->base.dev, &c->layout, plan, c->ordered, c->before_move ? ask_before_move : NULL,
                            &ask, &done);
-  if (ask.refused) { /* a pass run that moved nothing: failed, with no sync point */
-    c->st.compactions++;
-    if (need) c->st.partial_compactions++; else c->st.full_compactions++;
-    c->st.failed_compactions++;
+  if (ask.refused) {
+    count_unmoved_failure(c, need);
     return HBM_EBUSY;
   }
   /* Host memory short, or a plan apply refuses: before any copy, nothing moved. */
