@@ -225,7 +225,11 @@ int hbm_heap_stats(hbm_heap *heap, hbm_stats *out);
  * its before_move hook refuses is skipped (nothing moves, the mark is taken,
  * HBM_OK; the next pass is due at the next multiple of N). Optional.
  * HBM_OK, or HBM_EHOSTMEM when host memory ran out: then the mark was not
- * taken and nothing changed (mark the step again, with the same number). */
+ * taken and nothing changed (mark the step again, with the same number).
+ * A device copy error that stops the pass is returned, with the outcome
+ * hbm_compact() describes for it (completed moves kept and reported, the
+ * heap consistent), and the mark is taken: the pass counts as failed, the
+ * next is due at the next multiple of N (hbm_compact() may finish sooner). */
 int hbm_heap_step(hbm_heap *heap, uint64_t step);
 
 /* Layout scan: visits live blocks and holes in address order within each

@@ -17,7 +17,11 @@
  *      patterns; after the failed hbm_compact: the copy's error is returned,
  *      the hook reported exactly the blocks that moved, every handle resolves
  *      to the reported address, every block's bytes are there, hbm_check()
- *      holds and the heap keeps working (a later pass succeeds). */
+ *      holds and the heap keeps working (a later pass succeeds).
+ *   4. The same failing copy in a step's periodic pass (every_steps:N):
+ *      hbm_heap_step() returns the copy's error, with the mark taken, the
+ *      completed moves kept and reported, the pass counted as failed, and
+ *      the next multiple of N finishes the job. */
 #include "core/compactor.h"
 #include "core/addrmap.h"
 #include "core/util.h"
@@ -542,6 +546,82 @@ static void copy_failure_run(uint64_t *rng, const char *conf, int ordered, int r
   hbm_device_close(dev);
 }
 
+/* ---- 4. a copy that fails in a step's periodic pass ---------------------------------- */
+static void step_copy_failure(void) {
+  hbm_device *dev;
+  CHECK(hbm_device_open("host:4MiB", &dev) == HBM_OK);
+  host_ops = dev->ops;
+  failing_ops = *dev->ops;
+  failing_ops.copy = failing_copy;
+  dev->ops = &failing_ops;
+  hbm_heap *h;
+  CHECK(hbm_heap_create(dev, "compact", "on_failure:off,every_steps:2", &h) == HBM_OK);
+  heapmodel *m = calloc(1, sizeof *m);
+  hbm_addrmap_init(&m->by_addr);
+  hbm_relocation_hooks hooks = {on_moved, NULL, m};
+  CHECK(hbm_heap_set_relocation_hooks(h, &hooks) == HBM_OK);
+  /* 64 blocks of 16 KiB, every other one freed: a full pass moves 31 of
+   * them, each by its own distance, so one copy each */
+  hbm_handle all[64];
+  for (int k = 0; k < 64; k++) CHECK(hbm_alloc_handle(h, 16384, HBM_TAG_ACT, 0, &all[k]) == HBM_OK);
+  for (int k = 0; k < 64; k++) {
+    if (k % 2) {
+      CHECK(hbm_free_handle(h, all[k]) == HBM_OK);
+      continue;
+    }
+    blk *b = &m->b[m->n];
+    b->h = all[k];
+    b->size = 16384;
+    b->seed = 1000 + (uint64_t)k;
+    CHECK(hbm_handle_addr(h, b->h, &b->addr) == HBM_OK);
+    pattern(b->addr, b->size, b->seed);
+    CHECK(hbm_addrmap_put(&m->by_addr, b->addr, m->n) == HBM_OK);
+    m->n++;
+  }
+  arm(0);
+  CHECK(hbm_heap_step(h, 1) == HBM_OK && copy_calls == 0); /* no pass before step 2 */
+  hbm_compact_result plan;
+  CHECK(hbm_compact(h, &(hbm_compact_options){.dry_run = 1}, &plan) == HBM_OK);
+  CHECK_EQ_U64(plan.moved_blocks, 31);
+  CHECK_EQ_U64(plan.copies, 31);
+  hbm_compact_stats s0, s1;
+  CHECK(hbm_compact_stats_get(h, &s0) == HBM_OK);
+  arm(10); /* nine moves complete, the tenth copy fails */
+  CHECK(hbm_heap_step(h, 2) == HBM_EIO && fired);
+  CHECK(hbm_compact_stats_get(h, &s1) == HBM_OK);
+  CHECK_EQ_U64(s1.compactions - s0.compactions, 1);
+  CHECK_EQ_U64(s1.failed_compactions - s0.failed_compactions, 1);
+  CHECK_EQ_U64(s1.moved_blocks - s0.moved_blocks, 9);
+  CHECK_EQ_U64(m->hook_calls, 9);
+  CHECK(m->bad == 0);
+  for (size_t k = 0; k < m->n; k++) {
+    uint64_t a = 0;
+    CHECK(hbm_handle_addr(h, m->b[k].h, &a) == HBM_OK && a == m->b[k].addr);
+    CHECK(pattern_ok(m->b[k].addr, m->b[k].size, m->b[k].seed));
+  }
+  CHECK(hbm_check(h) == HBM_OK);
+  /* The mark was taken: step 2 again is refused, step 3 runs no pass, step 4
+   * runs the next one, which finishes the job. */
+  arm(0);
+  CHECK(hbm_heap_step(h, 2) == HBM_EINVAL);
+  CHECK(hbm_heap_step(h, 3) == HBM_OK && copy_calls == 0);
+  CHECK(hbm_heap_step(h, 4) == HBM_OK);
+  CHECK_EQ_U64(copy_calls, 22);
+  CHECK_EQ_U64(m->hook_calls, 31);
+  CHECK(hbm_compact(h, &(hbm_compact_options){.dry_run = 1}, &plan) == HBM_OK && plan.moved_blocks == 0);
+  for (size_t k = 0; k < m->n; k++) {
+    uint64_t a = 0;
+    CHECK(hbm_handle_addr(h, m->b[k].h, &a) == HBM_OK && a == m->b[k].addr);
+    CHECK(pattern_ok(m->b[k].addr, m->b[k].size, m->b[k].seed));
+  }
+  CHECK(hbm_check(h) == HBM_OK);
+  hbm_addrmap_release(&m->by_addr);
+  free(m);
+  hbm_heap_destroy(h);
+  dev->ops = host_ops;
+  hbm_device_close(dev);
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_compactor_check"), rng = seed;
   double scale = test_scale();
@@ -564,5 +644,6 @@ int main(void) {
          (unsigned long long)t.mid_copy);
   CHECK(t.failed > 0 && t.moved_before_failure > 0);
   CHECK(t.mid_copy > 0);
+  step_copy_failure();
   return test_done("test_compactor_check");
 }

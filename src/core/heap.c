@@ -263,7 +263,7 @@ int hbm_heap_step(hbm_heap *h, uint64_t step) {
   } else {
     rc = h->policy->cls->step ? h->policy->cls->step(h->policy, step) : HBM_OK;
     track_peaks(h); /* a policy may map at a step boundary */
-    if (rc == HBM_OK) {
+    if (rc != HBM_EHOSTMEM) { /* a device copy error that stopped a pass: the mark is taken */
       h->stepped = 1;
       h->last_step = step;
     }

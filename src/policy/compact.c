@@ -345,23 +345,28 @@ static int compact_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) 
 
 static int compact_step(hbm_policy *p, uint64_t step) {
   compact *c = (compact *)p;
+  int rc = HBM_OK;
   if (c->every_steps && c->next_periodic && step >= c->next_periodic) {
     uint64_t due = c->next_periodic;
     /* 0 where none is left: steps only grow, no pass comes again. */
     c->next_periodic = next_multiple(c->every_steps, step);
     hbm_compact_result r;
-    /* A pass the hooks refuse, or whose copy fails, is the pass's answer (the
-     * heap as it was, or as far as the copies went). Host memory short before
-     * any copy moved nothing: the mark is not taken, so that marking it again
-     * runs the same pass and the layout never depends on host memory. */
-    if (run_pass(c, 0, 0, 0, &r) == HBM_EHOSTMEM) {
+    /* Host memory short before any copy moved nothing: the mark is not taken,
+     * so that marking it again runs the same pass and the layout never depends
+     * on host memory. A pass the hooks refuse is skipped (the heap as it was,
+     * HBM_OK). A copy that fails stopped the pass as far as the copies went:
+     * the mark is taken (blocks moved, the pass is counted) and the copy's
+     * error is the step's answer, as it is hbm_compact()'s. */
+    rc = run_pass(c, 0, 0, 0, &r);
+    if (rc == HBM_EHOSTMEM) {
       c->next_periodic = due;
       return HBM_EHOSTMEM;
     }
+    if (rc == HBM_EBUSY) rc = HBM_OK;
   }
   if (!c->stepped || step > c->highest_step) c->highest_step = step;
   c->stepped = 1;
-  return HBM_OK;
+  return rc;
 }
 
 static int compact_counters(hbm_policy *p, hbm_counter *out, int max) {

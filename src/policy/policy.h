@@ -87,7 +87,9 @@ struct hbm_policy_class {
   int (*seed)(hbm_policy *p, const hbm_trace *t, uint64_t *id_addr, uint64_t *id_block);
   /* A step boundary passed (policies that act per step: compaction, zones).
    * HBM_OK, or HBM_EHOSTMEM when host memory ran out: then the mark was not
-   * taken and nothing changed (the caller may mark the step again). */
+   * taken and nothing changed (the caller may mark the step again). Any other
+   * error (compact: the device copy error that stopped its periodic pass)
+   * comes with the mark taken. */
   int (*step)(hbm_policy *p, uint64_t step);
   /* Recorded segment release (empty_cache, release before retry): release the
    * segment at addr if the model holds it free. */
