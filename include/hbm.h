@@ -39,7 +39,8 @@ enum {
                             build knows no such device kind, or a runtime is absent */
   HBM_ECORRUPT = -6,     /* an invariant check failed */
   HBM_EHOSTMEM = -7,     /* host memory for metadata could not be allocated */
-  HBM_EBUSY = -8,        /* the object is pinned or in use */
+  HBM_EBUSY = -8,        /* busy: the block is pinned (freeing it), or the caller's
+                            before_move hook refused a compaction pass */
 };
 const char *hbm_strerror(int err);
 

@@ -74,7 +74,7 @@ static void check_util_edges(void) {
       {HBM_EUNSUPPORTED, "not supported (by the device, policy, CPU or runtime)"}, /* not only a device's */
       {HBM_ECORRUPT, "invariant check failed"},
       {HBM_EHOSTMEM, "out of host memory"},
-      {HBM_EBUSY, "in use"},
+      {HBM_EBUSY, "busy (a pinned block, or a compaction pass the before_move hook refused)"},
       {-1000, "unknown error"},
   };
   for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)

@@ -63,7 +63,7 @@ const char *hbm_strerror(int err) {
     case HBM_EUNSUPPORTED: return "not supported (by the device, policy, CPU or runtime)";
     case HBM_ECORRUPT: return "invariant check failed";
     case HBM_EHOSTMEM: return "out of host memory";
-    case HBM_EBUSY: return "in use";
+    case HBM_EBUSY: return "busy (a pinned block, or a compaction pass the before_move hook refused)";
     default: return "unknown error";
   }
 }
