@@ -630,7 +630,8 @@ int hbm_adamw_step(const hbm_adamw_tensor *tensors, size_t ntensors,
 /* The threads hbm_adamw_step() runs a step of `elements` parameters on, with
  * options->threads = `requested_threads` and options->impl = `impl` (the
  * reference: 1). For reports; the step itself decides the same way. 0 where
- * the step refuses the count (requested_threads < 0). */
+ * the step refuses these inputs: requested_threads < 0, an unknown impl or
+ * one this CPU lacks, no elements or more than 2^56. */
 int hbm_adamw_thread_count(uint64_t elements, int requested_threads, hbm_adamw_impl impl);
 
 /* 1 if `impl` can run here (HBM_ADAMW_AUTO always can). */

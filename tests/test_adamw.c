@@ -694,12 +694,23 @@ static void test_thread_count(void) {
   CHECK(hbm_adamw_thread_count(1ull << 30, 5, HBM_ADAMW_SCALAR) == 5);
   CHECK(hbm_adamw_thread_count(100, 64, HBM_ADAMW_SCALAR) == 2);   /* at most one per 64 elements */
   CHECK(hbm_adamw_thread_count(64, 64, HBM_ADAMW_SCALAR) == 1);
-  CHECK(hbm_adamw_thread_count(UINT64_MAX, 256, HBM_ADAMW_SCALAR) == 256); /* no wrap in the count of shares */
-  CHECK(hbm_adamw_thread_count(UINT64_MAX - 62, 256, HBM_ADAMW_SCALAR) == 256);
+  CHECK(hbm_adamw_thread_count(1ull << 56, 256, HBM_ADAMW_SCALAR) == 256); /* the most a step takes */
+  CHECK(hbm_adamw_thread_count((1ull << 56) - 62, 256, HBM_ADAMW_SCALAR) == 256);
   CHECK(hbm_adamw_thread_count(1ull << 40, 100000, HBM_ADAMW_SCALAR) == 256);
   CHECK(hbm_adamw_thread_count(1ull << 30, 8, HBM_ADAMW_REFERENCE) == 1); /* single-threaded */
   CHECK(hbm_adamw_thread_count(1ull << 30, -3, HBM_ADAMW_SCALAR) == 0); /* the step refuses it */
   CHECK(hbm_adamw_thread_count(1ull << 30, -1, HBM_ADAMW_REFERENCE) == 0);
+  /* Whatever else the step refuses, it runs on none: an impl number it does
+   * not know, one this CPU lacks, no elements, more than 2^56. */
+  CHECK(hbm_adamw_thread_count(1000, 4, (hbm_adamw_impl)99) == 0);
+  CHECK(hbm_adamw_thread_count(1000, 4, HBM_ADAMW_IMPL_COUNT) == 0);
+  CHECK(hbm_adamw_thread_count(1000, 4, (hbm_adamw_impl)-1) == 0);
+  for (int i = 0; i < HBM_ADAMW_IMPL_COUNT; i++)
+    CHECK((hbm_adamw_thread_count(1000, 4, (hbm_adamw_impl)i) > 0) == hbm_adamw_impl_available((hbm_adamw_impl)i));
+  CHECK(hbm_adamw_thread_count(0, 4, HBM_ADAMW_SCALAR) == 0);
+  CHECK(hbm_adamw_thread_count(0, 0, HBM_ADAMW_REFERENCE) == 0);
+  CHECK(hbm_adamw_thread_count((1ull << 56) + 1, 4, HBM_ADAMW_SCALAR) == 0);
+  CHECK(hbm_adamw_thread_count(UINT64_MAX, 256, HBM_ADAMW_SCALAR) == 0);
   CHECK(hbm_adamw_thread_count(32768, 0, HBM_ADAMW_AUTO) == 1);   /* automatic: too little work to share */
   int cpus = hbm_adamw_thread_count(1ull << 40, 0, HBM_ADAMW_SCALAR);
   CHECK(cpus >= 1 && cpus <= 256);

@@ -292,7 +292,11 @@ static int thread_count(uint64_t total, int requested_threads) {
 }
 
 int hbm_adamw_thread_count(uint64_t elements, int requested_threads, hbm_adamw_impl impl) {
-  if (requested_threads < 0) return 0; /* the step refuses it: it runs on none */
+  /* What the step refuses (validate_options, validate_tensor, its 2^56 in
+   * all, an impl this CPU lacks) it runs on none. */
+  if (requested_threads < 0 || !hbm_adamw_impl_name(impl) || !hbm_adamw_impl_available(impl) || elements == 0 ||
+      elements > ADAMW_MAX_COUNT)
+    return 0;
   if (impl == HBM_ADAMW_AUTO) impl = hbm_adamw_impl_best();
   return impl == HBM_ADAMW_REFERENCE ? 1 : thread_count(elements, requested_threads);
 }
