@@ -182,7 +182,9 @@ double hbm_fragmentation_ratio(uint64_t free_total, uint64_t largest_free);
 /* Formats stats as text lines ("live 1.00 GiB (1073741824)", counts such as
  * "allocs 3000" without a size) or as one JSON object (a fragmentation that
  * is not finite as null). Returns the length that was needed (like snprintf;
- * a NULL buf writes nothing, whatever len says); HBM_EINVAL for NULL stats. */
+ * a NULL buf writes nothing, whatever len says); HBM_EINVAL for NULL stats,
+ * and, reported and with nothing written, for a version other than
+ * HBM_STATS_VERSION (hbm_heap_stats sets it; set it where you fill one). */
 int hbm_stats_format(const hbm_stats *stats, int json, char *buf, size_t len);
 
 /* ---- heaps: an allocator policy over a device ------------------------------------ */

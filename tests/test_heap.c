@@ -461,6 +461,16 @@ int main(void) {
     hbm_stats odd = st;
     odd.fragmentation = NAN; /* filled in by a caller: the JSON stays JSON */
     CHECK(hbm_stats_format(&odd, 1, text, sizeof text) > 0 && strstr(text, "\"fragmentation\":null,"));
+    /* A version this library does not know: its fields are not these */
+    static const int versions[] = {0, HBM_STATS_VERSION + 1, -1};
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
+      odd.version = versions[i];
+      int seen = errors_seen;
+      strcpy(text, "untouched");
+      CHECK(hbm_stats_format(&odd, 1, text, sizeof text) == HBM_EINVAL && !strcmp(text, "untouched"));
+      CHECK(hbm_stats_format(&odd, 0, NULL, 0) == HBM_EINVAL);
+      CHECK(errors_seen == seen + 2);
+    }
   }
   {
     char small[8];

@@ -417,6 +417,10 @@ static void out_value_double(out_buf *o, int json, const char *name, double v, i
 
 int hbm_stats_format(const hbm_stats *s, int json, char *buf, size_t len) {
   if (!s) return HBM_EINVAL;
+  /* Another version's fields are not these: printing them would misname them. */
+  if (s->version != HBM_STATS_VERSION)
+    return hbm_report_error(HBM_EINVAL, "stats format: stats of version %d, this library knows version %d",
+                            s->version, HBM_STATS_VERSION);
   if (!buf) len = 0; /* as snprintf(NULL, 0): the length needed */
   out_buf o = {buf, len, 0};
   if (len) buf[0] = 0;
