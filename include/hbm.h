@@ -92,6 +92,8 @@ typedef enum hbm_tag {
   HBM_TAG_TEMP,
   HBM_TAG_COUNT
 } hbm_tag;
+/* The tag's name ("other", "param", ...); "invalid" for a value that is no
+ * tag (below 0, HBM_TAG_COUNT or above), a name hbm_tag_parse refuses. */
 const char *hbm_tag_name(hbm_tag tag);
 /* Returns HBM_OK and sets *tag, or HBM_EINVAL for an unknown name. */
 int hbm_tag_parse(const char *name, hbm_tag *tag);

@@ -301,6 +301,13 @@ int main(void) {
    * another case is none */
   for (int i = 0; i < HBM_TAG_COUNT; i++)
     CHECK(hbm_tag_parse(hbm_tag_name((hbm_tag)i), &tg) == HBM_OK && tg == (hbm_tag)i);
+  /* a value that is no tag is named as none, not as HBM_TAG_OTHER, and its
+   * name reads back as no tag */
+  static const int not_tag_values[] = {HBM_TAG_COUNT, HBM_TAG_COUNT + 1, -1, 1000};
+  for (size_t i = 0; i < sizeof not_tag_values / sizeof not_tag_values[0]; i++) {
+    const char *name = hbm_tag_name((hbm_tag)not_tag_values[i]);
+    CHECK(name && !strcmp(name, "invalid") && hbm_tag_parse(name, &tg) == HBM_EINVAL);
+  }
   const char *not_tags[] = {"", "ac", "acts", "Act", "tem", "optimx", "othe", "paramparam", "act "};
   for (size_t i = 0; i < sizeof not_tags / sizeof not_tags[0]; i++) CHECK(hbm_tag_parse(not_tags[i], &tg) == HBM_EINVAL);
   CHECK(hbm_stats_format(NULL, 1, NULL, 0) == HBM_EINVAL);

@@ -163,7 +163,8 @@ void hbm_check_fail(hbm_checker *k, const char *fmt, ...) {
 static const char *const tag_names[HBM_TAG_COUNT] = {"other", "param", "grad", "optim",
                                                       "act",   "comm",  "temp"};
 const char *hbm_tag_name(hbm_tag tag) {
-  return (unsigned)tag < HBM_TAG_COUNT ? tag_names[tag] : "other";
+  /* Not "other": that is a tag of its own. Not NULL: callers print it. */
+  return (unsigned)tag < HBM_TAG_COUNT ? tag_names[tag] : "invalid";
 }
 int hbm_tag_parse_n(const char *name, size_t len, hbm_tag *tag) {
   for (int i = 0; i < HBM_TAG_COUNT; i++)
