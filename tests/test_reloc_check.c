@@ -9,6 +9,9 @@
  *      a live slot listed free, a slot listed twice, more entries than room;
  *      and an address map whose key is cut off from its hash slot (every
  *      count still agrees, but freeing that block would not find its handle).
+ *   6. hbm_check() reports a before_move hook, or its argument, in the policy
+ *      that is not the one the relocation layer holds as set: before any
+ *      hooks, after hbm_heap_set_relocation_hooks and after clearing them.
  * A corruption is made through hbm_heap_enter(), which hands out the heap's
  * table; each is undone before the heap is destroyed. */
 #include <string.h>
@@ -278,6 +281,49 @@ static void before_move_only_when_moving(hbm_device *sim) {
   CHECK(n < 10000 && refused >= 3); /* the layout, the plan and the rebuild each met a failure */
 }
 
+/* ---- 6. the hooks' two copies ----------------------------------------------------------- */
+static int other_before(void *arg, uint64_t bytes, uint64_t blocks) {
+  (void)arg, (void)bytes, (void)blocks;
+  return 1;
+}
+
+/* Each way the policy's copy can part from the layer's is reported, and the
+ * heap is sound again once it is put back. */
+static void hooks_disagree(hbm_heap *h) {
+  hbm_compact_policy *c = policy_of(h);
+  hbm_before_move_fn *fn = c->before_move;
+  void *arg = c->before_arg;
+  c->before_move = fn ? NULL : other_before;
+  CHECK(check_says(h, "handles: the policy asks a before_move hook other than the one set"));
+  c->before_move = fn == log_before ? other_before : fn;
+  if (fn) CHECK(check_says(h, "handles: the policy asks a before_move hook other than the one set"));
+  c->before_move = fn;
+  CHECK(hbm_check(h) == HBM_OK);
+  static int elsewhere;
+  c->before_arg = &elsewhere;
+  CHECK(check_says(h, "handles: the policy passes before_move the argument"));
+  c->before_arg = arg;
+  CHECK(hbm_check(h) == HBM_OK);
+}
+
+static void hooks_agree(hbm_device *sim) {
+  hbm_heap *h;
+  CHECK(hbm_heap_create(sim, "compact", NULL, &h) == HBM_OK);
+  hooks_disagree(h); /* none set */
+  hook_log log = {0, 0};
+  hbm_relocation_hooks hooks = {log_moved, log_before, &log};
+  CHECK(hbm_heap_set_relocation_hooks(h, &hooks) == HBM_OK);
+  CHECK(policy_of(h)->before_move == log_before && policy_of(h)->before_arg == &log);
+  hooks_disagree(h);
+  hbm_relocation_hooks moved_only = {log_moved, NULL, &log}; /* an argument, no before_move */
+  CHECK(hbm_heap_set_relocation_hooks(h, &moved_only) == HBM_OK && hbm_check(h) == HBM_OK);
+  hooks_disagree(h);
+  CHECK(hbm_heap_set_relocation_hooks(h, NULL) == HBM_OK);
+  CHECK(policy_of(h)->before_move == NULL && policy_of(h)->before_arg == NULL);
+  hooks_disagree(h);
+  hbm_heap_destroy(h);
+}
+
 int main(void) {
   hbm_device *sim;
   CHECK(hbm_device_open("sim:1GiB", &sim) == HBM_OK);
@@ -286,6 +332,7 @@ int main(void) {
   schedule(sim);
   totals(sim);
   before_move_only_when_moving(sim);
+  hooks_agree(sim);
   hbm_device_close(sim);
   return test_done("test_reloc_check");
 }

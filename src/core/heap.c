@@ -377,7 +377,7 @@ int hbm_check(hbm_heap *h) {
              (unsigned long long)c.scan_live_blocks, (unsigned long long)h->st.live_blocks);
     report_fail(&c, m);
   }
-  if (h->reloc) hbm_reloc_check(h->reloc, &h->blocks, report_fail, &c);
+  if (h->reloc) hbm_reloc_check(h->reloc, h->policy, &h->blocks, report_fail, &c);
   hbm_stats st; /* what hbm_heap_stats would answer: its figures hold together */
   fill_stats(h, &st);
   if (st.reserved > st.capacity) {

@@ -84,8 +84,20 @@ static void check_entry(void *arg, uint64_t addr, uint64_t slot) {
 
 static void forward(void *arg, const char *message) { hbm_check_forward(arg, message); }
 
-int hbm_reloc_check(const hbm_reloc *r, const hbm_addrmap *live, hbm_check_report_fn *report, void *arg) {
+int hbm_reloc_check(const hbm_reloc *r, const hbm_policy *p, const hbm_addrmap *live, hbm_check_report_fn *report,
+                    void *arg) {
   hbm_checker k = {.report = report, .arg = arg, .prefix = "handles: "};
+  /* The hooks' two copies: the policy asks its own before_move, the layer
+   * tells `moved` from its own, and both are set from one call. */
+  if (hbm_policy_is_compact(p)) {
+    const hbm_compact_policy *c = (const hbm_compact_policy *)p;
+    if (c->before_move != r->hooks.before_move)
+      hbm_check_fail(&k, "the policy asks a before_move hook other than the one set (%s, the hooks %s)",
+                     c->before_move ? "a hook" : "none", r->hooks.before_move ? "a hook" : "none");
+    if (c->before_arg != r->hooks.arg)
+      hbm_check_fail(&k, "the policy passes before_move the argument %p, the hooks set %p", c->before_arg,
+                     r->hooks.arg);
+  }
   /* The address map's own invariant: hbm_reloc_freed and moved look blocks up through it. */
   hbm_addrmap_check(&r->by_addr, forward, &k);
   if (r->nslots > r->cap || r->nspare > r->cap) {

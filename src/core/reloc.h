@@ -30,7 +30,10 @@ typedef struct hbm_handle_slot {
  *   live_handles == live slots == by_addr.used == nslots - nspare - retired;
  *   a slot of generation 0 issued every generation and is retired: never
  *   live, never spare, and there are `retired` of them;
- *   spare lists each other slot below nslots that is not live, once. */
+ *   spare lists each other slot below nslots that is not live, once;
+ *   the compact policy's before_move and its argument are hooks.before_move
+ *   and hooks.arg (hbm_heap_set_relocation_hooks sets both together): a pass
+ *   asks the hook the caller set last, with that hook's argument. */
 typedef struct hbm_reloc {
   hbm_addrmap by_addr; /* address of a block that has a handle -> slot */
   hbm_handle_slot *slots;
@@ -56,8 +59,10 @@ void hbm_reloc_destroy(hbm_reloc *r);
 void hbm_reloc_moved(hbm_reloc *r, uint64_t old_addr, uint64_t new_addr, uint64_t request, hbm_tag tag);
 /* A block was freed: its handle, if any, ends. */
 void hbm_reloc_freed(hbm_reloc *r, uint64_t addr);
-/* Failures found, each passed to report. `live` is the heap's address map. */
-int hbm_reloc_check(const hbm_reloc *r, const hbm_addrmap *live, hbm_check_report_fn *report, void *arg);
+/* Failures found, each passed to report. `live` is the heap's address map,
+ * `p` its policy. */
+int hbm_reloc_check(const hbm_reloc *r, const hbm_policy *p, const hbm_addrmap *live, hbm_check_report_fn *report,
+                    void *arg);
 
 /* ---- defined in heap.c, for reloc.c ---- */
 /* Takes the heap's device's lock; returns its policy and relocation layer (NULL when
