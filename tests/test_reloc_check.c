@@ -9,6 +9,11 @@
  *      a live slot listed free, a slot listed twice, more entries than room;
  *      and an address map whose key is cut off from its hash slot (every
  *      count still agrees, but freeing that block would not find its handle).
+ *   3. hbm_check() reports a periodic pass due at the wrong step, saying the
+ *      highest step mark taken, or that none was.
+ *   4. hbm_check() reports compaction totals that do not hold together.
+ *   5. before_move is called only for a pass that goes on to move: a host
+ *      allocation failing at each point of a pass comes before it.
  *   6. hbm_check() reports a before_move hook, or its argument, in the policy
  *      that is not the one the relocation layer holds as set: before any
  *      hooks, after hbm_heap_set_relocation_hooks and after clearing them.
@@ -156,12 +161,21 @@ static hbm_compact_policy *policy_of(hbm_heap *h) {
   return hbm_policy_is_compact(p) ? (hbm_compact_policy *)p : NULL;
 }
 
-/* next_periodic set to `bad` is reported, and the heap is sound again after. */
+/* next_periodic set to `bad` is reported, with the schedule it breaks (the
+ * highest step taken, or that none was), and the heap is sound again after. */
 static int schedule_refused(hbm_heap *h, uint64_t bad) {
   hbm_compact_policy *c = policy_of(h);
   uint64_t good = c->next_periodic;
   c->next_periodic = bad;
-  int said = check_says(h, "compact: next periodic pass at step");
+  char want[200];
+  if (c->stepped)
+    snprintf(want, sizeof want, "compact: next periodic pass at step %llu, expected %llu (every %llu steps, highest "
+             "step %llu)", (unsigned long long)bad, (unsigned long long)good, (unsigned long long)c->every_steps,
+             (unsigned long long)c->highest_step);
+  else
+    snprintf(want, sizeof want, "compact: next periodic pass at step %llu, expected %llu (every %llu steps, no step "
+             "mark taken yet)", (unsigned long long)bad, (unsigned long long)good, (unsigned long long)c->every_steps);
+  int said = check_says(h, want);
   c->next_periodic = good;
   return said && hbm_check(h) == HBM_OK;
 }

@@ -327,10 +327,11 @@ static int compact_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) 
    * only the highest one taken counts). */
   uint64_t due = !c->every_steps ? 0 : !c->stepped ? c->every_steps : next_multiple(c->every_steps, c->highest_step);
   if (c->next_periodic != due) {
-    char m[200];
-    snprintf(m, sizeof m, "compact: next periodic pass at step %llu, expected %llu (every %llu steps, highest step %s%llu)",
+    char m[200], highest[64] = "no step mark taken yet";
+    if (c->stepped) snprintf(highest, sizeof highest, "highest step %llu", (unsigned long long)c->highest_step);
+    snprintf(m, sizeof m, "compact: next periodic pass at step %llu, expected %llu (every %llu steps, %s)",
              (unsigned long long)c->next_periodic, (unsigned long long)due, (unsigned long long)c->every_steps,
-             c->stepped ? "" : "none, ", (unsigned long long)c->highest_step);
+             highest);
     report(arg, m);
     k.failures++;
   }
