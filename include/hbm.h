@@ -438,6 +438,8 @@ typedef enum hbm_oom_cause {
                               blocks' rounding (and unsplit remainders) holds the bytes
                               free total counts */
 } hbm_oom_cause;
+/* The cause's name ("none", "capacity", ...); "invalid" for a value that is
+ * no cause. */
 const char *hbm_oom_cause_name(hbm_oom_cause cause);
 
 /* A sample taken at each step boundary (or every N events). */

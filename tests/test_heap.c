@@ -308,6 +308,11 @@ int main(void) {
     const char *name = hbm_tag_name((hbm_tag)not_tag_values[i]);
     CHECK(name && !strcmp(name, "invalid") && hbm_tag_parse(name, &tg) == HBM_EINVAL);
   }
+  /* so is a value that is no failure cause: "none" would say nothing failed */
+  CHECK(!strcmp(hbm_oom_cause_name(HBM_CAUSE_NONE), "none"));
+  CHECK(!strcmp(hbm_oom_cause_name(HBM_CAUSE_OVERHEAD), "overhead"));
+  CHECK(!strcmp(hbm_oom_cause_name((hbm_oom_cause)(HBM_CAUSE_OVERHEAD + 1)), "invalid"));
+  CHECK(!strcmp(hbm_oom_cause_name((hbm_oom_cause)-1), "invalid"));
   const char *not_tags[] = {"", "ac", "acts", "Act", "tem", "optimx", "othe", "paramparam", "act "};
   for (size_t i = 0; i < sizeof not_tags / sizeof not_tags[0]; i++) CHECK(hbm_tag_parse(not_tags[i], &tg) == HBM_EINVAL);
   CHECK(hbm_stats_format(NULL, 1, NULL, 0) == HBM_EINVAL);

@@ -613,6 +613,7 @@ const char *hbm_oom_cause_name(hbm_oom_cause cause) {
     case HBM_CAUSE_START: return "start";
     case HBM_CAUSE_RULES: return "rules";
     case HBM_CAUSE_OVERHEAD: return "overhead";
-    default: return "none";
+    case HBM_CAUSE_NONE: return "none";
+    default: return "invalid"; /* not "none": that says nothing failed */
   }
 }
