@@ -98,11 +98,6 @@ static void *worker(void *arg) {
 }
 
 
-static const char *dash_or_size(int show, uint64_t v, char *buf) {
-  if (!show) return "-";
-  return cli_size(v, buf);
-}
-
 int cmd_demo(int argc, char **argv) {
   static const struct option opts[] = {
       {"html", required_argument, 0, 'H'}, {"json", no_argument, 0, 'j'},
@@ -333,13 +328,17 @@ int cmd_demo(int argc, char **argv) {
         printf("%-11s replay error: %s\n", names[i], hbm_strerror(runs[i].error));
         continue;
       }
-      char s1[32], s2[32], s3[32], s4[32], s5[32], stepb[32];
+      char s1[32], s5[32], stepb[32];
       if (r->first_oom.cause == HBM_CAUSE_START) snprintf(stepb, sizeof stepb, "before event 0");
       else snprintf(stepb, sizeof stepb, "step %llu", (unsigned long long)r->first_oom.step);
+      /* as replay's failure line and the page's table: in bytes where one would round to the
+       * request's text ("request 1.09 GiB ... largest free 1.09 GiB" of a request that failed) */
+      const hbm_oom_report *o = &r->first_oom;
+      char said[3][32];
+      hbm_report_sizes_apart((const uint64_t[]){o->request, o->free_total, o->largest_free}, 3, said);
       printf("%-11s %13s %10.3f %9s | %-14s %11s %11s %12s  %s\n", names[i], cli_size(r->peak_reserved, s1),
-             r->efficiency, cli_frag(r->max_frag, 3, s5), r->oom ? stepb : "none", dash_or_size(r->oom, r->first_oom.request, s2),
-             dash_or_size(r->oom, r->first_oom.free_total, s3), dash_or_size(r->oom, r->first_oom.largest_free, s4),
-             r->oom ? hbm_oom_cause_name(r->first_oom.cause) : "-");
+             r->efficiency, cli_frag(r->max_frag, 3, s5), r->oom ? stepb : "none", r->oom ? said[0] : "-",
+             r->oom ? said[1] : "-", r->oom ? said[2] : "-", r->oom ? hbm_oom_cause_name(o->cause) : "-");
     }
     printf("\n");
     for (int i = 0; i < npol; i++) {

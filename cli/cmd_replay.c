@@ -179,7 +179,7 @@ static const char *layout_moment(layout_when when, const hbm_report_run *run, ch
 }
 
 static void print_layout(const char *policy, layout_when when, const layout_pick *pick) {
-  char a[32], b[32], c[32], d[32], e[32], moment[96];
+  char a[32], b[32], moment[96];
   if (!pick->run) {
     printf("\nlayout of %s: none (%s)\n", policy, pick->why);
     return;
@@ -191,9 +191,15 @@ static void print_layout(const char *policy, layout_when when, const layout_pick
          layout_moment(when, run, moment, sizeof moment), cli_size(run->layout_live, a),
          (unsigned long long)s.live_blocks, s.live_blocks == 1 ? "block holds" : "blocks hold", cli_size(s.live_bytes, b));
   if (when != LAYOUT_FAILURE) printf("reserved %s; ", cli_size(run->layout_reserved, a)); /* not reported there */
+  /* at the failure, its free figures told apart from the request as the table's line gives them:
+   * "largest free 5.00 MiB" under "request 5.00 MiB" would read as a contradiction (elsewhere
+   * there is no request: a request of 0 rounds alike with nothing) */
+  char said[4][32];
+  uint64_t request = when == LAYOUT_FAILURE ? run->result.first_oom.request : 0;
+  hbm_report_sizes_apart((const uint64_t[]){request, s.hole_bytes, s.largest_hole, run->layout_largest_free}, 4,
+                         said);
   printf("%llu hole%s, %s in all, the largest %s; largest free %s\n", (unsigned long long)s.holes,
-         s.holes == 1 ? "" : "s", cli_size(s.hole_bytes, c), cli_size(s.largest_hole, d),
-         cli_size(run->layout_largest_free, e));
+         s.holes == 1 ? "" : "s", said[1], said[2], said[3]);
   printf("  placed by purpose:");
   for (int t = 0; t < HBM_TAG_COUNT; t++)
     if (s.live_by_tag[t]) printf(" %s %s", hbm_tag_name((hbm_tag)t), cli_size(s.live_by_tag[t], a));

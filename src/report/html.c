@@ -510,8 +510,13 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
                       "would, but not in the segments that hold them, which the policy keeps whole; the run "
                       "fails before its first event.",
                       size_text(cap, a, 32), size_text(o->request, b, 32));
-    char said[2][32]; /* "3.00 MiB failed with 3.00 MiB free" would read as a contradiction */
-    hbm_report_sizes_apart((const uint64_t[]){o->request, o->free_total}, 2, said);
+    /* "a 3.00 MiB request failed with 3.00 MiB free", or "... the largest free block only
+     * 3.00 MiB", would read as a contradiction: the request, free total and largest free as
+     * the table gives them, and the layout's holes (when drawn) told apart from the request */
+    char said[5][32];
+    hbm_report_sizes_apart((const uint64_t[]){o->request, o->free_total, o->largest_free, f.lay.hole_bytes,
+                                              f.lay.largest_hole},
+                           r->nlayout ? 5 : 3, said);
     int n = snprintf(buf, len, "At step %llu a %s request failed with %s free in total (%s %s minus %s live) ",
                      (unsigned long long)o->step, said[0], said[1], room < cap ? "the policy's limit" : "capacity",
                      size_text(room, c, 32), size_text(live, d, 32));
@@ -525,7 +530,7 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
       n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
                     "in one piece, not cut up, yet the largest request the policy could serve was %s: its "
                     "granularity refused it, not fragmentation and not capacity%s",
-                    size_text(o->largest_free, e, 32),
+                    said[2],
                     !strcmp(res->policy, "expandable")
                         ? " (expandable segments map whole 20 MiB pages; a hole at a segment's end is what its last "
                           "page leaves past its last block, and goes on into the pages it maps next)."
@@ -534,7 +539,7 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
       n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
                     "and the policy itself reports that a request of %s would have succeeded: its own rules "
                     "refused this one, not fragmentation and not capacity%s",
-                    size_text(o->largest_free, e, 32),
+                    said[2],
                     !strcmp(res->policy, "caching") || !strcmp(res->policy, "expandable")
                         ? " (PyTorch's rules: a request of 1 to 10 MiB takes a segment of its own of 20 MiB, "
                           "one of at most 1 MiB a 2 MiB segment of the small pool, and a block serves only "
@@ -550,9 +555,8 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
       n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
                     "but the largest free block only %s: fragmentation, not capacity (ratio %s = %s / %s - 1). "
                     "A perfectly packed device would have had room for it.",
-                    size_text(o->largest_free, e, 32),
-                    frag_text(hbm_fragmentation_ratio(o->free_total, o->largest_free), c, 32),
-                    size_text(o->free_total, b, 32), size_text(o->largest_free, g, 32));
+                    said[2], frag_text(hbm_fragmentation_ratio(o->free_total, o->largest_free), c, 32),
+                    said[1], said[2]);
     } else {
       n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
                     "and live plus the request exceed the capacity by %s: over capacity; no placement "
@@ -562,8 +566,8 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
     if (r->nlayout)
       n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
                     " The layout then: %llu hole%s holding %s, the largest %s, across %llu range%s.",
-                    (unsigned long long)f.lay.holes, f.lay.holes == 1 ? "" : "s", size_text(f.lay.hole_bytes, a, 32),
-                    size_text(f.lay.largest_hole, b, 32), (unsigned long long)f.lay.ranges,
+                    (unsigned long long)f.lay.holes, f.lay.holes == 1 ? "" : "s", said[3], said[4],
+                    (unsigned long long)f.lay.ranges,
                     f.lay.ranges == 1 ? "" : "s");
     n += snprintf(buf + (n < (int)len ? n : (int)len), n < (int)len ? len - (size_t)n : 0,
                   " %llu request%s failed in all (each skipped, its free ignored).",
@@ -1290,11 +1294,13 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
       sb_printf(&b, "<h3>No layout: the starting state (%s live) did not fit, and no event ran</h3>\n",
                 size_text(r->result.first_oom.request, a, 32));
     } else if (r->nlayout || r->result.oom) {
-      if (r->result.oom)
+      if (r->result.oom) {
+        const hbm_oom_report *o = &r->result.first_oom;
+        char said[3][32]; /* as the table above gives them */
+        hbm_report_sizes_apart((const uint64_t[]){o->request, o->free_total, o->largest_free}, 3, said);
         sb_printf(&b, "<h3>Layout at the first failure (step %llu, a %s request, largest free %s)</h3>",
-                  (unsigned long long)r->result.first_oom.step, size_text(r->result.first_oom.request, a, 32),
-                  size_text(r->result.first_oom.largest_free, c, 32));
-      else
+                  (unsigned long long)o->step, said[0], said[2]);
+      } else
         sb_printf(&b, "<h3>Layout at the tightest moment sampled%s (step %llu, largest free %s, live %s; no request failed)</h3>",
                   tightest_skips(r) ? " after steps 0 and 1" : "",
                   (unsigned long long)r->layout_step, size_text(r->layout_largest_free, a, 32),

@@ -115,6 +115,25 @@ for p in d["policies"]:
 table = text.split("\n\n")[1].split("\n")  # the header, a row per policy
 assert [line.split()[0] for line in table[1:]] == ["zoned", "caching"], table
 PY
+  # sizes that round alike are given in bytes, as replay gives them: at 2 MiB
+  # below bestfit's smallest capacity (hbm mincap) its first failure is a
+  # 1.09 GiB request beside a largest free block of 1.09 GiB, in the table, the
+  # words and the page's layout heading alike
+  "$HBM" demo --steps 2 --capacity 80331407360 --policy bestfit --html round.html > out 2> err &&
+    "$HBM" demo --steps 2 --capacity 80331407360 --policy bestfit --json --html round.html > json 2>> err &&
+    python3 - out json round.html <<'PY' || { echo "FAIL demo: sizes that round alike"; cat out err; fail=1; }
+import json, re, sys
+text, d, page = open(sys.argv[1]).read(), json.load(open(sys.argv[2])), open(sys.argv[3]).read()
+o = d["policies"][0]["oom"]
+req, free, largest = ("%d B" % o[k] for k in ("request", "free_total", "largest_free"))
+assert "%.2f GiB" % (o["request"] / 2**30) == "%.2f GiB" % (o["largest_free"] / 2**30) != "%.2f GiB" % (
+    o["free_total"] / 2**30) and o["request"] != o["largest_free"], o  # the case this checks
+row = re.search(r"^bestfit .*\| step 2 +(\d+ B) (\d+ B) (\d+ B)  fragmentation$", text, re.M)
+assert row and row.groups() == (req, free, largest), (row and row.groups(), o)
+assert "At step 2 a %s request failed with %s free in total" % (req, free) in text, text
+assert "but the largest free block only %s: fragmentation" % largest in text, text
+assert "<h3>Layout at the first failure (step 2, a %s request, largest free %s)</h3>" % (req, largest) in page
+PY
 fi
 # Every option given: the page's command reproduces the run (the capacity in
 # bytes, whole 2 MiB granules), the seed reaches the workload, the title names

@@ -117,6 +117,19 @@ for p, q in zip(d["policies"], plain["policies"]):
 sys.exit(0 if ok else 1)
 EOF
 
+# at the failure, the free figures that would round to the request's text are
+# given in bytes, as the table's line gives them: bestfit on 10 MiB with a 5 MiB
+# hole fails a request 1 byte larger ("largest free 5.00 MiB" beside a 5.00 MiB
+# request would read as a contradiction); after N events there is no request
+printf 'hbm-trace 1\ncapacity 10MiB\na x 5MiB act\na y 1MiB temp\nf x\na big 5242881 act\n' > "$dir/round.trace"
+"$HBM" replay "$dir/round.trace" --layout-at failure > "$dir/round" 2>&1
+grep -q '^bestfit .*request 5242881 B, free total 9437184 B, largest free 5242880 B, ratio 0.80: fragmentation$' "$dir/round" &&
+  grep -q '^layout of bestfit at its first failure (event 3, step 0): live 1.00 MiB; 1 block holds 1.00 MiB as placed; 2 holes, 9437184 B in all, the largest 5242880 B; largest free 5242880 B$' "$dir/round" ||
+  { echo "FAIL --layout-at failure, sizes that round alike: $(grep '^layout\|^bestfit' "$dir/round")"; fail=1; }
+"$HBM" replay "$dir/round.trace" --layout-at 2 > "$dir/round2" 2>&1
+grep -q '^layout of bestfit after 2 events (step 0): .*1 hole, 4.00 MiB in all, the largest 4.00 MiB; largest free 4.00 MiB$' "$dir/round2" ||
+  { echo "FAIL --layout-at 2 on round.trace: $(grep '^layout' "$dir/round2")"; fail=1; }
+
 # a run without a failure has no layout at one: said, not invented
 "$HBM" replay "$dir/t.trace" --capacity 16MiB --layout-at failure > "$dir/none" 2>&1
 grep -q '^layout of bestfit: none (no request failed)$' "$dir/none" ||

@@ -213,6 +213,13 @@ grep -q "tightest moment sampled (step 0, largest free 26.00 MiB, live 38.00 MiB
 printf 'hbm-trace 1\ncapacity 4MiB\na x 2097153\na y 2MiB\n' > "$dir/round.trace"
 "$HBM" replay "$dir/round.trace" --policy bestfit --html "$dir/round.html" | grep -q "request 2097152 B, free total 2097151 B, largest free 2096640 B, ratio 0.00: capacity$" &&
   grep -q "a 2097152 B request failed with 2097151 B free in total" "$dir/round.html" || { echo "FAIL: sizes that round alike"; fail=1; }
+# and where the largest free block rounds to the request's text: the page's
+# words (the layout's holes too) and its layout heading give bytes, as its table
+printf 'hbm-trace 1\ncapacity 10MiB\na x 5MiB act\na y 1MiB temp\nf x\na big 5242881 act\n' > "$dir/round2.trace"
+"$HBM" replay "$dir/round2.trace" --policy bestfit --html "$dir/round2.html" > /dev/null &&
+  grep -q "a 5242881 B request failed with 9437184 B free in total (capacity 10.00 MiB minus 1.00 MiB live) but the largest free block only 5242880 B: fragmentation, not capacity (ratio 0.80 = 9437184 B / 5242880 B - 1)\. A perfectly packed device would have had room for it\. The layout then: 2 holes holding 9437184 B, the largest 5242880 B, across 1 range\." "$dir/round2.html" &&
+  grep -q "<h3>Layout at the first failure (step 0, a 5242881 B request, largest free 5242880 B)</h3>" "$dir/round2.html" ||
+  { echo "FAIL: a largest free that rounds alike with the request on the page: $(grep -o 'At step [^<]*\|<h3>Layout at[^<]*' "$dir/round2.html")"; fail=1; }
 # a communication buffer that was itself live at the tightest moment raises no alarm
 printf 'hbm-trace 1\ncapacity 10MiB\na w 1MiB param\ns 1\na c 8MiB comm\ns 2\nf c\na c2 8MiB comm\nf c2\ns 3\n' > "$dir/comm.trace"
 "$HBM" replay "$dir/comm.trace" --policy bestfit --html "$dir/comm.html" > /dev/null || fail=1
