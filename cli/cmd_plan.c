@@ -36,7 +36,8 @@ static void usage(FILE *out) {
           "  --orders           also each greedy order alone, without the rounds that follow\n"
           "                     them in the planner (slower: every order runs twice)\n"
           "  --capacity N       the space there is, in the file's units: exit 1 when the\n"
-          "                     plan does not fit\n"
+          "                     plan does not fit, said on standard error (-o FILE is\n"
+          "                     still written, to inspect)\n"
           "  -o, --output FILE  write the plan as MiniMalloc writes a solution\n"
           "                     (id,lower,upper,size[,alignment],offset), atomically and\n"
           "                     never over the input\n"
@@ -332,6 +333,12 @@ int cmd_plan(int argc, char **argv) {
              fits ? "the plan fits" : "the plan does NOT fit");
     if (output) printf("\nwrote %s\n", output);
   }
+  if (!fits) /* the exit status's reason where the report may not be read (--json, a file); the plan
+               written all the same is worth a look: which buffers stand above the capacity */
+    cli_error("%s: the plan does not fit --capacity %llu: its footprint is %llu, %llu over%s%s%s (exit 1)", path,
+              (unsigned long long)capacity, (unsigned long long)footprint,
+              (unsigned long long)(footprint - capacity), output ? "; " : "", output ? output : "",
+              output ? " is written all the same, to inspect" : "");
   if (!fits || (in.offsets && !given.valid)) exit_code = CLI_FAILED;
 out:
   free(given_text);

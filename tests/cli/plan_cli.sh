@@ -1,7 +1,8 @@
 #!/bin/sh
 # hbm plan: --help, bad input exits 2 naming file:line, the JSON keys, a plan
 # written with -o reads back as a valid plan of the same footprint, the
-# input is never overwritten, --capacity and an overlapping given plan exit 1,
+# input is never overwritten, --capacity (said on stderr, -o still written) and
+# an overlapping given plan exit 1,
 # and a problem with a known optimum reaches it.
 set -u
 fail=0
@@ -113,11 +114,21 @@ r = json.load(open(sys.argv[1]))["given"]["reason"]
 assert r == "buffers '%s' (line 2) and '%s' (line 3) overlap while both are live" % (sys.argv[2], sys.argv[3]), r
 PY
 
-# --capacity: below the footprint exits 1, at it 0.
-"$HBM" plan "$dir/p.csv" --capacity 29 > "$dir/out"; rc=$?
+# --capacity: below the footprint exits 1, at it 0. Why is said on standard
+# error too (the report may go to a file, or be JSON); a plan that does not fit
+# is still written with -o, to inspect, and the message says so.
+"$HBM" plan "$dir/p.csv" --capacity 29 > "$dir/out" 2> "$dir/err"; rc=$?
 [ $rc -eq 1 ] || { echo "FAIL capacity 29: exit $rc, expected 1"; fail=1; }
 grep -q "does NOT fit" "$dir/out" || { echo "FAIL capacity 29: message"; fail=1; }
-"$HBM" plan "$dir/p.csv" --capacity 30 > "$dir/out" || { echo "FAIL capacity 30: exit $?"; fail=1; }
+[ "$(cat "$dir/err")" = "hbm: $dir/p.csv: the plan does not fit --capacity 29: its footprint is 30, 1 over (exit 1)" ] ||
+  { echo "FAIL capacity 29: standard error: $(cat "$dir/err")"; fail=1; }
+"$HBM" plan "$dir/p.csv" --capacity 29 --json -o "$dir/over.csv" > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 1 ] && grep -q '"fits":false,"output":"[^"]*over.csv"}$' "$dir/out" &&
+  [ "$(cat "$dir/err")" = "hbm: $dir/p.csv: the plan does not fit --capacity 29: its footprint is 30, 1 over; $dir/over.csv is written all the same, to inspect (exit 1)" ] &&
+  "$HBM" plan "$dir/over.csv" 2>&1 | grep -q "the file's offsets .* 30 .* valid" ||
+  { echo "FAIL capacity 29 -o: exit $rc: $(cat "$dir/out" "$dir/err")"; fail=1; }
+"$HBM" plan "$dir/p.csv" --capacity 30 -o "$dir/fits.csv" > "$dir/out" 2> "$dir/err" && [ ! -s "$dir/err" ] ||
+  { echo "FAIL capacity 30: exit $?: $(cat "$dir/err")"; fail=1; }
 
 # --align: every offset a multiple of it.
 "$HBM" plan "$dir/p.csv" --align 16 -o "$dir/aligned.csv" > /dev/null || { echo "FAIL align: exit $?"; fail=1; }
