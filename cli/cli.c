@@ -529,6 +529,12 @@ void cli_print_settings(const char *conf) {
   if (conf) printf("%-11s   settings: %s\n", "", conf);
 }
 
+void cli_json_efficiency(hbm_json *j, const hbm_replay_result *r) {
+  hbm_json_key(j, "efficiency");
+  if (r->peak_reserved) hbm_json_double(j, r->efficiency);
+  else hbm_json_null(j);
+}
+
 void cli_json_oom(hbm_json *j, const hbm_replay_result *r) {
   hbm_json_key(j, "oom");
   if (!r->oom) {

@@ -128,6 +128,9 @@ int cli_print_json(const char *command, struct hbm_json *j);
 /* Writes "oom": the replay's first failure (event, step, request, free_total,
  * largest_free, fragmentation, cause), or null: one shape in every report. */
 void cli_json_oom(struct hbm_json *j, const hbm_replay_result *r);
+/* Writes "efficiency": peak live / peak reserved, or null where the run reserved
+ * nothing (the text's "-": hbm_report_efficiency_text). */
+void cli_json_efficiency(struct hbm_json *j, const hbm_replay_result *r);
 /* Opens one policy's object in a report's "policies": policy, alloc_conf (the
  * policy's --conf, or null) and error (null, or the error that stopped the
  * policy). Returns 1 when there was an error: the object is then closed, with

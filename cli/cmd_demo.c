@@ -299,7 +299,7 @@ int cmd_demo(int argc, char **argv) {
       hbm_json_null(&js);
       hbm_json_kv_u64(&js, "peak_reserved", r->peak_reserved);
       hbm_json_kv_u64(&js, "peak_live", r->peak_live);
-      hbm_json_kv_double(&js, "efficiency", r->efficiency);
+      cli_json_efficiency(&js, r);
       hbm_json_kv_double(&js, "max_frag", r->max_frag);
       hbm_json_kv_u64(&js, "failures", r->failures);
       cli_json_oom(&js, r);
@@ -328,7 +328,7 @@ int cmd_demo(int argc, char **argv) {
         printf("%-11s replay error: %s\n", names[i], hbm_strerror(runs[i].error));
         continue;
       }
-      char s1[32], s5[32], stepb[32];
+      char s1[32], s5[32], stepb[32], eff[32];
       if (r->first_oom.cause == HBM_CAUSE_START) snprintf(stepb, sizeof stepb, "before event 0");
       else snprintf(stepb, sizeof stepb, "step %llu", (unsigned long long)r->first_oom.step);
       /* as replay's failure line and the page's table: in bytes where one would round to the
@@ -336,8 +336,8 @@ int cmd_demo(int argc, char **argv) {
       const hbm_oom_report *o = &r->first_oom;
       char said[3][32];
       hbm_report_sizes_apart((const uint64_t[]){o->request, o->free_total, o->largest_free}, 3, said);
-      printf("%-11s %13s %10.3f %9s | %-14s %11s %11s %12s  %s\n", names[i], cli_size(r->peak_reserved, s1),
-             r->efficiency, cli_frag(r->max_frag, 3, s5), r->oom ? stepb : "none", r->oom ? said[0] : "-",
+      printf("%-11s %13s %10s %9s | %-14s %11s %11s %12s  %s\n", names[i], cli_size(r->peak_reserved, s1),
+             hbm_report_efficiency_text(r, eff), cli_frag(r->max_frag, 3, s5), r->oom ? stepb : "none", r->oom ? said[0] : "-",
              r->oom ? said[1] : "-", r->oom ? said[2] : "-", r->oom ? hbm_oom_cause_name(o->cause) : "-");
     }
     printf("\n");

@@ -431,7 +431,7 @@ int cmd_replay(int argc, char **argv) {
       hbm_json_kv_u64(&j, "peak_device", r->peak_device);
       hbm_json_kv_u64(&j, "peak_allocated", r->peak_allocated);
       hbm_json_kv_u64(&j, "peak_live", r->peak_live);
-      hbm_json_kv_double(&j, "efficiency", r->efficiency);
+      cli_json_efficiency(&j, r);
       hbm_json_kv_double(&j, "max_frag", r->max_frag);
       hbm_json_kv_u64(&j, "backend_calls", r->backend_calls);
       hbm_json_kv_u64(&j, "backend_calls_after_first_step", r->backend_calls_after_first_step);
@@ -492,8 +492,9 @@ int cmd_replay(int argc, char **argv) {
         cli_print_settings(conf);
         continue;
       }
-      printf("%-11s %12s %10.3f %9s %8llu  ", r->policy, cli_size(r->peak_reserved, a), r->efficiency,
-             cli_frag(r->max_frag, 3, f), (unsigned long long)r->backend_calls);
+      char eff[32];
+      printf("%-11s %12s %10s %9s %8llu  ", r->policy, cli_size(r->peak_reserved, a),
+             hbm_report_efficiency_text(r, eff), cli_frag(r->max_frag, 3, f), (unsigned long long)r->backend_calls);
       if (!r->oom) {
         printf("none\n");
       } else if (r->first_oom.cause == HBM_CAUSE_START && r->first_oom.request > r->capacity) {

@@ -371,6 +371,12 @@ void hbm_report_sizes_apart(const uint64_t *bytes, size_t n, char (*text)[32]) {
   for (size_t i = 0; alike && i < n; i++) snprintf(text[i], 32, "%llu B", (unsigned long long)bytes[i]);
 }
 
+const char *hbm_report_efficiency_text(const hbm_replay_result *result, char text[32]) {
+  if (!result->peak_reserved) snprintf(text, 32, "-");
+  else hbm_snprintf(text, 32, "%.3f", result->efficiency);
+  return text;
+}
+
 /* A fragmentation ratio in words: the API's 1e9 (memory free, no block of it
  * usable) is "infinite", not a number. */
 static const char *frag_text(double ratio, char *buf, size_t len) {
@@ -579,12 +585,14 @@ int hbm_report_diagnosis(const hbm_report *rep, const hbm_report_run *r, char *b
     if (!strcmp(res->counters[k].name, "alloc_retries")) retries = res->counters[k].value;
   char steps[48] = ""; /* a trace without step marks has none to count */
   if (rep->steps) snprintf(steps, sizeof steps, " in %llu step%s", (unsigned long long)rep->steps, rep->steps == 1 ? "" : "s");
+  char eff[32];
   int n = snprintf(buf, len,
                    "No request failed%s. Peak reserved %s of %s (%s to spare), peak live %s: "
-                   "efficiency %.3f. ",
+                   "%s%s. ",
                    steps, size_text(res->peak_reserved, a, 32), size_text(cap, b, 32),
                    size_text(cap > res->peak_reserved ? cap - res->peak_reserved : 0, c, 32),
-                   size_text(res->peak_live, d, 32), res->efficiency);
+                   size_text(res->peak_live, d, 32), res->peak_reserved ? "efficiency " : "nothing reserved, no efficiency",
+                   res->peak_reserved ? hbm_report_efficiency_text(res, eff) : "");
   char how[160];
   sampling_text(rep, r, how, sizeof how);
   if (f.worst_frag > 0 || rep->largest_comm_request)
@@ -1179,8 +1187,9 @@ static void summary_table(sb *b, const hbm_report *rep) {
     char frag[32];
     if (x->max_frag >= 1e9) snprintf(frag, sizeof frag, "infinite"); /* as frag_text says it */
     else hbm_snprintf(frag, sizeof frag, "%.3f", x->max_frag);
-    sb_printf(b, "</a></td><td>%s</td><td>%.3f</td><td>%s</td>", size_text(x->peak_reserved, a, 32),
-              x->efficiency, frag);
+    char eff[32];
+    sb_printf(b, "</a></td><td>%s</td><td>%s</td><td>%s</td>", size_text(x->peak_reserved, a, 32),
+              hbm_report_efficiency_text(x, eff), frag);
     char step[32];
     if (x->first_oom.cause == HBM_CAUSE_START) snprintf(step, sizeof step, "before event 0");
     else snprintf(step, sizeof step, "%llu", (unsigned long long)x->first_oom.step);
@@ -1255,10 +1264,12 @@ int hbm_report_html(const hbm_report *rep, char **html, size_t *len) {
       sb_printf(&b, "<p>The replay could not run: %s.</p>\n", hbm_strerror(r->error));
       continue;
     }
-    sb_printf(&b, "<p class='sub'>peak reserved %s &middot; peak allocated %s &middot; efficiency %.3f "
+    char eff[32];
+    sb_printf(&b, "<p class='sub'>peak reserved %s &middot; peak allocated %s &middot; efficiency %s "
                   "&middot; backend calls %llu &middot; %.0f ns per event</p>\n",
               size_text(r->result.peak_reserved, a, 32), size_text(r->result.peak_allocated, c, 32),
-              r->result.efficiency, (unsigned long long)r->result.backend_calls, r->result.ns_per_event);
+              hbm_report_efficiency_text(&r->result, eff), (unsigned long long)r->result.backend_calls,
+              r->result.ns_per_event);
     if (r->result.ncounters) {
       sb_printf(&b, "<p class='sub mono'>");
       for (int k = 0; k < r->result.ncounters; k++) {

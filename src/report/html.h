@@ -129,6 +129,11 @@ void hbm_report_release(hbm_report *report);
  * contradiction). The diagnosis, the page's table and the replay's text use it. */
 void hbm_report_sizes_apart(const uint64_t *bytes, size_t n, char (*text)[32]);
 
+/* A run's efficiency (peak live / peak reserved) as the reports print it: "0.833", or "-"
+ * where it reserved nothing (no allocation, or a starting state that did not fit), which
+ * has no efficiency (the result's 0 is no figure). --json gives null there. */
+const char *hbm_report_efficiency_text(const hbm_replay_result *result, char text[32]);
+
 /* The diagnosis of one run in words (one paragraph, plain text). Returns the
  * length needed, like snprintf. */
 int hbm_report_diagnosis(const hbm_report *report, const hbm_report_run *run, char *buf,

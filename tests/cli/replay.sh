@@ -154,8 +154,8 @@ echo "$text" | grep -q "fragmentation" && { echo "FAIL: the unfit starting state
 printf 'hbm-trace 1\ninit-seg 0x0 1GiB 0 large\ninit-blk 0x0 300MiB b0 300MiB\ninit-blk 0x12c00000 724MiB b1 300MiB\na x 10\n' \
   > "$dir/over.trace"
 text=$("$HBM" replay "$dir/over.trace" --capacity 512MiB --policy all) || { echo "FAIL over replay exited $?"; fail=1; }
-npol=$(echo "$text" | grep -c "^[a-z]\+ \+[0-9.]\+ [KMGiB]* \+[0-9]")
-[ "$npol" -ge 5 ] && [ "$(echo "$text" | grep -c " 0.000 .*before event 0: the starting state does not fit (600.00 MiB live, more than the capacity 512.00 MiB): start$")" -eq "$npol" ] ||
+npol=$(echo "$text" | grep -c "^[a-z]\+ \+[0-9.]\+ [KMGiB]* \+[-0-9]")
+[ "$npol" -ge 5 ] && [ "$(echo "$text" | grep -c " 0 B  *-  *0.000 .*before event 0: the starting state does not fit (600.00 MiB live, more than the capacity 512.00 MiB): start$")" -eq "$npol" ] ||
   { echo "FAIL: a starting state over the capacity is not named as such by every policy:"; echo "$text"; fail=1; }
 "$HBM" replay "$dir/over.trace" --capacity 512MiB --policy bestfit,caching,zoned --json > "$dir/json" || fail=1
 [ "$(grep -o '"max_frag":0,' "$dir/json" | wc -l)" -eq 3 ] &&
@@ -237,15 +237,28 @@ grep -q "never below 1.00 MiB (step 1), and the largest communication buffer is 
   ! grep -q "would not have fit" "$dir/initcomm.html" || { echo "FAIL: a starting state's live communication buffer called a risk"; fail=1; }
 
 # Result figures at their edges: efficiency is peak live (requests, not their
-# rounding) over peak reserved; calls after the first step are 0 with one step
-# mark; a run that replays no event (a trace without events, a starting state
-# that does not fit) reports 0 ns per event, not NaN or the start's time.
+# rounding) over peak reserved, and none (null, "-") where nothing was reserved
+# (no allocation, every one failed, a start that did not fit); calls after the
+# first step are 0 with one step mark; a run that replays no event (a trace
+# without events, a starting state that does not fit) reports 0 ns per event,
+# not NaN or the start's time.
 printf 'hbm-trace 1\ncapacity 1GiB\ns 1\na x 1000\na y 3001\nf x\nf y\n' > "$dir/odd.trace"
 printf 'hbm-trace 1\ncapacity 1GiB\n' > "$dir/none.trace"
 printf 'hbm-trace 1\ncapacity 64MiB\ninit-seg 0x0 128MiB 0 large\ninit-blk 0x0 128MiB a\na b 1MiB\nf a\nf b\n' > "$dir/unfit.trace"
-for t in odd none unfit; do
+printf 'hbm-trace 1\ncapacity 2MiB\na x 4MiB\n' > "$dir/nofit.trace"
+for t in odd none unfit nofit; do
   "$HBM" replay "$dir/$t.trace" --policy caching,zoned --json > "$dir/$t.json" 2> /dev/null
+  "$HBM" replay "$dir/$t.trace" --policy caching,zoned --html "$dir/$t.html" > "$dir/$t.txt" 2> /dev/null
 done
+for t in none unfit nofit; do
+  [ "$(grep -c '^[a-z]*  *0 B  *-  ' "$dir/$t.txt")" -eq 2 ] &&
+    [ "$(grep -c "<td>0 B</td><td>-</td>" "$dir/$t.html")" -eq 2 ] &&
+    [ "$(grep -c "efficiency - &middot;" "$dir/$t.html")" -eq 2 ] ||
+    { echo "FAIL no efficiency without a reservation ($t): $(grep '^[a-z]' "$dir/$t.txt")"; fail=1; }
+done
+grep -q "No request failed. Peak reserved 0 B of 1.00 GiB (1.00 GiB to spare), peak live 0 B: nothing reserved, no efficiency. " "$dir/none.html" ||
+  { echo "FAIL no efficiency in the words: $(grep -o 'No request failed[^<]*' "$dir/none.html" | head -1)"; fail=1; }
+grep -q '^caching  .*  0\.[0-9][0-9][0-9]  ' "$dir/odd.txt" || { echo "FAIL an efficiency: $(cat "$dir/odd.txt")"; fail=1; }
 python3 - "$dir" <<'PY' || fail=1
 import json, sys
 d = sys.argv[1]
@@ -259,9 +272,13 @@ for t in ("none", "unfit"):
     for p in json.load(open(d + "/" + t + ".json"))["policies"]:
         if p["ns_per_event"] != 0:
             bad.append((t, p["policy"], p["ns_per_event"]))
+for t in ("none", "unfit", "nofit"):
+    for p in json.load(open(d + "/" + t + ".json"))["policies"]:
+        if p["peak_reserved"] != 0 or p["efficiency"] is not None:
+            bad.append((t, p["policy"], "efficiency without a reservation", p["peak_reserved"], p["efficiency"]))
 if bad:
     print("FAIL result figures:", bad); sys.exit(1)
-print("ok   result figures: efficiency from live, calls after one step 0, no time without events")
+print("ok   result figures: efficiency from live (none without a reservation), calls after one step 0, no time without events")
 PY
 # The table, the placed line, the counters and the samples to the letter, and
 # the JSON's figures beside them: bestfit's device (the whole sim device) is
@@ -355,7 +372,7 @@ printf 'hbm-trace 1\ncapacity 4MiB\na r 8MiB other 0 refused\nf r\na x 1MiB\n' >
 printf 'hbm-trace 1\ncapacity 64MiB\ninit-seg 0x0 34MiB 0 large\ninit-blk 0x0 32MiB a 32MiB\ninit-blk 0x2000000 2MiB -\ninit-seg 0x10000000 34MiB 0 large\ninit-blk 0x10000000 32MiB b 32MiB\ninit-blk 0x12000000 2MiB -\na x 10\n' \
   > "$dir/eqcap.trace"
 "$HBM" replay "$dir/eqcap.trace" --policy caching |
-  grep -q "^caching              0 B      0.000     0.000        2  before event 0: the starting state does not fit as recorded (64.00 MiB live, free total 64.00 MiB, largest free 64.00 MiB): start$" ||
+  grep -q "^caching              0 B          -     0.000        2  before event 0: the starting state does not fit as recorded (64.00 MiB live, free total 64.00 MiB, largest free 64.00 MiB): start$" ||
   { echo "FAIL a starting state of exactly the capacity: $("$HBM" replay "$dir/eqcap.trace" --policy caching)"; fail=1; }
 # every counter in the text is the JSON's, whole: past six digits too
 # (zoned's peak_touched_bytes, compact's moved bytes on step 437)
