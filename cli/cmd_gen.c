@@ -254,7 +254,10 @@ static int print_estimate(const hbm_gen_llm_config *c, const hbm_gen_llm_estimat
     hbm_json_object_end(&j);
     return cli_print_json("gen llm", &j);
   }
-  char pt[32], pd[32], pr[32];
+  char pt[32], pd[32], pr[32], desc[512];
+  /* the shape first: --params picks layers and width, and this says which */
+  hbm_gen_llm_describe(c, desc, sizeof desc);
+  printf("workload       %s\n", desc);
   if (e->params_resident < e->params_device) /* ZeRO-3: only a shard stays; layers are gathered to compute */
     printf("parameters     %s in the model, %s computed on this device, %s of them held at rest "
            "(its ZeRO-3 shard, 1/%u; each layer's are gathered for use)\n",

@@ -61,6 +61,10 @@ else
 fi
 "$HBM" gen llm --preset 910c-dense --estimate > "$dir/est" || { echo "FAIL --estimate"; fail=1; }
 grep -q "peak live" "$dir/est" || { echo "FAIL --estimate prints no peak"; cat "$dir/est"; fail=1; }
+# the shape --params chose is said, in words, before the figures
+"$HBM" gen llm --params 1.3B --estimate > "$dir/est_params" &&
+  head -1 "$dir/est_params" | grep -q "^workload       gpt 1.3B (18 layers, hidden 2304, 18 heads/18 kv" ||
+  { echo "FAIL --estimate does not name the shape --params chose"; cat "$dir/est_params"; fail=1; }
 grep -q "^fits           yes, 14.72 GiB to spare" "$dir/est" || { echo "FAIL --estimate's verdict"; cat "$dir/est"; fail=1; }
 # a peak over the capacity, its static state inside it: an estimate, not a refusal
 "$HBM" gen llm --preset 7b-1gpu-80g --capacity 40GiB --estimate > "$dir/est_over" 2>&1; rc=$?
@@ -103,6 +107,7 @@ done
 # the estimate to the letter, where no ZeRO-3 shard is held apart
 "$HBM" gen llm --layers 3 --hidden 384 --steps 1 --estimate > "$dir/est20m" 2>&1
 cat > "$dir/want" <<'EOF2'
+workload       gpt 24.6M (3 layers, hidden 384, 3 heads/3 kv, ffn 1536, vocab 50304), flash attention, seq 2048 x micro-batch 4 x 4, tp 1 pp 1 (stage 0) dp 8, zero 0, no checkpointing, buckets 25.00 MiB, 1 step, seed 1
 parameters     24.6M in the model, 24.6M on this device
 static         422.99 MiB = BF16 weights 47.00 MiB + FP32 master 94.00 MiB + FP32 grads 94.00 MiB + Adam m,v 188.00 MiB
 activations    102.09 MiB per layer at seq 2048; 2.61 GiB at the peak
