@@ -5,7 +5,7 @@
  * ids, streams, steps, settings, pending frees, devices, private pools; and
  * the errors: missing keys, double frees, frees of unknown blocks, overlaps,
  * a free of another size than its alloc's, an allocation past its segment's
- * end, a release of a live block. */
+ * end or in no segment, a release of a live block. */
 #include <unistd.h>
 
 #include "hbm.h"
@@ -108,6 +108,13 @@ static void blk(snap *s, uint64_t addr, uint64_t size, uint64_t requested, const
 static void seg_end(snap *s) {
   list_end(&s->p);
   dict_end(&s->p);
+}
+/* A small segment of the start, all free: room for the allocations a test
+ * makes at addr (every allocation lies in a segment). */
+static void free_segment(snap *s, uint64_t addr) {
+  seg_begin(s, addr, 2 * MiB, 0, 1, 0);
+  blk(s, addr, 2 * MiB, 0, "inactive");
+  seg_end(s);
 }
 static void trace_begin(snap *s) {
   list_end(&s->p); /* segments */
@@ -250,6 +257,7 @@ static void test_segments_streams_ids(void) {
   const int64_t side = 94833748361216; /* a cudaStream_t value */
   snap s;
   snap_begin(&s);
+  free_segment(&s, A0);
   seg_begin(&s, B, 20 * MiB, side, 0, 0);
   blk(&s, B, 1536 * KiB, 1536 * KiB, "active_allocated");
   blk(&s, B + 1536 * KiB, 20 * MiB - 1536 * KiB, 0, "inactive");
@@ -266,12 +274,11 @@ static void test_segments_streams_ids(void) {
   snap_end(&s);
   hbm_trace *t;
   hbm_diag d;
-  /* A0 was never in a segment: allocating there is the recording's business,
-   * the importer only needs the starting state to hold what the trace frees. */
   REQUIRE(import(&s, &t, &d) == HBM_OK);
-  CHECK_EQ_U64(t->ninit_segments, 1);
-  CHECK_EQ_U64(t->init_segments[0].addr, C);
-  CHECK(t->init_segments[0].small == 1);
+  CHECK_EQ_U64(t->ninit_segments, 2); /* A0's, in the final state and untouched, and C's */
+  CHECK_EQ_U64(t->init_segments[0].addr, A0);
+  CHECK_EQ_U64(t->init_segments[1].addr, C);
+  CHECK(t->init_segments[1].small == 1);
   CHECK_EQ_U64(t->nevents, 5);
   CHECK(t->events[0].kind == HBM_EV_SEG_FREE);
   CHECK(t->events[1].kind == HBM_EV_ALLOC && t->events[1].addr == A0 && t->events[1].stream == 0);
@@ -690,6 +697,9 @@ static void test_errors(void) {
     hbm_trace *t = NULL;
     hbm_diag d;
     snap_begin(&s);
+    seg_begin(&s, A0, 1ull << 50, 0, 0, 0);
+    blk(&s, A0, 1ull << 50, 0, "inactive");
+    seg_end(&s);
     trace_begin(&s);
     ev(&s, "alloc", A0, 1ull << 50, 0, -1);
     trace_end(&s);
@@ -970,6 +980,7 @@ static void test_devices(void) {
 static void test_untimed_oom(void) {
   snap s;
   snap_begin(&s);
+  free_segment(&s, A0);
   trace_begin(&s);
   pk *p = &s.p;
   dict_begin(p);
@@ -1001,6 +1012,7 @@ static void test_untimed_oom(void) {
 static void test_step_ends(void) {
   snap s;
   snap_begin(&s);
+  free_segment(&s, A0);
   trace_begin(&s);
   ev(&s, "alloc", A0, 512, 0, 100);
   ev(&s, "free_completed", A0, 512, 0, 200);
@@ -1122,6 +1134,7 @@ static void test_unmapped_ranges(void) {
 static void test_address_zero(void) {
   snap s;
   snap_begin(&s);
+  free_segment(&s, 0);
   trace_begin(&s);
   ev(&s, "alloc", 0, 512, 0, -1);
   trace_end(&s);
@@ -1179,6 +1192,7 @@ static void test_segment_overlap(void) {
  * caller writes; settings_end() closes it, then expects `error` or reads it. */
 static void settings_begin(snap *s) {
   snap_begin(s);
+  free_segment(s, A0);
   trace_begin(s);
   ev(s, "alloc", A0, 512, 0, -1);
   trace_end(s);
@@ -1463,7 +1477,7 @@ static void test_release_of_live(void) {
 /* An allocation lies inside the segment it starts in: PyTorch carves blocks
  * inside one segment. Segments side by side (cudaMalloc often returns them
  * so) do not make one; mapped ranges of expandable segments do
- * (test_expandable_ranges), and an allocation in no known segment is read. */
+ * (test_expandable_ranges); an allocation in no known segment is refused. */
 static void test_alloc_past_segment(void) {
   snap s;
   snap_begin(&s);
@@ -1489,20 +1503,42 @@ static void test_alloc_past_segment(void) {
   expect_error(&s, "device_traces[0][0] (alloc): its recorded range [0x7f0000a00000, 0x7f0001400200) runs past the "
                    "end of its segment [0x7f0000000000, 0x7f0001400000) (reserved at the start)");
 
-  snap_begin(&s); /* to the segment's last byte; and in no segment */
+  snap_begin(&s); /* to the segment's last byte */
   seg_begin(&s, A0, 20 * MiB, 0, 0, 0);
   blk(&s, A0, 20 * MiB, 0, "inactive");
   seg_end(&s);
   trace_begin(&s);
   ev(&s, "alloc", A0 + 10 * MiB, 10 * MiB, 0, -1);
-  ev(&s, "alloc", A0 + 40 * MiB, 30 * MiB, 0, -1);
   trace_end(&s);
   snap_end(&s);
   hbm_trace *t = NULL;
   hbm_diag d;
   REQUIRE(import(&s, &t, &d) == HBM_OK);
-  CHECK_EQ_U64(t->nevents, 2);
+  CHECK_EQ_U64(t->nevents, 1);
   hbm_trace_free(t);
+
+  /* in no segment at all: neither one of the start nor one the trace reserved
+   * (a segment the trace releases first, or reserves later, does not hold it) */
+  snap_begin(&s);
+  seg_begin(&s, A0, 20 * MiB, 0, 0, 0);
+  blk(&s, A0, 20 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "segment_free", A0 + 40 * MiB, 40 * MiB, 0, -1);
+  ev(&s, "alloc", A0 + 40 * MiB, 30 * MiB, 0, -1);
+  ev(&s, "segment_alloc", A0 + 80 * MiB, 20 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][1] (alloc): its recorded range [0x7f0002800000, 0x7f0004600000) lies in no "
+                   "segment (none of the start, none reserved by the trace before it)");
+  snap_begin(&s);
+  trace_begin(&s);
+  ev(&s, "alloc", A0 + 80 * MiB, 512, 0, -1);
+  ev(&s, "segment_alloc", A0 + 80 * MiB, 2 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][0] (alloc): its recorded range [0x7f0005000000, 0x7f0005000200) lies in no "
+                   "segment");
 }
 
 int main(void) {

@@ -797,8 +797,11 @@ static int check_reserved(importer *im) {
     if (x->kind == E_ALLOC) {
       /* PyTorch carves a block inside one segment, or under expandable
        * segments inside mapped pages (which maps made one after another can
-       * have put side by side), and the request lies within its block. An
-       * allocation in no known segment is left alone. */
+       * have put side by side), and the request lies within its block. Every
+       * segment an allocation of the trace can lie in is known: one alive at
+       * the dump is in `segments`, one reserved or released in the trace has
+       * its event (PyTorch 2.0 skipped segment_free for a segment no recorded
+       * allocation touched, which no allocation can lie in then). */
       if ((hbm_ordset_lower_bound(set, (hbm_okey){.hi = lo, .lo = 0}, &k, &v) && k.hi == lo) ||
           (hbm_ordset_below(set, (hbm_okey){.hi = lo, .lo = 0}, &k, &v) && k.lo > lo)) {
         uint64_t start = k.hi, end = k.lo;
@@ -816,6 +819,11 @@ static int check_reserved(importer *im) {
                     (unsigned long long)hi, (unsigned long long)start, (unsigned long long)end, by);
           break;
         }
+      } else {
+        rc = fail(im, "device_traces[%d][%u] (alloc): its recorded range [0x%llx, 0x%llx) lies in no segment (none of "
+                      "the start, none reserved by the trace before it): PyTorch carves every block inside a "
+                      "segment", im->device, x->index, (unsigned long long)lo, (unsigned long long)hi);
+        break;
       }
       rc = live_put(live, lo, x->size, (uint32_t)i + 1);
     } else if (x->kind == E_FREE) {

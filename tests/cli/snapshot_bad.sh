@@ -94,13 +94,14 @@ echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQVhWBIAAA
   | base64 -d > "$dir/bad_setting.pickle"
 expect bad_setting "$dir/bad_setting.pickle" "allocator_settings: 'garbage_collection_threshold' is not a number in \\[0, 1)"
 
-# Two allocations live at once whose ranges share bytes: a damaged recording
-# (PyTorch never hands out a byte twice), at the later entry, naming the other.
-echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQUofXEGKFgGAAAAYWN0aW9ucQdYBQAAAGFsbG9jcQhYBAAAAGFkZHJxCYoGAAAAAAB/WAQAAABzaXplcQpNAARYBgAAAHN0cmVhbXELSwB1fXEMKGgHaAhoCYoGAAIAAAB/aApNAAJoC0sAdWVhdS4=' \
+# Two allocations live at once whose ranges share bytes (in a small segment of
+# the start): a damaged recording (PyTorch never hands out a byte twice), at the
+# later entry, naming the other.
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRLAFgHAAAAYWRkcmVzc3EFigYAAAAAAH9YCgAAAHRvdGFsX3NpemVxBkoAACAAWAYAAABzdHJlYW1xB0sAWAwAAABzZWdtZW50X3R5cGVxCFgFAAAAc21hbGxxCVgGAAAAYmxvY2tzcQpdcQt9cQwoaAWKBgAAAAAAf1gEAAAAc2l6ZXENSgAAIABYBQAAAHN0YXRlcQ5YCAAAAGluYWN0aXZlcQ91YXVhWA0AAABkZXZpY2VfdHJhY2VzcRBdcRFdcRIofXETKFgGAAAAYWN0aW9ucRRYBQAAAGFsbG9jcRVYBAAAAGFkZHJxFooGAAAAAAB/aA1NAARoB0sAdX1xFyhoFGgVaBaKBgACAAAAf2gNTQACaAdLAHVlYXUu' \
   | base64 -d > "$dir/overlap.pickle"
 expect overlap "$dir/overlap.pickle" "device_traces\[0\]\[1\] (alloc): its recorded range \[0x7f0000000200, 0x7f0000000400) overlaps the block \[0x7f0000000000, 0x7f0000000400) (device_traces\[0\]\[0\]), live at once"
 # ... the same bytes after the first one's free_completed are fine
-echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQUofXEGKFgGAAAAYWN0aW9ucQdYBQAAAGFsbG9jcQhYBAAAAGFkZHJxCYoGAAAAAAB/WAQAAABzaXplcQpNAARYBgAAAHN0cmVhbXELSwB1fXEMKGgHWA4AAABmcmVlX2NvbXBsZXRlZHENaAmKBgAAAAAAf2gKTQAEaAtLAHV9cQ4oaAdoCGgJigYAAgAAAH9oCk0AAmgLSwB1ZWF1Lg==' \
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRLAFgHAAAAYWRkcmVzc3EFigYAAAAAAH9YCgAAAHRvdGFsX3NpemVxBkoAACAAWAYAAABzdHJlYW1xB0sAWAwAAABzZWdtZW50X3R5cGVxCFgFAAAAc21hbGxxCVgGAAAAYmxvY2tzcQpdcQt9cQwoaAWKBgAAAAAAf1gEAAAAc2l6ZXENSgAAIABYBQAAAHN0YXRlcQ5YCAAAAGluYWN0aXZlcQ91YXVhWA0AAABkZXZpY2VfdHJhY2VzcRBdcRFdcRIofXETKFgGAAAAYWN0aW9ucRRYBQAAAGFsbG9jcRVYBAAAAGFkZHJxFooGAAAAAAB/aA1NAARoB0sAdX1xFyhoFFgOAAAAZnJlZV9jb21wbGV0ZWRxGGgWigYAAAAAAH9oDU0ABGgHSwB1fXEZKGgUaBVoFooGAAIAAAB/aA1NAAJoB0sAdWVhdS4=' \
   | base64 -d > "$dir/reuse.pickle"
 "$HBM" import "$dir/reuse.pickle" -q -o "$dir/reuse.trace" 2> "$dir/err" && "$HBM" fidelity "$dir/reuse.trace" > /dev/null 2>> "$dir/err" ||
   { echo "FAIL a range reused after its free: exit $?"; cat "$dir/err"; fail=1; }
@@ -121,6 +122,12 @@ expect release_live "$dir/release_live.pickle" "device_traces\[0\]\[2\] (segment
 echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQRdcQUofXEGKFgGAAAAYWN0aW9ucQdYDQAAAHNlZ21lbnRfYWxsb2NxCFgEAAAAYWRkcnEJigYAAAAAAH9YBAAAAHNpemVxCkoAAEABWAYAAABzdHJlYW1xC0sAdX1xDChoB1gFAAAAYWxsb2NxDWgJigYAACABAH9oCkoAADAAaAtLAHVlYXUu' \
   | base64 -d > "$dir/alloc_past_segment.pickle"
 expect alloc_past_segment "$dir/alloc_past_segment.pickle" "device_traces\[0\]\[1\] (alloc): its recorded range \[0x7f0001200000, 0x7f0001500000) runs past the end of its segment \[0x7f0000000000, 0x7f0001400000) (reserved by device_traces\[0\]\[0\])"
+
+# An allocation in no segment (of the start, or one the trace reserved): PyTorch
+# carves every block inside a segment, so the recording is damaged.
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECfXEDKFgGAAAAZGV2aWNlcQRLAFgHAAAAYWRkcmVzc3EFigYAAAAAAH9YCgAAAHRvdGFsX3NpemVxBkoAACAAWAYAAABzdHJlYW1xB0sAWAwAAABzZWdtZW50X3R5cGVxCFgFAAAAc21hbGxxCVgGAAAAYmxvY2tzcQpdcQt9cQwoaAWKBgAAAAAAf1gEAAAAc2l6ZXENSgAAIABYBQAAAHN0YXRlcQ5YCAAAAGluYWN0aXZlcQ91YXVhWA0AAABkZXZpY2VfdHJhY2VzcRBdcRFdcRIofXETKFgGAAAAYWN0aW9ucRRYBQAAAGFsbG9jcRVYBAAAAGFkZHJxFooGAAAAAAB/aA1NAAJoB0sAdX1xFyhoFGgVaBaKBgAAAAQAf2gNSgAAMABoB0sAdWVhdS4=' \
+  | base64 -d > "$dir/alloc_no_segment.pickle"
+expect alloc_no_segment "$dir/alloc_no_segment.pickle" "device_traces\[0\]\[1\] (alloc): its recorded range \[0x7f0004000000, 0x7f0004300000) lies in no segment"
 
 # A text trace is not a snapshot to import.
 printf 'hbm-trace 1\na x 1KiB\n' > "$dir/plain.trace"

@@ -277,10 +277,11 @@ printf 'hbm-trace 1\na w0 2GiB param\na x 1KiB @0x7f0000000000\nf x\n' > "$dir/m
 [ $rc -eq 0 ] && grep -q "at PyTorch's address: 0 of 1 compared (0.00%); 1 without a recorded address, not compared" "$dir/out" &&
   grep -q "first mismatch       event 1 (line 3): PyTorch 0x7f0000000000" "$dir/out" && ! grep -q "0xffffffffffffffff" "$dir/out" ||
   { echo "FAIL fidelity with unrecorded addresses: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
-# A snapshot of two devices (1 MiB on device 0, 3 MiB on device 1): the first
-# by default; --snapshot-device picks another in replay and mincap, as --device
-# does in import and fidelity; a device it lacks, or a text trace, is refused.
-echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQQoXXEFKH1xBihYBgAAAGFjdGlvbnEHWAUAAABhbGxvY3EIWAQAAABhZGRycQmKBgAAAAAAf1gEAAAAc2l6ZXEKSgAAEABYBgAAAHN0cmVhbXELSwB1fXEMKGgHWA4AAABmcmVlX2NvbXBsZXRlZHENaAmKBgAAAAAAf2gKSgAAEABoC0sAdWVdcQ4ofXEPKGgHaAhoCYoGAAAAABB/aApKAAAwAGgLSwB1fXEQKGgHaA1oCYoGAAAAABB/aApKAAAwAGgLSwB1ZWV1Lg==' \
+# A snapshot of two devices (1 MiB on device 0, 3 MiB on device 1, each in a
+# segment its trace allocates): the first by default; --snapshot-device picks
+# another in replay and mincap, as --device does in import and fidelity; a
+# device it lacks, or a text trace, is refused.
+echo 'gAJ9cQAoWAgAAABzZWdtZW50c3EBXXECWA0AAABkZXZpY2VfdHJhY2VzcQNdcQQoXXEFKH1xBihYBgAAAGFjdGlvbnEHWA0AAABzZWdtZW50X2FsbG9jcQhYBAAAAGFkZHJxCYoGAAAAAAB/WAQAAABzaXplcQpKAAAgAFgGAAAAc3RyZWFtcQtLAHV9cQwoaAdYBQAAAGFsbG9jcQ1oCYoGAAAAAAB/aApKAAAQAGgLSwB1fXEOKGgHWA4AAABmcmVlX2NvbXBsZXRlZHEPaAmKBgAAAAAAf2gKSgAAEABoC0sAdWVdcRAofXERKGgHaAhoCYoGAAAAABB/aApKAABAAWgLSwB1fXESKGgHaA1oCYoGAAAAABB/aApKAAAwAGgLSwB1fXETKGgHaA9oCYoGAAAAABB/aApKAAAwAGgLSwB1ZWV1Lg==' \
   | base64 -d > "$dir/two.pickle"
 "$HBM" replay "$dir/two.pickle" --capacity 1GiB | grep -q "peak live 1.00 MiB" || { echo "FAIL two devices: default"; fail=1; }
 "$HBM" replay "$dir/two.pickle" --capacity 1GiB --snapshot-device 1 | grep -q "peak live 3.00 MiB" ||
