@@ -34,8 +34,10 @@ static void usage(FILE *out) {
           "                       --snapshot-device N, as in replay\n"
           "  --check              exit 1 unless address match >= 0.99, segment allocations are\n"
           "                       the same in number and sizes, peak reserved is within 0.5%%,\n"
-          "                       and no request PyTorch placed fails in the model\n"
-          "                       (what failed is said on standard error)\n"
+          "                       no request PyTorch placed fails in the model, and every\n"
+          "                       recorded segment release applies to the model (what failed\n"
+          "                       is said on standard error: of releases, how many did not\n"
+          "                       apply and the first)\n"
           "  --json               one JSON object: trace, policy, streams, alloc_events, unrecorded,\n"
           "                       refused, address_matches, address_match, segment_allocs_real,\n"
           "                       segment_allocs_model, segment_sizes_equal,\n"
@@ -103,28 +105,37 @@ static const char *peak_percent(const hbm_fidelity_result *r, char out[32]) {
 }
 
 /* What --check finds wrong, one phrase each (none: it passes). */
-static int check_reasons(const hbm_fidelity_result *r, int peak_close, char why[4][128]) {
+static int check_reasons(const hbm_fidelity_result *r, int peak_close, char why[5][192]) {
   int n = 0;
   char a[32], b[32];
   uint64_t compared = r->allocs - r->unrecorded;
   if ((unsigned __int128)r->address_matches * 100 < (unsigned __int128)compared * 99)
-    snprintf(why[n++], 128, "address match %s (%llu of %llu), below 0.99", match_fraction(r, a),
+    snprintf(why[n++], 192, "address match %s (%llu of %llu), below 0.99", match_fraction(r, a),
              (unsigned long long)r->address_matches, (unsigned long long)compared);
   if (r->segment_allocs_real != r->segment_allocs_model)
-    snprintf(why[n++], 128, "segment allocations: PyTorch %llu, model %llu", (unsigned long long)r->segment_allocs_real,
+    snprintf(why[n++], 192, "segment allocations: PyTorch %llu, model %llu", (unsigned long long)r->segment_allocs_real,
              (unsigned long long)r->segment_allocs_model);
   else if (!r->segment_sizes_equal)
-    snprintf(why[n++], 128, "segment allocation sizes differ");
+    snprintf(why[n++], 192, "segment allocation sizes differ");
   if (!peak_close) {
     if (r->peak_reserved_real)
-      snprintf(why[n++], 128, "peak reserved %s, beyond 0.5%%", peak_percent(r, a));
+      snprintf(why[n++], 192, "peak reserved %s, beyond 0.5%%", peak_percent(r, a));
     else
-      snprintf(why[n++], 128, "peak reserved: PyTorch %s, model %s (needs 0 B)", cli_size(r->peak_reserved_real, a),
+      snprintf(why[n++], 192, "peak reserved: PyTorch %s, model %s (needs 0 B)", cli_size(r->peak_reserved_real, a),
                cli_size(r->peak_reserved_model, b));
   }
   if (r->failed_allocs) /* the model ran out where PyTorch placed the request */
-    snprintf(why[n++], 128, "%llu request%s failed in the model that PyTorch placed", (unsigned long long)r->failed_allocs,
+    snprintf(why[n++], 192, "%llu request%s failed in the model that PyTorch placed", (unsigned long long)r->failed_allocs,
              r->failed_allocs == 1 ? "" : "s");
+  /* A release the model could not apply: it held that memory otherwise
+   * (a block live, or the segment split or elsewhere) where PyTorch had it
+   * free and whole, so the two have parted, whatever the figures say. */
+  if (r->segment_frees_applied < r->segment_frees_real && r->has_unapplied)
+    snprintf(why[n++], 192, "%llu of %llu recorded segment releases not applied to the model, the first at event "
+             "%llu%s%s%s: [0x%llx, 0x%llx)", (unsigned long long)(r->segment_frees_real - r->segment_frees_applied),
+             (unsigned long long)r->segment_frees_real, (unsigned long long)r->unapplied_event,
+             r->unapplied_where[0] ? " (" : "", r->unapplied_where, r->unapplied_where[0] ? ")" : "",
+             (unsigned long long)r->unapplied_addr, (unsigned long long)(r->unapplied_addr + r->unapplied_size));
   return n;
 }
 
@@ -207,7 +218,7 @@ int cmd_fidelity(int argc, char **argv) {
                                                                    : r.peak_reserved_real - r.peak_reserved_model;
   int peak_close = r.peak_reserved_real ? (unsigned __int128)peak_off * 200 <= r.peak_reserved_real /* 0.5% */
                                         : r.peak_reserved_model == 0;
-  char why[4][128];
+  char why[5][192];
   int nwhy = check_reasons(&r, peak_close, why);
   if (json) {
     hbm_json j;
@@ -303,7 +314,7 @@ int cmd_fidelity(int argc, char **argv) {
     cli_error("%s: the %s model broke its invariants (%d failure%s)", path, r.policy, r.check_failures,
               r.check_failures == 1 ? "" : "s");
   if (check && nwhy) {
-    char line[4 * 128 + 16] = "";
+    char line[5 * 192 + 16] = "";
     for (int k = 0; k < nwhy; k++) {
       strcat(line, k ? "; " : "");
       strcat(line, why[k]);

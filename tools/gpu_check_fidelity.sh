@@ -13,8 +13,9 @@
 #   a memory fraction just above the job's peak (PyTorch frees its cache and
 #   retries), and one below it (the job runs out of memory);
 # then runs `hbm fidelity --check` on each (same addresses for >= 99% of
-# allocations, the same segment allocations, peak reserved within 0.5%) and
-# `hbm replay` on the one that ran out of memory, and prints a table.
+# allocations, the same segment allocations, peak reserved within 0.5%, every
+# recorded release applied) and `hbm replay` on the one that ran out of memory,
+# and prints a table.
 # The snapshots stay in OUTDIR for `hbm replay` (--html for the page), `hbm mincap`.
 # hbm is $HBM, else build/hbm (built with `make` where missing).
 # About a minute on an H200.

@@ -207,7 +207,15 @@ int hbm_fidelity(const hbm_trace *t, const hbm_fidelity_options *o, hbm_fidelity
       case HBM_EV_SEG_FREE:
         res->segment_frees_real++;
         reserved_real = reserved_real > e->size ? reserved_real - e->size : 0;
-        if (cls->seg_released(p, e->addr, e->size) == HBM_OK) res->segment_frees_applied++;
+        if (cls->seg_released(p, e->addr, e->size) == HBM_OK) {
+          res->segment_frees_applied++;
+        } else if (!res->has_unapplied) { /* the model holds that memory otherwise than PyTorch did */
+          res->has_unapplied = 1;
+          res->unapplied_event = i;
+          res->unapplied_addr = e->addr;
+          res->unapplied_size = e->size;
+          hbm_trace_where(t, e->line, res->unapplied_where, sizeof res->unapplied_where);
+        }
         break;
       case HBM_EV_ALLOC:
         if (e->flags & HBM_EV_REFUSED) {

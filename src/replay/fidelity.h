@@ -40,6 +40,10 @@ typedef struct hbm_fidelity_result {
   int segment_sizes_equal;         /* the two lists hold the same sizes, in the same order */
   uint64_t segment_frees_real;     /* recorded segment_free + segment_unmap */
   uint64_t segment_frees_applied;  /* of those, the model held the memory free and released it */
+  int has_unapplied;               /* first recorded release the model could not apply: */
+  uint64_t unapplied_event;        /*   its 0-based event index in the trace */
+  uint64_t unapplied_addr, unapplied_size;
+  char unapplied_where[48];        /*   its entry or line, named as mismatch_where is */
   uint64_t peak_reserved_real;     /* starting segments + recorded segment events, at its highest */
   uint64_t peak_reserved_model;
   uint64_t failed_allocs;          /* requests the model could not place (should be 0) */

@@ -230,6 +230,15 @@ printf 'hbm-trace 1\na b0 600000000000000 @4096\na b1 600000000000000 @700000000
 [ $rc -eq 0 ] && grep -q "failed requests      1 (the model ran out where PyTorch did not)" "$dir/out" ||
   { echo "FAIL fidelity with a failed request: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
 check_fails "$dir/huge.trace" "check failed: .*1 request failed in the model that PyTorch placed" "a failed request"
+# A recorded release the model cannot apply (it holds a block live there) is
+# a reason too, though every figure agrees: how many, and the first.
+printf 'hbm-trace 1\nseg 0x7f0000000000 2MiB 0 small\na x 1KiB @0x7f0000000000\nsegfree 0x7f0000000000 2MiB\nf x\n' \
+  > "$dir/unapplied.trace"
+"$HBM" fidelity "$dir/unapplied.trace" > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc -eq 0 ] && [ ! -s "$dir/err" ] && grep -q "^  segment releases     1 recorded, 0 applied to the model$" "$dir/out" ||
+  { echo "FAIL fidelity with a release not applied: exit $rc, $(cat "$dir/out" "$dir/err")"; fail=1; }
+check_fails "$dir/unapplied.trace" "check failed: 1 of 1 recorded segment releases not applied to the model, the first at \
+event 2 (line 4): \[0x7f0000000000, 0x7f0000200000)$" "a release not applied"
 # a first mismatch where the model failed: "failed" in text, null in JSON
 printf 'hbm-trace 1\na w0 600000000000000 param\na b1 600000000000000 @700000000000000\n' > "$dir/huge2.trace"
 "$HBM" fidelity "$dir/huge2.trace" > "$dir/out" 2> "$dir/err"; rc=$?
