@@ -1476,8 +1476,9 @@ static void test_release_of_live(void) {
 
 /* An allocation lies inside the segment it starts in: PyTorch carves blocks
  * inside one segment. Segments side by side (cudaMalloc often returns them
- * so) do not make one; mapped ranges of expandable segments do
- * (test_expandable_ranges); an allocation in no known segment is refused. */
+ * so) do not make one; mapped ranges of expandable segments do where they are
+ * of one stream (test_expandable_ranges); an allocation in no known segment
+ * is refused. */
 static void test_alloc_past_segment(void) {
   snap s;
   snap_begin(&s);
@@ -1502,6 +1503,47 @@ static void test_alloc_past_segment(void) {
   snap_end(&s);
   expect_error(&s, "device_traces[0][0] (alloc): its recorded range [0x7f0000a00000, 0x7f0001400200) runs past the "
                    "end of its segment [0x7f0000000000, 0x7f0001400000) (reserved at the start)");
+
+  /* mapped ranges side by side of two streams (each stream has its own
+   * expandable segment): one at the start and one the trace maps, or two the
+   * trace maps, are not one */
+  const uint64_t E = 0x7f4000000000ull;
+  snap_begin(&s);
+  seg_begin(&s, E, 20 * MiB, 0, 0, 1);
+  blk(&s, E, 20 * MiB, 0, "inactive");
+  seg_end(&s);
+  seg_begin(&s, E + 20 * MiB, 20 * MiB, 7, 0, 1);
+  blk(&s, E + 20 * MiB, 20 * MiB, 0, "inactive");
+  seg_end(&s);
+  trace_begin(&s);
+  ev(&s, "segment_map", E + 20 * MiB, 20 * MiB, 7, -1);
+  ev(&s, "alloc", E + 10 * MiB, 20 * MiB, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][1] (alloc): its recorded range [0x7f4000a00000, 0x7f4001e00000) runs past the "
+                   "end of its segment [0x7f4000000000, 0x7f4001400000) (reserved at the start)");
+  snap_begin(&s);
+  trace_begin(&s);
+  ev(&s, "segment_map", E, 20 * MiB, 0, -1);
+  ev(&s, "segment_map", E + 20 * MiB, 20 * MiB, 7, -1);
+  ev(&s, "alloc", E + 10 * MiB, 20 * MiB, 7, -1);
+  trace_end(&s);
+  snap_end(&s);
+  expect_error(&s, "device_traces[0][2] (alloc): its recorded range [0x7f4000a00000, 0x7f4001e00000) runs past the "
+                   "end of its segment [0x7f4000000000, 0x7f4001400000) (reserved by device_traces[0][0])");
+  snap_begin(&s); /* of one stream they are one (as in test_expandable_ranges) */
+  trace_begin(&s);
+  ev(&s, "segment_map", E, 20 * MiB, 7, -1);
+  ev(&s, "segment_map", E + 20 * MiB, 20 * MiB, 7, -1);
+  ev(&s, "alloc", E + 10 * MiB, 20 * MiB, 7, -1);
+  trace_end(&s);
+  snap_end(&s);
+  {
+    hbm_trace *t = NULL;
+    hbm_diag d;
+    REQUIRE(import(&s, &t, &d) == HBM_OK);
+    hbm_trace_free(t);
+  }
 
   snap_begin(&s); /* to the segment's last byte */
   seg_begin(&s, A0, 20 * MiB, 0, 0, 0);

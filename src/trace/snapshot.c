@@ -767,6 +767,19 @@ static int reserved_mapped(const importer *im, uint32_t v) {
   return v == START_MAPPED || (v && im->e[v - 1].kind == E_MAP);
 }
 
+/* The recorded stream of the reserved range at `at` with value v: its map's,
+ * or for a range of the start that of the start's range holding `at` (an
+ * unmap may have cut the range's low end away; im->ss is in address order). */
+static int64_t reserved_stream(const importer *im, uint32_t v, uint64_t at) {
+  if (v != START_MAPPED) return v ? im->e[v - 1].stream : 0;
+  size_t lo = 0, hi = im->nss;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (im->ss[mid].addr <= at) lo = mid + 1; else hi = mid;
+  }
+  return lo ? im->ss[lo - 1].stream : 0;
+}
+
 /* The blocks live at each entry are keyed the same way by their requests,
  * the value 0 for a block alive at the start, else its alloc's entry + 1:
  * PyTorch releases (segment_free) and unmaps (segment_unmap) only blocks in
@@ -797,7 +810,8 @@ static int check_reserved(importer *im) {
     if (x->kind == E_ALLOC) {
       /* PyTorch carves a block inside one segment, or under expandable
        * segments inside mapped pages (which maps made one after another can
-       * have put side by side), and the request lies within its block. Every
+       * have put side by side; only of one stream, since each stream has its
+       * own expandable segment), and the request lies within its block. Every
        * segment an allocation of the trace can lie in is known: one alive at
        * the dump is in `segments`, one reserved or released in the trace has
        * its event (PyTorch 2.0 skipped segment_free for a segment no recorded
@@ -806,9 +820,10 @@ static int check_reserved(importer *im) {
           (hbm_ordset_below(set, (hbm_okey){.hi = lo, .lo = 0}, &k, &v) && k.lo > lo)) {
         uint64_t start = k.hi, end = k.lo;
         uint32_t by_v = v;
+        int64_t stream = reserved_stream(im, v, start);
         while (end < hi && reserved_mapped(im, v) &&
                hbm_ordset_lower_bound(set, (hbm_okey){.hi = end, .lo = 0}, &k, &v) && k.hi == end &&
-               reserved_mapped(im, v))
+               reserved_mapped(im, v) && reserved_stream(im, v, k.hi) == stream)
           end = k.lo;
         if (hi > end) {
           char by[64] = "at the start";
