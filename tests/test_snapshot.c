@@ -1186,6 +1186,24 @@ static void test_segment_overlap(void) {
   REQUIRE(import(&s, &t, &d) == HBM_OK);
   CHECK_EQ_U64(t->nevents, 4);
   hbm_trace_free(t);
+
+  /* PyTorch 2.0 recorded no segment_free for a segment no recorded allocation
+   * touched: one of before the recording, released by empty_cache. It is in no
+   * event and not in `segments`, so a segment allocated over its memory later
+   * meets nothing reserved (here a 2 MiB one where a 20 MiB one was). */
+  snap_begin(&s);
+  free_segment(&s, A0);
+  trace_begin(&s);
+  ev(&s, "segment_alloc", A0, 2 * MiB, 0, -1);
+  ev(&s, "alloc", A0, 512, 0, -1);
+  ev(&s, "free_completed", A0, 512, 0, -1);
+  trace_end(&s);
+  snap_end(&s);
+  t = NULL;
+  REQUIRE(import(&s, &t, &d) == HBM_OK);
+  CHECK_EQ_U64(t->ninit_segments, 0);
+  CHECK_EQ_U64(t->nevents, 3);
+  hbm_trace_free(t);
 }
 
 /* A one-allocation snapshot up to its allocator_settings' items, which the
