@@ -74,5 +74,7 @@ int hbm_heap_alloc_locked(hbm_heap *h, uint64_t size, hbm_tag tag, int stream, u
 int hbm_heap_free_locked(hbm_heap *h, uint64_t addr);
 /* A request that failed before reaching hbm_heap_alloc_locked, counted in its stats. */
 void hbm_heap_count_failure(hbm_heap *h);
+/* The counters hbm_check recounts (live, allocated, blocks, per tag, peaks), for tests. */
+hbm_stats *hbm_heap_counters(hbm_heap *h);
 
 #endif
