@@ -1,0 +1,229 @@
+/* test_caching_check: the caching model's invariant check (hbm_pt_check,
+ * P1-P8 in pytorch_alloc.c), white-box: each failure it can report is
+ * reported once the state is broken that way.
+ *   1. caching: blocks off 512-byte units (P7), a next that does not tile or
+ *      differs in pool (P1), a prev link that disagrees (P1), free neighbours
+ *      not merged (P2), a free block missing from its pool (P3), the sets'
+ *      counts (P3), an allocated block missing from the active map and the
+ *      count of allocated blocks (P4), the reserved, allocated, releasable
+ *      and largest-block figures (P5), an unmapped block in an ordinary
+ *      segment (P6), an insert no operation reserved (P8) and a set's own
+ *      check (P7).
+ *   2. expandable, with a page unmapped between two mapped ones: an unmapped
+ *      block missing from its set (P3), a block of a released segment, a
+ *      mapped block over an unmapped page, an unmapped block over a mapped
+ *      page or off the page grid (P6).
+ * The state is broken through the heap's policy (hbm_heap_enter) one field
+ * at a time, and put back: the check must pass again each time. */
+#include <string.h>
+
+#include "core/reloc.h"
+#include "hbm.h"
+#include "policy/pytorch_state.h"
+#include "testutil.h"
+
+static char said[8192];
+static void keep_error(int err, const char *message, void *arg) {
+  (void)arg, (void)err;
+  size_t n = strlen(said);
+  if (n + 2 < sizeof said) snprintf(said + n, sizeof said - n, "%s\n", message);
+}
+
+/* hbm_check(h) fails, one of its messages containing `want`. */
+static int check_says(hbm_heap *h, const char *want) {
+  said[0] = 0;
+  hbm_set_error_handler(keep_error, NULL);
+  int rc = hbm_check(h);
+  hbm_set_error_handler(NULL, NULL);
+  if (rc == HBM_ECORRUPT && strstr(said, want)) {
+    printf("  reported: %s\n", want);
+    return 1;
+  }
+  fprintf(stderr, "hbm_check: %d, messages:\n%sexpected one with \"%s\"\n", rc, said, want);
+  return 0;
+}
+
+static pt *model_of(hbm_heap *h) {
+  hbm_reloc *r;
+  hbm_policy *p = hbm_heap_enter(h, &r);
+  hbm_heap_leave(h);
+  return hbm_pt_is_pytorch(p) ? (pt *)p : NULL;
+}
+
+/* The block at addr, or NONE. */
+static uint32_t block_at(pt *m, uint64_t addr) {
+  for (uint32_t i = 0; i < m->nblocks; i++)
+    if (m->blocks[i].in_use && m->blocks[i].addr == addr) return i;
+  return NONE;
+}
+
+/* The first block in use, not allocated, whose mapped state is `mapped`; or NONE. */
+static uint32_t first_free(pt *m, int mapped) {
+  for (uint32_t i = 0; i < m->nblocks; i++)
+    if (m->blocks[i].in_use && !m->blocks[i].allocated && m->blocks[i].mapped == mapped) return i;
+  return NONE;
+}
+
+static char want[256];
+#define SAYS(h, ...) (snprintf(want, sizeof want, __VA_ARGS__), check_says(h, want))
+#define ULL(x) ((unsigned long long)(x))
+
+/* ---- 1. caching ---- */
+static void caching(hbm_device *sim) {
+  printf("caching\n");
+  hbm_heap *h;
+  REQUIRE(hbm_heap_create(sim, "caching", NULL, &h) == HBM_OK);
+  uint64_t a, b, gone, c;
+  CHECK(hbm_alloc(h, 3 << 20, HBM_TAG_ACT, 0, &a) == HBM_OK);  /* a 20 MiB segment, split */
+  CHECK(hbm_alloc(h, 4 << 20, HBM_TAG_ACT, 0, &gone) == HBM_OK);
+  CHECK(hbm_alloc(h, 700, HBM_TAG_ACT, 0, &b) == HBM_OK);      /* a small segment */
+  CHECK(hbm_alloc(h, 24 << 20, HBM_TAG_ACT, 0, &c) == HBM_OK); /* a segment of its own, whole */
+  CHECK(hbm_free(h, gone) == HBM_OK);
+  CHECK(hbm_free(h, c) == HBM_OK); /* cached, releasable */
+  CHECK(hbm_check(h) == HBM_OK);
+  pt *m = model_of(h);
+  REQUIRE(m);
+  uint32_t ia = block_at(m, a), ib = block_at(m, b), ic = block_at(m, c);
+  REQUIRE(ia != NONE && ib != NONE && ic != NONE);
+  uint32_t in = m->blocks[ia].next; /* the free rest of a's segment */
+  REQUIRE(in != NONE && !m->blocks[in].allocated && m->blocks[ia].prev == NONE);
+  pt_block saved = m->blocks[ia], saved_n = m->blocks[in];
+
+  m->blocks[ia].size += 1;
+  CHECK(SAYS(h, "caching: P7 block 0x%llx+%llu not in 512-byte units", ULL(a), ULL(saved.size + 1)));
+  m->blocks[ia] = saved;
+  m->blocks[in].prev = NONE;
+  CHECK(SAYS(h, "caching: P1 block 0x%llx and its next do not tile", ULL(a)));
+  m->blocks[in] = saved_n;
+  m->blocks[in].small = 1;
+  CHECK(SAYS(h, "caching: P1 block 0x%llx and its next differ in stream, pool or segment", ULL(a)));
+  m->blocks[in] = saved_n;
+  m->blocks[ia].prev = ib; /* b's next is not a */
+  CHECK(SAYS(h, "caching: P1 block 0x%llx: prev link disagrees", ULL(a)));
+  m->blocks[ia] = saved;
+  m->blocks[ia].allocated = 0;
+  CHECK(SAYS(h, "caching: P2 free neighbours 0x%llx and 0x%llx not merged", ULL(a), ULL(saved_n.addr)));
+  m->blocks[ia] = saved;
+  CHECK(hbm_check(h) == HBM_OK);
+
+  /* P3: the rest of a's segment found under another block, then missing */
+  hbm_ordset *set = m->streams[saved_n.slot].free[LARGE];
+  hbm_okey key = {saved_n.size, saved_n.addr};
+  CHECK(hbm_ordset_replace(set, key, key, ic) == HBM_OK);
+  CHECK(SAYS(h, "caching: P3 free block 0x%llx+%llu not in its pool", ULL(saved_n.addr), ULL(saved_n.size)));
+  CHECK(hbm_ordset_replace(set, key, key, in) == HBM_OK);
+  CHECK(hbm_check(h) == HBM_OK);
+  size_t cached = 0;
+  for (uint32_t i = 0; i < m->nblocks; i++) cached += m->blocks[i].in_use && !m->blocks[i].allocated;
+  CHECK(hbm_ordset_reserve(set, 1) == HBM_OK && hbm_ordset_erase(set, key) == HBM_OK);
+  CHECK(SAYS(h, "caching: P3 sets hold %zu cached + 0 unmapped, blocks say %zu + 0", cached - 1, cached));
+  CHECK(hbm_ordset_insert(set, key, in) == HBM_OK);
+  CHECK(hbm_check(h) == HBM_OK);
+
+  /* P4: a's entry in the active map names another block; one block too many counted */
+  CHECK(hbm_addrmap_put(&m->active, a, ib) == HBM_OK);
+  CHECK(SAYS(h, "caching: P4 allocated block 0x%llx not in the active map", ULL(a)));
+  CHECK(hbm_addrmap_put(&m->active, a, ia) == HBM_OK);
+  m->allocated_blocks++;
+  CHECK(SAYS(h, "caching: P4 active map holds 2, 2 blocks allocated (counter 3)"));
+  m->allocated_blocks--;
+  CHECK(hbm_check(h) == HBM_OK);
+
+  /* P5: each figure against its recount */
+  uint64_t reserved = m->total_allocated_memory, allocated = m->allocated_bytes, releasable = m->releasable;
+  CHECK(releasable == m->blocks[ic].size);
+  m->total_allocated_memory += 512;
+  CHECK(SAYS(h, "caching: P5 reserved %llu but segments and mapped pages add to %llu", ULL(reserved + 512),
+             ULL(reserved)));
+  m->total_allocated_memory = reserved;
+  m->allocated_bytes -= 512;
+  CHECK(SAYS(h, "caching: P5 allocated %llu but blocks add to %llu", ULL(allocated - 512), ULL(allocated)));
+  m->allocated_bytes = allocated;
+  m->releasable = 0;
+  CHECK(SAYS(h, "caching: P5 releasable 0 but recount is %llu", ULL(releasable)));
+  m->releasable = releasable;
+  CHECK(hbm_check(h) == HBM_OK);
+  hbm_policy_usage u;
+  m->base.cls->usage(&m->base, &u); /* makes the cached largest blocks valid */
+  CHECK(m->largest_valid[LARGE] && m->largest[LARGE] == m->blocks[ic].size);
+  uint64_t largest = m->largest[LARGE];
+  m->largest[LARGE] = largest + 512;
+  CHECK(SAYS(h, "caching: P5 cached largest block %llu but the sets say %llu", ULL(largest + 512), ULL(largest)));
+  m->largest[LARGE] = largest;
+  CHECK(hbm_check(h) == HBM_OK);
+
+  /* P6: an ordinary segment's cached block shown unmapped */
+  m->blocks[ic].mapped = 0;
+  CHECK(SAYS(h, "caching: P6 unmapped block outside an expandable segment"));
+  m->blocks[ic].mapped = 1;
+  /* P8: an insert its operation did not reserve */
+  m->unpromised = 1;
+  CHECK(SAYS(h, "caching: P8 1 insert(s) into a set or page map(s) its operation had not reserved"));
+  m->unpromised = 0;
+  /* P7: a set's own check (its spare chunks miscounted) */
+  hbm_ordset_head *head = (hbm_ordset_head *)(void *)set;
+  head->nspare++;
+  CHECK(SAYS(h, "caching: P7 ordset: O5 "));
+  head->nspare--;
+  CHECK(hbm_check(h) == HBM_OK);
+
+  CHECK(hbm_free(h, a) == HBM_OK && hbm_free(h, b) == HBM_OK);
+  CHECK(hbm_check(h) == HBM_OK);
+  hbm_heap_destroy(h);
+}
+
+/* ---- 2. expandable ---- */
+static void expandable(hbm_device *sim) {
+  printf("expandable\n");
+  hbm_heap *h;
+  REQUIRE(hbm_heap_create(sim, "expandable", NULL, &h) == HBM_OK);
+  uint64_t x[3], big;
+  for (int i = 0; i < 3; i++) CHECK(hbm_alloc(h, 20 << 20, HBM_TAG_ACT, 0, &x[i]) == HBM_OK); /* a page each */
+  CHECK(hbm_free(h, x[1]) == HBM_OK);
+  CHECK(hbm_alloc(h, 2ull << 30, HBM_TAG_ACT, 0, &big) == HBM_ENOMEM); /* the cache released: x[1]'s page unmapped */
+  CHECK(hbm_check(h) == HBM_OK);
+  pt *m = model_of(h);
+  REQUIRE(m);
+  uint32_t i0 = block_at(m, x[0]), iu = block_at(m, x[1]);
+  REQUIRE(i0 != NONE && iu != NONE && !m->blocks[iu].mapped && m->blocks[iu].es != NONE);
+  REQUIRE(first_free(m, 0) != NONE);
+  pt_block *u = &m->blocks[iu];
+  pt_es *e = &m->es[u->es];
+  uint64_t page = (u->addr - e->base) / e->page; /* 1 */
+  REQUIRE(page < e->nhandles && e->handles[page] == 0 && e->handles[0] != 0);
+
+  hbm_ordset *set = m->streams[u->slot].unmapped[LARGE];
+  hbm_okey key = {u->addr, 0};
+  CHECK(hbm_ordset_replace(set, key, key, i0) == HBM_OK);
+  CHECK(SAYS(h, "caching: P3 unmapped block 0x%llx not in its set", ULL(x[1])));
+  CHECK(hbm_ordset_replace(set, key, key, iu) == HBM_OK);
+  CHECK(hbm_check(h) == HBM_OK);
+
+  e->live = 0;
+  CHECK(SAYS(h, "caching: P6 block 0x%llx in a released expandable segment", ULL(x[0])));
+  e->live = 1;
+  uint64_t handle = e->handles[0];
+  e->handles[0] = 0;
+  CHECK(SAYS(h, "caching: P6 mapped block 0x%llx over an unmapped page", ULL(x[0])));
+  e->handles[0] = handle;
+  e->handles[page] = handle;
+  CHECK(SAYS(h, "caching: P6 unmapped block 0x%llx over a mapped page", ULL(x[1])));
+  e->handles[page] = 0;
+  e->base += 512;
+  CHECK(SAYS(h, "caching: P6 unmapped block 0x%llx not page aligned", ULL(x[1])));
+  e->base -= 512;
+  CHECK(hbm_check(h) == HBM_OK);
+
+  CHECK(hbm_free(h, x[0]) == HBM_OK && hbm_free(h, x[2]) == HBM_OK);
+  CHECK(hbm_check(h) == HBM_OK);
+  hbm_heap_destroy(h);
+}
+
+int main(void) {
+  hbm_device *sim;
+  CHECK(hbm_device_open("sim:1GiB", &sim) == HBM_OK);
+  caching(sim);
+  expandable(sim);
+  hbm_device_close(sim);
+  return test_done("test_caching_check");
+}
