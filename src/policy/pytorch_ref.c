@@ -12,6 +12,7 @@
  *   - Neighbours are found by address within the segment, by scanning.
  */
 #include "policy/pytorch_ref.h"
+#include "policy/pytorch_ref_state.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,44 +20,6 @@
 
 #define NIL (-1L)
 enum { LARGE = 0, SMALL = 1 };
-
-typedef struct ref_block {
-  uint64_t addr, size;
-  int64_t gc_base; /* the pool's get_free_block count when it entered the set */
-  int stream;
-  long seg;
-  uint8_t live, small, allocated, mapped;
-} ref_block;
-
-typedef struct ref_seg {
-  uint64_t addr, size;
-  int stream;
-  uint8_t live, small, expandable;
-  uint64_t page;     /* expandable: 2 MiB (small) or 20 MiB (large) */
-  uint64_t npages;   /* expandable: size / page */
-  uint64_t *handles; /* expandable: physical handle per page (page_handle), 0 when unmapped */
-} ref_seg;
-
-/* Invariant (hbm_ptref_check): the live blocks of each live segment tile it
- * and share its stream and pool; no free block has a free neighbour of the
- * same mapped state; in an expandable segment a page has a handle exactly
- * where a mapped block lies, and unmapped blocks are whole pages; reserved ==
- * sizes of the ordinary segments + mapped pages. */
-struct hbm_ptref {
-  hbm_device *dev;
-  hbm_pt_conf conf;
-  uint64_t allowed; /* allowed_memory_maximum */
-  ref_block *b;
-  long nb, capb;
-  ref_seg *s;
-  long ns, caps;
-  int64_t free_calls[2]; /* get_free_blocks_call_count per pool */
-  uint64_t reserved;     /* total_allocated_memory */
-  hbm_pt_stats st;
-  void (*action)(void *arg, hbm_pt_action a, uint64_t addr, uint64_t size, int stream, int small);
-  void *action_arg;
-  int host_failed;
-};
 
 #define KMIN 512ull
 #define KSMALL (1ull << 20)
