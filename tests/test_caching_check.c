@@ -13,12 +13,19 @@
  *      block missing from its set (P3), a block of a released segment, a
  *      mapped block over an unmapped page, an unmapped block over a mapped
  *      page or off the page grid (P6).
- * The state is broken through the heap's policy (hbm_heap_enter) one field
- * at a time, and put back: the check must pass again each time. */
+ *   3. the slow reference's check (hbm_ptref_check): a block outside its
+ *      segment, of another stream, next to a free block while free, unmapped
+ *      in an ordinary segment; a segment its blocks do not tile; in an
+ *      expandable segment, an unmapped block off
+ *      the page grid and a mapped block over an unmapped page.
+ * The state is broken through the heap's policy (hbm_heap_enter), or the
+ * reference's own, one field at a time, and put back: the check must pass
+ * again each time. */
 #include <string.h>
 
 #include "core/reloc.h"
 #include "hbm.h"
+#include "policy/pytorch_ref_state.h"
 #include "policy/pytorch_state.h"
 #include "testutil.h"
 
@@ -219,11 +226,103 @@ static void expandable(hbm_device *sim) {
   hbm_heap_destroy(h);
 }
 
+/* ---- 3. the reference ---- */
+static void ref_report(void *arg, const char *message) { keep_error(0, message, arg); }
+
+/* hbm_ptref_check(r) fails, one of its messages containing `want`. */
+static int ref_says(const hbm_ptref *r, const char *what) {
+  said[0] = 0;
+  int n = hbm_ptref_check(r, ref_report, NULL);
+  if (n > 0 && strstr(said, what)) {
+    printf("  reported: %s\n", what);
+    return 1;
+  }
+  fprintf(stderr, "hbm_ptref_check: %d, messages:\n%sexpected one with \"%s\"\n", n, said, what);
+  return 0;
+}
+#define REF_SAYS(r, ...) (snprintf(want, sizeof want, __VA_ARGS__), ref_says(r, want))
+
+static long ref_block_at(const hbm_ptref *r, uint64_t addr) {
+  for (long i = 0; i < r->nb; i++)
+    if (r->b[i].live && r->b[i].addr == addr) return i;
+  return -1;
+}
+
+static void reference(int expandable) {
+  printf("reference%s\n", expandable ? ", expandable" : "");
+  hbm_device *dev;
+  hbm_ptref *r;
+  hbm_pt_conf conf;
+  hbm_pt_conf_default(&conf, expandable);
+  REQUIRE(hbm_device_open("sim:1GiB", &dev) == HBM_OK);
+  if (hbm_ptref_create(dev, &conf, &r) != HBM_OK) {
+    CHECK(0);
+    hbm_device_close(dev);
+    return;
+  }
+  uint64_t x[3], bs, big;
+  /* plain: x[0] splits a segment, x[1] a whole one, x[2] a small one; expandable: a page each */
+  static const uint64_t size[2][3] = {{3 << 20, 24 << 20, 700}, {20 << 20, 20 << 20, 20 << 20}};
+  for (int i = 0; i < 3; i++) CHECK(hbm_ptref_alloc(r, size[expandable][i], 0, &x[i], &bs) == HBM_OK);
+  CHECK(hbm_ptref_free(r, x[1], &bs) == HBM_OK);
+  if (expandable) CHECK(hbm_ptref_alloc(r, 2ull << 30, 0, &big, &bs) == HBM_ENOMEM); /* x[1]'s pages unmapped */
+  CHECK(hbm_ptref_check(r, NULL, NULL) == 0);
+  long i0 = ref_block_at(r, x[0]), i1 = ref_block_at(r, x[1]);
+  if (i0 < 0 || i1 < 0) {
+    CHECK(i0 >= 0 && i1 >= 0);
+    hbm_ptref_destroy(r);
+    hbm_device_close(dev);
+    return;
+  }
+  ref_block b0 = r->b[i0], b1 = r->b[i1];
+  ref_seg *s0 = &r->s[b0.seg];
+  r->b[i0].addr = s0->addr + s0->size;
+  CHECK(REF_SAYS(r, "reference: block %ld outside its segment", i0));
+  r->b[i0] = b0;
+  r->b[i0].stream = 1;
+  CHECK(REF_SAYS(r, "reference: block %ld differs from its segment in stream or pool", i0));
+  r->b[i0] = b0;
+  r->b[i1].size += 512;
+  CHECK(REF_SAYS(r, "reference: segment %ld not tiled by its blocks", b1.seg));
+  r->b[i1] = b1;
+  CHECK(hbm_ptref_check(r, NULL, NULL) == 0);
+  if (!expandable) {
+    r->b[i1].mapped = 0; /* x[1]'s segment, cached whole */
+    CHECK(REF_SAYS(r, "reference: block %ld of an ordinary segment unmapped", i1));
+    r->b[i1] = b1;
+    long in = -1; /* x[0]'s free rest */
+    for (long i = 0; i < r->nb; i++)
+      if (r->b[i].live && r->b[i].seg == b0.seg && r->b[i].addr == b0.addr + b0.size) in = i;
+    CHECK(in >= 0 && !r->b[in].allocated);
+    r->b[i0].allocated = 0;
+    CHECK(REF_SAYS(r, "reference: free block %ld has a free neighbour of its mapped state", i0));
+    r->b[i0] = b0;
+  } else {
+    CHECK(!b1.mapped && r->s[b1.seg].expandable);
+    ref_seg *s1 = &r->s[b1.seg];
+    r->b[i1].addr += 512, r->b[i1].size -= 512;
+    CHECK(REF_SAYS(r, "reference: unmapped block %ld not whole pages", i1));
+    r->b[i1] = b1;
+    uint64_t k = (b0.addr - s1->addr) / s1->page, handle = s1->handles[k];
+    CHECK(b0.seg == b1.seg && handle != 0);
+    s1->handles[k] = 0;
+    CHECK(REF_SAYS(r, "reference: block %ld's mapped state differs from its pages", i0));
+    s1->handles[k] = handle;
+  }
+  CHECK(hbm_ptref_check(r, NULL, NULL) == 0);
+  CHECK(hbm_ptref_free(r, x[0], &bs) == HBM_OK && hbm_ptref_free(r, x[2], &bs) == HBM_OK);
+  CHECK(hbm_ptref_check(r, NULL, NULL) == 0);
+  hbm_ptref_destroy(r);
+  hbm_device_close(dev);
+}
+
 int main(void) {
   hbm_device *sim;
   CHECK(hbm_device_open("sim:1GiB", &sim) == HBM_OK);
   caching(sim);
   expandable(sim);
   hbm_device_close(sim);
+  reference(0);
+  reference(1);
   return test_done("test_caching_check");
 }
