@@ -15,8 +15,8 @@
  *      page or off the page grid (P6).
  *   3. the slow reference's check (hbm_ptref_check): a block outside its
  *      segment, of another stream, next to a free block while free, unmapped
- *      in an ordinary segment; a segment its blocks do not tile; in an
- *      expandable segment, an unmapped block off
+ *      in an ordinary segment; a segment its blocks do not tile; reserved
+ *      against its recount; in an expandable segment, an unmapped block off
  *      the page grid and a mapped block over an unmapped page.
  * The state is broken through the heap's policy (hbm_heap_enter), or the
  * reference's own, one field at a time, and put back: the check must pass
@@ -285,6 +285,11 @@ static void reference(int expandable) {
   r->b[i1].size += 512;
   CHECK(REF_SAYS(r, "reference: segment %ld not tiled by its blocks", b1.seg));
   r->b[i1] = b1;
+  uint64_t reserved = r->reserved;
+  r->reserved += 512;
+  CHECK(REF_SAYS(r, "reference: reserved %llu but segments and mapped pages add to %llu", ULL(reserved + 512),
+                 ULL(reserved)));
+  r->reserved = reserved;
   CHECK(hbm_ptref_check(r, NULL, NULL) == 0);
   if (!expandable) {
     r->b[i1].mapped = 0; /* x[1]'s segment, cached whole */

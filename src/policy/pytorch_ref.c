@@ -889,7 +889,13 @@ int hbm_ptref_check(const hbm_ptref *r, hbm_check_report_fn *report, void *arg) 
       reserved += s->size;
     }
   }
-  if (reserved != r->reserved) fail(&bad, report, arg, "reference: reserved differs from a recount (%ld)", 0);
+  if (reserved != r->reserved) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "reference: reserved %llu but segments and mapped pages add to %llu",
+             (unsigned long long)r->reserved, (unsigned long long)reserved);
+    if (report) report(arg, msg);
+    bad++;
+  }
   return bad;
 }
 

@@ -62,8 +62,9 @@ void hbm_ptref_stats(const hbm_ptref *r, hbm_pt_stats *out);
  * HBM_TAG_OTHER); stops when visit returns non-zero. */
 int hbm_ptref_scan(const hbm_ptref *r, hbm_scan_fn *visit, void *arg);
 /* Structural check: blocks tile their segments, mapped state matches the
- * pages, reserved and allocated equal a recount, no two free neighbours of
- * one mapped state. Returns the number of failures, each reported. */
+ * pages, reserved equals a recount (allocated has no counter: every figure
+ * of it is a recount), no two free neighbours of one mapped state. Returns
+ * the number of failures, each reported. */
 int hbm_ptref_check(const hbm_ptref *r, hbm_check_report_fn *report, void *arg);
 
 #endif
