@@ -18,6 +18,9 @@
  *      in an ordinary segment; a segment its blocks do not tile; reserved
  *      against its recount; in an expandable segment, an unmapped block off
  *      the page grid and a mapped block over an unmapped page.
+ *   4. a starting state whose blocks do not tile an expandable range (no
+ *      trace file gives one: the reader refuses it first) is refused; hooks
+ *      set and removed, and refused by a policy that is not PyTorch's.
  * The state is broken through the heap's policy (hbm_heap_enter), or the
  * reference's own, one field at a time, and put back: the check must pass
  * again each time. */
@@ -25,6 +28,7 @@
 
 #include "core/reloc.h"
 #include "hbm.h"
+#include "trace/trace.h"
 #include "policy/pytorch_ref_state.h"
 #include "policy/pytorch_state.h"
 #include "testutil.h"
@@ -74,6 +78,16 @@ static uint32_t first_free(pt *m, int mapped) {
 static char want[256];
 #define SAYS(h, ...) (snprintf(want, sizeof want, __VA_ARGS__), check_says(h, want))
 #define ULL(x) ((unsigned long long)(x))
+/* The last messages hold `text`, and say so. */
+static int said_text(const char *text) {
+  if (strstr(said, text)) {
+    printf("  reported: %s\n", text);
+    return 1;
+  }
+  fprintf(stderr, "messages:\n%sexpected one with \"%s\"\n", said, text);
+  return 0;
+}
+#define SAYS_TEXT(text) said_text(text)
 
 /* ---- 1. caching ---- */
 static void caching(hbm_device *sim) {
@@ -321,11 +335,63 @@ static void reference(int expandable) {
   hbm_device_close(dev);
 }
 
+/* ---- 4. a starting state off the grid; the hooks ---- */
+static uint64_t no_hint(void *arg, int reservation, uint64_t size, int stream, int small, uint64_t proposed) {
+  (void)arg, (void)reservation, (void)size, (void)stream, (void)small;
+  return proposed;
+}
+
+static void seed_and_hooks(hbm_device *sim) {
+  printf("a starting state off the grid; the hooks\n");
+  static const char text[] = "hbm-trace 1\ninit-seg 0x7f0000000000 40MiB 0 large expandable\n"
+                             "init-blk 0x7f0000000000 20MiB b0 20MiB act\ninit-blk 0x7f0001400000 20MiB -\n";
+  hbm_trace *t = NULL;
+  hbm_diag d = {0};
+  CHECK(hbm_trace_parse_text(text, sizeof text - 1, "grid", &t, &d) == HBM_OK);
+  REQUIRE(t && t->ninit_blocks == 2);
+  for (int bad = 0; bad <= 1; bad++) {
+    hbm_policy *p = NULL;
+    REQUIRE(hbm_policy_expandable.create(sim, NULL, &p, &d) == HBM_OK);
+    p->dev = sim;
+    uint64_t id_addr[4] = {0};
+    if (bad) t->init_blocks[1].size -= 100, t->init_blocks[0].size += 100; /* still tiles, off the grid */
+    said[0] = 0;
+    hbm_set_error_handler(keep_error, NULL);
+    int rc = hbm_pt_seed(p, t, id_addr, NULL);
+    hbm_set_error_handler(NULL, NULL);
+    if (!bad) {
+      CHECK(rc == HBM_OK && id_addr[0] != 0);
+    } else {
+      CHECK(rc == HBM_EINVAL);
+      CHECK(SAYS_TEXT("caching: starting state: blocks must tile the segment in 512-byte units at 0x7f0000000000"));
+      t->init_blocks[1].size += 100, t->init_blocks[0].size -= 100;
+    }
+    CHECK(hbm_pt_check(p, NULL, NULL) == 0);
+    hbm_policy_expandable.destroy(p);
+  }
+  hbm_trace_free(t);
+
+  hbm_heap *h;
+  REQUIRE(hbm_heap_create(sim, "caching", NULL, &h) == HBM_OK);
+  pt *m = model_of(h);
+  hbm_pt_hooks hooks = {no_hint, NULL, &hooks};
+  CHECK(m && hbm_pt_set_hooks(&m->base, &hooks) == HBM_OK && m->hooks.hint == no_hint && m->hooks.arg == &hooks);
+  CHECK(m && hbm_pt_set_hooks(&m->base, NULL) == HBM_OK && !m->hooks.hint && !m->hooks.action && !m->hooks.arg);
+  hbm_heap_destroy(h);
+  REQUIRE(hbm_heap_create(sim, "bestfit", NULL, &h) == HBM_OK);
+  hbm_reloc *r;
+  hbm_policy *p = hbm_heap_enter(h, &r);
+  hbm_heap_leave(h);
+  CHECK(hbm_pt_set_hooks(p, &hooks) == HBM_EINVAL);
+  hbm_heap_destroy(h);
+}
+
 int main(void) {
   hbm_device *sim;
   CHECK(hbm_device_open("sim:1GiB", &sim) == HBM_OK);
   caching(sim);
   expandable(sim);
+  seed_and_hooks(sim);
   hbm_device_close(sim);
   reference(0);
   reference(1);
