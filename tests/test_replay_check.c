@@ -11,7 +11,9 @@
  *      destroyed;
  *   3. a segment the policy keeps when destroyed;
  *   4. a move of a block that is not live, told through the relocation
- *      callback.
+ *      callback;
+ *   5. a write into a block still live at the end, on a host device with
+ *      the data verified (skipped where there is no host device).
  * Each replay must end with HBM_ECORRUPT and the message naming what broke;
  * the same replay of the real class must pass. (The check that live by
  * purpose sums to live has no case: the replay adds and takes a request from
@@ -23,11 +25,11 @@
 #include "policy/policy.h"
 #include "testutil.h"
 
-enum { HONEST, RESERVED_HIGH, RESERVED_LOW, LARGEST_HIGH, REFUSED_RUNNING, REFUSED_DESTROY, LEAK, BAD_MOVE };
+enum { HONEST, RESERVED_HIGH, RESERVED_LOW, LARGEST_HIGH, REFUSED_RUNNING, REFUSED_DESTROY, LEAK, BAD_MOVE, SCRIBBLE };
 static int mode;
 static const hbm_policy_class *real;
 static hbm_policy_class liar;
-static uint64_t leaked;
+static uint64_t leaked, first_block;
 static void (*moved_fn)(void *arg, uint64_t old_addr, uint64_t new_addr, uint64_t size);
 static void *moved_arg;
 
@@ -45,6 +47,8 @@ static int liar_alloc(hbm_policy *p, uint64_t size, hbm_tag tag, int stream, uin
   if (mode == REFUSED_RUNNING) hbm_dev_seg_free(p->dev, NOWHERE, 1 << 20);
   if (mode == LEAK && !leaked) CHECK(hbm_dev_seg_alloc(p->dev, 2 << 20, 0, &leaked) == HBM_OK);
   if (mode == BAD_MOVE && moved_fn) moved_fn(moved_arg, NOWHERE, *addr, size);
+  if (mode == SCRIBBLE && !first_block) first_block = *addr;
+  else if (mode == SCRIBBLE) *(unsigned char *)(uintptr_t)first_block ^= 1; /* a host device: memory here */
   return HBM_OK;
 }
 static void liar_destroy(hbm_policy *p) {
@@ -72,7 +76,7 @@ static void make_liar(const char *base) {
   liar.alloc = liar_alloc;
   liar.destroy = liar_destroy;
   if (real->set_relocation_callback) liar.set_relocation_callback = liar_set_relocation_callback;
-  moved_fn = NULL, moved_arg = NULL, leaked = 0;
+  moved_fn = NULL, moved_arg = NULL, leaked = first_block = 0;
 }
 
 static char said[4096];
@@ -145,6 +149,29 @@ int main(void) {
   snprintf(want, sizeof want, "replay: the policy moved %#llx, which is not a live block", (unsigned long long)NOWHERE);
   CHECK(fails_saying(t, BAD_MOVE, want));
   CHECK(replay(t, BAD_MOVE, 0) == HBM_ECORRUPT); /* with or without --check */
+
+  printf("caching, writing into a live block\n");
+  static const char two[] = "hbm-trace 1\ncapacity 64MiB\na x 3MiB act\na y 700 param\n"; /* both live at the end */
+  hbm_trace *t2 = NULL;
+  CHECK(hbm_trace_parse_text(two, sizeof two - 1, "two", &t2, &d) == HBM_OK);
+  make_liar("caching");
+  for (int m = HONEST; t2 && m <= SCRIBBLE; m += SCRIBBLE) {
+    hbm_replay_result r;
+    hbm_replay_options o = {.policy = "liar", .device = "host:64MiB", .verify_data = 1};
+    mode = m, first_block = 0, said[0] = 0;
+    hbm_set_error_handler(keep_error, NULL);
+    int rc = hbm_replay(t2, &o, &r);
+    hbm_set_error_handler(NULL, NULL);
+    mode = HONEST;
+    if (rc == HBM_EUNSUPPORTED) {
+      printf("  no host device here: skipped\n");
+      break;
+    }
+    if (m == HONEST) CHECK(rc == HBM_OK && r.verified_blocks == 2);
+    else CHECK(rc == HBM_ECORRUPT && strstr(said, "replay: block 0 at ") && strstr(said, " lost its contents"));
+    if (m != HONEST && rc == HBM_ECORRUPT) printf("  reported: replay: block 0 at ... lost its contents\n");
+  }
+  hbm_trace_free(t2);
   hbm_trace_free(t);
   return test_done("test_replay_check");
 }
