@@ -18,8 +18,9 @@
  *      in an ordinary segment; a segment its blocks do not tile; reserved
  *      against its recount; in an expandable segment, an unmapped block off
  *      the page grid and a mapped block over an unmapped page.
- *   4. a starting state whose blocks do not tile an expandable range (no
- *      trace file gives one: the reader refuses it first) is refused; hooks
+ *   4. a starting state whose blocks in an expandable range are off the
+ *      512-byte grid (no trace file gives one: the reader refuses it first)
+ *      is refused; hooks
  *      set and removed, and refused by a policy that is not PyTorch's.
  * The state is broken through the heap's policy (hbm_heap_enter), or the
  * reference's own, one field at a time, and put back: the check must pass
