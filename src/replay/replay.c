@@ -350,13 +350,8 @@ static void start_unfit(replay_state *s) {
                                     .cause = HBM_CAUSE_START, .limit = res->capacity};
 }
 
-static int open_policy(const hbm_trace *t, const char *policy, const char *conf, const char *device_spec,
-                       int untracked_mappings, hbm_device **dev, hbm_policy **p);
-int hbm_replay_open_policy(const hbm_trace *t, const char *policy, const char *conf, const char *device_spec,
-                           hbm_device **dev, hbm_policy **p) {
-  return open_policy(t, policy, conf, device_spec, 0, dev, p);
-}
-
+/* Opens the device (device_spec, or "sim:<trace capacity>") and creates the
+ * policy over it. On error nothing is left open and the reason was reported. */
 static int open_policy(const hbm_trace *t, const char *policy, const char *conf, const char *device_spec,
                        int untracked_mappings, hbm_device **dev, hbm_policy **p) {
   char spec[64];

@@ -4,11 +4,6 @@
 
 #include "policy/policy.h"
 
-/* Opens the device (device_spec, or "sim:<trace capacity>") and creates the
- * policy over it. On error nothing is left open and the reason was reported. */
-int hbm_replay_open_policy(const hbm_trace *t, const char *policy, const char *conf,
-                           const char *device_spec, hbm_device **dev, hbm_policy **p);
-
 /* The sampling interval a replay asked for `every` (0: at step boundaries)
  * uses: `every`, or in a trace of `nevents` without step marks a sample every
  * thousandth of it. 0: at step boundaries. */
