@@ -19,6 +19,8 @@
  *   4. Fixed zones (vmm:off): lifetime records against live blocks (Z5).
  *   5. Host memory running out inside the check is no verdict: HBM_EHOSTMEM,
  *      never HBM_ECORRUPT, at each allocation the check makes.
+ *   6. (between 1 and 2 in the run) A Fenwick tree that cannot grow for want
+ *      of host memory is dropped, and the heap is sound without it.
  * After each break the field is put back and hbm_check() must pass again.
  *
  * zoned's state is private to zoned.c, so this test compiles zoned.c itself
@@ -353,8 +355,37 @@ static void no_host_memory(void) {
   hbm_device_close(sim);
 }
 
+/* The tree cannot grow past the pages it covers for want of host memory: it
+ * is dropped, and the pages are counted one by one (sound all the same). */
+static void tree_dropped(void) {
+  printf("the Fenwick tree dropped where it cannot grow:\n");
+  hbm_device *sim;
+  hbm_heap *h;
+  uint64_t a, b;
+  REQUIRE(hbm_device_open("sim:4GiB", &sim) == HBM_OK);
+  REQUIRE(hbm_heap_create(sim, "zoned", NULL, &h) == HBM_OK);
+  CHECK(hbm_alloc(h, 2048 * MiB, HBM_TAG_ACT, 0, &a) == HBM_OK);
+  zoned *z = zoned_of(h);
+  REQUIRE(z && z->nranges == 1);
+  zrange *r = &z->ranges[0];
+  REQUIRE(r->top == 1024 && fenwick_build(r) && r->fenwick_n == 1024); /* the least it covers */
+  CHECK(sound(h));
+  calloc_calls = 0, fail_at = 1;
+  int rc = hbm_alloc(h, 4 * MiB, HBM_TAG_ACT, 0, &b); /* pages 1024-1025: the tree would grow */
+  fail_at = 0;
+  CHECK(rc == HBM_OK && calloc_calls >= 1);
+  CHECK(r->top == 1026 && !r->fenwick && !r->fenwick_n);
+  printf("  a block past the tree's pages, its growth failing: tree dropped, heap sound\n");
+  CHECK(sound(h));
+  CHECK(hbm_free(h, a) == HBM_OK && hbm_free(h, b) == HBM_OK);
+  CHECK(sound(h));
+  hbm_heap_destroy(h);
+  hbm_device_close(sim);
+}
+
 int main(void) {
   full_device();
+  tree_dropped();
   plan();
   small_off();
   fixed();
