@@ -148,6 +148,7 @@ static void full_device(void) {
   BREAK(h, r0->top, r0->cover + 1, "Z1 range 0: pages mapped up to 17, page entries only to 16");
   BREAK(h, r0->top, 7, "Z1 range 0: page 7 mapped above the recorded top 7");
   BREAK(h, r0->page[4].chunk, 1, "Z1 range 0 page 4 names chunk 0, which does not cover it");
+  BREAK(h, r0->page[4].chunk, 5, "Z1 range 0 page 4 names chunk 4, which does not cover it"); /* no such record */
   BREAK(h, r0->page[5].end, 7, "Z1 range 0 page 5: its chunk ends at 6, recorded 7");
   BREAK(h, r0->mapped, 8, "Z1 range 0 counts 8 mapped pages, recount 7");
   BREAK(h, z->chunks[3].first, 15, "Z1 chunk 3 lies outside its range");
@@ -220,6 +221,10 @@ static void full_device(void) {
   for (int i = 0; i < 3; i += 2) CHECK(hbm_free(h, a[i]) == HBM_OK);
   CHECK(hbm_free(h, s) == HBM_OK);
   CHECK(sound(h));
+  /* s's record, now the one free, made to follow itself: the walk of the
+   * free records stops at one more than there are records, and says so */
+  REQUIRE(z->nrecs == 1 && z->free_rec == 0 && z->recs[0].next_free == NIL);
+  BREAK(h, z->recs[0].next_free, 0, "Z5 0 tracked blocks and 2 free records, 1 records");
   hbm_heap_destroy(h);
   hbm_device_close(sim);
 }
