@@ -199,6 +199,7 @@ static void full_device(void) {
   printf(" Z8:\n");
   BREAK(h, z->order_base[1], z->order_base[1] + 512, "Z8 range order broken at 1 (range 1)");
   BREAK(h, z->order_base[0], z->order_base[1], "Z8 range order broken at 0 (range 0)");
+  BREAK(h, z->order[1], 2, "Z8 range order broken at 1 (range 2)"); /* no range 2: not walked */
   BREAK(h, z->range_size, 64 * MiB, "Z8 ranges of 67108864 bytes, 33554432 from the device and settings");
   BREAK(h, z->ranges[1].size, 16 * MiB, "Z8 range 1 of 16777216 bytes, not 33554432");
   int life = z->small_last[0].zone != NIL ? 0 : 1;
