@@ -22,6 +22,9 @@
  *   6. (between 1 and 2 in the run) A Fenwick tree that cannot grow for want
  *      of host memory is dropped, and the heap is sound without it.
  * After each break the field is put back and hbm_check() must pass again.
+ * Not made to fire: Z9's two holes side by side, which no state of zoned's
+ * shows (scan_one joins chunks side by side into one run, and vspace keeps
+ * holes a live block apart): it guards scan_one's joining.
  *
  * zoned's state is private to zoned.c, so this test compiles zoned.c itself
  * (the #include below): the program's zoned policy is this copy (the
