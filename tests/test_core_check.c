@@ -13,12 +13,17 @@
  *   3. hbm_ledger_check (L1..L5), through hbm_device_check on a sim device:
  *      segments, reservations, handles, mappings, mapped counts, phys_used;
  *      and the check that cannot run for want of host memory says so.
- *   4. The sim device's own check: a segment past the next address.
- * The vspace and the ordered set keep their structs to their .c files: this
+ *   4. The sim device's own check: a segment past the next address, the next
+ *      address past the address space's end; and a sim device asked to
+ *      start its addresses there is refused (it used to open, and fail its
+ *      check before a single call).
+ * The vspace, the ordered set and the sim device keep their structs to their
+ * .c files: this
  * program compiles those files into itself to reach them (it then defines
  * every function of theirs, so the library's copies are not linked). */
 #include "core/ordset.c"
 #include "core/vspace.c"
+#include "device/sim.c"
 
 #include "core/util.h"
 #include "device/contract.h"
@@ -409,6 +414,15 @@ static void test_ledger(void) {
   l->segs[1].addr = a1;
   D_SOUND();
 
+  sim_device *sd = (sim_device *)d;
+  uint64_t next = sd->next_va;
+  sd->next_va = HBM_LEDGER_VA_END + g;
+  snprintf(want, sizeof want, "sim: the next address handed out, %#llx, is past the address space's end",
+           (unsigned long long)(HBM_LEDGER_VA_END + g));
+  D_BROKEN("sim: the next address past the end", want);
+  sd->next_va = next;
+  D_SOUND();
+
   /* no host memory for the check: said, not counted as a failure */
   seen x = {{0}, 0};
   calloc_fails = 1;
@@ -421,10 +435,30 @@ static void test_ledger(void) {
   hbm_device_close(d);
 }
 
+/* A sim device's addresses start where it is told, but only inside the
+ * address space: past its end the device would fail its own check before
+ * any call. */
+static void test_sim_base(void) {
+  printf("sim device's base:\n");
+  const uint64_t g = 2ull << 20;
+  hbm_device *d = NULL;
+  int rc = hbm_sim_open_at(64 * g, g, HBM_LEDGER_VA_END + g, &d);
+  printf("  %-52s %s\n", "a base past the address space's end", rc == HBM_EINVAL ? "refused" : "NOT REFUSED");
+  CHECK(rc == HBM_EINVAL && d == NULL);
+  if (d) hbm_device_close(d);
+  REQUIRE(hbm_sim_open_at(64 * g, g, HBM_LEDGER_VA_END - 64 * g, &d) == HBM_OK); /* the last room there is */
+  uint64_t a;
+  CHECK(hbm_dev_seg_alloc(d, 64 * g, 0, &a) == HBM_OK && a == HBM_LEDGER_VA_END - 64 * g);
+  D_SOUND();
+  CHECK(hbm_dev_seg_free(d, a, 64 * g) == HBM_OK);
+  hbm_device_close(d);
+}
+
 int main(void) {
   test_vspace();
   test_ordset();
   test_ledger();
+  test_sim_base();
   printf("test_core_check: %d broken fields reported, each passing again once put back\n", checks_fired);
   return test_done("test_core_check");
 }

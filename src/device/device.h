@@ -81,7 +81,8 @@ void hbm_device_lock_init(hbm_device *dev);
 
 int hbm_sim_open(uint64_t capacity, uint64_t granule, hbm_device **out);
 /* A sim device whose own addresses start at `base` (replaying a recording
- * keeps them clear of the recorded ones). */
+ * keeps them clear of the recorded ones). HBM_EINVAL for a base past the
+ * address space's end (HBM_LEDGER_VA_END). */
 int hbm_sim_open_at(uint64_t capacity, uint64_t granule, uint64_t base, hbm_device **out);
 /* Replaying a recording: the next reserve() on this sim device returns addr,
  * as the recording shows, even over another reservation (a recorded

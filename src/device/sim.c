@@ -252,6 +252,11 @@ int hbm_sim_open(uint64_t capacity, uint64_t granule, hbm_device **out) {
 }
 
 int hbm_sim_open_at(uint64_t capacity, uint64_t granule, uint64_t base, hbm_device **out) {
+  /* Past the address space's end every range it handed out would break the
+   * contract, and its check (next_va) would fail before the first call. */
+  if (base > HBM_LEDGER_VA_END)
+    return hbm_report_error(HBM_EINVAL, "sim device: base %#llx is past the address space's end %#llx",
+                            (unsigned long long)base, (unsigned long long)HBM_LEDGER_VA_END);
   sim_device *s = calloc(1, sizeof *s);
   if (!s) return HBM_EHOSTMEM;
   if (hbm_ledger_init(&s->ledger, "sim", granule) != HBM_OK) {
