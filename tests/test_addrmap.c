@@ -53,6 +53,12 @@ static uint64_t draw_key(uint64_t *rng, uint64_t pool) {
   return k == UINT64_MAX ? 0 : k;
 }
 
+static int twice_said;
+static void report_twice(void *arg, const char *message) {
+  (void)arg;
+  twice_said += strstr(message, "is held twice") != NULL;
+}
+
 int main(void) {
   uint64_t seed = test_seed("test_addrmap"), rng = seed;
   uint64_t ops = (uint64_t)(400000 * test_scale());
@@ -152,6 +158,24 @@ int main(void) {
   m.used++;
   CHECK(hbm_addrmap_check(&m, NULL, NULL) > 0);
   m.used--;
+  /* a key held twice: a copy just past its own slot, where a probe from its
+   * hash slot meets the original first */
+  uint64_t i = 0, key = 1ull << 20;
+  while (i < m.cap && m.keys[i] != key) i++;
+  uint64_t j = (i + 1) & (m.cap - 1);
+  CHECK(i < m.cap && m.keys[j] == UINT64_MAX);
+  if (i < m.cap && m.keys[j] == UINT64_MAX) {
+    m.keys[j] = key;
+    m.vals[j] = 1;
+    m.used++;
+    twice_said = 0;
+    int f = hbm_addrmap_check(&m, report_twice, NULL);
+    printf("test_addrmap: a key held twice %s\n", f == 1 && twice_said ? "is reported" : "is NOT reported");
+    CHECK(f == 1 && twice_said);
+    m.keys[j] = UINT64_MAX;
+    m.used--;
+  }
+  CHECK(hbm_addrmap_check(&m, report, NULL) == 0);
   hbm_addrmap_release(&m);
   printf("test_addrmap: %llu operations (%llu puts, %llu of them replacing, %llu takes, %llu takes of absent keys, "
          "%llu full comparisons), check after each\n",
