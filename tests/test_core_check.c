@@ -7,7 +7,8 @@
  *      size, a back link, a recycled slot, the end, the tail), free
  *      neighbours, the free set and the address index (a block missing, a
  *      count off, dropped without the index), the counters and the address
- *      table.
+ *      table. Placements and frees that run out of host memory at each point
+ *      change nothing and leave the vspace sound.
  *   2. hbm_ordset_check (O1..O5): a chunk emptied, keys out of order, a chunk
  *      listed twice, an index key, the count, the spare list.
  *   3. hbm_ledger_check (L1..L5), through hbm_device_check on a sim device:
@@ -54,6 +55,22 @@ static void expect_fail(const char *what, int failures, const seen *s, const cha
   CHECK(ok);
   checks_fired += ok;
 }
+
+/* ---- host memory that runs out (linked with --wrap=malloc,calloc,realloc) --------------
+ * calloc_fails: every calloc fails; alloc_fail_at = n >= 0: the next n
+ * allocations succeed and the one after fails (once). */
+static int calloc_fails;
+static long alloc_fail_at = -1;
+static int alloc_due(void) { return alloc_fail_at >= 0 && alloc_fail_at-- == 0; }
+void *__real_calloc(size_t n, size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_calloc(size_t n, size_t size) { return calloc_fails || alloc_due() ? NULL : __real_calloc(n, size); }
+void *__real_malloc(size_t size);
+void *__wrap_malloc(size_t size);
+void *__wrap_malloc(size_t size) { return alloc_due() ? NULL : __real_malloc(size); }
+void *__real_realloc(void *p, size_t size);
+void *__wrap_realloc(void *p, size_t size);
+void *__wrap_realloc(void *p, size_t size) { return alloc_due() ? NULL : __real_realloc(p, size); }
 
 /* ---- 1. vspace --------------------------------------------------------------------- */
 static int vcheck(const hbm_vspace *v, seen *s) {
@@ -202,6 +219,75 @@ static void test_vspace(void) {
   hbm_vspace_destroy(v);
 }
 
+/* A vspace's blocks, as a number: equal before and after a call that failed. */
+static int digest_visit(void *arg, uint64_t addr, uint64_t size, int live) {
+  uint64_t *h = arg;
+  *h = ((*h ^ addr) * 0x100000001b3ull ^ size) * 0x100000001b3ull ^ (uint64_t)live;
+  return 0;
+}
+static uint64_t vdigest(const hbm_vspace *v) {
+  uint64_t h = 0xcbf29ce484222325ull ^ v->live_bytes ^ v->live_blocks << 40 ^ v->free_blocks << 50;
+  hbm_vspace_walk(v, digest_visit, &h);
+  return h;
+}
+
+/* Placements and frees that meet a failed host allocation at each point in
+ * turn (the carve's undo included: an address-index key put in, then the
+ * free set's insert failing): each answers HBM_EHOSTMEM with the vspace as
+ * it was and sound, until the call gets all it needs. Free blocks of 3
+ * units, 200 of them, fill the ordered sets' chunks so that inserts split. */
+enum { NB = 400 };
+static void test_vspace_no_memory(void) {
+  hbm_vspace *v;
+  const uint64_t unit = 512, base = 1ull << 20;
+  REQUIRE(hbm_vspace_create(base, 4 * NB * unit, unit, &v) == HBM_OK);
+  REQUIRE(hbm_vspace_index_addresses(v) == HBM_OK);
+  uint64_t a[NB];
+  for (int k = 0; k < NB; k++) REQUIRE(hbm_vspace_alloc(v, 3 * unit, NULL, NULL, 0, 0, &a[k], NULL) == HBM_OK);
+  for (int k = 0; k < NB; k += 2) REQUIRE(hbm_vspace_free(v, a[k], NULL, NULL) == HBM_OK);
+  V_SOUND();
+  uint64_t refused = 0, placed = 0, bad = 0, got[NB];
+  /* the middle unit of each free block (the parts before and after stay
+   * free), then best fits of one unit (each takes a part whole); kept, so
+   * that the sets' chunks fill and split */
+  for (int k = 0; k < NB; k++) {
+    for (long n = 0;; n++) {
+      uint64_t before = vdigest(v);
+      alloc_fail_at = n;
+      int rc = k < NB / 2 ? hbm_vspace_alloc_at(v, got[k] = a[2 * k] + unit, unit, 7, NULL)
+                      : hbm_vspace_alloc(v, unit, NULL, NULL, 0, 7, &got[k], NULL);
+      int armed = alloc_fail_at < 0;
+      alloc_fail_at = -1;
+      if (rc != HBM_EHOSTMEM) {
+        placed += rc == HBM_OK;
+        bad += rc != HBM_OK || vcheck(v, &(seen){{0}, 0}) != 0;
+        break;
+      }
+      refused++;
+      bad += vdigest(v) != before || vcheck(v, &(seen){{0}, 0}) != 0 || !armed;
+    }
+  }
+  for (int k = 0; k < NB; k++) {
+    for (long n = 0;; n++) {
+      uint64_t before = vdigest(v);
+      alloc_fail_at = n;
+      int rc = hbm_vspace_free(v, got[k], NULL, NULL);
+      alloc_fail_at = -1;
+      if (rc != HBM_EHOSTMEM) {
+        bad += rc != HBM_OK || vcheck(v, &(seen){{0}, 0}) != 0;
+        break;
+      }
+      refused++;
+      bad += vdigest(v) != before || vcheck(v, &(seen){{0}, 0}) != 0;
+    }
+  }
+  V_SOUND();
+  printf("  %-52s %llu refused, each with nothing changed; %llu placed\n", "vspace: host memory running out",
+         (unsigned long long)refused, (unsigned long long)placed);
+  CHECK(bad == 0 && refused > 0 && placed == NB);
+  hbm_vspace_destroy(v);
+}
+
 /* ---- 2. ordset --------------------------------------------------------------------- */
 static int ocheck(const hbm_ordset *s, seen *x) {
   memset(x, 0, sizeof *x);
@@ -283,11 +369,6 @@ static int dcheck(const hbm_device *d, seen *x) {
   } while (0)
 #define D_SOUND() CHECK(dcheck(d, &(seen){{0}, 0}) == 0)
 
-/* A calloc that fails while `calloc_fails` is set (linked with --wrap=calloc). */
-static int calloc_fails;
-void *__real_calloc(size_t n, size_t size);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_calloc(size_t n, size_t size) { return calloc_fails ? NULL : __real_calloc(n, size); }
 
 static void test_ledger(void) {
   printf("device ledger:\n");
@@ -456,6 +537,7 @@ static void test_sim_base(void) {
 
 int main(void) {
   test_vspace();
+  test_vspace_no_memory();
   test_ordset();
   test_ledger();
   test_sim_base();
