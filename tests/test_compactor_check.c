@@ -244,6 +244,22 @@ static void differential(uint64_t *rng, int rounds) {
 }
 
 /* ---- 2. the checks can fail ------------------------------------------------------------- */
+/* The messages of the last checks, for the cases that want one named. */
+static char said_all[2048];
+static size_t said_n;
+static void report_said(void *arg, const char *message) {
+  (void)arg;
+  said_n += (size_t)snprintf(said_all + said_n, said_n < sizeof said_all ? sizeof said_all - said_n : 0, "%s\n", message);
+  if (said_n >= sizeof said_all) said_n = sizeof said_all - 1;
+}
+static int said(const char *want) {
+  int found = strstr(said_all, want) != NULL;
+  if (!found) fprintf(stderr, "wanted \"%s\" among:\n%s", want, said_all);
+  said_n = 0;
+  said_all[0] = 0;
+  return found;
+}
+
 static int plan_failures(const hbm_clayout *l, const hbm_cplan *p, uint64_t need) {
   return hbm_cplan_check(l, p, need, report_none, NULL);
 }
@@ -352,6 +368,27 @@ static void checks_fail(uint64_t *rng, int rounds) {
   p2.moves = order_good;
   int f = hbm_cplan_check(&two, &p2, 4, report_none, NULL);
   CHECK(f == 1);
+  /* the checks' guards that no random corruption above reaches, each alone */
+  said_n = 0;
+  two.unit = 3;
+  CHECK(hbm_clayout_check(&two, report_said, NULL) == 1 && said("layout: unit 3 is not a power of two"));
+  two.unit = 1;
+  two.base = 1;
+  two.unit = 2;
+  CHECK(hbm_clayout_check(&two, report_said, NULL) > 0 && said("layout: range [0x1, 0x10) not aligned to its unit 2"));
+  two.base = 0;
+  two.unit = 1;
+  CHECK(hbm_clayout_check(&two, NULL, NULL) == 0);
+  p2.kind = HBM_CPLAN_FULL;
+  CHECK(hbm_cplan_check(&two, &p2, 4, report_said, NULL) == 2 && said("plan: kind 1 for a partial plan"));
+  p2.kind = HBM_CPLAN_EVACUATE;
+  p2.hole_addr = 14;
+  CHECK(hbm_cplan_check(&two, &p2, 4, report_said, NULL) > 1 &&
+        said("plan (partial): hole [0xe, +4) is not one of 4 bytes in the range"));
+  p2.hole_addr = 0;
+  CHECK(hbm_cplan_check(&two, &p2, 4, report_none, NULL) == 1);
+  printf("test_compactor_check: a unit not a power of two, a range off its unit, a plan of the wrong kind and a "
+         "partial plan's hole past the range: each reported\n");
   hbm_cplan_release(&plan);
   hbm_cplan_release(&mut);
   hbm_clayout_release(&l);
