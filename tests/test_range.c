@@ -5,8 +5,14 @@
  * The reference does not choose addresses; it checks every choice the fast
  * structure makes: inside the range, aligned, overlapping nothing live; a
  * failure only when no hole could hold the request; free bytes, live bytes
- * and the exact largest free block equal a recount from the intervals. */
-#include "core/range.h"
+ * and the exact largest free block equal a recount from the intervals.
+ *
+ * And the check's counters can fail: each broken alone (free and live bytes,
+ * block counts, the address table's count, the cached largest free block)
+ * is reported by name and passes again once put back. The range keeps its
+ * struct to range.c: this program compiles range.c into itself to reach it
+ * (so the library's copy is not linked). */
+#include "core/range.c"
 #include "testutil.h"
 
 typedef struct interval { uint64_t addr, size; } interval;
@@ -65,6 +71,54 @@ static void ref_holes(const reference *r, uint64_t *free_bytes, uint64_t *larges
 
 static void report(void *arg, const char *message) {
   fprintf(stderr, "check: %s\n", message);
+}
+
+static char said_all[1024];
+static void report_said(void *arg, const char *message) {
+  (void)arg;
+  size_t n = strlen(said_all);
+  snprintf(said_all + n, sizeof said_all - n, "%s\n", message);
+}
+/* The range's check fails exactly once, naming `want`. */
+static int fires(hbm_range *r, const char *what, const char *want) {
+  said_all[0] = 0;
+  int f = hbm_range_check(r, report_said, NULL);
+  int ok = f == 1 && strstr(said_all, want) != NULL;
+  printf("test_range: %s %s\n", what, ok ? "is reported" : "is NOT reported");
+  if (!ok) fprintf(stderr, "wanted \"%s\", %d failure(s):\n%s", want, f, said_all);
+  return ok;
+}
+
+static void counters_broken(void) {
+  hbm_range *r;
+  uint64_t a, b, c;
+  REQUIRE(hbm_range_create(0, 64 << 10, 512, &r) == HBM_OK);
+  REQUIRE(hbm_range_alloc(r, 4096, 0, &a, NULL) == HBM_OK);
+  REQUIRE(hbm_range_alloc(r, 8192, 0, &b, NULL) == HBM_OK);
+  REQUIRE(hbm_range_alloc(r, 4096, 0, &c, NULL) == HBM_OK);
+  REQUIRE(hbm_range_free(r, b, NULL) == HBM_OK);
+  (void)hbm_range_largest_free(r); /* the cache is fresh */
+  REQUIRE(!r->largest_stale && hbm_range_check(r, NULL, NULL) == 0);
+  r->free_bytes += 512;
+  CHECK(fires(r, "a free byte count off", "I4 counters: free 57344/57856 live 8192/8192 size 65536"));
+  r->free_bytes -= 512;
+  r->live_bytes -= 512;
+  CHECK(fires(r, "a live byte count off", "I4 counters: free 57344/57344 live 8192/7680"));
+  r->live_bytes += 512;
+  r->live_blocks++;
+  CHECK(fires(r, "a live block count off", "I4 block counts differ from a recount"));
+  r->live_blocks--;
+  r->free_blocks--;
+  CHECK(fires(r, "a free block count off", "I4 block counts differ from a recount"));
+  r->free_blocks++;
+  r->live.used++;
+  CHECK(fires(r, "the address table's count off", "I5 address table holds 3 entries for 2 live blocks"));
+  r->live.used--;
+  r->largest -= 512;
+  CHECK(fires(r, "a cached largest free block off", "I6 cached largest free 48640, recount 49152"));
+  r->largest += 512;
+  CHECK(hbm_range_check(r, NULL, NULL) == 0);
+  hbm_range_destroy(r);
 }
 
 int main(void) {
@@ -218,6 +272,7 @@ int main(void) {
   CHECK(hbm_range_alloc(r, (1 << 20) - (64 << 10), 64 << 10, &a, NULL) == HBM_OK);
   CHECK_EQ_U64(a, 64 << 10);
   hbm_range_destroy(r);
+  counters_broken();
   printf("test_range: %llu operations (%llu allocs, %llu refused for lack of space, alloc_at %llu placed, %llu refused, "
          "%llu bad frees refused), check after each\n",
          (unsigned long long)done, (unsigned long long)allocs, (unsigned long long)failures, (unsigned long long)at_ok,
