@@ -9,8 +9,9 @@
  *      segment's free. Each answers HBM_EHOSTMEM and changes nothing: the
  *      ledger's objects, phys_used and the memfd's runs are as before,
  *      hbm_device_check passes, the bytes of what is mapped are still there,
- *      and the same call then succeeds. A failed hole punch (fallocate) is
- *      not the device's concern: the release completes.
+ *      and the same call then succeeds (a handle's last run alone, too,
+ *      mapped past its first two). A failed hole punch (fallocate) is not
+ *      the device's concern: the release completes.
  *   3. The host device's check (its runs against the ledger) fires on each
  *      broken field: a segment's memfd offset, its held bytes, a run chain
  *      that loops, a run the ledger does not know.
@@ -217,6 +218,10 @@ static void calls_fail(void) {
   REQUIRE(hbm_dev_reserve(dev, 4 * G, &va) == HBM_OK);
   REQUIRE(hbm_dev_map(dev, va, 3 * G, hnd, 0) == HBM_OK);
   CHECK_EQ_U64(wrong(va, 3 * G, hnd), 0);
+  /* and its third run alone, mapped past the first two */
+  REQUIRE(hbm_dev_map(dev, va + 3 * G, G, hnd, 2 * G) == HBM_OK);
+  CHECK(!memcmp((const void *)(uintptr_t)(va + 3 * G), (const void *)(uintptr_t)(va + 2 * G), G));
+  REQUIRE(hbm_dev_unmap(dev, va + 3 * G, G) == HBM_OK);
   REQUIRE(hbm_dev_unmap(dev, va, 3 * G) == HBM_OK);
   REQUIRE(hbm_dev_unreserve(dev, va, 4 * G) == HBM_OK);
 
