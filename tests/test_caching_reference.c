@@ -500,9 +500,21 @@ static void roundup_past_the_last_interval(void) {
   pair_close(&s);
 }
 
+/* Runs that once found a difference, run first whatever the seed (run()
+ * is a function of the seed and the run's number alone). */
+static const struct { uint64_t seed, run; } found_before[] = {
+    /* expandable, max_split_size_mb:40: largest_free counted a run of free
+     * space whose head was mapped, but a longer run before it, with pages to
+     * map and no device memory to map them, takes the request first */
+    {1796686594, 56},
+};
+
 int main(void) {
   release_exactly_the_key();
   roundup_past_the_last_interval();
+  run_stats found = {0};
+  for (size_t i = 0; i < sizeof found_before / sizeof found_before[0]; i++)
+    run(found_before[i].seed, found_before[i].run, &found);
   uint64_t seed = test_seed("test_caching_reference");
   const char *env = getenv("HBM_REF_RUNS");
   uint64_t runs = env ? strtoull(env, NULL, 0) : (uint64_t)(300 * test_scale());

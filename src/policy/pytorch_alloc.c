@@ -1087,6 +1087,7 @@ static uint64_t largest_from_cache(pt *m, int pool) {
 typedef struct growth_run {
   uint64_t len, serves; /* serves: the largest block the run gives after the retry, 0 if none */
   uint32_t next;        /* the block after the run */
+  int candidate;        /* find_expandable_block considers it after the retry (it holds an unmapped page) */
 } growth_run;
 
 /* The run starting at block i, with `pages` device pages free after the
@@ -1094,7 +1095,7 @@ typedef struct growth_run {
  * neighbour holds them); the request maps whole pages from there on. */
 static growth_run growth_run_at(pt *m, uint32_t i, uint64_t pages) {
   const pt_es *e = &m->es[B(m, i)->es];
-  growth_run g = {0, 0, NONE};
+  growth_run g = {0, 0, NONE, 0};
   int mapped = 0;
   uint32_t j = i;
   for (; j != NONE && !B(m, j)->allocated; j = B(m, j)->next) {
@@ -1107,6 +1108,7 @@ static growth_run growth_run_at(pt *m, uint32_t i, uint64_t pages) {
   int released = B(m, i)->prev == NONE && j == NONE && mapped;
   uint64_t addr = B(m, i)->addr, first = es_page_right(e, addr), end = es_page_left(e, addr + g.len);
   if (!released && end > first) {
+    g.candidate = 1;
     uint64_t head = e->base + first * e->page - addr;
     g.serves = end - first <= pages ? g.len : head + pages * e->page;
   }
@@ -1152,10 +1154,15 @@ static uint64_t largest_by_growth(pt *m, uint64_t free_bytes, uint64_t held) {
         }
         growth_run g = growth_run_at(m, i, pages);
         i = g.next;
-        if (!g.serves) continue;
-        uint64_t x = largest_request_within(&m->conf, g.serves), r = hbm_pt_round_size(&m->conf, x);
-        int fits = !m->conf.set_fraction || held + hbm_pt_allocation_size(r) <= m->allowed_memory_maximum;
-        if (r > HBM_PT_SMALL_SIZE && r > longest && fits && x > best) best = x;
+        /* A run that serves nothing still takes the requests it is long
+         * enough for, ahead of every run after it: find_expandable_block
+         * picks it by length, and mapping its pages then fails. */
+        if (!g.candidate) continue;
+        if (g.serves) {
+          uint64_t x = largest_request_within(&m->conf, g.serves), r = hbm_pt_round_size(&m->conf, x);
+          int fits = !m->conf.set_fraction || held + hbm_pt_allocation_size(r) <= m->allowed_memory_maximum;
+          if (r > HBM_PT_SMALL_SIZE && r > longest && fits && x > best) best = x;
+        }
         if (g.len > longest) longest = g.len;
       }
     }
