@@ -32,28 +32,8 @@
 #include "trace/trace.h"
 #include "policy/pytorch_ref_state.h"
 #include "policy/pytorch_state.h"
+#include "check_says.h"
 #include "testutil.h"
-
-static char said[8192];
-static void keep_error(int err, const char *message, void *arg) {
-  (void)arg, (void)err;
-  size_t n = strlen(said);
-  if (n + 2 < sizeof said) snprintf(said + n, sizeof said - n, "%s\n", message);
-}
-
-/* hbm_check(h) fails, one of its messages containing `want`. */
-static int check_says(hbm_heap *h, const char *want) {
-  said[0] = 0;
-  hbm_set_error_handler(keep_error, NULL);
-  int rc = hbm_check(h);
-  hbm_set_error_handler(NULL, NULL);
-  if (rc == HBM_ECORRUPT && strstr(said, want)) {
-    printf("  reported: %s\n", want);
-    return 1;
-  }
-  fprintf(stderr, "hbm_check: %d, messages:\n%sexpected one with \"%s\"\n", rc, said, want);
-  return 0;
-}
 
 static pt *model_of(hbm_heap *h) {
   hbm_reloc *r;
@@ -81,11 +61,11 @@ static char want[256];
 #define ULL(x) ((unsigned long long)(x))
 /* The last messages hold `text`, and say so. */
 static int said_text(const char *text) {
-  if (strstr(said, text)) {
+  if (strstr(check_said, text)) {
     printf("  reported: %s\n", text);
     return 1;
   }
-  fprintf(stderr, "messages:\n%sexpected one with \"%s\"\n", said, text);
+  fprintf(stderr, "messages:\n%sexpected one with \"%s\"\n", check_said, text);
   return 0;
 }
 #define SAYS_TEXT(text) said_text(text)
@@ -242,17 +222,17 @@ static void expandable(hbm_device *sim) {
 }
 
 /* ---- 3. the reference ---- */
-static void ref_report(void *arg, const char *message) { keep_error(0, message, arg); }
+static void ref_report(void *arg, const char *message) { check_keep_error(0, message, arg); }
 
 /* hbm_ptref_check(r) fails, one of its messages containing `want`. */
 static int ref_says(const hbm_ptref *r, const char *what) {
-  said[0] = 0;
+  check_said[0] = 0;
   int n = hbm_ptref_check(r, ref_report, NULL);
-  if (n > 0 && strstr(said, what)) {
+  if (n > 0 && strstr(check_said, what)) {
     printf("  reported: %s\n", what);
     return 1;
   }
-  fprintf(stderr, "hbm_ptref_check: %d, messages:\n%sexpected one with \"%s\"\n", n, said, what);
+  fprintf(stderr, "hbm_ptref_check: %d, messages:\n%sexpected one with \"%s\"\n", n, check_said, what);
   return 0;
 }
 #define REF_SAYS(r, ...) (snprintf(want, sizeof want, __VA_ARGS__), ref_says(r, want))
@@ -356,8 +336,8 @@ static void seed_and_hooks(hbm_device *sim) {
     p->dev = sim;
     uint64_t id_addr[4] = {0};
     if (bad) t->init_blocks[1].size -= 100, t->init_blocks[0].size += 100; /* still tiles, off the grid */
-    said[0] = 0;
-    hbm_set_error_handler(keep_error, NULL);
+    check_said[0] = 0;
+    hbm_set_error_handler(check_keep_error, NULL);
     int rc = hbm_pt_seed(p, t, id_addr, NULL);
     hbm_set_error_handler(NULL, NULL);
     if (!bad) {

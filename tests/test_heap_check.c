@@ -23,30 +23,10 @@
 #include "hbm.h"
 #include "policy/compact.h"
 #include "policy/policy.h"
+#include "check_says.h"
 #include "testutil.h"
 
 /* Every message the check reports, one after another. */
-static char said[8192];
-static void keep_error(int err, const char *message, void *arg) {
-  (void)arg, (void)err;
-  size_t n = strlen(said);
-  if (n + 2 < sizeof said) snprintf(said + n, sizeof said - n, "%s\n", message);
-}
-
-/* hbm_check(h) fails, one of its messages containing `want`. */
-static int check_says(hbm_heap *h, const char *want) {
-  said[0] = 0;
-  hbm_set_error_handler(keep_error, NULL);
-  int rc = hbm_check(h);
-  hbm_set_error_handler(NULL, NULL);
-  if (rc == HBM_ECORRUPT && strstr(said, want)) {
-    printf("  reported: %s\n", want);
-    return 1;
-  }
-  fprintf(stderr, "hbm_check: %d, messages:\n%sexpected one with \"%s\"\n", rc, said, want);
-  return 0;
-}
-
 static hbm_policy *policy_of(hbm_heap *h) {
   hbm_reloc *r;
   hbm_policy *p = hbm_heap_enter(h, &r);
@@ -167,7 +147,7 @@ static void counters(hbm_device *sim, const char *policy) {
   CHECK(check_says(h, want));
   snprintf(want, sizeof want, "check: stats: live[%s] 700, recount 0", hbm_tag_name(HBM_TAG_GRAD));
   CHECK(check_says(h, want));
-  CHECK(!strstr(said, "stats: live ") && !strstr(said, "allocated ")); /* the totals agree */
+  CHECK(!strstr(check_said, "stats: live ") && !strstr(check_said, "allocated ")); /* the totals agree */
   *st = good;
   CHECK(hbm_check(h) == HBM_OK);
   /* a policy that says the block is smaller than the request */
@@ -299,12 +279,12 @@ static void compact_checks(hbm_device *sim) {
   char conf[300];
   memset(conf, 'x', sizeof conf - 1);
   conf[sizeof conf - 1] = 0;
-  said[0] = 0;
-  hbm_set_error_handler(keep_error, NULL);
+  check_said[0] = 0;
+  hbm_set_error_handler(check_keep_error, NULL);
   h = NULL;
   CHECK(hbm_heap_create(sim, "compact", conf, &h) == HBM_EINVAL && h == NULL);
   hbm_set_error_handler(NULL, NULL);
-  CHECK(strstr(said, "settings longer than 255 bytes") != NULL);
+  CHECK(strstr(check_said, "settings longer than 255 bytes") != NULL);
 }
 
 int main(void) {
