@@ -1,5 +1,5 @@
-/* check_says.h: hbm_check() on a heap made to break one invariant, and what
- * it said (test_caching_check, test_heap_check). */
+/* check_says.h: a check run on a structure made to break one invariant, and
+ * what it said. */
 #ifndef HBM_TEST_CHECK_SAYS_H
 #define HBM_TEST_CHECK_SAYS_H
 
@@ -28,6 +28,19 @@ static inline int check_says(hbm_heap *h, const char *want) {
   }
   fprintf(stderr, "hbm_check: %d, messages:\n%sexpected one with \"%s\"\n", rc, check_said, want);
   return 0;
+}
+
+/* What a structure's own check passed its report callback: the messages,
+ * one a line, and how many (test_core_check, test_host_failure). */
+typedef struct check_seen {
+  char all[4096];
+  int n;
+} check_seen;
+static inline void check_collect(void *arg, const char *message) {
+  check_seen *s = arg;
+  s->n++;
+  size_t len = strlen(s->all);
+  snprintf(s->all + len, sizeof s->all - len, "%s\n", message);
 }
 
 #endif

@@ -29,26 +29,15 @@
 #include "core/util.h"
 #include "device/contract.h"
 #include "device/device.h"
+#include "check_says.h"
 #include "testutil.h"
 
-/* ---- what a check reported ------------------------------------------------------- */
-typedef struct seen {
-  char all[4096];
-  int n;
-} seen;
-
-static void collect(void *arg, const char *message) {
-  seen *s = arg;
-  s->n++;
-  size_t len = strlen(s->all);
-  snprintf(s->all + len, sizeof s->all - len, "%s\n", message);
-}
-
+/* ---- what a check reported (check_seen, check_collect: check_says.h) ------------------ */
 static int checks_fired;
 
 /* The check's answer for the broken structure: failures, and `want` among
  * the messages. */
-static void expect_fail(const char *what, int failures, const seen *s, const char *want) {
+static void expect_fail(const char *what, int failures, const check_seen *s, const char *want) {
   int ok = failures > 0 && s->n == failures && strstr(s->all, want) != NULL;
   printf("  %-52s %s\n", what, ok ? "reported" : "NOT REPORTED");
   if (!ok) fprintf(stderr, "%s: %d failure(s), wanted \"%s\"; got:\n%s", what, failures, want, s->all);
@@ -73,18 +62,18 @@ void *__wrap_realloc(void *p, size_t size);
 void *__wrap_realloc(void *p, size_t size) { return alloc_due() ? NULL : __real_realloc(p, size); }
 
 /* ---- 1. vspace --------------------------------------------------------------------- */
-static int vcheck(const hbm_vspace *v, seen *s) {
+static int vcheck(const hbm_vspace *v, check_seen *s) {
   memset(s, 0, sizeof *s);
-  return hbm_vspace_check(v, collect, s);
+  return hbm_vspace_check(v, check_collect, s);
 }
 
 #define V_BROKEN(what, want)                       \
   do {                                             \
-    seen s_;                                       \
+    check_seen s_;                                       \
     int f_ = vcheck(v, &s_);                       \
     expect_fail("vspace: " what, f_, &s_, want);   \
   } while (0)
-#define V_SOUND() CHECK(vcheck(v, &(seen){{0}, 0}) == 0)
+#define V_SOUND() CHECK(vcheck(v, &(check_seen){{0}, 0}) == 0)
 
 /* The blocks in address order: [0] live, [1] free, [2] live, [3] live,
  * [4] the free top. */
@@ -260,11 +249,11 @@ static void test_vspace_no_memory(void) {
       alloc_fail_at = -1;
       if (rc != HBM_EHOSTMEM) {
         placed += rc == HBM_OK;
-        bad += rc != HBM_OK || vcheck(v, &(seen){{0}, 0}) != 0;
+        bad += rc != HBM_OK || vcheck(v, &(check_seen){{0}, 0}) != 0;
         break;
       }
       refused++;
-      bad += vdigest(v) != before || vcheck(v, &(seen){{0}, 0}) != 0 || !armed;
+      bad += vdigest(v) != before || vcheck(v, &(check_seen){{0}, 0}) != 0 || !armed;
     }
   }
   for (int k = 0; k < NB; k++) {
@@ -274,11 +263,11 @@ static void test_vspace_no_memory(void) {
       int rc = hbm_vspace_free(v, got[k], NULL, NULL);
       alloc_fail_at = -1;
       if (rc != HBM_EHOSTMEM) {
-        bad += rc != HBM_OK || vcheck(v, &(seen){{0}, 0}) != 0;
+        bad += rc != HBM_OK || vcheck(v, &(check_seen){{0}, 0}) != 0;
         break;
       }
       refused++;
-      bad += vdigest(v) != before || vcheck(v, &(seen){{0}, 0}) != 0;
+      bad += vdigest(v) != before || vcheck(v, &(check_seen){{0}, 0}) != 0;
     }
   }
   V_SOUND();
@@ -289,18 +278,18 @@ static void test_vspace_no_memory(void) {
 }
 
 /* ---- 2. ordset --------------------------------------------------------------------- */
-static int ocheck(const hbm_ordset *s, seen *x) {
+static int ocheck(const hbm_ordset *s, check_seen *x) {
   memset(x, 0, sizeof *x);
-  return hbm_ordset_check(s, collect, x);
+  return hbm_ordset_check(s, check_collect, x);
 }
 
 #define O_BROKEN(what, want)                        \
   do {                                              \
-    seen x_;                                        \
+    check_seen x_;                                        \
     int f_ = ocheck(s, &x_);                        \
     expect_fail("ordset: " what, f_, &x_, want);    \
   } while (0)
-#define O_SOUND() CHECK(ocheck(s, &(seen){{0}, 0}) == 0)
+#define O_SOUND() CHECK(ocheck(s, &(check_seen){{0}, 0}) == 0)
 
 static void test_ordset(void) {
   printf("ordset:\n");
@@ -356,18 +345,18 @@ static void test_ordset(void) {
 }
 
 /* ---- 3. the device ledger, 4. the sim device --------------------------------------- */
-static int dcheck(const hbm_device *d, seen *x) {
+static int dcheck(const hbm_device *d, check_seen *x) {
   memset(x, 0, sizeof *x);
-  return hbm_device_check(d, collect, x);
+  return hbm_device_check(d, check_collect, x);
 }
 
 #define D_BROKEN(what, want)                        \
   do {                                              \
-    seen x_;                                        \
+    check_seen x_;                                        \
     int f_ = dcheck(d, &x_);                        \
     expect_fail("ledger: " what, f_, &x_, want);    \
   } while (0)
-#define D_SOUND() CHECK(dcheck(d, &(seen){{0}, 0}) == 0)
+#define D_SOUND() CHECK(dcheck(d, &(check_seen){{0}, 0}) == 0)
 
 
 static void test_ledger(void) {
@@ -505,9 +494,9 @@ static void test_ledger(void) {
   D_SOUND();
 
   /* no host memory for the check: said, not counted as a failure */
-  seen x = {{0}, 0};
+  check_seen x = {{0}, 0};
   calloc_fails = 1;
-  int f = hbm_device_check(d, collect, &x);
+  int f = hbm_device_check(d, check_collect, &x);
   calloc_fails = 0;
   int said = f == 0 && x.n == 1 && strstr(x.all, hbm_check_no_memory_message) != NULL;
   printf("  %-52s %s\n", "ledger: no host memory for the recount", said ? "said" : "NOT SAID");

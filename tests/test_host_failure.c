@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "hbm.h"
+#include "check_says.h"
 #include "testutil.h"
 
 /* ---- failing system calls ------------------------------------------------------------
@@ -239,20 +240,10 @@ static void calls_fail(void) {
 }
 
 /* ---- 3. the host's own check --------------------------------------------------------- */
-typedef struct seen {
-  char all[2048];
-  int n;
-} seen;
-static void collect(void *arg, const char *message) {
-  seen *s = arg;
-  s->n++;
-  size_t len = strlen(s->all);
-  snprintf(s->all + len, sizeof s->all - len, "%s\n", message);
-}
 
 static void expect_fail(const char *what, hbm_device *dev, const char *want) {
-  seen s = {{0}, 0};
-  int failures = hbm_device_check(dev, collect, &s);
+  check_seen s = {{0}, 0};
+  int failures = hbm_device_check(dev, check_collect, &s);
   int ok = failures > 0 && strstr(s.all, want) != NULL;
   printf("  %-44s %s\n", what, ok ? "reported" : "NOT REPORTED");
   if (!ok) fprintf(stderr, "%s: %d failure(s), wanted \"%s\"; got:\n%s", what, failures, want, s.all);
