@@ -129,8 +129,12 @@ int hbm_vspace_drop_best_fit(hbm_vspace *v) {
  * stands). Every step that can fail comes before any that cannot and before
  * the chain changes, so when host memory runs out everything is undone and
  * nothing changed. In the free set f's key gives way, in one step, to the
- * part left free before the block, else to the part after it. */
-static int carve(hbm_vspace *v, uint32_t f, const hbm_ordpos *fpos, uint64_t at, uint64_t size, uint32_t user) {
+ * part left free before the block, else to the part after it. Inlined in
+ * both placements: in hbm_vspace_alloc, where the block always starts its
+ * hole (low is 0) and fpos is known, most branches fold away (select_n_b:
+ * about 4% of zoned's time per event on an AVX2 EPYC). */
+static inline __attribute__((always_inline)) int carve(hbm_vspace *v, uint32_t f, const hbm_ordpos *fpos, uint64_t at,
+                                                      uint64_t size, uint32_t user) {
   uint64_t fa = v->blocks[f].addr, fs = v->blocks[f].size;
   uint64_t low = at - fa, high = fa + fs - at - size;
   uint32_t mid = f, rest = NIL;
