@@ -130,11 +130,12 @@ int hbm_vspace_drop_best_fit(hbm_vspace *v) {
  * the chain changes, so when host memory runs out everything is undone and
  * nothing changed. In the free set f's key gives way, in one step, to the
  * part left free before the block, else to the part after it. Inlined in
- * both placements: in hbm_vspace_alloc, where the block always starts its
- * hole (low is 0) and fpos is known, most branches fold away (select_n_b:
- * about 4% of zoned's time per event on an AVX2 EPYC). */
-static inline __attribute__((always_inline)) int carve(hbm_vspace *v, uint32_t f, const hbm_ordpos *fpos, uint64_t at,
-                                                      uint64_t size, uint32_t user) {
+ * hbm_vspace_alloc, where the block always starts its hole (low is 0) and
+ * fpos is known, so most branches fold away (select_n_b: about 4% of
+ * zoned's time per event on an AVX2 EPYC); hbm_vspace_alloc_at calls it,
+ * where inlined it made 70b-zero3-64's planned placements slower. */
+static inline __attribute__((always_inline)) int carve_inline(hbm_vspace *v, uint32_t f, const hbm_ordpos *fpos,
+                                                             uint64_t at, uint64_t size, uint32_t user) {
   uint64_t fa = v->blocks[f].addr, fs = v->blocks[f].size;
   uint64_t low = at - fa, high = fa + fs - at - size;
   uint32_t mid = f, rest = NIL;
@@ -197,6 +198,9 @@ no_rest:
   if (low) block_recycle(v, mid);
   return HBM_EHOSTMEM;
 }
+static int carve(hbm_vspace *v, uint32_t f, const hbm_ordpos *fpos, uint64_t at, uint64_t size, uint32_t user) {
+  return carve_inline(v, f, fpos, at, size, user);
+}
 
 int hbm_vspace_reserve(hbm_vspace *v) {
   /* A placement takes up to two blocks, a live entry, and two inserts in the
@@ -231,7 +235,7 @@ int hbm_vspace_alloc(hbm_vspace *v, uint64_t size, hbm_vspace_cost_fn *cost, voi
     }
   }
   uint64_t at = v->blocks[best].addr;
-  int rc = carve(v, best, &best_pos, at, size, user);
+  int rc = carve_inline(v, best, &best_pos, at, size, user);
   if (rc != HBM_OK) return rc;
   *addr = at;
   if (block_size) *block_size = size;
