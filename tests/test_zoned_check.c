@@ -12,11 +12,12 @@
  *      records and the lifetime rule; Z7 largest free against its walk page
  *      by page; Z8 the ranges' order and sizes and the small zones
  *      remembered; Z9 the layout scan's order and sums.
- *   2. A job whose steps repeat, on its plan: Z6 (the plan's range and its
+ *   2. A job whose steps repeat, on its plan: Z6 (the plan's range, its index and its
  *      spans) and Z3 (a free chunk record marked idle: the chunks the plan
  *      replaced are given back).
  *   3. small:off: a block under a granule with no lifetime record (Z5).
- *   4. Fixed zones (vmm:off): lifetime records against live blocks (Z5).
+ *   4. Fixed zones (vmm:off): lifetime records against live blocks and the
+ *      free list (Z5).
  *   5. Host memory running out inside the check is no verdict: HBM_EHOSTMEM,
  *      never HBM_ECORRUPT, at each allocation the check makes.
  *   6. (between 1 and 2 in the run) A Fenwick tree that cannot grow for want
@@ -269,6 +270,10 @@ static void plan(void) {
   printf(" Z6:\n");
   BREAK(h, z->plan_range, z->nranges, "Z6 the plan's range %u is not a planned range", z->nranges);
   BREAK(h, z->plan_range, large, "Z6 the plan's range %u is not a planned range", large);
+  hbm_vspace *bare; /* the plan's range as it was before it was indexed */
+  REQUIRE(hbm_vspace_create(pr->base, pr->size, ZONED_UNIT, &bare) == HBM_OK);
+  BREAK(h, z->ranges[z->plan_range].vs, bare, "Z6 the plan's range %u is not indexed by address", z->plan_range);
+  hbm_vspace_destroy(bare);
   REQUIRE(z->plan_addr[1]);
   BREAK(h, z->plan_addr[1], pr->base + pr->size - z->plan_size[1] + 512, "Z6 planned block 1 lies outside the plan's range");
   BREAK(h, z->plan_addr[1], pr->base - 512, "Z6 planned block 1 lies outside the plan's range");
@@ -320,6 +325,9 @@ static void fixed(void) {
   REQUIRE(z && z->fallback && z->fixed_live.used == 2);
   CHECK(sound(h));
   BREAK(h, z->fixed_live.used, 3, "Z5 3 records for 2 live blocks");
+  REQUIRE(z->nrecs == 3 && z->free_rec == 1); /* a[1]'s record */
+  BREAK(h, z->nrecs, 4, "Z5 2 tracked blocks and 1 free records, 4 records");
+  BREAK(h, z->nrecs, 2, "Z5 fixed block at %#llx names record 2 of 2", (unsigned long long)a[2]);
   uint64_t stamped = 0, rule = z->life.live_bytes, rec;
   for (int i = 0; i < 3; i += 2)
     if (hbm_addrmap_get(&z->fixed_live, a[i], &rec) && rec != NIL) stamped += z->recs[rec].stamp.size;

@@ -116,6 +116,8 @@ int hbm_vspace_index_addresses(hbm_vspace *v) {
   return HBM_OK;
 }
 
+int hbm_vspace_indexed(const hbm_vspace *v) { return v->by_addr != NULL; }
+
 int hbm_vspace_drop_best_fit(hbm_vspace *v) {
   if (!v) return HBM_EINVAL;
   if (!v->by_addr) return HBM_EUNSUPPORTED;

@@ -74,6 +74,8 @@ int hbm_vspace_free(hbm_vspace *v, uint64_t addr, uint64_t *block_size, uint32_t
  * from the current free blocks; from then on every operation maintains it.
  * Idempotent. HBM_OK, or HBM_EHOSTMEM (then nothing changed). */
 int hbm_vspace_index_addresses(hbm_vspace *v);
+/* 1 once hbm_vspace_index_addresses has run: hbm_vspace_alloc_at places. */
+int hbm_vspace_indexed(const hbm_vspace *v);
 /* Stops keeping the size-keyed free set, for good: from then on only
  * hbm_vspace_alloc_at places (hbm_vspace_alloc answers HBM_EUNSUPPORTED and
  * changes nothing), and hbm_vspace_largest_free walks the blocks. Placements

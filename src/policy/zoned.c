@@ -2617,7 +2617,22 @@ static int recount_block(void *arg, uint64_t addr, uint64_t size, int live) {
 
 static void stamped_fixed(void *arg, uint64_t addr, uint64_t user) {
   check_ctx *c = arg;
-  if (user != NIL && user < c->z->nrecs) c->stamped_bytes += c->z->recs[user].stamp.size;
+  if (user == NIL) return;
+  c->tracked++;
+  if (user >= c->z->nrecs)
+    hbm_check_fail(&c->k, "Z5 fixed block at %#llx names record %llu of %u", (unsigned long long)addr,
+                   (unsigned long long)user, c->z->nrecs);
+  else
+    c->stamped_bytes += c->z->recs[user].stamp.size;
+}
+
+/* Every record is a tracked live block's or on the free list, in both modes. */
+static void check_records(zoned *z, check_ctx *c) {
+  uint64_t free_recs = 0;
+  for (uint32_t i = z->free_rec; i != NIL && free_recs <= z->nrecs; i = z->recs[i].next_free) free_recs++;
+  if (c->tracked + free_recs != z->nrecs)
+    hbm_check_fail(&c->k, "Z5 %llu tracked blocks and %llu free records, %u records", (unsigned long long)c->tracked,
+                   (unsigned long long)free_recs, z->nrecs);
 }
 
 static void check_counter(void *arg, uint64_t key, uint64_t counter) {
@@ -2642,6 +2657,7 @@ static int check_fallback(zoned *z, check_ctx *c) {
   if (live != z->fixed_live.used)
     hbm_check_fail(&c->k, "Z5 %llu records for %llu live blocks", (unsigned long long)z->fixed_live.used, (unsigned long long)live);
   hbm_addrmap_each(&z->fixed_live, stamped_fixed, c);
+  check_records(z, c);
   check_lifetime(z, c);
   return c->k.failures;
 }
@@ -2741,7 +2757,7 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
   zoned *z = (zoned *)p;
   check_ctx c = {.z = z, .k = {.report = report, .arg = arg, .prefix = "zoned: "}};
   if (z->fallback) return check_fallback(z, &c);
-  uint64_t mapped = 0, touched = 0, idle = 0, free_recs = 0;
+  uint64_t mapped = 0, touched = 0, idle = 0;
   uint32_t *chunk_touched = calloc(z->nchunks ? z->nchunks : 1, sizeof *chunk_touched);
   if (!chunk_touched) { hbm_check_no_memory(&c.k); return c.k.failures; }
   for (uint32_t ri = 0; ri < z->nranges; ri++) {
@@ -2826,15 +2842,14 @@ static int zoned_check(hbm_policy *p, hbm_check_report_fn *report, void *arg) {
   if (z->peak_mapped_pages < z->mapped_pages || z->peak_mapped_touched > z->peak_mapped_pages)
     hbm_check_fail(&c.k, "Z4 mapped pages above their recorded peak, or the peak's touched pages above it");
   if ((z->mapped_pages << z->gshift) > p->dev->phys_used) hbm_check_fail(&c.k, "Z4 more pages mapped than the device holds");
-  for (uint32_t i = z->free_rec; i != NIL && free_recs <= z->nrecs; i = z->recs[i].next_free) free_recs++;
   check_lifetime(z, &c);
-  if (c.tracked + free_recs != z->nrecs)
-    hbm_check_fail(&c.k, "Z5 %llu tracked blocks and %llu free records, %u records", (unsigned long long)c.tracked,
-         (unsigned long long)free_recs, z->nrecs);
+  check_records(z, &c);
   if (z->following) {
     const zrange *pr = z->plan_range < z->nranges ? &z->ranges[z->plan_range] : NULL;
     if (!pr || z->zones[pr->zone].life != ZONE_PLANNED)
       hbm_check_fail(&c.k, "Z6 the plan's range %u is not a planned range", z->plan_range);
+    else if (!hbm_vspace_indexed(pr->vs)) /* plan_alloc places at addresses: the index must stand */
+      hbm_check_fail(&c.k, "Z6 the plan's range %u is not indexed by address", z->plan_range);
     for (uint32_t i = 0; pr && i < z->plan_n; i++)
       if (z->plan_addr[i] && (z->plan_addr[i] < pr->base || z->plan_addr[i] + z->plan_size[i] > pr->base + pr->size))
         hbm_check_fail(&c.k, "Z6 planned block %u lies outside the plan's range", i);
