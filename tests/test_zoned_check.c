@@ -12,9 +12,9 @@
  *      records and the lifetime rule; Z7 largest free against its walk page
  *      by page; Z8 the ranges' order and sizes and the small zones
  *      remembered; Z9 the layout scan's order and sums.
- *   2. A job whose steps repeat, on its plan: Z6 (the plan's range, its index and its
- *      spans) and Z3 (a free chunk record marked idle: the chunks the plan
- *      replaced are given back).
+ *   2. A job whose steps repeat, on its plan: Z6 (the plan's range, its
+ *      address index and its spans) and Z3 (a free chunk record marked idle:
+ *      the chunks the plan replaced are given back).
  *   3. small:off: a block under a granule with no lifetime record (Z5).
  *   4. Fixed zones (vmm:off): lifetime records against live blocks and the
  *      free list (Z5).

@@ -1543,11 +1543,12 @@ static inline __attribute__((always_inline)) int back_placed(zoned *z, uint32_t 
  * candidate, and partly used chunks may be re-chunked. Then any request up
  * to largest_free succeeds: a hole at a zone's top needs no more new pages
  * than the request has. On error nothing changed apart from chunks unmapped
- * and re-chunked to make room. */
-/* The first try of every request runs zoned_alloc -> vmm_alloc -> zone_alloc
- * -> place_in -> back_placed: inlined into one function (the *_inline
- * bodies; the pressed, slot and planned paths call the out-of-line copies).
- * As five calls, their entries and exits cost select_n_b about 9% of
+ * and re-chunked to make room.
+ *
+ * The first try of every request runs zoned_alloc -> vmm_alloc -> zone_alloc
+ * -> place_in -> back_placed inlined into one function (the *_inline
+ * bodies; the pressed, slot and planned paths call the out-of-line copies):
+ * as five calls, their entries and exits cost select_n_b about 9% of
  * zoned's time per event on an AVX2 EPYC. */
 static inline __attribute__((always_inline)) int place_in_inline(zoned *z, uint32_t ri, uint64_t size, int pressed,
                                                                   uint32_t user, uint64_t *addr, uint64_t *block) {
